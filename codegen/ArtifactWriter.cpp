@@ -1,0 +1,234 @@
+// The .mcpk writer: flatbuffer table (size-prefixed, identifier "MCPK"),
+// zero padding, 64-byte aligned data section, trailer with the table CRC.
+#include "codegen/ArtifactWriter.h"
+#include "modelc/model.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+namespace mc::codegen {
+
+using rt::Status;
+
+uint64_t PlanBuffer::byteSize() const {
+  uint64_t n = rt::dtypeSize(dtype);
+  for (int64_t d : shape)
+    n *= d < 0 ? 0 : uint64_t(d);
+  return n;
+}
+
+namespace {
+
+uint64_t alignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+uint32_t crc32Of(const uint8_t* p, uint64_t n) {
+  uLong c = ::crc32(0, nullptr, 0);
+  while (n > 0) {
+    uInt chunk = n > (1u << 30) ? (1u << 30) : uInt(n);
+    c = ::crc32(c, p, chunk);
+    p += chunk;
+    n -= chunk;
+  }
+  return uint32_t(c);
+}
+
+void putLE32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i)
+    p[i] = uint8_t(v >> (8 * i));
+}
+
+/// Builds the size-prefixed table with the given data section placement.
+/// ForceDefaults keeps every scalar present, so the table's size does not
+/// depend on the values (the writer builds it twice, see below).
+flatbuffers::DetachedBuffer buildTable(const Plan& plan,
+                                       const std::vector<uint64_t>& offsets,
+                                       uint32_t major, uint64_t dataOffset,
+                                       uint64_t dataSize, uint32_t dataCrc) {
+  flatbuffers::FlatBufferBuilder b(4096);
+  b.ForceDefaults(true);
+  std::vector<flatbuffers::Offset<fb::Buffer>> buffers;
+  for (size_t i = 0; i < plan.buffers.size(); ++i) {
+    const PlanBuffer& pb = plan.buffers[i];
+    buffers.push_back(fb::CreateBuffer(
+        b, b.CreateString(pb.name), fb::DType(pb.dtype),
+        b.CreateVector(pb.shape), pb.kind, offsets[i], pb.byteSize()));
+  }
+  std::vector<flatbuffers::Offset<fb::Step>> steps;
+  for (const PlanStep& s : plan.steps) {
+    fb::StepAttrs type = fb::StepAttrs::NONE;
+    flatbuffers::Offset<void> attrs;
+    switch (s.kind) {
+    case fb::OpKind::MatMul:
+      type = fb::StepAttrs::MatMulAttrs;
+      attrs = fb::CreateMatMulAttrs(b, s.transposeA, s.transposeB).Union();
+      break;
+    case fb::OpKind::ReduceSum:
+    case fb::OpKind::ReduceMean:
+    case fb::OpKind::ReduceMax:
+      type = fb::StepAttrs::ReduceAttrs;
+      attrs =
+          fb::CreateReduceAttrs(b, b.CreateVector(s.ints), s.keepdim).Union();
+      break;
+    case fb::OpKind::Transpose:
+      type = fb::StepAttrs::TransposeAttrs;
+      attrs = fb::CreateTransposeAttrs(b, b.CreateVector(s.ints)).Union();
+      break;
+    case fb::OpKind::BroadcastInDim:
+      type = fb::StepAttrs::BroadcastAttrs;
+      attrs = fb::CreateBroadcastAttrs(b, b.CreateVector(s.ints)).Union();
+      break;
+    case fb::OpKind::Softmax:
+      type = fb::StepAttrs::SoftmaxAttrs;
+      attrs = fb::CreateSoftmaxAttrs(b, s.axis).Union();
+      break;
+    default:
+      break;
+    }
+    steps.push_back(fb::CreateStep(b, s.kind, b.CreateVector(s.inputs),
+                                   b.CreateVector(s.outputs), type, attrs,
+                                   b.CreateString(s.location)));
+  }
+  auto sigs = [&](const std::vector<PlanSignature>& list) {
+    std::vector<flatbuffers::Offset<fb::TensorSig>> out;
+    for (const PlanSignature& s : list) {
+      // An out-of-range index is written as is; the verifier names it.
+      bool ok = s.buffer < plan.buffers.size();
+      const PlanBuffer* pb = ok ? &plan.buffers[s.buffer] : nullptr;
+      std::vector<int64_t> shape = ok ? pb->shape : std::vector<int64_t>();
+      out.push_back(fb::CreateTensorSig(
+          b, b.CreateString(s.name), s.buffer,
+          ok ? fb::DType(pb->dtype) : fb::DType::F32, b.CreateVector(shape)));
+    }
+    return b.CreateVector(out);
+  };
+  auto inputs = sigs(plan.inputs);
+  auto outputs = sigs(plan.outputs);
+  std::vector<flatbuffers::Offset<flatbuffers::String>> targets;
+  for (const std::string& t : plan.targets)
+    targets.push_back(b.CreateString(t));
+  auto model = fb::CreateModel(
+      b, major, rt::kSchemaVersionMinor, b.CreateString("modelc"),
+      b.CreateString(rt::modelcVersion()), b.CreateString(plan.entry),
+      b.CreateVector(targets), inputs, outputs, b.CreateVector(buffers),
+      b.CreateVector(steps), plan.arenaSize, dataOffset, dataSize, dataCrc);
+  fb::FinishSizePrefixedModelBuffer(b, model);
+  return b.Release();
+}
+
+} // namespace
+
+Status writeArtifactToBytes(const Plan& plan, std::vector<uint8_t>* out,
+                            const WriteOptions& options) {
+  // Constants go into the data section in buffer order, 64-byte aligned.
+  std::vector<uint64_t> offsets(plan.buffers.size());
+  uint64_t dataSize = 0;
+  for (size_t i = 0; i < plan.buffers.size(); ++i) {
+    const PlanBuffer& b = plan.buffers[i];
+    if (b.kind != fb::BufferKind::Constant) {
+      offsets[i] = b.offset;
+      continue;
+    }
+    if (b.data.size() != b.byteSize())
+      return Status::error("artifact writer: constant buffer " +
+                           std::to_string(i) + " '" + b.name + "' has " +
+                           std::to_string(b.data.size()) +
+                           " bytes of data, expected " +
+                           std::to_string(b.byteSize()) + " for " +
+                           rt::dtypeName(b.dtype) + rt::shapeString(b.shape));
+    offsets[i] = alignUp(dataSize, rt::kAlignment);
+    dataSize = offsets[i] + b.data.size();
+  }
+  std::vector<uint8_t> data(dataSize, 0);
+  for (size_t i = 0; i < plan.buffers.size(); ++i)
+    if (plan.buffers[i].kind == fb::BufferKind::Constant &&
+        !plan.buffers[i].data.empty())
+      std::memcpy(data.data() + offsets[i], plan.buffers[i].data.data(),
+                  plan.buffers[i].data.size());
+  uint32_t dataCrc = crc32Of(data.data(), dataSize);
+
+  // The table records where the data section starts, which depends on the
+  // table's size: measure with a placeholder, then build for real.
+  uint32_t major = options.schemaVersionMajorForTesting;
+  size_t tableSize =
+      buildTable(plan, offsets, major, 0, dataSize, dataCrc).size();
+  uint64_t dataOffset = alignUp(tableSize, rt::kAlignment);
+  flatbuffers::DetachedBuffer table =
+      buildTable(plan, offsets, major, dataOffset, dataSize, dataCrc);
+  if (table.size() != tableSize)
+    return Status::error("artifact writer: table size changed between "
+                         "builds (internal error)");
+  if (table.size() - 4 > 0x7fffffffu)
+    return Status::error("artifact writer: the table exceeds 2 GiB");
+
+  uint64_t trailerAt = alignUp(dataOffset + dataSize, 8);
+  out->assign(trailerAt + rt::kTrailerSize, 0);
+  std::memcpy(out->data(), table.data(), table.size());
+  if (dataSize)
+    std::memcpy(out->data() + dataOffset, data.data(), dataSize);
+  uint8_t* trailer = out->data() + trailerAt;
+  putLE32(trailer, crc32Of(out->data(), table.size()));
+  putLE32(trailer + 4, 0);
+  std::memcpy(trailer + 8, rt::kTrailerMagic, 8);
+
+  if (options.verify && major == rt::kSchemaVersionMajor) {
+    Status st = rt::verifyArtifact(out->data(), out->size(), "<artifact>");
+    if (!st) {
+      out->clear();
+      return Status::error("artifact writer produced an invalid artifact "
+                           "(a lowering or planning bug): " +
+                           st.message());
+    }
+  }
+  return Status::ok();
+}
+
+Status writeArtifact(const Plan& plan, const std::string& path,
+                     const WriteOptions& options) {
+  std::vector<uint8_t> bytes;
+  MC_RETURN_IF_ERROR(writeArtifactToBytes(plan, &bytes, options));
+  // Same directory as the target, so rename() is atomic.
+  std::string tmp = path + ".tmp.XXXXXX";
+  int fd = ::mkstemp(tmp.data());
+  if (fd < 0)
+    return Status::error(path + ": cannot create a temporary file: " +
+                         std::strerror(errno));
+  auto failWith = [&](const char* what) {
+    std::string msg = path + ": " + what + ": " + std::strerror(errno);
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return Status::error(msg);
+  };
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done,
+                        std::min<size_t>(bytes.size() - done, 1u << 30));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return failWith("write failed");
+    done += size_t(n);
+  }
+  mode_t mask = ::umask(0);
+  ::umask(mask);
+  if (::fchmod(fd, 0666 & ~mask) != 0)
+    return failWith("chmod failed");
+  if (::fsync(fd) != 0)
+    return failWith("fsync failed");
+  if (::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    return Status::error(path + ": close failed: " + std::strerror(errno));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::string msg = path + ": rename failed: " + std::strerror(errno);
+    ::unlink(tmp.c_str());
+    return Status::error(msg);
+  }
+  return Status::ok();
+}
+
+} // namespace mc::codegen

@@ -1,0 +1,89 @@
+// The compile driver (see Compile.h).
+#include "codegen/Compile.h"
+
+#include "codegen/ArtifactWriter.h"
+#include "codegen/MCToPlan.h"
+#include "codegen/MemoryPlanner.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+
+using namespace mlir;
+
+namespace mc::codegen {
+namespace {
+
+/// Prints "modelc: <stage> (<ms> ms)" when verbose.
+class StageTimer {
+public:
+  StageTimer(bool verbose, const char* stage)
+      : verbose(verbose), stage(stage),
+        start(std::chrono::steady_clock::now()) {}
+  ~StageTimer() {
+    if (!verbose)
+      return;
+    double ms = std::chrono::duration<double, std::milli>(
+                    std::chrono::steady_clock::now() - start)
+                    .count();
+    llvm::errs() << "modelc: " << stage << " (" << llvm::format("%.1f", ms)
+                 << " ms)\n";
+  }
+
+private:
+  bool verbose;
+  const char* stage;
+  std::chrono::steady_clock::time_point start;
+};
+
+} // namespace
+
+LogicalResult runCompilePipeline(ModuleOp module,
+                                 const CompileOptions& options) {
+  StageTimer timer(options.verbose, "pass pipeline");
+  PassManager pm(module.getContext());
+  CompilePipelineOptions pipeline;
+  pipeline.target = options.target;
+  pipeline.entry = options.entry;
+  buildCompilePipeline(pm, pipeline);
+  return pm.run(module);
+}
+
+FailureOr<Plan> buildPlan(ModuleOp module, const CompileOptions& options) {
+  FailureOr<Plan> plan;
+  {
+    StageTimer timer(options.verbose, "lowering to cpu steps");
+    plan = lowerToPlan(module, options.entry);
+  }
+  if (failed(plan))
+    return failure();
+  StageTimer timer(options.verbose, "memory planning");
+  rt::Status status = planMemory(*plan);
+  if (!status) {
+    module.emitError() << "memory planning failed: " << status.message();
+    return failure();
+  }
+  return plan;
+}
+
+FailureOr<std::vector<uint8_t>>
+compileToArtifact(ModuleOp module, const CompileOptions& options) {
+  if (failed(runCompilePipeline(module, options)))
+    return failure();
+  auto plan = buildPlan(module, options);
+  if (failed(plan))
+    return failure();
+  std::vector<uint8_t> bytes;
+  rt::Status status = writeArtifactToBytes(*plan, &bytes);
+  if (!status) {
+    module.emitError() << "cannot write the artifact: " << status.message();
+    return failure();
+  }
+  return bytes;
+}
+
+} // namespace mc::codegen

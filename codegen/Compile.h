@@ -1,0 +1,36 @@
+// The compile driver: mc module -> pipeline -> plan -> memory plan. Shared by
+// `modelc compile` and in-process compilation (tests, the JIT).
+#ifndef MODELC_CODEGEN_COMPILE_H
+#define MODELC_CODEGEN_COMPILE_H
+
+#include "codegen/Plan.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+
+namespace mc::codegen {
+
+struct CompileOptions {
+  std::string target = "cpu";
+  std::string entry; // default: the only public function
+  /// Print each stage and its time to stderr (long compiles show progress).
+  bool verbose = false;
+};
+
+/// Runs the compile pipeline (passes/Pipelines.cpp) on `module` in place.
+mlir::LogicalResult runCompilePipeline(mlir::ModuleOp module,
+                                       const CompileOptions& options);
+
+/// Lowers a module that went through the pipeline and assigns arena
+/// offsets: the Plan the artifact writer serializes.
+mlir::FailureOr<Plan> buildPlan(mlir::ModuleOp module,
+                                const CompileOptions& options);
+
+/// Pipeline + plan + artifact bytes, in one call.
+mlir::FailureOr<std::vector<uint8_t>>
+compileToArtifact(mlir::ModuleOp module, const CompileOptions& options);
+
+} // namespace mc::codegen
+
+#endif // MODELC_CODEGEN_COMPILE_H

@@ -1,0 +1,412 @@
+// Lowering of mc to the executable Plan (CPU target): one runtime step per
+// op, weights into the data section, reshapes as views.
+#include "codegen/MCToPlan.h"
+
+#include "ir/MCDialect.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinDialect.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstring>
+
+using namespace mlir;
+
+namespace mc::codegen {
+namespace {
+
+FailureOr<rt::DType> toDType(Type t) {
+  if (t.isF32())
+    return rt::DType::F32;
+  if (t.isF16())
+    return rt::DType::F16;
+  if (t.isBF16())
+    return rt::DType::BF16;
+  if (t.isInteger(32))
+    return rt::DType::I32;
+  if (t.isInteger(64))
+    return rt::DType::I64;
+  if (t.isInteger(1))
+    return rt::DType::I1;
+  return failure();
+}
+
+std::string locationString(Location loc) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  loc.print(os);
+  return s;
+}
+
+/// The raw little-endian bytes of a constant, in the runtime's layout (i1
+/// as one byte per element).
+FailureOr<std::vector<uint8_t>> constantBytes(ElementsAttr attr,
+                                              Operation* op) {
+  auto type = llvm::cast<RankedTensorType>(attr.getType());
+  Type et = type.getElementType();
+  int64_t n = type.getNumElements();
+  std::vector<uint8_t> out;
+  if (auto dense = llvm::dyn_cast<DenseElementsAttr>(attr)) {
+    if (et.isInteger(1)) {
+      out.reserve(n);
+      for (bool b : dense.getValues<bool>())
+        out.push_back(b ? 1 : 0);
+      return out;
+    }
+    size_t width = et.getIntOrFloatBitWidth() / 8;
+    out.resize(n * width);
+    ArrayRef<char> raw = dense.getRawData();
+    if (dense.isSplat()) {
+      for (int64_t i = 0; i < n; ++i)
+        std::memcpy(out.data() + i * width, raw.data(), width);
+    } else {
+      std::memcpy(out.data(), raw.data(), out.size());
+    }
+    return out;
+  }
+  if (auto resource = llvm::dyn_cast<DenseResourceElementsAttr>(attr)) {
+    auto blob = resource.getRawHandle().getBlob();
+    if (!blob) {
+      op->emitOpError() << "refers to a dense resource with no data";
+      return failure();
+    }
+    ArrayRef<char> raw = blob->getData();
+    size_t width = et.isInteger(1) ? 1 : et.getIntOrFloatBitWidth() / 8;
+    if (raw.size() != static_cast<size_t>(n) * width) {
+      op->emitOpError() << "dense resource holds " << raw.size()
+                        << " bytes, expected " << n * width;
+      return failure();
+    }
+    out.assign(raw.begin(), raw.end());
+    return out;
+  }
+  op->emitOpError() << "has a constant kind codegen cannot read: " << attr;
+  return failure();
+}
+
+class Lowering {
+public:
+  explicit Lowering(ModuleOp module) : module(module) {}
+
+  FailureOr<Plan> run(func::FuncOp fn) {
+    plan.entry = fn.getSymName().str();
+    Block& body = fn.getBody().front();
+    for (auto [i, arg] : llvm::enumerate(body.getArguments())) {
+      std::string name = "arg" + std::to_string(i);
+      if (auto attr = fn.getArgAttrOfType<StringAttr>(i, "mc.name"))
+        name = attr.getValue().str();
+      auto id = newBuffer(arg, name, fb::BufferKind::Arena);
+      if (failed(id))
+        return failure();
+      plan.inputs.push_back({name, *id});
+    }
+    for (Operation& op : body) {
+      if (auto ret = llvm::dyn_cast<func::ReturnOp>(op)) {
+        if (failed(lowerReturn(fn, ret)))
+          return failure();
+        continue;
+      }
+      if (failed(lowerOp(&op)))
+        return failure();
+    }
+    return std::move(plan);
+  }
+
+private:
+  FailureOr<uint32_t> newBuffer(Value v, std::string name,
+                                fb::BufferKind kind) {
+    auto type = llvm::cast<RankedTensorType>(v.getType());
+    auto dtype = toDType(type.getElementType());
+    if (failed(dtype)) {
+      emitError(v.getLoc()) << "unsupported element type "
+                            << type.getElementType();
+      return failure();
+    }
+    PlanBuffer b;
+    b.name = std::move(name);
+    b.dtype = *dtype;
+    b.shape.assign(type.getShape().begin(), type.getShape().end());
+    b.kind = kind;
+    plan.buffers.push_back(std::move(b));
+    uint32_t id = plan.buffers.size() - 1;
+    buffers[v] = id;
+    return id;
+  }
+
+  std::string valueName(Value v) {
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    OpPrintingFlags flags;
+    v.printAsOperand(os, flags);
+    return s;
+  }
+
+  FailureOr<uint32_t> constantBuffer(Value v, ElementsAttr value,
+                                     std::string name, Operation* op) {
+    auto bytes = constantBytes(value, op);
+    if (failed(bytes))
+      return failure();
+    auto id = newBuffer(v, std::move(name), fb::BufferKind::Constant);
+    if (failed(id))
+      return failure();
+    plan.buffers[*id].data = std::move(*bytes);
+    return id;
+  }
+
+  uint32_t lookup(Value v) {
+    auto it = buffers.find(v);
+    assert(it != buffers.end() && "operand lowered before use");
+    return it->second;
+  }
+
+  PlanStep& addStep(fb::OpKind kind, Operation* op) {
+    PlanStep s;
+    s.kind = kind;
+    s.location = locationString(op->getLoc());
+    for (Value v : op->getOperands())
+      s.inputs.push_back(lookup(v));
+    plan.steps.push_back(std::move(s));
+    return plan.steps.back();
+  }
+
+  LogicalResult withResult(PlanStep& step, Operation* op) {
+    auto id = newBuffer(op->getResult(0), valueName(op->getResult(0)),
+                        fb::BufferKind::Arena);
+    if (failed(id))
+      return failure();
+    // `step` may dangle if plan.steps grew; re-fetch the last step.
+    plan.steps.back().outputs.push_back(*id);
+    (void)step;
+    return success();
+  }
+
+  LogicalResult lowerOp(Operation* op) {
+    using K = fb::OpKind;
+    auto simple = [&](K kind) -> LogicalResult {
+      PlanStep& s = addStep(kind, op);
+      return withResult(s, op);
+    };
+    return llvm::TypeSwitch<Operation*, LogicalResult>(op)
+        .Case<ml_program::GlobalLoadConstOp>([&](auto load) -> LogicalResult {
+          auto global =
+              SymbolTable::lookupNearestSymbolFrom<ml_program::GlobalOp>(
+                  op, load.getGlobalAttr());
+          if (!global)
+            return op->emitOpError() << "reads an unknown global";
+          auto value = llvm::dyn_cast_or_null<ElementsAttr>(
+              global.getValueAttr());
+          if (!value)
+            return op->emitOpError() << "reads a global with no tensor value";
+          // One data-section copy per parameter, however often it is read.
+          auto it = globals.find(global.getSymNameAttr());
+          if (it != globals.end()) {
+            buffers[load.getResult()] = it->second;
+            return success();
+          }
+          auto id = constantBuffer(load.getResult(), value,
+                                   global.getSymName().str(), op);
+          if (failed(id))
+            return failure();
+          globals[global.getSymNameAttr()] = *id;
+          return success();
+        })
+        .Case<ConstantOp>([&](ConstantOp c) -> LogicalResult {
+          return constantBuffer(c.getResult(), c.getValue(),
+                                valueName(c.getResult()), op);
+        })
+        .Case<AddOp>([&](auto) { return simple(K::Add); })
+        .Case<SubOp>([&](auto) { return simple(K::Sub); })
+        .Case<MulOp>([&](auto) { return simple(K::Mul); })
+        .Case<DivOp>([&](auto) { return simple(K::Div); })
+        .Case<MaximumOp>([&](auto) { return simple(K::Maximum); })
+        .Case<NegOp>([&](auto) { return simple(K::Neg); })
+        .Case<ExpOp>([&](auto) { return simple(K::Exp); })
+        .Case<LogOp>([&](auto) { return simple(K::Log); })
+        .Case<TanhOp>([&](auto) { return simple(K::Tanh); })
+        .Case<SigmoidOp>([&](auto) { return simple(K::Sigmoid); })
+        .Case<ReluOp>([&](auto) { return simple(K::Relu); })
+        .Case<SqrtOp>([&](auto) { return simple(K::Sqrt); })
+        .Case<CastOp>([&](auto) { return simple(K::Cast); })
+        .Case<BroadcastInDimOp>([&](BroadcastInDimOp b) -> LogicalResult {
+          PlanStep& s = addStep(K::BroadcastInDim, op);
+          s.ints.assign(b.getDims().begin(), b.getDims().end());
+          return withResult(s, op);
+        })
+        .Case<TransposeOp>([&](TransposeOp t) -> LogicalResult {
+          PlanStep& s = addStep(K::Transpose, op);
+          s.ints.assign(t.getPermutation().begin(), t.getPermutation().end());
+          return withResult(s, op);
+        })
+        .Case<ReshapeOp>([&](ReshapeOp r) -> LogicalResult {
+          return lowerReshape(r);
+        })
+        .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>(
+            [&](auto r) -> LogicalResult {
+              K kind = llvm::isa<ReduceSumOp>(op)    ? K::ReduceSum
+                       : llvm::isa<ReduceMeanOp>(op) ? K::ReduceMean
+                                                     : K::ReduceMax;
+              PlanStep& s = addStep(kind, op);
+              std::vector<int64_t> dims(r.getDims().begin(),
+                                        r.getDims().end());
+              std::sort(dims.begin(), dims.end());
+              s.ints = std::move(dims);
+              s.keepdim = r.getKeepdim();
+              return withResult(s, op);
+            })
+        .Case<SoftmaxOp>([&](SoftmaxOp sm) -> LogicalResult {
+          PlanStep& s = addStep(K::Softmax, op);
+          s.axis = sm.getAxis();
+          return withResult(s, op);
+        })
+        .Case<MatmulOp>([&](MatmulOp m) -> LogicalResult {
+          PlanStep& s = addStep(K::MatMul, op);
+          s.transposeA = m.getTransposeA();
+          s.transposeB = m.getTransposeB();
+          return withResult(s, op);
+        })
+        .Default([&](Operation*) -> LogicalResult {
+          return op->emitOpError()
+                 << "has no lowering to the cpu target (run "
+                    "--mc-verify-contract for the rules)";
+        });
+  }
+
+  /// A reshape of an arena buffer is a view (no copy); of a constant, it is
+  /// a constant with the new shape sharing nothing (constants are small
+  /// enough and immutable, so a copy in the data section is simplest).
+  LogicalResult lowerReshape(ReshapeOp r) {
+    uint32_t src = lookup(r.getInput());
+    if (plan.buffers[src].kind == fb::BufferKind::Constant) {
+      std::vector<uint8_t> data = plan.buffers[src].data;
+      auto id = newBuffer(r.getResult(), valueName(r.getResult()),
+                          fb::BufferKind::Constant);
+      if (failed(id))
+        return failure();
+      plan.buffers[*id].data = std::move(data);
+      return success();
+    }
+    int64_t root = plan.buffers[src].aliasOf >= 0 ? plan.buffers[src].aliasOf
+                                                  : static_cast<int64_t>(src);
+    auto id = newBuffer(r.getResult(), valueName(r.getResult()),
+                        fb::BufferKind::Arena);
+    if (failed(id))
+      return failure();
+    plan.buffers[*id].aliasOf = root;
+    return success();
+  }
+
+  /// Outputs are arena buffers of their own, so the runtime can hand them
+  /// out after the run: an output that is an input, a constant, a view or
+  /// another output gets a Copy step.
+  LogicalResult lowerReturn(func::FuncOp fn, func::ReturnOp ret) {
+    llvm::DenseSet<uint32_t> used;
+    for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+      std::string name = "output" + std::to_string(i);
+      if (auto attr = fn.getResultAttrOfType<StringAttr>(i, "mc.name"))
+        name = attr.getValue().str();
+      uint32_t id = lookup(v);
+      const PlanBuffer& b = plan.buffers[id];
+      bool isInput = llvm::any_of(
+          plan.inputs, [&](const PlanSignature& s) { return s.buffer == id; });
+      if (b.kind == fb::BufferKind::Constant || b.aliasOf >= 0 || isInput ||
+          used.contains(id)) {
+        PlanStep s;
+        s.kind = fb::OpKind::Copy;
+        s.location = locationString(ret.getLoc());
+        s.inputs.push_back(id);
+        PlanBuffer out;
+        out.name = name;
+        out.dtype = b.dtype;
+        out.shape = b.shape;
+        out.kind = fb::BufferKind::Arena;
+        plan.buffers.push_back(std::move(out));
+        id = plan.buffers.size() - 1;
+        s.outputs.push_back(id);
+        plan.steps.push_back(std::move(s));
+      }
+      used.insert(id);
+      plan.outputs.push_back({name, id});
+    }
+    return success();
+  }
+
+  ModuleOp module;
+  Plan plan;
+  llvm::DenseMap<Value, uint32_t> buffers;
+  llvm::DenseMap<Attribute, uint32_t> globals;
+};
+
+} // namespace
+
+FailureOr<Plan> lowerToPlan(ModuleOp module, StringRef entry) {
+  auto fn = llvm::dyn_cast_or_null<func::FuncOp>(findEntryFunction(module, entry));
+  if (!fn)
+    return failure();
+  return Lowering(module).run(fn);
+}
+
+std::string formatPlan(const Plan& plan) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  auto shapeOf = [](const PlanBuffer& b) {
+    std::string r = std::string(rt::dtypeName(b.dtype)) + "[";
+    for (size_t i = 0; i < b.shape.size(); ++i)
+      r += (i ? ", " : "") + std::to_string(b.shape[i]);
+    return r + "]";
+  };
+  os << "plan @" << plan.entry << " (targets:";
+  for (auto& t : plan.targets)
+    os << " " << t;
+  os << "), arena " << plan.arenaSize << " bytes\n";
+  os << "buffers:\n";
+  for (auto [i, b] : llvm::enumerate(plan.buffers)) {
+    os << "  #" << i << " " << shapeOf(b) << " "
+       << (b.kind == fb::BufferKind::Constant ? "const" : "arena") << "+"
+       << b.offset << " (" << b.byteSize() << " B)";
+    if (b.aliasOf >= 0)
+      os << " view of #" << b.aliasOf;
+    if (!b.name.empty())
+      os << "  " << b.name;
+    os << "\n";
+  }
+  os << "inputs:";
+  for (auto& in : plan.inputs)
+    os << " " << in.name << "=#" << in.buffer;
+  os << "\noutputs:";
+  for (auto& out : plan.outputs)
+    os << " " << out.name << "=#" << out.buffer;
+  os << "\nsteps:\n";
+  for (auto [i, st] : llvm::enumerate(plan.steps)) {
+    os << "  " << i << ": " << fb::EnumNameOpKind(st.kind) << " (";
+    for (size_t k = 0; k < st.inputs.size(); ++k)
+      os << (k ? ", " : "") << "#" << st.inputs[k];
+    os << ") -> (";
+    for (size_t k = 0; k < st.outputs.size(); ++k)
+      os << (k ? ", " : "") << "#" << st.outputs[k];
+    os << ")";
+    if (!st.ints.empty()) {
+      os << " [";
+      for (size_t k = 0; k < st.ints.size(); ++k)
+        os << (k ? ", " : "") << st.ints[k];
+      os << "]";
+    }
+    if (st.transposeA)
+      os << " transpose_a";
+    if (st.transposeB)
+      os << " transpose_b";
+    if (st.keepdim)
+      os << " keepdim";
+    if (st.kind == fb::OpKind::Softmax)
+      os << " axis=" << st.axis;
+    os << "\n";
+  }
+  return s;
+}
+
+} // namespace mc::codegen

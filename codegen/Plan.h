@@ -1,0 +1,66 @@
+// The executable plan: what codegen lowers an mc function to, before it is
+// serialized into a .mcpk. MLIR-free on purpose, so the memory planner and
+// the artifact writer are testable without the compiler.
+#ifndef MODELC_CODEGEN_PLAN_H
+#define MODELC_CODEGEN_PLAN_H
+
+#include "mcpk_generated.h"
+#include "modelc/kernels.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mc::codegen {
+
+struct PlanBuffer {
+  std::string name;
+  rt::DType dtype = rt::DType::F32;
+  std::vector<int64_t> shape;
+  fb::BufferKind kind = fb::BufferKind::Arena;
+  /// Constants only: the bytes (numel * dtypeSize), placed in the data
+  /// section by the writer.
+  std::vector<uint8_t> data;
+  /// Arena buffers only: when >= 0, this buffer is a view (same bytes,
+  /// another shape, e.g. a reshape) of buffer `aliasOf`, which is never
+  /// itself an alias. The planner gives it its root's offset.
+  int64_t aliasOf = -1;
+  /// Filled by the planner (arena) or the writer (constants).
+  uint64_t offset = 0;
+
+  uint64_t byteSize() const;
+};
+
+struct PlanStep {
+  fb::OpKind kind = fb::OpKind::Copy;
+  std::vector<uint32_t> inputs;
+  std::vector<uint32_t> outputs;
+  // Attributes, by kind: MatMul uses transposeA/B; ReduceSum/Mean/Max use
+  // ints (dims) and keepdim; Transpose uses ints (permutation);
+  // BroadcastInDim uses ints (dims); Softmax uses axis.
+  bool transposeA = false, transposeB = false, keepdim = false;
+  std::vector<int64_t> ints;
+  int64_t axis = 0;
+  std::string location;
+};
+
+struct PlanSignature {
+  std::string name;
+  uint32_t buffer = 0;
+};
+
+struct Plan {
+  std::string entry;
+  std::vector<std::string> targets{"cpu"};
+  std::vector<PlanBuffer> buffers;
+  std::vector<PlanStep> steps;
+  /// Input buffers are Arena buffers written before step 0; output buffers
+  /// are Arena buffers (not aliases) read after the last step.
+  std::vector<PlanSignature> inputs;
+  std::vector<PlanSignature> outputs;
+  uint64_t arenaSize = 0; // filled by the planner
+};
+
+} // namespace mc::codegen
+
+#endif // MODELC_CODEGEN_PLAN_H

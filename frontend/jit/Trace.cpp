@@ -1,0 +1,398 @@
+// The tracer: records eager ops through the TraceHook into an mc function.
+#include "frontend/jit/Trace.h"
+#include "frontend/TraceHook.h"
+
+#include "ir/MCDialect.h"
+
+#include "mlir/Bytecode/BytecodeWriter.h"
+#include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <unordered_map>
+
+using namespace mlir;
+
+namespace mc::jit {
+
+struct TracedModule::Impl {
+  std::unique_ptr<MLIRContext> context;
+  OwningOpRef<ModuleOp> module;
+};
+
+TracedModule::TracedModule() : impl_(std::make_unique<Impl>()) {}
+TracedModule::~TracedModule() = default;
+TracedModule::TracedModule(TracedModule&&) noexcept = default;
+TracedModule& TracedModule::operator=(TracedModule&&) noexcept = default;
+
+ModuleOp TracedModule::module() const { return *impl_->module; }
+MLIRContext& TracedModule::context() const { return *impl_->context; }
+
+std::string TracedModule::str() const {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  impl_->module->print(os);
+  return s;
+}
+
+void TracedModule::save(const std::string& path, bool bytecode) const {
+  std::string error;
+  auto out = openOutputFile(path, &error);
+  if (!out)
+    throw Error("cannot write '" + path + "': " + error);
+  if (bytecode) {
+    if (failed(writeBytecodeToFile(*impl_->module, out->os())))
+      throw Error("cannot write bytecode to '" + path + "'");
+  } else {
+    // Keep locations: they name the module path each op was traced in.
+    impl_->module->print(out->os(), OpPrintingFlags().enableDebugInfo(
+                                        /*enable=*/true, /*prettyForm=*/false));
+  }
+  out->keep();
+}
+
+std::unique_ptr<MLIRContext> createContext() {
+  DialectRegistry registry;
+  registry.insert<mc::MCDialect, func::FuncDialect,
+                  ml_program::MLProgramDialect>();
+  func::registerInlinerExtension(registry);
+  auto ctx = std::make_unique<MLIRContext>(registry);
+  ctx->loadAllAvailableDialects();
+  return ctx;
+}
+
+TracedModule TracedModule::load(const std::string& path) {
+  TracedModule tm;
+  tm.impl_->context = createContext();
+  std::string diagnostics;
+  {
+    llvm::raw_string_ostream os(diagnostics);
+    llvm::SourceMgr sourceMgr;
+    SourceMgrDiagnosticHandler handler(sourceMgr, tm.impl_->context.get(), os);
+    auto buffer = llvm::MemoryBuffer::getFileOrSTDIN(path);
+    if (!buffer)
+      throw Error("cannot read '" + path + "': " + buffer.getError().message());
+    sourceMgr.AddNewSourceBuffer(std::move(*buffer), llvm::SMLoc());
+    tm.impl_->module =
+        parseSourceFile<ModuleOp>(sourceMgr, tm.impl_->context.get());
+  }
+  if (!tm.impl_->module)
+    throw Error(diagnostics.empty() ? "cannot parse '" + path + "'"
+                                    : diagnostics);
+  return tm;
+}
+
+namespace {
+
+Type elementType(MLIRContext* ctx, DType t) {
+  Builder b(ctx);
+  switch (t) {
+  case DType::F32:
+    return b.getF32Type();
+  case DType::F16:
+    return b.getF16Type();
+  case DType::BF16:
+    return b.getBF16Type();
+  case DType::I32:
+    return b.getI32Type();
+  case DType::I64:
+    return b.getI64Type();
+  case DType::I1:
+    return b.getI1Type();
+  }
+  throw Error("unknown dtype");
+}
+
+RankedTensorType tensorType(MLIRContext* ctx, const Tensor& t) {
+  return RankedTensorType::get(t.shape(), elementType(ctx, t.dtype()));
+}
+
+/// The tensor's bytes as an ElementsAttr of its type.
+DenseElementsAttr denseValue(MLIRContext* ctx, const Tensor& t) {
+  RankedTensorType type = tensorType(ctx, t);
+  if (t.dtype() == DType::I1) {
+    const uint8_t* p = t.data<uint8_t>();
+    SmallVector<bool> bits(p, p + t.numel());
+    return DenseElementsAttr::get(type, ArrayRef<bool>(bits));
+  }
+  ArrayRef<char> raw(static_cast<const char*>(t.rawData()), t.byteSize());
+  return DenseElementsAttr::getFromRawBuffer(type, raw);
+}
+
+class Tracer : public TraceHook {
+public:
+  Tracer(MLIRContext* ctx, ModuleOp module, func::FuncOp fn,
+         const std::vector<std::pair<std::string, Tensor>>& params,
+         const std::vector<std::pair<std::string, const nn::Module*>>& mods)
+      : ctx(ctx), module(module), builder(ctx) {
+    builder.setInsertionPointToStart(&fn.getBody().front());
+    for (auto& [name, t] : params) {
+      if (paramNames.count(t.impl()))
+        continue; // shared parameter: its first name wins
+      paramNames[t.impl()] = name;
+      keepAlive.push_back(t);
+    }
+    for (auto& [path, m] : mods)
+      modulePaths[m] = path.empty() ? m->typeName()
+                                    : path + " (" + m->typeName() + ")";
+  }
+
+  void bind(const Tensor& t, Value v) {
+    values[t.impl()] = v;
+    keepAlive.push_back(t);
+  }
+
+  Value valueOf(const Tensor& t) {
+    auto it = values.find(t.impl());
+    if (it != values.end())
+      return it->second;
+    auto p = paramNames.find(t.impl());
+    Value v;
+    if (p != paramNames.end()) {
+      v = loadParameter(p->second, t);
+    } else {
+      // A tensor made outside the traced ops (a literal, a scalar): a
+      // constant captured with its current value, as torch.jit.trace does.
+      v = builder.create<mc::ConstantOp>(loc(), denseValue(ctx, t));
+    }
+    bind(t, v);
+    return v;
+  }
+
+  void record(const OpRecord& r) override {
+    if (failedMessage.size())
+      return;
+    SmallVector<Value> in;
+    for (const Tensor& t : r.inputs)
+      in.push_back(valueOf(t));
+    Location l = loc();
+    Type resultType = tensorType(ctx, r.output);
+    Value out;
+    switch (r.kind) {
+    case OpKind::Add:
+      out = builder.create<mc::AddOp>(l, in[0], in[1]);
+      break;
+    case OpKind::Sub:
+      out = builder.create<mc::SubOp>(l, in[0], in[1]);
+      break;
+    case OpKind::Mul:
+      out = builder.create<mc::MulOp>(l, in[0], in[1]);
+      break;
+    case OpKind::Div:
+      out = builder.create<mc::DivOp>(l, in[0], in[1]);
+      break;
+    case OpKind::Maximum:
+      out = builder.create<mc::MaximumOp>(l, in[0], in[1]);
+      break;
+    case OpKind::Neg:
+      out = builder.create<mc::NegOp>(l, in[0]);
+      break;
+    case OpKind::Exp:
+      out = builder.create<mc::ExpOp>(l, in[0]);
+      break;
+    case OpKind::Log:
+      out = builder.create<mc::LogOp>(l, in[0]);
+      break;
+    case OpKind::Tanh:
+      out = builder.create<mc::TanhOp>(l, in[0]);
+      break;
+    case OpKind::Sigmoid:
+      out = builder.create<mc::SigmoidOp>(l, in[0]);
+      break;
+    case OpKind::Relu:
+      out = builder.create<mc::ReluOp>(l, in[0]);
+      break;
+    case OpKind::Sqrt:
+      out = builder.create<mc::SqrtOp>(l, in[0]);
+      break;
+    case OpKind::Cast:
+      out = builder.create<mc::CastOp>(l, resultType, in[0]);
+      break;
+    case OpKind::BroadcastInDim:
+      out = builder.create<mc::BroadcastInDimOp>(l, resultType, in[0],
+                                                 r.ints);
+      break;
+    case OpKind::Reshape:
+      out = builder.create<mc::ReshapeOp>(l, resultType, in[0]);
+      break;
+    case OpKind::Transpose:
+      out = builder.create<mc::TransposeOp>(l, resultType, in[0], r.ints);
+      break;
+    case OpKind::ReduceSum:
+      out = builder.create<mc::ReduceSumOp>(l, resultType, in[0], r.ints,
+                                            r.keepdim);
+      break;
+    case OpKind::ReduceMean:
+      out = builder.create<mc::ReduceMeanOp>(l, resultType, in[0], r.ints,
+                                             r.keepdim);
+      break;
+    case OpKind::ReduceMax:
+      out = builder.create<mc::ReduceMaxOp>(l, resultType, in[0], r.ints,
+                                            r.keepdim);
+      break;
+    case OpKind::Softmax:
+      out = builder.create<mc::SoftmaxOp>(l, in[0], r.axis);
+      break;
+    case OpKind::MatMul:
+      out = builder.create<mc::MatmulOp>(l, resultType, in[0], in[1],
+                                         r.transposeA, r.transposeB);
+      break;
+    }
+    if (out.getType() != resultType) {
+      failedMessage = "traced op produced type mismatch";
+      return;
+    }
+    bind(r.output, out);
+  }
+
+  void enterModule(const nn::Module& m) override {
+    auto it = modulePaths.find(&m);
+    scopes.push_back(it == modulePaths.end() ? m.typeName() : it->second);
+  }
+  void exitModule(const nn::Module&) override { scopes.pop_back(); }
+
+  std::string failedMessage;
+
+private:
+  Location loc() {
+    if (scopes.empty())
+      return builder.getUnknownLoc();
+    return NameLoc::get(builder.getStringAttr(scopes.back()));
+  }
+
+  /// Declares the parameter as a private immutable global (before the
+  /// function, in first-use order) and loads it at the current point.
+  Value loadParameter(const std::string& name, const Tensor& t) {
+    auto type = tensorType(ctx, t);
+    {
+      OpBuilder::InsertionGuard guard(builder);
+      if (lastGlobal)
+        builder.setInsertionPointAfter(lastGlobal);
+      else
+        builder.setInsertionPointToStart(module.getBody());
+      lastGlobal = builder.create<ml_program::GlobalOp>(
+          builder.getUnknownLoc(), name, type, /*is_mutable=*/false,
+          denseValue(ctx, t), builder.getStringAttr("private"));
+    }
+    return builder.create<ml_program::GlobalLoadConstOp>(
+        loc(), type, SymbolRefAttr::get(ctx, name));
+  }
+
+private:
+  MLIRContext* ctx;
+  ModuleOp module;
+  OpBuilder builder;
+  Operation* lastGlobal = nullptr;
+  std::unordered_map<const TensorImpl*, Value> values;
+  std::unordered_map<const TensorImpl*, std::string> paramNames;
+  std::unordered_map<const nn::Module*, std::string> modulePaths;
+  std::vector<std::string> scopes;
+  std::vector<Tensor> keepAlive; // so no traced TensorImpl address is reused
+};
+
+} // namespace
+
+TracedModule traceFunction(
+    const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
+    const std::vector<Tensor>& examples,
+    const std::vector<std::pair<std::string, Tensor>>& parameters,
+    const std::vector<std::pair<std::string, const nn::Module*>>& modules,
+    const TraceOptions& options) {
+  if (activeTraceHook())
+    throw Error("jit::trace: a trace is already active on this thread");
+  TracedModule tm;
+  tm.impl_->context = createContext();
+  MLIRContext* ctx = tm.impl_->context.get();
+  OpBuilder b(ctx);
+  Location unknown = b.getUnknownLoc();
+  tm.impl_->module = ModuleOp::create(unknown);
+  ModuleOp module = *tm.impl_->module;
+
+  auto nameAt = [](const std::vector<std::string>& names, size_t i,
+                   size_t count, const char* single, const char* prefix) {
+    if (i < names.size())
+      return names[i];
+    return count == 1 ? std::string(single) : prefix + std::to_string(i);
+  };
+
+  SmallVector<Type> inputTypes;
+  for (const Tensor& t : examples) {
+    if (!t.defined())
+      throw Error("jit::trace: an example input is undefined");
+    inputTypes.push_back(tensorType(ctx, t));
+  }
+  b.setInsertionPointToEnd(module.getBody());
+  auto func = b.create<func::FuncOp>(unknown, options.functionName,
+                                     b.getFunctionType(inputTypes, {}));
+  Block* entry = func.addEntryBlock();
+  for (size_t i = 0; i < examples.size(); ++i)
+    func.setArgAttr(i, "mc.name",
+                    b.getStringAttr(nameAt(options.inputNames, i,
+                                           examples.size(), "x", "input")));
+
+  Tracer tracer(ctx, module, func, parameters, modules);
+  // Inputs are fresh views, so an input that is also a parameter or another
+  // input still becomes its own block argument.
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < examples.size(); ++i) {
+    Tensor view(std::make_shared<TensorImpl>(*examples[i].impl()));
+    tracer.bind(view, entry->getArgument(i));
+    inputs.push_back(view);
+  }
+
+  std::vector<Tensor> outputs;
+  setActiveTraceHook(&tracer);
+  try {
+    outputs = fn(inputs);
+  } catch (...) {
+    setActiveTraceHook(nullptr);
+    throw;
+  }
+  setActiveTraceHook(nullptr);
+  if (!tracer.failedMessage.empty())
+    throw Error("jit::trace: " + tracer.failedMessage);
+
+  SmallVector<Value> results;
+  SmallVector<Type> resultTypes;
+  b.setInsertionPointToEnd(entry);
+  for (const Tensor& t : outputs) {
+    if (!t.defined())
+      throw Error("jit::trace: the traced function returned an undefined "
+                  "tensor");
+    results.push_back(tracer.valueOf(t));
+    resultTypes.push_back(results.back().getType());
+  }
+  b.create<func::ReturnOp>(unknown, results);
+  func.setFunctionType(b.getFunctionType(inputTypes, resultTypes));
+  for (size_t i = 0; i < outputs.size(); ++i)
+    func.setResultAttr(i, "mc.name",
+                       b.getStringAttr(nameAt(options.outputNames, i,
+                                              outputs.size(), "out",
+                                              "output")));
+  if (failed(verify(module)))
+    throw Error("jit::trace: the traced module does not verify (see the "
+                "diagnostics above)");
+  return tm;
+}
+
+TracedModule trace(nn::Module& module, const Tensor& example,
+                   const TraceOptions& options) {
+  return traceFunction(
+      [&](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{module(in[0])};
+      },
+      {example}, module.namedParameters(), module.namedModules(), options);
+}
+
+} // namespace mc::jit

@@ -1,0 +1,76 @@
+// jit::trace: run a module eagerly on example inputs and record the ops it
+// runs as an mc function, with parameters as named ml_program globals.
+#ifndef MODELC_FRONTEND_JIT_TRACE_H
+#define MODELC_FRONTEND_JIT_TRACE_H
+
+#include "frontend/nn.h"
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mlir {
+class MLIRContext;
+class ModuleOp;
+} // namespace mlir
+
+namespace mc::jit {
+
+struct TraceOptions {
+  std::string functionName = "forward";
+  /// Names of the inputs / outputs in the signature (default: "x" for one
+  /// input, else "input0", "input1", ...; "out" / "output0", ...).
+  std::vector<std::string> inputNames;
+  std::vector<std::string> outputNames;
+};
+
+/// A traced (or loaded) mc module and the MLIR context that owns it.
+class TracedModule {
+public:
+  TracedModule();
+  ~TracedModule();
+  TracedModule(TracedModule&&) noexcept;
+  TracedModule& operator=(TracedModule&&) noexcept;
+
+  mlir::ModuleOp module() const;
+  mlir::MLIRContext& context() const;
+  /// The module as .mlir text (weights printed inline as hex).
+  std::string str() const;
+  /// Writes .mlir text, or MLIR bytecode when `bytecode`; throws mc::Error.
+  void save(const std::string& path, bool bytecode = false) const;
+  /// Parses .mlir text or bytecode (detected); throws mc::Error with the
+  /// parser's file:line:col diagnostic.
+  static TracedModule load(const std::string& path);
+
+  struct Impl;
+
+private:
+  std::unique_ptr<Impl> impl_;
+  friend TracedModule traceFunction(
+      const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>&,
+      const std::vector<Tensor>&,
+      const std::vector<std::pair<std::string, Tensor>>&,
+      const std::vector<std::pair<std::string, const nn::Module*>>&,
+      const TraceOptions&);
+};
+
+/// Traces `module.forward` on `example` (one input).
+TracedModule trace(nn::Module& module, const Tensor& example,
+                   const TraceOptions& options = {});
+
+/// Traces any function of tensors; `parameters` become named globals, and
+/// `modules` (path, module) name the scopes ops are located in.
+TracedModule traceFunction(
+    const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
+    const std::vector<Tensor>& examples,
+    const std::vector<std::pair<std::string, Tensor>>& parameters,
+    const std::vector<std::pair<std::string, const nn::Module*>>& modules = {},
+    const TraceOptions& options = {});
+
+/// A new MLIRContext with every dialect modelc reads loaded.
+std::unique_ptr<mlir::MLIRContext> createContext();
+
+} // namespace mc::jit
+
+#endif // MODELC_FRONTEND_JIT_TRACE_H

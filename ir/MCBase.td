@@ -1,0 +1,47 @@
+// The mc dialect: definition, element types and the op base class.
+#ifndef MC_BASE_TD
+#define MC_BASE_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+
+def MC_Dialect : Dialect {
+  let name = "mc";
+  let cppNamespace = "::mc";
+  let summary = "modelc's tensor dialect: traced models with value semantics";
+  let description = [{
+    `mc` holds models traced from modelc's eager frontend or imported from
+    ONNX. Values are ranked tensors with static shapes and value semantics;
+    broadcasts are explicit (`mc.broadcast_in_dim`), so no pass ever guesses
+    how shapes line up, and `mc.cast` is the only op that changes an element
+    type. Named parameters live in `ml_program.global` symbols and are read
+    with `ml_program.global_load_const`.
+
+    Element types: `f32`, `f16`, `bf16`, `i32`, `i64`, `i1`.
+  }];
+  let hasConstantMaterializer = 1;
+  let dependentDialects = ["::mlir::ml_program::MLProgramDialect"];
+}
+
+//===----------------------------------------------------------------------===//
+// Types
+//===----------------------------------------------------------------------===//
+
+def MC_Float : AnyTypeOf<[F32, F16, BF16], "floating-point (f32, f16, bf16)">;
+def MC_Int : AnyTypeOf<[I32, I64], "integer (i32, i64)">;
+def MC_Numeric : AnyTypeOf<[F32, F16, BF16, I32, I64], "numeric">;
+def MC_Element : AnyTypeOf<[F32, F16, BF16, I32, I64, I1],
+                            "mc element type (f32, f16, bf16, i32, i64, i1)">;
+
+def MC_Tensor : RankedTensorOf<[MC_Element]>;
+def MC_FloatTensor : RankedTensorOf<[MC_Float]>;
+def MC_NumericTensor : RankedTensorOf<[MC_Numeric]>;
+
+//===----------------------------------------------------------------------===//
+// Op base
+//===----------------------------------------------------------------------===//
+
+class MC_Op<string mnemonic, list<Trait> traits = []>
+    : Op<MC_Dialect, mnemonic, traits>;
+
+#endif // MC_BASE_TD

@@ -1,0 +1,36 @@
+// The mc dialect: registration and constant materialization.
+#include "ir/MCDialect.h"
+
+#include "mlir/Transforms/InliningUtils.h"
+
+using namespace mlir;
+
+#include "ir/MCOpsDialect.cpp.inc"
+
+namespace {
+/// Every mc op is pure and region-free, so inlining a function that holds
+/// mc ops is always legal.
+struct MCInlinerInterface : public DialectInlinerInterface {
+  using DialectInlinerInterface::DialectInlinerInterface;
+  bool isLegalToInline(Operation*, Region*, bool, IRMapping&) const final {
+    return true;
+  }
+};
+} // namespace
+
+void mc::MCDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "ir/MCOps.cpp.inc"
+      >();
+  addInterfaces<MCInlinerInterface>();
+}
+
+Operation* mc::MCDialect::materializeConstant(OpBuilder& builder,
+                                              Attribute value, Type type,
+                                              Location loc) {
+  auto elements = llvm::dyn_cast<ElementsAttr>(value);
+  if (!elements || elements.getType() != type)
+    return nullptr;
+  return builder.create<ConstantOp>(loc, elements);
+}

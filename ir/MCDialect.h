@@ -1,0 +1,19 @@
+// The mc dialect and its ops: the one header the rest of modelc includes.
+#ifndef MODELC_IR_MCDIALECT_H
+#define MODELC_IR_MCDIALECT_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "ir/MCOpsDialect.h.inc"
+
+#define GET_OP_CLASSES
+#include "ir/MCOps.h.inc"
+
+#endif // MODELC_IR_MCDIALECT_H

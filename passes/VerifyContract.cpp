@@ -1,0 +1,192 @@
+// mc-verify-contract: checks that a module is something codegen accepts.
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+namespace mc {
+#define GEN_PASS_DEF_VERIFYCONTRACTPASS
+#include "passes/Passes.h.inc"
+} // namespace mc
+
+using namespace mlir;
+
+mlir::Operation* mc::findEntryFunction(ModuleOp module, StringRef name) {
+  if (!name.empty()) {
+    auto fn = module.lookupSymbol<func::FuncOp>(name);
+    if (!fn)
+      emitError(module.getLoc()) << "entry function '" << name << "' not found";
+    return fn;
+  }
+  func::FuncOp found;
+  for (auto fn : module.getOps<func::FuncOp>()) {
+    if (!fn.isPublic() || fn.isExternal())
+      continue;
+    if (found) {
+      emitError(module.getLoc()) << "more than one public function ('"
+                         << found.getSymName() << "', '" << fn.getSymName()
+                         << "'); choose the entry with entry=NAME";
+      return nullptr;
+    }
+    found = fn;
+  }
+  if (!found)
+    emitError(module.getLoc()) << "no public func.func to compile";
+  return found;
+}
+
+namespace {
+
+enum class TypeClass { Any, F32, F32OrInt };
+
+/// What the CPU target computes, per op, in terms of element types. Kept
+/// next to the runtime's kernels.h contract: float math is f32 for now.
+TypeClass cpuTypeClass(Operation* op) {
+  return llvm::TypeSwitch<Operation*, TypeClass>(op)
+      .Case<mc::ExpOp, mc::LogOp, mc::TanhOp, mc::SigmoidOp, mc::SqrtOp,
+            mc::ReduceSumOp, mc::ReduceMeanOp, mc::SoftmaxOp, mc::MatmulOp>(
+          [](auto) { return TypeClass::F32; })
+      .Case<mc::AddOp, mc::SubOp, mc::MulOp, mc::DivOp, mc::MaximumOp,
+            mc::NegOp, mc::ReluOp, mc::ReduceMaxOp>(
+          [](auto) { return TypeClass::F32OrInt; })
+      .Default([](Operation*) { return TypeClass::Any; });
+}
+
+bool isSupportedElementType(Type t) {
+  return t.isF32() || t.isF16() || t.isBF16() || t.isInteger(32) ||
+         t.isInteger(64) || t.isInteger(1);
+}
+
+/// Checks one tensor type; `what` names the value in the message.
+LogicalResult checkTensorType(Operation* op, Type type, const Twine& what) {
+  auto tensor = llvm::dyn_cast<RankedTensorType>(type);
+  if (!tensor)
+    return op->emitOpError() << what << " has type " << type
+                             << "; codegen needs ranked tensors";
+  if (!tensor.hasStaticShape())
+    return op->emitOpError() << what << " has a dynamic shape " << type
+                             << "; codegen needs static shapes";
+  if (!isSupportedElementType(tensor.getElementType()))
+    return op->emitOpError() << what << " has element type "
+                             << tensor.getElementType()
+                             << "; supported: f32, f16, bf16, i32, i64, i1";
+  if (tensor.getRank() > 8)
+    return op->emitOpError() << what << " has rank " << tensor.getRank()
+                             << "; the runtime supports rank <= 8";
+  return success();
+}
+
+struct VerifyContractPass
+    : mc::impl::VerifyContractPassBase<VerifyContractPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (target != "cpu") {
+      emitError(module.getLoc()) << "unknown target '" << target
+                         << "'; known targets: cpu";
+      return signalPassFailure();
+    }
+    bool ok = true;
+    for (Operation& op : module.getBody()->getOperations()) {
+      if (auto global = llvm::dyn_cast<ml_program::GlobalOp>(op)) {
+        ok &= succeeded(checkGlobal(global));
+      } else if (!llvm::isa<func::FuncOp>(op)) {
+        op.emitOpError() << "is not allowed at module level; codegen accepts "
+                            "func.func and ml_program.global";
+        ok = false;
+      }
+    }
+    auto entryFn =
+        llvm::dyn_cast_or_null<func::FuncOp>(mc::findEntryFunction(module, entry));
+    if (!entryFn)
+      return signalPassFailure();
+    ok &= succeeded(checkEntry(entryFn));
+    if (!ok)
+      signalPassFailure();
+  }
+
+  LogicalResult checkGlobal(ml_program::GlobalOp global) {
+    if (global.getIsMutable())
+      return global.emitOpError()
+             << "is mutable; inference codegen accepts immutable parameters";
+    auto value = llvm::dyn_cast_or_null<ElementsAttr>(global.getValueAttr());
+    if (!value)
+      return global.emitOpError() << "has no tensor value";
+    return checkTensorType(global, value.getType(),
+                           "parameter '" + global.getSymName() + "'");
+  }
+
+  LogicalResult checkEntry(func::FuncOp fn) {
+    // The signature first: when it is wrong, every op would repeat it.
+    FunctionType type = fn.getFunctionType();
+    for (auto [i, t] : llvm::enumerate(type.getInputs()))
+      if (failed(checkTensorType(fn, t,
+                                 "argument " + Twine(i) + argName(fn, i))))
+        return failure();
+    for (auto [i, t] : llvm::enumerate(type.getResults()))
+      if (failed(checkTensorType(fn, t, "result " + Twine(i))))
+        return failure();
+    bool ok = true;
+    if (fn.getBody().getBlocks().size() != 1) {
+      fn.emitOpError() << "has " << fn.getBody().getBlocks().size()
+                       << " blocks; codegen needs straight-line code";
+      return failure();
+    }
+    for (Operation& op : fn.getBody().front())
+      ok &= succeeded(checkOp(&op));
+    return success(ok);
+  }
+
+  static std::string argName(func::FuncOp fn, unsigned i) {
+    if (auto name = fn.getArgAttrOfType<StringAttr>(i, "mc.name"))
+      return (" ('" + name.getValue() + "')").str();
+    return "";
+  }
+
+  LogicalResult checkOp(Operation* op) {
+    if (llvm::isa<func::ReturnOp>(op))
+      return success();
+    if (auto load = llvm::dyn_cast<ml_program::GlobalLoadConstOp>(op)) {
+      if (!SymbolTable::lookupNearestSymbolFrom<ml_program::GlobalOp>(
+              op, load.getGlobalAttr()))
+        return op->emitOpError() << "reads " << load.getGlobalAttr()
+                                 << ", which is not an ml_program.global";
+      return checkTensorType(op, load.getType(), "result");
+    }
+    if (!llvm::isa<mc::MCDialect>(op->getDialect()))
+      return op->emitOpError()
+             << "is outside the codegen contract: the entry function may hold "
+                "only mc ops, ml_program.global_load_const and func.return";
+    for (auto [i, v] : llvm::enumerate(op->getOperands()))
+      if (failed(checkTensorType(op, v.getType(), "operand " + Twine(i))))
+        return failure();
+    for (auto [i, v] : llvm::enumerate(op->getResults()))
+      if (failed(checkTensorType(op, v.getType(), "result " + Twine(i))))
+        return failure();
+    Type et =
+        llvm::cast<RankedTensorType>(op->getResult(0).getType()).getElementType();
+    if (auto matmul = llvm::dyn_cast<mc::MatmulOp>(op))
+      et = llvm::cast<RankedTensorType>(matmul.getLhs().getType())
+               .getElementType();
+    switch (cpuTypeClass(op)) {
+    case TypeClass::Any:
+      return success();
+    case TypeClass::F32:
+      if (et.isF32())
+        return success();
+      return op->emitOpError() << "on " << et << " has no kernel on the "
+                               << target << " target (it computes in f32)";
+    case TypeClass::F32OrInt:
+      if (et.isF32() || et.isInteger(32) || et.isInteger(64))
+        return success();
+      return op->emitOpError() << "on " << et << " has no kernel on the "
+                               << target << " target (f32, i32, i64)";
+    }
+    llvm_unreachable("covered switch");
+  }
+};
+
+} // namespace

@@ -1,0 +1,92 @@
+/* modelc runtime C API: load a verified .mcpk artifact and run it.
+ *
+ * Two objects: an mc_model_t is the loaded, verified, immutable artifact
+ * (weights included) and may be shared by threads; an mc_session_t owns the
+ * arena (inputs, temporaries, outputs) of one execution stream. A server
+ * creates one model and one session per worker thread.
+ *
+ * Errors are values: every call that can fail returns an mc_status_t, NULL
+ * on success, else an object carrying a message the caller frees with
+ * mc_status_free. Nothing here aborts or throws on bad input.
+ */
+#ifndef MODELC_RUNTIME_H
+#define MODELC_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mc_status_s* mc_status_t;
+typedef struct mc_model_s mc_model_t;
+typedef struct mc_session_s mc_session_t;
+
+/* Element types; values match the artifact schema's DType. */
+typedef enum mc_dtype_e {
+  MC_DTYPE_F32 = 0,
+  MC_DTYPE_F16 = 1,
+  MC_DTYPE_BF16 = 2,
+  MC_DTYPE_I32 = 3,
+  MC_DTYPE_I64 = 4,
+  MC_DTYPE_I1 = 5,
+} mc_dtype_t;
+
+#define MC_MAX_RANK 8
+
+typedef struct mc_tensor_info_s {
+  const char* name; /* owned by the model */
+  mc_dtype_t dtype;
+  int32_t rank;
+  int64_t dims[MC_MAX_RANK];
+  size_t byte_size;
+} mc_tensor_info_t;
+
+/* --- status --- */
+const char* mc_status_message(mc_status_t status);
+void mc_status_free(mc_status_t status);
+
+/* --- model --- */
+mc_status_t mc_model_load_file(const char* path, mc_model_t** out_model);
+/* Copies the bytes; `name` is used in error messages. */
+mc_status_t mc_model_load_memory(const void* data, size_t size,
+                                 const char* name, mc_model_t** out_model);
+void mc_model_free(mc_model_t* model);
+
+size_t mc_model_num_inputs(const mc_model_t* model);
+size_t mc_model_num_outputs(const mc_model_t* model);
+mc_status_t mc_model_input_info(const mc_model_t* model, size_t index,
+                                mc_tensor_info_t* out_info);
+mc_status_t mc_model_output_info(const mc_model_t* model, size_t index,
+                                 mc_tensor_info_t* out_info);
+/* Index of the input/output called `name`; an error naming the known ones
+ * when there is none. */
+mc_status_t mc_model_find_input(const mc_model_t* model, const char* name,
+                                size_t* out_index);
+mc_status_t mc_model_find_output(const mc_model_t* model, const char* name,
+                                 size_t* out_index);
+
+/* --- session --- */
+mc_status_t mc_session_create(const mc_model_t* model,
+                              mc_session_t** out_session);
+void mc_session_free(mc_session_t* session);
+
+/* Copies `data` into the session. dtype, rank and dims must match the
+ * signature exactly; the error names the input, what was expected and what
+ * was given. */
+mc_status_t mc_session_set_input(mc_session_t* session, size_t index,
+                                 mc_dtype_t dtype, int32_t rank,
+                                 const int64_t* dims, const void* data,
+                                 size_t byte_size);
+/* Fails, naming it, if an input was never set. */
+mc_status_t mc_session_run(mc_session_t* session);
+/* Points at the output inside the session; valid until the next run. */
+mc_status_t mc_session_output(const mc_session_t* session, size_t index,
+                              const void** out_data, size_t* out_byte_size);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* MODELC_RUNTIME_H */

@@ -1,0 +1,30 @@
+// Version numbers shared by the artifact writer and the runtime loader.
+#ifndef MODELC_VERSION_H
+#define MODELC_VERSION_H
+
+#include <cstdint>
+
+namespace mc::rt {
+
+/// The .mcpk schema version this build writes and reads. The evolution rule
+/// is in runtime/schema/mcpk.fbs: additive changes bump the minor (old
+/// runtimes still read the file), anything else bumps the major, and a
+/// runtime refuses a major it does not know.
+inline constexpr uint32_t kSchemaVersionMajor = 1;
+inline constexpr uint32_t kSchemaVersionMinor = 0;
+
+/// The 4-byte flatbuffers file identifier and the 8-byte trailer magic.
+inline constexpr char kFileIdentifier[] = "MCPK";
+inline constexpr char kTrailerMagic[8] = {'M', 'C', 'P', 'K', 'E', 'N', 'D', 0};
+/// Size of the trailer: crc32 of the table, reserved word, magic.
+inline constexpr uint64_t kTrailerSize = 16;
+/// Alignment of the data section, of every constant in it and of every arena
+/// buffer (cache line, and enough for any SIMD load).
+inline constexpr uint64_t kAlignment = 64;
+
+/// The project version (e.g. "0.1.0"), recorded as producer_version.
+const char* modelcVersion();
+
+} // namespace mc::rt
+
+#endif // MODELC_VERSION_H

@@ -1,0 +1,599 @@
+// Verification of a .mcpk before anything reads it: layout, flatbuffers
+// Verifier, version, checksums, then every semantic rule the executor relies
+// on (indices, sizes, offsets, per-step shapes). The order and the rules are
+// documented in docs/artifact-format.md; a file that passes cannot make the
+// executor read or write outside its buffers.
+#include "ArtifactVerifier.h"
+#include "modelc/model.h"
+#include "modelc/runtime.h"
+#include "modelc/version.h"
+
+#include <cstring>
+#include <string>
+#include <vector>
+#include <zlib.h>
+
+namespace mc::rt {
+
+uint32_t crc32Bytes(const uint8_t* data, uint64_t size, uint32_t crc) {
+  // zlib takes 32-bit lengths; feed big sections in chunks.
+  uLong c = crc;
+  while (size > 0) {
+    uInt chunk = size > (1u << 30) ? (1u << 30) : uInt(size);
+    c = ::crc32(c, data, chunk);
+    data += chunk;
+    size -= chunk;
+  }
+  return uint32_t(c);
+}
+
+uint32_t readLE32(const uint8_t* p) {
+  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 |
+         uint32_t(p[3]) << 24;
+}
+
+namespace {
+
+std::string hex32(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08x", v);
+  return buf;
+}
+
+/// Printable rendering of untrusted bytes for an error message.
+std::string quoteBytes(const uint8_t* p, size_t n) {
+  std::string s;
+  for (size_t i = 0; i < n; ++i) {
+    if (p[i] >= 0x20 && p[i] < 0x7f && p[i] != '\\' && p[i] != '\'') {
+      s += char(p[i]);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", p[i]);
+      s += buf;
+    }
+  }
+  return s;
+}
+
+bool validDType(fb::DType t) { return uint8_t(t) <= uint8_t(fb::DType::I1); }
+
+Shape toShape(const flatbuffers::Vector<int64_t>* v) {
+  return v ? Shape(v->begin(), v->end()) : Shape();
+}
+std::vector<int64_t> toInts(const flatbuffers::Vector<int64_t>* v) {
+  return v ? std::vector<int64_t>(v->begin(), v->end())
+           : std::vector<int64_t>();
+}
+
+struct BufInfo {
+  std::string name;
+  DType dtype = DType::F32;
+  Shape shape;
+  bool arena = true;
+  uint64_t offset = 0, size = 0;
+};
+
+class Verifier {
+public:
+  Verifier(const uint8_t* bytes, size_t size, const std::string& name)
+      : p_(bytes), size_(size), name_(name) {}
+
+  Status run();
+
+private:
+  Status fail(const std::string& msg) const {
+    return Status::error(name_ + ": " + msg);
+  }
+  Status checkLayout();
+  Status checkBuffers();
+  Status checkSignature(const char* what,
+                        const flatbuffers::Vector<flatbuffers::Offset<
+                            fb::TensorSig>>* sigs);
+  Status checkStep(size_t index, const fb::Step& step);
+  Status checkStepKind(fb::OpKind kind, const fb::Step& step,
+                       const std::vector<uint32_t>& in,
+                       const std::vector<uint32_t>& out,
+                       const std::string& where);
+
+  std::string bufDesc(uint32_t i) const {
+    const BufInfo& b = bufs_[i];
+    return "buffer " + std::to_string(i) +
+           (b.name.empty() ? "" : " '" + b.name + "'") + " " +
+           dtypeName(b.dtype) + shapeString(b.shape);
+  }
+
+  const uint8_t* p_;
+  size_t size_;
+  const std::string& name_;
+  uint64_t tableEnd_ = 0; // 4 + N
+  const fb::Model* model_ = nullptr;
+  std::vector<BufInfo> bufs_;
+};
+
+Status Verifier::run() {
+  // 1. Big enough for a size prefix, a root offset, the identifier and the
+  //    trailer.
+  const uint64_t minSize = 4 + 8 + kTrailerSize;
+  if (size_ < minSize)
+    return fail("file is too small to be a modelc artifact (" +
+                std::to_string(size_) + " bytes, need at least " +
+                std::to_string(minSize) + ")");
+  // 2. The identifier first (its bytes are always in range by now), so a
+  //    file of another kind is called that rather than "corrupt".
+  if (std::memcmp(p_ + 8, kFileIdentifier, 4) != 0)
+    return fail("not a modelc artifact: file identifier is '" +
+                quoteBytes(p_ + 8, 4) + "', expected 'MCPK'");
+  // 3. The size prefix must leave room for the trailer.
+  uint32_t n = readLE32(p_);
+  tableEnd_ = 4 + uint64_t(n);
+  if (n < 8 || tableEnd_ > size_ - kTrailerSize)
+    return fail("table size " + std::to_string(n) +
+                " in the size prefix does not fit in the file (" +
+                std::to_string(size_) + " bytes; truncated?)");
+  // 4. Trailer: magic, reserved word.
+  const uint8_t* trailer = p_ + size_ - kTrailerSize;
+  if (std::memcmp(trailer + 8, kTrailerMagic, 8) != 0)
+    return fail("trailer magic is '" + quoteBytes(trailer + 8, 8) +
+                "', expected 'MCPKEND\\x00' (truncated or unfinished file?)");
+  if (readLE32(trailer + 4) != 0)
+    return fail("trailer reserved word is " + hex32(readLE32(trailer + 4)) +
+                ", expected 0");
+  // 5. The flatbuffers Verifier: every offset and vector in the table.
+  flatbuffers::Verifier fbv(p_, size_t(tableEnd_));
+  if (!fb::VerifySizePrefixedModelBuffer(fbv))
+    return fail("the flatbuffers table is malformed (flatbuffers Verifier "
+                "failed; corrupt file)");
+  model_ = fb::GetSizePrefixedModel(p_);
+  // 6. Version, before anything that depends on this schema's meaning.
+  if (model_->schema_version_major() != kSchemaVersionMajor)
+    return fail("schema version " +
+                std::to_string(model_->schema_version_major()) + "." +
+                std::to_string(model_->schema_version_minor()) +
+                " is not supported: this runtime reads major version " +
+                std::to_string(kSchemaVersionMajor) + " (minor <= any)");
+  // 7. Checksum of the size prefix and the table.
+  uint32_t stored = readLE32(trailer), computed = crc32Bytes(p_, tableEnd_, 0);
+  if (stored != computed)
+    return fail("table checksum mismatch: trailer says " + hex32(stored) +
+                ", bytes give " + hex32(computed) + " (corrupt file)");
+  // 8. Semantics.
+  MC_RETURN_IF_ERROR(checkLayout());
+  MC_RETURN_IF_ERROR(checkBuffers());
+  MC_RETURN_IF_ERROR(checkSignature("input", model_->inputs()));
+  MC_RETURN_IF_ERROR(checkSignature("output", model_->outputs()));
+  if (const auto* steps = model_->steps())
+    for (flatbuffers::uoffset_t i = 0; i < steps->size(); ++i)
+      MC_RETURN_IF_ERROR(checkStep(i, *steps->Get(i)));
+  return Status::ok();
+}
+
+Status Verifier::checkLayout() {
+  uint64_t off = model_->data_offset(), dsize = model_->data_size();
+  uint64_t trailerStart = size_ - kTrailerSize;
+  if (off % kAlignment != 0)
+    return fail("data_offset " + std::to_string(off) +
+                " is not 64-byte aligned");
+  if (off < tableEnd_ || off > trailerStart || dsize > trailerStart - off)
+    return fail("data section [" + std::to_string(off) + ", +" +
+                std::to_string(dsize) + ") is not between the table (ends at " +
+                std::to_string(tableEnd_) + ") and the trailer (starts at " +
+                std::to_string(trailerStart) + ")");
+  // Padding is zero, so every byte of the file is covered by a check.
+  auto zeros = [&](uint64_t from, uint64_t to) -> Status {
+    for (uint64_t i = from; i < to; ++i)
+      if (p_[i] != 0)
+        return fail("padding byte at offset " + std::to_string(i) +
+                    " is not zero (corrupt file)");
+    return Status::ok();
+  };
+  MC_RETURN_IF_ERROR(zeros(tableEnd_, off));
+  MC_RETURN_IF_ERROR(zeros(off + dsize, trailerStart));
+  uint32_t crc = crc32Bytes(p_ + off, dsize, 0);
+  if (crc != model_->data_crc32())
+    return fail("data section checksum mismatch: table says " +
+                hex32(model_->data_crc32()) + ", bytes give " + hex32(crc) +
+                " (corrupt weights)");
+  return Status::ok();
+}
+
+Status Verifier::checkBuffers() {
+  const auto* buffers = model_->buffers();
+  uint32_t count = buffers ? buffers->size() : 0;
+  bufs_.resize(count);
+  uint64_t arenaSize = model_->arena_size(), dataSize = model_->data_size();
+  for (uint32_t i = 0; i < count; ++i) {
+    const fb::Buffer& fbuf = *buffers->Get(i);
+    BufInfo& b = bufs_[i];
+    b.name = fbuf.name() ? fbuf.name()->str() : "";
+    std::string label = "buffer " + std::to_string(i) +
+                        (b.name.empty() ? "" : " '" + b.name + "'");
+    if (!validDType(fbuf.dtype()))
+      return fail(label + ": unknown dtype " +
+                  std::to_string(int(fbuf.dtype())));
+    b.dtype = DType(fbuf.dtype());
+    const auto* shape = fbuf.shape();
+    if (shape && shape->size() > MC_MAX_RANK)
+      return fail(label + ": rank " + std::to_string(shape->size()) +
+                  " exceeds the maximum " + std::to_string(MC_MAX_RANK));
+    b.shape = toShape(shape);
+    uint64_t bytes = dtypeSize(b.dtype);
+    for (int64_t d : b.shape) {
+      if (d < 0)
+        return fail(label + ": shape " + shapeString(b.shape) +
+                    " has a negative dimension");
+      if (__builtin_mul_overflow(bytes, uint64_t(d), &bytes))
+        return fail(label + ": shape " + shapeString(b.shape) +
+                    " is too large (byte size overflows)");
+    }
+    b.size = fbuf.size();
+    b.offset = fbuf.offset();
+    if (b.size != bytes)
+      return fail(label + ": size is " + std::to_string(b.size) +
+                  " bytes, expected " + std::to_string(bytes) + " for " +
+                  dtypeName(b.dtype) + shapeString(b.shape));
+    if (b.offset % kAlignment != 0)
+      return fail(label + ": offset " + std::to_string(b.offset) +
+                  " is not 64-byte aligned");
+    uint64_t limit;
+    const char* region;
+    if (fbuf.kind() == fb::BufferKind::Arena) {
+      b.arena = true;
+      limit = arenaSize;
+      region = "arena_size";
+    } else if (fbuf.kind() == fb::BufferKind::Constant) {
+      b.arena = false;
+      limit = dataSize;
+      region = "data section size";
+    } else {
+      return fail(label + ": unknown buffer kind " +
+                  std::to_string(int(fbuf.kind())));
+    }
+    if (b.offset > limit || b.size > limit - b.offset)
+      return fail(label + ": bytes [" + std::to_string(b.offset) + ", +" +
+                  std::to_string(b.size) + ") exceed the " + region + " " +
+                  std::to_string(limit));
+  }
+  return Status::ok();
+}
+
+Status Verifier::checkSignature(
+    const char* what,
+    const flatbuffers::Vector<flatbuffers::Offset<fb::TensorSig>>* sigs) {
+  if (!sigs)
+    return Status::ok();
+  for (uint32_t i = 0; i < sigs->size(); ++i) {
+    const fb::TensorSig& sig = *sigs->Get(i);
+    std::string sname = sig.name() ? sig.name()->str() : "";
+    std::string label =
+        std::string(what) + " " + std::to_string(i) + " '" + sname + "'";
+    if (sname.empty())
+      return fail(std::string(what) + " " + std::to_string(i) +
+                  " has no name");
+    for (uint32_t j = 0; j < i; ++j) {
+      const auto* other = sigs->Get(j)->name();
+      if (other && other->str() == sname)
+        return fail(label + ": name is used by " + what + " " +
+                    std::to_string(j) + " too");
+    }
+    if (sig.buffer() >= bufs_.size())
+      return fail(label + ": refers to buffer " + std::to_string(sig.buffer()) +
+                  ", but the model has " + std::to_string(bufs_.size()));
+    const BufInfo& b = bufs_[sig.buffer()];
+    if (!validDType(sig.dtype()))
+      return fail(label + ": unknown dtype " + std::to_string(int(sig.dtype())));
+    Shape shape = toShape(sig.shape());
+    if (DType(sig.dtype()) != b.dtype || shape != b.shape)
+      return fail(label + ": signature says " + dtypeName(DType(sig.dtype())) +
+                  shapeString(shape) + " but its " + bufDesc(sig.buffer()) +
+                  " differs");
+    if (!b.arena)
+      return fail(label + ": " + bufDesc(sig.buffer()) +
+                  " is a Constant buffer; inputs and outputs must be Arena "
+                  "buffers");
+  }
+  return Status::ok();
+}
+
+Status Verifier::checkStep(size_t index, const fb::Step& step) {
+  fb::OpKind kind = step.kind();
+  std::string loc = step.location() ? step.location()->str() : "";
+  bool known = uint16_t(kind) <= uint16_t(fb::OpKind::MAX);
+  std::string where =
+      "step " + std::to_string(index) + " (" +
+      (known ? std::string(fb::EnumNameOpKind(kind))
+             : "kind " + std::to_string(int(kind))) +
+      (loc.empty() ? "" : " at " + loc) + ")";
+  if (!known)
+    return fail(where + ": unknown op kind " + std::to_string(int(kind)));
+  std::vector<uint32_t> in, out;
+  if (step.inputs())
+    in.assign(step.inputs()->begin(), step.inputs()->end());
+  if (step.outputs())
+    out.assign(step.outputs()->begin(), step.outputs()->end());
+  for (size_t i = 0; i < in.size(); ++i)
+    if (in[i] >= bufs_.size())
+      return fail(where + ": input " + std::to_string(i) +
+                  " refers to buffer " + std::to_string(in[i]) +
+                  ", but the model has " + std::to_string(bufs_.size()));
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i] >= bufs_.size())
+      return fail(where + ": output " + std::to_string(i) +
+                  " refers to buffer " + std::to_string(out[i]) +
+                  ", but the model has " + std::to_string(bufs_.size()));
+    if (!bufs_[out[i]].arena)
+      return fail(where + ": output " + std::to_string(i) + " (" +
+                  bufDesc(out[i]) +
+                  ") is a Constant buffer; step outputs must be Arena");
+  }
+  MC_RETURN_IF_ERROR(checkStepKind(kind, step, in, out, where));
+  // Outputs may not partly overlap an input: kernels other than the
+  // elementwise ones read inputs after writing outputs. An exactly shared
+  // buffer is fine for same-shape elementwise ops (in place).
+  bool inPlaceOk = (kind >= fb::OpKind::Copy && kind <= fb::OpKind::Sqrt &&
+                    kind != fb::OpKind::Cast);
+  for (uint32_t o : out) {
+    const BufInfo& ob = bufs_[o];
+    for (uint32_t i : in) {
+      const BufInfo& ib = bufs_[i];
+      if (!ib.arena || ob.size == 0 || ib.size == 0)
+        continue;
+      bool disjoint = ob.offset + ob.size <= ib.offset ||
+                      ib.offset + ib.size <= ob.offset;
+      bool same = ob.offset == ib.offset && ob.size == ib.size;
+      if (!disjoint && !(same && inPlaceOk))
+        return fail(where + ": output " + bufDesc(o) +
+                    " overlaps input " + bufDesc(i) + " in the arena");
+    }
+  }
+  return Status::ok();
+}
+
+Status Verifier::checkStepKind(fb::OpKind kind, const fb::Step& step,
+                               const std::vector<uint32_t>& in,
+                               const std::vector<uint32_t>& out,
+                               const std::string& where) {
+  using K = fb::OpKind;
+  using A = fb::StepAttrs;
+  auto counts = [&](size_t ni, size_t no) -> Status {
+    if (in.size() != ni || out.size() != no)
+      return fail(where + ": expected " + std::to_string(ni) + " input(s) and " +
+                  std::to_string(no) + " output(s), found " +
+                  std::to_string(in.size()) + " and " +
+                  std::to_string(out.size()));
+    return Status::ok();
+  };
+  A expectAttrs = A::NONE;
+  switch (kind) {
+  case K::MatMul:
+    expectAttrs = A::MatMulAttrs;
+    break;
+  case K::ReduceSum:
+  case K::ReduceMean:
+  case K::ReduceMax:
+    expectAttrs = A::ReduceAttrs;
+    break;
+  case K::Transpose:
+    expectAttrs = A::TransposeAttrs;
+    break;
+  case K::BroadcastInDim:
+    expectAttrs = A::BroadcastAttrs;
+    break;
+  case K::Softmax:
+    expectAttrs = A::SoftmaxAttrs;
+    break;
+  default:
+    break;
+  }
+  if (step.attrs_type() != expectAttrs) {
+    bool knownAttrs = uint8_t(step.attrs_type()) <= uint8_t(A::MAX);
+    return fail(where + ": attributes are " +
+                (knownAttrs ? std::string(fb::EnumNameStepAttrs(
+                                  step.attrs_type()))
+                            : "of unknown type " +
+                                  std::to_string(int(step.attrs_type()))) +
+                ", expected " + fb::EnumNameStepAttrs(expectAttrs));
+  }
+  auto sameTypeShape = [&](uint32_t a, uint32_t b, const char* what) {
+    if (bufs_[a].dtype == bufs_[b].dtype && bufs_[a].shape == bufs_[b].shape)
+      return Status::ok();
+    return fail(where + ": " + what + " " + bufDesc(b) +
+                " must have the dtype and shape of input 0, " + bufDesc(a));
+  };
+  auto sameType = [&](uint32_t a, uint32_t b) {
+    if (bufs_[a].dtype == bufs_[b].dtype)
+      return Status::ok();
+    return fail(where + ": output " + bufDesc(b) +
+                " must have the dtype of input 0, " + bufDesc(a));
+  };
+  auto dtypeIn = [&](uint32_t a, std::initializer_list<DType> ok,
+                     const char* okText) {
+    for (DType t : ok)
+      if (bufs_[a].dtype == t)
+        return Status::ok();
+    return fail(where + ": unsupported dtype " +
+                std::string(dtypeName(bufs_[a].dtype)) + " of input 0 (" +
+                bufDesc(a) + "); supported: " + okText);
+  };
+  auto shapeErr = [&](const std::string& expected) {
+    return fail(where + ": output " + bufDesc(out[0]) + ": expected shape " +
+                expected);
+  };
+
+  switch (kind) {
+  case K::Copy:
+    MC_RETURN_IF_ERROR(counts(1, 1));
+    MC_RETURN_IF_ERROR(sameType(in[0], out[0]));
+    if (numElements(bufs_[in[0]].shape) != numElements(bufs_[out[0]].shape))
+      return fail(where + ": output " + bufDesc(out[0]) +
+                  " must have the element count of input " + bufDesc(in[0]));
+    return Status::ok();
+  case K::Add:
+  case K::Sub:
+  case K::Mul:
+  case K::Div:
+  case K::Maximum:
+    MC_RETURN_IF_ERROR(counts(2, 1));
+    MC_RETURN_IF_ERROR(sameTypeShape(in[0], in[1], "input 1"));
+    MC_RETURN_IF_ERROR(sameTypeShape(in[0], out[0], "output"));
+    return dtypeIn(in[0], {DType::F32, DType::I32, DType::I64},
+                   "f32, i32, i64");
+  case K::Neg:
+  case K::Relu:
+    MC_RETURN_IF_ERROR(counts(1, 1));
+    MC_RETURN_IF_ERROR(sameTypeShape(in[0], out[0], "output"));
+    return dtypeIn(in[0], {DType::F32, DType::I32, DType::I64},
+                   "f32, i32, i64");
+  case K::Exp:
+  case K::Log:
+  case K::Tanh:
+  case K::Sigmoid:
+  case K::Sqrt:
+    MC_RETURN_IF_ERROR(counts(1, 1));
+    MC_RETURN_IF_ERROR(sameTypeShape(in[0], out[0], "output"));
+    return dtypeIn(in[0], {DType::F32}, "f32");
+  case K::Cast:
+    MC_RETURN_IF_ERROR(counts(1, 1));
+    if (bufs_[in[0]].shape != bufs_[out[0]].shape)
+      return shapeErr(shapeString(bufs_[in[0]].shape) + " (that of input 0)");
+    return Status::ok();
+  case K::BroadcastInDim: {
+    MC_RETURN_IF_ERROR(counts(1, 1));
+    MC_RETURN_IF_ERROR(sameType(in[0], out[0]));
+    std::vector<int64_t> dims = toInts(step.attrs_as_BroadcastAttrs()->dims());
+    const Shape &a = bufs_[in[0]].shape, &r = bufs_[out[0]].shape;
+    if (dims.size() != a.size())
+      return fail(where + ": dims has " + std::to_string(dims.size()) +
+                  " entries, expected one per dim of input " + bufDesc(in[0]));
+    std::vector<bool> used(r.size(), false);
+    for (size_t k = 0; k < dims.size(); ++k) {
+      int64_t d = dims[k];
+      if (d < 0 || d >= int64_t(r.size()) || used[d])
+        return fail(where + ": dims[" + std::to_string(k) + "] = " +
+                    std::to_string(d) +
+                    " is out of range or repeated for output " +
+                    bufDesc(out[0]));
+      used[d] = true;
+      if (a[k] != 1 && a[k] != r[d])
+        return fail(where + ": input dim " + std::to_string(k) + " of size " +
+                    std::to_string(a[k]) + " cannot broadcast to output dim " +
+                    std::to_string(d) + " of size " + std::to_string(r[d]));
+    }
+    return Status::ok();
+  }
+  case K::Transpose: {
+    MC_RETURN_IF_ERROR(counts(1, 1));
+    MC_RETURN_IF_ERROR(sameType(in[0], out[0]));
+    std::vector<int64_t> perm =
+        toInts(step.attrs_as_TransposeAttrs()->permutation());
+    const Shape& a = bufs_[in[0]].shape;
+    std::vector<bool> used(a.size(), false);
+    bool isPerm = perm.size() == a.size();
+    Shape expect;
+    for (size_t i = 0; isPerm && i < perm.size(); ++i) {
+      isPerm = perm[i] >= 0 && perm[i] < int64_t(a.size()) && !used[perm[i]];
+      if (isPerm) {
+        used[perm[i]] = true;
+        expect.push_back(a[perm[i]]);
+      }
+    }
+    if (!isPerm)
+      return fail(where + ": permutation " + shapeString(perm) +
+                  " is not a permutation of the " +
+                  std::to_string(a.size()) + " dims of input " +
+                  bufDesc(in[0]));
+    if (bufs_[out[0]].shape != expect)
+      return shapeErr(shapeString(expect));
+    return Status::ok();
+  }
+  case K::ReduceSum:
+  case K::ReduceMean:
+  case K::ReduceMax: {
+    MC_RETURN_IF_ERROR(counts(1, 1));
+    MC_RETURN_IF_ERROR(sameType(in[0], out[0]));
+    if (kind == K::ReduceMax)
+      MC_RETURN_IF_ERROR(dtypeIn(in[0], {DType::F32, DType::I32, DType::I64},
+                                 "f32, i32, i64"));
+    else
+      MC_RETURN_IF_ERROR(dtypeIn(in[0], {DType::F32}, "f32"));
+    const fb::ReduceAttrs* attrs = step.attrs_as_ReduceAttrs();
+    std::vector<int64_t> dims = toInts(attrs->dims());
+    const Shape& a = bufs_[in[0]].shape;
+    for (size_t k = 0; k < dims.size(); ++k)
+      if (dims[k] < 0 || dims[k] >= int64_t(a.size()) ||
+          (k > 0 && dims[k] <= dims[k - 1]))
+        return fail(where + ": reduce dims " + shapeString(dims) +
+                    " must be sorted, unique and in [0, " +
+                    std::to_string(a.size()) + ") for input " +
+                    bufDesc(in[0]));
+    Shape expect;
+    for (size_t d = 0, k = 0; d < a.size(); ++d) {
+      bool red = k < dims.size() && dims[k] == int64_t(d);
+      if (red)
+        ++k;
+      if (!red)
+        expect.push_back(a[d]);
+      else if (attrs->keepdim())
+        expect.push_back(1);
+    }
+    if (bufs_[out[0]].shape != expect)
+      return shapeErr(shapeString(expect));
+    return Status::ok();
+  }
+  case K::Softmax: {
+    MC_RETURN_IF_ERROR(counts(1, 1));
+    MC_RETURN_IF_ERROR(sameTypeShape(in[0], out[0], "output"));
+    MC_RETURN_IF_ERROR(dtypeIn(in[0], {DType::F32}, "f32"));
+    int64_t axis = step.attrs_as_SoftmaxAttrs()->axis();
+    int64_t r = int64_t(bufs_[in[0]].shape.size());
+    if (axis < -r || axis >= r)
+      return fail(where + ": axis " + std::to_string(axis) +
+                  " is out of range for input " + bufDesc(in[0]));
+    return Status::ok();
+  }
+  case K::MatMul: {
+    MC_RETURN_IF_ERROR(counts(2, 1));
+    for (uint32_t b : {in[0], in[1], out[0]})
+      if (bufs_[b].dtype != DType::F32)
+        return fail(where + ": unsupported dtype in " + bufDesc(b) +
+                    "; supported: f32");
+    const fb::MatMulAttrs* attrs = step.attrs_as_MatMulAttrs();
+    const Shape &a = bufs_[in[0]].shape, &b = bufs_[in[1]].shape;
+    size_t r = a.size();
+    auto mismatch = [&] {
+      return fail(where + ": input " + bufDesc(in[0]) +
+                  (attrs->transpose_a() ? " (transposed)" : "") + " and " +
+                  bufDesc(in[1]) +
+                  (attrs->transpose_b() ? " (transposed)" : "") +
+                  " are not [..., M, K] x [..., K, N] with equal batch dims");
+    };
+    if (r < 2 || b.size() != r)
+      return mismatch();
+    Shape expect(a.begin(), a.end() - 2);
+    if (!std::equal(expect.begin(), expect.end(), b.begin()))
+      return mismatch();
+    int64_t m = attrs->transpose_a() ? a[r - 1] : a[r - 2];
+    int64_t k = attrs->transpose_a() ? a[r - 2] : a[r - 1];
+    int64_t kb = attrs->transpose_b() ? b[r - 1] : b[r - 2];
+    int64_t n = attrs->transpose_b() ? b[r - 2] : b[r - 1];
+    if (k != kb)
+      return mismatch();
+    expect.push_back(m);
+    expect.push_back(n);
+    if (bufs_[out[0]].shape != expect)
+      return shapeErr(shapeString(expect));
+    return Status::ok();
+  }
+  }
+  return fail(where + ": unhandled op kind");
+}
+
+} // namespace
+
+Status verifyArtifact(const uint8_t* bytes, size_t size,
+                      const std::string& name) {
+  if (!bytes && size)
+    return Status::error(name + ": no bytes");
+  return Verifier(bytes, size, name).run();
+}
+
+} // namespace mc::rt

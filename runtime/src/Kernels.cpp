@@ -1,0 +1,657 @@
+// CPU kernels: elementwise, cast, data movement, reductions, softmax, copy.
+// These define what the mc ops compute (eager and compiled both call them).
+// Matmul lives in KernelsLinalg.cpp.
+#include "KernelUtil.h"
+#include "modelc/kernels.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+namespace mc::rt {
+
+using detail::checkRank;
+using detail::contiguousStrides;
+using detail::kMaxRank;
+using detail::typeString;
+using detail::unsupportedDType;
+
+namespace {
+
+const char* unaryName(UnaryOp op) {
+  switch (op) {
+  case UnaryOp::Neg:
+    return "neg";
+  case UnaryOp::Exp:
+    return "exp";
+  case UnaryOp::Log:
+    return "log";
+  case UnaryOp::Tanh:
+    return "tanh";
+  case UnaryOp::Sigmoid:
+    return "sigmoid";
+  case UnaryOp::Relu:
+    return "relu";
+  case UnaryOp::Sqrt:
+    return "sqrt";
+  }
+  return "unary";
+}
+
+const char* binaryName(BinaryOp op) {
+  switch (op) {
+  case BinaryOp::Add:
+    return "add";
+  case BinaryOp::Sub:
+    return "sub";
+  case BinaryOp::Mul:
+    return "mul";
+  case BinaryOp::Div:
+    return "div";
+  case BinaryOp::Maximum:
+    return "maximum";
+  }
+  return "binary";
+}
+
+const char* reduceName(ReduceOp op) {
+  switch (op) {
+  case ReduceOp::Sum:
+    return "reduce_sum";
+  case ReduceOp::Mean:
+    return "reduce_mean";
+  case ReduceOp::Max:
+    return "reduce_max";
+  }
+  return "reduce";
+}
+
+Status sameTypeAndShape(const char* op, const char* what, DType at,
+                        const Shape& as, DType bt, const Shape& bs) {
+  if (at == bt && as == bs)
+    return Status::ok();
+  return Status::error(std::string(op) + ": " + what + " " +
+                       typeString(bt, bs) + " does not match operand " +
+                       typeString(at, as));
+}
+
+float sigmoid(float x) {
+  // Two branches so exp never overflows.
+  if (x >= 0)
+    return 1.0f / (1.0f + std::exp(-x));
+  float e = std::exp(x);
+  return e / (1.0f + e);
+}
+
+template <typename F>
+void mapF32(const ConstTensor& a, const MutTensor& out, F f) {
+  const float* x = static_cast<const float*>(a.data);
+  float* y = static_cast<float*>(out.data);
+  for (int64_t i = 0, n = numElements(a.shape); i < n; ++i)
+    y[i] = f(x[i]);
+}
+
+template <typename T>
+Status unaryInt(UnaryOp op, const ConstTensor& a, const MutTensor& out) {
+  using U = std::make_unsigned_t<T>;
+  const T* x = static_cast<const T*>(a.data);
+  T* y = static_cast<T*>(out.data);
+  int64_t n = numElements(a.shape);
+  if (op == UnaryOp::Neg) {
+    // Two's complement wrap (no UB on the minimum value).
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = T(U(0) - U(x[i]));
+  } else if (op == UnaryOp::Relu) {
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = x[i] < 0 ? T(0) : x[i];
+  } else {
+    return unsupportedDType(unaryName(op), a.dtype, "f32");
+  }
+  return Status::ok();
+}
+
+template <typename T>
+Status binaryInt(BinaryOp op, const ConstTensor& a, const ConstTensor& b,
+                 const MutTensor& out) {
+  using U = std::make_unsigned_t<T>;
+  const T* x = static_cast<const T*>(a.data);
+  const T* z = static_cast<const T*>(b.data);
+  T* y = static_cast<T*>(out.data);
+  int64_t n = numElements(a.shape);
+  switch (op) {
+  case BinaryOp::Add: // wrap around, like the hardware and NumPy
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = T(U(x[i]) + U(z[i]));
+    break;
+  case BinaryOp::Sub:
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = T(U(x[i]) - U(z[i]));
+    break;
+  case BinaryOp::Mul:
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = T(U(x[i]) * U(z[i]));
+    break;
+  case BinaryOp::Div:
+    // Truncates toward zero; min / -1 wraps. Division by zero is an error,
+    // not a SIGFPE.
+    for (int64_t i = 0; i < n; ++i)
+      if (z[i] == 0)
+        return Status::error("div: integer division by zero at element " +
+                             std::to_string(i));
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = z[i] == -1 ? T(U(0) - U(x[i])) : T(x[i] / z[i]);
+    break;
+  case BinaryOp::Maximum:
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = x[i] < z[i] ? z[i] : x[i];
+    break;
+  }
+  return Status::ok();
+}
+
+// --- cast ---
+// Sources load either a float (f32/f16/bf16, exact) or an int64_t (ints and
+// i1); each destination has one conversion from each.
+
+float toF32(float v) { return v; }
+float toF32(int64_t v) { return float(v); } // one correctly-rounded step
+
+/// v rounded to 24 bits with round-to-odd (truncate, then set the last bit
+/// if anything was dropped). Rounding that again to nearest-even at <= 22
+/// bits is correctly rounded, which converting int -> f32 -> f16/bf16 with
+/// two nearest-even roundings is not (e.g. 2^24 + 2^16 + 1 -> bf16).
+float intToFloatRoundToOdd(int64_t v) {
+  uint64_t u = v < 0 ? uint64_t(0) - uint64_t(v) : uint64_t(v);
+  int bitsUsed = 64 - __builtin_clzll(u | 1);
+  if (bitsUsed > 24) {
+    int shift = bitsUsed - 24;
+    uint64_t mant = u >> shift;
+    if (u & ((uint64_t(1) << shift) - 1))
+      mant |= 1;
+    float f = std::ldexp(float(mant), shift); // exact: mant has 24 bits
+    return v < 0 ? -f : f;
+  }
+  return float(v); // exact
+}
+uint16_t toF16(float v) { return floatToHalf(v); }
+uint16_t toF16(int64_t v) { return floatToHalf(intToFloatRoundToOdd(v)); }
+uint16_t toBF16(float v) { return floatToBf16(v); }
+uint16_t toBF16(int64_t v) { return floatToBf16(intToFloatRoundToOdd(v)); }
+
+/// Truncation toward zero, saturating (NaN -> 0) so it is never UB.
+template <typename T> T floatToInt(float v) {
+  if (std::isnan(v))
+    return 0;
+  // 2^31 and 2^63 are exact floats; anything >= them is out of range.
+  const float hi = -float(std::numeric_limits<T>::min());
+  if (v >= hi)
+    return std::numeric_limits<T>::max();
+  if (v < -hi)
+    return std::numeric_limits<T>::min();
+  return T(v);
+}
+int32_t toI32(float v) { return floatToInt<int32_t>(v); }
+int32_t toI32(int64_t v) { return int32_t(uint32_t(uint64_t(v))); } // wraps
+int64_t toI64(float v) { return floatToInt<int64_t>(v); }
+int64_t toI64(int64_t v) { return v; }
+uint8_t toI1(float v) { return v != 0.0f; } // NaN -> 1
+uint8_t toI1(int64_t v) { return v != 0; }
+
+template <typename Load>
+Status castFrom(Load load, int64_t n, const MutTensor& out) {
+  void* o = out.data;
+  switch (out.dtype) {
+  case DType::F32:
+    for (int64_t i = 0; i < n; ++i)
+      static_cast<float*>(o)[i] = toF32(load(i));
+    return Status::ok();
+  case DType::F16:
+    for (int64_t i = 0; i < n; ++i)
+      static_cast<uint16_t*>(o)[i] = toF16(load(i));
+    return Status::ok();
+  case DType::BF16:
+    for (int64_t i = 0; i < n; ++i)
+      static_cast<uint16_t*>(o)[i] = toBF16(load(i));
+    return Status::ok();
+  case DType::I32:
+    for (int64_t i = 0; i < n; ++i)
+      static_cast<int32_t*>(o)[i] = toI32(load(i));
+    return Status::ok();
+  case DType::I64:
+    for (int64_t i = 0; i < n; ++i)
+      static_cast<int64_t*>(o)[i] = toI64(load(i));
+    return Status::ok();
+  case DType::I1:
+    for (int64_t i = 0; i < n; ++i)
+      static_cast<uint8_t*>(o)[i] = toI1(load(i));
+    return Status::ok();
+  }
+  return Status::error("cast: invalid result dtype " +
+                       std::to_string(int(out.dtype)));
+}
+
+// --- strided gather (broadcast_in_dim, transpose) ---
+
+/// out[i_0..i_{r-1}] = src[sum_d i_d * stride[d]] over out's shape.
+template <typename T>
+void gather(const Shape& shape, const int64_t* stride, const T* src, T* dst) {
+  int64_t n = numElements(shape);
+  if (n == 0)
+    return;
+  int r = int(shape.size());
+  if (r == 0) {
+    dst[0] = src[0];
+    return;
+  }
+  int64_t idx[kMaxRank] = {0};
+  int64_t inner = shape[r - 1], innerStride = stride[r - 1], base = 0;
+  for (int64_t o = 0; o < n; o += inner) {
+    const T* s = src + base;
+    for (int64_t j = 0; j < inner; ++j)
+      dst[o + j] = s[j * innerStride];
+    for (int d = r - 2; d >= 0; --d) {
+      base += stride[d];
+      if (++idx[d] < shape[d])
+        break;
+      base -= stride[d] * shape[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+Status gatherAny(const char* op, DType t, const Shape& shape,
+                 const int64_t* stride, const void* src, void* dst) {
+  switch (dtypeSize(t)) {
+  case 1:
+    gather(shape, stride, static_cast<const uint8_t*>(src),
+           static_cast<uint8_t*>(dst));
+    return Status::ok();
+  case 2:
+    gather(shape, stride, static_cast<const uint16_t*>(src),
+           static_cast<uint16_t*>(dst));
+    return Status::ok();
+  case 4:
+    gather(shape, stride, static_cast<const uint32_t*>(src),
+           static_cast<uint32_t*>(dst));
+    return Status::ok();
+  case 8:
+    gather(shape, stride, static_cast<const uint64_t*>(src),
+           static_cast<uint64_t*>(dst));
+    return Status::ok();
+  }
+  return Status::error(std::string(op) + ": invalid dtype " +
+                       std::to_string(int(t)));
+}
+
+/// Walks a multi-index over `rank` dims with given strides, tracking the
+/// linear offset; no allocation.
+struct Odometer {
+  int rank = 0;
+  int64_t shape[kMaxRank], stride[kMaxRank], idx[kMaxRank];
+  int64_t offset = 0;
+  void reset() {
+    offset = 0;
+    for (int d = 0; d < rank; ++d)
+      idx[d] = 0;
+  }
+  void next() {
+    for (int d = rank - 1; d >= 0; --d) {
+      offset += stride[d];
+      if (++idx[d] < shape[d])
+        return;
+      offset -= stride[d] * shape[d];
+      idx[d] = 0;
+    }
+  }
+};
+
+template <typename T, typename Acc, typename Init, typename Step,
+          typename Finish>
+void reduceLoop(const T* x, T* y, Odometer& kept, Odometer& red, int64_t nOut,
+                int64_t nRed, Init init, Step step, Finish finish) {
+  kept.reset();
+  for (int64_t o = 0; o < nOut; ++o, kept.next()) {
+    Acc acc = init();
+    red.reset();
+    const T* base = x + kept.offset;
+    for (int64_t j = 0; j < nRed; ++j, red.next())
+      acc = step(acc, base[red.offset]);
+    y[o] = finish(acc);
+  }
+}
+
+} // namespace
+
+Status unary(UnaryOp op, const ConstTensor& a, const MutTensor& out) {
+  const char* name = unaryName(op);
+  MC_RETURN_IF_ERROR(sameTypeAndShape(name, "result", a.dtype, a.shape,
+                                      out.dtype, out.shape));
+  if (a.dtype == DType::I32)
+    return unaryInt<int32_t>(op, a, out);
+  if (a.dtype == DType::I64)
+    return unaryInt<int64_t>(op, a, out);
+  if (a.dtype != DType::F32)
+    return unsupportedDType(
+        name, a.dtype,
+        op == UnaryOp::Neg || op == UnaryOp::Relu ? "f32, i32, i64" : "f32");
+  switch (op) {
+  case UnaryOp::Neg:
+    mapF32(a, out, [](float x) { return -x; });
+    break;
+  case UnaryOp::Exp:
+    mapF32(a, out, [](float x) { return std::exp(x); });
+    break;
+  case UnaryOp::Log:
+    mapF32(a, out, [](float x) { return std::log(x); });
+    break;
+  case UnaryOp::Tanh:
+    mapF32(a, out, [](float x) { return std::tanh(x); });
+    break;
+  case UnaryOp::Sigmoid:
+    mapF32(a, out, sigmoid);
+    break;
+  case UnaryOp::Relu: // NaN stays NaN
+    mapF32(a, out, [](float x) { return x < 0.0f ? 0.0f : x; });
+    break;
+  case UnaryOp::Sqrt:
+    mapF32(a, out, [](float x) { return std::sqrt(x); });
+    break;
+  }
+  return Status::ok();
+}
+
+Status binary(BinaryOp op, const ConstTensor& a, const ConstTensor& b,
+              const MutTensor& out) {
+  const char* name = binaryName(op);
+  MC_RETURN_IF_ERROR(
+      sameTypeAndShape(name, "rhs", a.dtype, a.shape, b.dtype, b.shape));
+  MC_RETURN_IF_ERROR(sameTypeAndShape(name, "result", a.dtype, a.shape,
+                                      out.dtype, out.shape));
+  if (a.dtype == DType::I32)
+    return binaryInt<int32_t>(op, a, b, out);
+  if (a.dtype == DType::I64)
+    return binaryInt<int64_t>(op, a, b, out);
+  if (a.dtype != DType::F32)
+    return unsupportedDType(name, a.dtype, "f32, i32, i64");
+  const float* x = static_cast<const float*>(a.data);
+  const float* z = static_cast<const float*>(b.data);
+  float* y = static_cast<float*>(out.data);
+  int64_t n = numElements(a.shape);
+  switch (op) {
+  case BinaryOp::Add:
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = x[i] + z[i];
+    break;
+  case BinaryOp::Sub:
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = x[i] - z[i];
+    break;
+  case BinaryOp::Mul:
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = x[i] * z[i];
+    break;
+  case BinaryOp::Div:
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = x[i] / z[i];
+    break;
+  case BinaryOp::Maximum: // propagates NaN from either side
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = (std::isnan(x[i]) || x[i] > z[i]) ? x[i] : z[i];
+    break;
+  }
+  return Status::ok();
+}
+
+Status cast(const ConstTensor& a, const MutTensor& out) {
+  if (a.shape != out.shape)
+    return Status::error("cast: result shape " + shapeString(out.shape) +
+                         " does not match operand shape " +
+                         shapeString(a.shape));
+  int64_t n = numElements(a.shape);
+  const void* p = a.data;
+  switch (a.dtype) {
+  case DType::F32:
+    if (out.dtype == DType::F32) {
+      std::memmove(out.data, p, size_t(n) * 4);
+      return Status::ok();
+    }
+    return castFrom(
+        [p](int64_t i) { return static_cast<const float*>(p)[i]; }, n, out);
+  case DType::F16:
+    return castFrom(
+        [p](int64_t i) {
+          return halfToFloat(static_cast<const uint16_t*>(p)[i]);
+        },
+        n, out);
+  case DType::BF16:
+    return castFrom(
+        [p](int64_t i) {
+          return bf16ToFloat(static_cast<const uint16_t*>(p)[i]);
+        },
+        n, out);
+  case DType::I32:
+    return castFrom(
+        [p](int64_t i) { return int64_t(static_cast<const int32_t*>(p)[i]); },
+        n, out);
+  case DType::I64:
+    return castFrom(
+        [p](int64_t i) { return static_cast<const int64_t*>(p)[i]; }, n, out);
+  case DType::I1: // any nonzero byte is true
+    return castFrom(
+        [p](int64_t i) {
+          return int64_t(static_cast<const uint8_t*>(p)[i] != 0);
+        },
+        n, out);
+  }
+  return Status::error("cast: invalid operand dtype " +
+                       std::to_string(int(a.dtype)));
+}
+
+Status broadcastInDim(const ConstTensor& a, const std::vector<int64_t>& dims,
+                      const MutTensor& out) {
+  const char* op = "broadcast_in_dim";
+  MC_RETURN_IF_ERROR(checkRank(op, "operand", a.shape));
+  MC_RETURN_IF_ERROR(checkRank(op, "result", out.shape));
+  if (a.dtype != out.dtype)
+    return Status::error(std::string(op) + ": result dtype " +
+                         dtypeName(out.dtype) + " does not match operand " +
+                         dtypeName(a.dtype));
+  if (dims.size() != a.shape.size())
+    return Status::error(std::string(op) + ": " + std::to_string(dims.size()) +
+                         " dims for an operand of rank " +
+                         std::to_string(a.shape.size()));
+  int64_t aStride[kMaxRank], srcStride[kMaxRank] = {0};
+  bool used[kMaxRank] = {false};
+  contiguousStrides(a.shape, aStride);
+  int64_t r = int64_t(out.shape.size());
+  for (size_t k = 0; k < dims.size(); ++k) {
+    int64_t d = dims[k];
+    if (d < 0 || d >= r || used[d])
+      return Status::error(std::string(op) + ": dims[" + std::to_string(k) +
+                           "] = " + std::to_string(d) +
+                           " is out of range or repeated for a result of "
+                           "rank " +
+                           std::to_string(r));
+    used[d] = true;
+    if (a.shape[k] != 1 && a.shape[k] != out.shape[d])
+      return Status::error(std::string(op) + ": operand dim " +
+                           std::to_string(k) + " has size " +
+                           std::to_string(a.shape[k]) + ", expected 1 or " +
+                           std::to_string(out.shape[d]) + " (result dim " +
+                           std::to_string(d) + ")");
+    srcStride[d] = a.shape[k] == 1 ? 0 : aStride[k];
+  }
+  return gatherAny(op, a.dtype, out.shape, srcStride, a.data, out.data);
+}
+
+Status transpose(const ConstTensor& a, const std::vector<int64_t>& perm,
+                 const MutTensor& out) {
+  const char* op = "transpose";
+  MC_RETURN_IF_ERROR(checkRank(op, "operand", a.shape));
+  int64_t r = int64_t(a.shape.size());
+  if (a.dtype != out.dtype || int64_t(out.shape.size()) != r ||
+      int64_t(perm.size()) != r)
+    return Status::error(std::string(op) + ": operand " +
+                         typeString(a.dtype, a.shape) + ", result " +
+                         typeString(out.dtype, out.shape) + " and a " +
+                         std::to_string(perm.size()) +
+                         "-entry permutation do not agree");
+  int64_t aStride[kMaxRank], srcStride[kMaxRank];
+  bool used[kMaxRank] = {false};
+  contiguousStrides(a.shape, aStride);
+  for (int64_t i = 0; i < r; ++i) {
+    int64_t p = perm[i];
+    if (p < 0 || p >= r || used[p])
+      return Status::error(std::string(op) + ": permutation is not a "
+                                             "permutation of 0.." +
+                           std::to_string(r - 1));
+    used[p] = true;
+    if (out.shape[i] != a.shape[p])
+      return Status::error(std::string(op) + ": result shape " +
+                           shapeString(out.shape) + " is not operand shape " +
+                           shapeString(a.shape) + " permuted");
+    srcStride[i] = aStride[p];
+  }
+  return gatherAny(op, a.dtype, out.shape, srcStride, a.data, out.data);
+}
+
+Status reduce(ReduceOp op, const ConstTensor& a,
+              const std::vector<int64_t>& dims, bool keepdim,
+              const MutTensor& out) {
+  const char* name = reduceName(op);
+  MC_RETURN_IF_ERROR(checkRank(name, "operand", a.shape));
+  if (a.dtype != out.dtype)
+    return Status::error(std::string(name) + ": result dtype " +
+                         dtypeName(out.dtype) + " does not match operand " +
+                         dtypeName(a.dtype));
+  bool intMax = op == ReduceOp::Max &&
+                (a.dtype == DType::I32 || a.dtype == DType::I64);
+  if (a.dtype != DType::F32 && !intMax)
+    return unsupportedDType(name, a.dtype,
+                            op == ReduceOp::Max ? "f32, i32, i64" : "f32");
+  int r = int(a.shape.size());
+  bool reduced[kMaxRank] = {false};
+  for (size_t k = 0; k < dims.size(); ++k) {
+    if (dims[k] < 0 || dims[k] >= r || (k > 0 && dims[k] <= dims[k - 1]))
+      return Status::error(std::string(name) +
+                           ": dims must be sorted, unique and in [0, " +
+                           std::to_string(r) + ")");
+    reduced[dims[k]] = true;
+  }
+  // Split the operand into kept and reduced dims; check the result shape.
+  int64_t aStride[kMaxRank];
+  contiguousStrides(a.shape, aStride);
+  Odometer kept, red;
+  size_t expectRank = keepdim ? size_t(r) : size_t(r) - dims.size();
+  bool shapeOk = out.shape.size() == expectRank;
+  size_t o = 0;
+  for (int d = 0; d < r; ++d) {
+    Odometer& w = reduced[d] ? red : kept;
+    w.shape[w.rank] = a.shape[d];
+    w.stride[w.rank] = aStride[d];
+    ++w.rank;
+    if (reduced[d] && !keepdim)
+      continue;
+    int64_t expect = reduced[d] ? 1 : a.shape[d];
+    shapeOk = shapeOk && o < out.shape.size() && out.shape[o] == expect;
+    ++o;
+  }
+  if (!shapeOk)
+    return Status::error(std::string(name) + ": result shape " +
+                         shapeString(out.shape) +
+                         " does not match the operand " +
+                         shapeString(a.shape) + " reduced over the dims");
+  int64_t nOut = 1, nRed = 1;
+  for (int d = 0; d < kept.rank; ++d)
+    nOut *= kept.shape[d];
+  for (int d = 0; d < red.rank; ++d)
+    nRed *= red.shape[d];
+  if (a.dtype == DType::F32) {
+    const float* x = static_cast<const float*>(a.data);
+    float* y = static_cast<float*>(out.data);
+    if (op == ReduceOp::Max) {
+      reduceLoop<float, float>(
+          x, y, kept, red, nOut, nRed,
+          [] { return -std::numeric_limits<float>::infinity(); },
+          [](float m, float v) { return (std::isnan(m) || m >= v) ? m : v; },
+          [](float m) { return m; });
+    } else {
+      // Accumulate in double: the sum does not depend on reduction size.
+      double scale = op == ReduceOp::Mean ? 1.0 / double(nRed) : 1.0;
+      reduceLoop<float, double>(
+          x, y, kept, red, nOut, nRed, [] { return 0.0; },
+          [](double s, float v) { return s + double(v); },
+          [scale](double s) { return float(s * scale); });
+    }
+    return Status::ok();
+  }
+  auto intLoop = [&](auto tag) {
+    using T = decltype(tag);
+    reduceLoop<T, T>(
+        static_cast<const T*>(a.data), static_cast<T*>(out.data), kept, red,
+        nOut, nRed, [] { return std::numeric_limits<T>::lowest(); },
+        [](T m, T v) { return m < v ? v : m; }, [](T m) { return m; });
+  };
+  if (a.dtype == DType::I32)
+    intLoop(int32_t());
+  else
+    intLoop(int64_t());
+  return Status::ok();
+}
+
+Status softmax(const ConstTensor& a, int64_t axis, const MutTensor& out) {
+  MC_RETURN_IF_ERROR(checkRank("softmax", "operand", a.shape));
+  MC_RETURN_IF_ERROR(sameTypeAndShape("softmax", "result", a.dtype, a.shape,
+                                      out.dtype, out.shape));
+  if (a.dtype != DType::F32)
+    return unsupportedDType("softmax", a.dtype, "f32");
+  int64_t r = int64_t(a.shape.size());
+  if (axis < 0)
+    axis += r;
+  if (axis < 0 || axis >= r)
+    return Status::error("softmax: axis " + std::to_string(axis) +
+                         " is out of range for rank " + std::to_string(r));
+  int64_t outer = 1, inner = 1, len = a.shape[axis];
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= a.shape[d];
+  for (int64_t d = axis + 1; d < r; ++d)
+    inner *= a.shape[d];
+  const float* x = static_cast<const float*>(a.data);
+  float* y = static_cast<float*>(out.data);
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < inner; ++i) {
+      const float* xs = x + o * len * inner + i;
+      float* ys = y + o * len * inner + i;
+      // Subtracting the max keeps exp in range; a NaN anywhere makes the
+      // whole row NaN.
+      float m = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < len; ++j)
+        m = (std::isnan(m) || m >= xs[j * inner]) ? m : xs[j * inner];
+      double sum = 0;
+      for (int64_t j = 0; j < len; ++j) {
+        float e = std::exp(xs[j * inner] - m);
+        ys[j * inner] = e;
+        sum += e;
+      }
+      double inv = 1.0 / sum;
+      for (int64_t j = 0; j < len; ++j)
+        ys[j * inner] = float(double(ys[j * inner]) * inv);
+    }
+  }
+  return Status::ok();
+}
+
+Status copy(const ConstTensor& a, const MutTensor& out) {
+  if (a.dtype != out.dtype || numElements(a.shape) != numElements(out.shape))
+    return Status::error("copy: result " + typeString(out.dtype, out.shape) +
+                         " does not have the dtype and element count of "
+                         "operand " +
+                         typeString(a.dtype, a.shape));
+  // memmove: a reshape copy between views of one buffer may overlap.
+  std::memmove(out.data, a.data,
+               size_t(numElements(a.shape)) * dtypeSize(a.dtype));
+  return Status::ok();
+}
+
+} // namespace mc::rt

@@ -1,0 +1,142 @@
+// Loading an artifact: read the file (read(), no mmap) into 64-byte aligned
+// memory, verify it, and keep it; the data section is then aligned in place.
+#include "modelc/model.h"
+#include "modelc/version.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace mc::rt {
+
+AlignedBytes::AlignedBytes(size_t size) {
+  // aligned_alloc wants a multiple of the alignment; keep one byte minimum.
+  size_t rounded = (size + kAlignment - 1) / kAlignment * kAlignment;
+  if (rounded < size) // overflow
+    return;
+  data_ = static_cast<uint8_t*>(
+      std::aligned_alloc(kAlignment, rounded ? rounded : kAlignment));
+  if (data_)
+    size_ = size;
+}
+AlignedBytes::AlignedBytes(AlignedBytes&& o) noexcept
+    : data_(o.data_), size_(o.size_) {
+  o.data_ = nullptr;
+  o.size_ = 0;
+}
+AlignedBytes& AlignedBytes::operator=(AlignedBytes&& o) noexcept {
+  if (this != &o) {
+    std::free(data_);
+    data_ = o.data_;
+    size_ = o.size_;
+    o.data_ = nullptr;
+    o.size_ = 0;
+  }
+  return *this;
+}
+AlignedBytes::~AlignedBytes() { std::free(data_); }
+
+Status Model::loadFile(const std::string& path, std::unique_ptr<Model>* out) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return Status::error(path + ": cannot open: " + std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::error(path + ": not a regular file");
+  }
+  AlignedBytes bytes(size_t(st.st_size));
+  if (!bytes.data()) {
+    ::close(fd);
+    return Status::error(path + ": cannot allocate " +
+                         std::to_string(st.st_size) + " bytes to load it");
+  }
+  size_t done = 0;
+  while (done < bytes.size()) {
+    // Linux caps one read() near 2 GiB; loop for big files.
+    size_t chunk = std::min<size_t>(bytes.size() - done, size_t(1) << 30);
+    ssize_t got = ::read(fd, bytes.data() + done, chunk);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got <= 0) {
+      std::string why = got < 0 ? std::strerror(errno) : "unexpected end";
+      ::close(fd);
+      return Status::error(path + ": read failed: " + why);
+    }
+    done += size_t(got);
+  }
+  ::close(fd);
+  return fromBytes(std::move(bytes), path, out);
+}
+
+Status Model::loadMemory(const void* data, size_t size, const std::string& name,
+                         std::unique_ptr<Model>* out) {
+  if (!data && size)
+    return Status::error(name + ": null data");
+  AlignedBytes bytes(size);
+  if (!bytes.data())
+    return Status::error(name + ": cannot allocate " + std::to_string(size) +
+                         " bytes to load it");
+  if (size)
+    std::memcpy(bytes.data(), data, size);
+  return fromBytes(std::move(bytes), name, out);
+}
+
+Status Model::fromBytes(AlignedBytes bytes, const std::string& name,
+                        std::unique_ptr<Model>* out) {
+  if (!out)
+    return Status::error(name + ": no output model given");
+  MC_RETURN_IF_ERROR(verifyArtifact(bytes.data(), bytes.size(), name));
+  std::unique_ptr<Model> m(new Model());
+  m->name_ = name;
+  m->bytes_ = std::move(bytes);
+  m->table_ = fb::GetSizePrefixedModel(m->bytes_.data());
+  m->constants_ = m->bytes_.data() + m->table_->data_offset();
+  // The verifier has checked every signature entry and its buffer.
+  auto collect = [&](const auto* sigs, std::vector<TensorInfo>& into) {
+    if (!sigs)
+      return;
+    for (const fb::TensorSig* sig : *sigs) {
+      TensorInfo info;
+      info.name = sig->name()->str();
+      info.dtype = DType(sig->dtype());
+      if (sig->shape())
+        info.shape.assign(sig->shape()->begin(), sig->shape()->end());
+      info.buffer = sig->buffer();
+      info.byteSize = m->table_->buffers()->Get(sig->buffer())->size();
+      into.push_back(std::move(info));
+    }
+  };
+  collect(m->table_->inputs(), m->inputs_);
+  collect(m->table_->outputs(), m->outputs_);
+  *out = std::move(m);
+  return Status::ok();
+}
+
+static Status findByName(const std::vector<TensorInfo>& infos,
+                         const std::string& name, const char* what,
+                         const std::string& model, size_t* index) {
+  for (size_t i = 0; i < infos.size(); ++i)
+    if (infos[i].name == name) {
+      if (index)
+        *index = i;
+      return Status::ok();
+    }
+  std::string known;
+  for (const TensorInfo& t : infos)
+    known += (known.empty() ? "'" : ", '") + t.name + "'";
+  return Status::error(model + ": no " + what + " named '" + name +
+                       "' (known: " + (known.empty() ? "none" : known) + ")");
+}
+
+Status Model::findInput(const std::string& name, size_t* index) const {
+  return findByName(inputs_, name, "input", name_, index);
+}
+Status Model::findOutput(const std::string& name, size_t* index) const {
+  return findByName(outputs_, name, "output", name_, index);
+}
+
+} // namespace mc::rt

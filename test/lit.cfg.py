@@ -1,0 +1,19 @@
+# lit configuration for modelc's suites: test/ir, test/passes, test/codegen,
+# test/tools. Each RUN line uses modelc-opt / modelc / modelc-run from the
+# build and FileCheck / not from LLVM.
+import os
+import lit.formats
+
+config.name = "modelc"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".mlir", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.modelc_obj_root, "test")
+config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "CMakeLists.txt",
+                   "Inputs", "runtime", "unit"]
+
+path = os.pathsep.join([config.modelc_tools_dir, config.llvm_tools_dir,
+                        config.environment.get("PATH", os.environ["PATH"])])
+config.environment["PATH"] = path
+config.substitutions.append(("%modelc_src", config.modelc_src_root))
+config.substitutions.append(("%python", config.python_executable))

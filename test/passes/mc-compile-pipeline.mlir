@@ -1,0 +1,38 @@
+// RUN: modelc-opt %s --mc-compile-pipeline | FileCheck %s
+// RUN: modelc-opt %s --mc-compile-pipeline=entry=forward | FileCheck %s
+// RUN: not modelc-opt %s --mc-compile-pipeline=entry=missing 2>&1 | FileCheck %s --check-prefix=MISSING
+// RUN: not modelc-opt %s --mc-compile-pipeline=target=tpu 2>&1 | FileCheck %s --check-prefix=TARGET
+
+// The inference pipeline: inline, fold, CSE, drop dead symbols, check the
+// contract.
+
+// MISSING: error: entry function 'missing' not found
+// TARGET: error: unknown target 'tpu'; known targets: cpu
+
+// The helper is inlined and removed, x + 0 folds, the duplicate relu is
+// computed once, and the unused global disappears.
+// CHECK-NOT: @unused
+// CHECK: ml_program.global private @w
+// CHECK-NOT: @helper
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[W:.*]] = ml_program.global_load_const @w
+// CHECK: %[[M:.*]] = mc.matmul %{{.*}}, %[[W]] transpose_b
+// CHECK: %[[R:.*]] = mc.relu %[[M]]
+// CHECK-NOT: mc.relu
+// CHECK-NOT: mc.add
+// CHECK: return %[[R]], %[[R]]
+ml_program.global private @w(dense<1.0> : tensor<3x8xf32>) : tensor<3x8xf32>
+ml_program.global private @unused(dense<1.0> : tensor<3xf32>) : tensor<3xf32>
+func.func private @helper(%a: tensor<4x3xf32>) -> tensor<4x3xf32> {
+  %z = mc.constant dense<0.0> : tensor<4x3xf32>
+  %0 = mc.add %a, %z : tensor<4x3xf32>
+  %1 = mc.relu %0 : tensor<4x3xf32>
+  return %1 : tensor<4x3xf32>
+}
+func.func @forward(%x: tensor<4x8xf32>) -> (tensor<4x3xf32>, tensor<4x3xf32>) {
+  %w = ml_program.global_load_const @w : tensor<3x8xf32>
+  %0 = mc.matmul %x, %w transpose_b : tensor<4x8xf32>, tensor<3x8xf32> -> tensor<4x3xf32>
+  %1 = func.call @helper(%0) : (tensor<4x3xf32>) -> tensor<4x3xf32>
+  %2 = mc.relu %0 : tensor<4x3xf32>
+  return %1, %2 : tensor<4x3xf32>, tensor<4x3xf32>
+}

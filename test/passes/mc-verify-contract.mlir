@@ -1,0 +1,91 @@
+// RUN: modelc-opt %s --mc-verify-contract -split-input-file -verify-diagnostics | FileCheck %s
+
+// Accepted: an MLP layer with a named parameter. The pass changes nothing.
+// CHECK-LABEL: func @forward
+// CHECK: mc.matmul
+ml_program.global private @w(dense<1.0> : tensor<3x8xf32>) : tensor<3x8xf32>
+func.func @forward(%x: tensor<4x8xf32> {mc.name = "x"}) -> tensor<4x3xf32> {
+  %w = ml_program.global_load_const @w : tensor<3x8xf32>
+  %0 = mc.matmul %x, %w transpose_b : tensor<4x8xf32>, tensor<3x8xf32> -> tensor<4x3xf32>
+  %1 = mc.relu %0 : tensor<4x3xf32>
+  return %1 : tensor<4x3xf32>
+}
+
+// -----
+
+// expected-error @+1 {{argument 0 ('x') has a dynamic shape 'tensor<?x8xf32>'; codegen needs static shapes}}
+func.func @dynamic(%x: tensor<?x8xf32> {mc.name = "x"}) -> tensor<?x8xf32> {
+  %0 = mc.relu %x : tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+func.func @no_kernel(%x: tensor<4x8xbf16>) -> tensor<4x8xbf16> {
+  // expected-error @+1 {{'mc.exp' op on 'bf16' has no kernel on the cpu target (it computes in f32)}}
+  %0 = mc.exp %x : tensor<4x8xbf16>
+  return %0 : tensor<4x8xbf16>
+}
+
+// -----
+
+func.func @no_int_kernel(%x: tensor<4x8xf16>) -> tensor<4x8xf16> {
+  // expected-error @+1 {{'mc.add' op on 'f16' has no kernel on the cpu target (f32, i32, i64)}}
+  %0 = mc.add %x, %x : tensor<4x8xf16>
+  return %0 : tensor<4x8xf16>
+}
+
+// -----
+
+// Casts and data movement run on any element type.
+// CHECK-LABEL: func @casts
+func.func @casts(%x: tensor<4xf32>) -> tensor<2x2xbf16> {
+  %0 = mc.cast %x : tensor<4xf32> to tensor<4xbf16>
+  %1 = mc.reshape %0 : (tensor<4xbf16>) -> tensor<2x2xbf16>
+  return %1 : tensor<2x2xbf16>
+}
+
+// -----
+
+func.func @foreign_op(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'arith.addf' op is outside the codegen contract}}
+  %0 = arith.addf %x, %x : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{more than one public function ('a', 'b'); choose the entry with entry=NAME}}
+module {
+  func.func @a(%x: tensor<4xf32>) -> tensor<4xf32> {
+    return %x : tensor<4xf32>
+  }
+  func.func @b(%x: tensor<4xf32>) -> tensor<4xf32> {
+    return %x : tensor<4xf32>
+  }
+}
+
+// -----
+
+// expected-error @+1 {{no public func.func to compile}}
+module {
+  func.func private @helper(%x: tensor<4xf32>) -> tensor<4xf32> {
+    return %x : tensor<4xf32>
+  }
+}
+
+// -----
+
+// expected-error @+1 {{'ml_program.global' op is mutable; inference codegen accepts immutable parameters}}
+ml_program.global private mutable @state(dense<0.0> : tensor<4xf32>) : tensor<4xf32>
+func.func @forward(%x: tensor<4xf32>) -> tensor<4xf32> {
+  return %x : tensor<4xf32>
+}
+
+// -----
+
+func.func @arith_constant(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'arith.constant' op is outside the codegen contract}}
+  %c = arith.constant dense<1.0> : tensor<4xf32>
+  return %c : tensor<4xf32>
+}

@@ -1,0 +1,153 @@
+// Shared by the runtime tests: a small plan with weights (matmul, broadcast,
+// add, relu, softmax, reductions, an alias) and its reference result,
+// written as plain loops.
+#ifndef MODELC_TEST_RUNTIME_TESTUTIL_H
+#define MODELC_TEST_RUNTIME_TESTUTIL_H
+
+#include "codegen/ArtifactWriter.h"
+#include "codegen/MemoryPlanner.h"
+#include "codegen/Plan.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace mc::test {
+
+inline std::vector<uint8_t> floatBytes(const std::vector<float>& v) {
+  std::vector<uint8_t> b(v.size() * 4);
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+inline std::vector<float> randomFloats(size_t n, unsigned seed, float lo = -1,
+                                       float hi = 1) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v)
+    x = d(rng);
+  return v;
+}
+
+constexpr int kBatch = 4, kIn = 8, kHidden = 16;
+
+inline std::vector<float> mlpWeights() {
+  return randomFloats(kIn * kHidden, 11);
+}
+inline std::vector<float> mlpBias() { return randomFloats(kHidden, 12); }
+inline std::vector<float> mlpInput() {
+  return randomFloats(kBatch * kIn, 13, -2, 2);
+}
+
+/// x f32[4,8] -> probs = softmax(relu(x @ w + b), 1), mean = reduce_mean of
+/// the relu over dim 1 (keepdim), max = reduce_max over a [64] view of it.
+inline codegen::Plan mlpPlan() {
+  using codegen::PlanBuffer;
+  using codegen::PlanStep;
+  using K = fb::OpKind;
+  codegen::Plan p;
+  p.entry = "mlp";
+  auto buf = [&](std::string name, std::vector<int64_t> shape,
+                 fb::BufferKind kind = fb::BufferKind::Arena) {
+    PlanBuffer b;
+    b.name = std::move(name);
+    b.shape = std::move(shape);
+    b.kind = kind;
+    p.buffers.push_back(b);
+    return uint32_t(p.buffers.size() - 1);
+  };
+  uint32_t x = buf("x", {kBatch, kIn});
+  uint32_t w = buf("w", {kIn, kHidden}, fb::BufferKind::Constant);
+  uint32_t b = buf("b", {kHidden}, fb::BufferKind::Constant);
+  p.buffers[w].data = floatBytes(mlpWeights());
+  p.buffers[b].data = floatBytes(mlpBias());
+  uint32_t h = buf("h", {kBatch, kHidden});
+  uint32_t bb = buf("bb", {kBatch, kHidden});
+  uint32_t h2 = buf("h2", {kBatch, kHidden});
+  uint32_t h3 = buf("h3", {kBatch, kHidden});
+  uint32_t probs = buf("probs", {kBatch, kHidden});
+  uint32_t mean = buf("mean", {kBatch, 1});
+  uint32_t mx = buf("max", {});
+  uint32_t flat = buf("h3_flat", {kBatch * kHidden});
+  p.buffers[flat].aliasOf = h3;
+  auto step = [&](K kind, std::vector<uint32_t> in, uint32_t out) {
+    PlanStep s;
+    s.kind = kind;
+    s.inputs = std::move(in);
+    s.outputs = {out};
+    s.location = "mlp.py:" + std::to_string(p.steps.size() + 1);
+    p.steps.push_back(s);
+    return &p.steps.back();
+  };
+  step(K::MatMul, {x, w}, h);
+  step(K::BroadcastInDim, {b}, bb)->ints = {1};
+  step(K::Add, {h, bb}, h2);
+  step(K::Relu, {h2}, h3);
+  step(K::Softmax, {h3}, probs)->axis = 1;
+  PlanStep* m = step(K::ReduceMean, {h3}, mean);
+  m->ints = {1};
+  m->keepdim = true;
+  step(K::ReduceMax, {flat}, mx)->ints = {0};
+  p.inputs = {{"x", x}};
+  p.outputs = {{"probs", probs}, {"mean", mean}, {"max", mx}};
+  return p;
+}
+
+struct MlpResult {
+  std::vector<float> probs, mean;
+  float max = 0;
+};
+
+inline MlpResult mlpReference(const std::vector<float>& x) {
+  std::vector<float> w = mlpWeights(), b = mlpBias();
+  std::vector<double> h(kBatch * kHidden);
+  for (int i = 0; i < kBatch; ++i)
+    for (int j = 0; j < kHidden; ++j) {
+      double s = b[j];
+      for (int k = 0; k < kIn; ++k)
+        s += double(x[i * kIn + k]) * w[k * kHidden + j];
+      h[i * kHidden + j] = s < 0 ? 0 : s;
+    }
+  MlpResult r;
+  r.max = -INFINITY;
+  for (int i = 0; i < kBatch; ++i) {
+    double mx = -INFINITY, sum = 0, tot = 0;
+    for (int j = 0; j < kHidden; ++j)
+      mx = std::max(mx, h[i * kHidden + j]);
+    for (int j = 0; j < kHidden; ++j)
+      sum += std::exp(h[i * kHidden + j] - mx);
+    for (int j = 0; j < kHidden; ++j) {
+      r.probs.push_back(float(std::exp(h[i * kHidden + j] - mx) / sum));
+      tot += h[i * kHidden + j];
+    }
+    r.mean.push_back(float(tot / kHidden));
+    r.max = std::max(r.max, float(mx));
+  }
+  return r;
+}
+
+/// The planned plan's artifact bytes (fails the test on error).
+inline std::vector<uint8_t> mlpArtifact() {
+  codegen::Plan p = mlpPlan();
+  std::vector<uint8_t> bytes;
+  if (!codegen::planMemory(p) || !codegen::writeArtifactToBytes(p, &bytes))
+    return {};
+  return bytes;
+}
+
+/// Max relative error ||a-b|| / ||b||.
+inline double relError(const float* a, const std::vector<float>& b) {
+  double d = 0, n = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    d += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    n += double(b[i]) * b[i];
+  }
+  return n == 0 ? std::sqrt(d) : std::sqrt(d / n);
+}
+
+} // namespace mc::test
+
+#endif // MODELC_TEST_RUNTIME_TESTUTIL_H

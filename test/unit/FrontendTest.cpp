@@ -1,0 +1,116 @@
+// Eager frontend: ops against plain loops, broadcasting, nn naming, errors.
+#include "frontend/nn.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+using namespace mc;
+
+namespace {
+
+TEST(Frontend, BroadcastingAddMatchesLoops) {
+  Tensor a = Tensor::randn({4, 3});
+  Tensor b = Tensor::randn({3});
+  Tensor c = Tensor::randn({4, 1});
+  Tensor y = a + b + c;
+  ASSERT_EQ(y.shape(), (Shape{4, 3}));
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 3; ++j) {
+      float ref = a.data<float>()[i * 3 + j] + b.data<float>()[j] +
+                  c.data<float>()[i];
+      EXPECT_FLOAT_EQ(y.data<float>()[i * 3 + j], ref);
+    }
+}
+
+TEST(Frontend, LinearMatchesDoubleLoops) {
+  manualSeed(1);
+  nn::Linear fc(5, 3);
+  Tensor x = Tensor::randn({2, 5});
+  Tensor y = fc(x);
+  ASSERT_EQ(y.shape(), (Shape{2, 3}));
+  for (int n = 0; n < 2; ++n)
+    for (int o = 0; o < 3; ++o) {
+      double ref = fc.bias.data<float>()[o];
+      for (int i = 0; i < 5; ++i)
+        ref += double(x.data<float>()[n * 5 + i]) *
+               fc.weight.data<float>()[o * 5 + i];
+      EXPECT_NEAR(y.data<float>()[n * 3 + o], ref, 1e-5);
+    }
+}
+
+TEST(Frontend, LinearInitMatchesPyTorchBounds) {
+  nn::Linear fc(100, 10);
+  float bound = 1.0f / std::sqrt(100.0f);
+  for (float w : fc.weight.toVector()) {
+    EXPECT_GE(w, -bound);
+    EXPECT_LT(w, bound);
+  }
+}
+
+TEST(Frontend, ReductionsSoftmaxAndShapes) {
+  Tensor x = Tensor::fromVector({1, 2, 3, 4, 5, 6}, {2, 3});
+  EXPECT_EQ(sum(x, {1}).toVector(), (std::vector<float>{6, 15}));
+  EXPECT_EQ(mean(x, {0}).toVector(), (std::vector<float>{2.5, 3.5, 4.5}));
+  EXPECT_EQ(amax(x, {-1}, true).shape(), (Shape{2, 1}));
+  EXPECT_EQ(transpose(x, {1, 0}).toVector(),
+            (std::vector<float>{1, 4, 2, 5, 3, 6}));
+  Tensor s = softmax(x, -1);
+  for (int i = 0; i < 2; ++i) {
+    float total = 0;
+    for (int j = 0; j < 3; ++j)
+      total += s.data<float>()[i * 3 + j];
+    EXPECT_NEAR(total, 1.0f, 1e-6);
+  }
+  // Large inputs do not overflow: the max is subtracted.
+  Tensor big = Tensor::fromVector({1000, 1001}, {1, 2});
+  std::vector<float> p = softmax(big, 1).toVector();
+  EXPECT_NEAR(p[1], 1.0 / (1.0 + std::exp(-1.0)), 1e-6);
+}
+
+TEST(Frontend, ReshapeIsAViewAndInfersMinusOne) {
+  Tensor x = Tensor::zeros({2, 6});
+  Tensor r = reshape(x, {3, -1});
+  EXPECT_EQ(r.shape(), (Shape{3, 4}));
+  x.data<float>()[5] = 7.0f;
+  EXPECT_EQ(r.data<float>()[5], 7.0f);
+}
+
+TEST(Frontend, CastRoundTripsThroughBf16) {
+  Tensor x = Tensor::fromVector({1.0f, 1.00390625f, -2.5f}, {3});
+  Tensor y = cast(cast(x, DType::BF16), DType::F32);
+  // 1 + 2^-8 is a tie between 1 and 1 + 2^-7 in bf16: even -> 1.
+  EXPECT_EQ(y.toVector(), (std::vector<float>{1.0f, 1.0f, -2.5f}));
+}
+
+TEST(Frontend, ParameterNamesAreDotted) {
+  nn::Sequential seq({std::make_shared<nn::Linear>(4, 8),
+                      std::make_shared<nn::ReLU>(),
+                      std::make_shared<nn::Linear>(8, 2)});
+  std::vector<std::string> names;
+  for (auto& [n, p] : seq.namedParameters())
+    names.push_back(n);
+  EXPECT_EQ(names, (std::vector<std::string>{"0.weight", "0.bias",
+                                             "2.weight", "2.bias"}));
+}
+
+TEST(Frontend, ErrorsNameWhatWasWrong) {
+  Tensor a = Tensor::zeros({2, 3});
+  try {
+    (void)(a + Tensor::zeros({4}));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("shapes [2, 3] and [4] do not "
+                                         "broadcast"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(matmul(a, Tensor::zeros({2, 3})), Error);
+  EXPECT_THROW(reshape(a, {4, 2}), Error);
+  EXPECT_THROW(sum(a, {2}), Error);
+  EXPECT_THROW((void)(a + Tensor::zeros({2, 3}, DType::I32)), Error);
+  EXPECT_THROW(nn::Linear(0, 3), Error);
+  EXPECT_THROW(Tensor().shape(), Error);
+}
+
+} // namespace

@@ -1,0 +1,136 @@
+// The tracer: what jit::trace records, saving/loading, and its errors.
+#include "frontend/jit/Trace.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+using namespace mc;
+
+namespace {
+
+std::shared_ptr<nn::Sequential> makeMlp() {
+  manualSeed(7);
+  return std::make_shared<nn::Sequential>(
+      std::initializer_list<std::shared_ptr<nn::Module>>{
+          std::make_shared<nn::Linear>(6, 5), std::make_shared<nn::ReLU>(),
+          std::make_shared<nn::Linear>(5, 3), std::make_shared<nn::Softmax>(1)});
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+TEST(Tracer, RecordsNamedParametersAndExplicitBroadcasts) {
+  auto mlp = makeMlp();
+  jit::TracedModule tm = jit::trace(*mlp, Tensor::randn({4, 6}));
+  std::string text = tm.str();
+  EXPECT_TRUE(contains(text, "ml_program.global private @\"0.weight\"("))
+      << text;
+  EXPECT_TRUE(contains(text, "@\"2.bias\"")) << text;
+  EXPECT_TRUE(contains(text, "func.func @forward(%arg0: tensor<4x6xf32> "
+                             "{mc.name = \"x\"}) -> (tensor<4x3xf32> "
+                             "{mc.name = \"out\"})"))
+      << text;
+  EXPECT_TRUE(contains(text, "mc.matmul %arg0, %") && contains(text, "transpose_b"))
+      << text;
+  // The bias add broadcasts [5] to [4, 5] explicitly.
+  EXPECT_TRUE(contains(text, "mc.broadcast_in_dim %")) << text;
+  EXPECT_TRUE(contains(text, "dims = [1] : (tensor<5xf32>) -> tensor<4x5xf32>"))
+      << text;
+  EXPECT_TRUE(contains(text, "mc.softmax")) << text;
+}
+
+TEST(Tracer, ParameterValuesAreKept) {
+  auto mlp = makeMlp();
+  jit::TracedModule tm = jit::trace(*mlp, Tensor::randn({1, 6}));
+  // Every parameter's values end up in its global (checked through a
+  // compile + run in EndToEndTest; here: the global count and types).
+  int globals = 0;
+  for (auto& op : tm.module().getBody()->getOperations())
+    globals += op.getName().getStringRef() == "ml_program.global";
+  EXPECT_EQ(globals, 4);
+}
+
+TEST(Tracer, OpsAreLocatedByModulePath) {
+  auto mlp = makeMlp();
+  std::string dir = ::testing::TempDir();
+  jit::TracedModule tm = jit::trace(*mlp, Tensor::randn({2, 6}));
+  tm.save(dir + "/loc.mlir");
+  std::ifstream in(dir + "/loc.mlir");
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_TRUE(contains(text, "loc(\"0 (Linear)\")")) << text;
+  EXPECT_TRUE(contains(text, "loc(\"3 (Softmax)\")")) << text;
+}
+
+TEST(Tracer, CapturesLiteralsAsConstants) {
+  Tensor w = Tensor::fromVector({1, 2, 3}, {3});
+  jit::TracedModule tm = jit::traceFunction(
+      [&](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{in[0] * 2.0 + w};
+      },
+      {Tensor::randn({2, 3})}, {{"w", w}});
+  std::string text = tm.str();
+  EXPECT_TRUE(contains(text, "mc.constant dense<2.000000e+00> : tensor<f32>"))
+      << text;
+  EXPECT_TRUE(contains(text, "ml_program.global private @w(dense<[1.000000e+00, "
+                             "2.000000e+00, 3.000000e+00]>"))
+      << text;
+}
+
+TEST(Tracer, SharedParameterIsOneGlobal) {
+  Tensor w = Tensor::randn({3, 3});
+  jit::TracedModule tm = jit::traceFunction(
+      [&](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{matmul(matmul(in[0], w), w)};
+      },
+      {Tensor::randn({2, 3})}, {{"w", w}, {"alias", w}});
+  std::string text = tm.str();
+  EXPECT_TRUE(contains(text, "@w(")) << text;
+  EXPECT_FALSE(contains(text, "@alias")) << text;
+}
+
+TEST(Tracer, SavesAndLoadsTextAndBytecode) {
+  auto mlp = makeMlp();
+  jit::TracedModule tm = jit::trace(*mlp, Tensor::randn({4, 6}));
+  std::string dir = ::testing::TempDir();
+  tm.save(dir + "/m.mlir");
+  tm.save(dir + "/m.mlirbc", /*bytecode=*/true);
+  std::string original = tm.str();
+  EXPECT_EQ(jit::TracedModule::load(dir + "/m.mlir").str(), original);
+  EXPECT_EQ(jit::TracedModule::load(dir + "/m.mlirbc").str(), original);
+}
+
+TEST(Tracer, LoadReportsFileLineColumn) {
+  std::string path = ::testing::TempDir() + "/bad.mlir";
+  {
+    std::ofstream out(path);
+    out << "func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {\n"
+        << "  %0 = mc.relu %x : tensor<4xf32\n"
+        << "}\n";
+  }
+  try {
+    jit::TracedModule::load(path);
+    FAIL() << "expected a parse error";
+  } catch (const Error& e) {
+    EXPECT_TRUE(contains(e.what(), "bad.mlir:2:33: error: expected '>' in tensor type"))
+        << e.what();
+  }
+  EXPECT_THROW(jit::TracedModule::load(path + ".missing"), Error);
+}
+
+TEST(Tracer, ErrorsInsideTheTracedFunctionPropagate) {
+  EXPECT_THROW(jit::traceFunction(
+                   [](const std::vector<Tensor>& in) {
+                     return std::vector<Tensor>{in[0] + Tensor::zeros({5})};
+                   },
+                   {Tensor::zeros({2, 3})}, {}),
+               Error);
+  // The hook is cleared: eager code after a failed trace records nothing.
+  EXPECT_NO_THROW((void)(Tensor::zeros({2}) + Tensor::zeros({2})));
+}
+
+} // namespace

@@ -1,0 +1,200 @@
+// The `modelc` command line (see Driver.h and docs/getting-started.md).
+#include "tools/modelc/Driver.h"
+
+#include "codegen/ArtifactWriter.h"
+#include "codegen/Compile.h"
+#include "codegen/MCToPlan.h"
+#include "frontend/jit/Trace.h"
+#include "tools/runcli/RunCli.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstring>
+#include <string>
+
+using namespace mlir;
+
+namespace mc::tools {
+namespace {
+
+const char* kUsage = R"(usage: modelc <command> [options]
+
+commands:
+  compile IN.mlir -o OUT.mcpk   compile a traced model (.mlir text or bytecode)
+      --target=cpu               codegen target (default cpu)
+      --entry=NAME               entry function (default: the only public one)
+      --emit=mc|mc-opt|plan|artifact
+                                 stop after parsing (mc), after the pass
+                                 pipeline (mc-opt), after memory planning
+                                 (plan), or write the .mcpk (artifact, default);
+                                 text goes to -o or stdout
+      -v, --verbose              print each stage and its time
+  run ART.mcpk --input NAME=FILE.npy ... --output-dir DIR [--bench N]
+                                 run an artifact on the CPU runtime
+  inspect ART.mcpk               describe an artifact
+  compare A.npy B.npy [--rtol X] relative error of A against B
+  --version, --help
+
+Errors go to stderr with exit code 1.
+)";
+
+int fail(const std::string& message) {
+  llvm::errs() << "modelc: error: " << message << "\n";
+  return 1;
+}
+
+/// argv as a vector with argv[0] replaced, for the runtime CLI entries.
+int forward(int (*fn)(int, char**), const char* name, int argc, char** argv) {
+  std::vector<char*> args;
+  args.push_back(const_cast<char*>(name));
+  for (int i = 2; i < argc; ++i)
+    args.push_back(argv[i]);
+  args.push_back(nullptr);
+  return fn(static_cast<int>(args.size()) - 1, args.data());
+}
+
+bool writeText(const std::string& path, const std::string& text,
+               std::string& error) {
+  if (path.empty() || path == "-") {
+    llvm::outs() << text;
+    return true;
+  }
+  auto out = openOutputFile(path, &error);
+  if (!out)
+    return false;
+  out->os() << text;
+  out->keep();
+  return true;
+}
+
+} // namespace
+
+int compileMain(int argc, char** argv) {
+  std::string input, output, emit = "artifact";
+  codegen::CompileOptions options;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](const std::string& flag, std::string& dst) {
+      if (a == flag) {
+        if (i + 1 >= argc)
+          return false;
+        dst = argv[++i];
+        return true;
+      }
+      if (a.rfind(flag + "=", 0) == 0) {
+        dst = a.substr(flag.size() + 1);
+        return true;
+      }
+      return false;
+    };
+    if (a == "-h" || a == "--help") {
+      llvm::outs() << kUsage;
+      return 0;
+    }
+    if (a == "-v" || a == "--verbose") {
+      options.verbose = true;
+    } else if (value("-o", output) || value("--target", options.target) ||
+               value("--entry", options.entry) || value("--emit", emit)) {
+    } else if (!a.empty() && a[0] == '-' && a != "-") {
+      return fail("compile: unknown option '" + a + "' (see modelc --help)");
+    } else if (input.empty()) {
+      input = a;
+    } else {
+      return fail("compile: more than one input ('" + input + "', '" + a +
+                  "')");
+    }
+  }
+  if (input.empty())
+    return fail("compile: no input file (usage: modelc compile IN.mlir -o "
+                "OUT.mcpk)");
+  if (emit != "mc" && emit != "mc-opt" && emit != "plan" && emit != "artifact")
+    return fail("compile: unknown --emit value '" + emit +
+                "' (expected mc, mc-opt, plan or artifact)");
+  if (options.target != "cpu")
+    return fail("compile: unknown target '" + options.target +
+                "' (known: cpu)");
+  if (emit == "artifact" && output.empty())
+    return fail("compile: no output file (-o OUT.mcpk)");
+
+  auto context = jit::createContext();
+  llvm::SourceMgr sourceMgr;
+  // Diagnostics print as FILE:LINE:COL: error: ... with the source line.
+  SourceMgrDiagnosticHandler handler(sourceMgr, context.get(), llvm::errs());
+  std::string error;
+  auto buffer = openInputFile(input, &error);
+  if (!buffer)
+    return fail("cannot read '" + input + "': " + error);
+  sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
+  OwningOpRef<ModuleOp> module =
+      parseSourceFile<ModuleOp>(sourceMgr, context.get());
+  if (!module)
+    return 1; // the parser reported FILE:LINE:COL
+  if (options.verbose)
+    llvm::errs() << "modelc: parsed " << input << "\n";
+  if (emit == "mc") {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    module->print(os);
+    return writeText(output, text, error) ? 0 : fail(error);
+  }
+  if (failed(codegen::runCompilePipeline(*module, options)))
+    return 1;
+  if (emit == "mc-opt") {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    module->print(os);
+    return writeText(output, text, error) ? 0 : fail(error);
+  }
+  auto plan = codegen::buildPlan(*module, options);
+  if (failed(plan))
+    return 1;
+  if (emit == "plan")
+    return writeText(output, codegen::formatPlan(*plan), error) ? 0
+                                                                : fail(error);
+  rt::Status status = codegen::writeArtifact(*plan, output);
+  if (!status)
+    return fail(status.message());
+  uint64_t weights = 0;
+  for (const auto& b : plan->buffers)
+    if (b.kind == fb::BufferKind::Constant)
+      weights += b.byteSize();
+  llvm::outs() << "modelc: wrote " << output << " (" << plan->steps.size()
+               << " steps, arena " << plan->arenaSize << " bytes, weights "
+               << weights << " bytes, target " << options.target << ")\n";
+  return 0;
+}
+
+int modelcMain(int argc, char** argv) {
+  if (argc < 2)
+    return fail(std::string("no command\n") + kUsage);
+  std::string cmd = argv[1];
+  if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+    llvm::outs() << kUsage;
+    return 0;
+  }
+  if (cmd == "--version") {
+    llvm::outs() << "modelc " << MODELC_VERSION_STRING << "\n";
+    return 0;
+  }
+  if (cmd == "compile")
+    return forward(compileMain, "modelc compile", argc, argv);
+  if (cmd == "run")
+    return forward(cli::runMain, "modelc run", argc, argv);
+  if (cmd == "inspect")
+    return forward(cli::inspectMain, "modelc inspect", argc, argv);
+  if (cmd == "compare")
+    return forward(cli::compareMain, "modelc compare", argc, argv);
+  return fail("unknown command '" + cmd + "' (see modelc --help)");
+}
+
+} // namespace mc::tools

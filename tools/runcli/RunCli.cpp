@@ -1,0 +1,445 @@
+// modelc-run's logic: argument parsing, npy in/out, timing, inspection and
+// comparison, all over the runtime's C++ API. Every failure is a message and
+// exit code 1; nothing throws out of the *Main functions.
+#include "tools/runcli/RunCli.h"
+
+#include "modelc/model.h"
+#include "modelc/npy.h"
+#include "modelc/version.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace mc::cli {
+
+using rt::DType;
+using rt::Status;
+
+namespace {
+
+const char kUsage[] =
+    "usage: %s MODEL.mcpk --input NAME=FILE.npy ... [--output-dir DIR] "
+    "[--bench N]\n"
+    "       %s --inspect MODEL.mcpk\n"
+    "       %s --compare A.npy B.npy [--rtol X]\n"
+    "\n"
+    "Runs a modelc artifact with the CPU runtime. Each output is written to\n"
+    "DIR/<output name>.npy (bf16 outputs as f4). --bench N times N runs after\n"
+    "a few warm-up runs and prints the median and p90 latency. --inspect\n"
+    "describes the artifact; --compare prints ||a-b||/||b|| and max |a-b| and\n"
+    "fails when they differ by more than rtol (default 1e-5).\n";
+
+std::string toolName(int argc, char** argv) {
+  if (argc < 1 || !argv[0])
+    return "modelc-run";
+  std::string s = argv[0];
+  size_t slash = s.rfind('/');
+  return slash == std::string::npos ? s : s.substr(slash + 1);
+}
+
+int error(const std::string& tool, const std::string& msg) {
+  std::fprintf(stderr, "%s: error: %s\n", tool.c_str(), msg.c_str());
+  return 1;
+}
+
+/// Runs `body`, turning an escaping exception into an error exit.
+template <typename F> int guarded(const std::string& tool, F body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    return error(tool, std::string("internal error: ") + e.what());
+  } catch (...) {
+    return error(tool, "internal error");
+  }
+}
+
+bool parseInt(const std::string& s, long long* out) {
+  if (s.empty())
+    return false;
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (errno || *end)
+    return false;
+  *out = v;
+  return true;
+}
+
+bool parseDouble(const std::string& s, double* out) {
+  if (s.empty())
+    return false;
+  char* end = nullptr;
+  errno = 0;
+  double v = std::strtod(s.c_str(), &end);
+  if (errno || *end)
+    return false;
+  *out = v;
+  return true;
+}
+
+std::string typeString(DType t, const rt::Shape& s) {
+  return std::string(rt::dtypeName(t)) + rt::shapeString(s);
+}
+
+/// Element i of a tensor as a double (exact for every dtype but large i64).
+double elementAt(DType t, const uint8_t* p, int64_t i) {
+  switch (t) {
+  case DType::F32:
+    return reinterpret_cast<const float*>(p)[i];
+  case DType::F16:
+    return rt::halfToFloat(reinterpret_cast<const uint16_t*>(p)[i]);
+  case DType::BF16:
+    return rt::bf16ToFloat(reinterpret_cast<const uint16_t*>(p)[i]);
+  case DType::I32:
+    return reinterpret_cast<const int32_t*>(p)[i];
+  case DType::I64:
+    return double(reinterpret_cast<const int64_t*>(p)[i]);
+  case DType::I1:
+    return p[i] != 0;
+  }
+  return 0;
+}
+
+int inspect(const std::string& tool, const std::string& path) {
+  std::unique_ptr<rt::Model> model;
+  Status st = rt::Model::loadFile(path, &model);
+  if (!st)
+    return error(tool, st.message());
+  const fb::Model& t = model->table();
+  auto str = [](const flatbuffers::String* s) {
+    return s ? s->str() : std::string();
+  };
+  std::printf("file:       %s (%llu bytes)\n", path.c_str(),
+              (unsigned long long)model->fileSize());
+  std::printf("producer:   %s %s\n", str(t.producer()).c_str(),
+              str(t.producer_version()).c_str());
+  std::printf("schema:     %u.%u\n", t.schema_version_major(),
+              t.schema_version_minor());
+  std::printf("entry:      %s\n", str(t.entry()).c_str());
+  std::string targets;
+  if (t.targets())
+    for (const flatbuffers::String* s : *t.targets())
+      targets += (targets.empty() ? "" : ", ") + s->str();
+  std::printf("targets:    %s\n", targets.empty() ? "-" : targets.c_str());
+  auto sigs = [](const char* title, const std::vector<rt::TensorInfo>& list) {
+    std::printf("%s (%zu):\n", title, list.size());
+    for (const rt::TensorInfo& i : list)
+      std::printf("  %-24s %s\n", i.name.c_str(),
+                  typeString(i.dtype, i.shape).c_str());
+  };
+  sigs("inputs", model->inputs());
+  sigs("outputs", model->outputs());
+  std::printf("arena:      %llu bytes\n", (unsigned long long)t.arena_size());
+  std::map<std::string, int> kinds;
+  size_t numSteps = t.steps() ? t.steps()->size() : 0;
+  if (t.steps())
+    for (const fb::Step* s : *t.steps())
+      ++kinds[fb::EnumNameOpKind(s->kind())];
+  std::string perKind;
+  for (const auto& [k, n] : kinds)
+    perKind += (perKind.empty() ? "" : ", ") + k + " " + std::to_string(n);
+  std::printf("steps:      %zu%s%s%s\n", numSteps, perKind.empty() ? "" : " (",
+              perKind.c_str(), perKind.empty() ? "" : ")");
+  size_t constants = 0;
+  if (t.buffers())
+    for (const fb::Buffer* b : *t.buffers())
+      constants += b->kind() == fb::BufferKind::Constant;
+  std::printf("weights:    %llu bytes in %zu constant buffers\n",
+              (unsigned long long)t.data_size(), constants);
+  return 0;
+}
+
+int compare(const std::string& tool, const std::string& a,
+            const std::string& b, double rtol) {
+  rt::NpyArray x, y;
+  Status st = rt::readNpy(a, &x);
+  if (!st)
+    return error(tool, st.message());
+  st = rt::readNpy(b, &y);
+  if (!st)
+    return error(tool, st.message());
+  if (x.dtype != y.dtype || x.shape != y.shape)
+    return error(tool, a + " is " + typeString(x.dtype, x.shape) + " but " +
+                           b + " is " + typeString(y.dtype, y.shape));
+  double diff2 = 0, ref2 = 0, maxAbs = 0;
+  int64_t nans = 0;
+  for (int64_t i = 0, n = rt::numElements(x.shape); i < n; ++i) {
+    double u = elementAt(x.dtype, x.data.data(), i);
+    double v = elementAt(y.dtype, y.data.data(), i);
+    if (std::isnan(u) || std::isnan(v)) {
+      ++nans;
+      continue;
+    }
+    double d = u == v ? 0.0 : std::fabs(u - v); // equal infinities match
+    diff2 += d * d;
+    ref2 += v * v;
+    maxAbs = std::max(maxAbs, d);
+  }
+  double rel = diff2 == 0 ? 0.0 : std::sqrt(diff2) / std::sqrt(ref2);
+  bool ok = nans == 0 && rel <= rtol;
+  std::printf("%s vs %s: %s, rel_err %.3e, max_abs_err %.3e, rtol %.1e: %s\n",
+              a.c_str(), b.c_str(), typeString(x.dtype, x.shape).c_str(), rel,
+              maxAbs, rtol, ok ? "ok" : "FAIL");
+  if (nans)
+    return error(tool, std::to_string(nans) + " element(s) are NaN");
+  if (!ok)
+    return error(tool, "relative error " + std::to_string(rel) +
+                           " exceeds rtol " + std::to_string(rtol));
+  return 0;
+}
+
+Status loadInput(const rt::Model& model, const std::string& name,
+                 const std::string& path, rt::Session& session,
+                 std::set<size_t>& given) {
+  size_t index;
+  MC_RETURN_IF_ERROR(model.findInput(name, &index));
+  if (!given.insert(index).second)
+    return Status::error("input '" + name + "' is given twice");
+  const rt::TensorInfo& info = model.inputs()[index];
+  rt::NpyArray arr;
+  Status st = rt::readNpy(path, &arr);
+  if (!st)
+    return Status::error("input '" + name + "': " + st.message());
+  // bf16 has no NumPy dtype: a bf16 input takes an f4 file, rounded (RNE).
+  if (info.dtype == DType::BF16 && arr.dtype == DType::F32 &&
+      arr.shape == info.shape) {
+    std::vector<uint8_t> bf(arr.data.size() / 2);
+    MC_RETURN_IF_ERROR(rt::cast({DType::F32, arr.shape, arr.data.data()},
+                                {DType::BF16, arr.shape, bf.data()}));
+    arr.dtype = DType::BF16;
+    arr.data = std::move(bf);
+  }
+  if (arr.dtype != info.dtype || arr.shape != info.shape)
+    return Status::error(
+        "input '" + name + "': expected " + typeString(info.dtype, info.shape) +
+        (info.dtype == DType::BF16 ? " (as an f4 .npy)" : "") + ", got " +
+        typeString(arr.dtype, arr.shape) + " from " + path);
+  return session.setInput(index, arr.dtype, arr.shape, arr.data.data(),
+                          arr.data.size());
+}
+
+int run(const std::string& tool, const std::string& modelPath,
+        const std::vector<std::pair<std::string, std::string>>& inputs,
+        const std::string& outDir, long long bench) {
+  std::unique_ptr<rt::Model> model;
+  Status st = rt::Model::loadFile(modelPath, &model);
+  if (!st)
+    return error(tool, st.message());
+  std::unique_ptr<rt::Session> session;
+  st = rt::Session::create(*model, &session);
+  if (!st)
+    return error(tool, st.message());
+  std::set<size_t> given;
+  for (const auto& [name, path] : inputs) {
+    st = loadInput(*model, name, path, *session, given);
+    if (!st)
+      return error(tool, st.message());
+  }
+  for (size_t i = 0; i < model->inputs().size(); ++i)
+    if (!given.count(i)) {
+      const rt::TensorInfo& info = model->inputs()[i];
+      return error(tool, "input '" + info.name + "' (" +
+                             typeString(info.dtype, info.shape) +
+                             ") is not given; pass --input " + info.name +
+                             "=FILE.npy");
+    }
+  st = session->run();
+  if (!st)
+    return error(tool, st.message());
+  if (bench > 0) {
+    long long warmup = std::min(10LL, std::max(1LL, bench / 10));
+    for (long long i = 0; i < warmup; ++i)
+      if (!(st = session->run()))
+        return error(tool, st.message());
+    std::vector<double> ms;
+    ms.reserve(size_t(bench));
+    for (long long i = 0; i < bench; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      st = session->run();
+      auto t1 = std::chrono::steady_clock::now();
+      if (!st)
+        return error(tool, st.message());
+      ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    }
+    std::sort(ms.begin(), ms.end());
+    auto pct = [&](double p) {
+      return ms[std::min(ms.size() - 1, size_t(p * double(ms.size() - 1) + 0.5))];
+    };
+    std::printf("bench: %lld runs after %lld warm-up: median %.3f ms, p90 "
+                "%.3f ms\n",
+                bench, warmup, pct(0.5), pct(0.9));
+  }
+  if (!outDir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(outDir, ec);
+    if (ec)
+      return error(tool, outDir + ": cannot create the output directory: " +
+                             ec.message());
+  }
+  std::set<std::string> used;
+  for (size_t i = 0; i < model->outputs().size(); ++i) {
+    const rt::TensorInfo& info = model->outputs()[i];
+    const void* data;
+    size_t bytes;
+    if (!(st = session->output(i, &data, &bytes)))
+      return error(tool, st.message());
+    std::string where = "(not written; pass --output-dir)";
+    if (!outDir.empty()) {
+      std::string file = sanitizeOutputName(info.name);
+      for (int k = 1; used.count(file); ++k) // two names that sanitize alike
+        file = sanitizeOutputName(info.name + "_" + std::to_string(k));
+      used.insert(file);
+      where = (std::filesystem::path(outDir) / (file + ".npy")).string();
+      if (!(st = rt::writeNpy(where, info.dtype, info.shape, data)))
+        return error(tool, st.message());
+    }
+    std::printf("%s %s%s -> %s\n", info.name.c_str(),
+                typeString(info.dtype, info.shape).c_str(),
+                info.dtype == DType::BF16 ? " (written as f4)" : "",
+                where.c_str());
+  }
+  return 0;
+}
+
+} // namespace
+
+std::string sanitizeOutputName(const std::string& name) {
+  std::string s;
+  for (char c : name) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
+    s += ok ? c : '_';
+  }
+  if (s.empty() || s[0] == '.')
+    s = "_" + s; // never "", ".", ".." or a hidden file
+  return s.substr(0, 200);
+}
+
+int inspectMain(int argc, char** argv) {
+  std::string tool = toolName(argc, argv);
+  return guarded(tool, [&] {
+    std::string path;
+    for (int i = 1; i < argc; ++i) {
+      std::string a = argv[i];
+      if (a == "-h" || a == "--help") {
+        std::printf("usage: %s MODEL.mcpk\n", tool.c_str());
+        return 0;
+      }
+      if (!path.empty() || (a.size() > 1 && a[0] == '-'))
+        return error(tool, "unexpected argument '" + a + "'");
+      path = a;
+    }
+    if (path.empty())
+      return error(tool, "no model given (usage: " + tool + " MODEL.mcpk)");
+    return inspect(tool, path);
+  });
+}
+
+int compareMain(int argc, char** argv) {
+  std::string tool = toolName(argc, argv);
+  return guarded(tool, [&] {
+    std::vector<std::string> files;
+    double rtol = 1e-5;
+    for (int i = 1; i < argc; ++i) {
+      std::string a = argv[i];
+      if (a == "-h" || a == "--help") {
+        std::printf("usage: %s A.npy B.npy [--rtol X]\n", tool.c_str());
+        return 0;
+      }
+      if (a == "--rtol" || a.rfind("--rtol=", 0) == 0) {
+        std::string v = a == "--rtol" ? (i + 1 < argc ? argv[++i] : "")
+                                      : a.substr(7);
+        if (!parseDouble(v, &rtol) || !(rtol >= 0))
+          return error(tool, "--rtol needs a non-negative number, got '" + v +
+                                 "'");
+      } else if (a.size() > 1 && a[0] == '-') {
+        return error(tool, "unknown option '" + a + "'");
+      } else {
+        files.push_back(a);
+      }
+    }
+    if (files.size() != 2)
+      return error(tool, "expected two .npy files (A B), got " +
+                             std::to_string(files.size()));
+    return compare(tool, files[0], files[1], rtol);
+  });
+}
+
+int runMain(int argc, char** argv) {
+  std::string tool = toolName(argc, argv);
+  return guarded(tool, [&]() -> int {
+    std::string model, outDir;
+    std::vector<std::pair<std::string, std::string>> inputs;
+    long long bench = 0;
+    for (int i = 1; i < argc; ++i) {
+      std::string a = argv[i];
+      // --opt VALUE or --opt=VALUE
+      auto value = [&](const char* opt, std::string* out) {
+        std::string o = opt;
+        if (a == o) {
+          if (i + 1 >= argc)
+            return false;
+          *out = argv[++i];
+          return true;
+        }
+        if (a.rfind(o + "=", 0) == 0) {
+          *out = a.substr(o.size() + 1);
+          return true;
+        }
+        return false;
+      };
+      std::string v;
+      if (a == "-h" || a == "--help") {
+        std::printf(kUsage, tool.c_str(), tool.c_str(), tool.c_str());
+        return 0;
+      }
+      if (a == "--inspect") {
+        std::vector<char*> args{argv[0]};
+        for (int j = i + 1; j < argc; ++j)
+          args.push_back(argv[j]);
+        return inspectMain(int(args.size()), args.data());
+      }
+      if (a == "--compare") {
+        std::vector<char*> args{argv[0]};
+        for (int j = i + 1; j < argc; ++j)
+          args.push_back(argv[j]);
+        return compareMain(int(args.size()), args.data());
+      }
+      if (value("--input", &v) || value("-i", &v)) {
+        size_t eq = v.find('=');
+        if (eq == std::string::npos || eq == 0 || eq + 1 == v.size())
+          return error(tool, "--input needs NAME=FILE.npy, got '" + v + "'");
+        inputs.emplace_back(v.substr(0, eq), v.substr(eq + 1));
+      } else if (value("--output-dir", &v) || value("-o", &v)) {
+        outDir = v;
+      } else if (value("--bench", &v)) {
+        if (!parseInt(v, &bench) || bench < 1)
+          return error(tool, "--bench needs a positive count, got '" + v + "'");
+      } else if (a == "--input" || a == "--output-dir" || a == "--bench" ||
+                 a == "-i" || a == "-o") {
+        return error(tool, a + " needs a value");
+      } else if (a.size() > 1 && a[0] == '-') {
+        return error(tool, "unknown option '" + a + "' (see --help)");
+      } else if (!model.empty()) {
+        return error(tool, "more than one model given ('" + model + "', '" +
+                               a + "')");
+      } else {
+        model = a;
+      }
+    }
+    if (model.empty())
+      return error(tool, "no model given (see --help)");
+    return run(tool, model, inputs, outDir, bench);
+  });
+}
+
+} // namespace mc::cli
