@@ -1,6 +1,7 @@
 // The .mcpk writer: flatbuffer table (size-prefixed, identifier "MCPK"),
 // zero padding, 64-byte aligned data section, trailer with the table CRC.
 #include "codegen/ArtifactWriter.h"
+#include "codegen/MemoryPlanner.h"
 #include "modelc/model.h"
 
 #include <cerrno>
@@ -26,7 +27,7 @@ namespace {
 
 uint64_t alignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
-uint32_t crc32Of(const uint8_t* p, uint64_t n) {
+uint32_t crc32Of(const uint8_t *p, uint64_t n) {
   uLong c = ::crc32(0, nullptr, 0);
   while (n > 0) {
     uInt chunk = n > (1u << 30) ? (1u << 30) : uInt(n);
@@ -37,7 +38,7 @@ uint32_t crc32Of(const uint8_t* p, uint64_t n) {
   return uint32_t(c);
 }
 
-void putLE32(uint8_t* p, uint32_t v) {
+void putLE32(uint8_t *p, uint32_t v) {
   for (int i = 0; i < 4; ++i)
     p[i] = uint8_t(v >> (8 * i));
 }
@@ -45,21 +46,21 @@ void putLE32(uint8_t* p, uint32_t v) {
 /// Builds the size-prefixed table with the given data section placement.
 /// ForceDefaults keeps every scalar present, so the table's size does not
 /// depend on the values (the writer builds it twice, see below).
-flatbuffers::DetachedBuffer buildTable(const Plan& plan,
-                                       const std::vector<uint64_t>& offsets,
+flatbuffers::DetachedBuffer buildTable(const Plan &plan,
+                                       const std::vector<uint64_t> &offsets,
                                        uint32_t major, uint64_t dataOffset,
                                        uint64_t dataSize, uint32_t dataCrc) {
   flatbuffers::FlatBufferBuilder b(4096);
   b.ForceDefaults(true);
   std::vector<flatbuffers::Offset<fb::Buffer>> buffers;
   for (size_t i = 0; i < plan.buffers.size(); ++i) {
-    const PlanBuffer& pb = plan.buffers[i];
+    const PlanBuffer &pb = plan.buffers[i];
     buffers.push_back(fb::CreateBuffer(
         b, b.CreateString(pb.name), fb::DType(pb.dtype),
         b.CreateVector(pb.shape), pb.kind, offsets[i], pb.byteSize()));
   }
   std::vector<flatbuffers::Offset<fb::Step>> steps;
-  for (const PlanStep& s : plan.steps) {
+  for (const PlanStep &s : plan.steps) {
     fb::StepAttrs type = fb::StepAttrs::NONE;
     flatbuffers::Offset<void> attrs;
     switch (s.kind) {
@@ -93,12 +94,12 @@ flatbuffers::DetachedBuffer buildTable(const Plan& plan,
                                    b.CreateVector(s.outputs), type, attrs,
                                    b.CreateString(s.location)));
   }
-  auto sigs = [&](const std::vector<PlanSignature>& list) {
+  auto sigs = [&](const std::vector<PlanSignature> &list) {
     std::vector<flatbuffers::Offset<fb::TensorSig>> out;
-    for (const PlanSignature& s : list) {
+    for (const PlanSignature &s : list) {
       // An out-of-range index is written as is; the verifier names it.
       bool ok = s.buffer < plan.buffers.size();
-      const PlanBuffer* pb = ok ? &plan.buffers[s.buffer] : nullptr;
+      const PlanBuffer *pb = ok ? &plan.buffers[s.buffer] : nullptr;
       std::vector<int64_t> shape = ok ? pb->shape : std::vector<int64_t>();
       out.push_back(fb::CreateTensorSig(
           b, b.CreateString(s.name), s.buffer,
@@ -109,7 +110,7 @@ flatbuffers::DetachedBuffer buildTable(const Plan& plan,
   auto inputs = sigs(plan.inputs);
   auto outputs = sigs(plan.outputs);
   std::vector<flatbuffers::Offset<flatbuffers::String>> targets;
-  for (const std::string& t : plan.targets)
+  for (const std::string &t : plan.targets)
     targets.push_back(b.CreateString(t));
   auto model = fb::CreateModel(
       b, major, rt::kSchemaVersionMinor, b.CreateString("modelc"),
@@ -122,26 +123,24 @@ flatbuffers::DetachedBuffer buildTable(const Plan& plan,
 
 } // namespace
 
-Status writeArtifactToBytes(const Plan& plan, std::vector<uint8_t>* out,
-                            const WriteOptions& options) {
-  // Constants go into the data section in buffer order, 64-byte aligned.
-  std::vector<uint64_t> offsets(plan.buffers.size());
+Status writeArtifactToBytes(const Plan &plan, std::vector<uint8_t> *out,
+                            const WriteOptions &options) {
+  // Constants go into the data section in buffer order, 64-byte aligned
+  // (layoutConstants, the same layout the planner records).
   uint64_t dataSize = 0;
+  std::vector<uint64_t> offsets = layoutConstants(plan, &dataSize);
   for (size_t i = 0; i < plan.buffers.size(); ++i) {
-    const PlanBuffer& b = plan.buffers[i];
+    const PlanBuffer &b = plan.buffers[i];
     if (b.kind != fb::BufferKind::Constant) {
       offsets[i] = b.offset;
       continue;
     }
     if (b.data.size() != b.byteSize())
-      return Status::error("artifact writer: constant buffer " +
-                           std::to_string(i) + " '" + b.name + "' has " +
-                           std::to_string(b.data.size()) +
-                           " bytes of data, expected " +
-                           std::to_string(b.byteSize()) + " for " +
-                           rt::dtypeName(b.dtype) + rt::shapeString(b.shape));
-    offsets[i] = alignUp(dataSize, rt::kAlignment);
-    dataSize = offsets[i] + b.data.size();
+      return Status::error(
+          "artifact writer: constant buffer " + std::to_string(i) + " '" +
+          b.name + "' has " + std::to_string(b.data.size()) +
+          " bytes of data, expected " + std::to_string(b.byteSize()) + " for " +
+          rt::dtypeName(b.dtype) + rt::shapeString(b.shape));
   }
   std::vector<uint8_t> data(dataSize, 0);
   for (size_t i = 0; i < plan.buffers.size(); ++i)
@@ -170,7 +169,7 @@ Status writeArtifactToBytes(const Plan& plan, std::vector<uint8_t>* out,
   std::memcpy(out->data(), table.data(), table.size());
   if (dataSize)
     std::memcpy(out->data() + dataOffset, data.data(), dataSize);
-  uint8_t* trailer = out->data() + trailerAt;
+  uint8_t *trailer = out->data() + trailerAt;
   putLE32(trailer, crc32Of(out->data(), table.size()));
   putLE32(trailer + 4, 0);
   std::memcpy(trailer + 8, rt::kTrailerMagic, 8);
@@ -187,17 +186,17 @@ Status writeArtifactToBytes(const Plan& plan, std::vector<uint8_t>* out,
   return Status::ok();
 }
 
-Status writeArtifact(const Plan& plan, const std::string& path,
-                     const WriteOptions& options) {
+Status writeArtifact(const Plan &plan, const std::string &path,
+                     const WriteOptions &options) {
   std::vector<uint8_t> bytes;
   MC_RETURN_IF_ERROR(writeArtifactToBytes(plan, &bytes, options));
   // Same directory as the target, so rename() is atomic.
   std::string tmp = path + ".tmp.XXXXXX";
   int fd = ::mkstemp(tmp.data());
   if (fd < 0)
-    return Status::error(path + ": cannot create a temporary file: " +
-                         std::strerror(errno));
-  auto failWith = [&](const char* what) {
+    return Status::error(
+        path + ": cannot create a temporary file: " + std::strerror(errno));
+  auto failWith = [&](const char *what) {
     std::string msg = path + ": " + what + ": " + std::strerror(errno);
     ::close(fd);
     ::unlink(tmp.c_str());

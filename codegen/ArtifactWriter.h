@@ -26,13 +26,13 @@ struct WriteOptions {
 /// Serializes `plan` (arena offsets already assigned by planMemory) into
 /// `out`. Constants are placed in the data section in buffer order, each
 /// 64-byte aligned.
-rt::Status writeArtifactToBytes(const Plan& plan, std::vector<uint8_t>* out,
-                                const WriteOptions& options = {});
+rt::Status writeArtifactToBytes(const Plan &plan, std::vector<uint8_t> *out,
+                                const WriteOptions &options = {});
 
 /// Writes the artifact to `path` atomically: a temporary file in the same
 /// directory, renamed over `path` only once complete.
-rt::Status writeArtifact(const Plan& plan, const std::string& path,
-                         const WriteOptions& options = {});
+rt::Status writeArtifact(const Plan &plan, const std::string &path,
+                         const WriteOptions &options = {});
 
 } // namespace mc::codegen
 

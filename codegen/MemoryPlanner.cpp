@@ -18,18 +18,18 @@ uint64_t alignUp(uint64_t v) {
   return (v + rt::kAlignment - 1) / rt::kAlignment * rt::kAlignment;
 }
 
-std::string label(const Plan& plan, size_t i) {
-  const std::string& n = plan.buffers[i].name;
+std::string label(const Plan &plan, size_t i) {
+  const std::string &n = plan.buffers[i].name;
   return "buffer " + std::to_string(i) + (n.empty() ? "" : " '" + n + "'");
 }
 
 } // namespace
 
-Status computeLiveRanges(const Plan& plan, std::vector<LiveRange>* ranges) {
-  const auto& bufs = plan.buffers;
+Status computeLiveRanges(const Plan &plan, std::vector<LiveRange> *ranges) {
+  const auto &bufs = plan.buffers;
   size_t n = bufs.size();
   for (size_t i = 0; i < n; ++i) {
-    const PlanBuffer& b = bufs[i];
+    const PlanBuffer &b = bufs[i];
     for (int64_t d : b.shape)
       if (d < 0)
         return Status::error("memory planner: " + label(plan, i) +
@@ -54,11 +54,11 @@ Status computeLiveRanges(const Plan& plan, std::vector<LiveRange>* ranges) {
     return bufs[i].aliasOf >= 0 ? size_t(bufs[i].aliasOf) : size_t(i);
   };
   auto touch = [&](uint32_t i, int64_t t) {
-    LiveRange& r = (*ranges)[root(i)];
+    LiveRange &r = (*ranges)[root(i)];
     r.first = std::min(r.first, t);
     r.last = std::max(r.last, t);
   };
-  auto check = [&](uint32_t i, const std::string& where, bool mustBeArena) {
+  auto check = [&](uint32_t i, const std::string &where, bool mustBeArena) {
     if (i >= n)
       return Status::error("memory planner: " + where + " refers to buffer " +
                            std::to_string(i) + " of " + std::to_string(n));
@@ -69,7 +69,7 @@ Status computeLiveRanges(const Plan& plan, std::vector<LiveRange>* ranges) {
   };
   int64_t steps = int64_t(plan.steps.size());
   for (int64_t s = 0; s < steps; ++s) {
-    const PlanStep& st = plan.steps[s];
+    const PlanStep &st = plan.steps[s];
     std::string where = "step " + std::to_string(s);
     for (uint32_t i : st.inputs) {
       MC_RETURN_IF_ERROR(check(i, where + " input", false));
@@ -80,16 +80,16 @@ Status computeLiveRanges(const Plan& plan, std::vector<LiveRange>* ranges) {
       touch(o, s);
     }
   }
-  for (const PlanSignature& sig : plan.inputs) {
+  for (const PlanSignature &sig : plan.inputs) {
     MC_RETURN_IF_ERROR(check(sig.buffer, "input '" + sig.name + "'", true));
     touch(sig.buffer, -1);
   }
-  for (const PlanSignature& sig : plan.outputs) {
+  for (const PlanSignature &sig : plan.outputs) {
     MC_RETURN_IF_ERROR(check(sig.buffer, "output '" + sig.name + "'", true));
     touch(sig.buffer, steps);
   }
   for (size_t i = 0; i < n; ++i) {
-    LiveRange& r = (*ranges)[i];
+    LiveRange &r = (*ranges)[i];
     if (bufs[i].kind != fb::BufferKind::Arena)
       r = LiveRange{};
     else if (r.first > r.last) // never used (or an alias, set below)
@@ -101,10 +101,28 @@ Status computeLiveRanges(const Plan& plan, std::vector<LiveRange>* ranges) {
   return Status::ok();
 }
 
-Status planMemory(Plan& plan) {
+std::vector<uint64_t> layoutConstants(const Plan &plan, uint64_t *dataSize) {
+  std::vector<uint64_t> offsets(plan.buffers.size(), 0);
+  uint64_t size = 0;
+  for (size_t i = 0; i < plan.buffers.size(); ++i) {
+    if (plan.buffers[i].kind != fb::BufferKind::Constant)
+      continue;
+    offsets[i] = alignUp(size);
+    size = offsets[i] + plan.buffers[i].byteSize();
+  }
+  *dataSize = size;
+  return offsets;
+}
+
+Status planMemory(Plan &plan) {
   std::vector<LiveRange> ranges;
   MC_RETURN_IF_ERROR(computeLiveRanges(plan, &ranges));
-  auto& bufs = plan.buffers;
+  uint64_t dataSize = 0;
+  std::vector<uint64_t> constOffsets = layoutConstants(plan, &dataSize);
+  for (size_t i = 0; i < plan.buffers.size(); ++i)
+    if (plan.buffers[i].kind == fb::BufferKind::Constant)
+      plan.buffers[i].offset = constOffsets[i];
+  auto &bufs = plan.buffers;
   struct Placed {
     uint64_t offset, size;
     LiveRange range;
@@ -132,20 +150,20 @@ Status planMemory(Plan& plan) {
   });
   std::vector<Placed> placed;
   placed.reserve(order.size());
-  std::vector<const Placed*> live;
+  std::vector<const Placed *> live;
   for (size_t i : order) {
     uint64_t size = alignUp(bufs[i].byteSize());
     live.clear();
-    for (const Placed& p : placed)
+    for (const Placed &p : placed)
       if (p.range.overlaps(ranges[i]))
         live.push_back(&p);
-    std::sort(live.begin(), live.end(), [](const Placed* a, const Placed* b) {
+    std::sort(live.begin(), live.end(), [](const Placed *a, const Placed *b) {
       return a->offset < b->offset;
     });
     uint64_t best = 0, bestGap = std::numeric_limits<uint64_t>::max();
     bool found = false;
     uint64_t prevEnd = 0;
-    for (const Placed* p : live) {
+    for (const Placed *p : live) {
       if (p->offset > prevEnd) {
         uint64_t gap = p->offset - prevEnd;
         if (gap >= size && gap < bestGap) {
@@ -162,7 +180,7 @@ Status planMemory(Plan& plan) {
     placed.push_back(Placed{best, size, ranges[i]});
     arena = std::max(arena, best + size);
   }
-  for (PlanBuffer& b : bufs)
+  for (PlanBuffer &b : bufs)
     if (b.aliasOf >= 0)
       b.offset = bufs[b.aliasOf].offset;
   plan.arenaSize = arena;

@@ -17,7 +17,7 @@ namespace mc::codegen {
 struct LiveRange {
   int64_t first = 0, last = -1;
   bool empty() const { return last < first; }
-  bool overlaps(const LiveRange& o) const {
+  bool overlaps(const LiveRange &o) const {
     return !empty() && !o.empty() && first <= o.last && o.first <= last;
   }
 };
@@ -27,12 +27,18 @@ struct LiveRange {
 /// malformed plan (index out of range, alias of an alias or of a constant,
 /// alias larger than its root, a constant as a step output or in the
 /// signature).
-rt::Status computeLiveRanges(const Plan& plan, std::vector<LiveRange>* ranges);
+rt::Status computeLiveRanges(const Plan &plan, std::vector<LiveRange> *ranges);
+
+/// Offsets of the Constant buffers in the data section (in buffer order,
+/// 64-byte aligned; 0 for other buffers) and the section's size. The one
+/// layout of the data section: the planner records it, the writer uses it.
+std::vector<uint64_t> layoutConstants(const Plan &plan, uint64_t *dataSize);
 
 /// Fills PlanBuffer::offset of every Arena buffer (aliases get their root's
-/// offset) and Plan::arenaSize. Offsets and sizes are 64-byte aligned;
-/// buffers whose live ranges do not overlap may share bytes.
-rt::Status planMemory(Plan& plan);
+/// offset) and Plan::arenaSize, and of every Constant buffer (its place in
+/// the data section, see layoutConstants). Offsets and sizes are 64-byte
+/// aligned; buffers whose live ranges do not overlap may share bytes.
+rt::Status planMemory(Plan &plan);
 
 } // namespace mc::codegen
 

@@ -43,8 +43,9 @@ def MC_AddOp : MC_BinaryOp<"add", MC_NumericTensor, [Commutative]> {
   let summary = "elementwise addition";
   let description = [{
     `lhs + rhs`; both operands and the result have one type (broadcast first
-    with `mc.broadcast_in_dim`). Folds `x + 0` and `0 + x` to `x` (for
-    floats this maps `-0.0 + 0.0` to `-0.0`, as XLA and PyTorch do).
+    with `mc.broadcast_in_dim`). Folds `x + 0` and `0 + x` to `x`; for
+    floats that turns `-0.0 + 0.0` into `-0.0` instead of `+0.0`, the same
+    trade XLA's algebraic simplifier makes.
 
     ```mlir
     %0 = mc.add %a, %b : tensor<4x8xf32>

@@ -17,3 +17,6 @@ path = os.pathsep.join([config.modelc_tools_dir, config.llvm_tools_dir,
 config.environment["PATH"] = path
 config.substitutions.append(("%modelc_src", config.modelc_src_root))
 config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(("%modelc_bin", config.modelc_tools_dir))
+config.substitutions.append(("%modelc_lib",
+                             os.path.join(config.modelc_obj_root, "lib")))

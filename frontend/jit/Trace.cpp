@@ -69,6 +69,9 @@ std::unique_ptr<MLIRContext> createContext() {
   func::registerInlinerExtension(registry);
   auto ctx = std::make_unique<MLIRContext>(registry);
   ctx->loadAllAvailableDialects();
+  // Diagnostics name the op and its location; dumping the op (for a
+  // function, the whole model) would bury the message.
+  ctx->printOpOnDiagnostic(false);
   return ctx;
 }
 

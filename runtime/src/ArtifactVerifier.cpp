@@ -15,7 +15,7 @@
 
 namespace mc::rt {
 
-uint32_t crc32Bytes(const uint8_t* data, uint64_t size, uint32_t crc) {
+uint32_t crc32Bytes(const uint8_t *data, uint64_t size, uint32_t crc) {
   // zlib takes 32-bit lengths; feed big sections in chunks.
   uLong c = crc;
   while (size > 0) {
@@ -27,7 +27,7 @@ uint32_t crc32Bytes(const uint8_t* data, uint64_t size, uint32_t crc) {
   return uint32_t(c);
 }
 
-uint32_t readLE32(const uint8_t* p) {
+uint32_t readLE32(const uint8_t *p) {
   return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 |
          uint32_t(p[3]) << 24;
 }
@@ -41,7 +41,7 @@ std::string hex32(uint32_t v) {
 }
 
 /// Printable rendering of untrusted bytes for an error message.
-std::string quoteBytes(const uint8_t* p, size_t n) {
+std::string quoteBytes(const uint8_t *p, size_t n) {
   std::string s;
   for (size_t i = 0; i < n; ++i) {
     if (p[i] >= 0x20 && p[i] < 0x7f && p[i] != '\\' && p[i] != '\'') {
@@ -57,10 +57,14 @@ std::string quoteBytes(const uint8_t* p, size_t n) {
 
 bool validDType(fb::DType t) { return uint8_t(t) <= uint8_t(fb::DType::I1); }
 
-Shape toShape(const flatbuffers::Vector<int64_t>* v) {
-  return v ? Shape(v->begin(), v->end()) : Shape();
+/// The flatbuffers Verifier checks a vector's length word for 4-byte
+/// alignment but not its 8-byte elements; reading misaligned int64s is UB.
+bool aligned8(const flatbuffers::Vector<int64_t> *v) {
+  return !v || v->size() == 0 ||
+         reinterpret_cast<uintptr_t>(v->Data()) % alignof(int64_t) == 0;
 }
-std::vector<int64_t> toInts(const flatbuffers::Vector<int64_t>* v) {
+
+std::vector<int64_t> toInts(const flatbuffers::Vector<int64_t> *v) {
   return v ? std::vector<int64_t>(v->begin(), v->end())
            : std::vector<int64_t>();
 }
@@ -75,38 +79,38 @@ struct BufInfo {
 
 class Verifier {
 public:
-  Verifier(const uint8_t* bytes, size_t size, const std::string& name)
+  Verifier(const uint8_t *bytes, size_t size, const std::string &name)
       : p_(bytes), size_(size), name_(name) {}
 
   Status run();
 
 private:
-  Status fail(const std::string& msg) const {
+  Status fail(const std::string &msg) const {
     return Status::error(name_ + ": " + msg);
   }
   Status checkLayout();
   Status checkBuffers();
-  Status checkSignature(const char* what,
-                        const flatbuffers::Vector<flatbuffers::Offset<
-                            fb::TensorSig>>* sigs);
-  Status checkStep(size_t index, const fb::Step& step);
-  Status checkStepKind(fb::OpKind kind, const fb::Step& step,
-                       const std::vector<uint32_t>& in,
-                       const std::vector<uint32_t>& out,
-                       const std::string& where);
+  Status checkSignature(
+      const char *what,
+      const flatbuffers::Vector<flatbuffers::Offset<fb::TensorSig>> *sigs);
+  Status checkStep(size_t index, const fb::Step &step);
+  Status checkStepKind(fb::OpKind kind, const fb::Step &step,
+                       const std::vector<uint32_t> &in,
+                       const std::vector<uint32_t> &out,
+                       const std::string &where);
 
   std::string bufDesc(uint32_t i) const {
-    const BufInfo& b = bufs_[i];
+    const BufInfo &b = bufs_[i];
     return "buffer " + std::to_string(i) +
            (b.name.empty() ? "" : " '" + b.name + "'") + " " +
            dtypeName(b.dtype) + shapeString(b.shape);
   }
 
-  const uint8_t* p_;
+  const uint8_t *p_;
   size_t size_;
-  const std::string& name_;
+  const std::string &name_;
   uint64_t tableEnd_ = 0; // 4 + N
-  const fb::Model* model_ = nullptr;
+  const fb::Model *model_ = nullptr;
   std::vector<BufInfo> bufs_;
 };
 
@@ -131,7 +135,7 @@ Status Verifier::run() {
                 " in the size prefix does not fit in the file (" +
                 std::to_string(size_) + " bytes; truncated?)");
   // 4. Trailer: magic, reserved word.
-  const uint8_t* trailer = p_ + size_ - kTrailerSize;
+  const uint8_t *trailer = p_ + size_ - kTrailerSize;
   if (std::memcmp(trailer + 8, kTrailerMagic, 8) != 0)
     return fail("trailer magic is '" + quoteBytes(trailer + 8, 8) +
                 "', expected 'MCPKEND\\x00' (truncated or unfinished file?)");
@@ -161,7 +165,7 @@ Status Verifier::run() {
   MC_RETURN_IF_ERROR(checkBuffers());
   MC_RETURN_IF_ERROR(checkSignature("input", model_->inputs()));
   MC_RETURN_IF_ERROR(checkSignature("output", model_->outputs()));
-  if (const auto* steps = model_->steps())
+  if (const auto *steps = model_->steps())
     for (flatbuffers::uoffset_t i = 0; i < steps->size(); ++i)
       MC_RETURN_IF_ERROR(checkStep(i, *steps->Get(i)));
   return Status::ok();
@@ -197,13 +201,15 @@ Status Verifier::checkLayout() {
 }
 
 Status Verifier::checkBuffers() {
-  const auto* buffers = model_->buffers();
-  uint32_t count = buffers ? buffers->size() : 0;
+  const auto *buffers = model_->buffers();
+  if (!buffers)
+    return fail("the model has no buffers table");
+  uint32_t count = buffers->size();
   bufs_.resize(count);
   uint64_t arenaSize = model_->arena_size(), dataSize = model_->data_size();
   for (uint32_t i = 0; i < count; ++i) {
-    const fb::Buffer& fbuf = *buffers->Get(i);
-    BufInfo& b = bufs_[i];
+    const fb::Buffer &fbuf = *buffers->Get(i);
+    BufInfo &b = bufs_[i];
     b.name = fbuf.name() ? fbuf.name()->str() : "";
     std::string label = "buffer " + std::to_string(i) +
                         (b.name.empty() ? "" : " '" + b.name + "'");
@@ -211,11 +217,13 @@ Status Verifier::checkBuffers() {
       return fail(label + ": unknown dtype " +
                   std::to_string(int(fbuf.dtype())));
     b.dtype = DType(fbuf.dtype());
-    const auto* shape = fbuf.shape();
+    const auto *shape = fbuf.shape();
     if (shape && shape->size() > MC_MAX_RANK)
       return fail(label + ": rank " + std::to_string(shape->size()) +
                   " exceeds the maximum " + std::to_string(MC_MAX_RANK));
-    b.shape = toShape(shape);
+    if (!aligned8(shape))
+      return fail(label + ": shape vector is misaligned (corrupt file)");
+    b.shape = toInts(shape);
     uint64_t bytes = dtypeSize(b.dtype);
     for (int64_t d : b.shape) {
       if (d < 0)
@@ -235,7 +243,7 @@ Status Verifier::checkBuffers() {
       return fail(label + ": offset " + std::to_string(b.offset) +
                   " is not 64-byte aligned");
     uint64_t limit;
-    const char* region;
+    const char *region;
     if (fbuf.kind() == fb::BufferKind::Arena) {
       b.arena = true;
       limit = arenaSize;
@@ -257,20 +265,19 @@ Status Verifier::checkBuffers() {
 }
 
 Status Verifier::checkSignature(
-    const char* what,
-    const flatbuffers::Vector<flatbuffers::Offset<fb::TensorSig>>* sigs) {
+    const char *what,
+    const flatbuffers::Vector<flatbuffers::Offset<fb::TensorSig>> *sigs) {
   if (!sigs)
     return Status::ok();
   for (uint32_t i = 0; i < sigs->size(); ++i) {
-    const fb::TensorSig& sig = *sigs->Get(i);
+    const fb::TensorSig &sig = *sigs->Get(i);
     std::string sname = sig.name() ? sig.name()->str() : "";
     std::string label =
         std::string(what) + " " + std::to_string(i) + " '" + sname + "'";
     if (sname.empty())
-      return fail(std::string(what) + " " + std::to_string(i) +
-                  " has no name");
+      return fail(std::string(what) + " " + std::to_string(i) + " has no name");
     for (uint32_t j = 0; j < i; ++j) {
-      const auto* other = sigs->Get(j)->name();
+      const auto *other = sigs->Get(j)->name();
       if (other && other->str() == sname)
         return fail(label + ": name is used by " + what + " " +
                     std::to_string(j) + " too");
@@ -278,10 +285,13 @@ Status Verifier::checkSignature(
     if (sig.buffer() >= bufs_.size())
       return fail(label + ": refers to buffer " + std::to_string(sig.buffer()) +
                   ", but the model has " + std::to_string(bufs_.size()));
-    const BufInfo& b = bufs_[sig.buffer()];
+    const BufInfo &b = bufs_[sig.buffer()];
     if (!validDType(sig.dtype()))
-      return fail(label + ": unknown dtype " + std::to_string(int(sig.dtype())));
-    Shape shape = toShape(sig.shape());
+      return fail(label + ": unknown dtype " +
+                  std::to_string(int(sig.dtype())));
+    if (!aligned8(sig.shape()))
+      return fail(label + ": shape vector is misaligned (corrupt file)");
+    Shape shape = toInts(sig.shape());
     if (DType(sig.dtype()) != b.dtype || shape != b.shape)
       return fail(label + ": signature says " + dtypeName(DType(sig.dtype())) +
                   shapeString(shape) + " but its " + bufDesc(sig.buffer()) +
@@ -294,15 +304,14 @@ Status Verifier::checkSignature(
   return Status::ok();
 }
 
-Status Verifier::checkStep(size_t index, const fb::Step& step) {
+Status Verifier::checkStep(size_t index, const fb::Step &step) {
   fb::OpKind kind = step.kind();
   std::string loc = step.location() ? step.location()->str() : "";
   bool known = uint16_t(kind) <= uint16_t(fb::OpKind::MAX);
-  std::string where =
-      "step " + std::to_string(index) + " (" +
-      (known ? std::string(fb::EnumNameOpKind(kind))
-             : "kind " + std::to_string(int(kind))) +
-      (loc.empty() ? "" : " at " + loc) + ")";
+  std::string where = "step " + std::to_string(index) + " (" +
+                      (known ? std::string(fb::EnumNameOpKind(kind))
+                             : "kind " + std::to_string(int(kind))) +
+                      (loc.empty() ? "" : " at " + loc) + ")";
   if (!known)
     return fail(where + ": unknown op kind " + std::to_string(int(kind)));
   std::vector<uint32_t> in, out;
@@ -332,32 +341,32 @@ Status Verifier::checkStep(size_t index, const fb::Step& step) {
   bool inPlaceOk = (kind >= fb::OpKind::Copy && kind <= fb::OpKind::Sqrt &&
                     kind != fb::OpKind::Cast);
   for (uint32_t o : out) {
-    const BufInfo& ob = bufs_[o];
+    const BufInfo &ob = bufs_[o];
     for (uint32_t i : in) {
-      const BufInfo& ib = bufs_[i];
+      const BufInfo &ib = bufs_[i];
       if (!ib.arena || ob.size == 0 || ib.size == 0)
         continue;
-      bool disjoint = ob.offset + ob.size <= ib.offset ||
-                      ib.offset + ib.size <= ob.offset;
+      bool disjoint =
+          ob.offset + ob.size <= ib.offset || ib.offset + ib.size <= ob.offset;
       bool same = ob.offset == ib.offset && ob.size == ib.size;
       if (!disjoint && !(same && inPlaceOk))
-        return fail(where + ": output " + bufDesc(o) +
-                    " overlaps input " + bufDesc(i) + " in the arena");
+        return fail(where + ": output " + bufDesc(o) + " overlaps input " +
+                    bufDesc(i) + " in the arena");
     }
   }
   return Status::ok();
 }
 
-Status Verifier::checkStepKind(fb::OpKind kind, const fb::Step& step,
-                               const std::vector<uint32_t>& in,
-                               const std::vector<uint32_t>& out,
-                               const std::string& where) {
+Status Verifier::checkStepKind(fb::OpKind kind, const fb::Step &step,
+                               const std::vector<uint32_t> &in,
+                               const std::vector<uint32_t> &out,
+                               const std::string &where) {
   using K = fb::OpKind;
   using A = fb::StepAttrs;
   auto counts = [&](size_t ni, size_t no) -> Status {
     if (in.size() != ni || out.size() != no)
-      return fail(where + ": expected " + std::to_string(ni) + " input(s) and " +
-                  std::to_string(no) + " output(s), found " +
+      return fail(where + ": expected " + std::to_string(ni) +
+                  " input(s) and " + std::to_string(no) + " output(s), found " +
                   std::to_string(in.size()) + " and " +
                   std::to_string(out.size()));
     return Status::ok();
@@ -386,14 +395,28 @@ Status Verifier::checkStepKind(fb::OpKind kind, const fb::Step& step,
   }
   if (step.attrs_type() != expectAttrs) {
     bool knownAttrs = uint8_t(step.attrs_type()) <= uint8_t(A::MAX);
-    return fail(where + ": attributes are " +
-                (knownAttrs ? std::string(fb::EnumNameStepAttrs(
-                                  step.attrs_type()))
-                            : "of unknown type " +
-                                  std::to_string(int(step.attrs_type()))) +
-                ", expected " + fb::EnumNameStepAttrs(expectAttrs));
+    return fail(
+        where + ": attributes are " +
+        (knownAttrs
+             ? std::string(fb::EnumNameStepAttrs(step.attrs_type()))
+             : "of unknown type " + std::to_string(int(step.attrs_type()))) +
+        ", expected " + fb::EnumNameStepAttrs(expectAttrs));
   }
-  auto sameTypeShape = [&](uint32_t a, uint32_t b, const char* what) {
+  // The flatbuffers Verifier accepts a union whose type is set but whose
+  // table is absent.
+  if (expectAttrs != A::NONE && !step.attrs())
+    return fail(where + ": " + fb::EnumNameStepAttrs(expectAttrs) +
+                " attributes are missing");
+  const flatbuffers::Vector<int64_t> *ints = nullptr;
+  if (const auto *a = step.attrs_as_BroadcastAttrs())
+    ints = a->dims();
+  else if (const auto *t = step.attrs_as_TransposeAttrs())
+    ints = t->permutation();
+  else if (const auto *r = step.attrs_as_ReduceAttrs())
+    ints = r->dims();
+  if (!aligned8(ints))
+    return fail(where + ": attribute vector is misaligned (corrupt file)");
+  auto sameTypeShape = [&](uint32_t a, uint32_t b, const char *what) {
     if (bufs_[a].dtype == bufs_[b].dtype && bufs_[a].shape == bufs_[b].shape)
       return Status::ok();
     return fail(where + ": " + what + " " + bufDesc(b) +
@@ -406,7 +429,7 @@ Status Verifier::checkStepKind(fb::OpKind kind, const fb::Step& step,
                 " must have the dtype of input 0, " + bufDesc(a));
   };
   auto dtypeIn = [&](uint32_t a, std::initializer_list<DType> ok,
-                     const char* okText) {
+                     const char *okText) {
     for (DType t : ok)
       if (bufs_[a].dtype == t)
         return Status::ok();
@@ -414,7 +437,7 @@ Status Verifier::checkStepKind(fb::OpKind kind, const fb::Step& step,
                 std::string(dtypeName(bufs_[a].dtype)) + " of input 0 (" +
                 bufDesc(a) + "); supported: " + okText);
   };
-  auto shapeErr = [&](const std::string& expected) {
+  auto shapeErr = [&](const std::string &expected) {
     return fail(where + ": output " + bufDesc(out[0]) + ": expected shape " +
                 expected);
   };
@@ -468,10 +491,9 @@ Status Verifier::checkStepKind(fb::OpKind kind, const fb::Step& step,
     for (size_t k = 0; k < dims.size(); ++k) {
       int64_t d = dims[k];
       if (d < 0 || d >= int64_t(r.size()) || used[d])
-        return fail(where + ": dims[" + std::to_string(k) + "] = " +
-                    std::to_string(d) +
-                    " is out of range or repeated for output " +
-                    bufDesc(out[0]));
+        return fail(
+            where + ": dims[" + std::to_string(k) + "] = " + std::to_string(d) +
+            " is out of range or repeated for output " + bufDesc(out[0]));
       used[d] = true;
       if (a[k] != 1 && a[k] != r[d])
         return fail(where + ": input dim " + std::to_string(k) + " of size " +
@@ -485,7 +507,7 @@ Status Verifier::checkStepKind(fb::OpKind kind, const fb::Step& step,
     MC_RETURN_IF_ERROR(sameType(in[0], out[0]));
     std::vector<int64_t> perm =
         toInts(step.attrs_as_TransposeAttrs()->permutation());
-    const Shape& a = bufs_[in[0]].shape;
+    const Shape &a = bufs_[in[0]].shape;
     std::vector<bool> used(a.size(), false);
     bool isPerm = perm.size() == a.size();
     Shape expect;
@@ -498,9 +520,8 @@ Status Verifier::checkStepKind(fb::OpKind kind, const fb::Step& step,
     }
     if (!isPerm)
       return fail(where + ": permutation " + shapeString(perm) +
-                  " is not a permutation of the " +
-                  std::to_string(a.size()) + " dims of input " +
-                  bufDesc(in[0]));
+                  " is not a permutation of the " + std::to_string(a.size()) +
+                  " dims of input " + bufDesc(in[0]));
     if (bufs_[out[0]].shape != expect)
       return shapeErr(shapeString(expect));
     return Status::ok();
@@ -515,16 +536,15 @@ Status Verifier::checkStepKind(fb::OpKind kind, const fb::Step& step,
                                  "f32, i32, i64"));
     else
       MC_RETURN_IF_ERROR(dtypeIn(in[0], {DType::F32}, "f32"));
-    const fb::ReduceAttrs* attrs = step.attrs_as_ReduceAttrs();
+    const fb::ReduceAttrs *attrs = step.attrs_as_ReduceAttrs();
     std::vector<int64_t> dims = toInts(attrs->dims());
-    const Shape& a = bufs_[in[0]].shape;
+    const Shape &a = bufs_[in[0]].shape;
     for (size_t k = 0; k < dims.size(); ++k)
       if (dims[k] < 0 || dims[k] >= int64_t(a.size()) ||
           (k > 0 && dims[k] <= dims[k - 1]))
         return fail(where + ": reduce dims " + shapeString(dims) +
                     " must be sorted, unique and in [0, " +
-                    std::to_string(a.size()) + ") for input " +
-                    bufDesc(in[0]));
+                    std::to_string(a.size()) + ") for input " + bufDesc(in[0]));
     Shape expect;
     for (size_t d = 0, k = 0; d < a.size(); ++d) {
       bool red = k < dims.size() && dims[k] == int64_t(d);
@@ -556,7 +576,7 @@ Status Verifier::checkStepKind(fb::OpKind kind, const fb::Step& step,
       if (bufs_[b].dtype != DType::F32)
         return fail(where + ": unsupported dtype in " + bufDesc(b) +
                     "; supported: f32");
-    const fb::MatMulAttrs* attrs = step.attrs_as_MatMulAttrs();
+    const fb::MatMulAttrs *attrs = step.attrs_as_MatMulAttrs();
     const Shape &a = bufs_[in[0]].shape, &b = bufs_[in[1]].shape;
     size_t r = a.size();
     auto mismatch = [&] {
@@ -589,8 +609,8 @@ Status Verifier::checkStepKind(fb::OpKind kind, const fb::Step& step,
 
 } // namespace
 
-Status verifyArtifact(const uint8_t* bytes, size_t size,
-                      const std::string& name) {
+Status verifyArtifact(const uint8_t *bytes, size_t size,
+                      const std::string &name) {
   if (!bytes && size)
     return Status::error(name + ": no bytes");
   return Verifier(bytes, size, name).run();

@@ -7,8 +7,8 @@
 namespace mc::rt {
 
 /// zlib crc32 over any length (zlib itself takes 32-bit lengths).
-uint32_t crc32Bytes(const uint8_t* data, uint64_t size, uint32_t crc);
-uint32_t readLE32(const uint8_t* p);
+uint32_t crc32Bytes(const uint8_t *data, uint64_t size, uint32_t crc);
+uint32_t readLE32(const uint8_t *p);
 
 } // namespace mc::rt
 

@@ -1,7 +1,7 @@
 // The C API (runtime.h): thin wrappers over Model and Session that turn
 // Status into mc_status_t and never let an exception cross the boundary.
-#include "modelc/runtime.h"
 #include "modelc/model.h"
+#include "modelc/runtime.h"
 
 #include <exception>
 #include <new>
@@ -24,30 +24,30 @@ struct mc_session_s {
 
 namespace {
 
-mc_status_t toC(const Status& s) {
+mc_status_t toC(const Status &s) {
   if (s)
     return nullptr;
   return new (std::nothrow) mc_status_s{s.message()};
 }
 
-mc_status_t err(const char* msg) { return toC(Status::error(msg)); }
+mc_status_t err(const char *msg) { return toC(Status::error(msg)); }
 
 /// Runs `f` (returning Status), mapping exceptions (std::bad_alloc from a
 /// huge but valid model) to a status.
 template <typename F> mc_status_t guarded(F f) {
   try {
     return toC(f());
-  } catch (const std::bad_alloc&) {
+  } catch (const std::bad_alloc &) {
     return err("out of memory");
-  } catch (const std::exception& e) {
+  } catch (const std::exception &e) {
     return toC(Status::error(std::string("internal error: ") + e.what()));
   } catch (...) {
     return err("internal error");
   }
 }
 
-mc_status_t info(const std::vector<TensorInfo>& infos, size_t index,
-                 const char* what, mc_tensor_info_t* out) {
+mc_status_t info(const std::vector<TensorInfo> &infos, size_t index,
+                 const char *what, mc_tensor_info_t *out) {
   if (!out)
     return err("null mc_tensor_info_t");
   if (index >= infos.size())
@@ -55,7 +55,7 @@ mc_status_t info(const std::vector<TensorInfo>& infos, size_t index,
                              std::to_string(index) +
                              " is out of range (the model has " +
                              std::to_string(infos.size()) + ")"));
-  const TensorInfo& t = infos[index];
+  const TensorInfo &t = infos[index];
   out->name = t.name.c_str();
   out->dtype = mc_dtype_t(t.dtype);
   out->rank = int32_t(t.shape.size());
@@ -69,12 +69,12 @@ mc_status_t info(const std::vector<TensorInfo>& infos, size_t index,
 
 extern "C" {
 
-const char* mc_status_message(mc_status_t status) {
+const char *mc_status_message(mc_status_t status) {
   return status ? status->message.c_str() : "ok";
 }
 void mc_status_free(mc_status_t status) { delete status; }
 
-mc_status_t mc_model_load_file(const char* path, mc_model_t** out_model) {
+mc_status_t mc_model_load_file(const char *path, mc_model_t **out_model) {
   if (!path || !out_model)
     return err("mc_model_load_file: null argument");
   *out_model = nullptr;
@@ -86,8 +86,8 @@ mc_status_t mc_model_load_file(const char* path, mc_model_t** out_model) {
   });
 }
 
-mc_status_t mc_model_load_memory(const void* data, size_t size,
-                                 const char* name, mc_model_t** out_model) {
+mc_status_t mc_model_load_memory(const void *data, size_t size,
+                                 const char *name, mc_model_t **out_model) {
   if (!out_model)
     return err("mc_model_load_memory: null out_model");
   *out_model = nullptr;
@@ -100,43 +100,43 @@ mc_status_t mc_model_load_memory(const void* data, size_t size,
   });
 }
 
-void mc_model_free(mc_model_t* model) { delete model; }
+void mc_model_free(mc_model_t *model) { delete model; }
 
-size_t mc_model_num_inputs(const mc_model_t* model) {
+size_t mc_model_num_inputs(const mc_model_t *model) {
   return model ? model->model->inputs().size() : 0;
 }
-size_t mc_model_num_outputs(const mc_model_t* model) {
+size_t mc_model_num_outputs(const mc_model_t *model) {
   return model ? model->model->outputs().size() : 0;
 }
 
-mc_status_t mc_model_input_info(const mc_model_t* model, size_t index,
-                                mc_tensor_info_t* out_info) {
+mc_status_t mc_model_input_info(const mc_model_t *model, size_t index,
+                                mc_tensor_info_t *out_info) {
   if (!model)
     return err("null model");
   return info(model->model->inputs(), index, "input", out_info);
 }
-mc_status_t mc_model_output_info(const mc_model_t* model, size_t index,
-                                 mc_tensor_info_t* out_info) {
+mc_status_t mc_model_output_info(const mc_model_t *model, size_t index,
+                                 mc_tensor_info_t *out_info) {
   if (!model)
     return err("null model");
   return info(model->model->outputs(), index, "output", out_info);
 }
 
-mc_status_t mc_model_find_input(const mc_model_t* model, const char* name,
-                                size_t* out_index) {
+mc_status_t mc_model_find_input(const mc_model_t *model, const char *name,
+                                size_t *out_index) {
   if (!model || !name)
     return err("mc_model_find_input: null argument");
   return guarded([&] { return model->model->findInput(name, out_index); });
 }
-mc_status_t mc_model_find_output(const mc_model_t* model, const char* name,
-                                 size_t* out_index) {
+mc_status_t mc_model_find_output(const mc_model_t *model, const char *name,
+                                 size_t *out_index) {
   if (!model || !name)
     return err("mc_model_find_output: null argument");
   return guarded([&] { return model->model->findOutput(name, out_index); });
 }
 
-mc_status_t mc_session_create(const mc_model_t* model,
-                              mc_session_t** out_session) {
+mc_status_t mc_session_create(const mc_model_t *model,
+                              mc_session_t **out_session) {
   if (!model || !out_session)
     return err("mc_session_create: null argument");
   *out_session = nullptr;
@@ -148,19 +148,19 @@ mc_status_t mc_session_create(const mc_model_t* model,
   });
 }
 
-void mc_session_free(mc_session_t* session) { delete session; }
+void mc_session_free(mc_session_t *session) { delete session; }
 
-mc_status_t mc_session_set_input(mc_session_t* session, size_t index,
+mc_status_t mc_session_set_input(mc_session_t *session, size_t index,
                                  mc_dtype_t dtype, int32_t rank,
-                                 const int64_t* dims, const void* data,
+                                 const int64_t *dims, const void *data,
                                  size_t byte_size) {
   if (!session)
     return err("mc_session_set_input: null session");
   if (rank < 0 || rank > MC_MAX_RANK || (rank > 0 && !dims))
-    return toC(Status::error(
-        "mc_session_set_input: rank " + std::to_string(rank) +
-        " is invalid (0.." + std::to_string(MC_MAX_RANK) +
-        ", with dims when > 0)"));
+    return toC(Status::error("mc_session_set_input: rank " +
+                             std::to_string(rank) + " is invalid (0.." +
+                             std::to_string(MC_MAX_RANK) +
+                             ", with dims when > 0)"));
   return guarded([&] {
     mc::rt::Shape shape(dims, dims + rank);
     return session->session->setInput(index, DType(dtype), shape, data,
@@ -168,14 +168,14 @@ mc_status_t mc_session_set_input(mc_session_t* session, size_t index,
   });
 }
 
-mc_status_t mc_session_run(mc_session_t* session) {
+mc_status_t mc_session_run(mc_session_t *session) {
   if (!session)
     return err("mc_session_run: null session");
   return guarded([&] { return session->session->run(); });
 }
 
-mc_status_t mc_session_output(const mc_session_t* session, size_t index,
-                              const void** out_data, size_t* out_byte_size) {
+mc_status_t mc_session_output(const mc_session_t *session, size_t index,
+                              const void **out_data, size_t *out_byte_size) {
   if (!session)
     return err("mc_session_output: null session");
   return toC(session->session->output(index, out_data, out_byte_size));

@@ -12,7 +12,7 @@
 
 namespace mc::rt {
 
-const char* modelcVersion() { return MODELC_VERSION_STRING; }
+const char *modelcVersion() { return MODELC_VERSION_STRING; }
 
 size_t dtypeSize(DType t) {
   switch (t) {
@@ -30,7 +30,7 @@ size_t dtypeSize(DType t) {
   return 0; // not a dtype: callers validate enum values read from files
 }
 
-const char* dtypeName(DType t) {
+const char *dtypeName(DType t) {
   switch (t) {
   case DType::F32:
     return "f32";
@@ -48,14 +48,14 @@ const char* dtypeName(DType t) {
   return "<invalid dtype>";
 }
 
-int64_t numElements(const Shape& shape) {
+int64_t numElements(const Shape &shape) {
   int64_t n = 1;
   for (int64_t d : shape)
     n *= d;
   return n;
 }
 
-std::string shapeString(const Shape& shape) {
+std::string shapeString(const Shape &shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) {
     if (i)

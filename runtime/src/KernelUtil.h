@@ -13,16 +13,16 @@ namespace mc::rt::detail {
 /// Strided kernels index with fixed arrays of this size (no allocation).
 inline constexpr int kMaxRank = MC_MAX_RANK;
 
-inline std::string typeString(DType t, const Shape& s) {
+inline std::string typeString(DType t, const Shape &s) {
   return std::string(dtypeName(t)) + shapeString(s);
 }
 
-inline Status unsupportedDType(const char* op, DType t, const char* supported) {
-  return Status::error(std::string(op) + ": unsupported dtype " +
-                       dtypeName(t) + " (supported: " + supported + ")");
+inline Status unsupportedDType(const char *op, DType t, const char *supported) {
+  return Status::error(std::string(op) + ": unsupported dtype " + dtypeName(t) +
+                       " (supported: " + supported + ")");
 }
 
-inline Status checkRank(const char* op, const char* what, const Shape& s) {
+inline Status checkRank(const char *op, const char *what, const Shape &s) {
   if (s.size() > size_t(kMaxRank))
     return Status::error(std::string(op) + ": " + what + " has rank " +
                          std::to_string(s.size()) + ", more than the " +
@@ -35,7 +35,7 @@ inline Status checkRank(const char* op, const char* what, const Shape& s) {
 }
 
 /// Row-major strides of `s` into `strides` (s.size() <= kMaxRank).
-inline void contiguousStrides(const Shape& s, int64_t* strides) {
+inline void contiguousStrides(const Shape &s, int64_t *strides) {
   int64_t acc = 1;
   for (size_t i = s.size(); i-- > 0;) {
     strides[i] = acc;

@@ -1,8 +1,8 @@
 // CPU kernels: elementwise, cast, data movement, reductions, softmax, copy.
 // These define what the mc ops compute (eager and compiled both call them).
 // Matmul lives in KernelsLinalg.cpp.
-#include "KernelUtil.h"
 #include "modelc/kernels.h"
+#include "KernelUtil.h"
 
 #include <cmath>
 #include <cstring>
@@ -19,7 +19,7 @@ using detail::unsupportedDType;
 
 namespace {
 
-const char* unaryName(UnaryOp op) {
+const char *unaryName(UnaryOp op) {
   switch (op) {
   case UnaryOp::Neg:
     return "neg";
@@ -39,7 +39,7 @@ const char* unaryName(UnaryOp op) {
   return "unary";
 }
 
-const char* binaryName(BinaryOp op) {
+const char *binaryName(BinaryOp op) {
   switch (op) {
   case BinaryOp::Add:
     return "add";
@@ -55,7 +55,7 @@ const char* binaryName(BinaryOp op) {
   return "binary";
 }
 
-const char* reduceName(ReduceOp op) {
+const char *reduceName(ReduceOp op) {
   switch (op) {
   case ReduceOp::Sum:
     return "reduce_sum";
@@ -67,8 +67,8 @@ const char* reduceName(ReduceOp op) {
   return "reduce";
 }
 
-Status sameTypeAndShape(const char* op, const char* what, DType at,
-                        const Shape& as, DType bt, const Shape& bs) {
+Status sameTypeAndShape(const char *op, const char *what, DType at,
+                        const Shape &as, DType bt, const Shape &bs) {
   if (at == bt && as == bs)
     return Status::ok();
   return Status::error(std::string(op) + ": " + what + " " +
@@ -85,18 +85,18 @@ float sigmoid(float x) {
 }
 
 template <typename F>
-void mapF32(const ConstTensor& a, const MutTensor& out, F f) {
-  const float* x = static_cast<const float*>(a.data);
-  float* y = static_cast<float*>(out.data);
+void mapF32(const ConstTensor &a, const MutTensor &out, F f) {
+  const float *x = static_cast<const float *>(a.data);
+  float *y = static_cast<float *>(out.data);
   for (int64_t i = 0, n = numElements(a.shape); i < n; ++i)
     y[i] = f(x[i]);
 }
 
 template <typename T>
-Status unaryInt(UnaryOp op, const ConstTensor& a, const MutTensor& out) {
+Status unaryInt(UnaryOp op, const ConstTensor &a, const MutTensor &out) {
   using U = std::make_unsigned_t<T>;
-  const T* x = static_cast<const T*>(a.data);
-  T* y = static_cast<T*>(out.data);
+  const T *x = static_cast<const T *>(a.data);
+  T *y = static_cast<T *>(out.data);
   int64_t n = numElements(a.shape);
   if (op == UnaryOp::Neg) {
     // Two's complement wrap (no UB on the minimum value).
@@ -112,12 +112,12 @@ Status unaryInt(UnaryOp op, const ConstTensor& a, const MutTensor& out) {
 }
 
 template <typename T>
-Status binaryInt(BinaryOp op, const ConstTensor& a, const ConstTensor& b,
-                 const MutTensor& out) {
+Status binaryInt(BinaryOp op, const ConstTensor &a, const ConstTensor &b,
+                 const MutTensor &out) {
   using U = std::make_unsigned_t<T>;
-  const T* x = static_cast<const T*>(a.data);
-  const T* z = static_cast<const T*>(b.data);
-  T* y = static_cast<T*>(out.data);
+  const T *x = static_cast<const T *>(a.data);
+  const T *z = static_cast<const T *>(b.data);
+  T *y = static_cast<T *>(out.data);
   int64_t n = numElements(a.shape);
   switch (op) {
   case BinaryOp::Add: // wrap around, like the hardware and NumPy
@@ -199,32 +199,32 @@ uint8_t toI1(float v) { return v != 0.0f; } // NaN -> 1
 uint8_t toI1(int64_t v) { return v != 0; }
 
 template <typename Load>
-Status castFrom(Load load, int64_t n, const MutTensor& out) {
-  void* o = out.data;
+Status castFrom(Load load, int64_t n, const MutTensor &out) {
+  void *o = out.data;
   switch (out.dtype) {
   case DType::F32:
     for (int64_t i = 0; i < n; ++i)
-      static_cast<float*>(o)[i] = toF32(load(i));
+      static_cast<float *>(o)[i] = toF32(load(i));
     return Status::ok();
   case DType::F16:
     for (int64_t i = 0; i < n; ++i)
-      static_cast<uint16_t*>(o)[i] = toF16(load(i));
+      static_cast<uint16_t *>(o)[i] = toF16(load(i));
     return Status::ok();
   case DType::BF16:
     for (int64_t i = 0; i < n; ++i)
-      static_cast<uint16_t*>(o)[i] = toBF16(load(i));
+      static_cast<uint16_t *>(o)[i] = toBF16(load(i));
     return Status::ok();
   case DType::I32:
     for (int64_t i = 0; i < n; ++i)
-      static_cast<int32_t*>(o)[i] = toI32(load(i));
+      static_cast<int32_t *>(o)[i] = toI32(load(i));
     return Status::ok();
   case DType::I64:
     for (int64_t i = 0; i < n; ++i)
-      static_cast<int64_t*>(o)[i] = toI64(load(i));
+      static_cast<int64_t *>(o)[i] = toI64(load(i));
     return Status::ok();
   case DType::I1:
     for (int64_t i = 0; i < n; ++i)
-      static_cast<uint8_t*>(o)[i] = toI1(load(i));
+      static_cast<uint8_t *>(o)[i] = toI1(load(i));
     return Status::ok();
   }
   return Status::error("cast: invalid result dtype " +
@@ -235,7 +235,7 @@ Status castFrom(Load load, int64_t n, const MutTensor& out) {
 
 /// out[i_0..i_{r-1}] = src[sum_d i_d * stride[d]] over out's shape.
 template <typename T>
-void gather(const Shape& shape, const int64_t* stride, const T* src, T* dst) {
+void gather(const Shape &shape, const int64_t *stride, const T *src, T *dst) {
   int64_t n = numElements(shape);
   if (n == 0)
     return;
@@ -247,7 +247,7 @@ void gather(const Shape& shape, const int64_t* stride, const T* src, T* dst) {
   int64_t idx[kMaxRank] = {0};
   int64_t inner = shape[r - 1], innerStride = stride[r - 1], base = 0;
   for (int64_t o = 0; o < n; o += inner) {
-    const T* s = src + base;
+    const T *s = src + base;
     for (int64_t j = 0; j < inner; ++j)
       dst[o + j] = s[j * innerStride];
     for (int d = r - 2; d >= 0; --d) {
@@ -260,24 +260,24 @@ void gather(const Shape& shape, const int64_t* stride, const T* src, T* dst) {
   }
 }
 
-Status gatherAny(const char* op, DType t, const Shape& shape,
-                 const int64_t* stride, const void* src, void* dst) {
+Status gatherAny(const char *op, DType t, const Shape &shape,
+                 const int64_t *stride, const void *src, void *dst) {
   switch (dtypeSize(t)) {
   case 1:
-    gather(shape, stride, static_cast<const uint8_t*>(src),
-           static_cast<uint8_t*>(dst));
+    gather(shape, stride, static_cast<const uint8_t *>(src),
+           static_cast<uint8_t *>(dst));
     return Status::ok();
   case 2:
-    gather(shape, stride, static_cast<const uint16_t*>(src),
-           static_cast<uint16_t*>(dst));
+    gather(shape, stride, static_cast<const uint16_t *>(src),
+           static_cast<uint16_t *>(dst));
     return Status::ok();
   case 4:
-    gather(shape, stride, static_cast<const uint32_t*>(src),
-           static_cast<uint32_t*>(dst));
+    gather(shape, stride, static_cast<const uint32_t *>(src),
+           static_cast<uint32_t *>(dst));
     return Status::ok();
   case 8:
-    gather(shape, stride, static_cast<const uint64_t*>(src),
-           static_cast<uint64_t*>(dst));
+    gather(shape, stride, static_cast<const uint64_t *>(src),
+           static_cast<uint64_t *>(dst));
     return Status::ok();
   }
   return Status::error(std::string(op) + ": invalid dtype " +
@@ -308,13 +308,13 @@ struct Odometer {
 
 template <typename T, typename Acc, typename Init, typename Step,
           typename Finish>
-void reduceLoop(const T* x, T* y, Odometer& kept, Odometer& red, int64_t nOut,
+void reduceLoop(const T *x, T *y, Odometer &kept, Odometer &red, int64_t nOut,
                 int64_t nRed, Init init, Step step, Finish finish) {
   kept.reset();
   for (int64_t o = 0; o < nOut; ++o, kept.next()) {
     Acc acc = init();
     red.reset();
-    const T* base = x + kept.offset;
+    const T *base = x + kept.offset;
     for (int64_t j = 0; j < nRed; ++j, red.next())
       acc = step(acc, base[red.offset]);
     y[o] = finish(acc);
@@ -323,10 +323,10 @@ void reduceLoop(const T* x, T* y, Odometer& kept, Odometer& red, int64_t nOut,
 
 } // namespace
 
-Status unary(UnaryOp op, const ConstTensor& a, const MutTensor& out) {
-  const char* name = unaryName(op);
-  MC_RETURN_IF_ERROR(sameTypeAndShape(name, "result", a.dtype, a.shape,
-                                      out.dtype, out.shape));
+Status unary(UnaryOp op, const ConstTensor &a, const MutTensor &out) {
+  const char *name = unaryName(op);
+  MC_RETURN_IF_ERROR(
+      sameTypeAndShape(name, "result", a.dtype, a.shape, out.dtype, out.shape));
   if (a.dtype == DType::I32)
     return unaryInt<int32_t>(op, a, out);
   if (a.dtype == DType::I64)
@@ -361,22 +361,22 @@ Status unary(UnaryOp op, const ConstTensor& a, const MutTensor& out) {
   return Status::ok();
 }
 
-Status binary(BinaryOp op, const ConstTensor& a, const ConstTensor& b,
-              const MutTensor& out) {
-  const char* name = binaryName(op);
+Status binary(BinaryOp op, const ConstTensor &a, const ConstTensor &b,
+              const MutTensor &out) {
+  const char *name = binaryName(op);
   MC_RETURN_IF_ERROR(
       sameTypeAndShape(name, "rhs", a.dtype, a.shape, b.dtype, b.shape));
-  MC_RETURN_IF_ERROR(sameTypeAndShape(name, "result", a.dtype, a.shape,
-                                      out.dtype, out.shape));
+  MC_RETURN_IF_ERROR(
+      sameTypeAndShape(name, "result", a.dtype, a.shape, out.dtype, out.shape));
   if (a.dtype == DType::I32)
     return binaryInt<int32_t>(op, a, b, out);
   if (a.dtype == DType::I64)
     return binaryInt<int64_t>(op, a, b, out);
   if (a.dtype != DType::F32)
     return unsupportedDType(name, a.dtype, "f32, i32, i64");
-  const float* x = static_cast<const float*>(a.data);
-  const float* z = static_cast<const float*>(b.data);
-  float* y = static_cast<float*>(out.data);
+  const float *x = static_cast<const float *>(a.data);
+  const float *z = static_cast<const float *>(b.data);
+  float *y = static_cast<float *>(out.data);
   int64_t n = numElements(a.shape);
   switch (op) {
   case BinaryOp::Add:
@@ -403,44 +403,44 @@ Status binary(BinaryOp op, const ConstTensor& a, const ConstTensor& b,
   return Status::ok();
 }
 
-Status cast(const ConstTensor& a, const MutTensor& out) {
+Status cast(const ConstTensor &a, const MutTensor &out) {
   if (a.shape != out.shape)
     return Status::error("cast: result shape " + shapeString(out.shape) +
                          " does not match operand shape " +
                          shapeString(a.shape));
   int64_t n = numElements(a.shape);
-  const void* p = a.data;
+  const void *p = a.data;
   switch (a.dtype) {
   case DType::F32:
     if (out.dtype == DType::F32) {
       std::memmove(out.data, p, size_t(n) * 4);
       return Status::ok();
     }
-    return castFrom(
-        [p](int64_t i) { return static_cast<const float*>(p)[i]; }, n, out);
+    return castFrom([p](int64_t i) { return static_cast<const float *>(p)[i]; },
+                    n, out);
   case DType::F16:
     return castFrom(
         [p](int64_t i) {
-          return halfToFloat(static_cast<const uint16_t*>(p)[i]);
+          return halfToFloat(static_cast<const uint16_t *>(p)[i]);
         },
         n, out);
   case DType::BF16:
     return castFrom(
         [p](int64_t i) {
-          return bf16ToFloat(static_cast<const uint16_t*>(p)[i]);
+          return bf16ToFloat(static_cast<const uint16_t *>(p)[i]);
         },
         n, out);
   case DType::I32:
     return castFrom(
-        [p](int64_t i) { return int64_t(static_cast<const int32_t*>(p)[i]); },
+        [p](int64_t i) { return int64_t(static_cast<const int32_t *>(p)[i]); },
         n, out);
   case DType::I64:
     return castFrom(
-        [p](int64_t i) { return static_cast<const int64_t*>(p)[i]; }, n, out);
+        [p](int64_t i) { return static_cast<const int64_t *>(p)[i]; }, n, out);
   case DType::I1: // any nonzero byte is true
     return castFrom(
         [p](int64_t i) {
-          return int64_t(static_cast<const uint8_t*>(p)[i] != 0);
+          return int64_t(static_cast<const uint8_t *>(p)[i] != 0);
         },
         n, out);
   }
@@ -448,9 +448,9 @@ Status cast(const ConstTensor& a, const MutTensor& out) {
                        std::to_string(int(a.dtype)));
 }
 
-Status broadcastInDim(const ConstTensor& a, const std::vector<int64_t>& dims,
-                      const MutTensor& out) {
-  const char* op = "broadcast_in_dim";
+Status broadcastInDim(const ConstTensor &a, const std::vector<int64_t> &dims,
+                      const MutTensor &out) {
+  const char *op = "broadcast_in_dim";
   MC_RETURN_IF_ERROR(checkRank(op, "operand", a.shape));
   MC_RETURN_IF_ERROR(checkRank(op, "result", out.shape));
   if (a.dtype != out.dtype)
@@ -485,26 +485,26 @@ Status broadcastInDim(const ConstTensor& a, const std::vector<int64_t>& dims,
   return gatherAny(op, a.dtype, out.shape, srcStride, a.data, out.data);
 }
 
-Status transpose(const ConstTensor& a, const std::vector<int64_t>& perm,
-                 const MutTensor& out) {
-  const char* op = "transpose";
+Status transpose(const ConstTensor &a, const std::vector<int64_t> &perm,
+                 const MutTensor &out) {
+  const char *op = "transpose";
   MC_RETURN_IF_ERROR(checkRank(op, "operand", a.shape));
   int64_t r = int64_t(a.shape.size());
   if (a.dtype != out.dtype || int64_t(out.shape.size()) != r ||
       int64_t(perm.size()) != r)
-    return Status::error(std::string(op) + ": operand " +
-                         typeString(a.dtype, a.shape) + ", result " +
-                         typeString(out.dtype, out.shape) + " and a " +
-                         std::to_string(perm.size()) +
-                         "-entry permutation do not agree");
+    return Status::error(
+        std::string(op) + ": operand " + typeString(a.dtype, a.shape) +
+        ", result " + typeString(out.dtype, out.shape) + " and a " +
+        std::to_string(perm.size()) + "-entry permutation do not agree");
   int64_t aStride[kMaxRank], srcStride[kMaxRank];
   bool used[kMaxRank] = {false};
   contiguousStrides(a.shape, aStride);
   for (int64_t i = 0; i < r; ++i) {
     int64_t p = perm[i];
     if (p < 0 || p >= r || used[p])
-      return Status::error(std::string(op) + ": permutation is not a "
-                                             "permutation of 0.." +
+      return Status::error(std::string(op) +
+                           ": permutation is not a "
+                           "permutation of 0.." +
                            std::to_string(r - 1));
     used[p] = true;
     if (out.shape[i] != a.shape[p])
@@ -516,17 +516,17 @@ Status transpose(const ConstTensor& a, const std::vector<int64_t>& perm,
   return gatherAny(op, a.dtype, out.shape, srcStride, a.data, out.data);
 }
 
-Status reduce(ReduceOp op, const ConstTensor& a,
-              const std::vector<int64_t>& dims, bool keepdim,
-              const MutTensor& out) {
-  const char* name = reduceName(op);
+Status reduce(ReduceOp op, const ConstTensor &a,
+              const std::vector<int64_t> &dims, bool keepdim,
+              const MutTensor &out) {
+  const char *name = reduceName(op);
   MC_RETURN_IF_ERROR(checkRank(name, "operand", a.shape));
   if (a.dtype != out.dtype)
     return Status::error(std::string(name) + ": result dtype " +
                          dtypeName(out.dtype) + " does not match operand " +
                          dtypeName(a.dtype));
-  bool intMax = op == ReduceOp::Max &&
-                (a.dtype == DType::I32 || a.dtype == DType::I64);
+  bool intMax =
+      op == ReduceOp::Max && (a.dtype == DType::I32 || a.dtype == DType::I64);
   if (a.dtype != DType::F32 && !intMax)
     return unsupportedDType(name, a.dtype,
                             op == ReduceOp::Max ? "f32, i32, i64" : "f32");
@@ -547,7 +547,7 @@ Status reduce(ReduceOp op, const ConstTensor& a,
   bool shapeOk = out.shape.size() == expectRank;
   size_t o = 0;
   for (int d = 0; d < r; ++d) {
-    Odometer& w = reduced[d] ? red : kept;
+    Odometer &w = reduced[d] ? red : kept;
     w.shape[w.rank] = a.shape[d];
     w.stride[w.rank] = aStride[d];
     ++w.rank;
@@ -560,16 +560,16 @@ Status reduce(ReduceOp op, const ConstTensor& a,
   if (!shapeOk)
     return Status::error(std::string(name) + ": result shape " +
                          shapeString(out.shape) +
-                         " does not match the operand " +
-                         shapeString(a.shape) + " reduced over the dims");
+                         " does not match the operand " + shapeString(a.shape) +
+                         " reduced over the dims");
   int64_t nOut = 1, nRed = 1;
   for (int d = 0; d < kept.rank; ++d)
     nOut *= kept.shape[d];
   for (int d = 0; d < red.rank; ++d)
     nRed *= red.shape[d];
   if (a.dtype == DType::F32) {
-    const float* x = static_cast<const float*>(a.data);
-    float* y = static_cast<float*>(out.data);
+    const float *x = static_cast<const float *>(a.data);
+    float *y = static_cast<float *>(out.data);
     if (op == ReduceOp::Max) {
       reduceLoop<float, float>(
           x, y, kept, red, nOut, nRed,
@@ -589,7 +589,7 @@ Status reduce(ReduceOp op, const ConstTensor& a,
   auto intLoop = [&](auto tag) {
     using T = decltype(tag);
     reduceLoop<T, T>(
-        static_cast<const T*>(a.data), static_cast<T*>(out.data), kept, red,
+        static_cast<const T *>(a.data), static_cast<T *>(out.data), kept, red,
         nOut, nRed, [] { return std::numeric_limits<T>::lowest(); },
         [](T m, T v) { return m < v ? v : m; }, [](T m) { return m; });
   };
@@ -600,7 +600,7 @@ Status reduce(ReduceOp op, const ConstTensor& a,
   return Status::ok();
 }
 
-Status softmax(const ConstTensor& a, int64_t axis, const MutTensor& out) {
+Status softmax(const ConstTensor &a, int64_t axis, const MutTensor &out) {
   MC_RETURN_IF_ERROR(checkRank("softmax", "operand", a.shape));
   MC_RETURN_IF_ERROR(sameTypeAndShape("softmax", "result", a.dtype, a.shape,
                                       out.dtype, out.shape));
@@ -617,12 +617,12 @@ Status softmax(const ConstTensor& a, int64_t axis, const MutTensor& out) {
     outer *= a.shape[d];
   for (int64_t d = axis + 1; d < r; ++d)
     inner *= a.shape[d];
-  const float* x = static_cast<const float*>(a.data);
-  float* y = static_cast<float*>(out.data);
+  const float *x = static_cast<const float *>(a.data);
+  float *y = static_cast<float *>(out.data);
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t i = 0; i < inner; ++i) {
-      const float* xs = x + o * len * inner + i;
-      float* ys = y + o * len * inner + i;
+      const float *xs = x + o * len * inner + i;
+      float *ys = y + o * len * inner + i;
       // Subtracting the max keeps exp in range; a NaN anywhere makes the
       // whole row NaN.
       float m = -std::numeric_limits<float>::infinity();
@@ -642,7 +642,7 @@ Status softmax(const ConstTensor& a, int64_t axis, const MutTensor& out) {
   return Status::ok();
 }
 
-Status copy(const ConstTensor& a, const MutTensor& out) {
+Status copy(const ConstTensor &a, const MutTensor &out) {
   if (a.dtype != out.dtype || numElements(a.shape) != numElements(out.shape))
     return Status::error("copy: result " + typeString(out.dtype, out.shape) +
                          " does not have the dtype and element count of "

@@ -8,8 +8,8 @@
 
 namespace mc::rt {
 
-Status matmul(const ConstTensor& a, const ConstTensor& b, bool transposeA,
-              bool transposeB, const MutTensor& out) {
+Status matmul(const ConstTensor &a, const ConstTensor &b, bool transposeA,
+              bool transposeB, const MutTensor &out) {
   using detail::typeString;
   MC_RETURN_IF_ERROR(detail::checkRank("matmul", "lhs", a.shape));
   MC_RETURN_IF_ERROR(detail::checkRank("matmul", "rhs", b.shape));
@@ -42,9 +42,9 @@ Status matmul(const ConstTensor& a, const ConstTensor& b, bool transposeA,
     return mismatch();
   if (m > INT_MAX || n > INT_MAX || k > INT_MAX)
     return Status::error("matmul: a dimension exceeds the BLAS int range");
-  const float* pa = static_cast<const float*>(a.data);
-  const float* pb = static_cast<const float*>(b.data);
-  float* pc = static_cast<float*>(out.data);
+  const float *pa = static_cast<const float *>(a.data);
+  const float *pb = static_cast<const float *>(b.data);
+  float *pc = static_cast<float *>(out.data);
   if (m == 0 || n == 0 || batch == 0)
     return Status::ok();
   if (k == 0) { // an empty sum; BLAS may skip writing C here

@@ -17,17 +17,17 @@ AlignedBytes::AlignedBytes(size_t size) {
   size_t rounded = (size + kAlignment - 1) / kAlignment * kAlignment;
   if (rounded < size) // overflow
     return;
-  data_ = static_cast<uint8_t*>(
+  data_ = static_cast<uint8_t *>(
       std::aligned_alloc(kAlignment, rounded ? rounded : kAlignment));
   if (data_)
     size_ = size;
 }
-AlignedBytes::AlignedBytes(AlignedBytes&& o) noexcept
+AlignedBytes::AlignedBytes(AlignedBytes &&o) noexcept
     : data_(o.data_), size_(o.size_) {
   o.data_ = nullptr;
   o.size_ = 0;
 }
-AlignedBytes& AlignedBytes::operator=(AlignedBytes&& o) noexcept {
+AlignedBytes &AlignedBytes::operator=(AlignedBytes &&o) noexcept {
   if (this != &o) {
     std::free(data_);
     data_ = o.data_;
@@ -39,7 +39,7 @@ AlignedBytes& AlignedBytes::operator=(AlignedBytes&& o) noexcept {
 }
 AlignedBytes::~AlignedBytes() { std::free(data_); }
 
-Status Model::loadFile(const std::string& path, std::unique_ptr<Model>* out) {
+Status Model::loadFile(const std::string &path, std::unique_ptr<Model> *out) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return Status::error(path + ": cannot open: " + std::strerror(errno));
@@ -72,8 +72,8 @@ Status Model::loadFile(const std::string& path, std::unique_ptr<Model>* out) {
   return fromBytes(std::move(bytes), path, out);
 }
 
-Status Model::loadMemory(const void* data, size_t size, const std::string& name,
-                         std::unique_ptr<Model>* out) {
+Status Model::loadMemory(const void *data, size_t size, const std::string &name,
+                         std::unique_ptr<Model> *out) {
   if (!data && size)
     return Status::error(name + ": null data");
   AlignedBytes bytes(size);
@@ -85,8 +85,8 @@ Status Model::loadMemory(const void* data, size_t size, const std::string& name,
   return fromBytes(std::move(bytes), name, out);
 }
 
-Status Model::fromBytes(AlignedBytes bytes, const std::string& name,
-                        std::unique_ptr<Model>* out) {
+Status Model::fromBytes(AlignedBytes bytes, const std::string &name,
+                        std::unique_ptr<Model> *out) {
   if (!out)
     return Status::error(name + ": no output model given");
   MC_RETURN_IF_ERROR(verifyArtifact(bytes.data(), bytes.size(), name));
@@ -96,10 +96,10 @@ Status Model::fromBytes(AlignedBytes bytes, const std::string& name,
   m->table_ = fb::GetSizePrefixedModel(m->bytes_.data());
   m->constants_ = m->bytes_.data() + m->table_->data_offset();
   // The verifier has checked every signature entry and its buffer.
-  auto collect = [&](const auto* sigs, std::vector<TensorInfo>& into) {
+  auto collect = [&](const auto *sigs, std::vector<TensorInfo> &into) {
     if (!sigs)
       return;
-    for (const fb::TensorSig* sig : *sigs) {
+    for (const fb::TensorSig *sig : *sigs) {
       TensorInfo info;
       info.name = sig->name()->str();
       info.dtype = DType(sig->dtype());
@@ -116,9 +116,9 @@ Status Model::fromBytes(AlignedBytes bytes, const std::string& name,
   return Status::ok();
 }
 
-static Status findByName(const std::vector<TensorInfo>& infos,
-                         const std::string& name, const char* what,
-                         const std::string& model, size_t* index) {
+static Status findByName(const std::vector<TensorInfo> &infos,
+                         const std::string &name, const char *what,
+                         const std::string &model, size_t *index) {
   for (size_t i = 0; i < infos.size(); ++i)
     if (infos[i].name == name) {
       if (index)
@@ -126,16 +126,16 @@ static Status findByName(const std::vector<TensorInfo>& infos,
       return Status::ok();
     }
   std::string known;
-  for (const TensorInfo& t : infos)
+  for (const TensorInfo &t : infos)
     known += (known.empty() ? "'" : ", '") + t.name + "'";
   return Status::error(model + ": no " + what + " named '" + name +
                        "' (known: " + (known.empty() ? "none" : known) + ")");
 }
 
-Status Model::findInput(const std::string& name, size_t* index) const {
+Status Model::findInput(const std::string &name, size_t *index) const {
   return findByName(inputs_, name, "input", name_, index);
 }
-Status Model::findOutput(const std::string& name, size_t* index) const {
+Status Model::findOutput(const std::string &name, size_t *index) const {
   return findByName(outputs_, name, "output", name_, index);
 }
 

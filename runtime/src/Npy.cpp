@@ -7,9 +7,9 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <limits>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <limits>
 
 namespace mc::rt {
 
@@ -18,12 +18,12 @@ namespace {
 const char kMagic[] = "\x93NUMPY";
 
 struct HeaderParser {
-  const std::string& s;
+  const std::string &s;
   size_t i = 0;
 
   void skipSpace() {
-    while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' ||
-                            s[i] == '\r'))
+    while (i < s.size() &&
+           (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r'))
       ++i;
   }
   bool eat(char c) {
@@ -34,7 +34,7 @@ struct HeaderParser {
     }
     return false;
   }
-  bool parseString(std::string* out) {
+  bool parseString(std::string *out) {
     skipSpace();
     if (i >= s.size() || (s[i] != '\'' && s[i] != '"'))
       return false;
@@ -46,7 +46,7 @@ struct HeaderParser {
     i = end + 1;
     return true;
   }
-  bool parseWord(std::string* out) {
+  bool parseWord(std::string *out) {
     skipSpace();
     size_t start = i;
     while (i < s.size() && std::isalpha(static_cast<unsigned char>(s[i])))
@@ -54,7 +54,7 @@ struct HeaderParser {
     *out = s.substr(start, i - start);
     return !out->empty();
   }
-  bool parseInt(int64_t* out) {
+  bool parseInt(int64_t *out) {
     skipSpace();
     size_t start = i;
     int64_t v = 0;
@@ -68,7 +68,7 @@ struct HeaderParser {
     *out = v;
     return i > start;
   }
-  bool parseShape(Shape* out) {
+  bool parseShape(Shape *out) {
     if (!eat('('))
       return false;
     out->clear();
@@ -87,7 +87,7 @@ struct HeaderParser {
   }
 };
 
-Status descrToDType(const std::string& d, DType* t) {
+Status descrToDType(const std::string &d, DType *t) {
   std::string code = d;
   char order = code.empty() ? 0 : code[0];
   if (order == '<' || order == '|' || order == '=')
@@ -110,7 +110,7 @@ Status descrToDType(const std::string& d, DType* t) {
   return Status::ok();
 }
 
-const char* dtypeDescr(DType t) {
+const char *dtypeDescr(DType t) {
   switch (t) {
   case DType::F32:
   case DType::BF16: // widened, see npy.h
@@ -129,12 +129,12 @@ const char* dtypeDescr(DType t) {
 
 } // namespace
 
-Status parseNpy(const void* bytes, size_t size, const std::string& name,
-                NpyArray* out) {
-  auto fail = [&](const std::string& m) {
+Status parseNpy(const void *bytes, size_t size, const std::string &name,
+                NpyArray *out) {
+  auto fail = [&](const std::string &m) {
     return Status::error(name + ": " + m);
   };
-  const uint8_t* p = static_cast<const uint8_t*>(bytes);
+  const uint8_t *p = static_cast<const uint8_t *>(bytes);
   if (size < 10 || std::memcmp(p, kMagic, 6) != 0)
     return fail("not a .npy file (missing the \\x93NUMPY magic)");
   uint8_t major = p[6];
@@ -156,11 +156,11 @@ Status parseNpy(const void* bytes, size_t size, const std::string& name,
     return fail("truncated .npy header (header length " +
                 std::to_string(headerLen) + ", file size " +
                 std::to_string(size) + ")");
-  std::string header(reinterpret_cast<const char*>(p + headerStart), headerLen);
+  std::string header(reinterpret_cast<const char *>(p + headerStart),
+                     headerLen);
   HeaderParser hp{header};
   std::string descr;
-  bool haveDescr = false, haveOrder = false, haveShape = false,
-       fortran = false;
+  bool haveDescr = false, haveOrder = false, haveShape = false, fortran = false;
   Shape shape;
   if (!hp.eat('{'))
     return fail("malformed .npy header: expected a dict, got '" + header + "'");
@@ -220,12 +220,12 @@ Status parseNpy(const void* bytes, size_t size, const std::string& name,
   out->shape = std::move(shape);
   out->data.assign(p + dataStart, p + size);
   if (dtype == DType::I1) // NumPy bools are 0/1; make sure of it
-    for (uint8_t& b : out->data)
+    for (uint8_t &b : out->data)
       b = b != 0;
   return Status::ok();
 }
 
-Status readNpy(const std::string& path, NpyArray* out) {
+Status readNpy(const std::string &path, NpyArray *out) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return Status::error(path + ": cannot open: " + std::strerror(errno));
@@ -251,9 +251,9 @@ Status readNpy(const std::string& path, NpyArray* out) {
   return parseNpy(bytes.data(), bytes.size(), path, out);
 }
 
-Status encodeNpy(DType dtype, const Shape& shape, const void* data,
-                 std::vector<uint8_t>* out) {
-  const char* descr = dtypeDescr(dtype);
+Status encodeNpy(DType dtype, const Shape &shape, const void *data,
+                 std::vector<uint8_t> *out) {
+  const char *descr = dtypeDescr(dtype);
   if (!descr)
     return Status::error("npy: invalid dtype " + std::to_string(int(dtype)));
   for (int64_t d : shape)
@@ -265,8 +265,7 @@ Status encodeNpy(DType dtype, const Shape& shape, const void* data,
     dims += std::to_string(shape[i]) + (shape.size() == 1 ? "," : "") +
             (i + 1 < shape.size() ? ", " : "");
   std::string header = std::string("{'descr': '") + descr +
-                       "', 'fortran_order': False, 'shape': (" + dims +
-                       "), }";
+                       "', 'fortran_order': False, 'shape': (" + dims + "), }";
   // Pad with spaces and a newline so the data starts 64-byte aligned.
   bool v2 = header.size() + 1 + 10 > 65535;
   size_t prefix = v2 ? 12 : 10;
@@ -276,7 +275,7 @@ Status encodeNpy(DType dtype, const Shape& shape, const void* data,
   int64_t n = numElements(shape);
   size_t elem = dtype == DType::BF16 ? 4 : dtypeSize(dtype);
   out->assign(total + size_t(n) * elem, 0);
-  uint8_t* p = out->data();
+  uint8_t *p = out->data();
   std::memcpy(p, kMagic, 6);
   p[6] = v2 ? 2 : 1;
   for (size_t i = 0; i < prefix - 8; ++i) // little-endian header length
@@ -284,7 +283,7 @@ Status encodeNpy(DType dtype, const Shape& shape, const void* data,
   std::memcpy(p + prefix, header.data(), header.size());
   p += total;
   if (dtype == DType::BF16) {
-    const uint16_t* src = static_cast<const uint16_t*>(data);
+    const uint16_t *src = static_cast<const uint16_t *>(data);
     for (int64_t i = 0; i < n; ++i) {
       float f = bf16ToFloat(src[i]);
       std::memcpy(p + 4 * i, &f, 4);
@@ -295,11 +294,11 @@ Status encodeNpy(DType dtype, const Shape& shape, const void* data,
   return Status::ok();
 }
 
-Status writeNpy(const std::string& path, DType dtype, const Shape& shape,
-                const void* data) {
+Status writeNpy(const std::string &path, DType dtype, const Shape &shape,
+                const void *data) {
   std::vector<uint8_t> bytes;
   MC_RETURN_IF_ERROR(encodeNpy(dtype, shape, data, &bytes));
-  FILE* f = std::fopen(path.c_str(), "wb");
+  FILE *f = std::fopen(path.c_str(), "wb");
   if (!f)
     return Status::error(path + ": cannot create: " + std::strerror(errno));
   bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();

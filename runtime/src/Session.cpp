@@ -18,7 +18,7 @@ struct StepExec {
 };
 
 struct InputSlot {
-  uint8_t* arenaPtr = nullptr;
+  uint8_t *arenaPtr = nullptr;
   bool set = false;
   /// Some step output shares this input's arena bytes (the planner reused
   /// them once the input was dead), so run() would clobber it: keep the
@@ -32,7 +32,7 @@ bool overlaps(uint64_t ao, uint64_t as, uint64_t bo, uint64_t bs) {
   return as && bs && ao < bo + bs && bo < ao + as;
 }
 
-Status dispatch(const StepExec& s) {
+Status dispatch(const StepExec &s) {
   using K = fb::OpKind;
   switch (s.kind) {
   case K::Copy:
@@ -89,57 +89,57 @@ struct Session::Impl {
   std::vector<InputSlot> inputs;
 };
 
-Session::Session(const Model& model) : model_(model), impl_(new Impl()) {}
+Session::Session(const Model &model) : model_(model), impl_(new Impl()) {}
 Session::~Session() = default;
 
-Status Session::create(const Model& model, std::unique_ptr<Session>* out) {
+Status Session::create(const Model &model, std::unique_ptr<Session> *out) {
   if (!out)
     return Status::error(model.name() + ": no output session given");
-  const fb::Model& t = model.table();
+  const fb::Model &t = model.table();
   std::unique_ptr<Session> s(new Session(model));
-  Impl& impl = *s->impl_;
+  Impl &impl = *s->impl_;
   impl.arena = AlignedBytes(size_t(t.arena_size()));
   if (!impl.arena.data() || impl.arena.size() != t.arena_size())
     return Status::error(model.name() + ": cannot allocate an arena of " +
                          std::to_string(t.arena_size()) + " bytes");
   // The verifier has checked every index, offset and shape used below.
-  const auto& buffers = *t.buffers();
-  auto bufPtr = [&](uint32_t i) -> uint8_t* {
-    const fb::Buffer* b = buffers.Get(i);
+  const auto &buffers = *t.buffers();
+  auto bufPtr = [&](uint32_t i) -> uint8_t * {
+    const fb::Buffer *b = buffers.Get(i);
     if (b->kind() == fb::BufferKind::Constant)
-      return const_cast<uint8_t*>(model.constantData()) + b->offset();
+      return const_cast<uint8_t *>(model.constantData()) + b->offset();
     return impl.arena.data() + b->offset();
   };
   auto shapeOf = [&](uint32_t i) {
-    const auto* v = buffers.Get(i)->shape();
+    const auto *v = buffers.Get(i)->shape();
     return v ? Shape(v->begin(), v->end()) : Shape();
   };
-  if (const auto* steps = t.steps()) {
+  if (const auto *steps = t.steps()) {
     impl.steps.reserve(steps->size());
-    for (const fb::Step* st : *steps) {
+    for (const fb::Step *st : *steps) {
       StepExec e;
       e.kind = st->kind();
       if (st->inputs())
         for (uint32_t i : *st->inputs())
-          e.in.push_back(
-              ConstTensor{DType(buffers.Get(i)->dtype()), shapeOf(i), bufPtr(i)});
+          e.in.push_back(ConstTensor{DType(buffers.Get(i)->dtype()), shapeOf(i),
+                                     bufPtr(i)});
       uint32_t o = st->outputs()->Get(0);
       e.out = MutTensor{DType(buffers.Get(o)->dtype()), shapeOf(o), bufPtr(o)};
-      auto ints = [](const flatbuffers::Vector<int64_t>* v) {
+      auto ints = [](const flatbuffers::Vector<int64_t> *v) {
         return v ? std::vector<int64_t>(v->begin(), v->end())
                  : std::vector<int64_t>();
       };
-      if (const auto* a = st->attrs_as_MatMulAttrs()) {
+      if (const auto *a = st->attrs_as_MatMulAttrs()) {
         e.transposeA = a->transpose_a();
         e.transposeB = a->transpose_b();
-      } else if (const auto* r = st->attrs_as_ReduceAttrs()) {
+      } else if (const auto *r = st->attrs_as_ReduceAttrs()) {
         e.ints = ints(r->dims());
         e.keepdim = r->keepdim();
-      } else if (const auto* p = st->attrs_as_TransposeAttrs()) {
+      } else if (const auto *p = st->attrs_as_TransposeAttrs()) {
         e.ints = ints(p->permutation());
-      } else if (const auto* b = st->attrs_as_BroadcastAttrs()) {
+      } else if (const auto *b = st->attrs_as_BroadcastAttrs()) {
         e.ints = ints(b->dims());
-      } else if (const auto* sm = st->attrs_as_SoftmaxAttrs()) {
+      } else if (const auto *sm = st->attrs_as_SoftmaxAttrs()) {
         e.axis = sm->axis();
       }
       impl.steps.push_back(std::move(e));
@@ -147,13 +147,13 @@ Status Session::create(const Model& model, std::unique_ptr<Session>* out) {
   }
   impl.inputs.resize(model.inputs().size());
   for (size_t i = 0; i < impl.inputs.size(); ++i) {
-    const fb::Buffer* b = buffers.Get(model.inputs()[i].buffer);
-    InputSlot& slot = impl.inputs[i];
+    const fb::Buffer *b = buffers.Get(model.inputs()[i].buffer);
+    InputSlot &slot = impl.inputs[i];
     slot.arenaPtr = bufPtr(model.inputs()[i].buffer);
-    if (const auto* steps = t.steps())
-      for (const fb::Step* st : *steps)
+    if (const auto *steps = t.steps())
+      for (const fb::Step *st : *steps)
         for (uint32_t o : *st->outputs()) {
-          const fb::Buffer* ob = buffers.Get(o);
+          const fb::Buffer *ob = buffers.Get(o);
           slot.clobbered |=
               overlaps(b->offset(), b->size(), ob->offset(), ob->size());
         }
@@ -164,22 +164,22 @@ Status Session::create(const Model& model, std::unique_ptr<Session>* out) {
   return Status::ok();
 }
 
-Status Session::setInput(size_t index, DType dtype, const Shape& shape,
-                         const void* data, size_t byteSize) {
-  const auto& infos = model_.inputs();
+Status Session::setInput(size_t index, DType dtype, const Shape &shape,
+                         const void *data, size_t byteSize) {
+  const auto &infos = model_.inputs();
   if (index >= infos.size())
     return Status::error("input index " + std::to_string(index) +
                          " is out of range (the model has " +
                          std::to_string(infos.size()) + " inputs)");
-  const TensorInfo& info = infos[index];
+  const TensorInfo &info = infos[index];
   if (dtype != info.dtype || shape != info.shape) {
     bool validDType = uint8_t(dtype) <= uint8_t(DType::I1);
-    return Status::error(
-        "input '" + info.name + "': expected " + dtypeName(info.dtype) +
-        shapeString(info.shape) + ", got " +
-        (validDType ? std::string(dtypeName(dtype))
-                    : "dtype " + std::to_string(int(dtype))) +
-        shapeString(shape));
+    return Status::error("input '" + info.name + "': expected " +
+                         dtypeName(info.dtype) + shapeString(info.shape) +
+                         ", got " +
+                         (validDType ? std::string(dtypeName(dtype))
+                                     : "dtype " + std::to_string(int(dtype))) +
+                         shapeString(shape));
   }
   if (byteSize != info.byteSize)
     return Status::error("input '" + info.name + "': expected " +
@@ -188,7 +188,7 @@ Status Session::setInput(size_t index, DType dtype, const Shape& shape,
                          ", got " + std::to_string(byteSize));
   if (!data && byteSize)
     return Status::error("input '" + info.name + "': data is null");
-  InputSlot& slot = impl_->inputs[index];
+  InputSlot &slot = impl_->inputs[index];
   if (byteSize)
     std::memcpy(slot.clobbered ? slot.staging.data() : slot.arenaPtr, data,
                 byteSize);
@@ -197,20 +197,20 @@ Status Session::setInput(size_t index, DType dtype, const Shape& shape,
 }
 
 Status Session::run() {
-  Impl& impl = *impl_;
+  Impl &impl = *impl_;
   for (size_t i = 0; i < impl.inputs.size(); ++i)
     if (!impl.inputs[i].set)
       return Status::error("input '" + model_.inputs()[i].name +
                            "' was never set (expected " +
                            dtypeName(model_.inputs()[i].dtype) +
                            shapeString(model_.inputs()[i].shape) + ")");
-  for (const InputSlot& slot : impl.inputs)
+  for (const InputSlot &slot : impl.inputs)
     if (slot.clobbered && !slot.staging.empty())
       std::memcpy(slot.arenaPtr, slot.staging.data(), slot.staging.size());
   for (size_t i = 0; i < impl.steps.size(); ++i) {
     Status st = dispatch(impl.steps[i]);
     if (!st) {
-      const fb::Step* step = model_.table().steps()->Get(uint32_t(i));
+      const fb::Step *step = model_.table().steps()->Get(uint32_t(i));
       std::string loc = step->location() ? step->location()->str() : "";
       return Status::error(model_.name() + ": step " + std::to_string(i) +
                            " (" + fb::EnumNameOpKind(step->kind()) +
@@ -221,14 +221,14 @@ Status Session::run() {
   return Status::ok();
 }
 
-Status Session::output(size_t index, const void** data,
-                       size_t* byteSize) const {
-  const auto& infos = model_.outputs();
+Status Session::output(size_t index, const void **data,
+                       size_t *byteSize) const {
+  const auto &infos = model_.outputs();
   if (index >= infos.size())
     return Status::error("output index " + std::to_string(index) +
                          " is out of range (the model has " +
                          std::to_string(infos.size()) + " outputs)");
-  const fb::Buffer* b = model_.table().buffers()->Get(infos[index].buffer);
+  const fb::Buffer *b = model_.table().buffers()->Get(infos[index].buffer);
   if (data)
     *data = impl_->arena.data() + b->offset();
   if (byteSize)

@@ -1,7 +1,7 @@
 // Every CPU kernel against plain reference loops written here, plus the
 // f16/bf16 rounding edge cases (ties to even, subnormals, overflow, NaN).
-#include "TestUtil.h"
 #include "modelc/kernels.h"
+#include "TestUtil.h"
 
 #include <algorithm>
 #include <cmath>
@@ -16,10 +16,10 @@ using mc::test::randomFloats;
 
 namespace {
 
-ConstTensor cin(const std::vector<float>& v, Shape s) {
+ConstTensor cin(const std::vector<float> &v, Shape s) {
   return {DType::F32, std::move(s), v.data()};
 }
-MutTensor mout(std::vector<float>& v, Shape s) {
+MutTensor mout(std::vector<float> &v, Shape s) {
   return {DType::F32, std::move(s), v.data()};
 }
 
@@ -35,7 +35,7 @@ float fromBits(uint32_t u) {
 }
 
 /// Row-major multi-index of linear index i.
-std::vector<int64_t> unravel(int64_t i, const Shape& s) {
+std::vector<int64_t> unravel(int64_t i, const Shape &s) {
   std::vector<int64_t> idx(s.size());
   for (size_t d = s.size(); d-- > 0;) {
     idx[d] = s[d] ? i % s[d] : 0;
@@ -43,7 +43,7 @@ std::vector<int64_t> unravel(int64_t i, const Shape& s) {
   }
   return idx;
 }
-int64_t ravel(const std::vector<int64_t>& idx, const Shape& s) {
+int64_t ravel(const std::vector<int64_t> &idx, const Shape &s) {
   int64_t i = 0;
   for (size_t d = 0; d < s.size(); ++d)
     i = i * s[d] + idx[d];
@@ -87,7 +87,7 @@ TEST(Half, MidpointsRoundToEven) {
     EXPECT_EQ(floatToHalf(std::nextafter(mid, INFINITY)), h + 1)
         << std::hex << h;
   }
-  EXPECT_EQ(floatToHalf(std::ldexp(1.0f, -25)), 0);  // tie with 0 -> 0
+  EXPECT_EQ(floatToHalf(std::ldexp(1.0f, -25)), 0); // tie with 0 -> 0
   EXPECT_EQ(floatToHalf(std::ldexp(1.0f, -26)), 0);
   EXPECT_EQ(floatToHalf(1e-30f), 0);
   EXPECT_EQ(floatToHalf(-0.0f), 0x8000);
@@ -125,7 +125,7 @@ TEST(BF16, MidpointsRoundToEvenAndSpecials) {
   EXPECT_EQ(floatToBf16(std::numeric_limits<float>::max()), 0x7f80); // inf
   EXPECT_EQ(floatToBf16(INFINITY), 0x7f80);
   EXPECT_EQ(floatToBf16(-INFINITY), 0xff80);
-  EXPECT_EQ(floatToBf16(fromBits(0x00000001)), 0); // tiny subnormal
+  EXPECT_EQ(floatToBf16(fromBits(0x00000001)), 0);      // tiny subnormal
   EXPECT_EQ(floatToBf16(fromBits(0x00018000)), 0x0002); // subnormal tie, odd
   uint16_t n = floatToBf16(fromBits(0x7f800001)); // NaN with low payload only
   EXPECT_TRUE(std::isnan(bf16ToFloat(n)));
@@ -136,7 +136,8 @@ TEST(BF16, MidpointsRoundToEvenAndSpecials) {
 // --- elementwise ---
 
 TEST(Kernels, UnaryF32MatchesReference) {
-  std::vector<float> a = randomFloats(257, 1, -5, 5), pos = randomFloats(257, 2, 0.01f, 9);
+  std::vector<float> a = randomFloats(257, 1, -5, 5),
+                     pos = randomFloats(257, 2, 0.01f, 9);
   struct Case {
     UnaryOp op;
     double (*ref)(double);
@@ -146,16 +147,18 @@ TEST(Kernels, UnaryF32MatchesReference) {
       {UnaryOp::Exp, [](double x) { return std::exp(x); }, false},
       {UnaryOp::Log, [](double x) { return std::log(x); }, true},
       {UnaryOp::Tanh, [](double x) { return std::tanh(x); }, false},
-      {UnaryOp::Sigmoid, [](double x) { return 1 / (1 + std::exp(-x)); }, false},
+      {UnaryOp::Sigmoid, [](double x) { return 1 / (1 + std::exp(-x)); },
+       false},
       {UnaryOp::Relu, [](double x) { return x < 0 ? 0.0 : x; }, false},
       {UnaryOp::Sqrt, [](double x) { return std::sqrt(x); }, true},
   };
-  for (const Case& c : cases) {
-    const std::vector<float>& x = c.positive ? pos : a;
+  for (const Case &c : cases) {
+    const std::vector<float> &x = c.positive ? pos : a;
     std::vector<float> y(x.size());
     ASSERT_TRUE(unary(c.op, cin(x, {257}), mout(y, {257})));
     for (size_t i = 0; i < x.size(); ++i)
-      EXPECT_NEAR(y[i], c.ref(x[i]), 1e-6 * std::max(1.0, std::fabs(c.ref(x[i]))))
+      EXPECT_NEAR(y[i], c.ref(x[i]),
+                  1e-6 * std::max(1.0, std::fabs(c.ref(x[i]))))
           << int(c.op) << " at " << x[i];
   }
   // Sigmoid does not overflow for large |x|; relu keeps NaN.
@@ -172,7 +175,8 @@ TEST(Kernels, UnaryIntAndUnsupportedDTypes) {
   ConstTensor ta{DType::I32, {4}, a.data()};
   MutTensor ty{DType::I32, {4}, y.data()};
   ASSERT_TRUE(unary(UnaryOp::Neg, ta, ty));
-  EXPECT_EQ(y, (std::vector<int32_t>{3, 0, -5, std::numeric_limits<int32_t>::min()}));
+  EXPECT_EQ(
+      y, (std::vector<int32_t>{3, 0, -5, std::numeric_limits<int32_t>::min()}));
   ASSERT_TRUE(unary(UnaryOp::Relu, ta, ty));
   EXPECT_EQ(y, (std::vector<int32_t>{0, 0, 5, 0}));
   Status s = unary(UnaryOp::Exp, ta, ty);
@@ -180,7 +184,8 @@ TEST(Kernels, UnaryIntAndUnsupportedDTypes) {
   EXPECT_NE(s.message().find("exp"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("i32"), std::string::npos) << s.message();
   std::vector<uint16_t> h(4);
-  s = unary(UnaryOp::Tanh, {DType::F16, {4}, h.data()}, {DType::F16, {4}, h.data()});
+  s = unary(UnaryOp::Tanh, {DType::F16, {4}, h.data()},
+            {DType::F16, {4}, h.data()});
   EXPECT_NE(s.message().find("tanh: unsupported dtype f16"), std::string::npos)
       << s.message();
   std::vector<float> f(4), g(5);
@@ -189,7 +194,8 @@ TEST(Kernels, UnaryIntAndUnsupportedDTypes) {
 }
 
 TEST(Kernels, BinaryMatchesReference) {
-  std::vector<float> a = randomFloats(100, 3, -4, 4), b = randomFloats(100, 4, 0.5f, 4), y(100);
+  std::vector<float> a = randomFloats(100, 3, -4, 4),
+                     b = randomFloats(100, 4, 0.5f, 4), y(100);
   using F = std::function<double(double, double)>;
   std::pair<BinaryOp, F> cases[] = {
       {BinaryOp::Add, [](double x, double z) { return x + z; }},
@@ -198,13 +204,15 @@ TEST(Kernels, BinaryMatchesReference) {
       {BinaryOp::Div, [](double x, double z) { return x / z; }},
       {BinaryOp::Maximum, [](double x, double z) { return std::max(x, z); }},
   };
-  for (auto& [op, ref] : cases) {
-    ASSERT_TRUE(binary(op, cin(a, {10, 10}), cin(b, {10, 10}), mout(y, {10, 10})));
+  for (auto &[op, ref] : cases) {
+    ASSERT_TRUE(
+        binary(op, cin(a, {10, 10}), cin(b, {10, 10}), mout(y, {10, 10})));
     for (int i = 0; i < 100; ++i)
       EXPECT_FLOAT_EQ(y[i], float(ref(a[i], b[i])));
   }
   std::vector<float> n{NAN, 1}, m{1, NAN}, o(2);
-  ASSERT_TRUE(binary(BinaryOp::Maximum, cin(n, {2}), cin(m, {2}), mout(o, {2})));
+  ASSERT_TRUE(
+      binary(BinaryOp::Maximum, cin(n, {2}), cin(m, {2}), mout(o, {2})));
   EXPECT_TRUE(std::isnan(o[0]) && std::isnan(o[1]));
 
   std::vector<int64_t> ia{7, -7, 9, std::numeric_limits<int64_t>::max()},
@@ -212,15 +220,16 @@ TEST(Kernels, BinaryMatchesReference) {
   ConstTensor ta{DType::I64, {4}, ia.data()}, tb{DType::I64, {4}, ib.data()};
   MutTensor ty{DType::I64, {4}, iy.data()};
   ASSERT_TRUE(binary(BinaryOp::Div, ta, tb, ty));
-  EXPECT_EQ(iy, (std::vector<int64_t>{3, -3, -3, std::numeric_limits<int64_t>::max()}));
+  EXPECT_EQ(iy, (std::vector<int64_t>{3, -3, -3,
+                                      std::numeric_limits<int64_t>::max()}));
   ASSERT_TRUE(binary(BinaryOp::Add, ta, tb, ty)); // wraps, no UB
   EXPECT_EQ(iy[3], std::numeric_limits<int64_t>::min());
   ib[1] = 0;
   Status s = binary(BinaryOp::Div, ta, tb, ty);
   EXPECT_NE(s.message().find("division by zero"), std::string::npos);
   std::vector<uint8_t> bo(4);
-  s = binary(BinaryOp::Add, {DType::I1, {4}, bo.data()}, {DType::I1, {4}, bo.data()},
-             {DType::I1, {4}, bo.data()});
+  s = binary(BinaryOp::Add, {DType::I1, {4}, bo.data()},
+             {DType::I1, {4}, bo.data()}, {DType::I1, {4}, bo.data()});
   EXPECT_NE(s.message().find("add: unsupported dtype i1"), std::string::npos);
   s = binary(BinaryOp::Add, cin(a, {10, 10}), cin(b, {100}), mout(y, {10, 10}));
   EXPECT_FALSE(s);
@@ -233,14 +242,26 @@ TEST(Kernels, CastBetweenAllDTypes) {
   const double values[] = {0, 1, -2, 3, 100, -7};
   const DType all[] = {DType::F32, DType::F16, DType::BF16,
                        DType::I32, DType::I64, DType::I1};
-  auto fill = [](DType t, double v, void* p) {
+  auto fill = [](DType t, double v, void *p) {
     switch (t) {
-    case DType::F32: *static_cast<float*>(p) = float(v); break;
-    case DType::F16: *static_cast<uint16_t*>(p) = floatToHalf(float(v)); break;
-    case DType::BF16: *static_cast<uint16_t*>(p) = floatToBf16(float(v)); break;
-    case DType::I32: *static_cast<int32_t*>(p) = int32_t(v); break;
-    case DType::I64: *static_cast<int64_t*>(p) = int64_t(v); break;
-    case DType::I1: *static_cast<uint8_t*>(p) = v != 0; break;
+    case DType::F32:
+      *static_cast<float *>(p) = float(v);
+      break;
+    case DType::F16:
+      *static_cast<uint16_t *>(p) = floatToHalf(float(v));
+      break;
+    case DType::BF16:
+      *static_cast<uint16_t *>(p) = floatToBf16(float(v));
+      break;
+    case DType::I32:
+      *static_cast<int32_t *>(p) = int32_t(v);
+      break;
+    case DType::I64:
+      *static_cast<int64_t *>(p) = int64_t(v);
+      break;
+    case DType::I1:
+      *static_cast<uint8_t *>(p) = v != 0;
+      break;
     }
   };
   for (DType from : all)
@@ -261,13 +282,15 @@ TEST(Kernels, CastEdgeCases) {
   std::vector<float> f{2.7f, -2.7f, NAN, 1e20f, -1e20f, 0.5f, -0.0f};
   std::vector<int32_t> i(7);
   ASSERT_TRUE(cast(cin(f, {7}), {DType::I32, {7}, i.data()}));
-  EXPECT_EQ(i, (std::vector<int32_t>{2, -2, 0, std::numeric_limits<int32_t>::max(),
-                                     std::numeric_limits<int32_t>::min(), 0, 0}));
+  EXPECT_EQ(i,
+            (std::vector<int32_t>{2, -2, 0, std::numeric_limits<int32_t>::max(),
+                                  std::numeric_limits<int32_t>::min(), 0, 0}));
   std::vector<uint8_t> b(7);
   ASSERT_TRUE(cast(cin(f, {7}), {DType::I1, {7}, b.data()}));
   EXPECT_EQ(b, (std::vector<uint8_t>{1, 1, 1, 1, 1, 1, 0}));
   // f32 -> f16 -> f32 rounds to nearest even: 1 + 2^-11 is a tie -> 1.
-  std::vector<float> t{1.0f + std::ldexp(1.0f, -11), 70000.f, std::ldexp(1.0f, -24)};
+  std::vector<float> t{1.0f + std::ldexp(1.0f, -11), 70000.f,
+                       std::ldexp(1.0f, -24)};
   std::vector<uint16_t> h(3);
   ASSERT_TRUE(cast(cin(t, {3}), {DType::F16, {3}, h.data()}));
   EXPECT_EQ(h, (std::vector<uint16_t>{0x3c00, 0x7c00, 0x0001}));
@@ -275,7 +298,8 @@ TEST(Kernels, CastEdgeCases) {
   // tie at 2^24 + 2^16), not down as two naive roundings would.
   std::vector<int64_t> big{(1 << 24) + (1 << 16) + 1};
   std::vector<uint16_t> bf(1);
-  ASSERT_TRUE(cast({DType::I64, {1}, big.data()}, {DType::BF16, {1}, bf.data()}));
+  ASSERT_TRUE(
+      cast({DType::I64, {1}, big.data()}, {DType::BF16, {1}, bf.data()}));
   EXPECT_EQ(bf16ToFloat(bf[0]), float((1 << 24) + (1 << 17)));
   Status s = cast(cin(f, {7}), {DType::I32, {6}, i.data()});
   EXPECT_NE(s.message().find("cast: result shape"), std::string::npos);
@@ -292,7 +316,7 @@ TEST(Kernels, BroadcastInDimMatchesReference) {
       {{1}, {2, 3, 4}, {1}},    {{}, {2, 2}, {}},
       {{3, 2}, {2, 3}, {1, 0}}, {{2, 1, 4}, {5, 2, 3, 4}, {1, 2, 3}},
   };
-  for (const Case& c : cases) {
+  for (const Case &c : cases) {
     std::vector<float> a = randomFloats(numElements(c.in), 5);
     std::vector<float> y(numElements(c.out));
     ASSERT_TRUE(broadcastInDim(cin(a, c.in), c.dims, mout(y, c.out)))
@@ -384,7 +408,8 @@ TEST(Kernels, ReduceOverEveryDimSetWithAndWithoutKeepdim) {
   EXPECT_EQ(iy, (std::vector<int32_t>{9, 8}));
   Status st = reduce(ReduceOp::Sum, {DType::I32, {2, 3}, ia.data()}, {1}, false,
                      {DType::I32, {2}, iy.data()});
-  EXPECT_NE(st.message().find("reduce_sum: unsupported dtype i32"), std::string::npos);
+  EXPECT_NE(st.message().find("reduce_sum: unsupported dtype i32"),
+            std::string::npos);
   std::vector<float> y(5);
   EXPECT_FALSE(reduce(ReduceOp::Sum, cin(a, s), {1, 0}, false, mout(y, {5})));
   EXPECT_FALSE(reduce(ReduceOp::Sum, cin(a, s), {0, 1}, false, mout(y, {4})));
@@ -430,14 +455,17 @@ TEST(Kernels, BatchedMatmulAllTransposeCombos) {
       std::vector<float> a = randomFloats(numElements(as), 8);
       std::vector<float> b = randomFloats(numElements(bs), 9);
       std::vector<float> y(B0 * B1 * M * N);
-      ASSERT_TRUE(matmul(cin(a, as), cin(b, bs), ta, tb, mout(y, {B0, B1, M, N})));
+      ASSERT_TRUE(
+          matmul(cin(a, as), cin(b, bs), ta, tb, mout(y, {B0, B1, M, N})));
       for (int64_t bt = 0; bt < B0 * B1; ++bt)
         for (int64_t i = 0; i < M; ++i)
           for (int64_t j = 0; j < N; ++j) {
             double s = 0;
             for (int64_t k = 0; k < K; ++k) {
-              float av = ta ? a[bt * K * M + k * M + i] : a[bt * M * K + i * K + k];
-              float bv = tb ? b[bt * N * K + j * K + k] : b[bt * K * N + k * N + j];
+              float av =
+                  ta ? a[bt * K * M + k * M + i] : a[bt * M * K + i * K + k];
+              float bv =
+                  tb ? b[bt * N * K + j * K + k] : b[bt * K * N + k * N + j];
               s += double(av) * bv;
             }
             EXPECT_NEAR(y[bt * M * N + i * N + j], s, 1e-5)
@@ -445,15 +473,18 @@ TEST(Kernels, BatchedMatmulAllTransposeCombos) {
           }
     }
   std::vector<float> a(6), b(6), y(4, 7.f);
-  Status st = matmul(cin(a, {2, 3}), cin(b, {2, 3}), false, false, mout(y, {2, 2}));
+  Status st =
+      matmul(cin(a, {2, 3}), cin(b, {2, 3}), false, false, mout(y, {2, 2}));
   EXPECT_NE(st.message().find("do not agree"), std::string::npos);
   // K == 0: an empty sum is 0.
-  ASSERT_TRUE(matmul(cin(a, {2, 0}), cin(b, {0, 2}), false, false, mout(y, {2, 2})));
+  ASSERT_TRUE(
+      matmul(cin(a, {2, 0}), cin(b, {0, 2}), false, false, mout(y, {2, 2})));
   EXPECT_EQ(y, (std::vector<float>{0, 0, 0, 0}));
   std::vector<int32_t> ia(4);
   st = matmul({DType::I32, {2, 2}, ia.data()}, {DType::I32, {2, 2}, ia.data()},
               false, false, {DType::I32, {2, 2}, ia.data()});
-  EXPECT_NE(st.message().find("matmul: unsupported dtype i32"), std::string::npos);
+  EXPECT_NE(st.message().find("matmul: unsupported dtype i32"),
+            std::string::npos);
 }
 
 TEST(Kernels, CopyKeepsBytesAcrossShapes) {

@@ -31,8 +31,12 @@ TEST(Npy, HeaderIsWhatNumpyWrites) {
   float v[2] = {1, 2};
   std::vector<uint8_t> bytes;
   ASSERT_TRUE(encodeNpy(DType::F32, {2}, v, &bytes));
-  std::string header(bytes.begin() + 10, bytes.begin() + 64);
-  EXPECT_EQ(header.rfind("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", 0), 0u);
+  size_t len = bytes[8] | bytes[9] << 8;
+  EXPECT_EQ((10 + len) % 64, 0u);
+  std::string header(bytes.begin() + 10, bytes.begin() + 10 + long(len));
+  EXPECT_EQ(header.rfind(
+                "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", 0),
+            0u);
   EXPECT_EQ(header.back(), '\n');
 }
 
@@ -68,14 +72,14 @@ TEST(Npy, MalformedFilesNameTheFileAndProblem) {
   float v[6] = {};
   std::vector<uint8_t> good;
   ASSERT_TRUE(encodeNpy(DType::F32, {2, 3}, v, &good));
-  auto expectError = [](std::vector<uint8_t> b, const std::string& what) {
+  auto expectError = [](std::vector<uint8_t> b, const std::string &what) {
     NpyArray a;
     Status st = parseNpy(b.data(), b.size(), "bad.npy", &a);
     ASSERT_FALSE(st) << what;
     EXPECT_EQ(st.message().rfind("bad.npy: ", 0), 0u) << st.message();
     EXPECT_NE(st.message().find(what), std::string::npos) << st.message();
   };
-  auto edit = [&](const std::string& from, const std::string& to) {
+  auto edit = [&](const std::string &from, const std::string &to) {
     std::string s(good.begin(), good.end());
     s.replace(s.find(from), from.size(), to);
     return std::vector<uint8_t>(s.begin(), s.end());
@@ -97,5 +101,6 @@ TEST(Npy, MalformedFilesNameTheFileAndProblem) {
   expectError(longHeader, "truncated .npy header");
   NpyArray a;
   Status st = readNpy("/nonexistent/x.npy", &a);
-  EXPECT_NE(st.message().find("/nonexistent/x.npy: cannot open"), std::string::npos);
+  EXPECT_NE(st.message().find("/nonexistent/x.npy: cannot open"),
+            std::string::npos);
 }

@@ -16,7 +16,7 @@
 
 namespace mc::test {
 
-inline std::vector<uint8_t> floatBytes(const std::vector<float>& v) {
+inline std::vector<uint8_t> floatBytes(const std::vector<float> &v) {
   std::vector<uint8_t> b(v.size() * 4);
   std::memcpy(b.data(), v.data(), b.size());
   return b;
@@ -27,7 +27,7 @@ inline std::vector<float> randomFloats(size_t n, unsigned seed, float lo = -1,
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> d(lo, hi);
   std::vector<float> v(n);
-  for (float& x : v)
+  for (float &x : v)
     x = d(rng);
   return v;
 }
@@ -87,7 +87,7 @@ inline codegen::Plan mlpPlan() {
   step(K::Add, {h, bb}, h2);
   step(K::Relu, {h2}, h3);
   step(K::Softmax, {h3}, probs)->axis = 1;
-  PlanStep* m = step(K::ReduceMean, {h3}, mean);
+  PlanStep *m = step(K::ReduceMean, {h3}, mean);
   m->ints = {1};
   m->keepdim = true;
   step(K::ReduceMax, {flat}, mx)->ints = {0};
@@ -101,7 +101,7 @@ struct MlpResult {
   float max = 0;
 };
 
-inline MlpResult mlpReference(const std::vector<float>& x) {
+inline MlpResult mlpReference(const std::vector<float> &x) {
   std::vector<float> w = mlpWeights(), b = mlpBias();
   std::vector<double> h(kBatch * kHidden);
   for (int i = 0; i < kBatch; ++i)
@@ -139,7 +139,7 @@ inline std::vector<uint8_t> mlpArtifact() {
 }
 
 /// Max relative error ||a-b|| / ||b||.
-inline double relError(const float* a, const std::vector<float>& b) {
+inline double relError(const float *a, const std::vector<float> &b) {
   double d = 0, n = 0;
   for (size_t i = 0; i < b.size(); ++i) {
     d += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);

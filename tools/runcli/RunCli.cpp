@@ -8,8 +8,8 @@
 #include "modelc/version.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -38,7 +38,7 @@ const char kUsage[] =
     "describes the artifact; --compare prints ||a-b||/||b|| and max |a-b| and\n"
     "fails when they differ by more than rtol (default 1e-5).\n";
 
-std::string toolName(int argc, char** argv) {
+std::string toolName(int argc, char **argv) {
   if (argc < 1 || !argv[0])
     return "modelc-run";
   std::string s = argv[0];
@@ -46,26 +46,26 @@ std::string toolName(int argc, char** argv) {
   return slash == std::string::npos ? s : s.substr(slash + 1);
 }
 
-int error(const std::string& tool, const std::string& msg) {
+int error(const std::string &tool, const std::string &msg) {
   std::fprintf(stderr, "%s: error: %s\n", tool.c_str(), msg.c_str());
   return 1;
 }
 
 /// Runs `body`, turning an escaping exception into an error exit.
-template <typename F> int guarded(const std::string& tool, F body) {
+template <typename F> int guarded(const std::string &tool, F body) {
   try {
     return body();
-  } catch (const std::exception& e) {
+  } catch (const std::exception &e) {
     return error(tool, std::string("internal error: ") + e.what());
   } catch (...) {
     return error(tool, "internal error");
   }
 }
 
-bool parseInt(const std::string& s, long long* out) {
+bool parseInt(const std::string &s, long long *out) {
   if (s.empty())
     return false;
-  char* end = nullptr;
+  char *end = nullptr;
   errno = 0;
   long long v = std::strtoll(s.c_str(), &end, 10);
   if (errno || *end)
@@ -74,10 +74,10 @@ bool parseInt(const std::string& s, long long* out) {
   return true;
 }
 
-bool parseDouble(const std::string& s, double* out) {
+bool parseDouble(const std::string &s, double *out) {
   if (s.empty())
     return false;
-  char* end = nullptr;
+  char *end = nullptr;
   errno = 0;
   double v = std::strtod(s.c_str(), &end);
   if (errno || *end)
@@ -86,36 +86,36 @@ bool parseDouble(const std::string& s, double* out) {
   return true;
 }
 
-std::string typeString(DType t, const rt::Shape& s) {
+std::string typeString(DType t, const rt::Shape &s) {
   return std::string(rt::dtypeName(t)) + rt::shapeString(s);
 }
 
 /// Element i of a tensor as a double (exact for every dtype but large i64).
-double elementAt(DType t, const uint8_t* p, int64_t i) {
+double elementAt(DType t, const uint8_t *p, int64_t i) {
   switch (t) {
   case DType::F32:
-    return reinterpret_cast<const float*>(p)[i];
+    return reinterpret_cast<const float *>(p)[i];
   case DType::F16:
-    return rt::halfToFloat(reinterpret_cast<const uint16_t*>(p)[i]);
+    return rt::halfToFloat(reinterpret_cast<const uint16_t *>(p)[i]);
   case DType::BF16:
-    return rt::bf16ToFloat(reinterpret_cast<const uint16_t*>(p)[i]);
+    return rt::bf16ToFloat(reinterpret_cast<const uint16_t *>(p)[i]);
   case DType::I32:
-    return reinterpret_cast<const int32_t*>(p)[i];
+    return reinterpret_cast<const int32_t *>(p)[i];
   case DType::I64:
-    return double(reinterpret_cast<const int64_t*>(p)[i]);
+    return double(reinterpret_cast<const int64_t *>(p)[i]);
   case DType::I1:
     return p[i] != 0;
   }
   return 0;
 }
 
-int inspect(const std::string& tool, const std::string& path) {
+int inspect(const std::string &tool, const std::string &path) {
   std::unique_ptr<rt::Model> model;
   Status st = rt::Model::loadFile(path, &model);
   if (!st)
     return error(tool, st.message());
-  const fb::Model& t = model->table();
-  auto str = [](const flatbuffers::String* s) {
+  const fb::Model &t = model->table();
+  auto str = [](const flatbuffers::String *s) {
     return s ? s->str() : std::string();
   };
   std::printf("file:       %s (%llu bytes)\n", path.c_str(),
@@ -127,12 +127,12 @@ int inspect(const std::string& tool, const std::string& path) {
   std::printf("entry:      %s\n", str(t.entry()).c_str());
   std::string targets;
   if (t.targets())
-    for (const flatbuffers::String* s : *t.targets())
+    for (const flatbuffers::String *s : *t.targets())
       targets += (targets.empty() ? "" : ", ") + s->str();
   std::printf("targets:    %s\n", targets.empty() ? "-" : targets.c_str());
-  auto sigs = [](const char* title, const std::vector<rt::TensorInfo>& list) {
+  auto sigs = [](const char *title, const std::vector<rt::TensorInfo> &list) {
     std::printf("%s (%zu):\n", title, list.size());
-    for (const rt::TensorInfo& i : list)
+    for (const rt::TensorInfo &i : list)
       std::printf("  %-24s %s\n", i.name.c_str(),
                   typeString(i.dtype, i.shape).c_str());
   };
@@ -142,24 +142,29 @@ int inspect(const std::string& tool, const std::string& path) {
   std::map<std::string, int> kinds;
   size_t numSteps = t.steps() ? t.steps()->size() : 0;
   if (t.steps())
-    for (const fb::Step* s : *t.steps())
+    for (const fb::Step *s : *t.steps())
       ++kinds[fb::EnumNameOpKind(s->kind())];
   std::string perKind;
-  for (const auto& [k, n] : kinds)
+  for (const auto &[k, n] : kinds)
     perKind += (perKind.empty() ? "" : ", ") + k + " " + std::to_string(n);
   std::printf("steps:      %zu%s%s%s\n", numSteps, perKind.empty() ? "" : " (",
               perKind.c_str(), perKind.empty() ? "" : ")");
   size_t constants = 0;
+  unsigned long long weightBytes = 0;
   if (t.buffers())
-    for (const fb::Buffer* b : *t.buffers())
-      constants += b->kind() == fb::BufferKind::Constant;
-  std::printf("weights:    %llu bytes in %zu constant buffers\n",
-              (unsigned long long)t.data_size(), constants);
+    for (const fb::Buffer *b : *t.buffers())
+      if (b->kind() == fb::BufferKind::Constant) {
+        ++constants;
+        weightBytes += b->size();
+      }
+  std::printf("weights:    %llu bytes in %zu constant buffers (data section "
+              "%llu bytes, 64-byte aligned)\n",
+              weightBytes, constants, (unsigned long long)t.data_size());
   return 0;
 }
 
-int compare(const std::string& tool, const std::string& a,
-            const std::string& b, double rtol) {
+int compare(const std::string &tool, const std::string &a, const std::string &b,
+            double rtol) {
   rt::NpyArray x, y;
   Status st = rt::readNpy(a, &x);
   if (!st)
@@ -168,8 +173,8 @@ int compare(const std::string& tool, const std::string& a,
   if (!st)
     return error(tool, st.message());
   if (x.dtype != y.dtype || x.shape != y.shape)
-    return error(tool, a + " is " + typeString(x.dtype, x.shape) + " but " +
-                           b + " is " + typeString(y.dtype, y.shape));
+    return error(tool, a + " is " + typeString(x.dtype, x.shape) + " but " + b +
+                           " is " + typeString(y.dtype, y.shape));
   double diff2 = 0, ref2 = 0, maxAbs = 0;
   int64_t nans = 0;
   for (int64_t i = 0, n = rt::numElements(x.shape); i < n; ++i) {
@@ -197,14 +202,14 @@ int compare(const std::string& tool, const std::string& a,
   return 0;
 }
 
-Status loadInput(const rt::Model& model, const std::string& name,
-                 const std::string& path, rt::Session& session,
-                 std::set<size_t>& given) {
+Status loadInput(const rt::Model &model, const std::string &name,
+                 const std::string &path, rt::Session &session,
+                 std::set<size_t> &given) {
   size_t index;
   MC_RETURN_IF_ERROR(model.findInput(name, &index));
   if (!given.insert(index).second)
     return Status::error("input '" + name + "' is given twice");
-  const rt::TensorInfo& info = model.inputs()[index];
+  const rt::TensorInfo &info = model.inputs()[index];
   rt::NpyArray arr;
   Status st = rt::readNpy(path, &arr);
   if (!st)
@@ -227,9 +232,9 @@ Status loadInput(const rt::Model& model, const std::string& name,
                           arr.data.size());
 }
 
-int run(const std::string& tool, const std::string& modelPath,
-        const std::vector<std::pair<std::string, std::string>>& inputs,
-        const std::string& outDir, long long bench) {
+int run(const std::string &tool, const std::string &modelPath,
+        const std::vector<std::pair<std::string, std::string>> &inputs,
+        const std::string &outDir, long long bench) {
   std::unique_ptr<rt::Model> model;
   Status st = rt::Model::loadFile(modelPath, &model);
   if (!st)
@@ -239,14 +244,14 @@ int run(const std::string& tool, const std::string& modelPath,
   if (!st)
     return error(tool, st.message());
   std::set<size_t> given;
-  for (const auto& [name, path] : inputs) {
+  for (const auto &[name, path] : inputs) {
     st = loadInput(*model, name, path, *session, given);
     if (!st)
       return error(tool, st.message());
   }
   for (size_t i = 0; i < model->inputs().size(); ++i)
     if (!given.count(i)) {
-      const rt::TensorInfo& info = model->inputs()[i];
+      const rt::TensorInfo &info = model->inputs()[i];
       return error(tool, "input '" + info.name + "' (" +
                              typeString(info.dtype, info.shape) +
                              ") is not given; pass --input " + info.name +
@@ -272,10 +277,11 @@ int run(const std::string& tool, const std::string& modelPath,
     }
     std::sort(ms.begin(), ms.end());
     auto pct = [&](double p) {
-      return ms[std::min(ms.size() - 1, size_t(p * double(ms.size() - 1) + 0.5))];
+      return ms[std::min(ms.size() - 1,
+                         size_t(p * double(ms.size() - 1) + 0.5))];
     };
-    std::printf("bench: %lld runs after %lld warm-up: median %.3f ms, p90 "
-                "%.3f ms\n",
+    std::printf("bench: %lld runs after %lld warm-up: median %.4g ms, p90 "
+                "%.4g ms\n",
                 bench, warmup, pct(0.5), pct(0.9));
   }
   if (!outDir.empty()) {
@@ -287,8 +293,8 @@ int run(const std::string& tool, const std::string& modelPath,
   }
   std::set<std::string> used;
   for (size_t i = 0; i < model->outputs().size(); ++i) {
-    const rt::TensorInfo& info = model->outputs()[i];
-    const void* data;
+    const rt::TensorInfo &info = model->outputs()[i];
+    const void *data;
     size_t bytes;
     if (!(st = session->output(i, &data, &bytes)))
       return error(tool, st.message());
@@ -312,7 +318,7 @@ int run(const std::string& tool, const std::string& modelPath,
 
 } // namespace
 
-std::string sanitizeOutputName(const std::string& name) {
+std::string sanitizeOutputName(const std::string &name) {
   std::string s;
   for (char c : name) {
     bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
@@ -324,7 +330,7 @@ std::string sanitizeOutputName(const std::string& name) {
   return s.substr(0, 200);
 }
 
-int inspectMain(int argc, char** argv) {
+int inspectMain(int argc, char **argv) {
   std::string tool = toolName(argc, argv);
   return guarded(tool, [&] {
     std::string path;
@@ -344,7 +350,7 @@ int inspectMain(int argc, char** argv) {
   });
 }
 
-int compareMain(int argc, char** argv) {
+int compareMain(int argc, char **argv) {
   std::string tool = toolName(argc, argv);
   return guarded(tool, [&] {
     std::vector<std::string> files;
@@ -356,11 +362,11 @@ int compareMain(int argc, char** argv) {
         return 0;
       }
       if (a == "--rtol" || a.rfind("--rtol=", 0) == 0) {
-        std::string v = a == "--rtol" ? (i + 1 < argc ? argv[++i] : "")
-                                      : a.substr(7);
+        std::string v =
+            a == "--rtol" ? (i + 1 < argc ? argv[++i] : "") : a.substr(7);
         if (!parseDouble(v, &rtol) || !(rtol >= 0))
-          return error(tool, "--rtol needs a non-negative number, got '" + v +
-                                 "'");
+          return error(tool,
+                       "--rtol needs a non-negative number, got '" + v + "'");
       } else if (a.size() > 1 && a[0] == '-') {
         return error(tool, "unknown option '" + a + "'");
       } else {
@@ -374,7 +380,7 @@ int compareMain(int argc, char** argv) {
   });
 }
 
-int runMain(int argc, char** argv) {
+int runMain(int argc, char **argv) {
   std::string tool = toolName(argc, argv);
   return guarded(tool, [&]() -> int {
     std::string model, outDir;
@@ -383,7 +389,7 @@ int runMain(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
       std::string a = argv[i];
       // --opt VALUE or --opt=VALUE
-      auto value = [&](const char* opt, std::string* out) {
+      auto value = [&](const char *opt, std::string *out) {
         std::string o = opt;
         if (a == o) {
           if (i + 1 >= argc)
@@ -403,13 +409,13 @@ int runMain(int argc, char** argv) {
         return 0;
       }
       if (a == "--inspect") {
-        std::vector<char*> args{argv[0]};
+        std::vector<char *> args{argv[0]};
         for (int j = i + 1; j < argc; ++j)
           args.push_back(argv[j]);
         return inspectMain(int(args.size()), args.data());
       }
       if (a == "--compare") {
-        std::vector<char*> args{argv[0]};
+        std::vector<char *> args{argv[0]};
         for (int j = i + 1; j < argc; ++j)
           args.push_back(argv[j]);
         return compareMain(int(args.size()), args.data());
@@ -430,8 +436,8 @@ int runMain(int argc, char** argv) {
       } else if (a.size() > 1 && a[0] == '-') {
         return error(tool, "unknown option '" + a + "' (see --help)");
       } else if (!model.empty()) {
-        return error(tool, "more than one model given ('" + model + "', '" +
-                               a + "')");
+        return error(tool, "more than one model given ('" + model + "', '" + a +
+                               "')");
       } else {
         model = a;
       }

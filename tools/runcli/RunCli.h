@@ -14,18 +14,18 @@ namespace mc::cli {
 
 /// `MODEL.mcpk --input NAME=FILE.npy ... [--output-dir DIR] [--bench N]`,
 /// also `--inspect MODEL.mcpk` and `--compare A.npy B.npy [--rtol X]`.
-int runMain(int argc, char** argv);
+int runMain(int argc, char **argv);
 /// `MODEL.mcpk`: producer, versions, signature, arena, steps, weights.
-int inspectMain(int argc, char** argv);
+int inspectMain(int argc, char **argv);
 /// `A.npy B.npy [--rtol X]`: ||a-b||/||b|| and max |a-b|; exit 1 when the
 /// dtypes or shapes differ, on any NaN, or when the relative error > rtol
 /// (default 1e-5).
-int compareMain(int argc, char** argv);
+int compareMain(int argc, char **argv);
 
 /// The file name an output called `name` gets inside the output directory:
 /// only [A-Za-z0-9._-], never empty, never starting with '.', so it cannot
 /// leave the directory or hide.
-std::string sanitizeOutputName(const std::string& name);
+std::string sanitizeOutputName(const std::string &name);
 
 } // namespace mc::cli
 

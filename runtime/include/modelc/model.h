@@ -21,24 +21,24 @@ public:
   AlignedBytes() = default;
   /// Leaves `data()` null when the allocation fails.
   explicit AlignedBytes(size_t size);
-  AlignedBytes(AlignedBytes&&) noexcept;
-  AlignedBytes& operator=(AlignedBytes&&) noexcept;
-  AlignedBytes(const AlignedBytes&) = delete;
-  AlignedBytes& operator=(const AlignedBytes&) = delete;
+  AlignedBytes(AlignedBytes &&) noexcept;
+  AlignedBytes &operator=(AlignedBytes &&) noexcept;
+  AlignedBytes(const AlignedBytes &) = delete;
+  AlignedBytes &operator=(const AlignedBytes &) = delete;
   ~AlignedBytes();
-  uint8_t* data() const { return data_; }
+  uint8_t *data() const { return data_; }
   size_t size() const { return size_; }
 
 private:
-  uint8_t* data_ = nullptr;
+  uint8_t *data_ = nullptr;
   size_t size_ = 0;
 };
 
 /// Checks that `bytes` is a well-formed .mcpk (layout, flatbuffers verifier,
 /// version, checksums, every semantic rule; see docs/artifact-format.md).
 /// `name` (the file) prefixes the error message. Does not copy.
-Status verifyArtifact(const uint8_t* bytes, size_t size,
-                      const std::string& name);
+Status verifyArtifact(const uint8_t *bytes, size_t size,
+                      const std::string &name);
 
 struct TensorInfo {
   std::string name;
@@ -51,34 +51,34 @@ struct TensorInfo {
 /// A verified artifact, immutable once loaded; may be shared by threads.
 class Model {
 public:
-  static Status loadFile(const std::string& path, std::unique_ptr<Model>* out);
+  static Status loadFile(const std::string &path, std::unique_ptr<Model> *out);
   /// Copies the bytes.
-  static Status loadMemory(const void* data, size_t size,
-                           const std::string& name,
-                           std::unique_ptr<Model>* out);
+  static Status loadMemory(const void *data, size_t size,
+                           const std::string &name,
+                           std::unique_ptr<Model> *out);
 
-  const std::string& name() const { return name_; }
-  const fb::Model& table() const { return *table_; }
+  const std::string &name() const { return name_; }
+  const fb::Model &table() const { return *table_; }
   /// The data section (weights), 64-byte aligned.
-  const uint8_t* constantData() const { return constants_; }
+  const uint8_t *constantData() const { return constants_; }
   uint64_t constantBytes() const { return table_->data_size(); }
   uint64_t fileSize() const { return bytes_.size(); }
 
-  const std::vector<TensorInfo>& inputs() const { return inputs_; }
-  const std::vector<TensorInfo>& outputs() const { return outputs_; }
+  const std::vector<TensorInfo> &inputs() const { return inputs_; }
+  const std::vector<TensorInfo> &outputs() const { return outputs_; }
   /// Errors name the known inputs/outputs.
-  Status findInput(const std::string& name, size_t* index) const;
-  Status findOutput(const std::string& name, size_t* index) const;
+  Status findInput(const std::string &name, size_t *index) const;
+  Status findOutput(const std::string &name, size_t *index) const;
 
 private:
   Model() = default;
-  static Status fromBytes(AlignedBytes bytes, const std::string& name,
-                          std::unique_ptr<Model>* out);
+  static Status fromBytes(AlignedBytes bytes, const std::string &name,
+                          std::unique_ptr<Model> *out);
 
   std::string name_;
   AlignedBytes bytes_; // the whole file
-  const fb::Model* table_ = nullptr;
-  const uint8_t* constants_ = nullptr;
+  const fb::Model *table_ = nullptr;
+  const uint8_t *constants_ = nullptr;
   std::vector<TensorInfo> inputs_, outputs_;
 };
 
@@ -86,22 +86,22 @@ private:
 /// Not thread-safe; use one session per thread.
 class Session {
 public:
-  static Status create(const Model& model, std::unique_ptr<Session>* out);
+  static Status create(const Model &model, std::unique_ptr<Session> *out);
   ~Session();
 
-  const Model& model() const { return model_; }
+  const Model &model() const { return model_; }
   /// Copies `data` in; dtype, shape and byte size must match the signature.
-  Status setInput(size_t index, DType dtype, const Shape& shape,
-                  const void* data, size_t byteSize);
+  Status setInput(size_t index, DType dtype, const Shape &shape,
+                  const void *data, size_t byteSize);
   /// Runs every step; fails naming any input never set. Does not allocate.
   Status run();
   /// The output's bytes inside the arena, valid until the next run().
-  Status output(size_t index, const void** data, size_t* byteSize) const;
+  Status output(size_t index, const void **data, size_t *byteSize) const;
 
 private:
   struct Impl;
-  explicit Session(const Model& model);
-  const Model& model_;
+  explicit Session(const Model &model);
+  const Model &model_;
   std::unique_ptr<Impl> impl_;
 };
 

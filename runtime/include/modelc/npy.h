@@ -25,16 +25,16 @@ struct NpyArray {
 
 /// Parses the bytes of a .npy file; `name` (usually the path) prefixes every
 /// error message.
-Status parseNpy(const void* bytes, size_t size, const std::string& name,
-                NpyArray* out);
-Status readNpy(const std::string& path, NpyArray* out);
+Status parseNpy(const void *bytes, size_t size, const std::string &name,
+                NpyArray *out);
+Status readNpy(const std::string &path, NpyArray *out);
 
 /// Encodes `data` (numElements(shape) * dtypeSize(dtype) bytes); bf16 is
 /// widened to f4 as described above.
-Status encodeNpy(DType dtype, const Shape& shape, const void* data,
-                 std::vector<uint8_t>* out);
-Status writeNpy(const std::string& path, DType dtype, const Shape& shape,
-                const void* data);
+Status encodeNpy(DType dtype, const Shape &shape, const void *data,
+                 std::vector<uint8_t> *out);
+Status writeNpy(const std::string &path, DType dtype, const Shape &shape,
+                const void *data);
 
 } // namespace mc::rt
 

@@ -23,7 +23,7 @@ inline constexpr uint64_t kTrailerSize = 16;
 inline constexpr uint64_t kAlignment = 64;
 
 /// The project version (e.g. "0.1.0"), recorded as producer_version.
-const char* modelcVersion();
+const char *modelcVersion();
 
 } // namespace mc::rt
 
