@@ -71,6 +71,7 @@ flatbuffers::DetachedBuffer buildTable(const Plan &plan,
     case fb::OpKind::ReduceSum:
     case fb::OpKind::ReduceMean:
     case fb::OpKind::ReduceMax:
+    case fb::OpKind::ReduceMin:
       type = fb::StepAttrs::ReduceAttrs;
       attrs =
           fb::CreateReduceAttrs(b, b.CreateVector(s.ints), s.keepdim).Union();
@@ -84,8 +85,64 @@ flatbuffers::DetachedBuffer buildTable(const Plan &plan,
       attrs = fb::CreateBroadcastAttrs(b, b.CreateVector(s.ints)).Union();
       break;
     case fb::OpKind::Softmax:
+    case fb::OpKind::LogSoftmax:
       type = fb::StepAttrs::SoftmaxAttrs;
       attrs = fb::CreateSoftmaxAttrs(b, s.axis).Union();
+      break;
+    // Schema 1.1.
+    case fb::OpKind::Gelu:
+      type = fb::StepAttrs::GeluAttrs;
+      attrs = fb::CreateGeluAttrs(b, s.tanhApproximation).Union();
+      break;
+    case fb::OpKind::Clamp:
+      type = fb::StepAttrs::ClampAttrs;
+      attrs = fb::CreateClampAttrs(b, s.minValue, s.maxValue).Union();
+      break;
+    case fb::OpKind::Compare:
+      type = fb::StepAttrs::CompareAttrs;
+      attrs = fb::CreateCompareAttrs(b, s.direction).Union();
+      break;
+    case fb::OpKind::Concat:
+      type = fb::StepAttrs::ConcatAttrs;
+      attrs = fb::CreateConcatAttrs(b, s.axis).Union();
+      break;
+    case fb::OpKind::Slice:
+      type = fb::StepAttrs::SliceAttrs;
+      attrs = fb::CreateSliceAttrs(b, b.CreateVector(s.start),
+                                   b.CreateVector(s.strides))
+                  .Union();
+      break;
+    case fb::OpKind::Gather:
+      type = fb::StepAttrs::GatherAttrs;
+      attrs = fb::CreateGatherAttrs(b, s.axis).Union();
+      break;
+    case fb::OpKind::Pad:
+      type = fb::StepAttrs::PadAttrs;
+      attrs = fb::CreatePadAttrs(b, b.CreateVector(s.low),
+                                 b.CreateVector(s.high), s.padValue)
+                  .Union();
+      break;
+    case fb::OpKind::Conv2d:
+      type = fb::StepAttrs::Conv2dAttrs;
+      attrs = fb::CreateConv2dAttrs(b, b.CreateVector(s.strides),
+                                    b.CreateVector(s.padding),
+                                    b.CreateVector(s.dilation), s.groups)
+                  .Union();
+      break;
+    case fb::OpKind::MaxPool2d:
+    case fb::OpKind::AvgPool2d:
+      type = fb::StepAttrs::Pool2dAttrs;
+      attrs = fb::CreatePool2dAttrs(b, b.CreateVector(s.kernel),
+                                    b.CreateVector(s.strides),
+                                    b.CreateVector(s.padding),
+                                    b.CreateVector(s.dilation),
+                                    s.countIncludePad)
+                  .Union();
+      break;
+    case fb::OpKind::BatchNorm:
+    case fb::OpKind::LayerNorm:
+      type = fb::StepAttrs::NormAttrs;
+      attrs = fb::CreateNormAttrs(b, s.epsilon, s.axis).Union();
       break;
     default:
       break;

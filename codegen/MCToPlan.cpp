@@ -270,6 +270,95 @@ private:
           s.transposeB = m.getTransposeB();
           return withResult(s, op);
         })
+        .Case<AbsOp>([&](auto) { return simple(K::Abs); })
+        .Case<ErfOp>([&](auto) { return simple(K::Erf); })
+        .Case<NotOp>([&](auto) { return simple(K::Not); })
+        .Case<PowOp>([&](auto) { return simple(K::Pow); })
+        .Case<MinimumOp>([&](auto) { return simple(K::Minimum); })
+        .Case<SelectOp>([&](auto) { return simple(K::Select); })
+        .Case<GeluOp>([&](GeluOp g) -> LogicalResult {
+          PlanStep& s = addStep(K::Gelu, op);
+          s.tanhApproximation = g.getTanhApproximation();
+          return withResult(s, op);
+        })
+        .Case<ClampOp>([&](ClampOp c) -> LogicalResult {
+          PlanStep& s = addStep(K::Clamp, op);
+          s.minValue = c.getMin().convertToDouble();
+          s.maxValue = c.getMax().convertToDouble();
+          return withResult(s, op);
+        })
+        .Case<CompareOp>([&](CompareOp c) -> LogicalResult {
+          PlanStep& s = addStep(K::Compare, op);
+          s.direction = static_cast<fb::CompareDirection>(c.getDirection());
+          return withResult(s, op);
+        })
+        .Case<LogSoftmaxOp>([&](LogSoftmaxOp l) -> LogicalResult {
+          PlanStep& s = addStep(K::LogSoftmax, op);
+          s.axis = l.getAxis();
+          return withResult(s, op);
+        })
+        .Case<ReduceMinOp>([&](ReduceMinOp r) -> LogicalResult {
+          PlanStep& s = addStep(K::ReduceMin, op);
+          std::vector<int64_t> dims(r.getDims().begin(), r.getDims().end());
+          std::sort(dims.begin(), dims.end());
+          s.ints = std::move(dims);
+          s.keepdim = r.getKeepdim();
+          return withResult(s, op);
+        })
+        .Case<ConcatOp>([&](ConcatOp c) -> LogicalResult {
+          PlanStep& s = addStep(K::Concat, op);
+          s.axis = c.getAxis();
+          return withResult(s, op);
+        })
+        .Case<SliceOp>([&](SliceOp sl) -> LogicalResult {
+          PlanStep& s = addStep(K::Slice, op);
+          s.start.assign(sl.getStart().begin(), sl.getStart().end());
+          s.strides.assign(sl.getStrides().begin(), sl.getStrides().end());
+          return withResult(s, op);
+        })
+        .Case<GatherOp>([&](GatherOp g) -> LogicalResult {
+          PlanStep& s = addStep(K::Gather, op);
+          s.axis = g.getAxis();
+          return withResult(s, op);
+        })
+        .Case<PadOp>([&](PadOp p) -> LogicalResult {
+          PlanStep& s = addStep(K::Pad, op);
+          s.low.assign(p.getLow().begin(), p.getLow().end());
+          s.high.assign(p.getHigh().begin(), p.getHigh().end());
+          s.padValue = p.getValue().convertToDouble();
+          return withResult(s, op);
+        })
+        .Case<Conv2dOp>([&](Conv2dOp c) -> LogicalResult {
+          PlanStep& s = addStep(K::Conv2d, op);
+          s.strides.assign(c.getStrides().begin(), c.getStrides().end());
+          s.padding.assign(c.getPadding().begin(), c.getPadding().end());
+          s.dilation.assign(c.getDilation().begin(), c.getDilation().end());
+          s.groups = c.getGroups();
+          return withResult(s, op);
+        })
+        .Case<MaxPool2dOp, AvgPool2dOp>([&](auto p) -> LogicalResult {
+          bool isMax = llvm::isa<MaxPool2dOp>(op);
+          PlanStep& s = addStep(isMax ? K::MaxPool2d : K::AvgPool2d, op);
+          s.kernel.assign(p.getKernel().begin(), p.getKernel().end());
+          s.strides.assign(p.getStrides().begin(), p.getStrides().end());
+          s.padding.assign(p.getPadding().begin(), p.getPadding().end());
+          s.dilation.assign(p.getDilation().begin(), p.getDilation().end());
+          if (auto avg = llvm::dyn_cast<AvgPool2dOp>(op))
+            s.countIncludePad = avg.getCountIncludePad();
+          return withResult(s, op);
+        })
+        .Case<BatchNormOp>([&](BatchNormOp b) -> LogicalResult {
+          PlanStep& s = addStep(K::BatchNorm, op);
+          s.epsilon = b.getEpsilon().convertToDouble();
+          s.axis = b.getFeatureAxis();
+          return withResult(s, op);
+        })
+        .Case<LayerNormOp>([&](LayerNormOp l) -> LogicalResult {
+          PlanStep& s = addStep(K::LayerNorm, op);
+          s.epsilon = l.getEpsilon().convertToDouble();
+          s.axis = l.getAxis();
+          return withResult(s, op);
+        })
         .Default([&](Operation*) -> LogicalResult {
           return op->emitOpError()
                  << "has no lowering to the cpu target (run "
@@ -344,11 +433,56 @@ private:
 
 } // namespace
 
+/// Drops buffers nothing reads or writes (a parameter whose only use was a
+/// reshape, which copied it) and renumbers the rest, so no weight is stored
+/// twice and the artifact lists only live buffers.
+static void pruneUnusedBuffers(Plan& plan) {
+  std::vector<bool> used(plan.buffers.size(), false);
+  for (const PlanStep& s : plan.steps) {
+    for (uint32_t i : s.inputs)
+      used[i] = true;
+    for (uint32_t i : s.outputs)
+      used[i] = true;
+  }
+  for (const PlanSignature& s : plan.inputs)
+    used[s.buffer] = true;
+  for (const PlanSignature& s : plan.outputs)
+    used[s.buffer] = true;
+  for (size_t i = 0; i < plan.buffers.size(); ++i)
+    if (used[i] && plan.buffers[i].aliasOf >= 0)
+      used[plan.buffers[i].aliasOf] = true;
+  std::vector<uint32_t> remap(plan.buffers.size(), 0);
+  std::vector<PlanBuffer> kept;
+  for (size_t i = 0; i < plan.buffers.size(); ++i) {
+    if (!used[i])
+      continue;
+    remap[i] = kept.size();
+    kept.push_back(std::move(plan.buffers[i]));
+  }
+  for (PlanBuffer& b : kept)
+    if (b.aliasOf >= 0)
+      b.aliasOf = remap[b.aliasOf];
+  for (PlanStep& s : plan.steps) {
+    for (uint32_t& i : s.inputs)
+      i = remap[i];
+    for (uint32_t& i : s.outputs)
+      i = remap[i];
+  }
+  for (PlanSignature& s : plan.inputs)
+    s.buffer = remap[s.buffer];
+  for (PlanSignature& s : plan.outputs)
+    s.buffer = remap[s.buffer];
+  plan.buffers = std::move(kept);
+}
+
 FailureOr<Plan> lowerToPlan(ModuleOp module, StringRef entry) {
   auto fn = llvm::dyn_cast_or_null<func::FuncOp>(findEntryFunction(module, entry));
   if (!fn)
     return failure();
-  return Lowering(module).run(fn);
+  FailureOr<Plan> plan = Lowering(module).run(fn);
+  if (succeeded(plan))
+    pruneUnusedBuffers(*plan);
+  return plan;
 }
 
 std::string formatPlan(const Plan& plan) {
@@ -402,8 +536,55 @@ std::string formatPlan(const Plan& plan) {
       os << " transpose_b";
     if (st.keepdim)
       os << " keepdim";
-    if (st.kind == fb::OpKind::Softmax)
+    auto list = [&](const char* name, const std::vector<int64_t>& v) {
+      if (v.empty())
+        return;
+      os << " " << name << "=[";
+      for (size_t k = 0; k < v.size(); ++k)
+        os << (k ? ", " : "") << v[k];
+      os << "]";
+    };
+    switch (st.kind) {
+    case fb::OpKind::Softmax:
+    case fb::OpKind::LogSoftmax:
+    case fb::OpKind::Concat:
+    case fb::OpKind::Gather:
       os << " axis=" << st.axis;
+      break;
+    case fb::OpKind::BatchNorm:
+    case fb::OpKind::LayerNorm:
+      os << " axis=" << st.axis << " epsilon=" << st.epsilon;
+      break;
+    case fb::OpKind::Clamp:
+      os << " min=" << st.minValue << " max=" << st.maxValue;
+      break;
+    case fb::OpKind::Compare:
+      os << " " << fb::EnumNameCompareDirection(st.direction);
+      break;
+    case fb::OpKind::Gelu:
+      if (st.tanhApproximation)
+        os << " tanh";
+      break;
+    case fb::OpKind::Conv2d:
+      os << " groups=" << st.groups;
+      break;
+    case fb::OpKind::AvgPool2d:
+      if (st.countIncludePad)
+        os << " count_include_pad";
+      break;
+    case fb::OpKind::Pad:
+      os << " value=" << st.padValue;
+      break;
+    default:
+      break;
+    }
+    list("start", st.start);
+    list("kernel", st.kernel);
+    list("strides", st.strides);
+    list("padding", st.padding);
+    list("dilation", st.dilation);
+    list("low", st.low);
+    list("high", st.high);
     os << "\n";
   }
   return s;

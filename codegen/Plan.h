@@ -25,7 +25,8 @@ struct PlanBuffer {
   /// another shape, e.g. a reshape) of buffer `aliasOf`, which is never
   /// itself an alias. The planner gives it its root's offset.
   int64_t aliasOf = -1;
-  /// Filled by the planner (arena) or the writer (constants).
+  /// Filled by the planner: arena offset, or data-section offset for
+  /// constants (see layoutConstants).
   uint64_t offset = 0;
 
   uint64_t byteSize() const;
@@ -41,6 +42,22 @@ struct PlanStep {
   bool transposeA = false, transposeB = false, keepdim = false;
   std::vector<int64_t> ints;
   int64_t axis = 0;
+  // Schema 1.1 ops. axis: Softmax/LogSoftmax, Concat, Gather, BatchNorm
+  // (feature axis), LayerNorm (first normalized axis); ints: reduce dims
+  // (ReduceMin too).
+  bool tanhApproximation = false;          // Gelu
+  double minValue = 0, maxValue = 0;       // Clamp
+  fb::CompareDirection direction = fb::CompareDirection::EQ; // Compare
+  std::vector<int64_t> start;              // Slice
+  std::vector<int64_t> strides;            // Slice, Conv2d, pools ([h, w])
+  std::vector<int64_t> low, high;          // Pad
+  double padValue = 0;                     // Pad
+  std::vector<int64_t> padding;            // Conv2d, pools [top, left, bottom, right]
+  std::vector<int64_t> dilation;           // Conv2d, pools [h, w]
+  std::vector<int64_t> kernel;             // pools [h, w]
+  int64_t groups = 1;                      // Conv2d
+  bool countIncludePad = false;            // AvgPool2d
+  double epsilon = 0;                      // BatchNorm, LayerNorm
   std::string location;
 };
 

@@ -1,5 +1,6 @@
 // Eager ops: shape checks, the runtime's CPU kernels, and trace records.
 #include "frontend/Ops.h"
+#include "frontend/Autograd.h"
 #include "frontend/TraceHook.h"
 
 #include <algorithm>
@@ -19,9 +20,12 @@ void requireDefined(const char* op, const Tensor& t) {
     throw Error(std::string(op) + ": undefined tensor operand");
 }
 
+/// Every op reports itself here: to the tracer when one is active, and to
+/// autograd when an input requires grad.
 void emit(OpRecord record) {
   if (TraceHook* hook = activeTraceHook())
     hook->record(record);
+  autograd::recordOp(record);
 }
 
 int64_t normalizeDim(const char* op, int64_t d, int64_t rank) {
@@ -348,6 +352,497 @@ double relativeError(const Tensor& a, const Tensor& b) {
   if (den == 0)
     return num == 0 ? 0.0 : std::sqrt(num);
   return std::sqrt(num / den);
+}
+
+} // namespace mc
+
+//===--- Ops of real models ---===//
+
+namespace mc {
+namespace {
+
+Tensor unaryRecorded(OpKind kind, rt::UnaryOp op, const char* name,
+                     const Tensor& a, bool tanh = false) {
+  requireDefined(name, a);
+  Tensor out = Tensor::empty(a.shape(), a.dtype());
+  check(rt::unary(op, a.view(), out.mutView()));
+  OpRecord r{kind, {a}, out};
+  r.tanhApproximation = tanh;
+  emit(std::move(r));
+  return out;
+}
+
+/// Broadcasts both operands to one shape (NumPy rules), as binaryOp does.
+std::pair<Tensor, Tensor> broadcastPair(const char* name, Tensor a, Tensor b) {
+  requireDefined(name, a);
+  requireDefined(name, b);
+  if (a.shape() != b.shape()) {
+    Shape s = broadcastShape(name, a.shape(), b.shape());
+    if (a.shape() != s)
+      a = broadcastTo(a, s);
+    if (b.shape() != s)
+      b = broadcastTo(b, s);
+  }
+  return {a, b};
+}
+
+Tensor compareOp(CompareDirection dir, rt::CompareOp op, const char* name,
+                 const Tensor& x, const Tensor& y) {
+  auto [a, b] = broadcastPair(name, x, y);
+  if (a.dtype() != b.dtype())
+    throw Error(std::string(name) + ": operands have different dtypes (" +
+                a.describe() + " and " + b.describe() + ")");
+  Tensor out = Tensor::empty(a.shape(), DType::I1);
+  check(rt::compare(op, a.view(), b.view(), out.mutView()));
+  OpRecord r{OpKind::Compare, {a, b}, out};
+  r.direction = dir;
+  emit(std::move(r));
+  return out;
+}
+
+std::vector<int64_t> expectPair(const char* name, const char* what,
+                                std::vector<int64_t> v) {
+  if (v.size() == 1)
+    v.push_back(v[0]);
+  if (v.size() != 2)
+    throw Error(std::string(name) + ": " + what + " needs 1 or 2 values");
+  return v;
+}
+
+/// [p] -> 4 x p; [ph, pw] -> [ph, pw, ph, pw]; [t, l, b, r] as is.
+std::vector<int64_t> expectPadding(const char* name, std::vector<int64_t> p) {
+  if (p.size() == 1)
+    return {p[0], p[0], p[0], p[0]};
+  if (p.size() == 2)
+    return {p[0], p[1], p[0], p[1]};
+  if (p.size() != 4)
+    throw Error(std::string(name) +
+                ": padding needs 1, 2 or 4 values ([top, left, bottom, "
+                "right])");
+  return p;
+}
+
+int64_t pooled(int64_t in, int64_t k, int64_t s, int64_t pb, int64_t pe,
+               int64_t d, bool ceil) {
+  int64_t span = in + pb + pe - d * (k - 1) - 1;
+  if (span < 0)
+    return 0;
+  int64_t out = (span + (ceil ? s - 1 : 0)) / s + 1;
+  if (ceil && (out - 1) * s >= in + pb)
+    --out;
+  return out;
+}
+
+} // namespace
+
+Tensor abs(const Tensor& a) {
+  return unaryRecorded(OpKind::Abs, rt::UnaryOp::Abs, "abs", a);
+}
+Tensor erf(const Tensor& a) {
+  return unaryRecorded(OpKind::Erf, rt::UnaryOp::Erf, "erf", a);
+}
+Tensor gelu(const Tensor& a, bool tanhApproximation) {
+  return unaryRecorded(OpKind::Gelu,
+                       tanhApproximation ? rt::UnaryOp::GeluTanh
+                                         : rt::UnaryOp::Gelu,
+                       "gelu", a, tanhApproximation);
+}
+Tensor logicalNot(const Tensor& a) {
+  return unaryRecorded(OpKind::Not, rt::UnaryOp::Not, "logical_not", a);
+}
+Tensor pow(const Tensor& a, const Tensor& b) {
+  return binaryOp(OpKind::Pow, rt::BinaryOp::Pow, "pow", a, b);
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return binaryOp(OpKind::Minimum, rt::BinaryOp::Minimum, "minimum", a, b);
+}
+
+Tensor clamp(const Tensor& a, double lo, double hi) {
+  requireDefined("clamp", a);
+  if (lo > hi)
+    throw Error("clamp: min " + std::to_string(lo) + " is greater than max " +
+                std::to_string(hi));
+  Tensor out = Tensor::empty(a.shape(), a.dtype());
+  check(rt::clamp(a.view(), lo, hi, out.mutView()));
+  OpRecord r{OpKind::Clamp, {a}, out};
+  r.minValue = lo;
+  r.maxValue = hi;
+  emit(std::move(r));
+  return out;
+}
+
+Tensor eq(const Tensor& a, const Tensor& b) {
+  return compareOp(CompareDirection::EQ, rt::CompareOp::Eq, "eq", a, b);
+}
+Tensor ne(const Tensor& a, const Tensor& b) {
+  return compareOp(CompareDirection::NE, rt::CompareOp::Ne, "ne", a, b);
+}
+Tensor lt(const Tensor& a, const Tensor& b) {
+  return compareOp(CompareDirection::LT, rt::CompareOp::Lt, "lt", a, b);
+}
+Tensor le(const Tensor& a, const Tensor& b) {
+  return compareOp(CompareDirection::LE, rt::CompareOp::Le, "le", a, b);
+}
+Tensor gt(const Tensor& a, const Tensor& b) {
+  return compareOp(CompareDirection::GT, rt::CompareOp::Gt, "gt", a, b);
+}
+Tensor ge(const Tensor& a, const Tensor& b) {
+  return compareOp(CompareDirection::GE, rt::CompareOp::Ge, "ge", a, b);
+}
+
+Tensor where(const Tensor& pred, const Tensor& x, const Tensor& y) {
+  requireDefined("where", pred);
+  if (pred.dtype() != DType::I1)
+    throw Error("where: the condition must be i1 (bool), got " +
+                pred.describe());
+  auto [a, b] = broadcastPair("where", x, y);
+  if (a.dtype() != b.dtype())
+    throw Error("where: branches have different dtypes (" + a.describe() +
+                " and " + b.describe() + ")");
+  Shape s = broadcastShape("where", pred.shape(), a.shape());
+  Tensor p = pred.shape() == s ? pred : broadcastTo(pred, s);
+  if (a.shape() != s) {
+    a = broadcastTo(a, s);
+    b = broadcastTo(b, s);
+  }
+  Tensor out = Tensor::empty(s, a.dtype());
+  check(rt::select(p.view(), a.view(), b.view(), out.mutView()));
+  emit({OpKind::Select, {p, a, b}, out});
+  return out;
+}
+
+Tensor logSoftmax(const Tensor& a, int64_t axis) {
+  requireDefined("log_softmax", a);
+  int64_t ax = normalizeDim("log_softmax", axis, a.rank());
+  Tensor out = Tensor::empty(a.shape(), a.dtype());
+  check(rt::logSoftmax(a.view(), ax, out.mutView()));
+  OpRecord rec{OpKind::LogSoftmax, {a}, out};
+  rec.axis = ax;
+  emit(std::move(rec));
+  return out;
+}
+
+Tensor amin(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  return reduceOp(OpKind::ReduceMin, rt::ReduceOp::Min, "amin", a, dims,
+                  keepdim);
+}
+
+Tensor concat(const std::vector<Tensor>& tensors, int64_t axis) {
+  if (tensors.empty())
+    throw Error("concat: no tensors");
+  for (const Tensor& t : tensors)
+    requireDefined("concat", t);
+  const Tensor& first = tensors[0];
+  int64_t ax = normalizeDim("concat", axis, first.rank());
+  Shape outShape = first.shape();
+  outShape[ax] = 0;
+  std::vector<rt::ConstTensor> views;
+  for (const Tensor& t : tensors) {
+    if (t.dtype() != first.dtype() || t.rank() != first.rank())
+      throw Error("concat: " + t.describe() + " does not match " +
+                  first.describe());
+    for (int64_t d = 0; d < t.rank(); ++d)
+      if (d != ax && t.shape()[d] != first.shape()[d])
+        throw Error("concat: " + t.describe() + " and " + first.describe() +
+                    " differ outside axis " + std::to_string(ax));
+    outShape[ax] += t.shape()[ax];
+    views.push_back(t.view());
+  }
+  Tensor out = Tensor::empty(outShape, first.dtype());
+  check(rt::concat(views, ax, out.mutView()));
+  OpRecord rec{OpKind::Concat, tensors, out};
+  rec.axis = ax;
+  emit(std::move(rec));
+  return out;
+}
+
+Tensor slice(const Tensor& a, const std::vector<int64_t>& start,
+             const std::vector<int64_t>& count,
+             const std::vector<int64_t>& step) {
+  requireDefined("slice", a);
+  size_t r = a.shape().size();
+  if (start.size() != r || count.size() != r || step.size() != r)
+    throw Error("slice: start, count and step need one entry per dimension "
+                "of " + a.describe());
+  for (size_t d = 0; d < r; ++d) {
+    if (step[d] < 1 || start[d] < 0 || count[d] < 0 ||
+        (count[d] > 0 && start[d] + (count[d] - 1) * step[d] >= a.shape()[d]))
+      throw Error("slice: dimension " + std::to_string(d) + " of " +
+                  a.describe() + " cannot take " + std::to_string(count[d]) +
+                  " elements from " + std::to_string(start[d]) +
+                  " with step " + std::to_string(step[d]));
+  }
+  Tensor out = Tensor::empty(Shape(count.begin(), count.end()), a.dtype());
+  check(rt::slice(a.view(), start, step, out.mutView()));
+  OpRecord rec{OpKind::Slice, {a}, out};
+  rec.start = start;
+  rec.strides = step;
+  emit(std::move(rec));
+  return out;
+}
+
+Tensor sliceDim(const Tensor& a, int64_t dim, int64_t start, int64_t end,
+                int64_t step) {
+  requireDefined("slice", a);
+  int64_t d = normalizeDim("slice", dim, a.rank());
+  int64_t size = a.shape()[d];
+  if (step < 1)
+    throw Error("slice: step must be >= 1");
+  auto clampIndex = [&](int64_t i) {
+    if (i < 0)
+      i += size;
+    return std::min(std::max<int64_t>(i, 0), size);
+  };
+  int64_t s = clampIndex(start), e = clampIndex(end);
+  int64_t count = e > s ? (e - s + step - 1) / step : 0;
+  std::vector<int64_t> st(a.rank(), 0), cnt(a.shape()), sp(a.rank(), 1);
+  st[d] = count ? s : 0;
+  cnt[d] = count;
+  sp[d] = step;
+  return slice(a, st, cnt, sp);
+}
+
+Tensor gather(const Tensor& a, const Tensor& indices, int64_t axis) {
+  requireDefined("gather", a);
+  requireDefined("gather", indices);
+  if (indices.dtype() != DType::I32 && indices.dtype() != DType::I64)
+    throw Error("gather: indices must be i32 or i64, got " +
+                indices.describe());
+  int64_t ax = normalizeDim("gather", axis, a.rank());
+  Shape outShape(a.shape().begin(), a.shape().begin() + ax);
+  outShape.insert(outShape.end(), indices.shape().begin(),
+                  indices.shape().end());
+  outShape.insert(outShape.end(), a.shape().begin() + ax + 1, a.shape().end());
+  Tensor out = Tensor::empty(outShape, a.dtype());
+  check(rt::gather(a.view(), indices.view(), ax, out.mutView()));
+  OpRecord rec{OpKind::Gather, {a, indices}, out};
+  rec.axis = ax;
+  emit(std::move(rec));
+  return out;
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& ids) {
+  if (weight.rank() != 2)
+    throw Error("embedding: weight must be [num_embeddings, dim], got " +
+                weight.describe());
+  return gather(weight, ids, 0);
+}
+
+Tensor pad(const Tensor& a, const std::vector<int64_t>& low,
+           const std::vector<int64_t>& high, double value) {
+  requireDefined("pad", a);
+  if (static_cast<int64_t>(low.size()) != a.rank() ||
+      static_cast<int64_t>(high.size()) != a.rank())
+    throw Error("pad: low and high need one entry per dimension of " +
+                a.describe());
+  Shape outShape = a.shape();
+  for (int64_t d = 0; d < a.rank(); ++d) {
+    if (low[d] < 0 || high[d] < 0)
+      throw Error("pad: negative padding");
+    outShape[d] += low[d] + high[d];
+  }
+  Tensor out = Tensor::empty(outShape, a.dtype());
+  check(rt::pad(a.view(), low, high, value, out.mutView()));
+  OpRecord rec{OpKind::Pad, {a}, out};
+  rec.low = low;
+  rec.high = high;
+  rec.padValue = value;
+  emit(std::move(rec));
+  return out;
+}
+
+Tensor unsqueeze(const Tensor& a, int64_t dim) {
+  requireDefined("unsqueeze", a);
+  int64_t d = normalizeDim("unsqueeze", dim, a.rank() + 1);
+  Shape s = a.shape();
+  s.insert(s.begin() + d, 1);
+  return reshape(a, s);
+}
+
+Tensor squeeze(const Tensor& a, int64_t dim) {
+  requireDefined("squeeze", a);
+  int64_t d = normalizeDim("squeeze", dim, a.rank());
+  if (a.shape()[d] != 1)
+    throw Error("squeeze: dimension " + std::to_string(dim) + " of " +
+                a.describe() + " is not 1");
+  Shape s = a.shape();
+  s.erase(s.begin() + d);
+  return reshape(a, s);
+}
+
+Tensor flatten(const Tensor& a, int64_t startDim, int64_t endDim) {
+  requireDefined("flatten", a);
+  if (a.rank() == 0)
+    return reshape(a, {1});
+  int64_t s = normalizeDim("flatten", startDim, a.rank());
+  int64_t e = normalizeDim("flatten", endDim, a.rank());
+  if (s > e)
+    throw Error("flatten: start dim after end dim");
+  Shape out(a.shape().begin(), a.shape().begin() + s);
+  int64_t n = 1;
+  for (int64_t d = s; d <= e; ++d)
+    n *= a.shape()[d];
+  out.push_back(n);
+  out.insert(out.end(), a.shape().begin() + e + 1, a.shape().end());
+  return reshape(a, out);
+}
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
+              std::vector<int64_t> strides, std::vector<int64_t> padding,
+              std::vector<int64_t> dilation, int64_t groups) {
+  requireDefined("conv2d", input);
+  requireDefined("conv2d", weight);
+  strides = expectPair("conv2d", "strides", strides);
+  dilation = expectPair("conv2d", "dilation", dilation);
+  padding = expectPadding("conv2d", padding);
+  if (input.rank() != 4 || weight.rank() != 4)
+    throw Error("conv2d: expects input [N, C, H, W] and weight [O, C/groups, "
+                "KH, KW], got " + input.describe() + " and " +
+                weight.describe());
+  const Shape& x = input.shape();
+  const Shape& w = weight.shape();
+  if (groups < 1 || x[1] % groups || w[0] % groups || w[1] * groups != x[1])
+    throw Error("conv2d: weight " + weight.describe() + " with groups=" +
+                std::to_string(groups) + " does not fit input " +
+                input.describe());
+  int64_t oh = pooled(x[2], w[2], strides[0], padding[0], padding[2],
+                      dilation[0], false);
+  int64_t ow = pooled(x[3], w[3], strides[1], padding[1], padding[3],
+                      dilation[1], false);
+  if (oh < 1 || ow < 1)
+    throw Error("conv2d: the kernel does not fit the padded input " +
+                input.describe());
+  Tensor out = Tensor::empty({x[0], w[0], oh, ow}, input.dtype());
+  rt::Conv2dParams p;
+  p.strideH = strides[0];
+  p.strideW = strides[1];
+  p.padTop = padding[0];
+  p.padLeft = padding[1];
+  p.padBottom = padding[2];
+  p.padRight = padding[3];
+  p.dilationH = dilation[0];
+  p.dilationW = dilation[1];
+  p.groups = groups;
+  check(rt::conv2d(input.view(), weight.view(), p, out.mutView()));
+  OpRecord rec{OpKind::Conv2d, {input, weight}, out};
+  rec.strides = strides;
+  rec.padding = padding;
+  rec.dilation = dilation;
+  rec.groups = groups;
+  emit(std::move(rec));
+  if (!bias.defined())
+    return out;
+  if (bias.rank() != 1 || bias.size(0) != w[0])
+    throw Error("conv2d: bias must be [" + std::to_string(w[0]) + "], got " +
+                bias.describe());
+  return add(out, broadcastInDim(bias, out.shape(), {1}));
+}
+
+static Tensor pool2d(bool isMax, const Tensor& input,
+                     std::vector<int64_t> kernel,
+                     std::vector<int64_t> strides,
+                     std::vector<int64_t> padding,
+                     std::vector<int64_t> dilation, bool ceilMode,
+                     bool countIncludePad) {
+  const char* name = isMax ? "max_pool2d" : "avg_pool2d";
+  requireDefined(name, input);
+  kernel = expectPair(name, "kernel", kernel);
+  strides = strides.empty() ? kernel : expectPair(name, "strides", strides);
+  dilation = expectPair(name, "dilation", dilation);
+  padding = expectPadding(name, padding);
+  if (input.rank() != 4)
+    throw Error(std::string(name) + ": expects input [N, C, H, W], got " +
+                input.describe());
+  const Shape& x = input.shape();
+  int64_t oh = pooled(x[2], kernel[0], strides[0], padding[0], padding[2],
+                      dilation[0], ceilMode);
+  int64_t ow = pooled(x[3], kernel[1], strides[1], padding[1], padding[3],
+                      dilation[1], ceilMode);
+  if (oh < 1 || ow < 1)
+    throw Error(std::string(name) + ": the window does not fit " +
+                input.describe());
+  Tensor out = Tensor::empty({x[0], x[1], oh, ow}, input.dtype());
+  rt::Pool2dParams p;
+  p.kernelH = kernel[0];
+  p.kernelW = kernel[1];
+  p.strideH = strides[0];
+  p.strideW = strides[1];
+  p.padTop = padding[0];
+  p.padLeft = padding[1];
+  p.padBottom = padding[2];
+  p.padRight = padding[3];
+  p.dilationH = dilation[0];
+  p.dilationW = dilation[1];
+  if (isMax)
+    check(rt::maxPool2d(input.view(), p, out.mutView()));
+  else
+    check(rt::avgPool2d(input.view(), p, countIncludePad, out.mutView()));
+  OpRecord rec{isMax ? OpKind::MaxPool2d : OpKind::AvgPool2d, {input}, out};
+  rec.kernel = kernel;
+  rec.strides = strides;
+  rec.padding = padding;
+  rec.dilation = dilation;
+  rec.ceilMode = ceilMode;
+  rec.countIncludePad = countIncludePad;
+  emit(std::move(rec));
+  return out;
+}
+
+Tensor maxPool2d(const Tensor& input, std::vector<int64_t> kernel,
+                 std::vector<int64_t> strides, std::vector<int64_t> padding,
+                 std::vector<int64_t> dilation, bool ceilMode) {
+  return pool2d(true, input, kernel, strides, padding, dilation, ceilMode,
+                false);
+}
+
+Tensor avgPool2d(const Tensor& input, std::vector<int64_t> kernel,
+                 std::vector<int64_t> strides, std::vector<int64_t> padding,
+                 bool ceilMode, bool countIncludePad) {
+  return pool2d(false, input, kernel, strides, padding, {1, 1}, ceilMode,
+                countIncludePad);
+}
+
+Tensor batchNorm(const Tensor& x, const Tensor& scale, const Tensor& offset,
+                 const Tensor& mean, const Tensor& variance, double epsilon,
+                 int64_t axis) {
+  for (const Tensor* t : {&x, &scale, &offset, &mean, &variance})
+    requireDefined("batch_norm", *t);
+  int64_t ax = normalizeDim("batch_norm", axis, x.rank());
+  for (const Tensor* t : {&scale, &offset, &mean, &variance})
+    if (t->rank() != 1 || t->size(0) != x.shape()[ax] ||
+        t->dtype() != x.dtype())
+      throw Error("batch_norm: parameters must be " +
+                  std::string(rt::dtypeName(x.dtype())) + "[" +
+                  std::to_string(x.shape()[ax]) + "], got " + t->describe());
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  check(rt::batchNorm(x.view(), scale.view(), offset.view(), mean.view(),
+                      variance.view(), epsilon, ax, out.mutView()));
+  OpRecord rec{OpKind::BatchNorm, {x, scale, offset, mean, variance}, out};
+  rec.epsilon = epsilon;
+  rec.axis = ax;
+  emit(std::move(rec));
+  return out;
+}
+
+Tensor layerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                 int64_t axis, double epsilon) {
+  for (const Tensor* t : {&x, &gamma, &beta})
+    requireDefined("layer_norm", *t);
+  int64_t ax = normalizeDim("layer_norm", axis, x.rank());
+  Shape normalized(x.shape().begin() + ax, x.shape().end());
+  for (const Tensor* t : {&gamma, &beta})
+    if (t->shape() != normalized || t->dtype() != x.dtype())
+      throw Error("layer_norm: gamma and beta must be " +
+                  std::string(rt::dtypeName(x.dtype())) +
+                  rt::shapeString(normalized) + ", got " + t->describe());
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  check(rt::layerNorm(x.view(), gamma.view(), beta.view(), ax, epsilon,
+                      out.mutView()));
+  OpRecord rec{OpKind::LayerNorm, {x, gamma, beta}, out};
+  rec.epsilon = epsilon;
+  rec.axis = ax;
+  emit(std::move(rec));
+  return out;
 }
 
 } // namespace mc

@@ -46,6 +46,79 @@ Tensor amax(const Tensor& a, const std::vector<int64_t>& dims,
 Tensor softmax(const Tensor& a, int64_t axis);
 Tensor cast(const Tensor& a, DType dtype);
 
+//===--- Ops of real models (CNNs, transformers). PyTorch semantics. ---===//
+
+Tensor abs(const Tensor& a);
+Tensor erf(const Tensor& a);
+/// GELU: exact erf form, or PyTorch's approximate='tanh' form.
+Tensor gelu(const Tensor& a, bool tanhApproximation = false);
+Tensor pow(const Tensor& a, const Tensor& b); // broadcasts
+Tensor minimum(const Tensor& a, const Tensor& b);
+/// min(max(a, lo), hi); relu6 is clamp(x, 0, 6).
+Tensor clamp(const Tensor& a, double lo, double hi);
+/// Comparisons broadcast and return i1 tensors.
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+/// torch.where: pred (i1) ? a : b, broadcasting all three.
+Tensor where(const Tensor& pred, const Tensor& a, const Tensor& b);
+Tensor logicalNot(const Tensor& a); // i1
+Tensor logSoftmax(const Tensor& a, int64_t axis);
+Tensor amin(const Tensor& a, const std::vector<int64_t>& dims,
+            bool keepdim = false);
+/// torch.cat. Negative axis counts from the end.
+Tensor concat(const std::vector<Tensor>& tensors, int64_t axis);
+/// General strided slice: per dimension start (>= 0), count (the result
+/// size) and step (>= 1).
+Tensor slice(const Tensor& a, const std::vector<int64_t>& start,
+             const std::vector<int64_t>& count,
+             const std::vector<int64_t>& step);
+/// PyTorch-style a[..., start:end:step, ...] on one dimension; start/end
+/// clamp like Python slices (negative count from the end).
+Tensor sliceDim(const Tensor& a, int64_t dim, int64_t start, int64_t end,
+                int64_t step = 1);
+/// ONNX Gather / torch.index_select generalized: out.shape = a.shape[:axis]
+/// + indices.shape + a.shape[axis+1:]; indices i32/i64, negative wrap.
+Tensor gather(const Tensor& a, const Tensor& indices, int64_t axis);
+/// Embedding lookup: weight [V, D], ids (i32/i64) [...] -> [..., D].
+Tensor embedding(const Tensor& weight, const Tensor& ids);
+/// Constant padding, low/high per dimension (>= 0).
+Tensor pad(const Tensor& a, const std::vector<int64_t>& low,
+           const std::vector<int64_t>& high, double value = 0.0);
+/// Adds size-1 dims / removes them (both are reshapes in the graph).
+Tensor unsqueeze(const Tensor& a, int64_t dim);
+Tensor squeeze(const Tensor& a, int64_t dim);
+Tensor flatten(const Tensor& a, int64_t startDim = 1, int64_t endDim = -1);
+
+/// NCHW conv2d like torch.nn.functional.conv2d; `padding` is [top, left,
+/// bottom, right]; bias optional ([O], added after).
+Tensor conv2d(const Tensor& input, const Tensor& weight,
+              const Tensor& bias = Tensor(),
+              std::vector<int64_t> strides = {1, 1},
+              std::vector<int64_t> padding = {0, 0, 0, 0},
+              std::vector<int64_t> dilation = {1, 1}, int64_t groups = 1);
+/// torch.nn.functional.max_pool2d; padding [top, left, bottom, right].
+Tensor maxPool2d(const Tensor& input, std::vector<int64_t> kernel,
+                 std::vector<int64_t> strides,
+                 std::vector<int64_t> padding = {0, 0, 0, 0},
+                 std::vector<int64_t> dilation = {1, 1},
+                 bool ceilMode = false);
+/// torch.nn.functional.avg_pool2d.
+Tensor avgPool2d(const Tensor& input, std::vector<int64_t> kernel,
+                 std::vector<int64_t> strides,
+                 std::vector<int64_t> padding = {0, 0, 0, 0},
+                 bool ceilMode = false, bool countIncludePad = true);
+/// Inference batch norm over `axis` (1 for NCHW).
+Tensor batchNorm(const Tensor& x, const Tensor& scale, const Tensor& offset,
+                 const Tensor& mean, const Tensor& variance, double epsilon,
+                 int64_t axis = 1);
+/// Layer norm over the trailing dims [axis, rank).
+Tensor layerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                 int64_t axis, double epsilon);
+
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }

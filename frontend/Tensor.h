@@ -33,10 +33,17 @@ struct Storage {
   size_t bytes = 0;
 };
 
+struct GradNode;
+
 struct TensorImpl {
   DType dtype = DType::F32;
   Shape shape;
   std::shared_ptr<Storage> storage;
+  // Autograd (see Autograd.h): a leaf that requires grad accumulates into
+  // `grad`; a computed tensor points at the node that made it.
+  bool requiresGrad = false;
+  std::shared_ptr<TensorImpl> grad;
+  std::shared_ptr<GradNode> gradFn;
 };
 
 /// The random generator used for initialization (like torch.manual_seed).
@@ -83,6 +90,19 @@ public:
 
   rt::ConstTensor view() const;
   rt::MutTensor mutView();
+
+  //===--- Autograd (see Autograd.h) ---===//
+  /// Marks a leaf (a parameter) as needing gradients; returns *this.
+  Tensor& setRequiresGrad(bool requires = true);
+  bool requiresGrad() const;
+  /// The accumulated gradient of a leaf (undefined before backward()).
+  Tensor grad() const;
+  void zeroGrad();
+  /// Gradients of this scalar with respect to every leaf it depends on,
+  /// accumulated into their grad().
+  void backward() const;
+  /// The same values, cut from the graph.
+  Tensor detach() const;
 
   TensorImpl* impl() const { return impl_.get(); }
   const std::shared_ptr<TensorImpl>& implPtr() const { return impl_; }

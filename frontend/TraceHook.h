@@ -15,11 +15,17 @@ enum class OpKind {
   Neg, Exp, Log, Tanh, Sigmoid, Relu, Sqrt,
   Cast, BroadcastInDim, Reshape, Transpose,
   ReduceSum, ReduceMean, ReduceMax, Softmax, MatMul,
+  // Ops of real models.
+  Abs, Erf, Gelu, Pow, Minimum, Clamp, Compare, Select, Not, LogSoftmax,
+  ReduceMin, Concat, Slice, Gather, Pad, Conv2d, MaxPool2d, AvgPool2d,
+  BatchNorm, LayerNorm,
 };
+
+enum class CompareDirection { EQ, NE, LT, LE, GT, GE };
 
 /// One op as it ran: inputs, output, and the attributes of its kind
 /// (ints: broadcast dims / permutation / reduce dims; flags: transposes,
-/// keepdim; axis: softmax).
+/// keepdim; axis: softmax, log_softmax, concat, gather, norms).
 struct OpRecord {
   OpKind kind;
   std::vector<Tensor> inputs;
@@ -27,6 +33,19 @@ struct OpRecord {
   std::vector<int64_t> ints;
   bool transposeA = false, transposeB = false, keepdim = false;
   int64_t axis = 0;
+  // Ops of real models (same meaning as in codegen's PlanStep).
+  bool tanhApproximation = false;          // Gelu
+  double minValue = 0, maxValue = 0;       // Clamp
+  CompareDirection direction = CompareDirection::EQ;
+  std::vector<int64_t> start, strides;     // Slice (strides: Conv2d, pools)
+  std::vector<int64_t> low, high;          // Pad
+  double padValue = 0;                     // Pad
+  std::vector<int64_t> padding, dilation;  // Conv2d, pools
+  std::vector<int64_t> kernel;             // pools
+  int64_t groups = 1;                      // Conv2d
+  bool ceilMode = false;                   // pools
+  bool countIncludePad = false;            // AvgPool2d
+  double epsilon = 0;                      // BatchNorm, LayerNorm
 };
 
 class TraceHook {

@@ -23,7 +23,8 @@ public:
   virtual std::string typeName() const = 0;
 
   /// Parameters of this module and all submodules, with dotted names
-  /// ("0.weight", "fc1.bias"), in registration order.
+  /// ("0.weight", "fc1.bias"): the module's own first, then each child's
+  /// (recursively), each in registration order, as torch.nn.Module does.
   std::vector<std::pair<std::string, Tensor>> namedParameters() const;
   std::vector<std::pair<std::string, const Module*>> namedModules() const;
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>&

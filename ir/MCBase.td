@@ -33,7 +33,11 @@ def MC_Numeric : AnyTypeOf<[F32, F16, BF16, I32, I64], "numeric">;
 def MC_Element : AnyTypeOf<[F32, F16, BF16, I32, I64, I1],
                             "mc element type (f32, f16, bf16, i32, i64, i1)">;
 
+def MC_Index : AnyTypeOf<[I32, I64], "index integer (i32, i64)">;
+
 def MC_Tensor : RankedTensorOf<[MC_Element]>;
+def MC_BoolTensor : RankedTensorOf<[I1]>;
+def MC_IndexTensor : RankedTensorOf<[MC_Index]>;
 def MC_FloatTensor : RankedTensorOf<[MC_Float]>;
 def MC_NumericTensor : RankedTensorOf<[MC_Numeric]>;
 

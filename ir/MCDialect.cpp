@@ -6,6 +6,7 @@
 using namespace mlir;
 
 #include "ir/MCOpsDialect.cpp.inc"
+#include "ir/MCEnums.cpp.inc"
 
 namespace {
 /// Every mc op is pure and region-free, so inlining a function that holds
@@ -32,5 +33,5 @@ Operation* mc::MCDialect::materializeConstant(OpBuilder& builder,
   auto elements = llvm::dyn_cast<ElementsAttr>(value);
   if (!elements || elements.getType() != type)
     return nullptr;
-  return builder.create<ConstantOp>(loc, elements);
+  return ConstantOp::create(builder, loc, elements);
 }

@@ -13,6 +13,8 @@
 
 #include "ir/MCOpsDialect.h.inc"
 
+#include "ir/MCEnums.h.inc"
+
 #define GET_OP_CLASSES
 #include "ir/MCOps.h.inc"
 

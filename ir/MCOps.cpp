@@ -261,6 +261,7 @@ static LogicalResult inferReduce(std::optional<Location> location,
 MC_REDUCE_INFER(ReduceSumOp)
 MC_REDUCE_INFER(ReduceMeanOp)
 MC_REDUCE_INFER(ReduceMaxOp)
+MC_REDUCE_INFER(ReduceMinOp)
 #undef MC_REDUCE_INFER
 
 //===----------------------------------------------------------------------===//
@@ -292,10 +293,201 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext*,
 // SoftmaxOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult SoftmaxOp::verify() {
-  int64_t rank = getType().getRank();
-  if (getAxis() < 0 || getAxis() >= rank)
-    return emitOpError() << "axis " << getAxis()
-                         << " is out of range for rank " << rank;
+/// I64Attr accessors return uint64_t; axes are signed.
+template <typename Op> static LogicalResult verifyAxis(Op op) {
+  int64_t rank = op.getType().getRank();
+  int64_t axis = static_cast<int64_t>(op.getAxis());
+  if (axis < 0 || axis >= rank)
+    return op.emitOpError() << "axis " << axis << " is out of range for rank "
+                            << rank;
+  return success();
+}
+
+LogicalResult SoftmaxOp::verify() { return verifyAxis(*this); }
+
+LogicalResult LogSoftmaxOp::verify() { return verifyAxis(*this); }
+
+//===----------------------------------------------------------------------===//
+// Ops of real models
+//===----------------------------------------------------------------------===//
+
+LogicalResult ClampOp::verify() {
+  if (getMin().convertToDouble() > getMax().convertToDouble())
+    return emitOpError() << "min " << getMin().convertToDouble()
+                         << " is greater than max "
+                         << getMax().convertToDouble();
+  return success();
+}
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext*,
+                                         std::optional<Location> location,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type>& inferred) {
+  OptionalEmitter emit{location, getOperationName()};
+  SmallVector<ArrayRef<int64_t>> shapes;
+  Type element;
+  for (Value v : adaptor.getInputs()) {
+    auto t = tensorType(v);
+    if (element && t.getElementType() != element) {
+      emit() << "expects inputs of one element type, got " << element
+             << " and " << t.getElementType();
+      return failure();
+    }
+    element = t.getElementType();
+    shapes.push_back(t.getShape());
+  }
+  auto shape = inferConcatShape(shapes, adaptor.getAxis(), emit);
+  if (failed(shape))
+    return failure();
+  inferred.push_back(RankedTensorType::get(*shape, element));
+  return success();
+}
+
+LogicalResult SliceOp::inferReturnTypes(MLIRContext*,
+                                        std::optional<Location> location,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type>& inferred) {
+  auto in = tensorType(adaptor.getInput());
+  auto shape = inferSliceShape(in.getShape(), adaptor.getStart(),
+                               adaptor.getLimit(), adaptor.getStrides(),
+                               OptionalEmitter{location, getOperationName()});
+  if (failed(shape))
+    return failure();
+  inferred.push_back(RankedTensorType::get(*shape, in.getElementType()));
+  return success();
+}
+
+OpFoldResult SliceOp::fold(FoldAdaptor) {
+  if (getInput().getType() != getType())
+    return {};
+  for (auto [s, st] : llvm::zip(getStart(), getStrides()))
+    if (s != 0 || st != 1)
+      return {};
+  return getInput();
+}
+
+LogicalResult GatherOp::inferReturnTypes(MLIRContext*,
+                                         std::optional<Location> location,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type>& inferred) {
+  auto in = tensorType(adaptor.getInput());
+  auto shape = inferGatherShape(in.getShape(),
+                                tensorType(adaptor.getIndices()).getShape(),
+                                adaptor.getAxis(),
+                                OptionalEmitter{location, getOperationName()});
+  if (failed(shape))
+    return failure();
+  inferred.push_back(RankedTensorType::get(*shape, in.getElementType()));
+  return success();
+}
+
+LogicalResult PadOp::inferReturnTypes(MLIRContext*,
+                                      std::optional<Location> location,
+                                      Adaptor adaptor,
+                                      SmallVectorImpl<Type>& inferred) {
+  auto in = tensorType(adaptor.getInput());
+  auto shape = inferPadShape(in.getShape(), adaptor.getLow(),
+                             adaptor.getHigh(),
+                             OptionalEmitter{location, getOperationName()});
+  if (failed(shape))
+    return failure();
+  inferred.push_back(RankedTensorType::get(*shape, in.getElementType()));
+  return success();
+}
+
+LogicalResult Conv2dOp::inferReturnTypes(MLIRContext*,
+                                         std::optional<Location> location,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type>& inferred) {
+  OptionalEmitter emit{location, getOperationName()};
+  auto in = tensorType(adaptor.getInput());
+  auto w = tensorType(adaptor.getWeight());
+  if (in.getElementType() != w.getElementType()) {
+    emit() << "expects input and weight of one element type, got "
+           << in.getElementType() << " and " << w.getElementType();
+    return failure();
+  }
+  auto shape = inferConv2dShape(in.getShape(), w.getShape(),
+                                adaptor.getStrides(), adaptor.getPadding(),
+                                adaptor.getDilation(), adaptor.getGroups(),
+                                emit);
+  if (failed(shape))
+    return failure();
+  inferred.push_back(RankedTensorType::get(*shape, in.getElementType()));
+  return success();
+}
+
+template <typename Adaptor>
+static LogicalResult inferPool(std::optional<Location> location,
+                               StringRef name, Adaptor adaptor,
+                               SmallVectorImpl<Type>& inferred) {
+  auto in = tensorType(adaptor.getInput());
+  auto shape = inferPool2dShape(
+      in.getShape(), adaptor.getKernel(), adaptor.getStrides(),
+      adaptor.getPadding(), adaptor.getDilation(), adaptor.getCeilMode(),
+      OptionalEmitter{location, name});
+  if (failed(shape))
+    return failure();
+  inferred.push_back(RankedTensorType::get(*shape, in.getElementType()));
+  return success();
+}
+
+LogicalResult MaxPool2dOp::inferReturnTypes(MLIRContext*,
+                                            std::optional<Location> location,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type>& inferred) {
+  return inferPool(location, getOperationName(), adaptor, inferred);
+}
+
+LogicalResult AvgPool2dOp::inferReturnTypes(MLIRContext*,
+                                            std::optional<Location> location,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type>& inferred) {
+  if (adaptor.getDilation() != ArrayRef<int64_t>{1, 1}) {
+    OptionalEmitter{location, getOperationName()}()
+        << "dilation must be [1, 1] for average pooling";
+    return failure();
+  }
+  return inferPool(location, getOperationName(), adaptor, inferred);
+}
+
+LogicalResult BatchNormOp::verify() {
+  auto in = tensorType(getInput());
+  auto scale = tensorType(getScale());
+  int64_t axis = static_cast<int64_t>(getFeatureAxis());
+  if (axis < 0 || axis >= in.getRank())
+    return emitOpError() << "feature_axis " << axis
+                         << " is out of range for rank " << in.getRank();
+  if (scale.getRank() != 1 || scale.getDimSize(0) != in.getDimSize(axis))
+    return emitOpError() << "expects scale, offset, mean and variance of "
+                            "shape ["
+                         << in.getDimSize(axis) << "] (the size of feature "
+                         << "axis " << axis << "), got " << scale;
+  if (scale.getElementType() != in.getElementType())
+    return emitOpError() << "expects parameters of the input's element type "
+                         << in.getElementType() << ", got " << scale;
+  if (getEpsilon().convertToDouble() < 0)
+    return emitOpError() << "epsilon must be >= 0";
+  return success();
+}
+
+LogicalResult LayerNormOp::verify() {
+  auto in = tensorType(getInput());
+  auto gamma = tensorType(getGamma());
+  int64_t axis = static_cast<int64_t>(getAxis());
+  if (axis < 0 || axis >= in.getRank())
+    return emitOpError() << "axis " << axis << " is out of range for rank "
+                         << in.getRank();
+  if (gamma.getShape() != in.getShape().drop_front(axis))
+    return emitOpError() << "expects gamma and beta of the normalized shape "
+                            "(input dimensions from axis "
+                         << axis << " on), got " << gamma << " for input "
+                         << in;
+  if (gamma.getElementType() != in.getElementType())
+    return emitOpError() << "expects gamma and beta of the input's element "
+                            "type "
+                         << in.getElementType() << ", got " << gamma;
+  if (getEpsilon().convertToDouble() < 0)
+    return emitOpError() << "epsilon must be >= 0";
   return success();
 }

@@ -3,6 +3,7 @@
 #define MC_OPS_TD
 
 include "ir/MCBase.td"
+include "ir/MCEnums.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
@@ -267,6 +268,321 @@ def MC_SoftmaxOp : MC_Op<"softmax", [Pure, SameOperandsAndResultType]> {
   let arguments = (ins MC_FloatTensor:$input, I64Attr:$axis);
   let results = (outs MC_FloatTensor:$result);
   let assemblyFormat = "$input `,` `axis` `=` $axis attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Ops of real models (CNNs, transformers, ONNX graphs)
+//===----------------------------------------------------------------------===//
+
+def MC_AbsOp : MC_UnaryOp<"abs", MC_NumericTensor, "|x|">;
+def MC_ErfOp : MC_UnaryOp<"erf", MC_FloatTensor, "erf(x)">;
+def MC_NotOp : MC_UnaryOp<"not", MC_BoolTensor, "logical not">;
+
+def MC_GeluOp : MC_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+  let summary = "GELU activation";
+  let description = [{
+    `x * Phi(x) = 0.5 * x * (1 + erf(x / sqrt(2)))`, or with
+    `tanh_approximation` PyTorch's `approximate='tanh'` form
+    `0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))`.
+
+    ```mlir
+    %0 = mc.gelu %x tanh_approximation : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins MC_FloatTensor:$input, UnitAttr:$tanh_approximation);
+  let results = (outs MC_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input (`tanh_approximation` $tanh_approximation^)? attr-dict `:` type($result)
+  }];
+}
+
+def MC_PowOp : MC_BinaryOp<"pow", MC_FloatTensor> {
+  let summary = "elementwise power";
+  let description = [{
+    `lhs ^ rhs` with C's `pow` semantics.
+
+    ```mlir
+    %0 = mc.pow %a, %b : tensor<4xf32>
+    ```
+  }];
+}
+
+def MC_MinimumOp : MC_BinaryOp<"minimum", MC_NumericTensor, [Commutative]> {
+  let summary = "elementwise minimum";
+  let description = [{
+    `min(lhs, rhs)`; NaN in either operand gives NaN (as `torch.minimum`).
+
+    ```mlir
+    %0 = mc.minimum %a, %b : tensor<4xf32>
+    ```
+  }];
+}
+
+def MC_ClampOp : MC_Op<"clamp", [Pure, SameOperandsAndResultType]> {
+  let summary = "clamp to [min, max]";
+  let description = [{
+    `min(max(x, min), max)`; NaN stays NaN. `relu6` is a clamp to [0, 6].
+    The bounds are converted to the element type.
+
+    ```mlir
+    %0 = mc.clamp %x, min = 0.0, max = 6.0 : tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins MC_NumericTensor:$input, F64Attr:$min, F64Attr:$max);
+  let results = (outs MC_NumericTensor:$result);
+  let assemblyFormat = [{
+    $input `,` `min` `=` $min `,` `max` `=` $max attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MC_CompareOp : MC_Op<"compare", [Pure, SameTypeOperands,
+    SameOperandsAndResultShape]> {
+  let summary = "elementwise comparison";
+  let description = [{
+    `lhs <direction> rhs` as an `i1` tensor of the operands' shape. With NaN
+    every direction is false except `NE`.
+
+    ```mlir
+    %0 = mc.compare LT, %a, %b : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xi1>
+    ```
+  }];
+  let arguments = (ins MC_ComparisonDirection:$direction, MC_Tensor:$lhs,
+                       MC_Tensor:$rhs);
+  let results = (outs MC_BoolTensor:$result);
+  let assemblyFormat = [{
+    $direction `,` $lhs `,` $rhs attr-dict `:` `(` type($lhs) `,` type($rhs) `)` `->` type($result)
+  }];
+}
+
+def MC_SelectOp : MC_Op<"select", [Pure, AllTypesMatch<["on_true", "on_false", "result"]>,
+    AllShapesMatch<["pred", "result"]>]> {
+  let summary = "elementwise choice";
+  let description = [{
+    `pred ? on_true : on_false`, elementwise (`torch.where`).
+
+    ```mlir
+    %0 = mc.select %p, %a, %b : tensor<4xi1>, tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins MC_BoolTensor:$pred, MC_Tensor:$on_true,
+                       MC_Tensor:$on_false);
+  let results = (outs MC_Tensor:$result);
+  let assemblyFormat = [{
+    $pred `,` $on_true `,` $on_false attr-dict `:` type($pred) `,` type($result)
+  }];
+}
+
+def MC_LogSoftmaxOp : MC_Op<"log_softmax", [Pure, SameOperandsAndResultType]> {
+  let summary = "log of softmax along one axis";
+  let description = [{
+    `x - max(x) - log(sum(exp(x - max(x))))` along `axis`, which never
+    overflows and keeps precision where `log(softmax(x))` would not.
+
+    ```mlir
+    %0 = mc.log_softmax %x, axis = 1 : tensor<4x10xf32>
+    ```
+  }];
+  let arguments = (ins MC_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs MC_FloatTensor:$result);
+  let assemblyFormat = "$input `,` `axis` `=` $axis attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def MC_ReduceMinOp : MC_ReduceOp<"reduce_min", MC_NumericTensor, "minimum">;
+
+def MC_ConcatOp : MC_Op<"concat", [Pure, InferTypeOpAdaptor]> {
+  let summary = "concatenation along one axis";
+  let description = [{
+    Joins one or more tensors of one element type and rank along `axis`;
+    the other dimensions must be equal.
+
+    ```mlir
+    %0 = mc.concat %a, %b axis = 1 : (tensor<2x3xf32>, tensor<2x4xf32>) -> tensor<2x7xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<MC_Tensor>:$inputs, I64Attr:$axis);
+  let results = (outs MC_Tensor:$result);
+  let assemblyFormat = [{
+    $inputs `axis` `=` $axis attr-dict `:` `(` type($inputs) `)` `->` type($result)
+  }];
+}
+
+def MC_SliceOp : MC_Op<"slice", [Pure, InferTypeOpAdaptor]> {
+  let summary = "strided slice with static bounds";
+  let description = [{
+    Per dimension `d`, takes the elements `start[d], start[d] + strides[d],
+    ...` below `limit[d]` (`0 <= start <= limit <= size`, `strides >= 1`),
+    as StableHLO's `slice`.
+
+    ```mlir
+    %0 = mc.slice %x, start = [0, 1], limit = [2, 7], strides = [1, 2] : (tensor<2x8xf32>) -> tensor<2x3xf32>
+    ```
+  }];
+  let arguments = (ins MC_Tensor:$input, DenseI64ArrayAttr:$start,
+                       DenseI64ArrayAttr:$limit, DenseI64ArrayAttr:$strides);
+  let results = (outs MC_Tensor:$result);
+  let assemblyFormat = [{
+    $input `,` `start` `=` $start `,` `limit` `=` $limit `,` `strides` `=` $strides attr-dict
+    `:` `(` type($input) `)` `->` type($result)
+  }];
+  let hasFolder = 1;
+}
+
+def MC_GatherOp : MC_Op<"gather", [Pure, InferTypeOpAdaptor]> {
+  let summary = "take along one axis (ONNX Gather, embedding lookup)";
+  let description = [{
+    `result[i..., j..., k...] = input[i..., indices[j...], k...]` where `i`
+    spans the dimensions before `axis`; the result shape is
+    `input.shape[:axis] + indices.shape + input.shape[axis+1:]`. Negative
+    indices count from the end; an index out of range is a run-time error.
+
+    ```mlir
+    %0 = mc.gather %table, %ids, axis = 0 : (tensor<100x16xf32>, tensor<2x5xi64>) -> tensor<2x5x16xf32>
+    ```
+  }];
+  let arguments = (ins MC_Tensor:$input, MC_IndexTensor:$indices, I64Attr:$axis);
+  let results = (outs MC_Tensor:$result);
+  let assemblyFormat = [{
+    $input `,` $indices `,` `axis` `=` $axis attr-dict `:` `(` type($input) `,` type($indices) `)` `->` type($result)
+  }];
+}
+
+def MC_PadOp : MC_Op<"pad", [Pure, InferTypeOpAdaptor]> {
+  let summary = "constant padding";
+  let description = [{
+    Adds `low[d]` elements before and `high[d]` after dimension `d` (both
+    `>= 0`), filled with `value` converted to the element type.
+
+    ```mlir
+    %0 = mc.pad %x, low = [0, 1], high = [0, 2], value = 0.0 : (tensor<2x3xf32>) -> tensor<2x6xf32>
+    ```
+  }];
+  let arguments = (ins MC_Tensor:$input, DenseI64ArrayAttr:$low,
+                       DenseI64ArrayAttr:$high, F64Attr:$value);
+  let results = (outs MC_Tensor:$result);
+  let assemblyFormat = [{
+    $input `,` `low` `=` $low `,` `high` `=` $high `,` `value` `=` $value attr-dict
+    `:` `(` type($input) `)` `->` type($result)
+  }];
+}
+
+def MC_Conv2dOp : MC_Op<"conv2d", [Pure, InferTypeOpAdaptor]> {
+  let summary = "2-D convolution, NCHW";
+  let description = [{
+    Cross-correlation as in PyTorch and ONNX: `input` is `[N, C, H, W]`,
+    `weight` is `[O, C / groups, KH, KW]`, the result `[N, O, OH, OW]` with
+    `OH = (H + pad_top + pad_bottom - dilation_h * (KH - 1) - 1) / stride_h
+    + 1` (and the same for W). `padding` is `[top, left, bottom, right]`;
+    `strides` and `dilation` are `[h, w]`; `groups` divides C and O
+    (depthwise: `groups = C = O`). A bias is a broadcast add after it.
+
+    ```mlir
+    %0 = mc.conv2d %x, %w, strides = [2, 2], padding = [3, 3, 3, 3], dilation = [1, 1], groups = 1
+        : (tensor<1x3x224x224xf32>, tensor<64x3x7x7xf32>) -> tensor<1x64x112x112xf32>
+    ```
+  }];
+  let arguments = (ins MC_FloatTensor:$input, MC_FloatTensor:$weight,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
+                       DenseI64ArrayAttr:$dilation, I64Attr:$groups);
+  let results = (outs MC_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `,` `strides` `=` $strides `,` `padding` `=` $padding `,`
+    `dilation` `=` $dilation `,` `groups` `=` $groups attr-dict
+    `:` `(` type($input) `,` type($weight) `)` `->` type($result)
+  }];
+}
+
+class MC_Pool2dOp<string mnemonic, string what, dag extraArgs, string extraFormat>
+    : MC_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+  let summary = what # " pooling, NCHW";
+  let arguments = !con((ins MC_FloatTensor:$input, DenseI64ArrayAttr:$kernel,
+                            DenseI64ArrayAttr:$strides,
+                            DenseI64ArrayAttr:$padding,
+                            DenseI64ArrayAttr:$dilation, UnitAttr:$ceil_mode),
+                       extraArgs);
+  let results = (outs MC_FloatTensor:$result);
+  let assemblyFormat = "$input `,` `kernel` `=` $kernel `,` `strides` `=` $strides `,` "
+      "`padding` `=` $padding `,` `dilation` `=` $dilation (`ceil_mode` $ceil_mode^)? "
+      # extraFormat # " attr-dict `:` `(` type($input) `)` `->` type($result)";
+}
+
+def MC_MaxPool2dOp : MC_Pool2dOp<"max_pool2d", "max", (ins), ""> {
+  let description = [{
+    The maximum of each `kernel` window (`[h, w]`), moved by `strides`, over
+    the input padded by `padding` (`[top, left, bottom, right]`, padding
+    never wins). The output size is
+    `(H + pad_top + pad_bottom - dilation_h * (KH - 1) - 1) / stride_h + 1`,
+    rounded up with `ceil_mode` (PyTorch's rule: a window must start inside
+    the input or the left padding).
+
+    ```mlir
+    %0 = mc.max_pool2d %x, kernel = [3, 3], strides = [2, 2], padding = [1, 1, 1, 1], dilation = [1, 1]
+        : (tensor<1x64x112x112xf32>) -> tensor<1x64x56x56xf32>
+    ```
+  }];
+}
+
+def MC_AvgPool2dOp : MC_Pool2dOp<"avg_pool2d", "average",
+    (ins UnitAttr:$count_include_pad), "(`count_include_pad` $count_include_pad^)?"> {
+  let description = [{
+    The mean of each window; the divisor counts the padded positions with
+    `count_include_pad` (PyTorch's default), else only the input positions.
+    Output size as `mc.max_pool2d`; `dilation` must be `[1, 1]`.
+
+    ```mlir
+    %0 = mc.avg_pool2d %x, kernel = [2, 2], strides = [2, 2], padding = [0, 0, 0, 0], dilation = [1, 1]
+        count_include_pad : (tensor<1x8x8x8xf32>) -> tensor<1x8x4x4xf32>
+    ```
+  }];
+}
+
+def MC_BatchNormOp : MC_Op<"batch_norm", [Pure,
+    AllTypesMatch<["input", "result"]>,
+    AllTypesMatch<["scale", "offset", "mean", "variance"]>]> {
+  let summary = "batch normalization, inference form";
+  let description = [{
+    `(x - mean) / sqrt(variance + epsilon) * scale + offset` with the 1-D
+    statistics and parameters (size `input.shape[feature_axis]`) broadcast
+    along `feature_axis`.
+
+    ```mlir
+    %0 = mc.batch_norm %x, %scale, %offset, %mean, %var, epsilon = 1.0e-05, feature_axis = 1
+        : tensor<1x64x56x56xf32>, tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins MC_FloatTensor:$input, MC_FloatTensor:$scale,
+                       MC_FloatTensor:$offset, MC_FloatTensor:$mean,
+                       MC_FloatTensor:$variance, F64Attr:$epsilon,
+                       I64Attr:$feature_axis);
+  let results = (outs MC_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $scale `,` $offset `,` $mean `,` $variance `,` `epsilon` `=` $epsilon `,`
+    `feature_axis` `=` $feature_axis attr-dict `:` type($input) `,` type($scale)
+  }];
+  let hasVerifier = 1;
+}
+
+def MC_LayerNormOp : MC_Op<"layer_norm", [Pure,
+    AllTypesMatch<["input", "result"]>, AllTypesMatch<["gamma", "beta"]>]> {
+  let summary = "layer normalization";
+  let description = [{
+    Normalizes over the trailing dimensions `[axis, rank)`: mean and biased
+    variance per row, `(x - mean) / sqrt(var + epsilon) * gamma + beta`, with
+    `gamma` and `beta` of shape `input.shape[axis:]` (PyTorch's LayerNorm).
+
+    ```mlir
+    %0 = mc.layer_norm %x, %g, %b, axis = 2, epsilon = 1.0e-05 : tensor<8x128x256xf32>, tensor<256xf32>
+    ```
+  }];
+  let arguments = (ins MC_FloatTensor:$input, MC_FloatTensor:$gamma,
+                       MC_FloatTensor:$beta, I64Attr:$axis, F64Attr:$epsilon);
+  let results = (outs MC_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $gamma `,` $beta `,` `axis` `=` $axis `,` `epsilon` `=` $epsilon attr-dict
+    `:` type($input) `,` type($gamma)
+  }];
   let hasVerifier = 1;
 }
 

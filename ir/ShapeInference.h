@@ -1,5 +1,5 @@
-// Shape rules of the mc ops, shared by the verifiers, the type inference
-// (which the builders use) and the tracer. Pure functions over dims: each
+// Shape rules of the mc ops, shared by the verifiers and the type inference
+// (which the builders use). Pure functions over dims: each
 // returns the result shape, or failure after reporting through `emitError`.
 #ifndef MODELC_IR_SHAPEINFERENCE_H
 #define MODELC_IR_SHAPEINFERENCE_H
@@ -30,11 +30,44 @@ mlir::LogicalResult verifyBroadcastInDim(llvm::ArrayRef<int64_t> input,
                                          llvm::ArrayRef<int64_t> result,
                                          EmitErrorFn emitError);
 
-/// NumPy/PyTorch broadcasting of two shapes (used by the frontend, which
-/// then emits explicit broadcast_in_dim ops).
 mlir::FailureOr<llvm::SmallVector<int64_t>>
-inferBroadcastShape(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b,
-                    EmitErrorFn emitError);
+inferConcatShape(llvm::ArrayRef<llvm::ArrayRef<int64_t>> inputs, int64_t axis,
+                 EmitErrorFn emitError);
+
+mlir::FailureOr<llvm::SmallVector<int64_t>>
+inferSliceShape(llvm::ArrayRef<int64_t> input, llvm::ArrayRef<int64_t> start,
+                llvm::ArrayRef<int64_t> limit, llvm::ArrayRef<int64_t> strides,
+                EmitErrorFn emitError);
+
+mlir::FailureOr<llvm::SmallVector<int64_t>>
+inferGatherShape(llvm::ArrayRef<int64_t> input, llvm::ArrayRef<int64_t> indices,
+                 int64_t axis, EmitErrorFn emitError);
+
+mlir::FailureOr<llvm::SmallVector<int64_t>>
+inferPadShape(llvm::ArrayRef<int64_t> input, llvm::ArrayRef<int64_t> low,
+              llvm::ArrayRef<int64_t> high, EmitErrorFn emitError);
+
+/// NCHW conv: input [N, C, H, W], weight [O, C/groups, KH, KW].
+mlir::FailureOr<llvm::SmallVector<int64_t>>
+inferConv2dShape(llvm::ArrayRef<int64_t> input, llvm::ArrayRef<int64_t> weight,
+                 llvm::ArrayRef<int64_t> strides,
+                 llvm::ArrayRef<int64_t> padding,
+                 llvm::ArrayRef<int64_t> dilation, int64_t groups,
+                 EmitErrorFn emitError);
+
+/// NCHW pooling; ceil_mode follows PyTorch (a window must start inside the
+/// input or the leading padding).
+mlir::FailureOr<llvm::SmallVector<int64_t>>
+inferPool2dShape(llvm::ArrayRef<int64_t> input, llvm::ArrayRef<int64_t> kernel,
+                 llvm::ArrayRef<int64_t> strides,
+                 llvm::ArrayRef<int64_t> padding,
+                 llvm::ArrayRef<int64_t> dilation, bool ceilMode,
+                 EmitErrorFn emitError);
+
+/// Output size of one pooled/convolved dimension (PyTorch's formula).
+int64_t pooledSize(int64_t input, int64_t kernel, int64_t stride,
+                   int64_t padBegin, int64_t padEnd, int64_t dilation,
+                   bool ceilMode);
 
 } // namespace mc
 

@@ -23,12 +23,12 @@ def VerifyContractPass : Pass<"mc-verify-contract", "mlir::ModuleOp"> {
 
     ```mlir
     // Rejected: dynamic batch dimension.
-    func.func @forward(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+    func.func @forward(%x: tensor<?x8xf32> {mc.name = "x"}) -> tensor<?x8xf32> {
       %0 = mc.relu %x : tensor<?x8xf32>
       return %0 : tensor<?x8xf32>
     }
     // error: 'func.func' op argument 0 ('x') has a dynamic shape
-    //        tensor<?x8xf32>; codegen needs static shapes
+    //        'tensor<?x8xf32>'; codegen needs static shapes
     ```
   }];
   let options = [

@@ -39,18 +39,22 @@ mlir::Operation* mc::findEntryFunction(ModuleOp module, StringRef name) {
 
 namespace {
 
-enum class TypeClass { Any, F32, F32OrInt };
+enum class TypeClass { Any, F32, F32OrInt, Compare };
 
 /// What the CPU target computes, per op, in terms of element types. Kept
 /// next to the runtime's kernels.h contract: float math is f32 for now.
 TypeClass cpuTypeClass(Operation* op) {
   return llvm::TypeSwitch<Operation*, TypeClass>(op)
       .Case<mc::ExpOp, mc::LogOp, mc::TanhOp, mc::SigmoidOp, mc::SqrtOp,
-            mc::ReduceSumOp, mc::ReduceMeanOp, mc::SoftmaxOp, mc::MatmulOp>(
-          [](auto) { return TypeClass::F32; })
+            mc::ReduceSumOp, mc::ReduceMeanOp, mc::SoftmaxOp, mc::MatmulOp,
+            mc::ErfOp, mc::GeluOp, mc::PowOp, mc::LogSoftmaxOp, mc::Conv2dOp,
+            mc::MaxPool2dOp, mc::AvgPool2dOp, mc::BatchNormOp,
+            mc::LayerNormOp>([](auto) { return TypeClass::F32; })
       .Case<mc::AddOp, mc::SubOp, mc::MulOp, mc::DivOp, mc::MaximumOp,
-            mc::NegOp, mc::ReluOp, mc::ReduceMaxOp>(
+            mc::NegOp, mc::ReluOp, mc::ReduceMaxOp, mc::AbsOp, mc::MinimumOp,
+            mc::ClampOp, mc::ReduceMinOp>(
           [](auto) { return TypeClass::F32OrInt; })
+      .Case<mc::CompareOp>([](auto) { return TypeClass::Compare; })
       .Default([](Operation*) { return TypeClass::Any; });
 }
 
@@ -168,8 +172,10 @@ struct VerifyContractPass
         return failure();
     Type et =
         llvm::cast<RankedTensorType>(op->getResult(0).getType()).getElementType();
-    if (auto matmul = llvm::dyn_cast<mc::MatmulOp>(op))
-      et = llvm::cast<RankedTensorType>(matmul.getLhs().getType())
+    // The type that picks the kernel: the operands' for ops whose result
+    // type differs (matmul accumulates, compare returns i1).
+    if (op->getNumOperands() > 0 && llvm::isa<mc::MatmulOp, mc::CompareOp>(op))
+      et = llvm::cast<RankedTensorType>(op->getOperand(0).getType())
                .getElementType();
     switch (cpuTypeClass(op)) {
     case TypeClass::Any:
@@ -179,6 +185,18 @@ struct VerifyContractPass
         return success();
       return op->emitOpError() << "on " << et << " has no kernel on the "
                                << target << " target (it computes in f32)";
+    case TypeClass::Compare:
+      if (et.isF32() || et.isInteger(32) || et.isInteger(64))
+        return success();
+      if (et.isInteger(1)) {
+        auto dir = llvm::cast<mc::CompareOp>(op).getDirection();
+        if (dir == mc::ComparisonDirection::EQ ||
+            dir == mc::ComparisonDirection::NE)
+          return success();
+      }
+      return op->emitOpError() << "on " << et << " has no kernel on the "
+                               << target
+                               << " target (f32, i32, i64; i1 for EQ/NE)";
     case TypeClass::F32OrInt:
       if (et.isF32() || et.isInteger(32) || et.isInteger(64))
         return success();

@@ -167,7 +167,7 @@ public:
     } else {
       // A tensor made outside the traced ops (a literal, a scalar): a
       // constant captured with its current value, as torch.jit.trace does.
-      v = builder.create<mc::ConstantOp>(loc(), denseValue(ctx, t));
+      v = mc::ConstantOp::create(builder, loc(), denseValue(ctx, t));
     }
     bind(t, v);
     return v;
@@ -184,72 +184,157 @@ public:
     Value out;
     switch (r.kind) {
     case OpKind::Add:
-      out = builder.create<mc::AddOp>(l, in[0], in[1]);
+      out = mc::AddOp::create(builder, l, in[0], in[1]);
       break;
     case OpKind::Sub:
-      out = builder.create<mc::SubOp>(l, in[0], in[1]);
+      out = mc::SubOp::create(builder, l, in[0], in[1]);
       break;
     case OpKind::Mul:
-      out = builder.create<mc::MulOp>(l, in[0], in[1]);
+      out = mc::MulOp::create(builder, l, in[0], in[1]);
       break;
     case OpKind::Div:
-      out = builder.create<mc::DivOp>(l, in[0], in[1]);
+      out = mc::DivOp::create(builder, l, in[0], in[1]);
       break;
     case OpKind::Maximum:
-      out = builder.create<mc::MaximumOp>(l, in[0], in[1]);
+      out = mc::MaximumOp::create(builder, l, in[0], in[1]);
       break;
     case OpKind::Neg:
-      out = builder.create<mc::NegOp>(l, in[0]);
+      out = mc::NegOp::create(builder, l, in[0]);
       break;
     case OpKind::Exp:
-      out = builder.create<mc::ExpOp>(l, in[0]);
+      out = mc::ExpOp::create(builder, l, in[0]);
       break;
     case OpKind::Log:
-      out = builder.create<mc::LogOp>(l, in[0]);
+      out = mc::LogOp::create(builder, l, in[0]);
       break;
     case OpKind::Tanh:
-      out = builder.create<mc::TanhOp>(l, in[0]);
+      out = mc::TanhOp::create(builder, l, in[0]);
       break;
     case OpKind::Sigmoid:
-      out = builder.create<mc::SigmoidOp>(l, in[0]);
+      out = mc::SigmoidOp::create(builder, l, in[0]);
       break;
     case OpKind::Relu:
-      out = builder.create<mc::ReluOp>(l, in[0]);
+      out = mc::ReluOp::create(builder, l, in[0]);
       break;
     case OpKind::Sqrt:
-      out = builder.create<mc::SqrtOp>(l, in[0]);
+      out = mc::SqrtOp::create(builder, l, in[0]);
       break;
     case OpKind::Cast:
-      out = builder.create<mc::CastOp>(l, resultType, in[0]);
+      out = mc::CastOp::create(builder, l, resultType, in[0]);
       break;
     case OpKind::BroadcastInDim:
-      out = builder.create<mc::BroadcastInDimOp>(l, resultType, in[0],
+      out = mc::BroadcastInDimOp::create(builder, l, resultType, in[0],
                                                  r.ints);
       break;
     case OpKind::Reshape:
-      out = builder.create<mc::ReshapeOp>(l, resultType, in[0]);
+      out = mc::ReshapeOp::create(builder, l, resultType, in[0]);
       break;
     case OpKind::Transpose:
-      out = builder.create<mc::TransposeOp>(l, resultType, in[0], r.ints);
+      out = mc::TransposeOp::create(builder, l, resultType, in[0], r.ints);
       break;
     case OpKind::ReduceSum:
-      out = builder.create<mc::ReduceSumOp>(l, resultType, in[0], r.ints,
+      out = mc::ReduceSumOp::create(builder, l, resultType, in[0], r.ints,
                                             r.keepdim);
       break;
     case OpKind::ReduceMean:
-      out = builder.create<mc::ReduceMeanOp>(l, resultType, in[0], r.ints,
+      out = mc::ReduceMeanOp::create(builder, l, resultType, in[0], r.ints,
                                              r.keepdim);
       break;
     case OpKind::ReduceMax:
-      out = builder.create<mc::ReduceMaxOp>(l, resultType, in[0], r.ints,
+      out = mc::ReduceMaxOp::create(builder, l, resultType, in[0], r.ints,
                                             r.keepdim);
       break;
     case OpKind::Softmax:
-      out = builder.create<mc::SoftmaxOp>(l, in[0], r.axis);
+      out = mc::SoftmaxOp::create(builder, l, in[0], r.axis);
       break;
     case OpKind::MatMul:
-      out = builder.create<mc::MatmulOp>(l, resultType, in[0], in[1],
+      out = mc::MatmulOp::create(builder, l, resultType, in[0], in[1],
                                          r.transposeA, r.transposeB);
+      break;
+    case OpKind::Abs:
+      out = mc::AbsOp::create(builder, l, in[0]);
+      break;
+    case OpKind::Erf:
+      out = mc::ErfOp::create(builder, l, in[0]);
+      break;
+    case OpKind::Not:
+      out = mc::NotOp::create(builder, l, in[0]);
+      break;
+    case OpKind::Gelu:
+      out = mc::GeluOp::create(builder, l, in[0], r.tanhApproximation);
+      break;
+    case OpKind::Pow:
+      out = mc::PowOp::create(builder, l, in[0], in[1]);
+      break;
+    case OpKind::Minimum:
+      out = mc::MinimumOp::create(builder, l, in[0], in[1]);
+      break;
+    case OpKind::Clamp:
+      out = mc::ClampOp::create(builder, l, in[0],
+                                        llvm::APFloat(r.minValue),
+                                        llvm::APFloat(r.maxValue));
+      break;
+    case OpKind::Compare:
+      out = mc::CompareOp::create(builder, 
+          l, resultType,
+          static_cast<mc::ComparisonDirection>(static_cast<int>(r.direction)),
+          in[0], in[1]);
+      break;
+    case OpKind::Select:
+      out = mc::SelectOp::create(builder, l, resultType, in[0], in[1], in[2]);
+      break;
+    case OpKind::LogSoftmax:
+      out = mc::LogSoftmaxOp::create(builder, l, in[0], r.axis);
+      break;
+    case OpKind::ReduceMin:
+      out = mc::ReduceMinOp::create(builder, l, resultType, in[0], r.ints,
+                                            r.keepdim);
+      break;
+    case OpKind::Concat:
+      out = mc::ConcatOp::create(builder, l, resultType, in, r.axis);
+      break;
+    case OpKind::Slice: {
+      SmallVector<int64_t> limit;
+      for (size_t d = 0; d < r.start.size(); ++d) {
+        int64_t count = r.output.shape()[d];
+        limit.push_back(count == 0 ? r.start[d]
+                                   : r.start[d] + (count - 1) * r.strides[d] + 1);
+      }
+      out = mc::SliceOp::create(builder, l, resultType, in[0], r.start, limit,
+                                        r.strides);
+      break;
+    }
+    case OpKind::Gather:
+      out = mc::GatherOp::create(builder, l, resultType, in[0], in[1], r.axis);
+      break;
+    case OpKind::Pad:
+      out = mc::PadOp::create(builder, l, resultType, in[0], r.low, r.high,
+                                      llvm::APFloat(r.padValue));
+      break;
+    case OpKind::Conv2d:
+      out = mc::Conv2dOp::create(builder, l, resultType, in[0], in[1],
+                                         r.strides, r.padding, r.dilation,
+                                         r.groups);
+      break;
+    case OpKind::MaxPool2d:
+      out = mc::MaxPool2dOp::create(builder, l, resultType, in[0], r.kernel,
+                                            r.strides, r.padding, r.dilation,
+                                            r.ceilMode);
+      break;
+    case OpKind::AvgPool2d:
+      out = mc::AvgPool2dOp::create(builder, l, resultType, in[0], r.kernel,
+                                            r.strides, r.padding, r.dilation,
+                                            r.ceilMode, r.countIncludePad);
+      break;
+    case OpKind::BatchNorm:
+      out = mc::BatchNormOp::create(builder, 
+          l, resultType, in[0], in[1], in[2], in[3], in[4],
+          llvm::APFloat(r.epsilon), r.axis);
+      break;
+    case OpKind::LayerNorm:
+      out = mc::LayerNormOp::create(builder, l, resultType, in[0], in[1], in[2],
+                                            r.axis,
+                                            llvm::APFloat(r.epsilon));
       break;
     }
     if (out.getType() != resultType) {
@@ -284,11 +369,11 @@ private:
         builder.setInsertionPointAfter(lastGlobal);
       else
         builder.setInsertionPointToStart(module.getBody());
-      lastGlobal = builder.create<ml_program::GlobalOp>(
+      lastGlobal = ml_program::GlobalOp::create(builder, 
           builder.getUnknownLoc(), name, type, /*is_mutable=*/false,
           denseValue(ctx, t), builder.getStringAttr("private"));
     }
-    return builder.create<ml_program::GlobalLoadConstOp>(
+    return ml_program::GlobalLoadConstOp::create(builder, 
         loc(), type, SymbolRefAttr::get(ctx, name));
   }
 
@@ -336,7 +421,7 @@ TracedModule traceFunction(
     inputTypes.push_back(tensorType(ctx, t));
   }
   b.setInsertionPointToEnd(module.getBody());
-  auto func = b.create<func::FuncOp>(unknown, options.functionName,
+  auto func = func::FuncOp::create(b, unknown, options.functionName,
                                      b.getFunctionType(inputTypes, {}));
   Block* entry = func.addEntryBlock();
   for (size_t i = 0; i < examples.size(); ++i)
@@ -376,7 +461,7 @@ TracedModule traceFunction(
     results.push_back(tracer.valueOf(t));
     resultTypes.push_back(results.back().getType());
   }
-  b.create<func::ReturnOp>(unknown, results);
+  func::ReturnOp::create(b, unknown, results);
   func.setFunctionType(b.getFunctionType(inputTypes, resultTypes));
   for (size_t i = 0; i < outputs.size(); ++i)
     func.setResultAttr(i, "mc.name",

@@ -8,6 +8,8 @@
 #include "modelc/runtime.h"
 #include "modelc/version.h"
 
+#include <climits>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -95,6 +97,11 @@ private:
       const flatbuffers::Vector<flatbuffers::Offset<fb::TensorSig>> *sigs);
   Status checkStep(size_t index, const fb::Step &step);
   Status checkStepKind(fb::OpKind kind, const fb::Step &step,
+                       const std::vector<uint32_t> &in,
+                       const std::vector<uint32_t> &out,
+                       const std::string &where);
+  /// The kinds of schema 1.1 (ops of real models).
+  Status checkModelOps(fb::OpKind kind, const fb::Step &step,
                        const std::vector<uint32_t> &in,
                        const std::vector<uint32_t> &out,
                        const std::string &where);
@@ -338,8 +345,11 @@ Status Verifier::checkStep(size_t index, const fb::Step &step) {
   // Outputs may not partly overlap an input: kernels other than the
   // elementwise ones read inputs after writing outputs. An exactly shared
   // buffer is fine for same-shape elementwise ops (in place).
+  // Schema 1.1's elementwise kinds (Abs .. Not) read element i before
+  // writing it, too.
   bool inPlaceOk = (kind >= fb::OpKind::Copy && kind <= fb::OpKind::Sqrt &&
-                    kind != fb::OpKind::Cast);
+                    kind != fb::OpKind::Cast) ||
+                   (kind >= fb::OpKind::Abs && kind <= fb::OpKind::Not);
   for (uint32_t o : out) {
     const BufInfo &ob = bufs_[o];
     for (uint32_t i : in) {
@@ -388,7 +398,43 @@ Status Verifier::checkStepKind(fb::OpKind kind, const fb::Step &step,
     expectAttrs = A::BroadcastAttrs;
     break;
   case K::Softmax:
+  case K::LogSoftmax:
     expectAttrs = A::SoftmaxAttrs;
+    break;
+  case K::ReduceMin:
+    expectAttrs = A::ReduceAttrs;
+    break;
+  case K::Gelu:
+    expectAttrs = A::GeluAttrs;
+    break;
+  case K::Clamp:
+    expectAttrs = A::ClampAttrs;
+    break;
+  case K::Compare:
+    expectAttrs = A::CompareAttrs;
+    break;
+  case K::Concat:
+    expectAttrs = A::ConcatAttrs;
+    break;
+  case K::Slice:
+    expectAttrs = A::SliceAttrs;
+    break;
+  case K::Gather:
+    expectAttrs = A::GatherAttrs;
+    break;
+  case K::Pad:
+    expectAttrs = A::PadAttrs;
+    break;
+  case K::Conv2d:
+    expectAttrs = A::Conv2dAttrs;
+    break;
+  case K::MaxPool2d:
+  case K::AvgPool2d:
+    expectAttrs = A::Pool2dAttrs;
+    break;
+  case K::BatchNorm:
+  case K::LayerNorm:
+    expectAttrs = A::NormAttrs;
     break;
   default:
     break;
@@ -407,15 +453,33 @@ Status Verifier::checkStepKind(fb::OpKind kind, const fb::Step &step,
   if (expectAttrs != A::NONE && !step.attrs())
     return fail(where + ": " + fb::EnumNameStepAttrs(expectAttrs) +
                 " attributes are missing");
-  const flatbuffers::Vector<int64_t> *ints = nullptr;
+  const flatbuffers::Vector<int64_t> *ints[4] = {nullptr, nullptr, nullptr,
+                                                  nullptr};
   if (const auto *a = step.attrs_as_BroadcastAttrs())
-    ints = a->dims();
+    ints[0] = a->dims();
   else if (const auto *t = step.attrs_as_TransposeAttrs())
-    ints = t->permutation();
+    ints[0] = t->permutation();
   else if (const auto *r = step.attrs_as_ReduceAttrs())
-    ints = r->dims();
-  if (!aligned8(ints))
-    return fail(where + ": attribute vector is misaligned (corrupt file)");
+    ints[0] = r->dims();
+  else if (const auto *sl = step.attrs_as_SliceAttrs()) {
+    ints[0] = sl->start();
+    ints[1] = sl->strides();
+  } else if (const auto *pd = step.attrs_as_PadAttrs()) {
+    ints[0] = pd->low();
+    ints[1] = pd->high();
+  } else if (const auto *cv = step.attrs_as_Conv2dAttrs()) {
+    ints[0] = cv->strides();
+    ints[1] = cv->padding();
+    ints[2] = cv->dilation();
+  } else if (const auto *pl = step.attrs_as_Pool2dAttrs()) {
+    ints[0] = pl->kernel();
+    ints[1] = pl->strides();
+    ints[2] = pl->padding();
+    ints[3] = pl->dilation();
+  }
+  for (const auto *v : ints)
+    if (!aligned8(v))
+      return fail(where + ": attribute vector is misaligned (corrupt file)");
   auto sameTypeShape = [&](uint32_t a, uint32_t b, const char *what) {
     if (bufs_[a].dtype == bufs_[b].dtype && bufs_[a].shape == bufs_[b].shape)
       return Status::ok();
@@ -528,10 +592,11 @@ Status Verifier::checkStepKind(fb::OpKind kind, const fb::Step &step,
   }
   case K::ReduceSum:
   case K::ReduceMean:
-  case K::ReduceMax: {
+  case K::ReduceMax:
+  case K::ReduceMin: {
     MC_RETURN_IF_ERROR(counts(1, 1));
     MC_RETURN_IF_ERROR(sameType(in[0], out[0]));
-    if (kind == K::ReduceMax)
+    if (kind == K::ReduceMax || kind == K::ReduceMin)
       MC_RETURN_IF_ERROR(dtypeIn(in[0], {DType::F32, DType::I32, DType::I64},
                                  "f32, i32, i64"));
     else
@@ -559,7 +624,8 @@ Status Verifier::checkStepKind(fb::OpKind kind, const fb::Step &step,
       return shapeErr(shapeString(expect));
     return Status::ok();
   }
-  case K::Softmax: {
+  case K::Softmax:
+  case K::LogSoftmax: {
     MC_RETURN_IF_ERROR(counts(1, 1));
     MC_RETURN_IF_ERROR(sameTypeShape(in[0], out[0], "output"));
     MC_RETURN_IF_ERROR(dtypeIn(in[0], {DType::F32}, "f32"));
@@ -603,6 +669,388 @@ Status Verifier::checkStepKind(fb::OpKind kind, const fb::Step &step,
       return shapeErr(shapeString(expect));
     return Status::ok();
   }
+  default:
+    return checkModelOps(kind, step, in, out, where);
+  }
+}
+
+Status Verifier::checkModelOps(fb::OpKind kind, const fb::Step &step,
+                               const std::vector<uint32_t> &in,
+                               const std::vector<uint32_t> &out,
+                               const std::string &where) {
+  using K = fb::OpKind;
+  auto counts = [&](size_t ni, size_t no) -> Status {
+    if (in.size() != ni || out.size() != no)
+      return fail(where + ": expected " + std::to_string(ni) +
+                  " input(s) and " + std::to_string(no) + " output(s), found " +
+                  std::to_string(in.size()) + " and " +
+                  std::to_string(out.size()));
+    return Status::ok();
+  };
+  // Buffer b must have the dtype and shape of buffer a (input i / output).
+  auto sameAs = [&](uint32_t a, const std::string &aWhat, uint32_t b,
+                    const std::string &bWhat) {
+    if (bufs_[a].dtype == bufs_[b].dtype && bufs_[a].shape == bufs_[b].shape)
+      return Status::ok();
+    return fail(where + ": " + bWhat + " " + bufDesc(b) +
+                " must have the dtype and shape of " + aWhat + ", " +
+                bufDesc(a));
+  };
+  auto dtypeOf = [&](uint32_t a, const std::string &what,
+                     std::initializer_list<DType> ok, const char *okText) {
+    for (DType t : ok)
+      if (bufs_[a].dtype == t)
+        return Status::ok();
+    return fail(where + ": unsupported dtype " +
+                std::string(dtypeName(bufs_[a].dtype)) + " of " + what + " (" +
+                bufDesc(a) + "); supported: " + okText);
+  };
+  auto shapeErr = [&](const Shape &expected, const std::string &why) {
+    return fail(where + ": output " + bufDesc(out[0]) + ": expected shape " +
+                shapeString(expected) + " (" + why + ")");
+  };
+  // An attribute vector of `n` entries each >= `min` (and, for the window
+  // attributes of conv and pooling, <= INT32_MAX, so kernel index arithmetic
+  // cannot overflow).
+  auto vec = [&](const flatbuffers::Vector<int64_t> *v, const char *name,
+                 size_t n, int64_t min, const char *meaning,
+                 std::vector<int64_t> *outv,
+                 int64_t max = INT64_MAX) -> Status {
+    *outv = toInts(v);
+    if (outv->size() != n)
+      return fail(where + ": " + name + " has " +
+                  std::to_string(outv->size()) + " entries, expected " +
+                  std::to_string(n) + " (" + meaning + ")");
+    for (size_t i = 0; i < n; ++i)
+      if ((*outv)[i] < min)
+        return fail(where + ": " + name + " " + shapeString(*outv) +
+                    ": entry " + std::to_string(i) + " is " +
+                    std::to_string((*outv)[i]) + ", expected >= " +
+                    std::to_string(min));
+      else if ((*outv)[i] > max)
+        return fail(where + ": " + name + " " + shapeString(*outv) +
+                    ": entry " + std::to_string(i) + " is " +
+                    std::to_string((*outv)[i]) + ", expected <= " +
+                    std::to_string(max));
+    return Status::ok();
+  };
+  auto axisIn = [&](int64_t axis, size_t rank, uint32_t buf,
+                    const char *what) -> Status {
+    int64_t r = int64_t(rank);
+    if (axis < -r || axis >= r)
+      return fail(where + ": axis " + std::to_string(axis) +
+                  " is out of range [" + std::to_string(-r) + ", " +
+                  std::to_string(r) + ") for " + what + " " + bufDesc(buf));
+    return Status::ok();
+  };
+  auto epsilonOk = [&](double eps) -> Status {
+    if (!(eps >= 0) || std::isinf(eps))
+      return fail(where + ": epsilon " + std::to_string(eps) +
+                  " must be finite and >= 0");
+    return Status::ok();
+  };
+  const std::vector<DType> numeric{DType::F32, DType::I32, DType::I64};
+
+  switch (kind) {
+  case K::Abs:
+  case K::Minimum:
+  case K::Clamp:
+  case K::Erf:
+  case K::Gelu:
+  case K::Pow:
+  case K::Not: {
+    bool isBinary = kind == K::Minimum || kind == K::Pow;
+    MC_RETURN_IF_ERROR(counts(isBinary ? 2 : 1, 1));
+    if (isBinary)
+      MC_RETURN_IF_ERROR(sameAs(in[0], "input 0", in[1], "input 1"));
+    MC_RETURN_IF_ERROR(sameAs(in[0], "input 0", out[0], "output"));
+    if (kind == K::Not)
+      return dtypeOf(in[0], "input 0", {DType::I1}, "i1");
+    if (kind == K::Abs || kind == K::Minimum || kind == K::Clamp)
+      return dtypeOf(in[0], "input 0", {DType::F32, DType::I32, DType::I64},
+                     "f32, i32, i64");
+    return dtypeOf(in[0], "input 0", {DType::F32}, "f32");
+  }
+  case K::Compare: {
+    MC_RETURN_IF_ERROR(counts(2, 1));
+    MC_RETURN_IF_ERROR(sameAs(in[0], "input 0", in[1], "input 1"));
+    fb::CompareDirection dir = step.attrs_as_CompareAttrs()->direction();
+    if (uint8_t(dir) > uint8_t(fb::CompareDirection::MAX))
+      return fail(where + ": unknown compare direction " +
+                  std::to_string(int(dir)));
+    bool eqNe =
+        dir == fb::CompareDirection::EQ || dir == fb::CompareDirection::NE;
+    if (eqNe)
+      MC_RETURN_IF_ERROR(dtypeOf(
+          in[0], "input 0", {DType::F32, DType::I32, DType::I64, DType::I1},
+          "f32, i32, i64, i1"));
+    else
+      MC_RETURN_IF_ERROR(dtypeOf(in[0], "input 0",
+                                 {DType::F32, DType::I32, DType::I64},
+                                 "f32, i32, i64 (i1 only for EQ and NE)"));
+    if (bufs_[out[0]].dtype != DType::I1 ||
+        bufs_[out[0]].shape != bufs_[in[0]].shape)
+      return fail(where + ": output " + bufDesc(out[0]) + " must be i1" +
+                  shapeString(bufs_[in[0]].shape) +
+                  " (i1 with the shape of input 0)");
+    return Status::ok();
+  }
+  case K::Select: {
+    MC_RETURN_IF_ERROR(counts(3, 1));
+    MC_RETURN_IF_ERROR(
+        dtypeOf(in[0], "input 0 (the predicate)", {DType::I1}, "i1"));
+    MC_RETURN_IF_ERROR(sameAs(in[1], "input 1", in[2], "input 2"));
+    MC_RETURN_IF_ERROR(sameAs(in[1], "input 1", out[0], "output"));
+    if (bufs_[in[0]].shape != bufs_[in[1]].shape)
+      return fail(where + ": predicate " + bufDesc(in[0]) +
+                  " must have the shape of input 1, " + bufDesc(in[1]));
+    return Status::ok();
+  }
+  case K::Concat: {
+    if (in.empty() || out.size() != 1)
+      return fail(where + ": expected at least 1 input and 1 output, found " +
+                  std::to_string(in.size()) + " and " +
+                  std::to_string(out.size()));
+    const Shape &r = bufs_[out[0]].shape;
+    int64_t axis = step.attrs_as_ConcatAttrs()->axis();
+    MC_RETURN_IF_ERROR(axisIn(axis, r.size(), out[0], "output"));
+    if (axis < 0)
+      axis += int64_t(r.size());
+    int64_t total = 0;
+    bool tooMany = false;
+    for (size_t k = 0; k < in.size() && !tooMany; ++k) {
+      const BufInfo &b = bufs_[in[k]];
+      bool ok = b.dtype == bufs_[out[0]].dtype && b.shape.size() == r.size();
+      for (size_t d = 0; ok && d < r.size(); ++d)
+        ok = int64_t(d) == axis || b.shape[d] == r[d];
+      if (!ok)
+        return fail(where + ": input " + std::to_string(k) + " " +
+                    bufDesc(in[k]) + " must have the dtype, rank and sizes "
+                    "(except along axis " + std::to_string(axis) +
+                    ") of output " + bufDesc(out[0]));
+      tooMany = __builtin_add_overflow(total, b.shape[axis], &total) ||
+                total > r[axis];
+    }
+    if (tooMany || total != r[axis])
+      return fail(where + ": the inputs' sizes along axis " +
+                  std::to_string(axis) + " add up to " +
+                  (tooMany ? "more than " + std::to_string(r[axis])
+                           : std::to_string(total)) +
+                  ", but output " + bufDesc(out[0]) + " has " +
+                  std::to_string(r[axis]));
+    return Status::ok();
+  }
+  case K::Slice: {
+    MC_RETURN_IF_ERROR(counts(1, 1));
+    const Shape &a = bufs_[in[0]].shape, &r = bufs_[out[0]].shape;
+    if (bufs_[in[0]].dtype != bufs_[out[0]].dtype || a.size() != r.size())
+      return fail(where + ": output " + bufDesc(out[0]) +
+                  " must have the dtype and rank of input 0, " +
+                  bufDesc(in[0]));
+    const fb::SliceAttrs *attrs = step.attrs_as_SliceAttrs();
+    std::vector<int64_t> start, strides;
+    MC_RETURN_IF_ERROR(vec(attrs->start(), "start", a.size(), 0,
+                           "one per input dim", &start));
+    MC_RETURN_IF_ERROR(vec(attrs->strides(), "strides", a.size(), 1,
+                           "one per input dim", &strides));
+    for (size_t d = 0; d < a.size(); ++d) {
+      int64_t s = start[d], st = strides[d], n = r[d];
+      // start + (n - 1) * stride < dim, without overflow.
+      bool ok = n == 0 ? s <= a[d]
+                       : s < a[d] && (n - 1) <= (a[d] - 1 - s) / st;
+      if (!ok)
+        return fail(where + ": dim " + std::to_string(d) + ": start " +
+                    std::to_string(s) + " + (" + std::to_string(n) +
+                    " - 1) * stride " + std::to_string(st) +
+                    " must be < the size " + std::to_string(a[d]) +
+                    " of input " + bufDesc(in[0]) + " (output " +
+                    bufDesc(out[0]) + " gives the counts)");
+    }
+    return Status::ok();
+  }
+  case K::Gather: {
+    MC_RETURN_IF_ERROR(counts(2, 1));
+    MC_RETURN_IF_ERROR(dtypeOf(in[1], "input 1 (the indices)",
+                               {DType::I32, DType::I64}, "i32, i64"));
+    const Shape &a = bufs_[in[0]].shape, &idx = bufs_[in[1]].shape;
+    int64_t axis = step.attrs_as_GatherAttrs()->axis();
+    MC_RETURN_IF_ERROR(axisIn(axis, a.size(), in[0], "input 0"));
+    if (axis < 0)
+      axis += int64_t(a.size());
+    if (bufs_[out[0]].dtype != bufs_[in[0]].dtype)
+      return fail(where + ": output " + bufDesc(out[0]) +
+                  " must have the dtype of input 0, " + bufDesc(in[0]));
+    Shape expect(a.begin(), a.begin() + axis);
+    expect.insert(expect.end(), idx.begin(), idx.end());
+    expect.insert(expect.end(), a.begin() + axis + 1, a.end());
+    if (bufs_[out[0]].shape != expect)
+      return shapeErr(expect, "data shape[:axis] + indices shape + data "
+                              "shape[axis+1:]");
+    if (a[axis] == 0 && numElements(idx) > 0)
+      return fail(where + ": input 0 " + bufDesc(in[0]) +
+                  " has size 0 along axis " + std::to_string(axis) +
+                  ", so no index can be in range");
+    return Status::ok();
+  }
+  case K::Pad: {
+    MC_RETURN_IF_ERROR(counts(1, 1));
+    const Shape &a = bufs_[in[0]].shape, &r = bufs_[out[0]].shape;
+    if (bufs_[in[0]].dtype != bufs_[out[0]].dtype || a.size() != r.size())
+      return fail(where + ": output " + bufDesc(out[0]) +
+                  " must have the dtype and rank of input 0, " +
+                  bufDesc(in[0]));
+    const fb::PadAttrs *attrs = step.attrs_as_PadAttrs();
+    std::vector<int64_t> low, high;
+    MC_RETURN_IF_ERROR(
+        vec(attrs->low(), "low", a.size(), 0, "one per input dim", &low));
+    MC_RETURN_IF_ERROR(
+        vec(attrs->high(), "high", a.size(), 0, "one per input dim", &high));
+    Shape expect(a.size());
+    for (size_t d = 0; d < a.size(); ++d)
+      if (__builtin_add_overflow(a[d], low[d], &expect[d]) ||
+          __builtin_add_overflow(expect[d], high[d], &expect[d]))
+        return fail(where + ": dim " + std::to_string(d) +
+                    ": input size + low + high overflows");
+    if (r != expect)
+      return shapeErr(expect, "input shape + low + high");
+    return Status::ok();
+  }
+  case K::Conv2d: {
+    MC_RETURN_IF_ERROR(counts(2, 1));
+    for (uint32_t b : {in[0], in[1], out[0]})
+      if (bufs_[b].dtype != DType::F32)
+        return fail(where + ": unsupported dtype in " + bufDesc(b) +
+                    "; supported: f32");
+    const Shape &x = bufs_[in[0]].shape, &w = bufs_[in[1]].shape;
+    if (x.size() != 4 || w.size() != 4)
+      return fail(where + ": input " + bufDesc(in[0]) + " and weight " +
+                  bufDesc(in[1]) + " must be rank 4 (NCHW and OIHW)");
+    const fb::Conv2dAttrs *attrs = step.attrs_as_Conv2dAttrs();
+    std::vector<int64_t> strides, padding, dilation;
+    MC_RETURN_IF_ERROR(vec(attrs->strides(), "strides", 2, 1, "[h, w]",
+                           &strides, INT32_MAX));
+    MC_RETURN_IF_ERROR(vec(attrs->padding(), "padding", 4, 0,
+                           "[top, left, bottom, right]", &padding, INT32_MAX));
+    MC_RETURN_IF_ERROR(vec(attrs->dilation(), "dilation", 2, 1, "[h, w]",
+                           &dilation, INT32_MAX));
+    int64_t groups = attrs->groups();
+    int64_t c = x[1], o = w[0];
+    if (groups < 1 || c % groups != 0 || o % groups != 0)
+      return fail(where + ": groups " + std::to_string(groups) +
+                  " must be >= 1 and divide the input channels " +
+                  std::to_string(c) + " and the output channels " +
+                  std::to_string(o));
+    if (w[1] != c / groups)
+      return fail(where + ": weight " + bufDesc(in[1]) + " dim 1 is " +
+                  std::to_string(w[1]) + ", expected C / groups = " +
+                  std::to_string(c / groups) + " for input " +
+                  bufDesc(in[0]));
+    if (w[2] < 1 || w[3] < 1)
+      return fail(where + ": weight " + bufDesc(in[1]) +
+                  " has an empty kernel");
+    Shape expect{x[0], o, 0, 0};
+    for (int i = 0; i < 2; ++i) {
+      // __int128: attributes are untrusted and may be huge.
+      __int128 eff = __int128(dilation[i]) * (w[2 + i] - 1) + 1;
+      __int128 padded = __int128(x[2 + i]) + padding[i] + padding[i + 2];
+      __int128 n = padded < eff ? 0 : (padded - eff) / strides[i] + 1;
+      if (n < 1)
+        return fail(where + ": the " + (i ? "width" : "height") +
+                    " of the dilated kernel (" +
+                    std::to_string(int64_t(std::min<__int128>(eff, INT64_MAX))) +
+                    ") exceeds the padded input (" +
+                    std::to_string(
+                        int64_t(std::min<__int128>(padded, INT64_MAX))) +
+                    "): no output position");
+      expect[2 + i] = int64_t(n); // n <= padded, fits
+    }
+    if (bufs_[out[0]].shape != expect)
+      return shapeErr(expect, "[N, O, (H + pad_top + pad_bottom - "
+                              "dilation*(KH-1) - 1) / stride + 1, same for W]");
+    if (__int128(w[1]) * w[2] * w[3] > INT32_MAX ||
+        __int128(expect[2]) * expect[3] > INT32_MAX || o > INT32_MAX ||
+        w[2] > INT32_MAX || w[3] > INT32_MAX)
+      return fail(where + ": a matrix dimension of the convolution exceeds "
+                          "the BLAS int range");
+    return Status::ok();
+  }
+  case K::MaxPool2d:
+  case K::AvgPool2d: {
+    MC_RETURN_IF_ERROR(counts(1, 1));
+    MC_RETURN_IF_ERROR(dtypeOf(in[0], "input 0", {DType::F32}, "f32"));
+    if (bufs_[out[0]].dtype != DType::F32)
+      return fail(where + ": output " + bufDesc(out[0]) + " must be f32");
+    const Shape &x = bufs_[in[0]].shape, &r = bufs_[out[0]].shape;
+    if (x.size() != 4 || r.size() != 4 || r[0] != x[0] || r[1] != x[1])
+      return fail(where + ": input " + bufDesc(in[0]) + " and output " +
+                  bufDesc(out[0]) +
+                  " must be rank 4 (NCHW) with equal N and C");
+    const fb::Pool2dAttrs *attrs = step.attrs_as_Pool2dAttrs();
+    std::vector<int64_t> kernel, strides, padding, dilation;
+    MC_RETURN_IF_ERROR(
+        vec(attrs->kernel(), "kernel", 2, 1, "[h, w]", &kernel, INT32_MAX));
+    MC_RETURN_IF_ERROR(vec(attrs->strides(), "strides", 2, 1, "[h, w]",
+                           &strides, INT32_MAX));
+    MC_RETURN_IF_ERROR(vec(attrs->padding(), "padding", 4, 0,
+                           "[top, left, bottom, right]", &padding, INT32_MAX));
+    MC_RETURN_IF_ERROR(vec(attrs->dilation(), "dilation", 2, 1, "[h, w]",
+                           &dilation, INT32_MAX));
+    for (int i = 0; i < 2; ++i) {
+      const char *dim = i ? "width" : "height";
+      __int128 eff = __int128(dilation[i]) * (kernel[i] - 1) + 1;
+      __int128 padded = __int128(x[2 + i]) + padding[i] + padding[i + 2];
+      if (padded < eff)
+        return fail(where + ": the " + dim + " of the dilated window (" +
+                    std::to_string(int64_t(std::min<__int128>(eff, INT64_MAX))) +
+                    ") exceeds the padded input (" +
+                    std::to_string(
+                        int64_t(std::min<__int128>(padded, INT64_MAX))) +
+                    ")");
+      __int128 lo = (padded - eff) / strides[i] + 1;
+      __int128 hi = (padded - eff + strides[i] - 1) / strides[i] + 1;
+      // ceil_mode (as PyTorch): the last window must start inside the input
+      // or the leading padding.
+      if ((hi - 1) * strides[i] >= __int128(x[2 + i]) + padding[i])
+        --hi;
+      if (r[2 + i] < lo || r[2 + i] > hi)
+        return fail(where + ": output " + bufDesc(out[0]) + ": " + dim +
+                    " " + std::to_string(r[2 + i]) + " is not in [" +
+                    std::to_string(int64_t(lo)) + ", " +
+                    std::to_string(int64_t(hi)) +
+                    "] (floor and ceil mode of the pooling formula)");
+    }
+    return Status::ok();
+  }
+  case K::BatchNorm:
+  case K::LayerNorm: {
+    bool bn = kind == K::BatchNorm;
+    MC_RETURN_IF_ERROR(counts(bn ? 5 : 3, 1));
+    MC_RETURN_IF_ERROR(dtypeOf(in[0], "input 0", {DType::F32}, "f32"));
+    MC_RETURN_IF_ERROR(sameAs(in[0], "input 0", out[0], "output"));
+    const fb::NormAttrs *attrs = step.attrs_as_NormAttrs();
+    MC_RETURN_IF_ERROR(epsilonOk(attrs->epsilon()));
+    const Shape &x = bufs_[in[0]].shape;
+    int64_t axis = attrs->axis();
+    MC_RETURN_IF_ERROR(axisIn(axis, x.size(), in[0], "input 0"));
+    if (axis < 0)
+      axis += int64_t(x.size());
+    Shape param = bn ? Shape{x[axis]} : Shape(x.begin() + axis, x.end());
+    static const char *const bnNames[] = {"scale", "offset", "mean",
+                                          "variance"};
+    static const char *const lnNames[] = {"gamma", "beta"};
+    for (size_t k = 1; k < in.size(); ++k) {
+      const BufInfo &b = bufs_[in[k]];
+      if (b.dtype != DType::F32 || b.shape != param)
+        return fail(where + ": input " + std::to_string(k) + " (" +
+                    (bn ? bnNames[k - 1] : lnNames[k - 1]) + ") " +
+                    bufDesc(in[k]) + " must be f32" + shapeString(param) +
+                    (bn ? " (the size of the feature axis)"
+                        : " (the normalized dims of input 0)"));
+    }
+    return Status::ok();
+  }
+  default:
+    break;
   }
   return fail(where + ": unhandled op kind");
 }

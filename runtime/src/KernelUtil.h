@@ -6,6 +6,7 @@
 #include "modelc/kernels.h"
 #include "modelc/runtime.h"
 
+#include <cstring>
 #include <string>
 
 namespace mc::rt::detail {
@@ -41,6 +42,83 @@ inline void contiguousStrides(const Shape &s, int64_t *strides) {
     strides[i] = acc;
     acc *= s[i];
   }
+}
+
+/// Normalizes `axis` in [-rank, rank) to [0, rank); false when out of range.
+inline bool normalizeAxis(int64_t &axis, size_t rank) {
+  int64_t r = int64_t(rank);
+  if (axis < 0)
+    axis += r;
+  return axis >= 0 && axis < r;
+}
+
+inline Status sameTypeAndShape(const char *op, const char *what, DType at,
+                               const Shape &as, DType bt, const Shape &bs) {
+  if (at == bt && as == bs)
+    return Status::ok();
+  return Status::error(std::string(op) + ": " + what + " " +
+                       typeString(bt, bs) + " does not match operand " +
+                       typeString(at, as));
+}
+
+/// out[i_0..i_{r-1}] = src[sum_d i_d * stride[d]] over out's shape (src may
+/// point into the middle of a tensor: slices).
+template <typename T>
+void stridedCopy(const Shape &shape, const int64_t *stride, const T *src,
+                 T *dst) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  if (n == 0)
+    return;
+  int r = int(shape.size());
+  if (r == 0) {
+    dst[0] = src[0];
+    return;
+  }
+  int64_t idx[kMaxRank] = {0};
+  int64_t inner = shape[r - 1], innerStride = stride[r - 1], base = 0;
+  for (int64_t o = 0; o < n; o += inner) {
+    const T *s = src + base;
+    if (innerStride == 1)
+      std::memcpy(dst + o, s, size_t(inner) * sizeof(T));
+    else
+      for (int64_t j = 0; j < inner; ++j)
+        dst[o + j] = s[j * innerStride];
+    for (int d = r - 2; d >= 0; --d) {
+      base += stride[d];
+      if (++idx[d] < shape[d])
+        break;
+      base -= stride[d] * shape[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+/// stridedCopy by element size; `srcOffset` is in elements.
+inline Status stridedCopyAny(const char *op, DType t, const Shape &shape,
+                             const int64_t *stride, const void *src,
+                             int64_t srcOffset, void *dst) {
+  switch (dtypeSize(t)) {
+  case 1:
+    stridedCopy(shape, stride, static_cast<const uint8_t *>(src) + srcOffset,
+                static_cast<uint8_t *>(dst));
+    return Status::ok();
+  case 2:
+    stridedCopy(shape, stride, static_cast<const uint16_t *>(src) + srcOffset,
+                static_cast<uint16_t *>(dst));
+    return Status::ok();
+  case 4:
+    stridedCopy(shape, stride, static_cast<const uint32_t *>(src) + srcOffset,
+                static_cast<uint32_t *>(dst));
+    return Status::ok();
+  case 8:
+    stridedCopy(shape, stride, static_cast<const uint64_t *>(src) + srcOffset,
+                static_cast<uint64_t *>(dst));
+    return Status::ok();
+  }
+  return Status::error(std::string(op) + ": invalid dtype " +
+                       std::to_string(int(t)));
 }
 
 } // namespace mc::rt::detail

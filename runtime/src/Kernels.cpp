@@ -14,6 +14,8 @@ namespace mc::rt {
 using detail::checkRank;
 using detail::contiguousStrides;
 using detail::kMaxRank;
+using detail::normalizeAxis;
+using detail::sameTypeAndShape;
 using detail::typeString;
 using detail::unsupportedDType;
 
@@ -35,6 +37,16 @@ const char *unaryName(UnaryOp op) {
     return "relu";
   case UnaryOp::Sqrt:
     return "sqrt";
+  case UnaryOp::Abs:
+    return "abs";
+  case UnaryOp::Erf:
+    return "erf";
+  case UnaryOp::Gelu:
+    return "gelu";
+  case UnaryOp::GeluTanh:
+    return "gelu_tanh";
+  case UnaryOp::Not:
+    return "not";
   }
   return "unary";
 }
@@ -51,6 +63,10 @@ const char *binaryName(BinaryOp op) {
     return "div";
   case BinaryOp::Maximum:
     return "maximum";
+  case BinaryOp::Pow:
+    return "pow";
+  case BinaryOp::Minimum:
+    return "minimum";
   }
   return "binary";
 }
@@ -63,17 +79,10 @@ const char *reduceName(ReduceOp op) {
     return "reduce_mean";
   case ReduceOp::Max:
     return "reduce_max";
+  case ReduceOp::Min:
+    return "reduce_min";
   }
   return "reduce";
-}
-
-Status sameTypeAndShape(const char *op, const char *what, DType at,
-                        const Shape &as, DType bt, const Shape &bs) {
-  if (at == bt && as == bs)
-    return Status::ok();
-  return Status::error(std::string(op) + ": " + what + " " +
-                       typeString(bt, bs) + " does not match operand " +
-                       typeString(at, as));
 }
 
 float sigmoid(float x) {
@@ -105,8 +114,13 @@ Status unaryInt(UnaryOp op, const ConstTensor &a, const MutTensor &out) {
   } else if (op == UnaryOp::Relu) {
     for (int64_t i = 0; i < n; ++i)
       y[i] = x[i] < 0 ? T(0) : x[i];
+  } else if (op == UnaryOp::Abs) {
+    // abs(min) wraps to min, like NumPy and PyTorch.
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = x[i] < 0 ? T(U(0) - U(x[i])) : x[i];
   } else {
-    return unsupportedDType(unaryName(op), a.dtype, "f32");
+    return unsupportedDType(unaryName(op), a.dtype,
+                            op == UnaryOp::Not ? "i1" : "f32");
   }
   return Status::ok();
 }
@@ -146,6 +160,12 @@ Status binaryInt(BinaryOp op, const ConstTensor &a, const ConstTensor &b,
     for (int64_t i = 0; i < n; ++i)
       y[i] = x[i] < z[i] ? z[i] : x[i];
     break;
+  case BinaryOp::Minimum:
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = z[i] < x[i] ? z[i] : x[i];
+    break;
+  case BinaryOp::Pow:
+    return unsupportedDType("pow", a.dtype, "f32");
   }
   return Status::ok();
 }
@@ -231,59 +251,6 @@ Status castFrom(Load load, int64_t n, const MutTensor &out) {
                        std::to_string(int(out.dtype)));
 }
 
-// --- strided gather (broadcast_in_dim, transpose) ---
-
-/// out[i_0..i_{r-1}] = src[sum_d i_d * stride[d]] over out's shape.
-template <typename T>
-void gather(const Shape &shape, const int64_t *stride, const T *src, T *dst) {
-  int64_t n = numElements(shape);
-  if (n == 0)
-    return;
-  int r = int(shape.size());
-  if (r == 0) {
-    dst[0] = src[0];
-    return;
-  }
-  int64_t idx[kMaxRank] = {0};
-  int64_t inner = shape[r - 1], innerStride = stride[r - 1], base = 0;
-  for (int64_t o = 0; o < n; o += inner) {
-    const T *s = src + base;
-    for (int64_t j = 0; j < inner; ++j)
-      dst[o + j] = s[j * innerStride];
-    for (int d = r - 2; d >= 0; --d) {
-      base += stride[d];
-      if (++idx[d] < shape[d])
-        break;
-      base -= stride[d] * shape[d];
-      idx[d] = 0;
-    }
-  }
-}
-
-Status gatherAny(const char *op, DType t, const Shape &shape,
-                 const int64_t *stride, const void *src, void *dst) {
-  switch (dtypeSize(t)) {
-  case 1:
-    gather(shape, stride, static_cast<const uint8_t *>(src),
-           static_cast<uint8_t *>(dst));
-    return Status::ok();
-  case 2:
-    gather(shape, stride, static_cast<const uint16_t *>(src),
-           static_cast<uint16_t *>(dst));
-    return Status::ok();
-  case 4:
-    gather(shape, stride, static_cast<const uint32_t *>(src),
-           static_cast<uint32_t *>(dst));
-    return Status::ok();
-  case 8:
-    gather(shape, stride, static_cast<const uint64_t *>(src),
-           static_cast<uint64_t *>(dst));
-    return Status::ok();
-  }
-  return Status::error(std::string(op) + ": invalid dtype " +
-                       std::to_string(int(t)));
-}
-
 /// Walks a multi-index over `rank` dims with given strides, tracking the
 /// linear offset; no allocation.
 struct Odometer {
@@ -327,14 +294,25 @@ Status unary(UnaryOp op, const ConstTensor &a, const MutTensor &out) {
   const char *name = unaryName(op);
   MC_RETURN_IF_ERROR(
       sameTypeAndShape(name, "result", a.dtype, a.shape, out.dtype, out.shape));
+  if (op == UnaryOp::Not) {
+    if (a.dtype != DType::I1)
+      return unsupportedDType(name, a.dtype, "i1");
+    const uint8_t *x = static_cast<const uint8_t *>(a.data);
+    uint8_t *y = static_cast<uint8_t *>(out.data);
+    for (int64_t i = 0, n = numElements(a.shape); i < n; ++i)
+      y[i] = x[i] == 0; // any nonzero byte is true
+    return Status::ok();
+  }
   if (a.dtype == DType::I32)
     return unaryInt<int32_t>(op, a, out);
   if (a.dtype == DType::I64)
     return unaryInt<int64_t>(op, a, out);
   if (a.dtype != DType::F32)
-    return unsupportedDType(
-        name, a.dtype,
-        op == UnaryOp::Neg || op == UnaryOp::Relu ? "f32, i32, i64" : "f32");
+    return unsupportedDType(name, a.dtype,
+                            op == UnaryOp::Neg || op == UnaryOp::Relu ||
+                                    op == UnaryOp::Abs
+                                ? "f32, i32, i64"
+                                : "f32");
   switch (op) {
   case UnaryOp::Neg:
     mapF32(a, out, [](float x) { return -x; });
@@ -357,6 +335,27 @@ Status unary(UnaryOp op, const ConstTensor &a, const MutTensor &out) {
   case UnaryOp::Sqrt:
     mapF32(a, out, [](float x) { return std::sqrt(x); });
     break;
+  case UnaryOp::Abs:
+    mapF32(a, out, [](float x) { return std::fabs(x); });
+    break;
+  case UnaryOp::Erf:
+    mapF32(a, out, [](float x) { return std::erf(x); });
+    break;
+  case UnaryOp::Gelu: // x * Phi(x) = 0.5 * x * (1 + erf(x / sqrt(2)))
+    mapF32(a, out, [](float x) {
+      return 0.5f * x * (1.0f + std::erf(x * float(M_SQRT1_2)));
+    });
+    break;
+  case UnaryOp::GeluTanh: // PyTorch's approximate='tanh'
+    mapF32(a, out, [](float x) {
+      const float kBeta = float(M_SQRT2 * M_2_SQRTPI * 0.5); // sqrt(2/pi)
+      const float kKappa = 0.044715f;
+      float inner = kBeta * (x + kKappa * x * x * x);
+      return 0.5f * x * (1.0f + std::tanh(inner));
+    });
+    break;
+  case UnaryOp::Not: // handled above
+    break;
   }
   return Status::ok();
 }
@@ -373,7 +372,8 @@ Status binary(BinaryOp op, const ConstTensor &a, const ConstTensor &b,
   if (a.dtype == DType::I64)
     return binaryInt<int64_t>(op, a, b, out);
   if (a.dtype != DType::F32)
-    return unsupportedDType(name, a.dtype, "f32, i32, i64");
+    return unsupportedDType(name, a.dtype,
+                            op == BinaryOp::Pow ? "f32" : "f32, i32, i64");
   const float *x = static_cast<const float *>(a.data);
   const float *z = static_cast<const float *>(b.data);
   float *y = static_cast<float *>(out.data);
@@ -398,6 +398,14 @@ Status binary(BinaryOp op, const ConstTensor &a, const ConstTensor &b,
   case BinaryOp::Maximum: // propagates NaN from either side
     for (int64_t i = 0; i < n; ++i)
       y[i] = (std::isnan(x[i]) || x[i] > z[i]) ? x[i] : z[i];
+    break;
+  case BinaryOp::Minimum: // propagates NaN from either side
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = (std::isnan(x[i]) || x[i] < z[i]) ? x[i] : z[i];
+    break;
+  case BinaryOp::Pow:
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = std::pow(x[i], z[i]);
     break;
   }
   return Status::ok();
@@ -482,7 +490,8 @@ Status broadcastInDim(const ConstTensor &a, const std::vector<int64_t> &dims,
                            std::to_string(d) + ")");
     srcStride[d] = a.shape[k] == 1 ? 0 : aStride[k];
   }
-  return gatherAny(op, a.dtype, out.shape, srcStride, a.data, out.data);
+  return detail::stridedCopyAny(op, a.dtype, out.shape, srcStride, a.data, 0,
+                                out.data);
 }
 
 Status transpose(const ConstTensor &a, const std::vector<int64_t> &perm,
@@ -513,7 +522,8 @@ Status transpose(const ConstTensor &a, const std::vector<int64_t> &perm,
                            shapeString(a.shape) + " permuted");
     srcStride[i] = aStride[p];
   }
-  return gatherAny(op, a.dtype, out.shape, srcStride, a.data, out.data);
+  return detail::stridedCopyAny(op, a.dtype, out.shape, srcStride, a.data, 0,
+                                out.data);
 }
 
 Status reduce(ReduceOp op, const ConstTensor &a,
@@ -525,11 +535,11 @@ Status reduce(ReduceOp op, const ConstTensor &a,
     return Status::error(std::string(name) + ": result dtype " +
                          dtypeName(out.dtype) + " does not match operand " +
                          dtypeName(a.dtype));
-  bool intMax =
-      op == ReduceOp::Max && (a.dtype == DType::I32 || a.dtype == DType::I64);
-  if (a.dtype != DType::F32 && !intMax)
-    return unsupportedDType(name, a.dtype,
-                            op == ReduceOp::Max ? "f32, i32, i64" : "f32");
+  bool minMax = op == ReduceOp::Max || op == ReduceOp::Min;
+  bool intMinMax =
+      minMax && (a.dtype == DType::I32 || a.dtype == DType::I64);
+  if (a.dtype != DType::F32 && !intMinMax)
+    return unsupportedDType(name, a.dtype, minMax ? "f32, i32, i64" : "f32");
   int r = int(a.shape.size());
   bool reduced[kMaxRank] = {false};
   for (size_t k = 0; k < dims.size(); ++k) {
@@ -576,6 +586,12 @@ Status reduce(ReduceOp op, const ConstTensor &a,
           [] { return -std::numeric_limits<float>::infinity(); },
           [](float m, float v) { return (std::isnan(m) || m >= v) ? m : v; },
           [](float m) { return m; });
+    } else if (op == ReduceOp::Min) {
+      reduceLoop<float, float>(
+          x, y, kept, red, nOut, nRed,
+          [] { return std::numeric_limits<float>::infinity(); },
+          [](float m, float v) { return (std::isnan(m) || m <= v) ? m : v; },
+          [](float m) { return m; });
     } else {
       // Accumulate in double: the sum does not depend on reduction size.
       double scale = op == ReduceOp::Mean ? 1.0 / double(nRed) : 1.0;
@@ -588,10 +604,16 @@ Status reduce(ReduceOp op, const ConstTensor &a,
   }
   auto intLoop = [&](auto tag) {
     using T = decltype(tag);
-    reduceLoop<T, T>(
-        static_cast<const T *>(a.data), static_cast<T *>(out.data), kept, red,
-        nOut, nRed, [] { return std::numeric_limits<T>::lowest(); },
-        [](T m, T v) { return m < v ? v : m; }, [](T m) { return m; });
+    if (op == ReduceOp::Min)
+      reduceLoop<T, T>(
+          static_cast<const T *>(a.data), static_cast<T *>(out.data), kept,
+          red, nOut, nRed, [] { return std::numeric_limits<T>::max(); },
+          [](T m, T v) { return v < m ? v : m; }, [](T m) { return m; });
+    else
+      reduceLoop<T, T>(
+          static_cast<const T *>(a.data), static_cast<T *>(out.data), kept,
+          red, nOut, nRed, [] { return std::numeric_limits<T>::lowest(); },
+          [](T m, T v) { return m < v ? v : m; }, [](T m) { return m; });
   };
   if (a.dtype == DType::I32)
     intLoop(int32_t());
@@ -640,6 +662,192 @@ Status softmax(const ConstTensor &a, int64_t axis, const MutTensor &out) {
     }
   }
   return Status::ok();
+}
+
+namespace {
+
+/// A clamp bound as an integer of type T: truncated toward zero and
+/// saturated; a NaN bound is no bound (`none`).
+template <typename T> T intBound(double v, T none) {
+  if (std::isnan(v))
+    return none;
+  if (v <= double(std::numeric_limits<T>::lowest()))
+    return std::numeric_limits<T>::lowest();
+  if (v >= double(std::numeric_limits<T>::max()))
+    return std::numeric_limits<T>::max();
+  return T(v);
+}
+
+template <typename T>
+void clampInt(const ConstTensor &a, double lo, double hi,
+              const MutTensor &out) {
+  T l = intBound<T>(lo, std::numeric_limits<T>::lowest());
+  T h = intBound<T>(hi, std::numeric_limits<T>::max());
+  const T *x = static_cast<const T *>(a.data);
+  T *y = static_cast<T *>(out.data);
+  for (int64_t i = 0, n = numElements(a.shape); i < n; ++i) {
+    T v = x[i] < l ? l : x[i];
+    y[i] = v > h ? h : v;
+  }
+}
+
+const char *compareName(CompareOp op) {
+  switch (op) {
+  case CompareOp::Eq:
+    return "eq";
+  case CompareOp::Ne:
+    return "ne";
+  case CompareOp::Lt:
+    return "lt";
+  case CompareOp::Le:
+    return "le";
+  case CompareOp::Gt:
+    return "gt";
+  case CompareOp::Ge:
+    return "ge";
+  }
+  return "?";
+}
+
+template <typename T, typename F>
+void compareLoop(const ConstTensor &a, const ConstTensor &b,
+                 const MutTensor &out, F f) {
+  const T *x = static_cast<const T *>(a.data);
+  const T *z = static_cast<const T *>(b.data);
+  uint8_t *y = static_cast<uint8_t *>(out.data);
+  for (int64_t i = 0, n = numElements(a.shape); i < n; ++i)
+    y[i] = uint8_t(f(x[i], z[i]));
+}
+
+template <typename T>
+void compareTyped(CompareOp op, const ConstTensor &a, const ConstTensor &b,
+                  const MutTensor &out) {
+  // IEEE comparisons: with a NaN operand all are false except Ne.
+  switch (op) {
+  case CompareOp::Eq:
+    compareLoop<T>(a, b, out, [](T x, T z) { return x == z; });
+    break;
+  case CompareOp::Ne:
+    compareLoop<T>(a, b, out, [](T x, T z) { return x != z; });
+    break;
+  case CompareOp::Lt:
+    compareLoop<T>(a, b, out, [](T x, T z) { return x < z; });
+    break;
+  case CompareOp::Le:
+    compareLoop<T>(a, b, out, [](T x, T z) { return x <= z; });
+    break;
+  case CompareOp::Gt:
+    compareLoop<T>(a, b, out, [](T x, T z) { return x > z; });
+    break;
+  case CompareOp::Ge:
+    compareLoop<T>(a, b, out, [](T x, T z) { return x >= z; });
+    break;
+  }
+}
+
+template <typename T>
+void selectLoop(const uint8_t *p, const ConstTensor &a, const ConstTensor &b,
+                const MutTensor &out) {
+  const T *x = static_cast<const T *>(a.data);
+  const T *z = static_cast<const T *>(b.data);
+  T *y = static_cast<T *>(out.data);
+  for (int64_t i = 0, n = numElements(a.shape); i < n; ++i)
+    y[i] = p[i] ? x[i] : z[i];
+}
+
+} // namespace
+
+Status clamp(const ConstTensor &a, double lo, double hi, const MutTensor &out) {
+  MC_RETURN_IF_ERROR(sameTypeAndShape("clamp", "result", a.dtype, a.shape,
+                                      out.dtype, out.shape));
+  switch (a.dtype) {
+  case DType::F32: {
+    // NaN stays NaN (both comparisons are false); a NaN bound is no bound.
+    float l = float(lo), h = float(hi);
+    const float *x = static_cast<const float *>(a.data);
+    float *y = static_cast<float *>(out.data);
+    for (int64_t i = 0, n = numElements(a.shape); i < n; ++i) {
+      float v = x[i] < l ? l : x[i];
+      y[i] = v > h ? h : v;
+    }
+    return Status::ok();
+  }
+  case DType::I32:
+    clampInt<int32_t>(a, lo, hi, out);
+    return Status::ok();
+  case DType::I64:
+    clampInt<int64_t>(a, lo, hi, out);
+    return Status::ok();
+  default:
+    return unsupportedDType("clamp", a.dtype, "f32, i32, i64");
+  }
+}
+
+Status compare(CompareOp op, const ConstTensor &a, const ConstTensor &b,
+               const MutTensor &out) {
+  std::string name = std::string("compare ") + compareName(op);
+  MC_RETURN_IF_ERROR(sameTypeAndShape(name.c_str(), "rhs", a.dtype, a.shape,
+                                      b.dtype, b.shape));
+  if (out.dtype != DType::I1 || out.shape != a.shape)
+    return Status::error(name + ": result " +
+                         typeString(out.dtype, out.shape) + " is not i1" +
+                         shapeString(a.shape) + " (the operand shape)");
+  switch (a.dtype) {
+  case DType::F32:
+    compareTyped<float>(op, a, b, out);
+    return Status::ok();
+  case DType::I32:
+    compareTyped<int32_t>(op, a, b, out);
+    return Status::ok();
+  case DType::I64:
+    compareTyped<int64_t>(op, a, b, out);
+    return Status::ok();
+  case DType::I1: {
+    if (op != CompareOp::Eq && op != CompareOp::Ne)
+      return unsupportedDType(name.c_str(), a.dtype, "f32, i32, i64");
+    bool eq = op == CompareOp::Eq;
+    const uint8_t *x = static_cast<const uint8_t *>(a.data);
+    const uint8_t *z = static_cast<const uint8_t *>(b.data);
+    uint8_t *y = static_cast<uint8_t *>(out.data);
+    for (int64_t i = 0, n = numElements(a.shape); i < n; ++i)
+      y[i] = uint8_t(((x[i] != 0) == (z[i] != 0)) == eq);
+    return Status::ok();
+  }
+  default:
+    return unsupportedDType(name.c_str(), a.dtype,
+                            "f32, i32, i64; i1 for eq/ne");
+  }
+}
+
+Status select(const ConstTensor &pred, const ConstTensor &a,
+              const ConstTensor &b, const MutTensor &out) {
+  if (pred.dtype != DType::I1)
+    return Status::error("select: predicate " +
+                         typeString(pred.dtype, pred.shape) + " is not i1");
+  if (a.shape != pred.shape)
+    return Status::error("select: on_true " + typeString(a.dtype, a.shape) +
+                         " does not have the shape of the predicate " +
+                         typeString(pred.dtype, pred.shape));
+  MC_RETURN_IF_ERROR(
+      sameTypeAndShape("select", "on_false", a.dtype, a.shape, b.dtype, b.shape));
+  MC_RETURN_IF_ERROR(sameTypeAndShape("select", "result", a.dtype, a.shape,
+                                      out.dtype, out.shape));
+  const uint8_t *p = static_cast<const uint8_t *>(pred.data);
+  switch (dtypeSize(a.dtype)) {
+  case 1:
+    selectLoop<uint8_t>(p, a, b, out);
+    return Status::ok();
+  case 2:
+    selectLoop<uint16_t>(p, a, b, out);
+    return Status::ok();
+  case 4:
+    selectLoop<uint32_t>(p, a, b, out);
+    return Status::ok();
+  case 8:
+    selectLoop<uint64_t>(p, a, b, out);
+    return Status::ok();
+  }
+  return Status::error("select: invalid dtype " + std::to_string(int(a.dtype)));
 }
 
 Status copy(const ConstTensor &a, const MutTensor &out) {

@@ -2,6 +2,7 @@
 // creation, so run() only dispatches to the kernels (no allocation).
 #include "modelc/model.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace mc::rt {
@@ -13,8 +14,18 @@ struct StepExec {
   std::vector<ConstTensor> in;
   MutTensor out{DType::F32, {}, nullptr};
   bool transposeA = false, transposeB = false, keepdim = false;
-  std::vector<int64_t> ints; // reduce/broadcast dims, permutation
+  std::vector<int64_t> ints; // reduce/broadcast dims, permutation, slice start,
+                             // pad low
+  std::vector<int64_t> ints2; // slice strides, pad high
   int64_t axis = 0;
+  bool flag = false; // Gelu tanh form, AvgPool2d count_include_pad
+  double lo = 0, hi = 0; // Clamp bounds; Pad value in lo
+  double epsilon = 0;
+  CompareOp compare = CompareOp::Eq;
+  Conv2dParams conv;
+  Pool2dParams pool;
+  float *workspace = nullptr; // Conv2d im2col scratch (session-owned)
+  size_t workspaceFloats = 0;
 };
 
 struct InputSlot {
@@ -77,14 +88,82 @@ Status dispatch(const StepExec &s) {
     return softmax(s.in[0], s.axis, s.out);
   case K::MatMul:
     return matmul(s.in[0], s.in[1], s.transposeA, s.transposeB, s.out);
+  // Schema 1.1.
+  case K::Abs:
+    return unary(UnaryOp::Abs, s.in[0], s.out);
+  case K::Erf:
+    return unary(UnaryOp::Erf, s.in[0], s.out);
+  case K::Gelu:
+    return unary(s.flag ? UnaryOp::GeluTanh : UnaryOp::Gelu, s.in[0], s.out);
+  case K::Pow:
+    return binary(BinaryOp::Pow, s.in[0], s.in[1], s.out);
+  case K::Minimum:
+    return binary(BinaryOp::Minimum, s.in[0], s.in[1], s.out);
+  case K::Clamp:
+    return clamp(s.in[0], s.lo, s.hi, s.out);
+  case K::Compare:
+    return compare(s.compare, s.in[0], s.in[1], s.out);
+  case K::Select:
+    return select(s.in[0], s.in[1], s.in[2], s.out);
+  case K::Not:
+    return unary(UnaryOp::Not, s.in[0], s.out);
+  case K::LogSoftmax:
+    return logSoftmax(s.in[0], s.axis, s.out);
+  case K::ReduceMin:
+    return reduce(ReduceOp::Min, s.in[0], s.ints, s.keepdim, s.out);
+  case K::Concat:
+    return concat(s.in, s.axis, s.out);
+  case K::Slice:
+    return slice(s.in[0], s.ints, s.ints2, s.out);
+  case K::Gather:
+    return gather(s.in[0], s.in[1], s.axis, s.out);
+  case K::Pad:
+    return pad(s.in[0], s.ints, s.ints2, s.lo, s.out);
+  case K::Conv2d:
+    return conv2d(s.in[0], s.in[1], s.conv, s.out, s.workspace,
+                  s.workspaceFloats);
+  case K::MaxPool2d:
+    return maxPool2d(s.in[0], s.pool, s.out);
+  case K::AvgPool2d:
+    return avgPool2d(s.in[0], s.pool, s.flag, s.out);
+  case K::BatchNorm:
+    return batchNorm(s.in[0], s.in[1], s.in[2], s.in[3], s.in[4], s.epsilon,
+                     s.axis, s.out);
+  case K::LayerNorm:
+    return layerNorm(s.in[0], s.in[1], s.in[2], s.axis, s.epsilon, s.out);
   }
   return Status::error("unknown op kind " + std::to_string(int(s.kind)));
+}
+
+CompareOp compareOp(fb::CompareDirection d) {
+  switch (d) {
+  case fb::CompareDirection::EQ:
+    return CompareOp::Eq;
+  case fb::CompareDirection::NE:
+    return CompareOp::Ne;
+  case fb::CompareDirection::LT:
+    return CompareOp::Lt;
+  case fb::CompareDirection::LE:
+    return CompareOp::Le;
+  case fb::CompareDirection::GT:
+    return CompareOp::Gt;
+  case fb::CompareDirection::GE:
+    return CompareOp::Ge;
+  }
+  return CompareOp::Eq; // the verifier refuses other values
+}
+
+/// [h, w] and [top, left, bottom, right] vectors (lengths checked by the
+/// verifier).
+int64_t at(const flatbuffers::Vector<int64_t> *v, uint32_t i, int64_t dflt) {
+  return v && i < v->size() ? v->Get(i) : dflt;
 }
 
 } // namespace
 
 struct Session::Impl {
   AlignedBytes arena;
+  AlignedBytes workspace; // Conv2d im2col scratch, shared by the steps
   std::vector<StepExec> steps;
   std::vector<InputSlot> inputs;
 };
@@ -141,9 +220,71 @@ Status Session::create(const Model &model, std::unique_ptr<Session> *out) {
         e.ints = ints(b->dims());
       } else if (const auto *sm = st->attrs_as_SoftmaxAttrs()) {
         e.axis = sm->axis();
+      } else if (const auto *g = st->attrs_as_GeluAttrs()) {
+        e.flag = g->tanh_approximation();
+      } else if (const auto *c = st->attrs_as_ClampAttrs()) {
+        e.lo = c->min();
+        e.hi = c->max();
+      } else if (const auto *c = st->attrs_as_CompareAttrs()) {
+        e.compare = compareOp(c->direction());
+      } else if (const auto *c = st->attrs_as_ConcatAttrs()) {
+        e.axis = c->axis();
+      } else if (const auto *sl = st->attrs_as_SliceAttrs()) {
+        e.ints = ints(sl->start());
+        e.ints2 = ints(sl->strides());
+      } else if (const auto *g = st->attrs_as_GatherAttrs()) {
+        e.axis = g->axis();
+      } else if (const auto *pd = st->attrs_as_PadAttrs()) {
+        e.ints = ints(pd->low());
+        e.ints2 = ints(pd->high());
+        e.lo = pd->value();
+      } else if (const auto *c = st->attrs_as_Conv2dAttrs()) {
+        e.conv.strideH = at(c->strides(), 0, 1);
+        e.conv.strideW = at(c->strides(), 1, 1);
+        e.conv.padTop = at(c->padding(), 0, 0);
+        e.conv.padLeft = at(c->padding(), 1, 0);
+        e.conv.padBottom = at(c->padding(), 2, 0);
+        e.conv.padRight = at(c->padding(), 3, 0);
+        e.conv.dilationH = at(c->dilation(), 0, 1);
+        e.conv.dilationW = at(c->dilation(), 1, 1);
+        e.conv.groups = c->groups();
+        if (e.in.size() == 2)
+          e.workspaceFloats = conv2dWorkspaceSize(e.in[0].shape, e.in[1].shape,
+                                                  e.out.shape, e.conv);
+      } else if (const auto *pl = st->attrs_as_Pool2dAttrs()) {
+        e.pool.kernelH = at(pl->kernel(), 0, 1);
+        e.pool.kernelW = at(pl->kernel(), 1, 1);
+        e.pool.strideH = at(pl->strides(), 0, 1);
+        e.pool.strideW = at(pl->strides(), 1, 1);
+        e.pool.padTop = at(pl->padding(), 0, 0);
+        e.pool.padLeft = at(pl->padding(), 1, 0);
+        e.pool.padBottom = at(pl->padding(), 2, 0);
+        e.pool.padRight = at(pl->padding(), 3, 0);
+        e.pool.dilationH = at(pl->dilation(), 0, 1);
+        e.pool.dilationW = at(pl->dilation(), 1, 1);
+        e.flag = pl->count_include_pad();
+      } else if (const auto *nm = st->attrs_as_NormAttrs()) {
+        e.epsilon = nm->epsilon();
+        e.axis = nm->axis();
       }
       impl.steps.push_back(std::move(e));
     }
+  }
+  // One im2col scratch for all Conv2d steps (they run one at a time), so
+  // run() does not allocate.
+  size_t scratch = 0;
+  for (const StepExec &e : impl.steps)
+    scratch = std::max(scratch, e.workspaceFloats);
+  if (scratch) {
+    // conv2d's checks bound each factor by INT_MAX: no overflow here.
+    impl.workspace = AlignedBytes(scratch * sizeof(float));
+    if (!impl.workspace.data())
+      return Status::error(model.name() +
+                           ": cannot allocate the conv2d workspace of " +
+                           std::to_string(scratch * sizeof(float)) + " bytes");
+    for (StepExec &e : impl.steps)
+      if (e.workspaceFloats)
+        e.workspace = reinterpret_cast<float *>(impl.workspace.data());
   }
   impl.inputs.resize(model.inputs().size());
   for (size_t i = 0; i < impl.inputs.size(); ++i) {

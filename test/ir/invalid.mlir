@@ -235,3 +235,341 @@ func.func @softmax_axis(%a: tensor<2x3xf32>) -> tensor<2x3xf32> {
   %0 = mc.softmax %a, axis = 2 : tensor<2x3xf32>
   return %0 : tensor<2x3xf32>
 }
+
+// -----
+
+func.func @clamp_bounds(%a: tensor<2xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{min 6.000000e+00 is greater than max 0.000000e+00}}
+  %0 = mc.clamp %a, min = 6.0, max = 0.0 : tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+func.func @compare_types(%a: tensor<2xf32>, %b: tensor<2xi32>) -> tensor<2xi1> {
+  // expected-error @+1 {{requires all operands to have the same type}}
+  %0 = mc.compare EQ, %a, %b : (tensor<2xf32>, tensor<2xi32>) -> tensor<2xi1>
+  return %0 : tensor<2xi1>
+}
+
+// -----
+
+func.func @select_pred(%p: tensor<3xi1>, %a: tensor<2xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{all of {pred, result} have same shape}}
+  %0 = mc.select %p, %a, %a : tensor<3xi1>, tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+func.func @not_float(%a: tensor<2xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{operand #0 must be ranked tensor of 1-bit signless integer values}}
+  %0 = mc.not %a : tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+func.func @log_softmax_axis(%a: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  // expected-error @+1 {{axis -1 is out of range for rank 2}}
+  %0 = mc.log_softmax %a, axis = -1 : tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+func.func @concat_axis(%a: tensor<2x3xf32>) -> tensor<2x6xf32> {
+  // expected-error @+2 {{axis 2 is out of range for rank 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = mc.concat %a, %a axis = 2 : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x6xf32>
+  return %0 : tensor<2x6xf32>
+}
+
+// -----
+
+func.func @concat_mismatch(%a: tensor<2x3xf32>, %b: tensor<3x3xf32>) -> tensor<5x3xf32> {
+  // expected-error @+2 {{input 1 [3, 3] differs from input 0 [2, 3] in dimension 0, which is not the axis}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = mc.concat %a, %b axis = 1 : (tensor<2x3xf32>, tensor<3x3xf32>) -> tensor<5x3xf32>
+  return %0 : tensor<5x3xf32>
+}
+
+// -----
+
+func.func @concat_element_types(%a: tensor<2xf32>, %b: tensor<2xi32>) -> tensor<4xf32> {
+  // expected-error @+2 {{expects inputs of one element type, got 'f32' and 'i32'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = mc.concat %a, %b axis = 0 : (tensor<2xf32>, tensor<2xi32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @concat_rank(%a: tensor<2xf32>, %b: tensor<2x1xf32>) -> tensor<4xf32> {
+  // expected-error @+2 {{input 1 has rank 2, expected 1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = mc.concat %a, %b axis = 0 : (tensor<2xf32>, tensor<2x1xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @slice_bounds(%a: tensor<4xf32>) -> tensor<2xf32> {
+  // expected-error @+2 {{dimension 0 of size 4 cannot be sliced from 3 to 5 (needs 0 <= start <= limit <= size)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = mc.slice %a, start = [3], limit = [5], strides = [1] : (tensor<4xf32>) -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+func.func @slice_stride(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+2 {{stride 0 in dimension 0 must be >= 1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = mc.slice %a, start = [0], limit = [4], strides = [0] : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @slice_rank(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+2 {{start, limit and strides need 1 entries (the input rank), got 2, 1 and 1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = mc.slice %a, start = [0, 0], limit = [4], strides = [1] : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @gather_axis(%a: tensor<4x2xf32>, %i: tensor<3xi32>) -> tensor<3x2xf32> {
+  // expected-error @+2 {{axis 2 is out of range for rank 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = mc.gather %a, %i, axis = 2 : (tensor<4x2xf32>, tensor<3xi32>) -> tensor<3x2xf32>
+  return %0 : tensor<3x2xf32>
+}
+
+// -----
+
+func.func @gather_float_indices(%a: tensor<4x2xf32>, %i: tensor<3xf32>) -> tensor<3x2xf32> {
+  // expected-error @+1 {{operand #1 must be ranked tensor of index integer (i32, i64) values}}
+  %0 = mc.gather %a, %i, axis = 0 : (tensor<4x2xf32>, tensor<3xf32>) -> tensor<3x2xf32>
+  return %0 : tensor<3x2xf32>
+}
+
+// -----
+
+func.func @pad_negative(%a: tensor<4xf32>) -> tensor<3xf32> {
+  // expected-error @+2 {{padding of dimension 0 is negative (low -1, high 0)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = mc.pad %a, low = [-1], high = [0], value = 0.0 : (tensor<4xf32>) -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+
+// -----
+
+func.func @pad_rank(%a: tensor<4xf32>) -> tensor<5xf32> {
+  // expected-error @+2 {{low and high need 1 entries (the input rank), got 2 and 1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = mc.pad %a, low = [1, 0], high = [0], value = 0.0 : (tensor<4xf32>) -> tensor<5xf32>
+  return %0 : tensor<5xf32>
+}
+
+// -----
+
+func.func @conv_rank(%x: tensor<3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32> {
+  // expected-error @+2 {{expects input [N, C, H, W] and weight [O, C/groups, KH, KW], got [3, 8, 8] and [4, 3, 3, 3]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = mc.conv2d %x, %w, strides = [1, 1], padding = [0, 0, 0, 0], dilation = [1, 1], groups = 1 : (tensor<3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32>
+  return %0 : tensor<1x4x6x6xf32>
+}
+
+// -----
+
+func.func @conv_channels(%x: tensor<1x4x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32> {
+  // expected-error @+2 {{weight [4, 3, 3, 3] expects 3 input channels (3 per group x 1 groups), input [1, 4, 8, 8] has 4}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = mc.conv2d %x, %w, strides = [1, 1], padding = [0, 0, 0, 0], dilation = [1, 1], groups = 1 : (tensor<1x4x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32>
+  return %0 : tensor<1x4x6x6xf32>
+}
+
+// -----
+
+func.func @conv_groups(%x: tensor<1x4x8x8xf32>, %w: tensor<6x2x3x3xf32>) -> tensor<1x6x6x6xf32> {
+  // expected-error @+2 {{groups 3 must divide the input channels 4 and the output channels 6}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = mc.conv2d %x, %w, strides = [1, 1], padding = [0, 0, 0, 0], dilation = [1, 1], groups = 3 : (tensor<1x4x8x8xf32>, tensor<6x2x3x3xf32>) -> tensor<1x6x6x6xf32>
+  return %0 : tensor<1x6x6x6xf32>
+}
+
+// -----
+
+func.func @conv_attrs(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32> {
+  // expected-error @+2 {{expects strides and dilation [h, w] and padding [top, left, bottom, right], got [1, 1], [1, 1] and [0, 0]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = mc.conv2d %x, %w, strides = [1, 1], padding = [0, 0], dilation = [1, 1], groups = 1 : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32>
+  return %0 : tensor<1x4x6x6xf32>
+}
+
+// -----
+
+func.func @conv_stride(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32> {
+  // expected-error @+2 {{strides [0, 1] must be >= 1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = mc.conv2d %x, %w, strides = [0, 1], padding = [0, 0, 0, 0], dilation = [1, 1], groups = 1 : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32>
+  return %0 : tensor<1x4x6x6xf32>
+}
+
+// -----
+
+func.func @conv_dilation(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32> {
+  // expected-error @+2 {{dilation [1, 0] must be >= 1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = mc.conv2d %x, %w, strides = [1, 1], padding = [0, 0, 0, 0], dilation = [1, 0], groups = 1 : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32>
+  return %0 : tensor<1x4x6x6xf32>
+}
+
+// -----
+
+func.func @conv_padding(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32> {
+  // expected-error @+2 {{padding [0, -1, 0, 0] must be >= 0}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = mc.conv2d %x, %w, strides = [1, 1], padding = [0, -1, 0, 0], dilation = [1, 1], groups = 1 : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32>
+  return %0 : tensor<1x4x6x6xf32>
+}
+
+// -----
+
+func.func @conv_too_small(%x: tensor<1x3x2x2xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<1x4x1x1xf32> {
+  // expected-error @+2 {{the kernel [3, 3] does not fit the padded input [1, 3, 2, 2]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = mc.conv2d %x, %w, strides = [1, 1], padding = [0, 0, 0, 0], dilation = [1, 1], groups = 1 : (tensor<1x3x2x2xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x1x1xf32>
+  return %0 : tensor<1x4x1x1xf32>
+}
+
+// -----
+
+func.func @conv_element_types(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf16>) -> tensor<1x4x6x6xf32> {
+  // expected-error @+2 {{expects input and weight of one element type, got 'f32' and 'f16'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = mc.conv2d %x, %w, strides = [1, 1], padding = [0, 0, 0, 0], dilation = [1, 1], groups = 1 : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf16>) -> tensor<1x4x6x6xf32>
+  return %0 : tensor<1x4x6x6xf32>
+}
+
+// -----
+
+func.func @pool_rank(%x: tensor<4x8x8xf32>) -> tensor<4x4x4xf32> {
+  // expected-error @+2 {{expects input [N, C, H, W], got [4, 8, 8]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = mc.max_pool2d %x, kernel = [2, 2], strides = [2, 2], padding = [0, 0, 0, 0], dilation = [1, 1] : (tensor<4x8x8xf32>) -> tensor<4x4x4xf32>
+  return %0 : tensor<4x4x4xf32>
+}
+
+// -----
+
+func.func @pool_kernel(%x: tensor<1x4x8x8xf32>) -> tensor<1x4x4x4xf32> {
+  // expected-error @+2 {{kernel [2] must be [h, w] with sizes >= 1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = mc.max_pool2d %x, kernel = [2], strides = [2, 2], padding = [0, 0, 0, 0], dilation = [1, 1] : (tensor<1x4x8x8xf32>) -> tensor<1x4x4x4xf32>
+  return %0 : tensor<1x4x4x4xf32>
+}
+
+// -----
+
+func.func @pool_padding(%x: tensor<1x4x8x8xf32>) -> tensor<1x4x5x5xf32> {
+  // expected-error @+2 {{padding [2, 2, 2, 2] must be at most half the kernel [2, 2]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = mc.max_pool2d %x, kernel = [2, 2], strides = [2, 2], padding = [2, 2, 2, 2], dilation = [1, 1] : (tensor<1x4x8x8xf32>) -> tensor<1x4x5x5xf32>
+  return %0 : tensor<1x4x5x5xf32>
+}
+
+// -----
+
+func.func @pool_too_small(%x: tensor<1x4x2x2xf32>) -> tensor<1x4x1x1xf32> {
+  // expected-error @+2 {{the window [3, 3] does not fit the padded input [1, 4, 2, 2]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = mc.max_pool2d %x, kernel = [3, 3], strides = [1, 1], padding = [0, 0, 0, 0], dilation = [1, 1] : (tensor<1x4x2x2xf32>) -> tensor<1x4x1x1xf32>
+  return %0 : tensor<1x4x1x1xf32>
+}
+
+// -----
+
+func.func @pool_result(%x: tensor<1x4x9x9xf32>) -> tensor<1x4x5x5xf32> {
+  // Without ceil_mode, 4 windows fit, not 5.
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{inferred type(s) 'tensor<1x4x4x4xf32>' are incompatible with return type(s) of operation 'tensor<1x4x5x5xf32>'}}
+  %0 = mc.max_pool2d %x, kernel = [2, 2], strides = [2, 2], padding = [0, 0, 0, 0], dilation = [1, 1] : (tensor<1x4x9x9xf32>) -> tensor<1x4x5x5xf32>
+  return %0 : tensor<1x4x5x5xf32>
+}
+
+// -----
+
+func.func @avg_pool_dilation(%x: tensor<1x4x8x8xf32>) -> tensor<1x4x3x3xf32> {
+  // expected-error @+2 {{dilation must be [1, 1] for average pooling}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = mc.avg_pool2d %x, kernel = [2, 2], strides = [2, 2], padding = [0, 0, 0, 0], dilation = [2, 2] : (tensor<1x4x8x8xf32>) -> tensor<1x4x3x3xf32>
+  return %0 : tensor<1x4x3x3xf32>
+}
+
+// -----
+
+func.func @batch_norm_axis(%x: tensor<1x4x2x2xf32>, %c: tensor<4xf32>) -> tensor<1x4x2x2xf32> {
+  // expected-error @+1 {{feature_axis 4 is out of range for rank 4}}
+  %0 = mc.batch_norm %x, %c, %c, %c, %c, epsilon = 1.0e-05, feature_axis = 4 : tensor<1x4x2x2xf32>, tensor<4xf32>
+  return %0 : tensor<1x4x2x2xf32>
+}
+
+// -----
+
+func.func @batch_norm_size(%x: tensor<1x4x2x2xf32>, %c: tensor<3xf32>) -> tensor<1x4x2x2xf32> {
+  // expected-error @+1 {{expects scale, offset, mean and variance of shape [4] (the size of feature axis 1), got 'tensor<3xf32>'}}
+  %0 = mc.batch_norm %x, %c, %c, %c, %c, epsilon = 1.0e-05, feature_axis = 1 : tensor<1x4x2x2xf32>, tensor<3xf32>
+  return %0 : tensor<1x4x2x2xf32>
+}
+
+// -----
+
+func.func @batch_norm_element_type(%x: tensor<1x4x2x2xf32>, %c: tensor<4xf16>) -> tensor<1x4x2x2xf32> {
+  // expected-error @+1 {{expects parameters of the input's element type 'f32', got 'tensor<4xf16>'}}
+  %0 = mc.batch_norm %x, %c, %c, %c, %c, epsilon = 1.0e-05, feature_axis = 1 : tensor<1x4x2x2xf32>, tensor<4xf16>
+  return %0 : tensor<1x4x2x2xf32>
+}
+
+// -----
+
+func.func @batch_norm_epsilon(%x: tensor<1x4x2x2xf32>, %c: tensor<4xf32>) -> tensor<1x4x2x2xf32> {
+  // expected-error @+1 {{epsilon must be >= 0}}
+  %0 = mc.batch_norm %x, %c, %c, %c, %c, epsilon = -1.0, feature_axis = 1 : tensor<1x4x2x2xf32>, tensor<4xf32>
+  return %0 : tensor<1x4x2x2xf32>
+}
+
+// -----
+
+func.func @layer_norm_axis(%x: tensor<2x8xf32>, %g: tensor<8xf32>) -> tensor<2x8xf32> {
+  // expected-error @+1 {{axis 2 is out of range for rank 2}}
+  %0 = mc.layer_norm %x, %g, %g, axis = 2, epsilon = 1.0e-05 : tensor<2x8xf32>, tensor<8xf32>
+  return %0 : tensor<2x8xf32>
+}
+
+// -----
+
+func.func @layer_norm_shape(%x: tensor<2x8xf32>, %g: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  // expected-error @+1 {{expects gamma and beta of the normalized shape (input dimensions from axis 1 on), got 'tensor<2x8xf32>' for input 'tensor<2x8xf32>'}}
+  %0 = mc.layer_norm %x, %g, %g, axis = 1, epsilon = 1.0e-05 : tensor<2x8xf32>, tensor<2x8xf32>
+  return %0 : tensor<2x8xf32>
+}
+
+// -----
+
+func.func @layer_norm_element_type(%x: tensor<2x8xf32>, %g: tensor<8xbf16>) -> tensor<2x8xf32> {
+  // expected-error @+1 {{expects gamma and beta of the input's element type 'f32', got 'tensor<8xbf16>'}}
+  %0 = mc.layer_norm %x, %g, %g, axis = 1, epsilon = 1.0e-05 : tensor<2x8xf32>, tensor<8xbf16>
+  return %0 : tensor<2x8xf32>
+}
+
+// -----
+
+func.func @layer_norm_epsilon(%x: tensor<2x8xf32>, %g: tensor<8xf32>) -> tensor<2x8xf32> {
+  // expected-error @+1 {{epsilon must be >= 0}}
+  %0 = mc.layer_norm %x, %g, %g, axis = 1, epsilon = -1.0e-05 : tensor<2x8xf32>, tensor<8xf32>
+  return %0 : tensor<2x8xf32>
+}

@@ -92,3 +92,62 @@ func.func @constants() -> (tensor<2xf32>, tensor<2x2xi1>) {
   %1 = mc.constant dense<[[true, false], [false, true]]> : tensor<2x2xi1>
   return %0, %1 : tensor<2xf32>, tensor<2x2xi1>
 }
+
+// CHECK-LABEL: func @real_model_elementwise
+func.func @real_model_elementwise(%a: tensor<4xf32>, %b: tensor<4xf32>, %p: tensor<4xi1>) -> (tensor<4xf32>, tensor<4xi1>) {
+  // CHECK: mc.abs %{{.*}} : tensor<4xf32>
+  %0 = mc.abs %a : tensor<4xf32>
+  // CHECK: mc.erf
+  %1 = mc.erf %0 : tensor<4xf32>
+  // CHECK: mc.gelu %{{.*}} : tensor<4xf32>
+  %2 = mc.gelu %1 : tensor<4xf32>
+  // CHECK: mc.gelu %{{.*}} tanh_approximation : tensor<4xf32>
+  %3 = mc.gelu %2 tanh_approximation : tensor<4xf32>
+  // CHECK: mc.pow
+  %4 = mc.pow %3, %b : tensor<4xf32>
+  // CHECK: mc.minimum
+  %5 = mc.minimum %4, %b : tensor<4xf32>
+  // CHECK: mc.clamp %{{.*}}, min = 0.000000e+00, max = 6.000000e+00 : tensor<4xf32>
+  %6 = mc.clamp %5, min = 0.0, max = 6.0 : tensor<4xf32>
+  // CHECK: mc.compare LT, %{{.*}}, %{{.*}} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xi1>
+  %7 = mc.compare LT, %6, %b : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xi1>
+  // CHECK: mc.not %{{.*}} : tensor<4xi1>
+  %8 = mc.not %7 : tensor<4xi1>
+  // CHECK: mc.select %{{.*}}, %{{.*}}, %{{.*}} : tensor<4xi1>, tensor<4xf32>
+  %9 = mc.select %8, %6, %a : tensor<4xi1>, tensor<4xf32>
+  return %9, %p : tensor<4xf32>, tensor<4xi1>
+}
+
+// CHECK-LABEL: func @real_model_shapes
+func.func @real_model_shapes(%x: tensor<2x8xf32>, %t: tensor<10x4xf32>, %i: tensor<2x3xi64>) -> (tensor<2x11xf32>, tensor<2x3xf32>, tensor<2x3x4xf32>, tensor<4x10xf32>, tensor<2xf32>, tensor<2x8xf32>) {
+  // CHECK: mc.concat %{{.*}}, %{{.*}} axis = 1 : (tensor<2x8xf32>, tensor<2x3xf32>) -> tensor<2x11xf32>
+  %s = mc.slice %x, start = [0, 1], limit = [2, 7], strides = [1, 2] : (tensor<2x8xf32>) -> tensor<2x3xf32>
+  %0 = mc.concat %x, %s axis = 1 : (tensor<2x8xf32>, tensor<2x3xf32>) -> tensor<2x11xf32>
+  // CHECK: mc.gather %{{.*}}, %{{.*}}, axis = 0 : (tensor<10x4xf32>, tensor<2x3xi64>) -> tensor<2x3x4xf32>
+  %1 = mc.gather %t, %i, axis = 0 : (tensor<10x4xf32>, tensor<2x3xi64>) -> tensor<2x3x4xf32>
+  // CHECK: mc.pad %{{.*}}, low = [1, 0], high = [2, 1], value = 0.000000e+00 : (tensor<2x8xf32>) -> tensor<5x9xf32>
+  %2 = mc.pad %x, low = [1, 0], high = [2, 1], value = 0.0 : (tensor<2x8xf32>) -> tensor<5x9xf32>
+  // CHECK: mc.reduce_min %{{.*}}, dims = [1] : (tensor<2x8xf32>) -> tensor<2xf32>
+  %3 = mc.reduce_min %x, dims = [1] : (tensor<2x8xf32>) -> tensor<2xf32>
+  // CHECK: mc.log_softmax %{{.*}}, axis = 1 : tensor<2x8xf32>
+  %4 = mc.log_softmax %x, axis = 1 : tensor<2x8xf32>
+  %5 = mc.transpose %t, permutation = [1, 0] : (tensor<10x4xf32>) -> tensor<4x10xf32>
+  return %0, %s, %1, %5, %3, %4 : tensor<2x11xf32>, tensor<2x3xf32>, tensor<2x3x4xf32>, tensor<4x10xf32>, tensor<2xf32>, tensor<2x8xf32>
+}
+
+// CHECK-LABEL: func @real_model_nn
+func.func @real_model_nn(%x: tensor<1x4x9x9xf32>, %w: tensor<8x2x3x3xf32>, %c: tensor<8xf32>, %s: tensor<2x5x16xf32>, %g: tensor<16xf32>) -> (tensor<1x8x4x4xf32>, tensor<1x4x5x5xf32>, tensor<1x4x4x4xf32>, tensor<1x8x4x4xf32>, tensor<2x5x16xf32>) {
+  // CHECK: mc.conv2d %{{.*}}, %{{.*}}, strides = [2, 2], padding = [1, 1, 0, 0], dilation = [1, 1], groups = 2 : (tensor<1x4x9x9xf32>, tensor<8x2x3x3xf32>) -> tensor<1x8x4x4xf32>
+  %0 = mc.conv2d %x, %w, strides = [2, 2], padding = [1, 1, 0, 0], dilation = [1, 1], groups = 2 : (tensor<1x4x9x9xf32>, tensor<8x2x3x3xf32>) -> tensor<1x8x4x4xf32>
+  // CHECK: mc.max_pool2d %{{.*}}, kernel = [3, 3], strides = [2, 2], padding = [1, 1, 1, 1], dilation = [1, 1] : (tensor<1x4x9x9xf32>) -> tensor<1x4x5x5xf32>
+  %1 = mc.max_pool2d %x, kernel = [3, 3], strides = [2, 2], padding = [1, 1, 1, 1], dilation = [1, 1] : (tensor<1x4x9x9xf32>) -> tensor<1x4x5x5xf32>
+  // CHECK: mc.avg_pool2d %{{.*}}, kernel = [2, 2], strides = [2, 2], padding = [0, 0, 0, 0], dilation = [1, 1] ceil_mode count_include_pad : (tensor<1x4x9x9xf32>) -> tensor<1x4x5x5xf32>
+  %2 = mc.avg_pool2d %x, kernel = [2, 2], strides = [2, 2], padding = [0, 0, 0, 0], dilation = [1, 1] ceil_mode count_include_pad : (tensor<1x4x9x9xf32>) -> tensor<1x4x5x5xf32>
+  // Floor mode: 4 windows fit.
+  %3 = mc.avg_pool2d %x, kernel = [2, 2], strides = [2, 2], padding = [0, 0, 0, 0], dilation = [1, 1] : (tensor<1x4x9x9xf32>) -> tensor<1x4x4x4xf32>
+  // CHECK: mc.batch_norm %{{.*}}, epsilon = 1.000000e-05, feature_axis = 1 : tensor<1x8x4x4xf32>, tensor<8xf32>
+  %4 = mc.batch_norm %0, %c, %c, %c, %c, epsilon = 1.0e-05, feature_axis = 1 : tensor<1x8x4x4xf32>, tensor<8xf32>
+  // CHECK: mc.layer_norm %{{.*}}, axis = 2, epsilon = 1.000000e-05 : tensor<2x5x16xf32>, tensor<16xf32>
+  %5 = mc.layer_norm %s, %g, %g, axis = 2, epsilon = 1.0e-05 : tensor<2x5x16xf32>, tensor<16xf32>
+  return %4, %1, %3, %4, %5 : tensor<1x8x4x4xf32>, tensor<1x4x5x5xf32>, tensor<1x4x4x4xf32>, tensor<1x8x4x4xf32>, tensor<2x5x16xf32>
+}

@@ -36,9 +36,17 @@ struct MutTensor {
   void* data;
 };
 
-enum class UnaryOp { Neg, Exp, Log, Tanh, Sigmoid, Relu, Sqrt };
-enum class BinaryOp { Add, Sub, Mul, Div, Maximum };
-enum class ReduceOp { Sum, Mean, Max };
+/// Abs: f32, i32, i64. Erf, Gelu (x * Phi(x), exact erf form), GeluTanh
+/// (PyTorch's approximate='tanh' form): f32. Not: i1 only.
+enum class UnaryOp {
+  Neg, Exp, Log, Tanh, Sigmoid, Relu, Sqrt,
+  Abs, Erf, Gelu, GeluTanh, Not,
+};
+/// Pow: f32 (std::pow semantics). Minimum: f32/i32/i64, NaN propagates.
+enum class BinaryOp { Add, Sub, Mul, Div, Maximum, Pow, Minimum };
+/// Min: f32 (also i32/i64).
+enum class ReduceOp { Sum, Mean, Max, Min };
+enum class CompareOp { Eq, Ne, Lt, Le, Gt, Ge };
 
 /// out = op(a); same shape and dtype. f32 for all ops; i32/i64 for Neg, Relu.
 Status unary(UnaryOp op, const ConstTensor& a, const MutTensor& out);
@@ -69,6 +77,96 @@ Status matmul(const ConstTensor& a, const ConstTensor& b, bool transposeA,
               bool transposeB, const MutTensor& out);
 /// Byte copy; same dtype and element count.
 Status copy(const ConstTensor& a, const MutTensor& out);
+
+//===--- Ops of real models (CNNs, transformers, ONNX graphs) ---===//
+
+/// out = min(max(a, lo), hi); same shape and dtype. f32, i32, i64 (bounds
+/// converted to the dtype). NaN stays NaN.
+Status clamp(const ConstTensor& a, double lo, double hi, const MutTensor& out);
+/// out (i1, one byte 0/1) = a <op> b; a and b of one shape and dtype (f32,
+/// i32, i64, i1 for Eq/Ne). Comparisons with NaN are false except Ne.
+Status compare(CompareOp op, const ConstTensor& a, const ConstTensor& b,
+               const MutTensor& out);
+/// out = pred ? a : b; pred is i1; all of one shape; a, b, out one dtype.
+Status select(const ConstTensor& pred, const ConstTensor& a,
+              const ConstTensor& b, const MutTensor& out);
+/// log(softmax(a)) along axis, computed stably as x - max - log(sum(exp(x -
+/// max))). f32.
+Status logSoftmax(const ConstTensor& a, int64_t axis, const MutTensor& out);
+/// Concatenation along `axis`; all inputs have out's rank and dtype and
+/// equal sizes on the other dims. Any dtype.
+Status concat(const std::vector<ConstTensor>& inputs, int64_t axis,
+              const MutTensor& out);
+/// out[i] = a[start + i * stride] per dimension; out.shape gives the count
+/// of each dimension; strides >= 1. Any dtype.
+Status slice(const ConstTensor& a, const std::vector<int64_t>& start,
+             const std::vector<int64_t>& strides, const MutTensor& out);
+/// out = take(data, indices, axis): out.shape = data.shape[:axis] +
+/// indices.shape + data.shape[axis+1:]. indices i32 or i64; negative
+/// indices count from the end (ONNX Gather); an index out of range is an
+/// error naming it. data any dtype.
+Status gather(const ConstTensor& data, const ConstTensor& indices,
+              int64_t axis, const MutTensor& out);
+/// Constant padding: out.shape[d] = a.shape[d] + low[d] + high[d] (low,
+/// high >= 0); new elements are `value` converted to the dtype. Any dtype.
+Status pad(const ConstTensor& a, const std::vector<int64_t>& low,
+           const std::vector<int64_t>& high, double value,
+           const MutTensor& out);
+
+struct Conv2dParams {
+  int64_t strideH = 1, strideW = 1;
+  int64_t padTop = 0, padLeft = 0, padBottom = 0, padRight = 0;
+  int64_t dilationH = 1, dilationW = 1;
+  int64_t groups = 1;
+};
+/// NCHW convolution (cross-correlation, as PyTorch/ONNX): input [N, C, H, W],
+/// weight [O, C/groups, KH, KW], out [N, O, OH, OW] with
+/// OH = (H + padTop + padBottom - dilationH*(KH-1) - 1) / strideH + 1.
+/// f32; im2col + BLAS sgemm per (image, group), depthwise special-cased.
+Status conv2d(const ConstTensor& input, const ConstTensor& weight,
+              const Conv2dParams& params, const MutTensor& out);
+/// Floats of scratch the conv2d below needs (the im2col matrix of one image
+/// and group, [C/groups*KH*KW, OH*OW]); 0 when it needs none (depthwise;
+/// 1x1, stride 1, unpadded) or when the shapes do not fit.
+size_t conv2dWorkspaceSize(const Shape& input, const Shape& weight,
+                           const Shape& out, const Conv2dParams& params);
+/// conv2d with caller-owned scratch of at least conv2dWorkspaceSize floats,
+/// so that a session's run() does not allocate (the overload above
+/// allocates it).
+Status conv2d(const ConstTensor& input, const ConstTensor& weight,
+              const Conv2dParams& params, const MutTensor& out,
+              float* workspace, size_t workspaceFloats);
+
+struct Pool2dParams {
+  int64_t kernelH = 1, kernelW = 1;
+  int64_t strideH = 1, strideW = 1;
+  int64_t padTop = 0, padLeft = 0, padBottom = 0, padRight = 0;
+  int64_t dilationH = 1, dilationW = 1;
+};
+/// NCHW max pooling. out's spatial size is given (so ceil_mode is the
+/// caller's choice); a window that lies partly outside the padded input
+/// only looks at the positions inside the input (PyTorch semantics). f32.
+Status maxPool2d(const ConstTensor& input, const Pool2dParams& params,
+                 const MutTensor& out);
+/// NCHW average pooling; the divisor counts the window positions inside the
+/// padded input when countIncludePad, else those inside the input (both as
+/// PyTorch, including its ceil_mode rule that windows starting in the right
+/// padding are clipped to input + padding). f32.
+Status avgPool2d(const ConstTensor& input, const Pool2dParams& params,
+                 bool countIncludePad, const MutTensor& out);
+/// Inference batch norm over feature axis `axis`: out = (x - mean) /
+/// sqrt(var + eps) * scale + offset; scale/offset/mean/var are 1-D of size
+/// x.shape[axis]. f32.
+Status batchNorm(const ConstTensor& x, const ConstTensor& scale,
+                 const ConstTensor& offset, const ConstTensor& mean,
+                 const ConstTensor& variance, double epsilon, int64_t axis,
+                 const MutTensor& out);
+/// Layer norm over dims [axis, rank): mean and biased variance per row,
+/// out = (x - mean) / sqrt(var + eps) * gamma + beta; gamma/beta have shape
+/// x.shape[axis:]. f32, two passes (mean, then variance) per row.
+Status layerNorm(const ConstTensor& x, const ConstTensor& gamma,
+                 const ConstTensor& beta, int64_t axis, double epsilon,
+                 const MutTensor& out);
 
 /// f16 / bf16 <-> f32 conversions (round to nearest even).
 float halfToFloat(uint16_t h);

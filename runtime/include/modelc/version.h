@@ -9,9 +9,10 @@ namespace mc::rt {
 /// The .mcpk schema version this build writes and reads. The evolution rule
 /// is in runtime/schema/mcpk.fbs: additive changes bump the minor (old
 /// runtimes still read the file), anything else bumps the major, and a
-/// runtime refuses a major it does not know.
+/// runtime refuses a major it does not know. 1.1 added the ops of real models
+/// (OpKind 21..40 and their attribute tables); 1.0 files still load.
 inline constexpr uint32_t kSchemaVersionMajor = 1;
-inline constexpr uint32_t kSchemaVersionMinor = 0;
+inline constexpr uint32_t kSchemaVersionMinor = 1;
 
 /// The 4-byte flatbuffers file identifier and the 8-byte trailer magic.
 inline constexpr char kFileIdentifier[] = "MCPK";

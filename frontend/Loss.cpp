@@ -1,0 +1,55 @@
+// Losses (see Loss.h).
+#include "frontend/Loss.h"
+#include "frontend/Ops.h"
+
+namespace mc {
+
+Tensor crossEntropy(const Tensor& logits, const Tensor& labels) {
+  if (!logits.defined() || !labels.defined())
+    throw Error("cross_entropy: undefined tensor");
+  if (logits.rank() != 2)
+    throw Error("cross_entropy: logits must be [N, C], got " +
+                logits.describe());
+  if (labels.rank() != 1 || labels.size(0) != logits.size(0) ||
+      (labels.dtype() != DType::I32 && labels.dtype() != DType::I64))
+    throw Error("cross_entropy: labels must be i32/i64 [" +
+                std::to_string(logits.size(0)) + "], got " +
+                labels.describe());
+  int64_t n = logits.size(0), c = logits.size(1);
+  // Check the labels eagerly: a bad label would silently give a zero row.
+  std::vector<float> values = labels.toVector();
+  for (int64_t i = 0; i < n; ++i)
+    if (values[i] < 0 || values[i] >= c)
+      throw Error("cross_entropy: label " +
+                  std::to_string(static_cast<int64_t>(values[i])) +
+                  " at index " + std::to_string(i) + " is outside [0, " +
+                  std::to_string(c) + ")");
+  // -mean_i log_softmax(x)[i, y_i], with the pick as a one-hot product so
+  // every op on the path has a derivative.
+  Tensor classes = Tensor::empty({1, c}, labels.dtype());
+  for (int64_t k = 0; k < c; ++k) {
+    if (labels.dtype() == DType::I64)
+      classes.data<int64_t>()[k] = k;
+    else
+      classes.data<int32_t>()[k] = static_cast<int32_t>(k);
+  }
+  Tensor oneHot = cast(eq(reshape(labels, {n, 1}), classes), logits.dtype());
+  Tensor picked = sum(mul(logSoftmax(logits, 1), oneHot), {1});
+  return neg(mean(picked, {0}));
+}
+
+Tensor mseLoss(const Tensor& prediction, const Tensor& target) {
+  if (!prediction.defined() || !target.defined())
+    throw Error("mse_loss: undefined tensor");
+  if (prediction.shape() != target.shape())
+    throw Error("mse_loss: shapes differ (" + prediction.describe() + " vs " +
+                target.describe() + ")");
+  Tensor d = sub(prediction, target);
+  std::vector<int64_t> all;
+  for (int64_t i = 0; i < prediction.rank(); ++i)
+    all.push_back(i);
+  Tensor sq = mul(d, d);
+  return all.empty() ? sq : mean(sq, all);
+}
+
+} // namespace mc

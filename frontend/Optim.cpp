@@ -1,0 +1,103 @@
+// Optimizers (see Optim.h).
+#include "frontend/Optim.h"
+#include "frontend/Autograd.h"
+#include "frontend/Ops.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace mc::optim {
+
+Optimizer::Optimizer(std::vector<Tensor> params) : params_(std::move(params)) {
+  for (const Tensor& p : params_)
+    if (!p.defined() || !p.impl()->requiresGrad)
+      throw Error("optimizer: every parameter must be a leaf that requires "
+                  "grad (call setRequiresGrad())");
+}
+
+Optimizer::~Optimizer() = default;
+
+void Optimizer::zeroGrad() {
+  for (Tensor& p : params_)
+    p.zeroGrad();
+}
+
+void Optimizer::assign(Tensor& param, const Tensor& value) {
+  if (value.shape() != param.shape() || value.dtype() != param.dtype())
+    throw Error("optimizer: update of " + param.describe() + " has type " +
+                value.describe());
+  std::memcpy(param.rawData(), value.rawData(), param.byteSize());
+}
+
+SGD::SGD(std::vector<Tensor> params, SGDOptions options)
+    : Optimizer(std::move(params)), options_(options),
+      momentum_(params_.size()) {
+  if (options_.lr < 0 || options_.momentum < 0 || options_.weightDecay < 0)
+    throw Error("SGD: lr, momentum and weight decay must be >= 0");
+  if (options_.nesterov && (options_.momentum <= 0 || options_.dampening != 0))
+    throw Error("SGD: nesterov needs momentum > 0 and dampening 0");
+}
+
+void SGD::step() {
+  NoGradGuard noGrad;
+  ++steps_;
+  const SGDOptions& o = options_;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor& p = params_[i];
+    Tensor d = p.grad();
+    if (!d.defined())
+      continue;
+    if (o.weightDecay != 0)
+      d = add(d, mul(p, Tensor::scalar(o.weightDecay, p.dtype())));
+    if (o.momentum != 0) {
+      Tensor& buf = momentum_[i];
+      if (!buf.defined())
+        buf = d.clone();
+      else
+        buf = add(mul(buf, Tensor::scalar(o.momentum, p.dtype())),
+                  mul(d, Tensor::scalar(1 - o.dampening, p.dtype())));
+      d = o.nesterov ? add(d, mul(buf, Tensor::scalar(o.momentum, p.dtype())))
+                     : buf;
+    }
+    assign(p, sub(p, mul(d, Tensor::scalar(o.lr, p.dtype()))));
+  }
+}
+
+AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
+    : Optimizer(std::move(params)), options_(options),
+      expAvg_(params_.size()), expAvgSq_(params_.size()) {
+  if (options_.lr < 0 || options_.eps < 0 || options_.weightDecay < 0 ||
+      options_.beta1 < 0 || options_.beta1 >= 1 || options_.beta2 < 0 ||
+      options_.beta2 >= 1)
+    throw Error("AdamW: needs lr, eps, weight decay >= 0 and betas in [0, 1)");
+}
+
+void AdamW::step() {
+  NoGradGuard noGrad;
+  ++steps_;
+  const AdamWOptions& o = options_;
+  double bc1 = 1 - std::pow(o.beta1, static_cast<double>(steps_));
+  double bc2 = 1 - std::pow(o.beta2, static_cast<double>(steps_));
+  double stepSize = o.lr / bc1;
+  double bc2Sqrt = std::sqrt(bc2);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor& p = params_[i];
+    Tensor g = p.grad();
+    if (!g.defined())
+      continue;
+    auto s = [&](double v) { return Tensor::scalar(v, p.dtype()); };
+    Tensor decayed = mul(p, s(1 - o.lr * o.weightDecay));
+    Tensor& m = expAvg_[i];
+    Tensor& v = expAvgSq_[i];
+    if (!m.defined()) {
+      m = Tensor::zeros(p.shape(), p.dtype());
+      v = Tensor::zeros(p.shape(), p.dtype());
+    }
+    m = add(mul(m, s(o.beta1)), mul(g, s(1 - o.beta1)));
+    v = add(mul(v, s(o.beta2)), mul(mul(g, g), s(1 - o.beta2)));
+    Tensor denom = add(div(sqrt(v), s(bc2Sqrt)), s(o.eps));
+    assign(p, sub(decayed, mul(div(m, denom), s(stepSize))));
+  }
+}
+
+} // namespace mc::optim

@@ -1,0 +1,499 @@
+// CPU kernels of CNNs and transformers: conv2d (im2col + sgemm, depthwise
+// direct), max/avg pooling, batch and layer norm, log_softmax. NCHW, f32.
+// Loops run over contiguous rows so the compiler vectorizes them.
+#include "KernelUtil.h"
+#include "modelc/kernels.h"
+
+#include <algorithm>
+#include <cblas.h>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+namespace mc::rt {
+
+using detail::checkRank;
+using detail::normalizeAxis;
+using detail::typeString;
+using detail::unsupportedDType;
+
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+/// ceil(a / b) for b > 0, any sign of a.
+int64_t ceilDiv(int64_t a, int64_t b) {
+  return a >= 0 ? (a + b - 1) / b : -((-a) / b);
+}
+/// floor(a / b) for b > 0, any sign of a.
+int64_t floorDiv(int64_t a, int64_t b) {
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
+/// The output positions o in [0, n) whose input position o * stride + off
+/// lies in [0, size): [*lo, *hi) (empty when *lo >= *hi).
+void validOut(int64_t n, int64_t stride, int64_t off, int64_t size,
+              int64_t *lo, int64_t *hi) {
+  *lo = std::max<int64_t>(0, ceilDiv(-off, stride));
+  *hi = std::min<int64_t>(n, floorDiv(size - 1 - off, stride) + 1);
+  if (*hi < *lo)
+    *hi = *lo;
+}
+
+/// The window taps k in [0, kSize) whose position start + k * dil lies in
+/// [lo, hi): their count.
+int64_t tapsInside(int64_t start, int64_t dil, int64_t kSize, int64_t lo,
+                   int64_t hi) {
+  int64_t kmin = std::max<int64_t>(0, ceilDiv(lo - start, dil));
+  int64_t kmax = std::min<int64_t>(kSize - 1, floorDiv(hi - 1 - start, dil));
+  return kmax >= kmin ? kmax - kmin + 1 : 0;
+}
+
+struct ConvDims {
+  int64_t n, c, h, w, o, kh, kw, oh, ow, groups, cg, og;
+  bool depthwise, pointwise;
+};
+
+Status checkConv(const ConstTensor &input, const ConstTensor &weight,
+                 const Conv2dParams &p, const MutTensor &out, ConvDims *d) {
+  const char *op = "conv2d";
+  MC_RETURN_IF_ERROR(checkRank(op, "input", input.shape));
+  MC_RETURN_IF_ERROR(checkRank(op, "weight", weight.shape));
+  MC_RETURN_IF_ERROR(checkRank(op, "result", out.shape));
+  for (DType t : {input.dtype, weight.dtype, out.dtype})
+    if (t != DType::F32)
+      return unsupportedDType(op, t, "f32");
+  if (input.shape.size() != 4 || weight.shape.size() != 4 ||
+      out.shape.size() != 4)
+    return Status::error("conv2d: input " + shapeString(input.shape) +
+                         ", weight " + shapeString(weight.shape) +
+                         " and result " + shapeString(out.shape) +
+                         " must all be rank 4 (NCHW, OIHW)");
+  if (p.strideH < 1 || p.strideW < 1 || p.dilationH < 1 || p.dilationW < 1 ||
+      p.padTop < 0 || p.padLeft < 0 || p.padBottom < 0 || p.padRight < 0 ||
+      p.groups < 1)
+    return Status::error("conv2d: strides, dilations and groups must be >= 1 "
+                         "and paddings >= 0");
+  d->n = input.shape[0];
+  d->c = input.shape[1];
+  d->h = input.shape[2];
+  d->w = input.shape[3];
+  d->o = weight.shape[0];
+  d->kh = weight.shape[2];
+  d->kw = weight.shape[3];
+  d->groups = p.groups;
+  if (d->c % p.groups != 0 || d->o % p.groups != 0 ||
+      weight.shape[1] != d->c / p.groups)
+    return Status::error("conv2d: weight " + shapeString(weight.shape) +
+                         " with groups " + str(p.groups) +
+                         " does not fit input " + shapeString(input.shape) +
+                         " (groups must divide C and O; weight dim 1 must be "
+                         "C / groups)");
+  d->cg = d->c / p.groups;
+  d->og = d->o / p.groups;
+  int64_t effH = p.dilationH * (d->kh - 1) + 1,
+          effW = p.dilationW * (d->kw - 1) + 1;
+  d->oh = (d->h + p.padTop + p.padBottom - effH) / p.strideH + 1;
+  d->ow = (d->w + p.padLeft + p.padRight - effW) / p.strideW + 1;
+  if (d->kh < 1 || d->kw < 1 || d->h + p.padTop + p.padBottom < effH ||
+      d->w + p.padLeft + p.padRight < effW)
+    return Status::error("conv2d: the (dilated) kernel of weight " +
+                         shapeString(weight.shape) +
+                         " does not fit in the padded input " +
+                         shapeString(input.shape));
+  Shape expect{d->n, d->o, d->oh, d->ow};
+  if (out.shape != expect)
+    return Status::error("conv2d: result shape " + shapeString(out.shape) +
+                         ", expected " + shapeString(expect));
+  if (d->cg * d->kh * d->kw > INT_MAX || d->oh * d->ow > INT_MAX ||
+      d->og > INT_MAX)
+    return Status::error("conv2d: a dimension exceeds the BLAS int range");
+  d->depthwise = p.groups == d->c && d->o == d->c;
+  d->pointwise = d->kh == 1 && d->kw == 1 && p.strideH == 1 &&
+                 p.strideW == 1 && p.padTop == 0 && p.padLeft == 0 &&
+                 p.padBottom == 0 && p.padRight == 0;
+  return Status::ok();
+}
+
+/// col[(c*KH + kh)*KW + kw][oh*OW + ow] = x[c][ih][iw] (0 outside) for one
+/// image and group; x points at the group's first channel.
+void im2col(const float *x, const ConvDims &d, const Conv2dParams &p,
+            float *col) {
+  int64_t plane = d.h * d.w, pOut = d.oh * d.ow;
+  for (int64_t c = 0; c < d.cg; ++c) {
+    const float *xc = x + c * plane;
+    for (int64_t kh = 0; kh < d.kh; ++kh)
+      for (int64_t kw = 0; kw < d.kw; ++kw) {
+        float *row = col + ((c * d.kh + kh) * d.kw + kw) * pOut;
+        int64_t offH = kh * p.dilationH - p.padTop;
+        int64_t offW = kw * p.dilationW - p.padLeft;
+        int64_t ohLo, ohHi, owLo, owHi;
+        validOut(d.oh, p.strideH, offH, d.h, &ohLo, &ohHi);
+        validOut(d.ow, p.strideW, offW, d.w, &owLo, &owHi);
+        std::memset(row, 0, size_t(ohLo * d.ow) * sizeof(float));
+        for (int64_t oh = ohLo; oh < ohHi; ++oh) {
+          float *r = row + oh * d.ow;
+          const float *xr = xc + (oh * p.strideH + offH) * d.w + offW;
+          for (int64_t ow = 0; ow < owLo; ++ow)
+            r[ow] = 0;
+          if (p.strideW == 1) {
+            std::memcpy(r + owLo, xr + owLo,
+                        size_t(owHi - owLo) * sizeof(float));
+          } else {
+            for (int64_t ow = owLo; ow < owHi; ++ow)
+              r[ow] = xr[ow * p.strideW];
+          }
+          for (int64_t ow = owHi; ow < d.ow; ++ow)
+            r[ow] = 0;
+        }
+        std::memset(row + ohHi * d.ow, 0,
+                    size_t((d.oh - ohHi) * d.ow) * sizeof(float));
+      }
+  }
+}
+
+/// groups == C == O: one KHxKW filter per channel, accumulated row by row.
+void depthwise(const float *x, const float *wt, const ConvDims &d,
+               const Conv2dParams &p, float *y) {
+  int64_t plane = d.h * d.w, pOut = d.oh * d.ow;
+  for (int64_t nc = 0; nc < d.n * d.c; ++nc) {
+    const float *xc = x + nc * plane;
+    const float *wc = wt + (nc % d.c) * d.kh * d.kw;
+    float *yc = y + nc * pOut;
+    std::memset(yc, 0, size_t(pOut) * sizeof(float));
+    for (int64_t oh = 0; oh < d.oh; ++oh) {
+      float *yr = yc + oh * d.ow;
+      for (int64_t kh = 0; kh < d.kh; ++kh) {
+        int64_t ih = oh * p.strideH - p.padTop + kh * p.dilationH;
+        if (ih < 0 || ih >= d.h)
+          continue;
+        const float *xr = xc + ih * d.w;
+        for (int64_t kw = 0; kw < d.kw; ++kw) {
+          float wv = wc[kh * d.kw + kw];
+          int64_t offW = kw * p.dilationW - p.padLeft;
+          int64_t lo, hi;
+          validOut(d.ow, p.strideW, offW, d.w, &lo, &hi);
+          const float *xs = xr + offW;
+          if (p.strideW == 1)
+            for (int64_t ow = lo; ow < hi; ++ow)
+              yr[ow] += wv * xs[ow];
+          else
+            for (int64_t ow = lo; ow < hi; ++ow)
+              yr[ow] += wv * xs[ow * p.strideW];
+        }
+      }
+    }
+  }
+}
+
+} // namespace
+
+size_t conv2dWorkspaceSize(const Shape &input, const Shape &weight,
+                           const Shape &out, const Conv2dParams &params) {
+  ConvDims d;
+  ConstTensor in{DType::F32, input, nullptr}, wt{DType::F32, weight, nullptr};
+  MutTensor o{DType::F32, out, nullptr};
+  if (!checkConv(in, wt, params, o, &d) || d.depthwise || d.pointwise)
+    return 0;
+  return size_t(d.cg * d.kh * d.kw * d.oh * d.ow);
+}
+
+Status conv2d(const ConstTensor &input, const ConstTensor &weight,
+              const Conv2dParams &params, const MutTensor &out,
+              float *workspace, size_t workspaceFloats) {
+  ConvDims d;
+  MC_RETURN_IF_ERROR(checkConv(input, weight, params, out, &d));
+  const float *x = static_cast<const float *>(input.data);
+  const float *wt = static_cast<const float *>(weight.data);
+  float *y = static_cast<float *>(out.data);
+  int64_t pOut = d.oh * d.ow, kDim = d.cg * d.kh * d.kw;
+  if (numElements(out.shape) == 0)
+    return Status::ok();
+  if (kDim == 0) { // no input channels: an empty sum
+    std::memset(y, 0, size_t(numElements(out.shape)) * sizeof(float));
+    return Status::ok();
+  }
+  if (d.depthwise) {
+    depthwise(x, wt, d, params, y);
+    return Status::ok();
+  }
+  if (!d.pointwise && workspaceFloats < size_t(kDim * pOut))
+    return Status::error("conv2d: workspace of " +
+                         std::to_string(workspaceFloats) +
+                         " floats is smaller than the " + str(kDim * pOut) +
+                         " im2col needs");
+  for (int64_t n = 0; n < d.n; ++n)
+    for (int64_t g = 0; g < d.groups; ++g) {
+      const float *xg = x + (n * d.c + g * d.cg) * d.h * d.w;
+      const float *colm = xg; // 1x1, stride 1, unpadded: [Cg, H*W] already
+      if (!d.pointwise) {
+        im2col(xg, d, params, workspace);
+        colm = workspace;
+      }
+      // y[n, g*Og:(g+1)*Og] [Og, P] = W_g [Og, K] x col [K, P]
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(d.og),
+                  int(pOut), int(kDim), 1.0f, wt + g * d.og * kDim, int(kDim),
+                  colm, int(pOut), 0.0f, y + (n * d.o + g * d.og) * pOut,
+                  int(pOut));
+    }
+  return Status::ok();
+}
+
+Status conv2d(const ConstTensor &input, const ConstTensor &weight,
+              const Conv2dParams &params, const MutTensor &out) {
+  std::vector<float> ws(
+      conv2dWorkspaceSize(input.shape, weight.shape, out.shape, params));
+  return conv2d(input, weight, params, out, ws.data(), ws.size());
+}
+
+namespace {
+
+Status checkPool(const char *op, const ConstTensor &input,
+                 const Pool2dParams &p, const MutTensor &out) {
+  MC_RETURN_IF_ERROR(checkRank(op, "input", input.shape));
+  MC_RETURN_IF_ERROR(checkRank(op, "result", out.shape));
+  if (input.dtype != DType::F32 || out.dtype != DType::F32)
+    return unsupportedDType(op, input.dtype != DType::F32 ? input.dtype
+                                                          : out.dtype,
+                            "f32");
+  if (input.shape.size() != 4 || out.shape.size() != 4 ||
+      out.shape[0] != input.shape[0] || out.shape[1] != input.shape[1])
+    return Status::error(std::string(op) + ": input " +
+                         shapeString(input.shape) + " and result " +
+                         shapeString(out.shape) +
+                         " must be rank 4 (NCHW) with equal N and C");
+  if (p.kernelH < 1 || p.kernelW < 1 || p.strideH < 1 || p.strideW < 1 ||
+      p.dilationH < 1 || p.dilationW < 1 || p.padTop < 0 || p.padLeft < 0 ||
+      p.padBottom < 0 || p.padRight < 0)
+    return Status::error(std::string(op) +
+                         ": kernel, strides and dilations must be >= 1 and "
+                         "paddings >= 0");
+  return Status::ok();
+}
+
+} // namespace
+
+Status maxPool2d(const ConstTensor &input, const Pool2dParams &p,
+                 const MutTensor &out) {
+  MC_RETURN_IF_ERROR(checkPool("max_pool2d", input, p, out));
+  int64_t nc = input.shape[0] * input.shape[1], h = input.shape[2],
+          w = input.shape[3], oh = out.shape[2], ow = out.shape[3];
+  const float *x = static_cast<const float *>(input.data);
+  float *y = static_cast<float *>(out.data);
+  const float ninf = -std::numeric_limits<float>::infinity();
+  for (int64_t c = 0; c < nc; ++c) {
+    const float *xc = x + c * h * w;
+    float *yc = y + c * oh * ow;
+    for (int64_t i = 0; i < oh; ++i) {
+      float *yr = yc + i * ow;
+      for (int64_t j = 0; j < ow; ++j)
+        yr[j] = ninf;
+      for (int64_t kh = 0; kh < p.kernelH; ++kh) {
+        int64_t ih = i * p.strideH - p.padTop + kh * p.dilationH;
+        if (ih < 0 || ih >= h)
+          continue;
+        const float *xr = xc + ih * w;
+        for (int64_t kw = 0; kw < p.kernelW; ++kw) {
+          int64_t offW = kw * p.dilationW - p.padLeft, lo, hi;
+          validOut(ow, p.strideW, offW, w, &lo, &hi);
+          const float *xs = xr + offW;
+          // NaN propagates (as PyTorch): v != v is NaN.
+          for (int64_t j = lo; j < hi; ++j) {
+            float v = xs[j * p.strideW];
+            yr[j] = (v > yr[j] || v != v) ? v : yr[j];
+          }
+        }
+      }
+    }
+  }
+  return Status::ok();
+}
+
+Status avgPool2d(const ConstTensor &input, const Pool2dParams &p,
+                 bool countIncludePad, const MutTensor &out) {
+  MC_RETURN_IF_ERROR(checkPool("avg_pool2d", input, p, out));
+  int64_t nc = input.shape[0] * input.shape[1], h = input.shape[2],
+          w = input.shape[3], oh = out.shape[2], ow = out.shape[3];
+  const float *x = static_cast<const float *>(input.data);
+  float *y = static_cast<float *>(out.data);
+  // Divisor of a window: its taps inside the padded input (count_include_pad)
+  // or inside the input; separable in h and w.
+  int64_t hLo = countIncludePad ? -p.padTop : 0,
+          hHi = countIncludePad ? h + p.padBottom : h;
+  int64_t wLo = countIncludePad ? -p.padLeft : 0,
+          wHi = countIncludePad ? w + p.padRight : w;
+  for (int64_t c = 0; c < nc; ++c) {
+    const float *xc = x + c * h * w;
+    float *yc = y + c * oh * ow;
+    for (int64_t i = 0; i < oh; ++i) {
+      float *yr = yc + i * ow;
+      for (int64_t j = 0; j < ow; ++j)
+        yr[j] = 0;
+      int64_t hs = i * p.strideH - p.padTop;
+      for (int64_t kh = 0; kh < p.kernelH; ++kh) {
+        int64_t ih = hs + kh * p.dilationH;
+        if (ih < 0 || ih >= h)
+          continue;
+        const float *xr = xc + ih * w;
+        for (int64_t kw = 0; kw < p.kernelW; ++kw) {
+          int64_t offW = kw * p.dilationW - p.padLeft, lo, hi;
+          validOut(ow, p.strideW, offW, w, &lo, &hi);
+          const float *xs = xr + offW;
+          for (int64_t j = lo; j < hi; ++j)
+            yr[j] += xs[j * p.strideW];
+        }
+      }
+      int64_t cntH = tapsInside(hs, p.dilationH, p.kernelH, hLo, hHi);
+      for (int64_t j = 0; j < ow; ++j) {
+        int64_t ws = j * p.strideW - p.padLeft;
+        int64_t cnt = cntH * tapsInside(ws, p.dilationW, p.kernelW, wLo, wHi);
+        // A window with no tap inside (only possible with paddings larger
+        // than the kernel) gives 0, as PyTorch.
+        yr[j] = cnt ? yr[j] / float(cnt) : 0.0f;
+      }
+    }
+  }
+  return Status::ok();
+}
+
+Status batchNorm(const ConstTensor &x, const ConstTensor &scale,
+                 const ConstTensor &offset, const ConstTensor &mean,
+                 const ConstTensor &variance, double epsilon, int64_t axis,
+                 const MutTensor &out) {
+  const char *op = "batch_norm";
+  MC_RETURN_IF_ERROR(checkRank(op, "operand", x.shape));
+  MC_RETURN_IF_ERROR(detail::sameTypeAndShape(op, "result", x.dtype, x.shape,
+                                              out.dtype, out.shape));
+  if (x.dtype != DType::F32)
+    return unsupportedDType(op, x.dtype, "f32");
+  if (!normalizeAxis(axis, x.shape.size()))
+    return Status::error("batch_norm: axis " + str(axis) +
+                         " is out of range for operand " +
+                         shapeString(x.shape));
+  int64_t c = x.shape[axis];
+  const char *names[] = {"scale", "offset", "mean", "variance"};
+  const ConstTensor *params[] = {&scale, &offset, &mean, &variance};
+  for (int k = 0; k < 4; ++k)
+    if (params[k]->dtype != DType::F32 || params[k]->shape != Shape{c})
+      return Status::error(std::string("batch_norm: ") + names[k] + " " +
+                           typeString(params[k]->dtype, params[k]->shape) +
+                           " is not f32[" + str(c) + "]");
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= x.shape[d];
+  for (size_t d = size_t(axis) + 1; d < x.shape.size(); ++d)
+    inner *= x.shape[d];
+  const float *px = static_cast<const float *>(x.data);
+  const float *ps = static_cast<const float *>(scale.data);
+  const float *pb = static_cast<const float *>(offset.data);
+  const float *pm = static_cast<const float *>(mean.data);
+  const float *pv = static_cast<const float *>(variance.data);
+  float *py = static_cast<float *>(out.data);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t k = 0; k < c; ++k) {
+      float a = float(double(ps[k]) / std::sqrt(double(pv[k]) + epsilon));
+      float m = pm[k], b = pb[k];
+      const float *xr = px + (o * c + k) * inner;
+      float *yr = py + (o * c + k) * inner;
+      for (int64_t i = 0; i < inner; ++i)
+        yr[i] = (xr[i] - m) * a + b;
+    }
+  return Status::ok();
+}
+
+Status layerNorm(const ConstTensor &x, const ConstTensor &gamma,
+                 const ConstTensor &beta, int64_t axis, double epsilon,
+                 const MutTensor &out) {
+  const char *op = "layer_norm";
+  MC_RETURN_IF_ERROR(checkRank(op, "operand", x.shape));
+  MC_RETURN_IF_ERROR(detail::sameTypeAndShape(op, "result", x.dtype, x.shape,
+                                              out.dtype, out.shape));
+  if (x.dtype != DType::F32)
+    return unsupportedDType(op, x.dtype, "f32");
+  if (!normalizeAxis(axis, x.shape.size()))
+    return Status::error("layer_norm: axis " + str(axis) +
+                         " is out of range for operand " +
+                         shapeString(x.shape));
+  Shape norm(x.shape.begin() + axis, x.shape.end());
+  for (const ConstTensor *t : {&gamma, &beta})
+    if (t->dtype != DType::F32 || t->shape != norm)
+      return Status::error(std::string("layer_norm: ") +
+                           (t == &gamma ? "gamma " : "beta ") +
+                           typeString(t->dtype, t->shape) + " is not " +
+                           typeString(DType::F32, norm) +
+                           " (the normalized dims)");
+  int64_t rows = 1, len = numElements(norm);
+  for (int64_t d = 0; d < axis; ++d)
+    rows *= x.shape[d];
+  if (len == 0)
+    return Status::ok();
+  const float *px = static_cast<const float *>(x.data);
+  const float *pg = static_cast<const float *>(gamma.data);
+  const float *pb = static_cast<const float *>(beta.data);
+  float *py = static_cast<float *>(out.data);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = px + r * len;
+    float *yr = py + r * len;
+    double sum = 0;
+    for (int64_t i = 0; i < len; ++i)
+      sum += xr[i];
+    float mean = float(sum / double(len));
+    // Second pass around the float mean; its rounding error r (the mean of
+    // the deviations) is taken out, so a large common offset costs no
+    // accuracy: var = E[d^2] - r^2, y = (d - r) * rstd.
+    double sd = 0, sq = 0;
+    for (int64_t i = 0; i < len; ++i) {
+      float dv = xr[i] - mean;
+      sd += dv;
+      sq += double(dv) * dv;
+    }
+    double resid = sd / double(len);
+    double var = std::max(0.0, sq / double(len) - resid * resid);
+    float rstd = float(1.0 / std::sqrt(var + epsilon));
+    float rf = float(resid);
+    for (int64_t i = 0; i < len; ++i)
+      yr[i] = ((xr[i] - mean) - rf) * rstd * pg[i] + pb[i];
+  }
+  return Status::ok();
+}
+
+Status logSoftmax(const ConstTensor &a, int64_t axis, const MutTensor &out) {
+  const char *op = "log_softmax";
+  MC_RETURN_IF_ERROR(checkRank(op, "operand", a.shape));
+  MC_RETURN_IF_ERROR(detail::sameTypeAndShape(op, "result", a.dtype, a.shape,
+                                              out.dtype, out.shape));
+  if (a.dtype != DType::F32)
+    return unsupportedDType(op, a.dtype, "f32");
+  if (!normalizeAxis(axis, a.shape.size()))
+    return Status::error("log_softmax: axis " + str(axis) +
+                         " is out of range for rank " + str(a.shape.size()));
+  int64_t outer = 1, inner = 1, len = a.shape[axis];
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= a.shape[d];
+  for (size_t d = size_t(axis) + 1; d < a.shape.size(); ++d)
+    inner *= a.shape[d];
+  const float *x = static_cast<const float *>(a.data);
+  float *y = static_cast<float *>(out.data);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      const float *xs = x + o * len * inner + i;
+      float *ys = y + o * len * inner + i;
+      // x - max - log(sum(exp(x - max))); a NaN makes the row NaN.
+      float m = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < len; ++j) {
+        float v = xs[j * inner];
+        m = (m != m || m >= v) ? m : v;
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < len; ++j)
+        sum += std::exp(xs[j * inner] - m);
+      float lse = float(std::log(sum));
+      for (int64_t j = 0; j < len; ++j)
+        ys[j * inner] = (xs[j * inner] - m) - lse;
+    }
+  return Status::ok();
+}
+
+} // namespace mc::rt

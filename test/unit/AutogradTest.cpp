@@ -1,0 +1,376 @@
+// Eager autograd: the gradient of every differentiable op against central
+// finite differences (computed in double from the f32 kernels), and the same
+// cases against torch.autograd when PyTorch is installed; optimizers against
+// torch.optim.
+#include "frontend/Autograd.h"
+#include "frontend/Loss.h"
+#include "frontend/Ops.h"
+#include "frontend/Optim.h"
+#include "modelc/npy.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+
+using namespace mc;
+
+namespace {
+
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+struct Case {
+  std::string name;
+  std::vector<Tensor> inputs;
+  Fn fn;
+  /// The same function in PyTorch, on inputs named a, b, c, ...
+  std::string torchExpr;
+};
+
+Tensor randnIn(const Shape& s, float lo, float hi, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  return Tensor::uniform(s, lo, hi, &gen);
+}
+
+/// f(inputs) = sum(fn(inputs) * w) with a fixed random w, so every output
+/// element weighs differently.
+double objective(const Case& c, const std::vector<Tensor>& inputs,
+                 const Tensor& w) {
+  NoGradGuard guard;
+  Tensor y = c.fn(inputs);
+  std::vector<float> yv = y.toVector(), wv = w.toVector();
+  double total = 0;
+  for (size_t i = 0; i < yv.size(); ++i)
+    total += double(yv[i]) * wv[i];
+  return total;
+}
+
+std::vector<Case> cases() {
+  auto in = [](const Shape& s, uint64_t seed, float lo = -2, float hi = 2) {
+    return randnIn(s, lo, hi, seed);
+  };
+  std::vector<Case> c;
+  c.push_back({"add_broadcast", {in({3, 4}, 1), in({4}, 2)},
+               [](auto& x) { return x[0] + x[1]; }, "a + b"});
+  c.push_back({"sub", {in({3, 4}, 3), in({3, 1}, 4)},
+               [](auto& x) { return x[0] - x[1]; }, "a - b"});
+  c.push_back({"mul", {in({3, 4}, 5), in({3, 4}, 6)},
+               [](auto& x) { return x[0] * x[1]; }, "a * b"});
+  c.push_back({"div", {in({3, 4}, 7), in({3, 4}, 8, 0.5, 2)},
+               [](auto& x) { return x[0] / x[1]; }, "a / b"});
+  c.push_back({"maximum", {in({3, 4}, 9), in({3, 4}, 10)},
+               [](auto& x) { return maximum(x[0], x[1]); },
+               "torch.maximum(a, b)"});
+  c.push_back({"minimum", {in({3, 4}, 11), in({3, 4}, 12)},
+               [](auto& x) { return minimum(x[0], x[1]); },
+               "torch.minimum(a, b)"});
+  c.push_back({"neg", {in({5}, 13)}, [](auto& x) { return neg(x[0]); }, "-a"});
+  c.push_back({"exp", {in({5}, 14)}, [](auto& x) { return exp(x[0]); },
+               "torch.exp(a)"});
+  c.push_back({"log", {in({5}, 15, 0.5, 3)},
+               [](auto& x) { return log(x[0]); }, "torch.log(a)"});
+  c.push_back({"tanh", {in({5}, 16)}, [](auto& x) { return tanh(x[0]); },
+               "torch.tanh(a)"});
+  c.push_back({"sigmoid", {in({5}, 17)},
+               [](auto& x) { return sigmoid(x[0]); }, "torch.sigmoid(a)"});
+  c.push_back({"relu", {in({6}, 18)}, [](auto& x) { return relu(x[0]); },
+               "torch.relu(a)"});
+  c.push_back({"sqrt", {in({5}, 19, 0.5, 3)},
+               [](auto& x) { return sqrt(x[0]); }, "torch.sqrt(a)"});
+  c.push_back({"abs", {in({6}, 20)}, [](auto& x) { return abs(x[0]); },
+               "torch.abs(a)"});
+  c.push_back({"erf", {in({5}, 21)}, [](auto& x) { return erf(x[0]); },
+               "torch.erf(a)"});
+  c.push_back({"gelu", {in({6}, 22)}, [](auto& x) { return gelu(x[0]); },
+               "torch.nn.functional.gelu(a)"});
+  c.push_back({"gelu_tanh", {in({6}, 23)},
+               [](auto& x) { return gelu(x[0], true); },
+               "torch.nn.functional.gelu(a, approximate='tanh')"});
+  c.push_back({"pow", {in({4}, 24, 0.5, 2), in({4}, 25, -1, 2)},
+               [](auto& x) { return pow(x[0], x[1]); }, "torch.pow(a, b)"});
+  c.push_back({"clamp", {in({8}, 26)},
+               [](auto& x) { return clamp(x[0], -1.0, 1.0); },
+               "torch.clamp(a, -1.0, 1.0)"});
+  c.push_back({"matmul", {in({3, 4}, 27), in({4, 5}, 28)},
+               [](auto& x) { return matmul(x[0], x[1]); }, "a @ b"});
+  c.push_back({"matmul_ta_tb", {in({2, 4, 3}, 29), in({2, 5, 4}, 30)},
+               [](auto& x) { return matmul(x[0], x[1], true, true); },
+               "a.transpose(-1, -2) @ b.transpose(-1, -2)"});
+  c.push_back({"matmul_tb", {in({3, 4}, 31), in({5, 4}, 32)},
+               [](auto& x) { return matmul(x[0], x[1], false, true); },
+               "a @ b.t()"});
+  c.push_back({"transpose", {in({2, 3, 4}, 33)},
+               [](auto& x) { return transpose(x[0], {2, 0, 1}); },
+               "a.permute(2, 0, 1)"});
+  c.push_back({"reshape", {in({2, 6}, 34)},
+               [](auto& x) { return reshape(x[0], {3, 4}); },
+               "a.reshape(3, 4)"});
+  c.push_back({"sum_keepdim", {in({3, 4}, 35)},
+               [](auto& x) { return sum(x[0], {1}, true); },
+               "a.sum(1, keepdim=True)"});
+  c.push_back({"mean", {in({3, 4, 2}, 36)},
+               [](auto& x) { return mean(x[0], {0, 2}); }, "a.mean((0, 2))"});
+  c.push_back({"amax", {in({3, 5}, 37)},
+               [](auto& x) { return amax(x[0], {1}); }, "a.amax(1)"});
+  c.push_back({"amin", {in({3, 5}, 38)},
+               [](auto& x) { return amin(x[0], {0}, true); },
+               "a.amin(0, keepdim=True)"});
+  c.push_back({"softmax", {in({3, 5}, 39)},
+               [](auto& x) { return softmax(x[0], 1); },
+               "torch.softmax(a, 1)"});
+  c.push_back({"log_softmax", {in({3, 5}, 40)},
+               [](auto& x) { return logSoftmax(x[0], 1); },
+               "torch.log_softmax(a, 1)"});
+  c.push_back({"where", {in({3, 4}, 41), in({3, 4}, 42)},
+               [](auto& x) { return where(gt(x[0], x[1]), x[0], x[1] * 2.0); },
+               "torch.where(a > b, a, b * 2.0)"});
+  c.push_back({"concat", {in({2, 3}, 43), in({2, 2}, 44)},
+               [](auto& x) { return concat({x[0], x[1]}, 1); },
+               "torch.cat([a, b], 1)"});
+  c.push_back({"slice", {in({4, 5}, 45)},
+               [](auto& x) { return sliceDim(x[0], 1, 1, 4); }, "a[:, 1:4]"});
+  c.push_back({"pad", {in({2, 3}, 46)},
+               [](auto& x) { return pad(x[0], {1, 0}, {0, 2}, 0.5); },
+               "torch.nn.functional.pad(a, (0, 2, 1, 0), value=0.5)"});
+  c.push_back({"cast_roundtrip", {in({4}, 47)},
+               [](auto& x) { return cast(cast(x[0], DType::F32), DType::F32); },
+               "a"});
+  c.push_back({"layer_norm", {in({2, 3, 6}, 48), in({6}, 49), in({6}, 50)},
+               [](auto& x) { return layerNorm(x[0], x[1], x[2], 2, 1e-5); },
+               "torch.nn.functional.layer_norm(a, (6,), b, c, 1e-5)"});
+  c.push_back({"cross_entropy", {in({4, 5}, 51)},
+               [](auto& x) {
+                 Tensor labels = Tensor::empty({4}, DType::I64);
+                 int64_t ls[] = {0, 3, 4, 1};
+                 std::copy(ls, ls + 4, labels.data<int64_t>());
+                 return crossEntropy(x[0], labels);
+               },
+               "torch.nn.functional.cross_entropy(a, torch.tensor([0, 3, 4, "
+               "1]))"});
+  c.push_back({"mse", {in({3, 4}, 52), in({3, 4}, 53)},
+               [](auto& x) { return mseLoss(x[0], x[1]); },
+               "torch.nn.functional.mse_loss(a, b)"});
+  c.push_back({"mlp_chain", {in({4, 3}, 54), in({5, 3}, 55), in({5}, 56)},
+               [](auto& x) {
+                 return softmax(tanh(linear(x[0], x[1], x[2])), 1);
+               },
+               "torch.softmax(torch.tanh(torch.nn.functional.linear(a, b, "
+               "c)), 1)"});
+  return c;
+}
+
+/// Autograd's gradients of objective(c) with respect to every input.
+std::vector<Tensor> autogradGrads(const Case& c, const Tensor& w) {
+  std::vector<Tensor> inputs;
+  for (const Tensor& t : c.inputs)
+    inputs.push_back(t.clone().setRequiresGrad());
+  Tensor y = c.fn(inputs);
+  Tensor total = y.rank() == 0 ? y * w : sum(reshape(y * w, {-1}), {0});
+  total.backward();
+  std::vector<Tensor> grads;
+  for (const Tensor& t : inputs)
+    grads.push_back(t.grad());
+  return grads;
+}
+
+TEST(Autograd, EveryOpMatchesFiniteDifferences) {
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    Tensor probe;
+    {
+      NoGradGuard g;
+      probe = c.fn(c.inputs);
+    }
+    Tensor w = randnIn(probe.shape(), -1, 1, 99);
+    std::vector<Tensor> grads = autogradGrads(c, w);
+    for (size_t i = 0; i < c.inputs.size(); ++i) {
+      ASSERT_TRUE(grads[i].defined()) << "no gradient for input " << i;
+      ASSERT_EQ(grads[i].shape(), c.inputs[i].shape());
+      std::vector<float> g = grads[i].toVector();
+      double num = 0, den = 0;
+      for (int64_t k = 0; k < c.inputs[i].numel(); ++k) {
+        const double eps = 1e-2;
+        std::vector<Tensor> plus, minus;
+        for (const Tensor& t : c.inputs) {
+          plus.push_back(t.clone());
+          minus.push_back(t.clone());
+        }
+        plus[i].data<float>()[k] += eps;
+        minus[i].data<float>()[k] -= eps;
+        double fd = (objective(c, plus, w) - objective(c, minus, w)) /
+                    (2 * eps);
+        num += (fd - g[k]) * (fd - g[k]);
+        den += fd * fd;
+      }
+      double rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+      // Central differences in f32 with eps 1e-2 are good to about 1e-3
+      // here (kinks of relu/abs/clamp/max are avoided by the random inputs).
+      EXPECT_LT(rel, 1e-2) << "input " << i << ": rel err " << rel;
+    }
+  }
+}
+
+TEST(Autograd, AccumulatesAndRespectsNoGrad) {
+  Tensor x = Tensor::fromVector({1, 2, 3}, {3}).setRequiresGrad();
+  sum(x * x, {0}).backward();
+  sum(x * 3.0, {0}).backward();
+  // d/dx (x^2) + d/dx (3x) = 2x + 3.
+  EXPECT_EQ(x.grad().toVector(), (std::vector<float>{5, 7, 9}));
+  x.zeroGrad();
+  EXPECT_FALSE(x.grad().defined());
+  {
+    NoGradGuard g;
+    Tensor y = x * 2.0;
+    EXPECT_FALSE(y.requiresGrad());
+  }
+  Tensor y = x * 2.0;
+  EXPECT_TRUE(y.requiresGrad());
+  EXPECT_FALSE(y.detach().requiresGrad());
+  // A value used twice gets both contributions: d/dx (x * x) = 2x.
+  Tensor z = Tensor::fromVector({4}, {1}).setRequiresGrad();
+  sum(z * z, {0}).backward();
+  EXPECT_EQ(z.grad().toVector(), (std::vector<float>{8}));
+}
+
+TEST(Autograd, ClearErrors) {
+  Tensor x = Tensor::zeros({2});
+  EXPECT_THROW(sum(x, {0}).backward(), Error); // nothing requires grad
+  Tensor p = Tensor::zeros({2}).setRequiresGrad();
+  EXPECT_THROW((p * 2.0).backward(), Error);   // not a scalar
+  EXPECT_THROW(Tensor::zeros({2}, DType::I32).setRequiresGrad(), Error);
+  Tensor img = Tensor::zeros({1, 1, 4, 4}).setRequiresGrad();
+  Tensor w = Tensor::zeros({1, 1, 3, 3});
+  try {
+    sum(reshape(conv2d(img, w), {-1}), {0}).backward();
+    FAIL() << "conv2d backward should not exist yet";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("conv2d has no derivative yet"),
+              std::string::npos)
+        << e.what();
+  }
+  Tensor logits = Tensor::zeros({2, 3});
+  Tensor bad = Tensor::empty({2}, DType::I64);
+  bad.data<int64_t>()[0] = 1;
+  bad.data<int64_t>()[1] = 3;
+  EXPECT_THROW(crossEntropy(logits, bad), Error);
+}
+
+std::string python() {
+  return std::getenv("MODELC_PYTHON") ? std::getenv("MODELC_PYTHON")
+                                      : "/usr/bin/python3";
+}
+
+bool haveTorch() {
+  return std::system((python() + " -c 'import torch' >/dev/null 2>&1").c_str()) ==
+         0;
+}
+
+void save(const std::string& path, const Tensor& t) {
+  rt::Status s = rt::writeNpy(path, t.dtype(), t.shape(), t.rawData());
+  ASSERT_TRUE(s.isOk()) << s.message();
+}
+
+/// Writes every case (inputs, w, modelc's gradients) and a script that
+/// recomputes the gradients with torch.autograd and compares.
+TEST(Autograd, EveryOpMatchesPyTorch) {
+  if (!haveTorch())
+    GTEST_SKIP() << "python3-torch is not installed";
+  std::string dir = ::testing::TempDir() + "/autograd_vs_torch";
+  ASSERT_EQ(std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()), 0);
+  std::ofstream script(dir + "/check.py");
+  script << "import numpy as np, torch, sys\n"
+            "torch.set_default_dtype(torch.float32)\n"
+            "worst = 0.0\nfailed = []\n"
+            "def check(name, n, expr):\n"
+            "    global worst\n"
+            "    names = 'abcdefgh'\n"
+            "    xs = [torch.tensor(np.load(f'" << dir
+         << "/{name}_in{i}.npy'), requires_grad=True) for i in range(n)]\n"
+            "    env = dict(zip(names, xs)); env['torch'] = torch\n"
+            "    y = eval(expr, env)\n"
+            "    w = torch.tensor(np.load(f'" << dir << "/{name}_w.npy'))\n"
+            "    (y * w).sum().backward()\n"
+            "    for i, x in enumerate(xs):\n"
+            "        mine = np.load(f'" << dir << "/{name}_grad{i}.npy')\n"
+            "        ref = x.grad.numpy()\n"
+            "        rel = float(np.linalg.norm(mine - ref) / max(np.linalg.norm(ref), 1e-30))\n"
+            "        worst = max(worst, rel)\n"
+            "        if not rel < 1e-5: failed.append(f'{name} input {i}: rel err {rel:.2e}')\n";
+  for (const Case& c : cases()) {
+    Tensor probe;
+    {
+      NoGradGuard g;
+      probe = c.fn(c.inputs);
+    }
+    Tensor w = randnIn(probe.shape(), -1, 1, 99);
+    std::vector<Tensor> grads = autogradGrads(c, w);
+    for (size_t i = 0; i < c.inputs.size(); ++i) {
+      save(dir + "/" + c.name + "_in" + std::to_string(i) + ".npy",
+           c.inputs[i]);
+      save(dir + "/" + c.name + "_grad" + std::to_string(i) + ".npy",
+           grads[i]);
+    }
+    save(dir + "/" + c.name + "_w.npy", w);
+    script << "check('" << c.name << "', " << c.inputs.size() << ", \""
+           << c.torchExpr << "\")\n";
+  }
+  script << "print(f'worst rel err vs torch.autograd: {worst:.2e}')\n"
+            "if failed: print('\\n'.join(failed)); sys.exit(1)\n";
+  script.close();
+  int rc = std::system((python() + " " + dir + "/check.py").c_str());
+  EXPECT_EQ(rc, 0) << "gradients differ from torch.autograd (see above)";
+}
+
+/// 10 steps of SGD (momentum, weight decay, nesterov) and of AdamW on a
+/// fixed quadratic problem, against torch.optim from the same start.
+TEST(Optim, TenStepsMatchTorchOptim) {
+  if (!haveTorch())
+    GTEST_SKIP() << "python3-torch is not installed";
+  std::string dir = ::testing::TempDir() + "/optim_vs_torch";
+  ASSERT_EQ(std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()), 0);
+  Tensor w0 = randnIn({4, 3}, -1, 1, 7);
+  Tensor x = randnIn({5, 3}, -1, 1, 8);
+  Tensor t = randnIn({5, 4}, -1, 1, 9);
+  save(dir + "/w0.npy", w0);
+  save(dir + "/x.npy", x);
+  save(dir + "/t.npy", t);
+  auto train = [&](optim::Optimizer& opt, Tensor& w) {
+    for (int i = 0; i < 10; ++i) {
+      opt.zeroGrad();
+      mseLoss(matmul(x, w, false, true), t).backward();
+      opt.step();
+    }
+  };
+  Tensor wSgd = w0.clone().setRequiresGrad();
+  optim::SGD sgd({wSgd}, {0.1, 0.9, 0.0, 0.01, true});
+  train(sgd, wSgd);
+  save(dir + "/sgd.npy", wSgd);
+  Tensor wAdam = w0.clone().setRequiresGrad();
+  optim::AdamW adam({wAdam}, {0.05, 0.9, 0.999, 1e-8, 0.01});
+  train(adam, wAdam);
+  save(dir + "/adamw.npy", wAdam);
+  std::ofstream script(dir + "/check.py");
+  script << "import numpy as np, torch, sys\n"
+            "d = '" << dir << "'\n"
+            "x = torch.tensor(np.load(d + '/x.npy')); t = torch.tensor(np.load(d + '/t.npy'))\n"
+            "bad = 0\n"
+            "for name, make in [('sgd', lambda p: torch.optim.SGD([p], lr=0.1, momentum=0.9, weight_decay=0.01, nesterov=True)),\n"
+            "                   ('adamw', lambda p: torch.optim.AdamW([p], lr=0.05, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01))]:\n"
+            "    w = torch.tensor(np.load(d + '/w0.npy'), requires_grad=True)\n"
+            "    opt = make(w)\n"
+            "    for _ in range(10):\n"
+            "        opt.zero_grad()\n"
+            "        torch.nn.functional.mse_loss(x @ w.t(), t).backward()\n"
+            "        opt.step()\n"
+            "    mine = np.load(d + f'/{name}.npy'); ref = w.detach().numpy()\n"
+            "    rel = float(np.linalg.norm(mine - ref) / np.linalg.norm(ref))\n"
+            "    print(f'{name}: 10 steps, rel err vs torch.optim {rel:.2e}')\n"
+            "    bad += not rel < 1e-5\n"
+            "sys.exit(bad)\n";
+  script.close();
+  EXPECT_EQ(std::system((python() + " " + dir + "/check.py").c_str()), 0);
+}
+
+} // namespace
