@@ -49,7 +49,8 @@ void putLE32(uint8_t *p, uint32_t v) {
 flatbuffers::DetachedBuffer buildTable(const Plan &plan,
                                        const std::vector<uint64_t> &offsets,
                                        uint32_t major, uint64_t dataOffset,
-                                       uint64_t dataSize, uint32_t dataCrc) {
+                                       uint64_t dataSize, uint32_t dataCrc,
+                                       uint64_t stateDataOffset) {
   flatbuffers::FlatBufferBuilder b(4096);
   b.ForceDefaults(true);
   std::vector<flatbuffers::Offset<fb::Buffer>> buffers;
@@ -173,7 +174,8 @@ flatbuffers::DetachedBuffer buildTable(const Plan &plan,
       b, major, rt::kSchemaVersionMinor, b.CreateString("modelc"),
       b.CreateString(rt::modelcVersion()), b.CreateString(plan.entry),
       b.CreateVector(targets), inputs, outputs, b.CreateVector(buffers),
-      b.CreateVector(steps), plan.arenaSize, dataOffset, dataSize, dataCrc);
+      b.CreateVector(steps), plan.arenaSize, dataOffset, dataSize, dataCrc,
+      plan.stateSize, stateDataOffset);
   fb::FinishSizePrefixedModelBuffer(b, model);
   return b.Release();
 }
@@ -183,38 +185,62 @@ flatbuffers::DetachedBuffer buildTable(const Plan &plan,
 Status writeArtifactToBytes(const Plan &plan, std::vector<uint8_t> *out,
                             const WriteOptions &options) {
   // Constants go into the data section in buffer order, 64-byte aligned
-  // (layoutConstants, the same layout the planner records).
-  uint64_t dataSize = 0;
-  std::vector<uint64_t> offsets = layoutConstants(plan, &dataSize);
+  // (layoutConstants, the same layout the planner records). The state
+  // region's initial image follows, 64-byte aligned: each State buffer's
+  // initial bytes at its planned offset in the region.
+  uint64_t constSize = 0;
+  std::vector<uint64_t> offsets = layoutConstants(plan, &constSize);
+  uint64_t stateDataOffset =
+      plan.stateSize ? alignUp(constSize, rt::kAlignment) : 0;
+  uint64_t dataSize = plan.stateSize ? stateDataOffset + plan.stateSize
+                                     : constSize;
   for (size_t i = 0; i < plan.buffers.size(); ++i) {
     const PlanBuffer &b = plan.buffers[i];
-    if (b.kind != fb::BufferKind::Constant) {
+    bool constant = b.kind == fb::BufferKind::Constant;
+    bool state = b.kind == fb::BufferKind::State;
+    if (!constant)
       offsets[i] = b.offset;
+    if (!constant && !state)
       continue;
-    }
+    std::string label = std::string(constant ? "constant" : "state") +
+                        " buffer " + std::to_string(i) + " '" + b.name + "'";
     if (b.data.size() != b.byteSize())
       return Status::error(
-          "artifact writer: constant buffer " + std::to_string(i) + " '" +
-          b.name + "' has " + std::to_string(b.data.size()) +
-          " bytes of data, expected " + std::to_string(b.byteSize()) + " for " +
-          rt::dtypeName(b.dtype) + rt::shapeString(b.shape));
+          "artifact writer: " + label + " has " +
+          std::to_string(b.data.size()) + " bytes of data, expected " +
+          std::to_string(b.byteSize()) + " for " + rt::dtypeName(b.dtype) +
+          rt::shapeString(b.shape));
+    if (state && (b.offset > plan.stateSize ||
+                  b.byteSize() > plan.stateSize - b.offset))
+      return Status::error("artifact writer: " + label + " at [" +
+                           std::to_string(b.offset) + ", +" +
+                           std::to_string(b.byteSize()) +
+                           ") lies outside the state region of " +
+                           std::to_string(plan.stateSize) +
+                           " bytes (was the plan planned?)");
   }
   std::vector<uint8_t> data(dataSize, 0);
-  for (size_t i = 0; i < plan.buffers.size(); ++i)
-    if (plan.buffers[i].kind == fb::BufferKind::Constant &&
-        !plan.buffers[i].data.empty())
-      std::memcpy(data.data() + offsets[i], plan.buffers[i].data.data(),
-                  plan.buffers[i].data.size());
+  for (size_t i = 0; i < plan.buffers.size(); ++i) {
+    const PlanBuffer &b = plan.buffers[i];
+    if (b.data.empty())
+      continue;
+    if (b.kind == fb::BufferKind::Constant)
+      std::memcpy(data.data() + offsets[i], b.data.data(), b.data.size());
+    else if (b.kind == fb::BufferKind::State)
+      std::memcpy(data.data() + stateDataOffset + b.offset, b.data.data(),
+                  b.data.size());
+  }
   uint32_t dataCrc = crc32Of(data.data(), dataSize);
 
   // The table records where the data section starts, which depends on the
   // table's size: measure with a placeholder, then build for real.
   uint32_t major = options.schemaVersionMajorForTesting;
   size_t tableSize =
-      buildTable(plan, offsets, major, 0, dataSize, dataCrc).size();
+      buildTable(plan, offsets, major, 0, dataSize, dataCrc, stateDataOffset)
+          .size();
   uint64_t dataOffset = alignUp(tableSize, rt::kAlignment);
-  flatbuffers::DetachedBuffer table =
-      buildTable(plan, offsets, major, dataOffset, dataSize, dataCrc);
+  flatbuffers::DetachedBuffer table = buildTable(
+      plan, offsets, major, dataOffset, dataSize, dataCrc, stateDataOffset);
   if (table.size() != tableSize)
     return Status::error("artifact writer: table size changed between "
                          "builds (internal error)");

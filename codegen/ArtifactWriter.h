@@ -25,7 +25,9 @@ struct WriteOptions {
 
 /// Serializes `plan` (arena offsets already assigned by planMemory) into
 /// `out`. Constants are placed in the data section in buffer order, each
-/// 64-byte aligned.
+/// 64-byte aligned; the state region's initial image (Plan::stateSize bytes,
+/// each State buffer's data at its planned offset) follows them, 64-byte
+/// aligned, at the table's state_data_offset.
 rt::Status writeArtifactToBytes(const Plan &plan, std::vector<uint8_t> *out,
                                 const WriteOptions &options = {});
 

@@ -46,10 +46,17 @@ LogicalResult runCompilePipeline(ModuleOp module,
                                  const CompileOptions& options) {
   StageTimer timer(options.verbose, "pass pipeline");
   PassManager pm(module.getContext());
-  CompilePipelineOptions pipeline;
-  pipeline.target = options.target;
-  pipeline.entry = options.entry;
-  buildCompilePipeline(pm, pipeline);
+  if (options.train) {
+    TrainPipelineOptions training = options.training;
+    training.target = options.target;
+    training.entry = options.entry;
+    buildTrainPipeline(pm, training);
+  } else {
+    CompilePipelineOptions pipeline;
+    pipeline.target = options.target;
+    pipeline.entry = options.entry;
+    buildCompilePipeline(pm, pipeline);
+  }
   return pm.run(module);
 }
 

@@ -4,6 +4,7 @@
 #define MODELC_CODEGEN_COMPILE_H
 
 #include "codegen/Plan.h"
+#include "passes/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
@@ -16,6 +17,10 @@ struct CompileOptions {
   std::string entry; // default: the only public function
   /// Print each stage and its time to stderr (long compiles show progress).
   bool verbose = false;
+  /// Compile a training step (passes/Pipelines.cpp: buildTrainPipeline)
+  /// instead of inference.
+  bool train = false;
+  TrainPipelineOptions training;
 };
 
 /// Runs the compile pipeline (passes/Pipelines.cpp) on `module` in place.

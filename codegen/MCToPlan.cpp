@@ -216,6 +216,31 @@ private:
           globals[global.getSymNameAttr()] = *id;
           return success();
         })
+        .Case<ml_program::GlobalLoadOp>([&](auto load) -> LogicalResult {
+          auto id = stateBuffer(op, load.getGlobalAttr());
+          if (failed(id))
+            return failure();
+          // Read in place: stores come after every read (checked at the
+          // store), so the value is the state as the step began.
+          buffers[load.getResult()] = *id;
+          return success();
+        })
+        .Case<ml_program::GlobalStoreOp>([&](auto st) -> LogicalResult {
+          auto id = stateBuffer(op, st.getGlobalAttr());
+          if (failed(id))
+            return failure();
+          storedGlobals.insert(st.getGlobalAttr().getLeafReference());
+          uint32_t src = lookup(st.getValue());
+          if (src == *id)
+            return success(); // storing the unchanged state
+          PlanStep s;
+          s.kind = fb::OpKind::Copy;
+          s.location = locationString(op->getLoc());
+          s.inputs.push_back(src);
+          s.outputs.push_back(*id);
+          plan.steps.push_back(std::move(s));
+          return success();
+        })
         .Case<ConstantOp>([&](ConstantOp c) -> LogicalResult {
           return constantBuffer(c.getResult(), c.getValue(),
                                 valueName(c.getResult()), op);
@@ -366,12 +391,58 @@ private:
         });
   }
 
+  /// The State buffer of a mutable global (one per global), holding its
+  /// initial value. Reading a global after storing it in the same step is
+  /// refused: loads are read in place, so they must all come first.
+  FailureOr<uint32_t> stateBuffer(Operation* op, SymbolRefAttr ref) {
+    StringAttr name = ref.getLeafReference();
+    if (llvm::isa<ml_program::GlobalLoadOp>(op) &&
+        storedGlobals.contains(name))
+      return op->emitOpError()
+             << "reads @" << name.getValue()
+             << " after the step stored it; codegen needs every read of a "
+                "global before its store";
+    auto it = states.find(name);
+    if (it != states.end())
+      return it->second;
+    auto global =
+        SymbolTable::lookupNearestSymbolFrom<ml_program::GlobalOp>(op, ref);
+    if (!global)
+      return op->emitOpError() << "refers to an unknown global " << ref;
+    auto value = llvm::dyn_cast_or_null<ElementsAttr>(global.getValueAttr());
+    if (!value)
+      return global.emitOpError() << "has no initial tensor value";
+    auto bytes = constantBytes(value, global);
+    if (failed(bytes))
+      return failure();
+    auto type = llvm::cast<RankedTensorType>(value.getType());
+    auto dtype = toDType(type.getElementType());
+    if (failed(dtype))
+      return global.emitOpError() << "has an unsupported element type";
+    PlanBuffer b;
+    b.name = name.str();
+    b.dtype = *dtype;
+    b.shape.assign(type.getShape().begin(), type.getShape().end());
+    b.kind = fb::BufferKind::State;
+    b.data = std::move(*bytes);
+    plan.buffers.push_back(std::move(b));
+    uint32_t id = plan.buffers.size() - 1;
+    states[name] = id;
+    return id;
+  }
+
   /// A reshape of an arena buffer is a view (no copy); of a constant, it is
   /// a constant with the new shape sharing nothing (constants are small
   /// enough and immutable, so a copy in the data section is simplest).
   LogicalResult lowerReshape(ReshapeOp r) {
     uint32_t src = lookup(r.getInput());
-    if (plan.buffers[src].kind == fb::BufferKind::Constant) {
+    if (plan.buffers[src].kind != fb::BufferKind::Arena) {
+      // Of a constant or a state buffer: a reshaped copy (state changes
+      // between steps, so a copy taken now is what the op means).
+      if (plan.buffers[src].kind == fb::BufferKind::State) {
+        PlanStep& s = addStep(fb::OpKind::Copy, r);
+        return withResult(s, r);
+      }
       std::vector<uint8_t> data = plan.buffers[src].data;
       auto id = newBuffer(r.getResult(), valueName(r.getResult()),
                           fb::BufferKind::Constant);
@@ -403,7 +474,7 @@ private:
       const PlanBuffer& b = plan.buffers[id];
       bool isInput = llvm::any_of(
           plan.inputs, [&](const PlanSignature& s) { return s.buffer == id; });
-      if (b.kind == fb::BufferKind::Constant || b.aliasOf >= 0 || isInput ||
+      if (b.kind != fb::BufferKind::Arena || b.aliasOf >= 0 || isInput ||
           used.contains(id)) {
         PlanStep s;
         s.kind = fb::OpKind::Copy;
@@ -429,6 +500,8 @@ private:
   Plan plan;
   llvm::DenseMap<Value, uint32_t> buffers;
   llvm::DenseMap<Attribute, uint32_t> globals;
+  llvm::DenseMap<StringAttr, uint32_t> states;
+  llvm::DenseSet<StringAttr> storedGlobals;
 };
 
 } // namespace
@@ -501,7 +574,10 @@ std::string formatPlan(const Plan& plan) {
   os << "buffers:\n";
   for (auto [i, b] : llvm::enumerate(plan.buffers)) {
     os << "  #" << i << " " << shapeOf(b) << " "
-       << (b.kind == fb::BufferKind::Constant ? "const" : "arena") << "+"
+       << (b.kind == fb::BufferKind::Constant ? "const"
+           : b.kind == fb::BufferKind::State  ? "state"
+                                              : "arena")
+       << "+"
        << b.offset << " (" << b.byteSize() << " B)";
     if (b.aliasOf >= 0)
       os << " view of #" << b.aliasOf;

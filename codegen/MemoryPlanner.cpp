@@ -38,7 +38,7 @@ Status computeLiveRanges(const Plan &plan, std::vector<LiveRange> *ranges) {
       continue;
     if (b.kind != fb::BufferKind::Arena)
       return Status::error("memory planner: " + label(plan, i) +
-                           " is a constant alias");
+                           " is a constant or state alias");
     if (size_t(b.aliasOf) >= n || bufs[b.aliasOf].aliasOf >= 0 ||
         bufs[b.aliasOf].kind != fb::BufferKind::Arena)
       return Status::error("memory planner: " + label(plan, i) +
@@ -58,13 +58,26 @@ Status computeLiveRanges(const Plan &plan, std::vector<LiveRange> *ranges) {
     r.first = std::min(r.first, t);
     r.last = std::max(r.last, t);
   };
-  auto check = [&](uint32_t i, const std::string &where, bool mustBeArena) {
+  // What a use may refer to: anything (step inputs), a writable buffer
+  // (step outputs: Arena or State), or an Arena buffer (the signature).
+  enum class Use { Read, Write, Signature };
+  auto check = [&](uint32_t i, const std::string &where, Use use) {
     if (i >= n)
       return Status::error("memory planner: " + where + " refers to buffer " +
                            std::to_string(i) + " of " + std::to_string(n));
-    if (mustBeArena && bufs[i].kind != fb::BufferKind::Arena)
+    fb::BufferKind kind = bufs[i].kind;
+    if (kind == fb::BufferKind::Constant && use != Use::Read)
       return Status::error("memory planner: " + where + " is constant " +
                            label(plan, i) + "; it must be an arena buffer");
+    if (kind == fb::BufferKind::State && use == Use::Signature)
+      return Status::error("memory planner: " + where + " is state " +
+                           label(plan, i) +
+                           "; inputs and outputs must be arena buffers");
+    if (kind != fb::BufferKind::Arena && kind != fb::BufferKind::Constant &&
+        kind != fb::BufferKind::State)
+      return Status::error("memory planner: " + label(plan, i) +
+                           " has an unknown kind " +
+                           std::to_string(int(kind)));
     return Status::ok();
   };
   int64_t steps = int64_t(plan.steps.size());
@@ -72,20 +85,22 @@ Status computeLiveRanges(const Plan &plan, std::vector<LiveRange> *ranges) {
     const PlanStep &st = plan.steps[s];
     std::string where = "step " + std::to_string(s);
     for (uint32_t i : st.inputs) {
-      MC_RETURN_IF_ERROR(check(i, where + " input", false));
+      MC_RETURN_IF_ERROR(check(i, where + " input", Use::Read));
       touch(i, s);
     }
     for (uint32_t o : st.outputs) {
-      MC_RETURN_IF_ERROR(check(o, where + " output", true));
+      MC_RETURN_IF_ERROR(check(o, where + " output", Use::Write));
       touch(o, s);
     }
   }
   for (const PlanSignature &sig : plan.inputs) {
-    MC_RETURN_IF_ERROR(check(sig.buffer, "input '" + sig.name + "'", true));
+    MC_RETURN_IF_ERROR(
+        check(sig.buffer, "input '" + sig.name + "'", Use::Signature));
     touch(sig.buffer, -1);
   }
   for (const PlanSignature &sig : plan.outputs) {
-    MC_RETURN_IF_ERROR(check(sig.buffer, "output '" + sig.name + "'", true));
+    MC_RETURN_IF_ERROR(
+        check(sig.buffer, "output '" + sig.name + "'", Use::Signature));
     touch(sig.buffer, steps);
   }
   for (size_t i = 0; i < n; ++i) {
@@ -114,14 +129,30 @@ std::vector<uint64_t> layoutConstants(const Plan &plan, uint64_t *dataSize) {
   return offsets;
 }
 
+std::vector<uint64_t> layoutState(const Plan &plan, uint64_t *stateSize) {
+  std::vector<uint64_t> offsets(plan.buffers.size(), 0);
+  uint64_t size = 0;
+  for (size_t i = 0; i < plan.buffers.size(); ++i) {
+    if (plan.buffers[i].kind != fb::BufferKind::State)
+      continue;
+    offsets[i] = alignUp(size);
+    size = offsets[i] + plan.buffers[i].byteSize();
+  }
+  *stateSize = size;
+  return offsets;
+}
+
 Status planMemory(Plan &plan) {
   std::vector<LiveRange> ranges;
   MC_RETURN_IF_ERROR(computeLiveRanges(plan, &ranges));
   uint64_t dataSize = 0;
   std::vector<uint64_t> constOffsets = layoutConstants(plan, &dataSize);
+  std::vector<uint64_t> stateOffsets = layoutState(plan, &plan.stateSize);
   for (size_t i = 0; i < plan.buffers.size(); ++i)
     if (plan.buffers[i].kind == fb::BufferKind::Constant)
       plan.buffers[i].offset = constOffsets[i];
+    else if (plan.buffers[i].kind == fb::BufferKind::State)
+      plan.buffers[i].offset = stateOffsets[i];
   auto &bufs = plan.buffers;
   struct Placed {
     uint64_t offset, size;

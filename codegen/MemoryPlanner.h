@@ -23,10 +23,12 @@ struct LiveRange {
 };
 
 /// Live ranges of every buffer, indexed like plan.buffers; aliases get their
-/// root's range, constants and never-used buffers an empty one. Fails on a
-/// malformed plan (index out of range, alias of an alias or of a constant,
-/// alias larger than its root, a constant as a step output or in the
-/// signature).
+/// root's range, constants, State buffers (which live in the state region,
+/// not the arena) and never-used buffers an empty one. Fails on a malformed
+/// plan (index out of range, alias of an alias or of a non-arena buffer,
+/// alias larger than its root, a constant as a step output, a constant or
+/// State buffer in the signature). State buffers may be step outputs (a
+/// global store is a Copy into one).
 rt::Status computeLiveRanges(const Plan &plan, std::vector<LiveRange> *ranges);
 
 /// Offsets of the Constant buffers in the data section (in buffer order,
@@ -34,9 +36,14 @@ rt::Status computeLiveRanges(const Plan &plan, std::vector<LiveRange> *ranges);
 /// layout of the data section: the planner records it, the writer uses it.
 std::vector<uint64_t> layoutConstants(const Plan &plan, uint64_t *dataSize);
 
+/// Offsets of the State buffers in the state region (in buffer order,
+/// 64-byte aligned; 0 for other buffers) and the region's size.
+std::vector<uint64_t> layoutState(const Plan &plan, uint64_t *stateSize);
+
 /// Fills PlanBuffer::offset of every Arena buffer (aliases get their root's
-/// offset) and Plan::arenaSize, and of every Constant buffer (its place in
-/// the data section, see layoutConstants). Offsets and sizes are 64-byte
+/// offset) and Plan::arenaSize, of every Constant buffer (its place in the
+/// data section, see layoutConstants), and of every State buffer with
+/// Plan::stateSize (see layoutState). Offsets and sizes are 64-byte
 /// aligned; buffers whose live ranges do not overlap may share bytes.
 rt::Status planMemory(Plan &plan);
 

@@ -18,15 +18,17 @@ struct PlanBuffer {
   rt::DType dtype = rt::DType::F32;
   std::vector<int64_t> shape;
   fb::BufferKind kind = fb::BufferKind::Arena;
-  /// Constants only: the bytes (numel * dtypeSize), placed in the data
-  /// section by the writer.
+  /// Constants: the bytes (numel * dtypeSize), placed in the data section
+  /// by the writer. State buffers: the initial bytes, placed in the state
+  /// region's initial image (inside the data section).
   std::vector<uint8_t> data;
   /// Arena buffers only: when >= 0, this buffer is a view (same bytes,
   /// another shape, e.g. a reshape) of buffer `aliasOf`, which is never
   /// itself an alias. The planner gives it its root's offset.
   int64_t aliasOf = -1;
-  /// Filled by the planner: arena offset, or data-section offset for
-  /// constants (see layoutConstants).
+  /// Filled by the planner: arena offset, data-section offset for constants
+  /// (see layoutConstants), state-region offset for State buffers (see
+  /// layoutState).
   uint64_t offset = 0;
 
   uint64_t byteSize() const;
@@ -72,10 +74,15 @@ struct Plan {
   std::vector<PlanBuffer> buffers;
   std::vector<PlanStep> steps;
   /// Input buffers are Arena buffers written before step 0; output buffers
-  /// are Arena buffers (not aliases) read after the last step.
+  /// are Arena buffers (not aliases) read after the last step. State buffers
+  /// are read in place by steps and written by steps (a global store is a
+  /// Copy into one), after every read of them in the plan's step order.
   std::vector<PlanSignature> inputs;
   std::vector<PlanSignature> outputs;
   uint64_t arenaSize = 0; // filled by the planner
+  /// Bytes of the state region (State buffers: parameters, optimizer
+  /// moments, counters), filled by the planner; 0 without State buffers.
+  uint64_t stateSize = 0;
 };
 
 } // namespace mc::codegen

@@ -723,6 +723,10 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
   p.dilationH = dilation[0];
   p.dilationW = dilation[1];
   p.groups = groups;
+  // Check the bias before anything runs, so a bad one records nothing.
+  if (bias.defined() && (bias.rank() != 1 || bias.size(0) != w[0]))
+    throw Error("conv2d: bias must be [" + std::to_string(w[0]) + "], got " +
+                bias.describe());
   check(rt::conv2d(input.view(), weight.view(), p, out.mutView()));
   OpRecord rec{OpKind::Conv2d, {input, weight}, out};
   rec.strides = strides;
@@ -732,9 +736,6 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
   emit(std::move(rec));
   if (!bias.defined())
     return out;
-  if (bias.rank() != 1 || bias.size(0) != w[0])
-    throw Error("conv2d: bias must be [" + std::to_string(w[0]) + "], got " +
-                bias.describe());
   return add(out, broadcastInDim(bias, out.shape(), {1}));
 }
 
@@ -753,6 +754,16 @@ static Tensor pool2d(bool isMax, const Tensor& input,
   if (input.rank() != 4)
     throw Error(std::string(name) + ": expects input [N, C, H, W], got " +
                 input.describe());
+  // PyTorch: padding at most half the effective kernel, so no window lies
+  // entirely in the padding.
+  for (int d = 0; d < 2; ++d) {
+    int64_t effective = (kernel[d] - 1) * dilation[d] + 1;
+    if (padding[d] * 2 > effective || padding[d + 2] * 2 > effective)
+      throw Error(std::string(name) + ": padding " +
+                  rt::shapeString(padding) +
+                  " must be at most half the effective kernel size " +
+                  std::to_string(effective));
+  }
   const Shape& x = input.shape();
   int64_t oh = pooled(x[2], kernel[0], strides[0], padding[0], padding[2],
                       dilation[0], ceilMode);

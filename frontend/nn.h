@@ -1,4 +1,4 @@
-// nn modules: named parameters and submodules, as in torch.nn.
+// nn modules: named parameters, buffers and submodules, as in torch.nn.
 #ifndef MODELC_FRONTEND_NN_H
 #define MODELC_FRONTEND_NN_H
 
@@ -6,11 +6,41 @@
 
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+namespace mc {
+class TraceHook;
+}
+
 namespace mc::nn {
+
+class Module;
+
+/// While alive, `module` is entered in the active trace (ops are located by
+/// its path), as Module::operator() does; for forwards with several inputs.
+class ModuleScope {
+public:
+  explicit ModuleScope(const Module& module);
+  ~ModuleScope();
+  ModuleScope(const ModuleScope&) = delete;
+  ModuleScope& operator=(const ModuleScope&) = delete;
+
+private:
+  TraceHook* hook_;
+  const Module& module_;
+};
+
+/// An int or an (h, w) pair, like PyTorch's _size_2_t: `Conv2d(3, 64, 7)`
+/// and `Conv2d(3, 64, {7, 5})` both work.
+struct Size2 {
+  Size2(int64_t v) : h(v), w(v) {} // NOLINT: implicit, as in PyTorch
+  Size2(int64_t h, int64_t w) : h(h), w(w) {}
+  std::vector<int64_t> vec() const { return {h, w}; }
+  int64_t h, w;
+};
 
 class Module {
 public:
@@ -26,6 +56,13 @@ public:
   /// ("0.weight", "fc1.bias"): the module's own first, then each child's
   /// (recursively), each in registration order, as torch.nn.Module does.
   std::vector<std::pair<std::string, Tensor>> namedParameters() const;
+  /// Buffers (BatchNorm's running statistics): state that is not a
+  /// parameter, named and ordered the same way.
+  std::vector<std::pair<std::string, Tensor>> namedBuffers() const;
+  /// Parameters and buffers with PyTorch's state_dict() names and order:
+  /// each module's own parameters, then its own buffers, then each child's.
+  /// Trace with these (jit::traceFunction) so buffers become named globals.
+  std::vector<std::pair<std::string, Tensor>> stateDict() const;
   std::vector<std::pair<std::string, const Module*>> namedModules() const;
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>&
   children() const {
@@ -34,6 +71,7 @@ public:
 
 protected:
   Tensor& registerParameter(const std::string& name, Tensor t);
+  Tensor& registerBuffer(const std::string& name, Tensor t);
   template <typename M>
   std::shared_ptr<M> registerModule(const std::string& name,
                                     std::shared_ptr<M> m) {
@@ -43,7 +81,7 @@ protected:
 
 private:
   void addChild(const std::string& name, std::shared_ptr<Module> m);
-  std::vector<std::pair<std::string, Tensor>> params_;
+  std::vector<std::pair<std::string, Tensor>> params_, buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
 };
 
@@ -94,6 +132,182 @@ public:
   Tensor forward(const Tensor& x) override;
   std::string typeName() const override { return "Sequential"; }
   size_t size() const { return children().size(); }
+};
+
+//===--- Modules of CNNs and transformers (PyTorch names and defaults) ---===//
+
+/// torch.nn.Conv2d on NCHW input: weight [out, in/groups, kh, kw], bias
+/// [out]; both uniform in +-1/sqrt(fan_in), fan_in = in/groups * kh * kw
+/// (PyTorch's kaiming_uniform_(a=sqrt(5)) bound), from the default generator.
+class Conv2d : public Module {
+public:
+  Conv2d(int64_t inChannels, int64_t outChannels, Size2 kernel,
+         Size2 stride = 1, Size2 padding = 0, Size2 dilation = 1,
+         int64_t groups = 1, bool bias = true);
+  Tensor forward(const Tensor& x) override;
+  std::string typeName() const override { return "Conv2d"; }
+  Tensor weight, bias;
+  Size2 stride, padding, dilation;
+  int64_t groups;
+};
+
+/// torch.nn.BatchNorm2d in inference form (eval mode: normalizes with the
+/// running statistics, never updates them). Parameters weight (ones) and
+/// bias (zeros); buffers running_mean (zeros) and running_var (ones).
+/// PyTorch's num_batches_tracked buffer only matters for training and is
+/// left out.
+class BatchNorm2d : public Module {
+public:
+  explicit BatchNorm2d(int64_t numFeatures, double eps = 1e-5);
+  Tensor forward(const Tensor& x) override;
+  std::string typeName() const override { return "BatchNorm2d"; }
+  Tensor weight, bias, runningMean, runningVar;
+  double eps;
+};
+
+/// torch.nn.MaxPool2d; the stride defaults to the kernel size.
+class MaxPool2d : public Module {
+public:
+  explicit MaxPool2d(Size2 kernel, std::optional<Size2> stride = {},
+                     Size2 padding = 0, Size2 dilation = 1,
+                     bool ceilMode = false);
+  Tensor forward(const Tensor& x) override;
+  std::string typeName() const override { return "MaxPool2d"; }
+  Size2 kernel, stride, padding, dilation;
+  bool ceilMode;
+};
+
+/// torch.nn.AvgPool2d; the stride defaults to the kernel size.
+class AvgPool2d : public Module {
+public:
+  explicit AvgPool2d(Size2 kernel, std::optional<Size2> stride = {},
+                     Size2 padding = 0, bool ceilMode = false,
+                     bool countIncludePad = true);
+  Tensor forward(const Tensor& x) override;
+  std::string typeName() const override { return "AvgPool2d"; }
+  Size2 kernel, stride, padding;
+  bool ceilMode, countIncludePad;
+};
+
+/// torch.nn.AdaptiveAvgPool2d for output size 1 only (global average
+/// pooling, the head of ResNets): the mean over H and W, kept as 1x1.
+class AdaptiveAvgPool2d : public Module {
+public:
+  explicit AdaptiveAvgPool2d(Size2 outputSize);
+  Tensor forward(const Tensor& x) override;
+  std::string typeName() const override { return "AdaptiveAvgPool2d"; }
+};
+
+/// torch.nn.LayerNorm over the trailing `normalizedShape` dims, with
+/// weight (ones) and bias (zeros) of that shape.
+class LayerNorm : public Module {
+public:
+  explicit LayerNorm(Shape normalizedShape, double eps = 1e-5);
+  Tensor forward(const Tensor& x) override;
+  std::string typeName() const override { return "LayerNorm"; }
+  Tensor weight, bias;
+  Shape normalizedShape;
+  double eps;
+};
+
+/// torch.nn.Embedding: weight [num, dim] from N(0, 1); forward takes i32 or
+/// i64 ids [...] and returns [..., dim].
+class Embedding : public Module {
+public:
+  Embedding(int64_t numEmbeddings, int64_t embeddingDim);
+  Tensor forward(const Tensor& ids) override;
+  std::string typeName() const override { return "Embedding"; }
+  Tensor weight;
+};
+
+/// torch.nn.GELU: approximate "none" (erf) or "tanh".
+class GELU : public Module {
+public:
+  explicit GELU(const std::string& approximate = "none");
+  Tensor forward(const Tensor& x) override { return gelu(x, tanh_); }
+  std::string typeName() const override { return "GELU"; }
+
+private:
+  bool tanh_;
+};
+
+/// torch.nn.Dropout, inference only for now: forward is the identity (what
+/// PyTorch does in eval mode). Training-mode dropout is not implemented.
+class Dropout : public Module {
+public:
+  explicit Dropout(double p = 0.5);
+  Tensor forward(const Tensor& x) override { return x; }
+  std::string typeName() const override { return "Dropout"; }
+  double p;
+};
+
+/// torch.nn.Flatten: dims [startDim, endDim] become one.
+class Flatten : public Module {
+public:
+  explicit Flatten(int64_t startDim = 1, int64_t endDim = -1)
+      : startDim_(startDim), endDim_(endDim) {}
+  Tensor forward(const Tensor& x) override {
+    return flatten(x, startDim_, endDim_);
+  }
+  std::string typeName() const override { return "Flatten"; }
+
+private:
+  int64_t startDim_, endDim_;
+};
+
+/// torch.nn.MultiheadAttention (eval mode, no attention weights returned):
+/// in_proj_weight [3E, E] (xavier-uniform), in_proj_bias [3E] (zeros) and
+/// out_proj, a Linear(E, E) with a zero bias. Inputs are [B, L, E] when
+/// batchFirst, else [L, B, E].
+class MultiheadAttention : public Module {
+public:
+  MultiheadAttention(int64_t embedDim, int64_t numHeads,
+                     bool batchFirst = true);
+  using Module::operator();
+  /// Attention of q over (k, v). `attnMask` is optional: a float mask added
+  /// to the scores, or an i1 mask where true means "may not attend"
+  /// (PyTorch's two forms); [L, S] or broadcastable to [B, heads, L, S].
+  /// Enters the module in the active trace, as operator()(x) does.
+  Tensor operator()(const Tensor& q, const Tensor& k, const Tensor& v,
+                    const Tensor& attnMask = Tensor());
+  Tensor forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                 const Tensor& attnMask = Tensor());
+  /// Self-attention without a mask: forward(x, x, x).
+  Tensor forward(const Tensor& x) override { return forward(x, x, x); }
+  std::string typeName() const override { return "MultiheadAttention"; }
+  int64_t embedDim, numHeads;
+  bool batchFirst;
+  Tensor inProjWeight, inProjBias;
+  std::shared_ptr<Linear> outProj;
+};
+
+/// torch.nn.TransformerEncoderLayer in eval mode (dropout is the identity):
+///   norm_first:  x = x + sa(norm1(x));  x = x + ff(norm2(x))
+///   otherwise:   x = norm1(x + sa(x));  x = norm2(x + ff(x))
+/// with sa = self_attn(x, x, x, mask), ff = linear2(act(linear1(x))), act
+/// "relu" or "gelu" (erf form). Submodule names are PyTorch's.
+class TransformerEncoderLayer : public Module {
+public:
+  TransformerEncoderLayer(int64_t dModel, int64_t nhead,
+                          int64_t dimFeedforward = 2048, double dropout = 0.1,
+                          const std::string& activation = "relu",
+                          double layerNormEps = 1e-5, bool batchFirst = true,
+                          bool normFirst = false);
+  using Module::operator();
+  /// With an attention mask (see MultiheadAttention), in the module's scope.
+  Tensor operator()(const Tensor& src, const Tensor& srcMask);
+  Tensor forward(const Tensor& src, const Tensor& srcMask);
+  Tensor forward(const Tensor& src) override { return forward(src, Tensor()); }
+  std::string typeName() const override { return "TransformerEncoderLayer"; }
+  std::shared_ptr<MultiheadAttention> selfAttn;
+  std::shared_ptr<Linear> linear1, linear2;
+  std::shared_ptr<Dropout> dropout, dropout1, dropout2;
+  std::shared_ptr<LayerNorm> norm1, norm2;
+  bool normFirst, geluActivation;
+
+private:
+  Tensor selfAttention(const Tensor& x, const Tensor& mask);
+  Tensor feedForward(const Tensor& x);
 };
 
 } // namespace mc::nn

@@ -7,6 +7,7 @@ using namespace mlir;
 
 #include "ir/MCOpsDialect.cpp.inc"
 #include "ir/MCEnums.cpp.inc"
+#include "ir/MCInterfaces.cpp.inc"
 
 namespace {
 /// Every mc op is pure and region-free, so inlining a function that holds

@@ -4,6 +4,7 @@
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
 #include "mlir/IR/OpDefinition.h"
@@ -14,6 +15,8 @@
 #include "ir/MCOpsDialect.h.inc"
 
 #include "ir/MCEnums.h.inc"
+
+#include "ir/MCInterfaces.h.inc"
 
 #define GET_OP_CLASSES
 #include "ir/MCOps.h.inc"

@@ -4,6 +4,7 @@
 
 include "ir/MCBase.td"
 include "ir/MCEnums.td"
+include "ir/MCInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
@@ -34,7 +35,8 @@ def MC_ConstantOp : MC_Op<"constant", [ConstantLike, Pure,
 //===----------------------------------------------------------------------===//
 
 class MC_BinaryOp<string mnemonic, Type operandType, list<Trait> traits = []>
-    : MC_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType])> {
+    : MC_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType,
+                                            DeclareOpInterfaceMethods<MC_DifferentiableOpInterface>])> {
   let arguments = (ins operandType:$lhs, operandType:$rhs);
   let results = (outs operandType:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
@@ -104,7 +106,8 @@ def MC_MaximumOp : MC_BinaryOp<"maximum", MC_NumericTensor, [Commutative]> {
 }
 
 class MC_UnaryOp<string mnemonic, Type operandType, string expr>
-    : MC_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+    : MC_Op<mnemonic, [Pure, SameOperandsAndResultType,
+                       DeclareOpInterfaceMethods<MC_DifferentiableOpInterface>]> {
   let summary = "elementwise " # expr;
   let description = "Computes `" # expr # "` for each element.\n\n"
       "```mlir\n%0 = mc." # mnemonic # " %x : tensor<4x8xf32>\n```";
@@ -121,7 +124,8 @@ def MC_SigmoidOp : MC_UnaryOp<"sigmoid", MC_FloatTensor, "1 / (1 + exp(-x))">;
 def MC_ReluOp : MC_UnaryOp<"relu", MC_NumericTensor, "max(x, 0)">;
 def MC_SqrtOp : MC_UnaryOp<"sqrt", MC_FloatTensor, "sqrt(x)">;
 
-def MC_CastOp : MC_Op<"cast", [Pure, SameOperandsAndResultShape]> {
+def MC_CastOp : MC_Op<"cast", [Pure, SameOperandsAndResultShape,
+    DeclareOpInterfaceMethods<MC_DifferentiableOpInterface>]> {
   let summary = "element type conversion";
   let description = [{
     The only op that changes an element type. Float to integer truncates
@@ -147,7 +151,8 @@ def MC_CastOp : MC_Op<"cast", [Pure, SameOperandsAndResultShape]> {
 //===----------------------------------------------------------------------===//
 
 def MC_BroadcastInDimOp : MC_Op<"broadcast_in_dim", [Pure,
-    AllElementTypesMatch<["input", "result"]>]> {
+    AllElementTypesMatch<["input", "result"]>,
+    DeclareOpInterfaceMethods<MC_DifferentiableOpInterface>]> {
   let summary = "explicit broadcast";
   let description = [{
     Operand dimension `i` becomes result dimension `dims[i]`; its size must
@@ -169,7 +174,8 @@ def MC_BroadcastInDimOp : MC_Op<"broadcast_in_dim", [Pure,
 }
 
 def MC_ReshapeOp : MC_Op<"reshape", [Pure,
-    AllElementTypesMatch<["input", "result"]>]> {
+    AllElementTypesMatch<["input", "result"]>,
+    DeclareOpInterfaceMethods<MC_DifferentiableOpInterface>]> {
   let summary = "reshape to a type with the same number of elements";
   let description = [{
     Reinterprets the elements, in row-major order, with another static
@@ -187,7 +193,8 @@ def MC_ReshapeOp : MC_Op<"reshape", [Pure,
   let hasFolder = 1;
 }
 
-def MC_TransposeOp : MC_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
+def MC_TransposeOp : MC_Op<"transpose", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<MC_DifferentiableOpInterface>]> {
   let summary = "permute dimensions";
   let description = [{
     Result dimension `i` is operand dimension `permutation[i]`. A transpose of
@@ -211,7 +218,8 @@ def MC_TransposeOp : MC_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
 //===----------------------------------------------------------------------===//
 
 class MC_ReduceOp<string mnemonic, Type operandType, string what>
-    : MC_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+    : MC_Op<mnemonic, [Pure, InferTypeOpAdaptor,
+                       DeclareOpInterfaceMethods<MC_DifferentiableOpInterface>]> {
   let summary = what # " over dimensions";
   let description = what # " over `dims` (unique, in range; printed sorted). "
       "Those dimensions are removed from the result, or kept with size 1 "
@@ -234,7 +242,8 @@ def MC_ReduceMaxOp : MC_ReduceOp<"reduce_max", MC_NumericTensor, "maximum">;
 // Linear algebra and NN
 //===----------------------------------------------------------------------===//
 
-def MC_MatmulOp : MC_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
+def MC_MatmulOp : MC_Op<"matmul", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<MC_DifferentiableOpInterface>]> {
   let summary = "batched matrix multiplication";
   let description = [{
     `lhs` is `[..., M, K]` (`[..., K, M]` with `transpose_a`), `rhs` is
@@ -255,7 +264,8 @@ def MC_MatmulOp : MC_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
-def MC_SoftmaxOp : MC_Op<"softmax", [Pure, SameOperandsAndResultType]> {
+def MC_SoftmaxOp : MC_Op<"softmax", [Pure, SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<MC_DifferentiableOpInterface>]> {
   let summary = "softmax along one axis";
   let description = [{
     `exp(x - max(x)) / sum(exp(x - max(x)))` along `axis` (non-negative, in
@@ -279,7 +289,8 @@ def MC_AbsOp : MC_UnaryOp<"abs", MC_NumericTensor, "|x|">;
 def MC_ErfOp : MC_UnaryOp<"erf", MC_FloatTensor, "erf(x)">;
 def MC_NotOp : MC_UnaryOp<"not", MC_BoolTensor, "logical not">;
 
-def MC_GeluOp : MC_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+def MC_GeluOp : MC_Op<"gelu", [Pure, SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<MC_DifferentiableOpInterface>]> {
   let summary = "GELU activation";
   let description = [{
     `x * Phi(x) = 0.5 * x * (1 + erf(x / sqrt(2)))`, or with
@@ -319,7 +330,8 @@ def MC_MinimumOp : MC_BinaryOp<"minimum", MC_NumericTensor, [Commutative]> {
   }];
 }
 
-def MC_ClampOp : MC_Op<"clamp", [Pure, SameOperandsAndResultType]> {
+def MC_ClampOp : MC_Op<"clamp", [Pure, SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<MC_DifferentiableOpInterface>]> {
   let summary = "clamp to [min, max]";
   let description = [{
     `min(max(x, min), max)`; NaN stays NaN. `relu6` is a clamp to [0, 6].
@@ -338,7 +350,7 @@ def MC_ClampOp : MC_Op<"clamp", [Pure, SameOperandsAndResultType]> {
 }
 
 def MC_CompareOp : MC_Op<"compare", [Pure, SameTypeOperands,
-    SameOperandsAndResultShape]> {
+    SameOperandsAndResultShape, DeclareOpInterfaceMethods<MC_DifferentiableOpInterface>]> {
   let summary = "elementwise comparison";
   let description = [{
     `lhs <direction> rhs` as an `i1` tensor of the operands' shape. With NaN
@@ -357,7 +369,7 @@ def MC_CompareOp : MC_Op<"compare", [Pure, SameTypeOperands,
 }
 
 def MC_SelectOp : MC_Op<"select", [Pure, AllTypesMatch<["on_true", "on_false", "result"]>,
-    AllShapesMatch<["pred", "result"]>]> {
+    AllShapesMatch<["pred", "result"]>, DeclareOpInterfaceMethods<MC_DifferentiableOpInterface>]> {
   let summary = "elementwise choice";
   let description = [{
     `pred ? on_true : on_false`, elementwise (`torch.where`).
@@ -374,7 +386,8 @@ def MC_SelectOp : MC_Op<"select", [Pure, AllTypesMatch<["on_true", "on_false", "
   }];
 }
 
-def MC_LogSoftmaxOp : MC_Op<"log_softmax", [Pure, SameOperandsAndResultType]> {
+def MC_LogSoftmaxOp : MC_Op<"log_softmax", [Pure, SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<MC_DifferentiableOpInterface>]> {
   let summary = "log of softmax along one axis";
   let description = [{
     `x - max(x) - log(sum(exp(x - max(x))))` along `axis`, which never
@@ -392,7 +405,8 @@ def MC_LogSoftmaxOp : MC_Op<"log_softmax", [Pure, SameOperandsAndResultType]> {
 
 def MC_ReduceMinOp : MC_ReduceOp<"reduce_min", MC_NumericTensor, "minimum">;
 
-def MC_ConcatOp : MC_Op<"concat", [Pure, InferTypeOpAdaptor]> {
+def MC_ConcatOp : MC_Op<"concat", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<MC_DifferentiableOpInterface>]> {
   let summary = "concatenation along one axis";
   let description = [{
     Joins one or more tensors of one element type and rank along `axis`;
@@ -409,7 +423,8 @@ def MC_ConcatOp : MC_Op<"concat", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
-def MC_SliceOp : MC_Op<"slice", [Pure, InferTypeOpAdaptor]> {
+def MC_SliceOp : MC_Op<"slice", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<MC_DifferentiableOpInterface>]> {
   let summary = "strided slice with static bounds";
   let description = [{
     Per dimension `d`, takes the elements `start[d], start[d] + strides[d],
@@ -430,7 +445,8 @@ def MC_SliceOp : MC_Op<"slice", [Pure, InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def MC_GatherOp : MC_Op<"gather", [Pure, InferTypeOpAdaptor]> {
+def MC_GatherOp : MC_Op<"gather", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<MC_DifferentiableOpInterface>]> {
   let summary = "take along one axis (ONNX Gather, embedding lookup)";
   let description = [{
     `result[i..., j..., k...] = input[i..., indices[j...], k...]` where `i`
@@ -449,7 +465,8 @@ def MC_GatherOp : MC_Op<"gather", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
-def MC_PadOp : MC_Op<"pad", [Pure, InferTypeOpAdaptor]> {
+def MC_PadOp : MC_Op<"pad", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<MC_DifferentiableOpInterface>]> {
   let summary = "constant padding";
   let description = [{
     Adds `low[d]` elements before and `high[d]` after dimension `d` (both
@@ -468,7 +485,8 @@ def MC_PadOp : MC_Op<"pad", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
-def MC_Conv2dOp : MC_Op<"conv2d", [Pure, InferTypeOpAdaptor]> {
+def MC_Conv2dOp : MC_Op<"conv2d", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<MC_DifferentiableOpInterface>]> {
   let summary = "2-D convolution, NCHW";
   let description = [{
     Cross-correlation as in PyTorch and ONNX: `input` is `[N, C, H, W]`,
@@ -495,7 +513,8 @@ def MC_Conv2dOp : MC_Op<"conv2d", [Pure, InferTypeOpAdaptor]> {
 }
 
 class MC_Pool2dOp<string mnemonic, string what, dag extraArgs, string extraFormat>
-    : MC_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+    : MC_Op<mnemonic, [Pure, InferTypeOpAdaptor,
+                       DeclareOpInterfaceMethods<MC_DifferentiableOpInterface>]> {
   let summary = what # " pooling, NCHW";
   let arguments = !con((ins MC_FloatTensor:$input, DenseI64ArrayAttr:$kernel,
                             DenseI64ArrayAttr:$strides,
@@ -540,7 +559,8 @@ def MC_AvgPool2dOp : MC_Pool2dOp<"avg_pool2d", "average",
 
 def MC_BatchNormOp : MC_Op<"batch_norm", [Pure,
     AllTypesMatch<["input", "result"]>,
-    AllTypesMatch<["scale", "offset", "mean", "variance"]>]> {
+    AllTypesMatch<["scale", "offset", "mean", "variance"]>,
+    DeclareOpInterfaceMethods<MC_DifferentiableOpInterface>]> {
   let summary = "batch normalization, inference form";
   let description = [{
     `(x - mean) / sqrt(variance + epsilon) * scale + offset` with the 1-D
@@ -565,7 +585,8 @@ def MC_BatchNormOp : MC_Op<"batch_norm", [Pure,
 }
 
 def MC_LayerNormOp : MC_Op<"layer_norm", [Pure,
-    AllTypesMatch<["input", "result"]>, AllTypesMatch<["gamma", "beta"]>]> {
+    AllTypesMatch<["input", "result"]>, AllTypesMatch<["gamma", "beta"]>,
+    DeclareOpInterfaceMethods<MC_DifferentiableOpInterface>]> {
   let summary = "layer normalization";
   let description = [{
     Normalizes over the trailing dimensions `[axis, rank)`: mean and biased

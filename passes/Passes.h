@@ -27,6 +27,30 @@ struct CompilePipelineOptions {
 void buildCompilePipeline(mlir::OpPassManager& pm,
                           const CompilePipelineOptions& options);
 
+/// Options of the training pipeline (`modelc compile --train`).
+struct TrainPipelineOptions {
+  std::string target = "cpu";
+  std::string entry;
+  // mc-optimizer
+  std::string optimizer = "sgd";
+  double lr = 0.01, momentum = 0, dampening = 0, weightDecay = -1;
+  bool nesterov = false;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  // mc-amp: "" (off), "bf16" or "f16"
+  std::string amp;
+  std::string ampLevel = "O1";
+  std::vector<std::string> ampLowOps, ampF32Ops, ampLocations;
+  // mc-loss-scaling: "auto" (on for f16, off otherwise), "on", "off"
+  std::string lossScaling = "auto";
+  double scaleInit = 65536, scaleGrowth = 2, scaleBackoff = 0.5;
+  int64_t scaleInterval = 2000;
+};
+
+/// Appends the training pipeline (see Pipelines.cpp for the order):
+/// a function computing a scalar loss becomes one training step.
+void buildTrainPipeline(mlir::OpPassManager& pm,
+                        const TrainPipelineOptions& options);
+
 /// Registers every mc pass and the `mc-compile-pipeline` pipeline.
 void registerAllPasses();
 

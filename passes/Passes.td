@@ -40,4 +40,213 @@ def VerifyContractPass : Pass<"mc-verify-contract", "mlir::ModuleOp"> {
   let dependentDialects = ["::mc::MCDialect"];
 }
 
+def AutodiffPass : Pass<"mc-autodiff", "mlir::ModuleOp"> {
+  let summary = "differentiate a loss with respect to every parameter";
+  let description = [{
+    Reverse-mode autodiff of the entry function (`entry`, or the only public
+    `func.func`). Its result `loss-index` (default 0) must be a scalar float
+    loss (rank 0 or one element). The pass differentiates it with respect
+    to every float parameter the function reads (`ml_program.global_load_const`
+    or `ml_program.global_load` of an `ml_program.global`; several loads of
+    one global sum) and rewrites the function in place to return the loss
+    and one gradient per parameter, in global declaration order, named by
+    `mc.name` result attributes `loss` and `grad.<global>`. Other results are
+    dropped: the function becomes a training step (`mc-optimizer` runs next).
+
+    Each op's derivative is declared with the op (`DifferentiableOpInterface`,
+    PyTorch's formulas, the same rules as the eager autograd): the pass walks
+    the function backwards from a splat `1.0` seed (tagged
+    `mc.autodiff_seed`, which `mc-loss-scaling` replaces with the loss
+    scale), accumulates adjoints with `mc.add`, and differentiates only the
+    ops between a parameter and the loss. An op there without a derivative
+    (`mc.conv2d` today, a foreign op, a `func.call`: inline first) is an
+    error that names it; a parameter that does not reach the loss gets a
+    zero gradient and a warning.
+
+    ```mlir
+    // Before:
+    ml_program.global private @w(dense<...> : tensor<3x4xf32>) : tensor<3x4xf32>
+    func.func @forward(%x: tensor<8x4xf32>) -> tensor<f32> {
+      %w = ml_program.global_load_const @w : tensor<3x4xf32>
+      %0 = mc.matmul %x, %w transpose_b : tensor<8x4xf32>, tensor<3x4xf32> -> tensor<8x3xf32>
+      %1 = mc.reduce_mean %0, dims = [0, 1] : (tensor<8x3xf32>) -> tensor<f32>
+      return %1 : tensor<f32>
+    }
+    // After --mc-autodiff:
+    func.func @forward(%x: tensor<8x4xf32>) -> (tensor<f32> {mc.name = "loss"},
+                                               tensor<3x4xf32> {mc.name = "grad.w"}) {
+      %w = ml_program.global_load_const @w : tensor<3x4xf32>
+      %0 = mc.matmul %x, %w transpose_b : tensor<8x4xf32>, tensor<3x4xf32> -> tensor<8x3xf32>
+      %1 = mc.reduce_mean %0, dims = [0, 1] : (tensor<8x3xf32>) -> tensor<f32>
+      %seed = mc.constant {mc.autodiff_seed} dense<1.000000e+00> : tensor<f32>
+      %2 = mc.reshape %seed : (tensor<f32>) -> tensor<1x1xf32>
+      %3 = mc.broadcast_in_dim %2, dims = [0, 1] : (tensor<1x1xf32>) -> tensor<8x3xf32>
+      %n = mc.constant dense<2.400000e+01> : tensor<8x3xf32>
+      %4 = mc.div %3, %n : tensor<8x3xf32>
+      %gw = mc.matmul %4, %x transpose_a : tensor<8x3xf32>, tensor<8x4xf32> -> tensor<3x4xf32>
+      return %1, %gw : tensor<f32>, tensor<3x4xf32>
+    }
+    ```
+  }];
+  let options = [
+    Option<"entry", "entry", "std::string", /*default=*/"\"\"",
+           "the function to differentiate (default: the only public one)">,
+    Option<"lossIndex", "loss-index", "unsigned", /*default=*/"0",
+           "which result of the function is the loss">,
+  ];
+  let dependentDialects = ["::mc::MCDialect",
+                           "::mlir::ml_program::MLProgramDialect"];
+}
+
+def OptimizerPass : Pass<"mc-optimizer", "mlir::ModuleOp"> {
+  let summary = "append the optimizer update to a training step";
+  let description = [{
+    Runs after `mc-autodiff`, on a function returning `(loss, grad.<p>...)`.
+    Every parameter `p` becomes a mutable global, read with
+    `ml_program.global_load`; the optimizer's state becomes mutable globals
+    next to it (`<p>.momentum_buffer` for SGD with momentum, `<p>.exp_avg`
+    and `<p>.exp_avg_sq` for AdamW, and the step counter `optimizer.step`);
+    the updates follow PyTorch's formulas (torch.optim.SGD and AdamW) and
+    end in `ml_program.global_store`s; the function then returns the loss
+    alone. The artifact carries all of it as persistent state that the
+    runtime updates in place.
+
+    ```mlir
+    // Before (after mc-autodiff):
+    ml_program.global private @w(dense<...> : tensor<3x4xf32>) : tensor<3x4xf32>
+    func.func @forward(%x: tensor<8x4xf32>) -> (tensor<f32> {mc.name = "loss"},
+                                               tensor<3x4xf32> {mc.name = "grad.w"}) {
+      %w = ml_program.global_load_const @w : tensor<3x4xf32>
+      ...
+      return %loss, %gw : tensor<f32>, tensor<3x4xf32>
+    }
+    // After --mc-optimizer=kind=sgd lr=0.1:
+    ml_program.global private mutable @w(dense<...> : tensor<3x4xf32>) : tensor<3x4xf32>
+    ml_program.global private mutable @optimizer.step(dense<0.0> : tensor<f32>) : tensor<f32>
+    func.func @forward(%x: tensor<8x4xf32>) -> (tensor<f32> {mc.name = "loss"}) {
+      %w = ml_program.global_load @w : tensor<3x4xf32>
+      ...
+      %lr = mc.constant dense<1.000000e-01> : tensor<3x4xf32>
+      %0 = mc.mul %gw, %lr : tensor<3x4xf32>
+      %1 = mc.sub %w, %0 : tensor<3x4xf32>
+      ml_program.global_store @w = %1 : tensor<3x4xf32>
+      ...
+      return %loss : tensor<f32>
+    }
+    ```
+  }];
+  let options = [
+    Option<"kind", "kind", "std::string", /*default=*/"\"sgd\"",
+           "the optimizer: sgd or adamw">,
+    Option<"lr", "lr", "double", /*default=*/"0.01", "learning rate">,
+    Option<"momentum", "momentum", "double", /*default=*/"0.0",
+           "SGD momentum">,
+    Option<"dampening", "dampening", "double", /*default=*/"0.0",
+           "SGD dampening">,
+    Option<"nesterov", "nesterov", "bool", /*default=*/"false",
+           "SGD Nesterov momentum">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"-1.0",
+           "weight decay (default: 0 for sgd, 0.01 for adamw)">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW beta2">,
+    Option<"eps", "eps", "double", /*default=*/"1e-8", "AdamW epsilon">,
+    Option<"entry", "entry", "std::string", /*default=*/"\"\"",
+           "the training-step function (default: the only public one)">,
+  ];
+  let dependentDialects = ["::mc::MCDialect",
+                           "::mlir::ml_program::MLProgramDialect"];
+}
+
+def AutoMixedPrecisionPass : Pass<"mc-amp", "mlir::ModuleOp"> {
+  let summary = "mixed precision: casts per op policy (O1) or whole model (O2)";
+  let description = [{
+    Chooses, for every floating-point mc op, the element type it computes
+    in, inserts `mc.cast`s where its operands have another, and records the
+    decision and its reason on the op (`mc.precision`, `mc.precision_reason`,
+    carried into the artifact and shown by `modelc inspect --precision`).
+    Conventions of PyTorch autocast and Paddle AMP:
+
+    - **O1**: ops on the low-precision list (default `mc.matmul`,
+      `mc.conv2d`) compute in `dtype`; ops on the f32 list (softmax,
+      log_softmax, layer_norm, batch_norm, exp, log, pow, reduce_sum,
+      reduce_mean) compute in f32; every other op follows its inputs, and the
+      widest wins when they differ.
+    - **O2**: every floating-point op computes in `dtype` except the norms
+      (layer_norm, batch_norm) and the f32 list overrides; parameters stay f32
+      in their globals (master weights) and are cast after loading.
+
+    The function's signature keeps its types (results are cast back), a
+    value is cast to a type once however many ops use it, and lists can be
+    changed per op kind (`low-ops`, `f32-ops`) and per op location
+    (`locations=NAME:f32,NAME:bf16`, NAME as in `loc("NAME")`).
+
+    ```mlir
+    // O1, bf16: the matmul runs in bf16, the softmax in f32.
+    %xb = mc.cast %x : tensor<8x64xf32> to tensor<8x64xbf16>
+    %wb = mc.cast %w : tensor<10x64xf32> to tensor<10x64xbf16>
+    %0 = mc.matmul %xb, %wb transpose_b {mc.precision = "bf16",
+           mc.precision_reason = "O1: low-precision list"} : ...
+    %1 = mc.cast %0 : tensor<8x10xbf16> to tensor<8x10xf32>
+    %2 = mc.softmax %1, axis = 1 {mc.precision = "f32",
+           mc.precision_reason = "O1: f32 list"} : tensor<8x10xf32>
+    ```
+  }];
+  let options = [
+    Option<"dtype", "dtype", "std::string", /*default=*/"\"bf16\"",
+           "the low-precision type: bf16 or f16">,
+    Option<"level", "level", "std::string", /*default=*/"\"O1\"",
+           "O1 (per-op lists) or O2 (whole model except norms)">,
+    ListOption<"lowOps", "low-ops", "std::string",
+               "op names added to the low-precision list">,
+    ListOption<"f32Ops", "f32-ops", "std::string",
+               "op names added to the f32 list">,
+    ListOption<"locations", "locations", "std::string",
+               "per-location overrides NAME:f32 or NAME:<dtype>">,
+    Option<"entry", "entry", "std::string", /*default=*/"\"\"",
+           "the function (default: the only public one)">,
+  ];
+  let dependentDialects = ["::mc::MCDialect"];
+}
+
+def LossScalingPass : Pass<"mc-loss-scaling", "mlir::ModuleOp"> {
+  let summary = "dynamic loss scaling inside the training step";
+  let description = [{
+    Runs between `mc-autodiff` and `mc-optimizer`. The backward pass is
+    seeded with the loss scale instead of 1 (so every low-precision
+    intermediate of the backward pass is scaled up, which is the point);
+    the gradients are unscaled (multiplied by 1 / scale, as GradScaler does);
+    `grads_finite` (an `i1` scalar: every gradient element is finite) is
+    added to the results, and `mc-optimizer` keeps parameters and optimizer
+    state unchanged on a step where it is false. The scale and its growth
+    counter are mutable globals (`loss_scale`, `loss_scale.growth_tracker`)
+    updated as torch.cuda.amp.GradScaler does: times `backoff` and counter
+    reset on overflow; times `growth` after `interval` clean steps in a
+    row. Nothing leaves the graph: no host synchronisation per step.
+
+    ```mlir
+    %scale = ml_program.global_load @loss_scale : tensor<f32>
+    // ... backward seeded with %scale ...
+    %inv = mc.div %one, %scale : tensor<f32>
+    %g = mc.mul %gw_scaled, %inv_b : tensor<3x4xf32>
+    %finite = ... : tensor<i1>
+    ml_program.global_store @loss_scale = %new_scale : tensor<f32>
+    return %loss, %g, %finite
+    ```
+  }];
+  let options = [
+    Option<"init", "init", "double", /*default=*/"65536.0",
+           "initial loss scale">,
+    Option<"growth", "growth", "double", /*default=*/"2.0",
+           "scale factor after `interval` clean steps">,
+    Option<"backoff", "backoff", "double", /*default=*/"0.5",
+           "scale factor on a step with inf or NaN gradients">,
+    Option<"interval", "interval", "int64_t", /*default=*/"2000",
+           "clean steps between growths">,
+    Option<"entry", "entry", "std::string", /*default=*/"\"\"",
+           "the training-step function (default: the only public one)">,
+  ];
+  let dependentDialects = ["::mc::MCDialect",
+                           "::mlir::ml_program::MLProgramDialect"];
+}
+
 #endif // MC_PASSES_TD

@@ -26,7 +26,86 @@ void mc::buildCompilePipeline(OpPassManager& pm,
   pm.addPass(createVerifyContractPass(contract));
 }
 
+void mc::buildTrainPipeline(OpPassManager& pm,
+                            const TrainPipelineOptions& o) {
+  // 1. A clean forward function: inline helpers, fold, dedupe.
+  pm.addPass(createInlinerPass());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  // 2. Precision decisions on the forward pass only: autodiff then
+  //    differentiates through the casts, so the gradients of the f32 master
+  //    weights come out in f32 and the backward ops run in the precision
+  //    their forward ops chose.
+  if (!o.amp.empty()) {
+    AutoMixedPrecisionPassOptions amp;
+    amp.dtype = o.amp;
+    amp.level = o.ampLevel;
+    amp.lowOps.assign(o.ampLowOps.begin(), o.ampLowOps.end());
+    amp.f32Ops.assign(o.ampF32Ops.begin(), o.ampF32Ops.end());
+    amp.locations.assign(o.ampLocations.begin(), o.ampLocations.end());
+    amp.entry = o.entry;
+    pm.addPass(createAutoMixedPrecisionPass(amp));
+  }
+  // 3. (loss, gradient of every parameter).
+  AutodiffPassOptions ad;
+  ad.entry = o.entry;
+  pm.addPass(createAutodiffPass(ad));
+  // 4. Loss scaling needs the backward seed and the gradients, and must come
+  //    before the optimizer, which guards its updates with grads_finite.
+  bool scaling = o.lossScaling == "on" ||
+                 (o.lossScaling == "auto" && o.amp == "f16");
+  if (scaling) {
+    LossScalingPassOptions ls;
+    ls.init = o.scaleInit;
+    ls.growth = o.scaleGrowth;
+    ls.backoff = o.scaleBackoff;
+    ls.interval = o.scaleInterval;
+    ls.entry = o.entry;
+    pm.addPass(createLossScalingPass(ls));
+  }
+  // 5. The update: parameters and optimizer state become graph state.
+  OptimizerPassOptions opt;
+  opt.kind = o.optimizer;
+  opt.lr = o.lr;
+  opt.momentum = o.momentum;
+  opt.dampening = o.dampening;
+  opt.nesterov = o.nesterov;
+  opt.weightDecay = o.weightDecay;
+  opt.beta1 = o.beta1;
+  opt.beta2 = o.beta2;
+  opt.eps = o.eps;
+  opt.entry = o.entry;
+  pm.addPass(createOptimizerPass(opt));
+  // 6. Clean up what the passes built, then check the contract last.
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(createSymbolDCEPass());
+  VerifyContractPassOptions contract;
+  contract.target = o.target;
+  contract.entry = o.entry;
+  pm.addPass(createVerifyContractPass(contract));
+}
+
 namespace {
+struct TrainPipelineCLOptions
+    : public PassPipelineOptions<TrainPipelineCLOptions> {
+  Option<std::string> optimizer{*this, "optimizer",
+                                llvm::cl::desc("sgd or adamw"),
+                                llvm::cl::init("sgd")};
+  Option<double> lr{*this, "lr", llvm::cl::desc("learning rate"),
+                    llvm::cl::init(0.01)};
+  Option<double> momentum{*this, "momentum", llvm::cl::init(0.0)};
+  Option<double> weightDecay{*this, "weight-decay", llvm::cl::init(-1.0)};
+  Option<std::string> amp{*this, "amp", llvm::cl::desc("bf16, f16 or empty"),
+                          llvm::cl::init("")};
+  Option<std::string> ampLevel{*this, "amp-level", llvm::cl::init("O1")};
+  Option<std::string> lossScaling{*this, "loss-scaling",
+                                  llvm::cl::desc("auto, on or off"),
+                                  llvm::cl::init("auto")};
+  Option<int64_t> scaleInterval{*this, "loss-scale-interval",
+                                llvm::cl::init(2000)};
+};
+
 struct CompilePipelineCLOptions
     : public PassPipelineOptions<CompilePipelineCLOptions> {
   Option<std::string> target{*this, "target",
@@ -48,5 +127,21 @@ void mc::registerAllPasses() {
         options.target = cl.target;
         options.entry = cl.entry;
         buildCompilePipeline(pm, options);
+      });
+  PassPipelineRegistration<TrainPipelineCLOptions>(
+      "mc-train-pipeline",
+      "amp, autodiff, loss scaling, optimizer: a loss function becomes a "
+      "training step",
+      [](OpPassManager& pm, const TrainPipelineCLOptions& cl) {
+        TrainPipelineOptions o;
+        o.optimizer = cl.optimizer;
+        o.lr = cl.lr;
+        o.momentum = cl.momentum;
+        o.weightDecay = cl.weightDecay;
+        o.amp = cl.amp;
+        o.ampLevel = cl.ampLevel;
+        o.lossScaling = cl.lossScaling;
+        o.scaleInterval = cl.scaleInterval;
+        buildTrainPipeline(pm, o);
       });
 }

@@ -113,9 +113,8 @@ struct VerifyContractPass
   }
 
   LogicalResult checkGlobal(ml_program::GlobalOp global) {
-    if (global.getIsMutable())
-      return global.emitOpError()
-             << "is mutable; inference codegen accepts immutable parameters";
+    // Mutable globals are training state (parameters, optimizer moments):
+    // the runtime keeps them between runs.
     auto value = llvm::dyn_cast_or_null<ElementsAttr>(global.getValueAttr());
     if (!value)
       return global.emitOpError() << "has no tensor value";
@@ -153,6 +152,18 @@ struct VerifyContractPass
   LogicalResult checkOp(Operation* op) {
     if (llvm::isa<func::ReturnOp>(op))
       return success();
+    if (llvm::isa<ml_program::GlobalLoadOp, ml_program::GlobalStoreOp>(op)) {
+      SymbolRefAttr ref =
+          llvm::isa<ml_program::GlobalLoadOp>(op)
+              ? llvm::cast<ml_program::GlobalLoadOp>(op).getGlobalAttr()
+              : llvm::cast<ml_program::GlobalStoreOp>(op).getGlobalAttr();
+      auto global =
+          SymbolTable::lookupNearestSymbolFrom<ml_program::GlobalOp>(op, ref);
+      if (!global || !global.getIsMutable())
+        return op->emitOpError() << "accesses " << ref
+                                 << ", which is not a mutable global";
+      return success();
+    }
     if (auto load = llvm::dyn_cast<ml_program::GlobalLoadConstOp>(op)) {
       if (!SymbolTable::lookupNearestSymbolFrom<ml_program::GlobalOp>(
               op, load.getGlobalAttr()))
@@ -163,7 +174,8 @@ struct VerifyContractPass
     if (!llvm::isa<mc::MCDialect>(op->getDialect()))
       return op->emitOpError()
              << "is outside the codegen contract: the entry function may hold "
-                "only mc ops, ml_program.global_load_const and func.return";
+                "only mc ops, ml_program.global_load_const, global_load, "
+                "global_store and func.return";
     for (auto [i, v] : llvm::enumerate(op->getOperands()))
       if (failed(checkTensorType(op, v.getType(), "operand " + Twine(i))))
         return failure();

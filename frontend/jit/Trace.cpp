@@ -480,7 +480,7 @@ TracedModule trace(nn::Module& module, const Tensor& example,
       [&](const std::vector<Tensor>& in) {
         return std::vector<Tensor>{module(in[0])};
       },
-      {example}, module.namedParameters(), module.namedModules(), options);
+      {example}, module.stateDict(), module.namedModules(), options);
 }
 
 } // namespace mc::jit

@@ -55,7 +55,8 @@ private:
       const TraceOptions&);
 };
 
-/// Traces `module.forward` on `example` (one input).
+/// Traces `module.forward` on `example` (one input). Parameters and buffers
+/// (stateDict()) become named globals.
 TracedModule trace(nn::Module& module, const Tensor& example,
                    const TraceOptions& options = {});
 

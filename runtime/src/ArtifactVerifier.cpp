@@ -75,7 +75,7 @@ struct BufInfo {
   std::string name;
   DType dtype = DType::F32;
   Shape shape;
-  bool arena = true;
+  fb::BufferKind kind = fb::BufferKind::Arena;
   uint64_t offset = 0, size = 0;
 };
 
@@ -199,6 +199,18 @@ Status Verifier::checkLayout() {
   };
   MC_RETURN_IF_ERROR(zeros(tableEnd_, off));
   MC_RETURN_IF_ERROR(zeros(off + dsize, trailerStart));
+  // Schema 1.2: the state region's initial image lies inside the data
+  // section (so data_crc32 covers it). Older files have both fields 0.
+  uint64_t soff = model_->state_data_offset(), ssize = model_->state_size();
+  if (soff % kAlignment != 0)
+    return fail("state_data_offset " + std::to_string(soff) +
+                " is not 64-byte aligned");
+  if (soff > dsize || ssize > dsize - soff)
+    return fail("state image [" + std::to_string(soff) + ", +" +
+                std::to_string(ssize) +
+                ") (state_data_offset, state_size) is not inside the data "
+                "section of " +
+                std::to_string(dsize) + " bytes");
   uint32_t crc = crc32Bytes(p_ + off, dsize, 0);
   if (crc != model_->data_crc32())
     return fail("data section checksum mismatch: table says " +
@@ -214,6 +226,7 @@ Status Verifier::checkBuffers() {
   uint32_t count = buffers->size();
   bufs_.resize(count);
   uint64_t arenaSize = model_->arena_size(), dataSize = model_->data_size();
+  uint64_t stateSize = model_->state_size();
   for (uint32_t i = 0; i < count; ++i) {
     const fb::Buffer &fbuf = *buffers->Get(i);
     BufInfo &b = bufs_[i];
@@ -251,14 +264,24 @@ Status Verifier::checkBuffers() {
                   " is not 64-byte aligned");
     uint64_t limit;
     const char *region;
-    if (fbuf.kind() == fb::BufferKind::Arena) {
-      b.arena = true;
+    b.kind = fbuf.kind();
+    if (b.kind == fb::BufferKind::Arena) {
       limit = arenaSize;
       region = "arena_size";
-    } else if (fbuf.kind() == fb::BufferKind::Constant) {
-      b.arena = false;
+    } else if (b.kind == fb::BufferKind::Constant) {
       limit = dataSize;
       region = "data section size";
+    } else if (b.kind == fb::BufferKind::State) {
+      limit = stateSize;
+      region = "state_size";
+      // A checkpoint saves and restores state by name.
+      if (b.name.empty())
+        return fail(label + ": a State buffer needs a name (checkpoints "
+                            "refer to state by name)");
+      for (uint32_t j = 0; j < i; ++j)
+        if (bufs_[j].kind == fb::BufferKind::State && bufs_[j].name == b.name)
+          return fail(label + ": State buffer name '" + b.name +
+                      "' is used by buffer " + std::to_string(j) + " too");
     } else {
       return fail(label + ": unknown buffer kind " +
                   std::to_string(int(fbuf.kind())));
@@ -303,10 +326,10 @@ Status Verifier::checkSignature(
       return fail(label + ": signature says " + dtypeName(DType(sig.dtype())) +
                   shapeString(shape) + " but its " + bufDesc(sig.buffer()) +
                   " differs");
-    if (!b.arena)
-      return fail(label + ": " + bufDesc(sig.buffer()) +
-                  " is a Constant buffer; inputs and outputs must be Arena "
-                  "buffers");
+    if (b.kind != fb::BufferKind::Arena)
+      return fail(label + ": " + bufDesc(sig.buffer()) + " is a " +
+                  fb::EnumNameBufferKind(b.kind) +
+                  " buffer; inputs and outputs must be Arena buffers");
   }
   return Status::ok();
 }
@@ -336,11 +359,24 @@ Status Verifier::checkStep(size_t index, const fb::Step &step) {
       return fail(where + ": output " + std::to_string(i) +
                   " refers to buffer " + std::to_string(out[i]) +
                   ", but the model has " + std::to_string(bufs_.size()));
-    if (!bufs_[out[i]].arena)
+    if (bufs_[out[i]].kind == fb::BufferKind::Constant)
       return fail(where + ": output " + std::to_string(i) + " (" +
                   bufDesc(out[i]) +
-                  ") is a Constant buffer; step outputs must be Arena");
+                  ") is a Constant buffer; step outputs must be Arena (or "
+                  "State, for elementwise kinds)");
   }
+  // Elementwise kinds (the same element count in and out, element i read
+  // before element i is written): Copy to Cast, Abs to Not. Only these may
+  // write State buffers (a global store is a Copy; an optimizer update may
+  // write its parameter in place).
+  bool elementwise = (kind >= fb::OpKind::Copy && kind <= fb::OpKind::Cast) ||
+                     (kind >= fb::OpKind::Abs && kind <= fb::OpKind::Not);
+  for (size_t i = 0; i < out.size(); ++i)
+    if (bufs_[out[i]].kind == fb::BufferKind::State && !elementwise)
+      return fail(where + ": output " + std::to_string(i) + " (" +
+                  bufDesc(out[i]) +
+                  ") is a State buffer; only Copy and elementwise kinds may "
+                  "write state");
   MC_RETURN_IF_ERROR(checkStepKind(kind, step, in, out, where));
   // Outputs may not partly overlap an input: kernels other than the
   // elementwise ones read inputs after writing outputs. An exactly shared
@@ -354,14 +390,18 @@ Status Verifier::checkStep(size_t index, const fb::Step &step) {
     const BufInfo &ob = bufs_[o];
     for (uint32_t i : in) {
       const BufInfo &ib = bufs_[i];
-      if (!ib.arena || ob.size == 0 || ib.size == 0)
+      // Only buffers of one region (the arena, or the state region) share
+      // bytes.
+      if (ib.kind != ob.kind || ob.size == 0 || ib.size == 0)
         continue;
       bool disjoint =
           ob.offset + ob.size <= ib.offset || ib.offset + ib.size <= ob.offset;
       bool same = ob.offset == ib.offset && ob.size == ib.size;
       if (!disjoint && !(same && inPlaceOk))
         return fail(where + ": output " + bufDesc(o) + " overlaps input " +
-                    bufDesc(i) + " in the arena");
+                    bufDesc(i) + " in the " +
+                    (ob.kind == fb::BufferKind::State ? "state region"
+                                                      : "arena"));
     }
   }
   return Status::ok();
@@ -522,14 +562,14 @@ Status Verifier::checkStepKind(fb::OpKind kind, const fb::Step &step,
     MC_RETURN_IF_ERROR(counts(2, 1));
     MC_RETURN_IF_ERROR(sameTypeShape(in[0], in[1], "input 1"));
     MC_RETURN_IF_ERROR(sameTypeShape(in[0], out[0], "output"));
-    return dtypeIn(in[0], {DType::F32, DType::I32, DType::I64},
-                   "f32, i32, i64");
+    return dtypeIn(in[0], {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64},
+                   "f32, f16, bf16, i32, i64");
   case K::Neg:
   case K::Relu:
     MC_RETURN_IF_ERROR(counts(1, 1));
     MC_RETURN_IF_ERROR(sameTypeShape(in[0], out[0], "output"));
-    return dtypeIn(in[0], {DType::F32, DType::I32, DType::I64},
-                   "f32, i32, i64");
+    return dtypeIn(in[0], {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64},
+                   "f32, f16, bf16, i32, i64");
   case K::Exp:
   case K::Log:
   case K::Tanh:
@@ -537,7 +577,7 @@ Status Verifier::checkStepKind(fb::OpKind kind, const fb::Step &step,
   case K::Sqrt:
     MC_RETURN_IF_ERROR(counts(1, 1));
     MC_RETURN_IF_ERROR(sameTypeShape(in[0], out[0], "output"));
-    return dtypeIn(in[0], {DType::F32}, "f32");
+    return dtypeIn(in[0], {DType::F32, DType::F16, DType::BF16}, "f32, f16, bf16");
   case K::Cast:
     MC_RETURN_IF_ERROR(counts(1, 1));
     if (bufs_[in[0]].shape != bufs_[out[0]].shape)
@@ -597,10 +637,10 @@ Status Verifier::checkStepKind(fb::OpKind kind, const fb::Step &step,
     MC_RETURN_IF_ERROR(counts(1, 1));
     MC_RETURN_IF_ERROR(sameType(in[0], out[0]));
     if (kind == K::ReduceMax || kind == K::ReduceMin)
-      MC_RETURN_IF_ERROR(dtypeIn(in[0], {DType::F32, DType::I32, DType::I64},
-                                 "f32, i32, i64"));
+      MC_RETURN_IF_ERROR(dtypeIn(in[0], {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64},
+                                 "f32, f16, bf16, i32, i64"));
     else
-      MC_RETURN_IF_ERROR(dtypeIn(in[0], {DType::F32}, "f32"));
+      MC_RETURN_IF_ERROR(dtypeIn(in[0], {DType::F32, DType::F16, DType::BF16}, "f32, f16, bf16"));
     const fb::ReduceAttrs *attrs = step.attrs_as_ReduceAttrs();
     std::vector<int64_t> dims = toInts(attrs->dims());
     const Shape &a = bufs_[in[0]].shape;
@@ -628,7 +668,7 @@ Status Verifier::checkStepKind(fb::OpKind kind, const fb::Step &step,
   case K::LogSoftmax: {
     MC_RETURN_IF_ERROR(counts(1, 1));
     MC_RETURN_IF_ERROR(sameTypeShape(in[0], out[0], "output"));
-    MC_RETURN_IF_ERROR(dtypeIn(in[0], {DType::F32}, "f32"));
+    MC_RETURN_IF_ERROR(dtypeIn(in[0], {DType::F32, DType::F16, DType::BF16}, "f32, f16, bf16"));
     int64_t axis = step.attrs_as_SoftmaxAttrs()->axis();
     int64_t r = int64_t(bufs_[in[0]].shape.size());
     if (axis < -r || axis >= r)
@@ -638,10 +678,11 @@ Status Verifier::checkStepKind(fb::OpKind kind, const fb::Step &step,
   }
   case K::MatMul: {
     MC_RETURN_IF_ERROR(counts(2, 1));
-    for (uint32_t b : {in[0], in[1], out[0]})
-      if (bufs_[b].dtype != DType::F32)
-        return fail(where + ": unsupported dtype in " + bufDesc(b) +
-                    "; supported: f32");
+    MC_RETURN_IF_ERROR(dtypeIn(in[0], {DType::F32, DType::F16, DType::BF16}, "f32, f16, bf16"));
+    for (uint32_t b : {in[1], out[0]})
+      if (bufs_[b].dtype != bufs_[in[0]].dtype)
+        return fail(where + ": " + bufDesc(b) +
+                    " must have the dtype of input 0, " + bufDesc(in[0]));
     const fb::MatMulAttrs *attrs = step.attrs_as_MatMulAttrs();
     const Shape &a = bufs_[in[0]].shape, &b = bufs_[in[1]].shape;
     size_t r = a.size();
@@ -767,9 +808,9 @@ Status Verifier::checkModelOps(fb::OpKind kind, const fb::Step &step,
     if (kind == K::Not)
       return dtypeOf(in[0], "input 0", {DType::I1}, "i1");
     if (kind == K::Abs || kind == K::Minimum || kind == K::Clamp)
-      return dtypeOf(in[0], "input 0", {DType::F32, DType::I32, DType::I64},
-                     "f32, i32, i64");
-    return dtypeOf(in[0], "input 0", {DType::F32}, "f32");
+      return dtypeOf(in[0], "input 0", {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64},
+                     "f32, f16, bf16, i32, i64");
+    return dtypeOf(in[0], "input 0", {DType::F32, DType::F16, DType::BF16}, "f32, f16, bf16");
   }
   case K::Compare: {
     MC_RETURN_IF_ERROR(counts(2, 1));
@@ -781,13 +822,14 @@ Status Verifier::checkModelOps(fb::OpKind kind, const fb::Step &step,
     bool eqNe =
         dir == fb::CompareDirection::EQ || dir == fb::CompareDirection::NE;
     if (eqNe)
-      MC_RETURN_IF_ERROR(dtypeOf(
-          in[0], "input 0", {DType::F32, DType::I32, DType::I64, DType::I1},
-          "f32, i32, i64, i1"));
-    else
       MC_RETURN_IF_ERROR(dtypeOf(in[0], "input 0",
-                                 {DType::F32, DType::I32, DType::I64},
-                                 "f32, i32, i64 (i1 only for EQ and NE)"));
+                                 {DType::F32, DType::F16, DType::BF16,
+                                  DType::I32, DType::I64, DType::I1},
+                                 "f32, f16, bf16, i32, i64, i1"));
+    else
+      MC_RETURN_IF_ERROR(
+          dtypeOf(in[0], "input 0", {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64},
+                  "f32, f16, bf16, i32, i64 (i1 only for EQ and NE)"));
     if (bufs_[out[0]].dtype != DType::I1 ||
         bufs_[out[0]].shape != bufs_[in[0]].shape)
       return fail(where + ": output " + bufDesc(out[0]) + " must be i1" +
@@ -917,10 +959,11 @@ Status Verifier::checkModelOps(fb::OpKind kind, const fb::Step &step,
   }
   case K::Conv2d: {
     MC_RETURN_IF_ERROR(counts(2, 1));
-    for (uint32_t b : {in[0], in[1], out[0]})
-      if (bufs_[b].dtype != DType::F32)
-        return fail(where + ": unsupported dtype in " + bufDesc(b) +
-                    "; supported: f32");
+    MC_RETURN_IF_ERROR(dtypeOf(in[0], "input 0", {DType::F32, DType::F16, DType::BF16}, "f32, f16, bf16"));
+    for (uint32_t b : {in[1], out[0]})
+      if (bufs_[b].dtype != bufs_[in[0]].dtype)
+        return fail(where + ": " + bufDesc(b) +
+                    " must have the dtype of input 0, " + bufDesc(in[0]));
     const Shape &x = bufs_[in[0]].shape, &w = bufs_[in[1]].shape;
     if (x.size() != 4 || w.size() != 4)
       return fail(where + ": input " + bufDesc(in[0]) + " and weight " +
@@ -977,9 +1020,10 @@ Status Verifier::checkModelOps(fb::OpKind kind, const fb::Step &step,
   case K::MaxPool2d:
   case K::AvgPool2d: {
     MC_RETURN_IF_ERROR(counts(1, 1));
-    MC_RETURN_IF_ERROR(dtypeOf(in[0], "input 0", {DType::F32}, "f32"));
-    if (bufs_[out[0]].dtype != DType::F32)
-      return fail(where + ": output " + bufDesc(out[0]) + " must be f32");
+    MC_RETURN_IF_ERROR(dtypeOf(in[0], "input 0", {DType::F32, DType::F16, DType::BF16}, "f32, f16, bf16"));
+    if (bufs_[out[0]].dtype != bufs_[in[0]].dtype)
+      return fail(where + ": output " + bufDesc(out[0]) +
+                  " must have the dtype of input 0, " + bufDesc(in[0]));
     const Shape &x = bufs_[in[0]].shape, &r = bufs_[out[0]].shape;
     if (x.size() != 4 || r.size() != 4 || r[0] != x[0] || r[1] != x[1])
       return fail(where + ": input " + bufDesc(in[0]) + " and output " +
@@ -1025,7 +1069,7 @@ Status Verifier::checkModelOps(fb::OpKind kind, const fb::Step &step,
   case K::LayerNorm: {
     bool bn = kind == K::BatchNorm;
     MC_RETURN_IF_ERROR(counts(bn ? 5 : 3, 1));
-    MC_RETURN_IF_ERROR(dtypeOf(in[0], "input 0", {DType::F32}, "f32"));
+    MC_RETURN_IF_ERROR(dtypeOf(in[0], "input 0", {DType::F32, DType::F16, DType::BF16}, "f32, f16, bf16"));
     MC_RETURN_IF_ERROR(sameAs(in[0], "input 0", out[0], "output"));
     const fb::NormAttrs *attrs = step.attrs_as_NormAttrs();
     MC_RETURN_IF_ERROR(epsilonOk(attrs->epsilon()));
@@ -1040,10 +1084,12 @@ Status Verifier::checkModelOps(fb::OpKind kind, const fb::Step &step,
     static const char *const lnNames[] = {"gamma", "beta"};
     for (size_t k = 1; k < in.size(); ++k) {
       const BufInfo &b = bufs_[in[k]];
-      if (b.dtype != DType::F32 || b.shape != param)
+      DType xt = bufs_[in[0]].dtype;
+      if (b.dtype != xt || b.shape != param)
         return fail(where + ": input " + std::to_string(k) + " (" +
                     (bn ? bnNames[k - 1] : lnNames[k - 1]) + ") " +
-                    bufDesc(in[k]) + " must be f32" + shapeString(param) +
+                    bufDesc(in[k]) + " must be " + dtypeName(xt) +
+                    shapeString(param) +
                     (bn ? " (the size of the feature axis)"
                         : " (the normalized dims of input 0)"));
     }

@@ -3,6 +3,8 @@
 #include "modelc/model.h"
 #include "modelc/runtime.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <new>
 
@@ -180,5 +182,65 @@ mc_status_t mc_session_output(const mc_session_t *session, size_t index,
     return err("mc_session_output: null session");
   return toC(session->session->output(index, out_data, out_byte_size));
 }
+
+size_t mc_model_num_state(const mc_model_t *model) {
+  return model ? model->model->states().size() : 0;
+}
+
+mc_status_t mc_model_state_info(const mc_model_t *model, size_t index,
+                                mc_tensor_info_t *out_info) {
+  if (!model)
+    return err("null model");
+  return info(model->model->states(), index, "state", out_info);
+}
+
+mc_status_t mc_session_read_state(const mc_session_t *session,
+                                  const char *name, void *dst, size_t bytes) {
+  if (!session || !name)
+    return err("mc_session_read_state: null argument");
+  return guarded([&] { return session->session->readState(name, dst, bytes); });
+}
+
+mc_status_t mc_session_write_state(mc_session_t *session, const char *name,
+                                   const void *src, size_t bytes) {
+  if (!session || !name)
+    return err("mc_session_write_state: null argument");
+  return guarded(
+      [&] { return session->session->writeState(name, src, bytes); });
+}
+
+mc_status_t mc_session_save_checkpoint(const mc_session_t *session,
+                                       const char *path,
+                                       const char *metadata_json) {
+  if (!session || !path)
+    return err("mc_session_save_checkpoint: null argument");
+  return guarded([&] {
+    return session->session->saveCheckpoint(path,
+                                            metadata_json ? metadata_json : "");
+  });
+}
+
+mc_status_t mc_session_load_checkpoint(mc_session_t *session, const char *path,
+                                       char **metadata_json_out) {
+  if (!session || !path)
+    return err("mc_session_load_checkpoint: null argument");
+  if (metadata_json_out)
+    *metadata_json_out = nullptr;
+  return guarded([&] {
+    std::string meta;
+    MC_RETURN_IF_ERROR(session->session->loadCheckpoint(path, &meta));
+    if (metadata_json_out) {
+      char *s = static_cast<char *>(std::malloc(meta.size() + 1));
+      if (!s)
+        return Status::error("out of memory");
+      std::memcpy(s, meta.data(), meta.size());
+      s[meta.size()] = 0;
+      *metadata_json_out = s;
+    }
+    return Status::ok();
+  });
+}
+
+void mc_string_free(char *s) { std::free(s); }
 
 } // extern "C"

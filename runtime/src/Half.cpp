@@ -1,5 +1,6 @@
 // dtype helpers and the f32 <-> f16/bf16 conversions (round to nearest even,
 // NaN/inf/subnormal exact), shared by the cast kernel and npy I/O.
+#include "KernelUtil.h"
 #include "modelc/kernels.h"
 #include "modelc/version.h"
 
@@ -136,5 +137,34 @@ uint16_t floatToBf16(float f) {
   uint32_t bias = 0x7fffu + ((x >> 16) & 1);
   return uint16_t((x + bias) >> 16);
 }
+
+namespace detail {
+
+void widenToF32(DType t, const void *src, float *dst, int64_t n) {
+  const uint16_t *h = static_cast<const uint16_t *>(src);
+  if (t == DType::BF16)
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = bf16ToFloat(h[i]);
+  else
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = halfToFloat(h[i]);
+}
+
+void narrowFromF32(DType t, const float *src, void *dst, int64_t n) {
+  uint16_t *h = static_cast<uint16_t *>(dst);
+  if (t == DType::BF16)
+    for (int64_t i = 0; i < n; ++i)
+      h[i] = floatToBf16(src[i]);
+  else
+    for (int64_t i = 0; i < n; ++i)
+      h[i] = floatToHalf(src[i]);
+}
+
+NarrowStaging &narrowStaging() {
+  thread_local NarrowStaging staging;
+  return staging;
+}
+
+} // namespace detail
 
 } // namespace mc::rt

@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace mc::rt::detail {
 
@@ -119,6 +120,97 @@ inline Status stridedCopyAny(const char *op, DType t, const Shape &shape,
   }
   return Status::error(std::string(op) + ": invalid dtype " +
                        std::to_string(int(t)));
+}
+
+//===--- f16 / bf16 through f32 ---===//
+//
+// Every float kernel accepts f16 and bf16 by widening its float operands to
+// f32 (exact), running the f32 kernel, and rounding the f32 result once to
+// the narrow type (nearest even). So an f16/bf16 result is, by definition,
+// the f32 kernel's result on the same (widened) inputs, rounded once.
+
+inline bool isNarrowFloat(DType t) {
+  return t == DType::F16 || t == DType::BF16;
+}
+
+/// f16/bf16 <-> f32 of n elements (round to nearest even when narrowing).
+void widenToF32(DType t, const void *src, float *dst, int64_t n);
+void narrowFromF32(DType t, const float *src, void *dst, int64_t n);
+
+/// Per-thread f32 copies of a kernel's operands and result. They grow on
+/// first use and are reused after, so a session's run() allocates only the
+/// first time a thread runs a narrow-float step of a given size.
+inline constexpr int kMaxStaged = 6;
+struct NarrowStaging {
+  ConstTensor in[kMaxStaged];
+  MutTensor out{DType::F32, {}, nullptr};
+  std::vector<float> buf[kMaxStaged + 1];
+};
+NarrowStaging &narrowStaging();
+
+/// When any of `ins` (N <= kMaxStaged) or `out` is f16 or bf16: sets
+/// *handled, runs `kernel(const ConstTensor *in, const MutTensor &out)` on
+/// f32 copies of every tensor of that dtype (others, e.g. i32 indices or an
+/// i1 result, pass through) and rounds the result back into `out`. Mixing
+/// f16 or bf16 with another float dtype is an error naming both. Otherwise
+/// leaves *handled false and returns ok: the caller runs its own code.
+template <size_t N, typename F>
+Status viaF32(const char *op, const ConstTensor *const (&ins)[N],
+              const MutTensor &out, bool *handled, F kernel) {
+  static_assert(N <= size_t(kMaxStaged), "too many operands to stage");
+  *handled = false;
+  DType narrow = DType::F32;
+  bool found = false, wide = false;
+  auto see = [&](DType t) -> Status {
+    if (isNarrowFloat(t)) {
+      if (found && t != narrow)
+        return Status::error(std::string(op) + ": operands mix " +
+                             dtypeName(narrow) + " and " + dtypeName(t));
+      narrow = t;
+      found = true;
+    }
+    wide |= t == DType::F32;
+    return Status::ok();
+  };
+  for (const ConstTensor *t : ins)
+    MC_RETURN_IF_ERROR(see(t->dtype));
+  MC_RETURN_IF_ERROR(see(out.dtype));
+  if (!found)
+    return Status::ok();
+  *handled = true;
+  if (wide)
+    return Status::error(std::string(op) + ": operands mix " +
+                         dtypeName(narrow) + " and f32 (one float dtype per "
+                         "op; convert with a cast)");
+  auto count = [&](const Shape &s, int64_t *n) -> Status {
+    MC_RETURN_IF_ERROR(checkRank(op, "operand", s));
+    *n = numElements(s);
+    return Status::ok();
+  };
+  NarrowStaging &st = narrowStaging();
+  for (size_t i = 0; i < N; ++i) {
+    st.in[i] = *ins[i];
+    if (ins[i]->dtype != narrow)
+      continue;
+    int64_t n = 0;
+    MC_RETURN_IF_ERROR(count(ins[i]->shape, &n));
+    st.buf[i].resize(size_t(n));
+    widenToF32(narrow, ins[i]->data, st.buf[i].data(), n);
+    st.in[i].dtype = DType::F32;
+    st.in[i].data = st.buf[i].data();
+  }
+  st.out = out;
+  int64_t nOut = 0;
+  if (out.dtype == narrow) {
+    MC_RETURN_IF_ERROR(count(out.shape, &nOut));
+    st.buf[N].resize(size_t(nOut));
+    st.out.dtype = DType::F32;
+    st.out.data = st.buf[N].data();
+  }
+  MC_RETURN_IF_ERROR(kernel(static_cast<const ConstTensor *>(st.in), st.out));
+  if (out.dtype == narrow)
+    narrowFromF32(narrow, st.buf[N].data(), out.data, nOut);
+  return Status::ok();
 }
 
 } // namespace mc::rt::detail

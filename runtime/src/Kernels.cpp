@@ -291,6 +291,15 @@ void reduceLoop(const T *x, T *y, Odometer &kept, Odometer &red, int64_t nOut,
 } // namespace
 
 Status unary(UnaryOp op, const ConstTensor &a, const MutTensor &out) {
+  {
+    bool narrow = false;
+    const ConstTensor *const ins[] = {&a};
+    Status st = detail::viaF32(
+        unaryName(op), ins, out, &narrow,
+        [&](const ConstTensor *in, const MutTensor &o) { return unary(op, in[0], o); });
+    if (narrow || !st)
+      return st;
+  }
   const char *name = unaryName(op);
   MC_RETURN_IF_ERROR(
       sameTypeAndShape(name, "result", a.dtype, a.shape, out.dtype, out.shape));
@@ -347,11 +356,13 @@ Status unary(UnaryOp op, const ConstTensor &a, const MutTensor &out) {
     });
     break;
   case UnaryOp::GeluTanh: // PyTorch's approximate='tanh'
+    // 0.5 x (1 + tanh(u)) == x / (1 + exp(-2u)): the same function, with
+    // exp (several times faster than tanh); exp overflowing to inf gives -0.
     mapF32(a, out, [](float x) {
       const float kBeta = float(M_SQRT2 * M_2_SQRTPI * 0.5); // sqrt(2/pi)
       const float kKappa = 0.044715f;
       float inner = kBeta * (x + kKappa * x * x * x);
-      return 0.5f * x * (1.0f + std::tanh(inner));
+      return x / (1.0f + std::exp(-2.0f * inner));
     });
     break;
   case UnaryOp::Not: // handled above
@@ -362,6 +373,15 @@ Status unary(UnaryOp op, const ConstTensor &a, const MutTensor &out) {
 
 Status binary(BinaryOp op, const ConstTensor &a, const ConstTensor &b,
               const MutTensor &out) {
+  {
+    bool narrow = false;
+    const ConstTensor *const ins[] = {&a, &b};
+    Status st = detail::viaF32(
+        binaryName(op), ins, out, &narrow,
+        [&](const ConstTensor *in, const MutTensor &o) { return binary(op, in[0], in[1], o); });
+    if (narrow || !st)
+      return st;
+  }
   const char *name = binaryName(op);
   MC_RETURN_IF_ERROR(
       sameTypeAndShape(name, "rhs", a.dtype, a.shape, b.dtype, b.shape));
@@ -529,6 +549,15 @@ Status transpose(const ConstTensor &a, const std::vector<int64_t> &perm,
 Status reduce(ReduceOp op, const ConstTensor &a,
               const std::vector<int64_t> &dims, bool keepdim,
               const MutTensor &out) {
+  {
+    bool narrow = false;
+    const ConstTensor *const ins[] = {&a};
+    Status st = detail::viaF32(
+        reduceName(op), ins, out, &narrow,
+        [&](const ConstTensor *in, const MutTensor &o) { return reduce(op, in[0], dims, keepdim, o); });
+    if (narrow || !st)
+      return st;
+  }
   const char *name = reduceName(op);
   MC_RETURN_IF_ERROR(checkRank(name, "operand", a.shape));
   if (a.dtype != out.dtype)
@@ -623,6 +652,15 @@ Status reduce(ReduceOp op, const ConstTensor &a,
 }
 
 Status softmax(const ConstTensor &a, int64_t axis, const MutTensor &out) {
+  {
+    bool narrow = false;
+    const ConstTensor *const ins[] = {&a};
+    Status st = detail::viaF32(
+        "softmax", ins, out, &narrow,
+        [&](const ConstTensor *in, const MutTensor &o) { return softmax(in[0], axis, o); });
+    if (narrow || !st)
+      return st;
+  }
   MC_RETURN_IF_ERROR(checkRank("softmax", "operand", a.shape));
   MC_RETURN_IF_ERROR(sameTypeAndShape("softmax", "result", a.dtype, a.shape,
                                       out.dtype, out.shape));
@@ -758,6 +796,15 @@ void selectLoop(const uint8_t *p, const ConstTensor &a, const ConstTensor &b,
 } // namespace
 
 Status clamp(const ConstTensor &a, double lo, double hi, const MutTensor &out) {
+  {
+    bool narrow = false;
+    const ConstTensor *const ins[] = {&a};
+    Status st = detail::viaF32(
+        "clamp", ins, out, &narrow,
+        [&](const ConstTensor *in, const MutTensor &o) { return clamp(in[0], lo, hi, o); });
+    if (narrow || !st)
+      return st;
+  }
   MC_RETURN_IF_ERROR(sameTypeAndShape("clamp", "result", a.dtype, a.shape,
                                       out.dtype, out.shape));
   switch (a.dtype) {
@@ -785,6 +832,15 @@ Status clamp(const ConstTensor &a, double lo, double hi, const MutTensor &out) {
 
 Status compare(CompareOp op, const ConstTensor &a, const ConstTensor &b,
                const MutTensor &out) {
+  {
+    bool narrow = false;
+    const ConstTensor *const ins[] = {&a, &b};
+    Status st = detail::viaF32(
+        compareName(op), ins, out, &narrow,
+        [&](const ConstTensor *in, const MutTensor &o) { return compare(op, in[0], in[1], o); });
+    if (narrow || !st)
+      return st;
+  }
   std::string name = std::string("compare ") + compareName(op);
   MC_RETURN_IF_ERROR(sameTypeAndShape(name.c_str(), "rhs", a.dtype, a.shape,
                                       b.dtype, b.shape));

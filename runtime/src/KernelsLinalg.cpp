@@ -10,6 +10,15 @@ namespace mc::rt {
 
 Status matmul(const ConstTensor &a, const ConstTensor &b, bool transposeA,
               bool transposeB, const MutTensor &out) {
+  {
+    bool narrow = false;
+    const ConstTensor *const ins[] = {&a, &b};
+    Status st = detail::viaF32(
+        "matmul", ins, out, &narrow,
+        [&](const ConstTensor *in, const MutTensor &o) { return matmul(in[0], in[1], transposeA, transposeB, o); });
+    if (narrow || !st)
+      return st;
+  }
   using detail::typeString;
   MC_RETURN_IF_ERROR(detail::checkRank("matmul", "lhs", a.shape));
   MC_RETURN_IF_ERROR(detail::checkRank("matmul", "rhs", b.shape));

@@ -203,6 +203,15 @@ size_t conv2dWorkspaceSize(const Shape &input, const Shape &weight,
 Status conv2d(const ConstTensor &input, const ConstTensor &weight,
               const Conv2dParams &params, const MutTensor &out,
               float *workspace, size_t workspaceFloats) {
+  {
+    bool narrow = false;
+    const ConstTensor *const ins[] = {&input, &weight};
+    Status st = detail::viaF32(
+        "conv2d", ins, out, &narrow,
+        [&](const ConstTensor *in, const MutTensor &o) { return conv2d(in[0], in[1], params, o, workspace, workspaceFloats); });
+    if (narrow || !st)
+      return st;
+  }
   ConvDims d;
   MC_RETURN_IF_ERROR(checkConv(input, weight, params, out, &d));
   const float *x = static_cast<const float *>(input.data);
@@ -277,6 +286,15 @@ Status checkPool(const char *op, const ConstTensor &input,
 
 Status maxPool2d(const ConstTensor &input, const Pool2dParams &p,
                  const MutTensor &out) {
+  {
+    bool narrow = false;
+    const ConstTensor *const ins[] = {&input};
+    Status st = detail::viaF32(
+        "max_pool2d", ins, out, &narrow,
+        [&](const ConstTensor *in, const MutTensor &o) { return maxPool2d(in[0], p, o); });
+    if (narrow || !st)
+      return st;
+  }
   MC_RETURN_IF_ERROR(checkPool("max_pool2d", input, p, out));
   int64_t nc = input.shape[0] * input.shape[1], h = input.shape[2],
           w = input.shape[3], oh = out.shape[2], ow = out.shape[3];
@@ -313,6 +331,15 @@ Status maxPool2d(const ConstTensor &input, const Pool2dParams &p,
 
 Status avgPool2d(const ConstTensor &input, const Pool2dParams &p,
                  bool countIncludePad, const MutTensor &out) {
+  {
+    bool narrow = false;
+    const ConstTensor *const ins[] = {&input};
+    Status st = detail::viaF32(
+        "avg_pool2d", ins, out, &narrow,
+        [&](const ConstTensor *in, const MutTensor &o) { return avgPool2d(in[0], p, countIncludePad, o); });
+    if (narrow || !st)
+      return st;
+  }
   MC_RETURN_IF_ERROR(checkPool("avg_pool2d", input, p, out));
   int64_t nc = input.shape[0] * input.shape[1], h = input.shape[2],
           w = input.shape[3], oh = out.shape[2], ow = out.shape[3];
@@ -362,6 +389,15 @@ Status batchNorm(const ConstTensor &x, const ConstTensor &scale,
                  const ConstTensor &offset, const ConstTensor &mean,
                  const ConstTensor &variance, double epsilon, int64_t axis,
                  const MutTensor &out) {
+  {
+    bool narrow = false;
+    const ConstTensor *const ins[] = {&x, &scale, &offset, &mean, &variance};
+    Status st = detail::viaF32(
+        "batch_norm", ins, out, &narrow,
+        [&](const ConstTensor *in, const MutTensor &o) { return batchNorm(in[0], in[1], in[2], in[3], in[4], epsilon, axis, o); });
+    if (narrow || !st)
+      return st;
+  }
   const char *op = "batch_norm";
   MC_RETURN_IF_ERROR(checkRank(op, "operand", x.shape));
   MC_RETURN_IF_ERROR(detail::sameTypeAndShape(op, "result", x.dtype, x.shape,
@@ -406,6 +442,15 @@ Status batchNorm(const ConstTensor &x, const ConstTensor &scale,
 Status layerNorm(const ConstTensor &x, const ConstTensor &gamma,
                  const ConstTensor &beta, int64_t axis, double epsilon,
                  const MutTensor &out) {
+  {
+    bool narrow = false;
+    const ConstTensor *const ins[] = {&x, &gamma, &beta};
+    Status st = detail::viaF32(
+        "layer_norm", ins, out, &narrow,
+        [&](const ConstTensor *in, const MutTensor &o) { return layerNorm(in[0], in[1], in[2], axis, epsilon, o); });
+    if (narrow || !st)
+      return st;
+  }
   const char *op = "layer_norm";
   MC_RETURN_IF_ERROR(checkRank(op, "operand", x.shape));
   MC_RETURN_IF_ERROR(detail::sameTypeAndShape(op, "result", x.dtype, x.shape,
@@ -460,6 +505,15 @@ Status layerNorm(const ConstTensor &x, const ConstTensor &gamma,
 }
 
 Status logSoftmax(const ConstTensor &a, int64_t axis, const MutTensor &out) {
+  {
+    bool narrow = false;
+    const ConstTensor *const ins[] = {&a};
+    Status st = detail::viaF32(
+        "log_softmax", ins, out, &narrow,
+        [&](const ConstTensor *in, const MutTensor &o) { return logSoftmax(in[0], axis, o); });
+    if (narrow || !st)
+      return st;
+  }
   const char *op = "log_softmax";
   MC_RETURN_IF_ERROR(checkRank(op, "operand", a.shape));
   MC_RETURN_IF_ERROR(detail::sameTypeAndShape(op, "result", a.dtype, a.shape,

@@ -112,6 +112,21 @@ Status Model::fromBytes(AlignedBytes bytes, const std::string &name,
   };
   collect(m->table_->inputs(), m->inputs_);
   collect(m->table_->outputs(), m->outputs_);
+  // The verifier has checked that State names are non-empty and unique.
+  const auto &buffers = *m->table_->buffers();
+  for (uint32_t i = 0; i < buffers.size(); ++i) {
+    const fb::Buffer *b = buffers.Get(i);
+    if (b->kind() != fb::BufferKind::State)
+      continue;
+    TensorInfo info;
+    info.name = b->name()->str();
+    info.dtype = DType(b->dtype());
+    if (b->shape())
+      info.shape.assign(b->shape()->begin(), b->shape()->end());
+    info.buffer = i;
+    info.byteSize = size_t(b->size());
+    m->states_.push_back(std::move(info));
+  }
   *out = std::move(m);
   return Status::ok();
 }
@@ -137,6 +152,9 @@ Status Model::findInput(const std::string &name, size_t *index) const {
 }
 Status Model::findOutput(const std::string &name, size_t *index) const {
   return findByName(outputs_, name, "output", name_, index);
+}
+Status Model::findState(const std::string &name, size_t *index) const {
+  return findByName(states_, name, "state buffer", name_, index);
 }
 
 } // namespace mc::rt

@@ -1,5 +1,6 @@
 // The executor: one arena per session, per-step tensor views built once at
 // creation, so run() only dispatches to the kernels (no allocation).
+#include "modelc/checkpoint.h"
 #include "modelc/model.h"
 
 #include <algorithm>
@@ -163,6 +164,7 @@ int64_t at(const flatbuffers::Vector<int64_t> *v, uint32_t i, int64_t dflt) {
 
 struct Session::Impl {
   AlignedBytes arena;
+  AlignedBytes state; // the state region: persists between runs
   AlignedBytes workspace; // Conv2d im2col scratch, shared by the steps
   std::vector<StepExec> steps;
   std::vector<InputSlot> inputs;
@@ -181,12 +183,19 @@ Status Session::create(const Model &model, std::unique_ptr<Session> *out) {
   if (!impl.arena.data() || impl.arena.size() != t.arena_size())
     return Status::error(model.name() + ": cannot allocate an arena of " +
                          std::to_string(t.arena_size()) + " bytes");
+  impl.state = AlignedBytes(size_t(model.stateSize()));
+  if (!impl.state.data() || impl.state.size() != model.stateSize())
+    return Status::error(model.name() + ": cannot allocate a state region of " +
+                         std::to_string(model.stateSize()) + " bytes");
+  s->resetState();
   // The verifier has checked every index, offset and shape used below.
   const auto &buffers = *t.buffers();
   auto bufPtr = [&](uint32_t i) -> uint8_t * {
     const fb::Buffer *b = buffers.Get(i);
     if (b->kind() == fb::BufferKind::Constant)
       return const_cast<uint8_t *>(model.constantData()) + b->offset();
+    if (b->kind() == fb::BufferKind::State)
+      return impl.state.data() + b->offset();
     return impl.arena.data() + b->offset();
   };
   auto shapeOf = [&](uint32_t i) {
@@ -296,6 +305,7 @@ Status Session::create(const Model &model, std::unique_ptr<Session> *out) {
         for (uint32_t o : *st->outputs()) {
           const fb::Buffer *ob = buffers.Get(o);
           slot.clobbered |=
+              ob->kind() == fb::BufferKind::Arena &&
               overlaps(b->offset(), b->size(), ob->offset(), ob->size());
         }
     if (slot.clobbered)
@@ -374,6 +384,107 @@ Status Session::output(size_t index, const void **data,
     *data = impl_->arena.data() + b->offset();
   if (byteSize)
     *byteSize = size_t(b->size());
+  return Status::ok();
+}
+
+} // namespace mc::rt
+
+namespace mc::rt {
+
+void Session::resetState() {
+  if (model_.stateSize())
+    std::memcpy(impl_->state.data(), model_.stateImage(),
+                size_t(model_.stateSize()));
+}
+
+Status Session::readState(const std::string &name, void *dst,
+                          size_t byteSize) const {
+  size_t index;
+  MC_RETURN_IF_ERROR(model_.findState(name, &index));
+  const TensorInfo &info = model_.states()[index];
+  if (byteSize != info.byteSize)
+    return Status::error("state '" + name + "': expected " +
+                         std::to_string(info.byteSize) + " bytes for " +
+                         dtypeName(info.dtype) + shapeString(info.shape) +
+                         ", got " + std::to_string(byteSize));
+  if (!dst && byteSize)
+    return Status::error("state '" + name + "': destination is null");
+  const fb::Buffer *b = model_.table().buffers()->Get(info.buffer);
+  if (byteSize)
+    std::memcpy(dst, impl_->state.data() + b->offset(), byteSize);
+  return Status::ok();
+}
+
+Status Session::writeState(const std::string &name, const void *src,
+                           size_t byteSize) {
+  size_t index;
+  MC_RETURN_IF_ERROR(model_.findState(name, &index));
+  const TensorInfo &info = model_.states()[index];
+  if (byteSize != info.byteSize)
+    return Status::error("state '" + name + "': expected " +
+                         std::to_string(info.byteSize) + " bytes for " +
+                         dtypeName(info.dtype) + shapeString(info.shape) +
+                         ", got " + std::to_string(byteSize));
+  if (!src && byteSize)
+    return Status::error("state '" + name + "': source is null");
+  const fb::Buffer *b = model_.table().buffers()->Get(info.buffer);
+  if (byteSize)
+    std::memcpy(impl_->state.data() + b->offset(), src, byteSize);
+  return Status::ok();
+}
+
+Status Session::saveCheckpoint(const std::string &path,
+                               const std::string &metadata) const {
+  std::vector<CheckpointEntry> entries;
+  entries.reserve(model_.states().size());
+  for (const TensorInfo &info : model_.states()) {
+    const fb::Buffer *b = model_.table().buffers()->Get(info.buffer);
+    entries.push_back(CheckpointEntry{info.name, info.dtype, info.shape,
+                                      impl_->state.data() + b->offset(),
+                                      info.byteSize});
+  }
+  return writeCheckpointFile(path, entries, metadata);
+}
+
+Status Session::loadCheckpoint(const std::string &path,
+                               std::string *metadata) {
+  Checkpoint c;
+  MC_RETURN_IF_ERROR(readCheckpointFile(path, &c));
+  // Check everything before changing anything.
+  std::vector<const CheckpointEntry *> match(model_.states().size());
+  for (size_t i = 0; i < model_.states().size(); ++i) {
+    const TensorInfo &info = model_.states()[i];
+    for (const CheckpointEntry &e : c.entries)
+      if (e.name == info.name)
+        match[i] = &e;
+    if (!match[i])
+      return Status::error(path + ": the checkpoint has no state '" +
+                           info.name + "' (the model's " +
+                           dtypeName(info.dtype) + shapeString(info.shape) +
+                           "); was it saved from another model?");
+    if (match[i]->dtype != info.dtype || match[i]->shape != info.shape)
+      return Status::error(path + ": state '" + info.name +
+                           "' is " + dtypeName(match[i]->dtype) +
+                           shapeString(match[i]->shape) +
+                           " in the checkpoint but " + dtypeName(info.dtype) +
+                           shapeString(info.shape) + " in the model");
+  }
+  for (const CheckpointEntry &e : c.entries) {
+    size_t index;
+    if (!model_.findState(e.name, &index))
+      return Status::error(path + ": the checkpoint has state '" + e.name +
+                           "', which the model does not have; was it saved "
+                           "from another model?");
+  }
+  for (size_t i = 0; i < match.size(); ++i) {
+    const fb::Buffer *b =
+        model_.table().buffers()->Get(model_.states()[i].buffer);
+    if (match[i]->byteSize)
+      std::memcpy(impl_->state.data() + b->offset(), match[i]->data,
+                  size_t(match[i]->byteSize));
+  }
+  if (metadata)
+    *metadata = std::move(c.metadata);
   return Status::ok();
 }
 

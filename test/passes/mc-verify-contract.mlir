@@ -76,10 +76,14 @@ module {
 
 // -----
 
-// expected-error @+1 {{'ml_program.global' op is mutable; inference codegen accepts immutable parameters}}
+// Training state: mutable globals read and stored by the step.
+// CHECK-LABEL: func @step
 ml_program.global private mutable @state(dense<0.0> : tensor<4xf32>) : tensor<4xf32>
-func.func @forward(%x: tensor<4xf32>) -> tensor<4xf32> {
-  return %x : tensor<4xf32>
+func.func @step(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %s = ml_program.global_load @state : tensor<4xf32>
+  %0 = mc.add %s, %x : tensor<4xf32>
+  ml_program.global_store @state = %0 : tensor<4xf32>
+  return %0 : tensor<4xf32>
 }
 
 // -----

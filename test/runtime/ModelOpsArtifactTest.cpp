@@ -361,7 +361,7 @@ TEST(ModelOps, EveryNewKindRunsThroughTheArtifact) {
   ASSERT_TRUE(st) << st.message();
   const fb::Model *t = fb::GetSizePrefixedModel(bytes.data());
   EXPECT_EQ(t->schema_version_major(), 1u);
-  EXPECT_EQ(t->schema_version_minor(), 1u);
+  EXPECT_EQ(t->schema_version_minor(), 2u);
   std::set<K> kinds;
   for (const PlanStep &s : p.steps)
     kinds.insert(s.kind);
@@ -417,7 +417,7 @@ TEST(ModelOps, Schema10FilesStillLoad) {
           fb::Model::VT_SCHEMA_VERSION_MINOR);
   ASSERT_NE(field, nullptr);
   size_t at = size_t(field - b.data());
-  ASSERT_EQ(b[at], 1);
+  ASSERT_EQ(b[at], 2);
   b[at] = 0;
   fixTableCrc(b);
   std::unique_ptr<Model> model;
@@ -492,7 +492,8 @@ TEST(ModelOps, VerifierRefusesMalformedSteps) {
                    "input (8): no output position");
   fresh();
   p.buffers[bufNamed(p, "w1")].dtype = DType::I32;
-  expectRefused(p, "unsupported dtype in buffer 4 'w1' i32[4, 3, 3, 3]");
+  expectRefused(p, "buffer 4 'w1' i32[4, 3, 3, 3] must have the dtype of "
+                   "input 0");
   fresh();
   at(K::Conv2d).strides = {int64_t(1) << 40, 1};
   expectRefused(p, "entry 0 is 1099511627776, expected <= 2147483647");
@@ -622,7 +623,8 @@ TEST(ModelOps, VerifierRefusesMalformedSteps) {
   at(K::Compare).inputs = {bufNamed(p, "cmp"), bufNamed(p, "not")};
   at(K::Compare).outputs = {bufNamed(p, "sel")};
   p.buffers[bufNamed(p, "sel")].dtype = DType::I1;
-  expectRefused(p, "supported: f32, i32, i64 (i1 only for EQ and NE)");
+  expectRefused(p,
+                "supported: f32, f16, bf16, i32, i64 (i1 only for EQ and NE)");
   fresh();
   at(K::Erf).inputs = {bufNamed(p, "cmp")};
   expectRefused(p, "must have the dtype and shape of input 0");

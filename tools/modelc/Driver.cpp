@@ -5,6 +5,7 @@
 #include "codegen/Compile.h"
 #include "codegen/MCToPlan.h"
 #include "frontend/jit/Trace.h"
+#include "frontend/onnx/OnnxImporter.h"
 #include "tools/runcli/RunCli.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -20,6 +21,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstring>
+#include <optional>
 #include <string>
 
 using namespace mlir;
@@ -31,6 +33,7 @@ const char* kUsage = R"(usage: modelc <command> [options]
 
 commands:
   compile IN.mlir -o OUT.mcpk   compile a traced model (.mlir text or bytecode)
+                                 or an ONNX model (IN.onnx, imported first)
       --target=cpu               codegen target (default cpu)
       --entry=NAME               entry function (default: the only public one)
       --emit=mc|mc-opt|plan|artifact
@@ -39,6 +42,12 @@ commands:
                                  (plan), or write the .mcpk (artifact, default);
                                  text goes to -o or stdout
       -v, --verbose              print each stage and its time
+      --input-shape NAME=1x3x224x224
+                                 static shape of an ONNX input (needed for
+                                 dynamic dimensions; repeatable)
+  import IN.onnx -o OUT.mlir    import an ONNX model (opsets 13 to 17) as mc
+                                 (.mlirbc: bytecode; no -o: stdout)
+      --input-shape NAME=DIMS    as for compile
   run ART.mcpk --input NAME=FILE.npy ... --output-dir DIR [--bench N]
                                  run an artifact on the CPU runtime
   inspect ART.mcpk               describe an artifact
@@ -80,8 +89,9 @@ bool writeText(const std::string& path, const std::string& text,
 } // namespace
 
 int compileMain(int argc, char** argv) {
-  std::string input, output, emit = "artifact";
+  std::string input, output, emit = "artifact", shapeSpec;
   codegen::CompileOptions options;
+  OnnxImportOptions onnxOptions;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const std::string& flag, std::string& dst) {
@@ -105,6 +115,12 @@ int compileMain(int argc, char** argv) {
       options.verbose = true;
     } else if (value("-o", output) || value("--target", options.target) ||
                value("--entry", options.entry) || value("--emit", emit)) {
+    } else if (value("--input-shape", shapeSpec)) {
+      try {
+        parseOnnxInputShape(shapeSpec, onnxOptions);
+      } catch (const Error& e) {
+        return fail(std::string("compile: ") + e.what());
+      }
     } else if (!a.empty() && a[0] == '-' && a != "-") {
       return fail("compile: unknown option '" + a + "' (see modelc --help)");
     } else if (input.empty()) {
@@ -126,36 +142,55 @@ int compileMain(int argc, char** argv) {
   if (emit == "artifact" && output.empty())
     return fail("compile: no output file (-o OUT.mcpk)");
 
-  auto context = jit::createContext();
+  bool isOnnx = llvm::StringRef(input).ends_with(".onnx");
+  if (!isOnnx && !onnxOptions.inputShapes.empty())
+    return fail("compile: --input-shape applies to .onnx inputs only");
+  std::unique_ptr<MLIRContext> context;
+  std::optional<jit::TracedModule> imported;
+  if (isOnnx) {
+    try {
+      imported.emplace(importOnnx(input, onnxOptions));
+    } catch (const Error& e) {
+      return fail(e.what());
+    }
+  } else {
+    context = jit::createContext();
+  }
+  MLIRContext* ctx = isOnnx ? &imported->context() : context.get();
   llvm::SourceMgr sourceMgr;
-  // Diagnostics print as FILE:LINE:COL: error: ... with the source line.
-  SourceMgrDiagnosticHandler handler(sourceMgr, context.get(), llvm::errs());
+  // Diagnostics print as FILE:LINE:COL: error: ... with the source line
+  // (for an imported ONNX model, the node's location).
+  SourceMgrDiagnosticHandler handler(sourceMgr, ctx, llvm::errs());
   std::string error;
-  auto buffer = openInputFile(input, &error);
-  if (!buffer)
-    return fail("cannot read '" + input + "': " + error);
-  sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
-  OwningOpRef<ModuleOp> module =
-      parseSourceFile<ModuleOp>(sourceMgr, context.get());
-  if (!module)
-    return 1; // the parser reported FILE:LINE:COL
+  OwningOpRef<ModuleOp> parsed;
+  if (!isOnnx) {
+    auto buffer = openInputFile(input, &error);
+    if (!buffer)
+      return fail("cannot read '" + input + "': " + error);
+    sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
+    parsed = parseSourceFile<ModuleOp>(sourceMgr, ctx);
+    if (!parsed)
+      return 1; // the parser reported FILE:LINE:COL
+  }
+  ModuleOp module = isOnnx ? imported->module() : *parsed;
   if (options.verbose)
-    llvm::errs() << "modelc: parsed " << input << "\n";
+    llvm::errs() << "modelc: " << (isOnnx ? "imported " : "parsed ") << input
+                 << "\n";
   if (emit == "mc") {
     std::string text;
     llvm::raw_string_ostream os(text);
-    module->print(os);
+    module.print(os);
     return writeText(output, text, error) ? 0 : fail(error);
   }
-  if (failed(codegen::runCompilePipeline(*module, options)))
+  if (failed(codegen::runCompilePipeline(module, options)))
     return 1;
   if (emit == "mc-opt") {
     std::string text;
     llvm::raw_string_ostream os(text);
-    module->print(os);
+    module.print(os);
     return writeText(output, text, error) ? 0 : fail(error);
   }
-  auto plan = codegen::buildPlan(*module, options);
+  auto plan = codegen::buildPlan(module, options);
   if (failed(plan))
     return 1;
   if (emit == "plan")
@@ -174,6 +209,48 @@ int compileMain(int argc, char** argv) {
   return 0;
 }
 
+int importMain(int argc, char** argv) {
+  std::string input, output = "-";
+  OnnxImportOptions options;
+  try {
+    for (int i = 1; i < argc; ++i) {
+      std::string a = argv[i];
+      auto next = [&]() -> std::string {
+        if (i + 1 >= argc)
+          throw Error("import: " + a + " needs a value");
+        return argv[++i];
+      };
+      if (a == "-h" || a == "--help") {
+        llvm::outs() << kUsage;
+        return 0;
+      }
+      if (a == "-o")
+        output = next();
+      else if (a.rfind("-o=", 0) == 0)
+        output = a.substr(3);
+      else if (a == "--input-shape")
+        parseOnnxInputShape(next(), options);
+      else if (a.rfind("--input-shape=", 0) == 0)
+        parseOnnxInputShape(a.substr(14), options);
+      else if (!a.empty() && a[0] == '-')
+        return fail("import: unknown option '" + a + "' (see modelc --help)");
+      else if (input.empty())
+        input = a;
+      else
+        return fail("import: more than one input ('" + input + "', '" + a +
+                    "')");
+    }
+    if (input.empty())
+      return fail("import: no input file (usage: modelc import IN.onnx -o "
+                  "OUT.mlir)");
+    jit::TracedModule module = importOnnx(input, options);
+    module.save(output, llvm::StringRef(output).ends_with(".mlirbc"));
+  } catch (const Error& e) {
+    return fail(e.what());
+  }
+  return 0;
+}
+
 int modelcMain(int argc, char** argv) {
   if (argc < 2)
     return fail(std::string("no command\n") + kUsage);
@@ -188,6 +265,8 @@ int modelcMain(int argc, char** argv) {
   }
   if (cmd == "compile")
     return forward(compileMain, "modelc compile", argc, argv);
+  if (cmd == "import")
+    return forward(importMain, "modelc import", argc, argv);
   if (cmd == "run")
     return forward(cli::runMain, "modelc run", argc, argv);
   if (cmd == "inspect")

@@ -7,6 +7,8 @@ namespace mc::tools {
 /// printed to stderr), never aborting on bad input.
 int modelcMain(int argc, char** argv);
 int compileMain(int argc, char** argv);
+/// `modelc import IN.onnx -o OUT.mlir`.
+int importMain(int argc, char** argv);
 } // namespace mc::tools
 
 #endif // MODELC_TOOLS_DRIVER_H

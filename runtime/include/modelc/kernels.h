@@ -5,6 +5,14 @@
 // Kernels trust shapes they are given only after checkShapes-style
 // validation by the caller; each still returns a Status (never aborts) for
 // dtype combinations it does not implement.
+//
+// f16 and bf16: wherever a kernel below says "f32", it also takes f16 and
+// bf16 (every float operand and float result of that one dtype; mixing
+// float dtypes in one op is an error). It widens the operands to f32
+// (exact), runs the f32 kernel and rounds the result once to nearest even:
+// the result equals the f32 kernel's on the widened inputs, rounded once
+// (matmul and conv2d accumulate in f32 through sgemm). The f32 copies live
+// in per-thread scratch that grows on first use and is reused after.
 #ifndef MODELC_KERNELS_H
 #define MODELC_KERNELS_H
 

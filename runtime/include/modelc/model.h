@@ -66,9 +66,19 @@ public:
 
   const std::vector<TensorInfo> &inputs() const { return inputs_; }
   const std::vector<TensorInfo> &outputs() const { return outputs_; }
-  /// Errors name the known inputs/outputs.
+  /// The State buffers (training state: parameters, optimizer moments,
+  /// counters), in buffer order; names are unique. Empty for inference.
+  const std::vector<TensorInfo> &states() const { return states_; }
+  /// Errors name the known inputs/outputs/states.
   Status findInput(const std::string &name, size_t *index) const;
   Status findOutput(const std::string &name, size_t *index) const;
+  Status findState(const std::string &name, size_t *index) const;
+  /// The state region's size and its initial image (inside the data
+  /// section; null when the size is 0).
+  uint64_t stateSize() const { return table_->state_size(); }
+  const uint8_t *stateImage() const {
+    return stateSize() ? constants_ + table_->state_data_offset() : nullptr;
+  }
 
 private:
   Model() = default;
@@ -79,11 +89,13 @@ private:
   AlignedBytes bytes_; // the whole file
   const fb::Model *table_ = nullptr;
   const uint8_t *constants_ = nullptr;
-  std::vector<TensorInfo> inputs_, outputs_;
+  std::vector<TensorInfo> inputs_, outputs_, states_;
 };
 
-/// One execution stream: owns the arena (inputs, temporaries, outputs).
-/// Not thread-safe; use one session per thread.
+/// One execution stream: owns the arena (inputs, temporaries, outputs) and
+/// the state region (training state), which starts as a copy of the model's
+/// initial image and keeps its bytes between runs: a training step updates
+/// it in place. Not thread-safe; use one session per thread.
 class Session {
 public:
   static Status create(const Model &model, std::unique_ptr<Session> *out);
@@ -97,6 +109,23 @@ public:
   Status run();
   /// The output's bytes inside the arena, valid until the next run().
   Status output(size_t index, const void **data, size_t *byteSize) const;
+
+  /// Copies State buffer `name` out / in; `byteSize` must be its size.
+  Status readState(const std::string &name, void *dst, size_t byteSize) const;
+  Status writeState(const std::string &name, const void *src,
+                    size_t byteSize);
+  /// Back to the model's initial state image.
+  void resetState();
+  /// Saves every State buffer (name, dtype, shape, bytes) and `metadata`
+  /// (the caller's, stored verbatim; by convention JSON) to `path`,
+  /// atomically (see writeCheckpointFile in checkpoint.h).
+  Status saveCheckpoint(const std::string &path,
+                        const std::string &metadata) const;
+  /// Restores the state from a checkpoint: the file must pass its checks
+  /// and hold exactly this model's State buffers with equal dtypes and
+  /// shapes (the error names the first mismatch); on any error the state is
+  /// left unchanged. `metadata` (may be null) receives the saved metadata.
+  Status loadCheckpoint(const std::string &path, std::string *metadata);
 
 private:
   struct Impl;

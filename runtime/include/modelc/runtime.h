@@ -85,6 +85,36 @@ mc_status_t mc_session_run(mc_session_t* session);
 mc_status_t mc_session_output(const mc_session_t* session, size_t index,
                               const void** out_data, size_t* out_byte_size);
 
+/* --- training state (schema 1.2) ---
+ * A training artifact carries named State buffers (parameters, optimizer
+ * moments, loss scale, step counter). Each session holds its own copy,
+ * initialized from the artifact and updated in place by every run; these
+ * calls read, write, save and restore it. Inference artifacts have none. */
+size_t mc_model_num_state(const mc_model_t* model);
+/* Name, dtype, shape and byte size of State buffer `index` (buffer order). */
+mc_status_t mc_model_state_info(const mc_model_t* model, size_t index,
+                                mc_tensor_info_t* out_info);
+/* Copies State buffer `name` out of / into the session; `bytes` must equal
+ * its byte size. */
+mc_status_t mc_session_read_state(const mc_session_t* session,
+                                  const char* name, void* dst, size_t bytes);
+mc_status_t mc_session_write_state(mc_session_t* session, const char* name,
+                                   const void* src, size_t bytes);
+/* Saves every State buffer and `metadata_json` (stored verbatim; may be
+ * NULL for none) to `path` atomically: a crash at any moment leaves the
+ * previous file intact. Format: docs/runtime.md. */
+mc_status_t mc_session_save_checkpoint(const mc_session_t* session,
+                                       const char* path,
+                                       const char* metadata_json);
+/* Restores the state from `path`. The file's checksum must hold and it must
+ * have exactly the model's State buffers, with equal dtypes and shapes (the
+ * error names the mismatch); on error the state is unchanged. When
+ * `metadata_json_out` is not NULL it receives the saved metadata, to free
+ * with mc_string_free. */
+mc_status_t mc_session_load_checkpoint(mc_session_t* session, const char* path,
+                                       char** metadata_json_out);
+void mc_string_free(char* s);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -10,9 +10,11 @@ namespace mc::rt {
 /// is in runtime/schema/mcpk.fbs: additive changes bump the minor (old
 /// runtimes still read the file), anything else bumps the major, and a
 /// runtime refuses a major it does not know. 1.1 added the ops of real models
-/// (OpKind 21..40 and their attribute tables); 1.0 files still load.
+/// (OpKind 21..40 and their attribute tables); 1.2 added training state
+/// (BufferKind State, Model.state_size and state_data_offset). 1.0 and 1.1
+/// files still load.
 inline constexpr uint32_t kSchemaVersionMajor = 1;
-inline constexpr uint32_t kSchemaVersionMinor = 1;
+inline constexpr uint32_t kSchemaVersionMinor = 2;
 
 /// The 4-byte flatbuffers file identifier and the 8-byte trailer magic.
 inline constexpr char kFileIdentifier[] = "MCPK";

@@ -1,0 +1,1271 @@
+// ONNX import on top of the eager frontend and the tracer (see
+// OnnxImporter.h): one handler per ONNX op type, written with frontend ops.
+#include "frontend/onnx/OnnxImporter.h"
+#include "frontend/Ops.h"
+#include "frontend/TraceHook.h"
+
+#include <onnx/checker.h>
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <set>
+#include <unordered_map>
+
+namespace mc {
+namespace {
+
+namespace fs = std::filesystem;
+using onnx::AttributeProto;
+using onnx::NodeProto;
+using onnx::TensorProto;
+
+constexpr int64_t kMinOpset = 13, kMaxOpset = 17;
+
+//===----------------------------------------------------------------------===//
+// Tensors from the file
+//===----------------------------------------------------------------------===//
+
+DType dtypeOf(int elemType, const std::string& what) {
+  switch (elemType) {
+  case TensorProto::FLOAT:
+    return DType::F32;
+  case TensorProto::FLOAT16:
+    return DType::F16;
+  case TensorProto::BFLOAT16:
+    return DType::BF16;
+  case TensorProto::INT32:
+    return DType::I32;
+  case TensorProto::INT64:
+    return DType::I64;
+  case TensorProto::BOOL:
+    return DType::I1;
+  default:
+    break;
+  }
+  std::string name = TensorProto::DataType_IsValid(elemType)
+                         ? TensorProto::DataType_Name(
+                               static_cast<TensorProto::DataType>(elemType))
+                         : std::to_string(elemType);
+  throw Error(what + " has element type " + name +
+              "; modelc supports FLOAT, FLOAT16, BFLOAT16, INT32, INT64 and "
+              "BOOL");
+}
+
+/// The file an external-data tensor points at, after checking that it stays
+/// inside the model's folder (no absolute path, no `..` or symlink that
+/// leads out): ONNX's own loader had path traversal CVEs here.
+fs::path externalDataPath(const TensorProto& t, const fs::path& modelDir) {
+  std::string location;
+  for (const auto& entry : t.external_data())
+    if (entry.key() == "location")
+      location = entry.value();
+  std::string what = "initializer '" + t.name() + "'";
+  if (location.empty())
+    throw Error(what + ": external data has no 'location'");
+  fs::path loc(location);
+  if (loc.is_absolute())
+    throw Error(what + ": external data location '" + location +
+                "' is an absolute path; it must be relative to the model's "
+                "folder '" + modelDir.string() + "'");
+  std::error_code ec;
+  fs::path base = fs::weakly_canonical(modelDir, ec);
+  fs::path full = fs::weakly_canonical(modelDir / loc, ec);
+  if (ec)
+    throw Error(what + ": cannot resolve external data location '" +
+                location + "': " + ec.message());
+  fs::path rel = full.lexically_relative(base);
+  if (rel.empty() || *rel.begin() == ".." || rel == ".")
+    throw Error(what + ": external data location '" + location +
+                "' resolves to '" + full.string() +
+                "', outside the model's folder '" + base.string() + "'");
+  return full;
+}
+
+/// Reads `bytes` bytes of external data into `dst`.
+void readExternalData(const TensorProto& t, const fs::path& modelDir,
+                      void* dst, size_t bytes) {
+  fs::path file = externalDataPath(t, modelDir);
+  std::string what = "initializer '" + t.name() + "'";
+  uint64_t offset = 0;
+  int64_t length = -1;
+  for (const auto& entry : t.external_data()) {
+    auto number = [&](const std::string& s) -> int64_t {
+      char* end = nullptr;
+      long long v = std::strtoll(s.c_str(), &end, 10);
+      if (s.empty() || *end != '\0' || v < 0)
+        throw Error(what + ": external data " + entry.key() + " '" + s +
+                    "' is not a non-negative integer");
+      return v;
+    };
+    if (entry.key() == "offset")
+      offset = number(entry.value());
+    else if (entry.key() == "length")
+      length = number(entry.value());
+  }
+  if (length >= 0 && static_cast<uint64_t>(length) != bytes)
+    throw Error(what + ": external data length " + std::to_string(length) +
+                " differs from the " + std::to_string(bytes) +
+                " bytes of its type and shape");
+  std::ifstream in(file, std::ios::binary);
+  std::error_code ec;
+  uint64_t size = fs::file_size(file, ec);
+  if (!in || ec)
+    throw Error(what + ": cannot read external data file '" + file.string() +
+                "'");
+  if (offset > size || size - offset < bytes)
+    throw Error(what + ": external data file '" + file.string() + "' has " +
+                std::to_string(size) + " bytes; the tensor needs " +
+                std::to_string(bytes) + " from offset " +
+                std::to_string(offset));
+  in.seekg(static_cast<std::streamoff>(offset));
+  in.read(static_cast<char*>(dst), static_cast<std::streamsize>(bytes));
+  if (!in)
+    throw Error(what + ": cannot read external data file '" + file.string() +
+                "'");
+}
+
+Tensor tensorFromProto(const TensorProto& p, const fs::path& modelDir,
+                       const std::string& what) {
+  DType dtype = dtypeOf(p.data_type(), what);
+  Shape shape;
+  for (int64_t d : p.dims()) {
+    if (d < 0)
+      throw Error(what + " has a negative dimension");
+    shape.push_back(d);
+  }
+  Tensor t = Tensor::zeros(shape, dtype);
+  size_t n = static_cast<size_t>(t.numel());
+  size_t bytes = t.byteSize();
+  if (p.data_location() == TensorProto::EXTERNAL) {
+    readExternalData(p, modelDir, t.rawData(), bytes);
+    return t;
+  }
+  auto mismatch = [&](size_t found) {
+    return Error(what + " holds " + std::to_string(found) +
+                 " values; its shape " + rt::shapeString(shape) + " needs " +
+                 std::to_string(n));
+  };
+  if (p.has_raw_data()) {
+    if (p.raw_data().size() != bytes)
+      throw Error(what + " holds " + std::to_string(p.raw_data().size()) +
+                  " bytes of raw data; " + t.describe() + " needs " +
+                  std::to_string(bytes));
+    std::memcpy(t.rawData(), p.raw_data().data(), bytes);
+    return t;
+  }
+  switch (dtype) {
+  case DType::F32:
+    if (static_cast<size_t>(p.float_data_size()) != n)
+      throw mismatch(p.float_data_size());
+    std::copy(p.float_data().begin(), p.float_data().end(), t.data<float>());
+    break;
+  case DType::I64:
+    if (static_cast<size_t>(p.int64_data_size()) != n)
+      throw mismatch(p.int64_data_size());
+    std::copy(p.int64_data().begin(), p.int64_data().end(),
+              t.data<int64_t>());
+    break;
+  case DType::I32:
+    if (static_cast<size_t>(p.int32_data_size()) != n)
+      throw mismatch(p.int32_data_size());
+    std::copy(p.int32_data().begin(), p.int32_data().end(),
+              t.data<int32_t>());
+    break;
+  case DType::F16:
+  case DType::BF16: // int32_data holds the 16 bits of each value
+    if (static_cast<size_t>(p.int32_data_size()) != n)
+      throw mismatch(p.int32_data_size());
+    for (size_t i = 0; i < n; ++i)
+      t.data<uint16_t>()[i] = static_cast<uint16_t>(p.int32_data(i));
+    break;
+  case DType::I1:
+    if (static_cast<size_t>(p.int32_data_size()) != n)
+      throw mismatch(p.int32_data_size());
+    for (size_t i = 0; i < n; ++i)
+      t.data<uint8_t>()[i] = p.int32_data(i) != 0;
+    break;
+  }
+  return t;
+}
+
+//===----------------------------------------------------------------------===//
+// Running the graph
+//===----------------------------------------------------------------------===//
+
+/// A value of the graph: its tensor, and whether it is a compile-time
+/// constant (known without the graph inputs).
+struct Value {
+  Tensor tensor;
+  bool constant = false;
+};
+
+/// Stops recording while constant nodes run, and restores the tracer after.
+class PausedTrace {
+public:
+  PausedTrace() : saved_(activeTraceHook()) { setActiveTraceHook(nullptr); }
+  ~PausedTrace() { setActiveTraceHook(saved_); }
+  PausedTrace(const PausedTrace&) = delete;
+  PausedTrace& operator=(const PausedTrace&) = delete;
+
+private:
+  TraceHook* saved_;
+};
+
+/// Stands for one ONNX node in the trace, so the ops it records are located
+/// at `loc("<node name> (<op type>)")`, and a runtime error names the node.
+class NodeScope : public nn::Module {
+public:
+  explicit NodeScope(std::string opType) : opType_(std::move(opType)) {}
+  Tensor forward(const Tensor&) override {
+    throw Error("an ONNX node scope is not callable");
+  }
+  std::string typeName() const override { return opType_; }
+
+private:
+  std::string opType_;
+};
+
+/// What a handler sees of its node.
+class NodeContext {
+public:
+  NodeContext(const NodeProto& node, std::vector<const Value*> inputs,
+              int64_t opset, const fs::path& modelDir)
+      : node(node), inputs(std::move(inputs)), opset(opset),
+        modelDir(modelDir) {}
+
+  const NodeProto& node;
+  std::vector<const Value*> inputs;
+  int64_t opset;
+  const fs::path& modelDir;
+
+  size_t numInputs() const { return inputs.size(); }
+  bool has(size_t i) const { return i < inputs.size() && inputs[i]; }
+  const Tensor& in(size_t i) const {
+    if (!has(i))
+      throw Error("input " + std::to_string(i) + " is missing");
+    return inputs[i]->tensor;
+  }
+  bool isConstant(size_t i) const { return has(i) && inputs[i]->constant; }
+  /// Whether output `i` is asked for (present and named).
+  bool wantsOutput(int i) const {
+    return i < node.output_size() && !node.output(i).empty();
+  }
+
+  /// The values of input `i` as integers; it must be a compile-time constant.
+  std::vector<int64_t> constInts(size_t i, const char* what) const {
+    const Tensor& t = in(i);
+    if (!isConstant(i))
+      throw Error("input '" + std::string(what) + "' ('" + node.input(i) +
+                  "') must be a compile-time constant; modelc needs static "
+                  "shapes");
+    std::vector<int64_t> v(static_cast<size_t>(t.numel()));
+    if (t.dtype() == DType::I64)
+      std::copy(t.data<int64_t>(), t.data<int64_t>() + t.numel(), v.begin());
+    else if (t.dtype() == DType::I32)
+      std::copy(t.data<int32_t>(), t.data<int32_t>() + t.numel(), v.begin());
+    else
+      throw Error("input '" + std::string(what) + "' must be int64 or int32, "
+                  "got " + t.describe());
+    return v;
+  }
+  double constScalar(size_t i, const char* what) const {
+    if (!isConstant(i))
+      throw Error("input '" + std::string(what) + "' ('" + node.input(i) +
+                  "') must be a compile-time constant");
+    const Tensor& t = in(i);
+    if (t.numel() != 1)
+      throw Error("input '" + std::string(what) + "' must hold one value, "
+                  "got " + t.describe());
+    if (t.dtype() == DType::I64)
+      return static_cast<double>(t.data<int64_t>()[0]);
+    return t.toVector()[0];
+  }
+
+  const AttributeProto* attr(const char* name) const {
+    for (const AttributeProto& a : node.attribute())
+      if (a.name() == name)
+        return &a;
+    return nullptr;
+  }
+  int64_t getInt(const char* name, int64_t dflt) const {
+    const AttributeProto* a = attr(name);
+    return a ? a->i() : dflt;
+  }
+  float getFloat(const char* name, float dflt) const {
+    const AttributeProto* a = attr(name);
+    return a ? a->f() : dflt;
+  }
+  std::string getString(const char* name, const std::string& dflt) const {
+    const AttributeProto* a = attr(name);
+    return a ? a->s() : dflt;
+  }
+  std::vector<int64_t> getInts(const char* name,
+                               std::vector<int64_t> dflt = {}) const {
+    const AttributeProto* a = attr(name);
+    if (!a)
+      return dflt;
+    return std::vector<int64_t>(a->ints().begin(), a->ints().end());
+  }
+};
+
+using Handler = std::function<std::vector<Tensor>(const NodeContext&)>;
+
+int64_t normalizeAxis(int64_t axis, int64_t rank, const char* what = "axis") {
+  int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= rank)
+    throw Error(std::string(what) + " " + std::to_string(axis) +
+                " is out of range for rank " + std::to_string(rank));
+  return a;
+}
+
+/// NumPy's broadcast of two shapes (ONNX multidirectional broadcasting).
+Shape broadcastShapes(const Shape& a, const Shape& b) {
+  size_t rank = std::max(a.size(), b.size());
+  Shape out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      throw Error("shapes " + rt::shapeString(a) + " and " +
+                  rt::shapeString(b) + " do not broadcast");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+Tensor scalarOf(double v, DType dtype) { return Tensor::scalar(v, dtype); }
+
+/// NumPy matmul: 1-D operands get a dimension and lose it again, batch
+/// dimensions broadcast. A 2-D right operand (a weight) is not broadcast:
+/// the left one is flattened to 2-D instead.
+Tensor numpyMatmul(Tensor a, Tensor b) {
+  if (a.rank() == 0 || b.rank() == 0)
+    throw Error("MatMul operands must have rank >= 1, got " + a.describe() +
+                " and " + b.describe());
+  bool vecA = a.rank() == 1, vecB = b.rank() == 1;
+  if (vecA)
+    a = unsqueeze(a, 0);
+  if (vecB)
+    b = unsqueeze(b, 1);
+  Tensor y;
+  if (b.rank() == 2 && a.rank() > 2) {
+    Shape lead(a.shape().begin(), a.shape().end() - 1);
+    Tensor y2 = matmul(reshape(a, {-1, a.size(-1)}), b);
+    lead.push_back(b.size(1));
+    y = reshape(y2, lead);
+  } else {
+    Shape batchA(a.shape().begin(), a.shape().end() - 2);
+    Shape batchB(b.shape().begin(), b.shape().end() - 2);
+    Shape batch = broadcastShapes(batchA, batchB);
+    Shape sa = batch, sb = batch;
+    sa.insert(sa.end(), a.shape().end() - 2, a.shape().end());
+    sb.insert(sb.end(), b.shape().end() - 2, b.shape().end());
+    y = matmul(broadcastTo(a, sa), broadcastTo(b, sb));
+  }
+  if (vecA)
+    y = squeeze(y, -2);
+  if (vecB)
+    y = squeeze(y, -1);
+  return y;
+}
+
+/// Explicit pads [x1_begin, x2_begin, x1_end, x2_end] of a 2-D window op,
+/// from `pads` or `auto_pad`, as the frontend's [top, left, bottom, right].
+std::vector<int64_t> windowPadding(const NodeContext& c, const Tensor& x,
+                                   const std::vector<int64_t>& kernel,
+                                   const std::vector<int64_t>& strides,
+                                   const std::vector<int64_t>& dilations) {
+  std::string autoPad = c.getString("auto_pad", "NOTSET");
+  if (autoPad == "NOTSET") {
+    std::vector<int64_t> pads = c.getInts("pads", {0, 0, 0, 0});
+    if (pads.size() != 4)
+      throw Error("pads must have 4 values for a 2-D window, got " +
+                  std::to_string(pads.size()));
+    return pads;
+  }
+  if (autoPad == "VALID")
+    return {0, 0, 0, 0};
+  if (autoPad != "SAME_UPPER" && autoPad != "SAME_LOWER")
+    throw Error("unknown auto_pad '" + autoPad + "'");
+  std::vector<int64_t> begin(2), end(2);
+  for (int d = 0; d < 2; ++d) {
+    int64_t in = x.shape()[2 + d];
+    int64_t out = (in + strides[d] - 1) / strides[d];
+    int64_t total = std::max<int64_t>(
+        (out - 1) * strides[d] + (kernel[d] - 1) * dilations[d] + 1 - in, 0);
+    begin[d] = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
+    end[d] = total - begin[d];
+  }
+  return {begin[0], begin[1], end[0], end[1]};
+}
+
+void requireRank4(const char* op, const Tensor& x) {
+  if (x.rank() != 4)
+    throw Error(std::string(op) + ": only 2-D windows (an [N, C, H, W] "
+                "input) are supported, got " + x.describe());
+}
+
+std::vector<int64_t> pairAttr(const NodeContext& c, const char* name,
+                              int64_t dflt) {
+  std::vector<int64_t> v = c.getInts(name, {dflt, dflt});
+  if (v.size() != 2)
+    throw Error(std::string(name) + " must have 2 values for a 2-D window, "
+                "got " + std::to_string(v.size()));
+  return v;
+}
+
+Tensor reduceAxes(const NodeContext& c, const std::string& op,
+                  std::vector<int64_t> axes, bool hadAxes) {
+  const Tensor& x = c.in(0);
+  bool keep = c.getInt("keepdims", 1) != 0;
+  if (axes.empty()) {
+    if (hadAxes && c.getInt("noop_with_empty_axes", 0))
+      return x;
+    for (int64_t d = 0; d < x.rank(); ++d)
+      axes.push_back(d);
+  }
+  if (op == "ReduceSum")
+    return sum(x, axes, keep);
+  if (op == "ReduceMean")
+    return mean(x, axes, keep);
+  if (op == "ReduceMax")
+    return amax(x, axes, keep);
+  return amin(x, axes, keep);
+}
+
+Tensor compareHandler(const std::string& op, const Tensor& a,
+                      const Tensor& b) {
+  if (op == "Equal")
+    return eq(a, b);
+  if (op == "Less")
+    return lt(a, b);
+  if (op == "LessOrEqual")
+    return le(a, b);
+  if (op == "Greater")
+    return gt(a, b);
+  return ge(a, b);
+}
+
+/// The handlers, one per op type (opsets 13 to 17).
+const std::unordered_map<std::string, Handler>& handlers() {
+  static const std::unordered_map<std::string, Handler> table = [] {
+    std::unordered_map<std::string, Handler> h;
+    using R = std::vector<Tensor>;
+    auto unary = [&](const char* name, Tensor (*fn)(const Tensor&)) {
+      h[name] = [fn](const NodeContext& c) { return R{fn(c.in(0))}; };
+    };
+    unary("Relu", relu);
+    unary("Sigmoid", sigmoid);
+    unary("Tanh", tanh);
+    unary("Erf", erf);
+    unary("Sqrt", sqrt);
+    unary("Neg", neg);
+    unary("Exp", exp);
+    unary("Log", log);
+    unary("Abs", abs);
+    unary("Not", logicalNot);
+    auto binary = [&](const char* name,
+                      Tensor (*fn)(const Tensor&, const Tensor&)) {
+      h[name] = [fn](const NodeContext& c) { return R{fn(c.in(0), c.in(1))}; };
+    };
+    binary("Add", add);
+    binary("Sub", sub);
+    binary("Mul", mul);
+    binary("Div", div);
+    h["Pow"] = [](const NodeContext& c) {
+      Tensor e = c.in(1);
+      if (e.dtype() != c.in(0).dtype())
+        e = cast(e, c.in(0).dtype());
+      return R{pow(c.in(0), e)};
+    };
+    for (const char* name : {"Max", "Min", "Sum"})
+      h[name] = [op = std::string(name)](const NodeContext& c) {
+        Tensor acc = c.in(0);
+        for (size_t i = 1; i < c.numInputs(); ++i)
+          acc = op == "Max" ? maximum(acc, c.in(i))
+                : op == "Min" ? minimum(acc, c.in(i))
+                              : add(acc, c.in(i));
+        return R{acc};
+      };
+    for (const char* name :
+         {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"})
+      h[name] = [op = std::string(name)](const NodeContext& c) {
+        return R{compareHandler(op, c.in(0), c.in(1))};
+      };
+    h["Reciprocal"] = [](const NodeContext& c) {
+      return R{div(scalarOf(1.0, c.in(0).dtype()), c.in(0))};
+    };
+    h["LeakyRelu"] = [](const NodeContext& c) {
+      const Tensor& x = c.in(0);
+      double alpha = c.getFloat("alpha", 0.01f);
+      return R{where(lt(x, scalarOf(0.0, x.dtype())), x * alpha, x)};
+    };
+    h["Clip"] = [](const NodeContext& c) {
+      Tensor x = c.in(0);
+      bool isFloat = x.dtype() == DType::F32 || x.dtype() == DType::F16 ||
+                     x.dtype() == DType::BF16;
+      bool constBounds = (!c.has(1) || c.isConstant(1)) &&
+                         (!c.has(2) || c.isConstant(2));
+      if (constBounds && (isFloat || (c.has(1) && c.has(2)))) {
+        double inf = std::numeric_limits<double>::infinity();
+        double lo = c.has(1) ? c.constScalar(1, "min") : -inf;
+        double hi = c.has(2) ? c.constScalar(2, "max") : inf;
+        return R{clamp(x, lo, hi)};
+      }
+      if (c.has(1))
+        x = maximum(x, c.in(1));
+      if (c.has(2))
+        x = minimum(x, c.in(2));
+      return R{x};
+    };
+    h["Softmax"] = [](const NodeContext& c) {
+      return R{softmax(c.in(0), c.getInt("axis", -1))};
+    };
+    h["LogSoftmax"] = [](const NodeContext& c) {
+      return R{logSoftmax(c.in(0), c.getInt("axis", -1))};
+    };
+    for (const char* name : {"ReduceMean", "ReduceMax", "ReduceMin"})
+      h[name] = [op = std::string(name)](const NodeContext& c) {
+        return R{reduceAxes(c, op, c.getInts("axes"), false)};
+      };
+    h["ReduceSum"] = [](const NodeContext& c) { // axes is an input since 13
+      std::vector<int64_t> axes;
+      if (c.has(1))
+        axes = c.constInts(1, "axes");
+      return R{reduceAxes(c, "ReduceSum", axes, true)};
+    };
+    h["MatMul"] = [](const NodeContext& c) {
+      return R{numpyMatmul(c.in(0), c.in(1))};
+    };
+    h["Gemm"] = [](const NodeContext& c) {
+      const Tensor& a = c.in(0);
+      const Tensor& b = c.in(1);
+      if (a.rank() != 2 || b.rank() != 2)
+        throw Error("Gemm needs 2-D operands, got " + a.describe() + " and " +
+                    b.describe());
+      Tensor y = matmul(a, b, c.getInt("transA", 0) != 0,
+                        c.getInt("transB", 0) != 0);
+      double alpha = c.getFloat("alpha", 1.0f);
+      double beta = c.getFloat("beta", 1.0f);
+      if (alpha != 1.0)
+        y = y * alpha;
+      if (c.has(2) && beta != 0.0) {
+        Tensor bias = c.in(2);
+        if (beta != 1.0)
+          bias = bias * beta;
+        y = add(y, bias);
+      }
+      return R{y};
+    };
+    h["Conv"] = [](const NodeContext& c) {
+      const Tensor& x = c.in(0);
+      const Tensor& w = c.in(1);
+      requireRank4("Conv", x);
+      std::vector<int64_t> strides = pairAttr(c, "strides", 1);
+      std::vector<int64_t> dilations = pairAttr(c, "dilations", 1);
+      std::vector<int64_t> kernel =
+          c.getInts("kernel_shape", w.rank() == 4
+                                        ? std::vector<int64_t>{w.size(2),
+                                                               w.size(3)}
+                                        : std::vector<int64_t>{});
+      std::vector<int64_t> pads =
+          windowPadding(c, x, kernel, strides, dilations);
+      return R{conv2d(x, w, c.has(2) ? c.in(2) : Tensor(), strides, pads,
+                      dilations, c.getInt("group", 1))};
+    };
+    h["MaxPool"] = [](const NodeContext& c) {
+      const Tensor& x = c.in(0);
+      requireRank4("MaxPool", x);
+      if (c.wantsOutput(1))
+        throw Error("the Indices output is not supported");
+      std::vector<int64_t> kernel = c.getInts("kernel_shape");
+      if (kernel.size() != 2)
+        throw Error("kernel_shape must have 2 values");
+      std::vector<int64_t> strides = pairAttr(c, "strides", 1);
+      std::vector<int64_t> dilations = pairAttr(c, "dilations", 1);
+      std::vector<int64_t> pads =
+          windowPadding(c, x, kernel, strides, dilations);
+      return R{maxPool2d(x, kernel, strides, pads, dilations,
+                         c.getInt("ceil_mode", 0) != 0)};
+    };
+    h["AveragePool"] = [](const NodeContext& c) {
+      const Tensor& x = c.in(0);
+      requireRank4("AveragePool", x);
+      std::vector<int64_t> kernel = c.getInts("kernel_shape");
+      if (kernel.size() != 2)
+        throw Error("kernel_shape must have 2 values");
+      std::vector<int64_t> strides = pairAttr(c, "strides", 1);
+      std::vector<int64_t> pads = windowPadding(c, x, kernel, strides, {1, 1});
+      return R{avgPool2d(x, kernel, strides, pads,
+                         c.getInt("ceil_mode", 0) != 0,
+                         c.getInt("count_include_pad", 0) != 0)};
+    };
+    h["GlobalAveragePool"] = [](const NodeContext& c) {
+      const Tensor& x = c.in(0);
+      std::vector<int64_t> dims;
+      for (int64_t d = 2; d < x.rank(); ++d)
+        dims.push_back(d);
+      return R{mean(x, dims, /*keepdim=*/true)};
+    };
+    h["GlobalMaxPool"] = [](const NodeContext& c) {
+      const Tensor& x = c.in(0);
+      std::vector<int64_t> dims;
+      for (int64_t d = 2; d < x.rank(); ++d)
+        dims.push_back(d);
+      return R{amax(x, dims, /*keepdim=*/true)};
+    };
+    h["BatchNormalization"] = [](const NodeContext& c) {
+      if (c.getInt("training_mode", 0) != 0)
+        throw Error("training_mode=1 is not supported (export the model in "
+                    "eval mode)");
+      if (c.wantsOutput(1) || c.wantsOutput(2))
+        throw Error("the running mean and variance outputs are not supported");
+      return R{batchNorm(c.in(0), c.in(1), c.in(2), c.in(3), c.in(4),
+                         c.getFloat("epsilon", 1e-5f), 1)};
+    };
+    h["LayerNormalization"] = [](const NodeContext& c) {
+      const Tensor& x = c.in(0);
+      if (c.wantsOutput(1) || c.wantsOutput(2))
+        throw Error("the Mean and InvStdDev outputs are not supported");
+      int64_t axis = normalizeAxis(c.getInt("axis", -1), x.rank());
+      Shape normalized(x.shape().begin() + axis, x.shape().end());
+      Tensor gamma = broadcastTo(c.in(1), normalized);
+      Tensor beta = c.has(2) ? broadcastTo(c.in(2), normalized)
+                             : Tensor::zeros(normalized, x.dtype());
+      return R{layerNorm(x, gamma, beta, axis, c.getFloat("epsilon", 1e-5f))};
+    };
+    h["Transpose"] = [](const NodeContext& c) {
+      const Tensor& x = c.in(0);
+      std::vector<int64_t> perm;
+      for (int64_t d = x.rank() - 1; d >= 0; --d)
+        perm.push_back(d);
+      return R{transpose(x, c.getInts("perm", perm))};
+    };
+    h["Reshape"] = [](const NodeContext& c) {
+      const Tensor& x = c.in(0);
+      std::vector<int64_t> shape = c.constInts(1, "shape");
+      if (c.getInt("allowzero", 0) == 0)
+        for (size_t i = 0; i < shape.size(); ++i)
+          if (shape[i] == 0) {
+            if (static_cast<int64_t>(i) >= x.rank())
+              throw Error("shape " + rt::shapeString(shape) + " copies "
+                          "dimension " + std::to_string(i) + " of " +
+                          x.describe() + ", which it does not have");
+            shape[i] = x.shape()[i];
+          }
+      return R{reshape(x, shape)};
+    };
+    h["Flatten"] = [](const NodeContext& c) {
+      const Tensor& x = c.in(0);
+      int64_t axis = c.getInt("axis", 1);
+      if (axis < 0)
+        axis += x.rank();
+      if (axis < 0 || axis > x.rank())
+        throw Error("axis " + std::to_string(c.getInt("axis", 1)) +
+                    " is out of range for " + x.describe());
+      int64_t outer = 1, inner = 1;
+      for (int64_t d = 0; d < x.rank(); ++d)
+        (d < axis ? outer : inner) *= x.shape()[d];
+      return R{reshape(x, {outer, inner})};
+    };
+    h["Concat"] = [](const NodeContext& c) {
+      std::vector<Tensor> parts;
+      for (size_t i = 0; i < c.numInputs(); ++i)
+        parts.push_back(c.in(i));
+      return R{concat(parts, c.getInt("axis", 0))};
+    };
+    h["Slice"] = [](const NodeContext& c) {
+      const Tensor& x = c.in(0);
+      std::vector<int64_t> starts = c.constInts(1, "starts");
+      std::vector<int64_t> ends = c.constInts(2, "ends");
+      std::vector<int64_t> axes, steps;
+      if (c.has(3)) {
+        axes = c.constInts(3, "axes");
+      } else {
+        for (size_t i = 0; i < starts.size(); ++i)
+          axes.push_back(static_cast<int64_t>(i));
+      }
+      steps = c.has(4) ? c.constInts(4, "steps")
+                       : std::vector<int64_t>(starts.size(), 1);
+      if (ends.size() != starts.size() || axes.size() != starts.size() ||
+          steps.size() != starts.size())
+        throw Error("starts, ends, axes and steps differ in length");
+      // A negative step takes the same elements as the positive one from
+      // the last element taken, reversed (by a gather) afterwards.
+      std::vector<int64_t> start(x.rank(), 0), count(x.shape()),
+          step(x.rank(), 1), reversed;
+      for (size_t i = 0; i < starts.size(); ++i) {
+        int64_t ax = normalizeAxis(axes[i], x.rank());
+        int64_t dim = x.shape()[ax];
+        int64_t st = steps[i];
+        if (st == 0)
+          throw Error("step 0 on axis " + std::to_string(axes[i]));
+        auto clampIndex = [dim](int64_t v, int64_t lo, int64_t hi) {
+          if (v < 0)
+            v += dim;
+          return std::min(std::max(v, lo), hi);
+        };
+        int64_t first, n;
+        if (st > 0) {
+          int64_t s = clampIndex(starts[i], 0, dim);
+          int64_t e = clampIndex(ends[i], 0, dim);
+          n = e > s ? (e - s + st - 1) / st : 0;
+          first = s;
+        } else {
+          int64_t s = clampIndex(starts[i], 0, dim - 1);
+          int64_t e = clampIndex(ends[i], -1, dim - 1);
+          n = s > e ? (s - e - st - 1) / -st : 0;
+          first = s + (n - 1) * st;
+          if (n > 1)
+            reversed.push_back(ax);
+        }
+        start[ax] = n ? first : 0;
+        count[ax] = n;
+        step[ax] = st > 0 ? st : -st;
+      }
+      Tensor y = slice(x, start, count, step);
+      for (int64_t ax : reversed) {
+        int64_t n = y.shape()[ax];
+        Tensor index = Tensor::empty({n}, DType::I64);
+        for (int64_t k = 0; k < n; ++k)
+          index.data<int64_t>()[k] = n - 1 - k;
+        y = gather(y, index, ax);
+      }
+      return R{y};
+    };
+    h["Split"] = [](const NodeContext& c) {
+      const Tensor& x = c.in(0);
+      int64_t axis = normalizeAxis(c.getInt("axis", 0), x.rank());
+      int64_t dim = x.shape()[axis];
+      int outputs = c.node.output_size();
+      std::vector<int64_t> sizes;
+      if (c.has(1)) {
+        sizes = c.constInts(1, "split");
+      } else {
+        if (dim % outputs)
+          throw Error("cannot split dimension " + std::to_string(dim) +
+                      " into " + std::to_string(outputs) + " equal parts");
+        sizes.assign(outputs, dim / outputs);
+      }
+      int64_t total = 0;
+      for (int64_t s : sizes)
+        total += s;
+      if (static_cast<int>(sizes.size()) != outputs || total != dim)
+        throw Error("split sizes " + rt::shapeString(sizes) + " do not cut "
+                    "dimension " + std::to_string(dim) + " into " +
+                    std::to_string(outputs) + " outputs");
+      R out;
+      int64_t at = 0;
+      for (int64_t s : sizes) {
+        out.push_back(sliceDim(x, axis, at, at + s));
+        at += s;
+      }
+      return out;
+    };
+    h["Gather"] = [](const NodeContext& c) {
+      return R{gather(c.in(0), c.in(1), c.getInt("axis", 0))};
+    };
+    h["Unsqueeze"] = [](const NodeContext& c) {
+      const Tensor& x = c.in(0);
+      std::vector<int64_t> axes = c.constInts(1, "axes");
+      int64_t rank = x.rank() + static_cast<int64_t>(axes.size());
+      for (int64_t& a : axes)
+        a = normalizeAxis(a, rank);
+      std::sort(axes.begin(), axes.end());
+      Shape shape;
+      size_t next = 0;
+      for (int64_t d = 0; d < rank; ++d) {
+        if (std::binary_search(axes.begin(), axes.end(), d))
+          shape.push_back(1);
+        else
+          shape.push_back(x.shape()[next++]);
+      }
+      return R{reshape(x, shape)};
+    };
+    h["Squeeze"] = [](const NodeContext& c) {
+      const Tensor& x = c.in(0);
+      std::vector<int64_t> axes;
+      if (c.has(1)) {
+        axes = c.constInts(1, "axes");
+        for (int64_t& a : axes) {
+          a = normalizeAxis(a, x.rank());
+          if (x.shape()[a] != 1)
+            throw Error("cannot squeeze dimension " + std::to_string(a) +
+                        " of " + x.describe() + ": it is not 1");
+        }
+      } else {
+        for (int64_t d = 0; d < x.rank(); ++d)
+          if (x.shape()[d] == 1)
+            axes.push_back(d);
+      }
+      Shape shape;
+      for (int64_t d = 0; d < x.rank(); ++d)
+        if (std::find(axes.begin(), axes.end(), d) == axes.end())
+          shape.push_back(x.shape()[d]);
+      return R{reshape(x, shape)};
+    };
+    h["Expand"] = [](const NodeContext& c) {
+      const Tensor& x = c.in(0);
+      Shape shape = broadcastShapes(x.shape(), c.constInts(1, "shape"));
+      return R{broadcastTo(x, shape)};
+    };
+    h["Shape"] = [](const NodeContext& c) {
+      const Shape& s = c.in(0).shape();
+      int64_t r = static_cast<int64_t>(s.size());
+      auto clampIndex = [r](int64_t v) {
+        if (v < 0)
+          v += r;
+        return std::min(std::max<int64_t>(v, 0), r);
+      };
+      int64_t b = clampIndex(c.getInt("start", 0));
+      int64_t e = clampIndex(c.getInt("end", r));
+      int64_t n = std::max<int64_t>(e - b, 0);
+      Tensor t = Tensor::empty({n}, DType::I64);
+      std::copy(s.begin() + b, s.begin() + b + n, t.data<int64_t>());
+      return R{t};
+    };
+    h["ConstantOfShape"] = [](const NodeContext& c) {
+      std::vector<int64_t> shape = c.constInts(0, "input");
+      DType dtype = DType::F32;
+      double value = 0;
+      if (const AttributeProto* a = c.attr("value")) {
+        Tensor v = tensorFromProto(a->t(), c.modelDir, "attribute 'value'");
+        if (v.numel() != 1)
+          throw Error("attribute 'value' must hold one value");
+        dtype = v.dtype();
+        value = v.dtype() == DType::I64
+                    ? static_cast<double>(v.data<int64_t>()[0])
+                    : v.toVector()[0];
+      }
+      return R{Tensor::full(shape, value, dtype)};
+    };
+    h["Constant"] = [](const NodeContext& c) {
+      if (c.node.attribute_size() != 1)
+        throw Error("a Constant needs exactly one attribute");
+      const AttributeProto& a = c.node.attribute(0);
+      if (a.name() == "value")
+        return R{tensorFromProto(a.t(), c.modelDir, "attribute 'value'")};
+      if (a.name() == "value_float")
+        return R{Tensor::scalar(a.f(), DType::F32)};
+      if (a.name() == "value_int")
+        return R{Tensor::scalar(static_cast<double>(a.i()), DType::I64)};
+      if (a.name() == "value_floats") {
+        std::vector<float> v(a.floats().begin(), a.floats().end());
+        return R{Tensor::fromVector(v, {static_cast<int64_t>(v.size())})};
+      }
+      if (a.name() == "value_ints") {
+        Tensor t = Tensor::empty({a.ints_size()}, DType::I64);
+        std::copy(a.ints().begin(), a.ints().end(), t.data<int64_t>());
+        return R{t};
+      }
+      throw Error("attribute '" + a.name() + "' is not supported");
+    };
+    h["Identity"] = [](const NodeContext& c) { return R{c.in(0)}; };
+    h["Dropout"] = [](const NodeContext& c) {
+      if (c.has(2) && (!c.isConstant(2) || c.constScalar(2, "training_mode")))
+        throw Error("training_mode must be a constant false (export the "
+                    "model in eval mode)");
+      R out{c.in(0)};
+      if (c.wantsOutput(1)) // inference keeps everything
+        out.push_back(Tensor::full(c.in(0).shape(), 1.0, DType::I1));
+      return out;
+    };
+    h["Cast"] = [](const NodeContext& c) {
+      DType to = dtypeOf(static_cast<int>(c.getInt("to", 0)),
+                         "the target of Cast");
+      const Tensor& x = c.in(0);
+      return R{x.dtype() == to ? x : cast(x, to)};
+    };
+    h["Where"] = [](const NodeContext& c) {
+      return R{where(c.in(0), c.in(1), c.in(2))};
+    };
+    h["Range"] = [](const NodeContext& c) {
+      DType dtype = c.in(0).dtype();
+      double start = c.constScalar(0, "start");
+      double limit = c.constScalar(1, "limit");
+      double delta = c.constScalar(2, "delta");
+      if (delta == 0)
+        throw Error("delta is 0");
+      int64_t n = std::max<int64_t>(
+          static_cast<int64_t>(std::ceil((limit - start) / delta)), 0);
+      Tensor t = Tensor::empty({n}, dtype);
+      for (int64_t i = 0; i < n; ++i) {
+        double v = start + static_cast<double>(i) * delta;
+        switch (dtype) {
+        case DType::I64:
+          t.data<int64_t>()[i] = static_cast<int64_t>(v);
+          break;
+        case DType::I32:
+          t.data<int32_t>()[i] = static_cast<int32_t>(v);
+          break;
+        case DType::F32:
+          t.data<float>()[i] = static_cast<float>(v);
+          break;
+        default:
+          throw Error("Range of " + c.in(0).describe() +
+                      " is not supported (int32, int64 or float)");
+        }
+      }
+      return R{t};
+    };
+    h["Pad"] = [](const NodeContext& c) {
+      const Tensor& x = c.in(0);
+      std::string mode = c.getString("mode", "constant");
+      if (mode != "constant")
+        throw Error("mode '" + mode + "' is not supported (only 'constant')");
+      std::vector<int64_t> pads = c.constInts(1, "pads");
+      if (static_cast<int64_t>(pads.size()) != 2 * x.rank())
+        throw Error("pads has " + std::to_string(pads.size()) +
+                    " values; " + x.describe() + " needs " +
+                    std::to_string(2 * x.rank()));
+      std::vector<int64_t> low(pads.begin(), pads.begin() + x.rank());
+      std::vector<int64_t> high(pads.begin() + x.rank(), pads.end());
+      for (int64_t p : pads)
+        if (p < 0)
+          throw Error("negative pads (cropping) are not supported");
+      double value = c.has(2) ? c.constScalar(2, "constant_value") : 0.0;
+      return R{pad(x, low, high, value)};
+    };
+    return h;
+  }();
+  return table;
+}
+
+/// Nodes whose outputs are compile-time constants even when an input is not.
+bool alwaysConstant(const std::string& op) { return op == "Shape"; }
+
+class Importer {
+public:
+  Importer(std::string path, const OnnxImportOptions& options)
+      : path_(std::move(path)), options_(options) {}
+
+  jit::TracedModule run();
+
+private:
+  void load();
+  void checkOpset();
+  std::string nodeLabel(int i) const;
+  /// The handler of node `i`; an error naming the op, the node and the
+  /// opset when there is none.
+  std::unordered_map<std::string, Handler>::const_iterator
+  handler(int i) const;
+  void runNode(int i);
+
+  std::string path_;
+  const OnnxImportOptions& options_;
+  onnx::ModelProto model_;
+  fs::path modelDir_;
+  int64_t opset_ = 0;
+  std::unordered_map<std::string, Value> values_;
+  std::vector<std::unique_ptr<NodeScope>> scopes_;
+};
+
+void Importer::load() {
+  std::ifstream in(path_, std::ios::binary | std::ios::ate);
+  if (!in)
+    throw Error("cannot read '" + path_ + "': " + std::strerror(errno));
+  std::error_code ec;
+  if (!fs::is_regular_file(path_, ec))
+    throw Error("cannot read '" + path_ + "': not a regular file");
+  std::streamoff size = in.tellg();
+  if (size < 0)
+    throw Error("cannot read '" + path_ + "'");
+  if (size > std::numeric_limits<int>::max())
+    throw Error("'" + path_ + "' is larger than 2 GB, which protobuf cannot "
+                "parse; save the model with its weights as external data");
+  std::string bytes(static_cast<size_t>(size), '\0');
+  in.seekg(0);
+  if (!in.read(bytes.data(), size))
+    throw Error("cannot read '" + path_ + "'");
+  if (!model_.ParseFromString(bytes))
+    throw Error("cannot parse '" + path_ + "' as an ONNX model: the file is "
+                "truncated or corrupt (not a valid ModelProto)");
+  if (!model_.has_graph())
+    throw Error("'" + path_ + "' is not an ONNX model: it has no graph");
+  modelDir_ = fs::absolute(fs::path(path_)).parent_path();
+}
+
+void Importer::checkOpset() {
+  bool found = false;
+  for (const auto& imp : model_.opset_import())
+    if (imp.domain().empty() || imp.domain() == "ai.onnx") {
+      opset_ = imp.version();
+      found = true;
+    }
+  if (!found)
+    throw Error("'" + path_ + "' imports no version of the default ONNX "
+                "opset (ai.onnx)");
+  if (opset_ < kMinOpset || opset_ > kMaxOpset)
+    throw Error("'" + path_ + "' uses ONNX opset " + std::to_string(opset_) +
+                "; modelc imports opsets " + std::to_string(kMinOpset) +
+                " to " + std::to_string(kMaxOpset) +
+                " (export with opset_version=" + std::to_string(kMaxOpset) +
+                ")");
+}
+
+std::string Importer::nodeLabel(int i) const {
+  const NodeProto& n = model_.graph().node(i);
+  if (!n.name().empty())
+    return "'" + n.name() + "'";
+  return "#" + std::to_string(i) +
+         (n.output_size() ? " (output '" + n.output(0) + "')" : "");
+}
+
+std::unordered_map<std::string, Handler>::const_iterator
+Importer::handler(int i) const {
+  const NodeProto& node = model_.graph().node(i);
+  const std::string& op = node.op_type();
+  bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
+  auto it = handlers().find(op);
+  if (!defaultDomain || it == handlers().end())
+    throw Error("unsupported ONNX op '" +
+                (defaultDomain ? op : node.domain() + "." + op) +
+                "' in node " + nodeLabel(i) + " (opset " +
+                std::to_string(opset_) + ")");
+  return it;
+}
+
+void Importer::runNode(int i) {
+  const NodeProto& node = model_.graph().node(i);
+  const std::string& op = node.op_type();
+  std::string label = "node " + nodeLabel(i) + " (" + op + ")";
+  auto it = handler(i);
+
+  std::vector<const Value*> inputs;
+  bool allConstant = true;
+  for (const std::string& name : node.input()) {
+    if (name.empty()) {
+      inputs.push_back(nullptr);
+      continue;
+    }
+    auto v = values_.find(name);
+    if (v == values_.end())
+      throw Error(label + ": input '" + name + "' is not defined by an "
+                  "earlier node, a graph input or an initializer");
+    inputs.push_back(&v->second);
+    allConstant = allConstant && v->second.constant;
+  }
+  bool constant = allConstant || alwaysConstant(op);
+  NodeContext ctx(node, std::move(inputs), opset_, modelDir_);
+  std::vector<Tensor> outputs;
+  try {
+    if (constant) {
+      PausedTrace paused;
+      outputs = it->second(ctx);
+    } else {
+      TraceHook* hook = activeTraceHook();
+      if (hook)
+        hook->enterModule(*scopes_[i]);
+      try {
+        outputs = it->second(ctx);
+      } catch (...) {
+        if (hook)
+          hook->exitModule(*scopes_[i]);
+        throw;
+      }
+      if (hook)
+        hook->exitModule(*scopes_[i]);
+    }
+  } catch (const Error& e) {
+    throw Error(label + ": " + e.what());
+  }
+  for (int k = 0; k < node.output_size(); ++k) {
+    if (node.output(k).empty())
+      continue;
+    if (k >= static_cast<int>(outputs.size()))
+      throw Error(label + ": output " + std::to_string(k) + " ('" +
+                  node.output(k) + "') is not supported");
+    values_[node.output(k)] = Value{outputs[k], constant};
+  }
+}
+
+jit::TracedModule Importer::run() {
+  load();
+  checkOpset();
+  const onnx::GraphProto& graph = model_.graph();
+  // Unsupported ops first: the checker would report an op it does not know
+  // either, without saying that modelc is what lacks it.
+  for (int i = 0; i < graph.node_size(); ++i)
+    handler(i);
+  // Refuse external data outside the model's folder before anything reads
+  // a file (the checker included).
+  for (const TensorProto& t : graph.initializer())
+    if (t.data_location() == TensorProto::EXTERNAL)
+      externalDataPath(t, modelDir_);
+  try {
+    onnx::checker::CheckerContext ctx;
+    ctx.set_ir_version(static_cast<int>(model_.ir_version()));
+    std::unordered_map<std::string, int> opsets;
+    for (const auto& imp : model_.opset_import())
+      opsets[imp.domain()] = static_cast<int>(imp.version());
+    ctx.set_opset_imports(opsets);
+    ctx.set_model_dir(modelDir_.string());
+    onnx::checker::LexicalScopeContext lex;
+    onnx::checker::check_graph(graph, ctx, lex);
+  } catch (const std::exception& e) {
+    // One line: the checker's message without its "==> Context" dump.
+    std::string msg = e.what(), line;
+    msg = msg.substr(0, msg.find("==> Context"));
+    for (char ch : msg)
+      if (ch != '\n' || (!line.empty() && line.back() != ' '))
+        line += ch == '\n' ? ' ' : ch;
+    while (!line.empty() && line.back() == ' ')
+      line.pop_back();
+    throw Error("'" + path_ + "' is not a valid ONNX model: " + line);
+  }
+
+  // Initializers: named parameters (and compile-time constants).
+  std::vector<std::pair<std::string, Tensor>> parameters;
+  std::set<std::string> initializerNames;
+  for (const TensorProto& t : graph.initializer()) {
+    Tensor value =
+        tensorFromProto(t, modelDir_, "initializer '" + t.name() + "'");
+    parameters.emplace_back(t.name(), value);
+    values_[t.name()] = Value{value, /*constant=*/true};
+    initializerNames.insert(t.name());
+  }
+  if (graph.sparse_initializer_size())
+    throw Error("'" + path_ + "' has sparse initializers, which modelc does "
+                "not support");
+
+  // Graph inputs (an input that has an initializer is that constant).
+  jit::TraceOptions traceOptions;
+  traceOptions.functionName = options_.functionName;
+  std::vector<Tensor> examples;
+  std::vector<std::string> inputNames, known;
+  for (const auto& input : graph.input())
+    if (!initializerNames.count(input.name()))
+      known.push_back(input.name());
+  for (const auto& [name, shape] : options_.inputShapes)
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      std::string list;
+      for (const std::string& k : known)
+        list += (list.empty() ? "" : ", ") + k;
+      throw Error("--input-shape names '" + name + "', which is not an input "
+                  "of '" + path_ + "' (inputs: " + list + ")");
+    }
+  for (const auto& input : graph.input()) {
+    const std::string& name = input.name();
+    if (initializerNames.count(name))
+      continue;
+    std::string what = "input '" + name + "'";
+    if (!input.type().has_tensor_type())
+      throw Error(what + " is not a tensor");
+    const auto& tt = input.type().tensor_type();
+    DType dtype = dtypeOf(tt.elem_type(), what);
+    auto given = options_.inputShapes.find(name);
+    std::string hint = "; give its shape with --input-shape " + name +
+                       "=D0xD1x...";
+    Shape shape;
+    if (!tt.has_shape()) {
+      if (given == options_.inputShapes.end())
+        throw Error(what + " has no declared shape" + hint);
+      shape = given->second;
+    } else {
+      int rank = tt.shape().dim_size();
+      if (given != options_.inputShapes.end() &&
+          static_cast<int>(given->second.size()) != rank)
+        throw Error("--input-shape gives " + what + " rank " +
+                    std::to_string(given->second.size()) +
+                    "; the model declares rank " + std::to_string(rank));
+      for (int d = 0; d < rank; ++d) {
+        const auto& dim = tt.shape().dim(d);
+        bool fixed = dim.has_dim_value();
+        if (given != options_.inputShapes.end()) {
+          int64_t v = given->second[d];
+          if (fixed && dim.dim_value() != v)
+            throw Error("--input-shape gives " + what + " dimension " +
+                        std::to_string(d) + " the size " + std::to_string(v) +
+                        "; the model fixes it to " +
+                        std::to_string(dim.dim_value()));
+          shape.push_back(v);
+        } else if (fixed) {
+          shape.push_back(dim.dim_value());
+        } else {
+          throw Error(what + " has a dynamic dimension " + std::to_string(d) +
+                      (dim.has_dim_param() ? " ('" + dim.dim_param() + "')"
+                                           : std::string()) +
+                      hint);
+        }
+      }
+    }
+    Tensor example = Tensor::zeros(shape, dtype);
+    values_[name] = Value{example, /*constant=*/false};
+    examples.push_back(example);
+    inputNames.push_back(name);
+  }
+  traceOptions.inputNames = inputNames;
+  for (const auto& output : graph.output())
+    traceOptions.outputNames.push_back(output.name());
+
+  // One scope per node, for locations.
+  std::vector<std::pair<std::string, const nn::Module*>> modules;
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const NodeProto& n = graph.node(i);
+    scopes_.push_back(std::make_unique<NodeScope>(n.op_type()));
+    modules.emplace_back(n.name().empty() && n.output_size() ? n.output(0)
+                                                             : n.name(),
+                         scopes_.back().get());
+  }
+
+  // The traced function gets fresh views of the examples: rebind inputs.
+  auto body = [&](const std::vector<Tensor>& in) {
+    for (size_t k = 0; k < in.size(); ++k)
+      values_[inputNames[k]] = Value{in[k], /*constant=*/false};
+    for (int i = 0; i < graph.node_size(); ++i)
+      runNode(i);
+    std::vector<Tensor> results;
+    for (const auto& output : graph.output()) {
+      auto v = values_.find(output.name());
+      if (v == values_.end())
+        throw Error("graph output '" + output.name() + "' is not computed "
+                    "by any node");
+      results.push_back(v->second.tensor);
+    }
+    return results;
+  };
+  return jit::traceFunction(body, examples, parameters, modules,
+                            traceOptions);
+}
+
+} // namespace
+
+void parseOnnxInputShape(const std::string& spec, OnnxImportOptions& options) {
+  size_t eq = spec.rfind('=');
+  if (eq == std::string::npos || eq == 0)
+    throw Error("--input-shape expects NAME=D0xD1x... (for example "
+                "x=1x3x224x224), got '" + spec + "'");
+  std::string name = spec.substr(0, eq), dims = spec.substr(eq + 1);
+  Shape shape;
+  size_t at = 0;
+  while (!dims.empty() && at <= dims.size()) {
+    size_t end = dims.find_first_of("x,", at);
+    std::string d =
+        dims.substr(at, end == std::string::npos ? std::string::npos
+                                                 : end - at);
+    char* stop = nullptr;
+    long long v = std::strtoll(d.c_str(), &stop, 10);
+    if (d.empty() || *stop != '\0' || v < 0)
+      throw Error("--input-shape " + spec + ": '" + d +
+                  "' is not a dimension size");
+    shape.push_back(v);
+    if (end == std::string::npos)
+      break;
+    at = end + 1;
+  }
+  options.inputShapes[name] = shape;
+}
+
+jit::TracedModule importOnnx(const std::string& path,
+                             const OnnxImportOptions& options) {
+  return Importer(path, options).run();
+}
+
+} // namespace mc

@@ -1,0 +1,42 @@
+// ONNX import: runs an ONNX graph on the eager frontend under the tracer, so
+// the mc module it makes computes what the frontend's ops (the runtime's
+// kernels) compute.
+#ifndef MODELC_FRONTEND_ONNX_ONNXIMPORTER_H
+#define MODELC_FRONTEND_ONNX_ONNXIMPORTER_H
+
+#include "frontend/jit/Trace.h"
+
+#include <map>
+#include <string>
+
+namespace mc {
+
+struct OnnxImportOptions {
+  /// Static shapes of graph inputs, by ONNX input name. Required for an
+  /// input with a dynamic (symbolic or unknown) dimension; where the model
+  /// fixes a dimension, the shape given must agree with it.
+  std::map<std::string, Shape> inputShapes;
+  std::string functionName = "forward";
+};
+
+/// Parses "NAME=1x3x224x224" (the argument of --input-shape) into
+/// `options.inputShapes`; throws mc::Error on a malformed spec.
+void parseOnnxInputShape(const std::string& spec, OnnxImportOptions& options);
+
+/// Imports an ONNX model (opsets 13 to 17) as an mc module: graph inputs
+/// become the function's arguments and graph outputs its results (both
+/// named as in the model), initializers become parameters named as in the
+/// model. Each node runs as frontend ops on example tensors (zeros of the
+/// input shapes) while a trace records them; nodes whose inputs are all
+/// compile-time constants (initializers, Constant, Shape of anything, and
+/// what is computed from those only) are evaluated without tracing, and
+/// their results enter the graph as mc.constant where traced ops use them.
+/// Throws mc::Error on an unreadable or invalid file, an unsupported opset or
+/// op (naming the op type, the node and the opset), a dynamic input shape
+/// not given in `options`, or external data outside the model's folder.
+jit::TracedModule importOnnx(const std::string& path,
+                             const OnnxImportOptions& options = {});
+
+} // namespace mc
+
+#endif // MODELC_FRONTEND_ONNX_ONNXIMPORTER_H

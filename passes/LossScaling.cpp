@@ -1,0 +1,183 @@
+// mc-loss-scaling: dynamic loss scaling as graph state (GradScaler's rules),
+// with no host synchronisation: the skip is a select, not a branch.
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+
+namespace mc {
+#define GEN_PASS_DEF_LOSSSCALINGPASS
+#include "passes/Passes.h.inc"
+} // namespace mc
+
+using namespace mlir;
+
+namespace {
+
+struct LossScalingPass : mc::impl::LossScalingPassBase<LossScalingPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MLIRContext* ctx = module.getContext();
+    if (!(init > 0) || !(growth >= 1) || !(backoff > 0 && backoff <= 1) ||
+        interval < 1) {
+      emitError(module.getLoc())
+          << "loss scaling needs init > 0, growth >= 1, 0 < backoff <= 1 "
+             "and interval >= 1";
+      return signalPassFailure();
+    }
+    auto fn = llvm::dyn_cast_or_null<func::FuncOp>(
+        mc::findEntryFunction(module, entry));
+    if (!fn)
+      return signalPassFailure();
+    Block& body = fn.getBody().front();
+    auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
+
+    // The backward seed mc-autodiff made.
+    mc::ConstantOp seed;
+    fn.walk([&](mc::ConstantOp c) {
+      if (c->hasAttr("mc.autodiff_seed"))
+        seed = c;
+    });
+    if (!seed) {
+      fn.emitOpError() << "has no backward seed (mc.autodiff_seed); run "
+                          "mc-autodiff first";
+      return signalPassFailure();
+    }
+    SmallVector<unsigned> gradResults;
+    for (unsigned i = 0; i < ret.getNumOperands(); ++i)
+      if (auto name = fn.getResultAttrOfType<StringAttr>(i, "mc.name"))
+        if (name.getValue().starts_with("grad."))
+          gradResults.push_back(i);
+    if (gradResults.empty()) {
+      fn.emitOpError() << "returns no grad.<parameter> results; run "
+                          "mc-autodiff first";
+      return signalPassFailure();
+    }
+
+    OpBuilder b(ctx);
+    Location loc = ret.getLoc();
+    auto f32 = b.getF32Type();
+    auto scalar = RankedTensorType::get({}, f32);
+    auto boolScalar = RankedTensorType::get({}, b.getI1Type());
+    auto splat = [&](RankedTensorType type, double v) -> Value {
+      return mc::ConstantOp::create(
+          b, loc, DenseElementsAttr::get(type, APFloat(static_cast<float>(v))));
+    };
+    auto global = [&](StringRef name, double value) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(fn);
+      std::string unique = name.str();
+      SymbolTable symbols(module);
+      for (int k = 1; symbols.lookup(unique); ++k)
+        unique = name.str() + "." + std::to_string(k);
+      return ml_program::GlobalOp::create(
+          b, fn.getLoc(), unique, scalar, /*is_mutable=*/true,
+          DenseElementsAttr::get(scalar, APFloat(static_cast<float>(value))),
+          b.getStringAttr("private"));
+    };
+    auto scaleGlobal = global("loss_scale", init);
+    auto trackerGlobal = global("loss_scale.growth_tracker", 0.0);
+
+    // Seed the backward pass with the scale.
+    b.setInsertionPointToStart(&body);
+    Value scale = ml_program::GlobalLoadOp::create(
+        b, loc, scalar, FlatSymbolRefAttr::get(scaleGlobal.getSymNameAttr()));
+    Value tracker = ml_program::GlobalLoadOp::create(
+        b, loc, scalar,
+        FlatSymbolRefAttr::get(trackerGlobal.getSymNameAttr()));
+    auto seedType = llvm::cast<RankedTensorType>(seed.getType());
+    if (!seedType.getElementType().isF32()) {
+      seed.emitOpError() << "seeds a " << seedType
+                         << " loss; loss scaling needs an f32 loss";
+      return signalPassFailure();
+    }
+    b.setInsertionPoint(seed);
+    Value seedValue =
+        seedType == scalar
+            ? scale
+            : mc::BroadcastInDimOp::create(b, seed.getLoc(), seedType, scale,
+                                           ArrayRef<int64_t>{})
+                  .getResult();
+    seed.getResult().replaceAllUsesWith(seedValue);
+    seed.erase();
+
+    // Unscale every gradient and check it is finite.
+    b.setInsertionPoint(ret);
+    Value one = splat(scalar, 1.0);
+    Value inv = mc::DivOp::create(b, loc, one, scale);
+    Value allFinite = one; // 1.0 while every element seen is finite
+    for (unsigned i : gradResults) {
+      Value g = ret.getOperand(i);
+      auto type = llvm::cast<RankedTensorType>(g.getType());
+      Type element = type.getElementType();
+      Value invT = inv;
+      if (!element.isF32())
+        invT = mc::CastOp::create(b, loc, RankedTensorType::get({}, element),
+                                  inv);
+      Value unscaled = mc::MulOp::create(
+          b, loc, g,
+          mc::BroadcastInDimOp::create(b, loc, type, invT, ArrayRef<int64_t>{})
+              .getResult());
+      ret->setOperand(i, unscaled);
+      // x - x is 0 exactly when x is finite (inf - inf and NaN give NaN).
+      Value diff = mc::SubOp::create(b, loc, unscaled, unscaled);
+      Value zero = mc::ConstantOp::create(
+          b, loc, DenseElementsAttr::get(type, b.getZeroAttr(element)));
+      Value ok = mc::CompareOp::create(
+          b, loc, RankedTensorType::get(type.getShape(), b.getI1Type()),
+          mc::ComparisonDirection::EQ, diff, zero);
+      Value okF = mc::CastOp::create(
+          b, loc, RankedTensorType::get(type.getShape(), f32), ok);
+      SmallVector<int64_t> dims;
+      for (int64_t d = 0; d < type.getRank(); ++d)
+        dims.push_back(d);
+      Value minOk = type.getRank() == 0
+                        ? okF
+                        : mc::ReduceMinOp::create(b, loc, scalar, okF, dims,
+                                                  /*keepdim=*/false)
+                              .getResult();
+      allFinite = mc::MinimumOp::create(b, loc, allFinite, minOk);
+    }
+    Value finite = mc::CompareOp::create(
+        b, loc, boolScalar, mc::ComparisonDirection::EQ, allFinite, one);
+
+    // GradScaler's update: backoff and reset on overflow; growth after
+    // `interval` clean steps in a row.
+    Value zero = splat(scalar, 0.0);
+    Value counted = mc::AddOp::create(b, loc, tracker, one);
+    Value due = mc::CompareOp::create(
+        b, loc, boolScalar, mc::ComparisonDirection::GE, counted,
+        splat(scalar, static_cast<double>(interval)));
+    Value grown = mc::MulOp::create(b, loc, scale, splat(scalar, growth));
+    Value cleanScale = mc::SelectOp::create(b, loc, due, grown, scale);
+    Value cleanTracker = mc::SelectOp::create(b, loc, due, zero, counted);
+    Value backedOff = mc::MulOp::create(b, loc, scale, splat(scalar, backoff));
+    Value newScale = mc::SelectOp::create(b, loc, finite, cleanScale, backedOff);
+    Value newTracker = mc::SelectOp::create(b, loc, finite, cleanTracker, zero);
+    ml_program::GlobalStoreOp::create(
+        b, loc, FlatSymbolRefAttr::get(scaleGlobal.getSymNameAttr()), newScale);
+    ml_program::GlobalStoreOp::create(
+        b, loc, FlatSymbolRefAttr::get(trackerGlobal.getSymNameAttr()),
+        newTracker);
+
+    // Return grads_finite for mc-optimizer to guard its updates with.
+    SmallVector<Value> results(ret.getOperands());
+    results.push_back(finite);
+    SmallVector<DictionaryAttr> attrs;
+    fn.getAllResultAttrs(attrs);
+    attrs.push_back(b.getDictionaryAttr(
+        b.getNamedAttr("mc.name", b.getStringAttr("grads_finite"))));
+    ret->setOperands(results);
+    SmallVector<Type> types(fn.getFunctionType().getResults());
+    types.push_back(boolScalar);
+    fn.setFunctionType(
+        FunctionType::get(ctx, fn.getFunctionType().getInputs(), types));
+    fn.setAllResultAttrs(attrs);
+  }
+};
+
+} // namespace

@@ -1,0 +1,253 @@
+// mc-optimizer: appends the SGD / AdamW update (PyTorch's formulas) to a
+// training step made by mc-autodiff, with parameters and optimizer state as
+// mutable ml_program globals.
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinOps.h"
+
+namespace mc {
+#define GEN_PASS_DEF_OPTIMIZERPASS
+#include "passes/Passes.h.inc"
+} // namespace mc
+
+using namespace mlir;
+
+namespace {
+
+/// Builds the update ops: splat constants and elementwise mc ops.
+class UpdateBuilder {
+public:
+  UpdateBuilder(OpBuilder& b, Location loc) : b(b), loc(loc) {}
+
+  /// Optimizer math is f32 (master weights), checked by the pass.
+  Value splat(RankedTensorType type, double v) {
+    auto attr = DenseElementsAttr::get(type, APFloat(static_cast<float>(v)));
+    return mc::ConstantOp::create(b, loc, attr);
+  }
+  Value add(Value x, Value y) { return mc::AddOp::create(b, loc, x, y); }
+  Value sub(Value x, Value y) { return mc::SubOp::create(b, loc, x, y); }
+  Value mul(Value x, Value y) { return mc::MulOp::create(b, loc, x, y); }
+  Value div(Value x, Value y) { return mc::DivOp::create(b, loc, x, y); }
+  Value sqrt(Value x) { return mc::SqrtOp::create(b, loc, x); }
+  Value pow(Value x, Value y) { return mc::PowOp::create(b, loc, x, y); }
+  Value mulScalar(Value x, double v) {
+    return mul(x, splat(llvm::cast<RankedTensorType>(x.getType()), v));
+  }
+  /// A rank-0 tensor broadcast to `type`.
+  Value broadcast(Value scalar, RankedTensorType type) {
+    if (scalar.getType() == type)
+      return scalar;
+    return mc::BroadcastInDimOp::create(b, loc, type, scalar,
+                                        ArrayRef<int64_t>{});
+  }
+
+  OpBuilder& b;
+  Location loc;
+};
+
+struct Parameter {
+  ml_program::GlobalOp global;
+  Value value; // the loaded parameter
+  Value grad;
+};
+
+struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (kind != "sgd" && kind != "adamw") {
+      emitError(module.getLoc())
+          << "unknown optimizer kind '" << kind << "' (expected sgd or adamw)";
+      return signalPassFailure();
+    }
+    if (lr < 0 || momentum < 0 || dampening < 0 || eps < 0 || beta1 < 0 ||
+        beta1 >= 1 || beta2 < 0 || beta2 >= 1) {
+      emitError(module.getLoc())
+          << "optimizer options out of range (lr, momentum, dampening, eps "
+             ">= 0; betas in [0, 1))";
+      return signalPassFailure();
+    }
+    if (nesterov && (momentum <= 0 || dampening != 0)) {
+      emitError(module.getLoc())
+          << "nesterov needs momentum > 0 and dampening 0";
+      return signalPassFailure();
+    }
+    double decay = weightDecay >= 0 ? weightDecay.getValue()
+                                    : (kind == "adamw" ? 0.01 : 0.0);
+    auto fn = llvm::dyn_cast_or_null<func::FuncOp>(
+        mc::findEntryFunction(module, entry));
+    if (!fn)
+      return signalPassFailure();
+    auto ret = llvm::cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+    if (ret.getNumOperands() < 2) {  // (loss, grads...)
+      fn.emitOpError() << "returns " << ret.getNumOperands()
+                       << " values; mc-optimizer expects (loss, grad.<param>"
+                          "...) from mc-autodiff";
+      return signalPassFailure();
+    }
+
+    // Match gradients to parameters by the result names mc-autodiff sets;
+    // mc-loss-scaling adds `grads_finite`, which guards every update.
+    SymbolTable symbols(module);
+    SmallVector<Parameter> params;
+    Value gradsFinite;
+    for (unsigned i = 1; i < ret.getNumOperands(); ++i) {
+      auto name = fn.getResultAttrOfType<StringAttr>(i, "mc.name");
+      if (name && name.getValue() == "grads_finite") {
+        gradsFinite = ret.getOperand(i);
+        continue;
+      }
+      if (!name || !name.getValue().starts_with("grad.")) {
+        fn.emitOpError() << "result " << i
+                         << " is not named grad.<parameter>; run mc-autodiff "
+                            "first";
+        return signalPassFailure();
+      }
+      StringRef paramName = name.getValue().drop_front(5);
+      auto global = symbols.lookup<ml_program::GlobalOp>(paramName);
+      if (!global) {
+        fn.emitOpError() << "result " << i << " is the gradient of '"
+                         << paramName << "', which is not a global";
+        return signalPassFailure();
+      }
+      params.push_back({global, Value(), ret.getOperand(i)});
+    }
+
+    // Parameters become mutable state read with global_load.
+    OpBuilder b(module.getContext());
+    for (Parameter& p : params) {
+      p.global.setIsMutable(true);
+      SmallVector<ml_program::GlobalLoadConstOp> loads;
+      fn.walk([&](ml_program::GlobalLoadConstOp load) {
+        if (load.getGlobal().getLeafReference() == p.global.getSymNameAttr())
+          loads.push_back(load);
+      });
+      b.setInsertionPointToStart(&fn.getBody().front());
+      auto load = ml_program::GlobalLoadOp::create(
+          b, p.global.getLoc(), p.global.getType(),
+          FlatSymbolRefAttr::get(p.global.getSymNameAttr()));
+      for (auto old : loads) {
+        old.getResult().replaceAllUsesWith(load.getResult());
+        old.erase();
+      }
+      p.value = load.getResult();
+    }
+
+    Location loc = ret.getLoc();
+    auto scalarType = RankedTensorType::get({}, b.getF32Type());
+    b.setInsertionPoint(module.getBody(), module.getBody()->end());
+    auto newGlobal = [&](StringRef name, RankedTensorType type,
+                         Location at) -> ml_program::GlobalOp {
+      std::string unique = name.str();
+      for (int k = 1; symbols.lookup(unique); ++k)
+        unique = name.str() + "." + std::to_string(k);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(fn);
+      auto zero = DenseElementsAttr::get(
+          type, b.getZeroAttr(type.getElementType()));
+      auto g = ml_program::GlobalOp::create(b, at, unique, type,
+                                            /*is_mutable=*/true, zero,
+                                            b.getStringAttr("private"));
+      symbols.insert(g);
+      return g;
+    };
+    auto load = [&](ml_program::GlobalOp g) {
+      return ml_program::GlobalLoadOp::create(
+                 b, loc, g.getType(), FlatSymbolRefAttr::get(g.getSymNameAttr()))
+          .getResult();
+    };
+    auto store = [&](ml_program::GlobalOp g, Value v) {
+      if (gradsFinite) {
+        // A step with inf/NaN gradients leaves the state as it was.
+        auto type = llvm::cast<RankedTensorType>(v.getType());
+        Value keep = load(g);
+        Value pred = gradsFinite;
+        if (type.getRank() != 0)
+          pred = mc::BroadcastInDimOp::create(
+              b, loc, RankedTensorType::get(type.getShape(), b.getI1Type()),
+              gradsFinite, ArrayRef<int64_t>{});
+        v = mc::SelectOp::create(b, loc, pred, v, keep);
+      }
+      ml_program::GlobalStoreOp::create(
+          b, loc, FlatSymbolRefAttr::get(g.getSymNameAttr()), v);
+    };
+
+    b.setInsertionPoint(ret);
+    UpdateBuilder u(b, loc);
+    ml_program::GlobalOp stepGlobal =
+        newGlobal("optimizer.step", scalarType, fn.getLoc());
+    Value step = load(stepGlobal);
+    Value nextStep = u.add(step, u.splat(scalarType, 1.0));
+    for (Parameter& p : params) {
+      auto type = llvm::cast<RankedTensorType>(p.value.getType());
+      if (!type.getElementType().isF32()) {
+        p.global.emitOpError() << "has element type " << type.getElementType()
+                               << "; the optimizer updates f32 parameters "
+                                  "(master weights)";
+        return signalPassFailure();
+      }
+      StringRef name = p.global.getSymName();
+      Value w = p.value, g = p.grad, updated;
+      if (kind == "sgd") {
+        Value d = g;
+        if (decay != 0)
+          d = u.add(d, u.mulScalar(w, decay));
+        if (momentum != 0) {
+          ml_program::GlobalOp bufGlobal = newGlobal(
+              (name + ".momentum_buffer").str(), type, p.global.getLoc());
+          Value buf = load(bufGlobal);
+          Value running = u.add(u.mulScalar(buf, momentum),
+                                u.mulScalar(d, 1 - dampening));
+          // torch.optim.SGD starts the buffer at the first gradient.
+          Value first = mc::CompareOp::create(
+              b, loc, RankedTensorType::get(type.getShape(), b.getI1Type()),
+              mc::ComparisonDirection::EQ,
+              u.broadcast(step, type), u.splat(type, 0.0));
+          Value newBuf = mc::SelectOp::create(b, loc, first, d, running);
+          store(bufGlobal, newBuf);
+          d = nesterov ? u.add(d, u.mulScalar(newBuf, momentum)) : newBuf;
+        }
+        updated = u.sub(w, u.mulScalar(d, lr));
+      } else {
+        ml_program::GlobalOp mGlobal =
+            newGlobal((name + ".exp_avg").str(), type, p.global.getLoc());
+        ml_program::GlobalOp vGlobal =
+            newGlobal((name + ".exp_avg_sq").str(), type, p.global.getLoc());
+        Value decayed = u.mulScalar(w, 1 - lr * decay);
+        Value m = u.add(u.mulScalar(load(mGlobal), beta1),
+                        u.mulScalar(g, 1 - beta1));
+        Value v = u.add(u.mulScalar(load(vGlobal), beta2),
+                        u.mulScalar(u.mul(g, g), 1 - beta2));
+        store(mGlobal, m);
+        store(vGlobal, v);
+        // Bias corrections from the step count, as rank-0 tensors.
+        Value one = u.splat(scalarType, 1.0);
+        Value bc1 = u.sub(one, u.pow(u.splat(scalarType, beta1), nextStep));
+        Value bc2 = u.sub(one, u.pow(u.splat(scalarType, beta2), nextStep));
+        Value stepSize = u.div(u.splat(scalarType, lr), bc1);
+        Value denom = u.add(u.div(u.sqrt(v), u.broadcast(u.sqrt(bc2), type)),
+                            u.splat(type, eps));
+        updated = u.sub(decayed,
+                        u.mul(u.div(m, denom), u.broadcast(stepSize, type)));
+      }
+      store(p.global, updated);
+    }
+    store(stepGlobal, nextStep);
+
+    // The step returns the loss alone.
+    Value loss = ret.getOperand(0);
+    DictionaryAttr lossAttrs = fn.getResultAttrDict(0);
+    ret->setOperands(ValueRange{loss});
+    fn.setFunctionType(FunctionType::get(
+        module.getContext(), fn.getFunctionType().getInputs(),
+        TypeRange{loss.getType()}));
+    fn.setAllResultAttrs(ArrayRef<DictionaryAttr>{lossAttrs});
+  }
+};
+
+} // namespace

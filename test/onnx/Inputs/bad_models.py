@@ -1,0 +1,115 @@
+# Writes small ONNX files for the importer's error tests (and one good model
+# with external data), built with onnx's helper API:
+#   bad_models.py OUTDIR
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+out = sys.argv[1]
+os.makedirs(os.path.join(out, "model"), exist_ok=True)
+
+
+def mlp(name, opset=13, batch=2):
+    """y = relu(x @ w + b), w [64, 64] (a large enough tensor that cutting
+    the file in half cuts it)."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((64, 64)).astype(np.float32)
+    b = rng.standard_normal(64).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="matmul"),
+             helper.make_node("Add", ["h", "b"], ["hb"], name="add"),
+             helper.make_node("Relu", ["hb"], ["y"], name="relu")]
+    graph = helper.make_graph(
+        nodes, name,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 64])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    return helper.make_model(graph,
+                             opset_imports=[helper.make_opsetid("", opset)])
+
+
+def save(model, name):
+    onnx.save(model, os.path.join(out, name))
+
+
+# An op modelc does not import.
+graph = helper.make_graph(
+    [helper.make_node("Det", ["x"], ["d"], name="det0")], "det",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 3])],
+    [helper.make_tensor_value_info("d", TensorProto.FLOAT, [])])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
+     "unsupported.onnx")
+
+# Another, in a node without a name (named by its output).
+graph = helper.make_graph(
+    [helper.make_node("NonMaxSuppression", ["boxes", "scores"], ["keep"])],
+    "nms",
+    [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [1, 4, 4]),
+     helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, 1, 4])],
+    [helper.make_tensor_value_info("keep", TensorProto.INT64, [4, 3])])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+     "unsupported-unnamed.onnx")
+
+# A shape computed from an input's values, not from its shape.
+graph = helper.make_graph(
+    [helper.make_node("Reshape", ["x", "s"], ["y"], name="reshape0")],
+    "dynamic_reshape",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+     helper.make_tensor_value_info("s", TensorProto.INT64, [2])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 2])])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
+     "value-shape.onnx")
+
+# A node reading a value nothing defines.
+graph = helper.make_graph(
+    [helper.make_node("Relu", ["nowhere"], ["y"], name="relu0")], "undefined",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
+     "undefined-input.onnx")
+
+# An opset outside 13..17, and a dynamic batch dimension.
+save(mlp("old", opset=11), "opset11.onnx")
+save(mlp("dynamic", batch="N"), "dynamic.onnx")
+
+# The MLP cut in half (inside the weights).
+data = mlp("mlp").SerializeToString()
+open(os.path.join(out, "truncated.onnx"), "wb").write(data[: len(data) // 2])
+
+# Weights in a file next to the model: accepted. The reference output is
+# computed with numpy.
+model = mlp("external")
+w = numpy_helper.to_array(model.graph.initializer[0])
+b = numpy_helper.to_array(model.graph.initializer[1])
+onnx.save_model(model, os.path.join(out, "model", "external.onnx"),
+                save_as_external_data=True, all_tensors_to_one_file=True,
+                location="weights.bin", size_threshold=0)
+x = np.random.default_rng(1).standard_normal((2, 64)).astype(np.float32)
+np.save(os.path.join(out, "x.npy"), x)
+np.save(os.path.join(out, "ref_y.npy"), np.maximum(x @ w + b, 0))
+
+# External data whose location leaves the model's folder: refused. The file
+# it names exists, so the refusal is for the location, not a missing file.
+outside = os.path.join(out, "outside.bin")
+open(outside, "wb").write(np.zeros(64 * 64, np.float32).tobytes())
+link = os.path.join(out, "model", "link.bin")
+if os.path.lexists(link):
+    os.remove(link)
+os.symlink(os.path.abspath(outside), link)
+
+
+def with_location(name, location):
+    m = mlp(name)
+    w = m.graph.initializer[0]
+    w.ClearField("raw_data")
+    w.data_location = TensorProto.EXTERNAL
+    entry = w.external_data.add()
+    entry.key, entry.value = "location", location
+    save(m, os.path.join("model", name + ".onnx"))
+
+
+with_location("dotdot", "../outside.bin")
+with_location("absolute", os.path.abspath(outside))
+with_location("symlink", "link.bin")

@@ -1,0 +1,175 @@
+# Builds a test model in PyTorch (random weights from a fixed seed), exports
+# it to ONNX, and writes its inputs and PyTorch's outputs as .npy files:
+#   models.py NAME OUTDIR [--opset N]
+# writes OUTDIR/NAME.onnx, OUTDIR/<input name>.npy and OUTDIR/ref_<output
+# name>.npy, and prints the ONNX op types of the graph (for FileCheck).
+import argparse
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class ShapeOps(nn.Module):
+    """Reshapes and broadcasts whose sizes come from the input's (dynamic)
+    shape: Shape, Gather, Unsqueeze, Concat, Reshape, Expand, Flatten."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 6)
+
+    def forward(self, x):  # x [N, 4, 8]
+        n, c = x.shape[0], x.shape[1]
+        y = self.fc(x)  # [N, 4, 6]
+        y = y.reshape(n, c * 2, 3).transpose(1, 2)  # [N, 3, 8]
+        z = y.unsqueeze(1).expand(n, 2, 3, c * 2)  # [N, 2, 3, 8]
+        flat = torch.flatten(z, 1)  # [N, 48]
+        return flat.sigmoid() * 2.0, y.sum(dim=2, keepdim=True)
+
+
+class MaskOps(nn.Module):
+    """A causal mask built from Range, comparisons and Where, a softmax over
+    it, and ConstantOfShape, Equal, Not."""
+
+    def forward(self, x):  # x [N, S, S]
+        s = x.shape[1]
+        pos = torch.arange(s)
+        causal = pos.unsqueeze(0) > pos.unsqueeze(1)  # [S, S] bool
+        scores = x.masked_fill(causal, float("-inf"))
+        probs = torch.softmax(scores, dim=-1)
+        zeros = torch.zeros(x.shape[0], s, dtype=torch.long)
+        eq = (pos.unsqueeze(0) + zeros) == 2  # [N, S]
+        keep = torch.where(~eq.unsqueeze(-1), probs, torch.zeros_like(probs))
+        return keep, torch.log_softmax(x, dim=1)
+
+
+class SplitPad(nn.Module):
+    """Split (equal and by sizes), Pad, Slice with steps, Concat, Clip,
+    LeakyRelu, Pow, Reciprocal, ReduceMax/Mean, Gemm, MatMul."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(6, 5))
+        self.fc = nn.Linear(5, 3)
+
+    def forward(self, x):  # x [N, 6, 10]
+        a, b = torch.split(x, [4, 6], dim=2)
+        c, d = x.chunk(2, dim=1)
+        p = F.pad(a, (1, 2))  # [N, 6, 7]
+        q = b[:, ::2, 1:5].flip(1)  # [N, 3, 4]
+        r = torch.cat([c, d], dim=2)  # [N, 3, 20]
+        s = torch.clamp(p, -0.5, 0.5) + F.leaky_relu(p, 0.1) ** 2
+        t = torch.matmul(x.transpose(1, 2), self.w)  # [N, 10, 5]
+        u = self.fc(t.mean(dim=1))  # Gemm on [N, 5]
+        v = 1.0 / (r.abs() + 1.0)
+        return s, q.amax(dim=2), v, u
+
+
+class Cnn(nn.Module):
+    """Conv (groups, stride, dilation), BatchNorm, pools with padding and
+    ceil_mode, GlobalAveragePool, Flatten, Gemm."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=2, dilation=2, groups=4)
+        self.pool = nn.MaxPool2d(3, stride=2, padding=1, ceil_mode=True)
+        self.avg = nn.AvgPool2d(2, stride=2, padding=1, count_include_pad=False)
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        # The batch norm follows a ReLU6: after a Conv, the exporter would
+        # fold it into the Conv.
+        x = self.bn(F.relu6(self.conv1(x)))
+        x = self.avg(self.pool(torch.tanh(self.conv2(x))))
+        x = F.adaptive_avg_pool2d(x, 1).flatten(1)
+        return self.fc(x)
+
+
+def build(name):
+    """(model, {input name: array}, [output names], {input: {dim: name}})"""
+    rng = np.random.default_rng(0)
+
+    def randn(*shape):
+        return rng.standard_normal(shape).astype(np.float32)
+
+    if name == "resnet18":
+        import torchvision
+        model = torchvision.models.resnet18(weights=None)
+        return model, {"image": randn(1, 3, 224, 224)}, ["logits"], {}
+    if name == "transformer":
+        layer = nn.TransformerEncoderLayer(d_model=128, nhead=4,
+                                           dim_feedforward=256,
+                                           batch_first=True)
+        model = nn.TransformerEncoder(layer, num_layers=2,
+                                      enable_nested_tensor=False)
+        # The layers start as copies of one layer (and the exporter would
+        # share their equal weights), norms at 1 and 0: perturb every
+        # parameter so that each is its own.
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(torch.randn_like(p) * 0.05)
+        return model, {"src": randn(1, 16, 128)}, ["encoded"], {}
+    if name == "shape_ops":
+        return (ShapeOps(), {"x": randn(2, 4, 8)}, ["scaled", "row_sums"],
+                {"x": {0: "batch"}})
+    if name == "mask_ops":
+        return (MaskOps(), {"x": randn(2, 5, 5)}, ["masked", "logp"],
+                {"x": {0: "batch", 1: "seq", 2: "seq"}})
+    if name == "split_pad":
+        return (SplitPad(), {"x": randn(2, 6, 10)}, ["s", "q", "v", "u"],
+                {"x": {0: "batch"}})
+    if name == "cnn":
+        return Cnn(), {"image": randn(2, 3, 17, 17)}, ["logits"], {}
+    sys.exit(f"models.py: unknown model '{name}'")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("name")
+    parser.add_argument("outdir")
+    parser.add_argument("--opset", type=int, default=13)
+    args = parser.parse_args()
+
+    torch.manual_seed(0)
+    model, inputs, output_names, dynamic = build(args.name)
+    model.eval()
+    # Random (not fresh) batch-norm statistics, so the import of
+    # BatchNormalization is checked with values that matter.
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 1.5)
+    tensors = tuple(torch.from_numpy(v) for v in inputs.values())
+    dynamic_axes = {k: v for k, v in dynamic.items()}
+    os.makedirs(args.outdir, exist_ok=True)
+    path = os.path.join(args.outdir, args.name + ".onnx")
+    # Grad stays enabled: under no_grad, nn.TransformerEncoderLayer in eval
+    # mode takes its fused fast path, which the exporter cannot export.
+    torch.onnx.export(model, tensors, path, opset_version=args.opset,
+                      input_names=list(inputs), output_names=output_names,
+                      dynamic_axes=dynamic_axes or None,
+                      # Unfolded, the CNN keeps its BatchNormalization
+                      # (folding merges it into the Conv before it).
+                      do_constant_folding=args.name != "cnn")
+    outputs = model(*tensors)
+    if isinstance(outputs, torch.Tensor):
+        outputs = (outputs,)
+    for name, value in inputs.items():
+        np.save(os.path.join(args.outdir, name + ".npy"), value)
+    for name, value in zip(output_names, outputs):
+        np.save(os.path.join(args.outdir, "ref_" + name + ".npy"),
+                value.detach().numpy().astype(np.float32))
+
+    import onnx
+    ops = sorted({n.op_type for n in onnx.load(path).graph.node})
+    print(f"{args.name}: opset {args.opset}, ops: {' '.join(ops)}")
+
+
+if __name__ == "__main__":
+    main()

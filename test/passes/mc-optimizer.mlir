@@ -1,0 +1,53 @@
+// RUN: modelc-opt %s --mc-optimizer="kind=sgd lr=0.1 momentum=0.9" | FileCheck %s --check-prefix=SGD
+// RUN: modelc-opt %s --mc-optimizer="kind=adamw lr=0.001" | FileCheck %s --check-prefix=ADAMW
+// RUN: not modelc-opt %s --mc-optimizer="kind=lamb" 2>&1 | FileCheck %s --check-prefix=KIND
+// RUN: not modelc-opt %s --mc-optimizer="kind=sgd nesterov=true" 2>&1 | FileCheck %s --check-prefix=NESTEROV
+
+// The step mc-autodiff makes: (loss, grad.w). mc-optimizer turns w and the
+// optimizer state into mutable globals, appends the update and stores, and
+// returns the loss alone.
+
+// KIND: error: unknown optimizer kind 'lamb' (expected sgd or adamw)
+// NESTEROV: error: nesterov needs momentum > 0 and dampening 0
+
+// SGD: ml_program.global private mutable @w(
+// SGD-DAG: ml_program.global private mutable @optimizer.step(dense<0.000000e+00> : tensor<f32>)
+// SGD-DAG: ml_program.global private mutable @w.momentum_buffer(dense<0.000000e+00> : tensor<3x4xf32>)
+// SGD-LABEL: func.func @forward
+// SGD-SAME: -> (tensor<f32> {mc.name = "loss"})
+// SGD: %[[W:.*]] = ml_program.global_load @w : tensor<3x4xf32>
+// SGD: %[[STEP:.*]] = ml_program.global_load @optimizer.step
+// SGD: %[[BUF:.*]] = ml_program.global_load @w.momentum_buffer
+// The buffer starts at the first gradient (torch.optim.SGD), then runs.
+// SGD: mc.compare EQ
+// SGD: %[[NEWBUF:.*]] = mc.select
+// SGD: ml_program.global_store @w.momentum_buffer = %[[NEWBUF]]
+// SGD: %[[LR:.*]] = mc.constant dense<1.000000e-01> : tensor<3x4xf32>
+// SGD: %[[DELTA:.*]] = mc.mul %[[NEWBUF]], %[[LR]]
+// SGD: %[[NEW:.*]] = mc.sub %[[W]], %[[DELTA]]
+// SGD: ml_program.global_store @w = %[[NEW]]
+// SGD: ml_program.global_store @optimizer.step
+// SGD: return %{{.*}} : tensor<f32>
+
+// ADAMW-DAG: ml_program.global private mutable @w.exp_avg(
+// ADAMW-DAG: ml_program.global private mutable @w.exp_avg_sq(
+// ADAMW-LABEL: func.func @forward
+// Decoupled weight decay first: w * (1 - lr * 0.01).
+// ADAMW: mc.constant dense<0.99998{{[0-9]*}}> : tensor<3x4xf32>
+// ADAMW: ml_program.global_store @w.exp_avg =
+// ADAMW: ml_program.global_store @w.exp_avg_sq =
+// Bias corrections from the step count.
+// ADAMW: mc.pow
+// ADAMW: mc.pow
+// ADAMW: mc.sqrt
+// ADAMW: ml_program.global_store @w =
+// ADAMW: ml_program.global_store @optimizer.step
+ml_program.global private @w(dense<0.5> : tensor<3x4xf32>) : tensor<3x4xf32>
+func.func @forward(%x: tensor<2x4xf32>) -> (tensor<f32> {mc.name = "loss"}, tensor<3x4xf32> {mc.name = "grad.w"}) {
+  %w = ml_program.global_load_const @w : tensor<3x4xf32>
+  %y = mc.matmul %x, %w transpose_b : tensor<2x4xf32>, tensor<3x4xf32> -> tensor<2x3xf32>
+  %l = mc.reduce_mean %y, dims = [0, 1] : (tensor<2x3xf32>) -> tensor<f32>
+  %g = mc.constant dense<0.25> : tensor<3x4xf32>
+  return %l, %g : tensor<f32>, tensor<3x4xf32>
+}
+
