@@ -161,8 +161,11 @@ private:
 
   uint32_t lookup(Value v) {
     auto it = buffers.find(v);
-    assert(it != buffers.end() && "operand lowered before use");
-    return it->second;
+    if (it != buffers.end())
+      return it->second;
+    auto pending = pendingSplats.find(v);
+    assert(pending != pendingSplats.end() && "operand lowered before use");
+    return materializeSplat(v, pending->second);
   }
 
   PlanStep& addStep(fb::OpKind kind, Operation* op) {
@@ -242,6 +245,13 @@ private:
           return success();
         })
         .Case<ConstantOp>([&](ConstantOp c) -> LogicalResult {
+          // A splat is stored as one element and broadcast when the step
+          // runs: a few bytes in the file instead of a full tensor (the
+          // optimizer's coefficients are splats of every parameter shape).
+          auto dense = llvm::dyn_cast<DenseElementsAttr>(c.getValue());
+          auto type = llvm::cast<RankedTensorType>(c.getType());
+          if (dense && dense.isSplat() && type.getNumElements() > 1)
+            return lowerSplat(c, dense);
           return constantBuffer(c.getResult(), c.getValue(),
                                 valueName(c.getResult()), op);
         })
@@ -391,6 +401,49 @@ private:
         });
   }
 
+  /// A splat constant: a rank-0 constant (shared by every splat of the same
+  /// value and element type), broadcast by a step placed right before the
+  /// first use (constants sit at the top of the function; broadcasting them
+  /// there would keep every temporary alive for the whole step).
+  LogicalResult lowerSplat(ConstantOp c, DenseElementsAttr dense) {
+    auto type = llvm::cast<RankedTensorType>(c.getType());
+    auto scalarType = RankedTensorType::get({}, type.getElementType());
+    DenseElementsAttr scalar = dense.resizeSplat(scalarType);
+    uint32_t src;
+    auto it = splats.find(scalar);
+    if (it != splats.end()) {
+      src = it->second;
+    } else {
+      auto bytes = constantBytes(scalar, c);
+      if (failed(bytes))
+        return failure();
+      PlanBuffer b;
+      b.name = valueName(c.getResult()) + ".splat";
+      b.dtype = *toDType(type.getElementType());
+      b.kind = fb::BufferKind::Constant;
+      b.data = std::move(*bytes);
+      plan.buffers.push_back(std::move(b));
+      src = plan.buffers.size() - 1;
+      splats[scalar] = src;
+    }
+    pendingSplats[c.getResult()] = src;
+    return success();
+  }
+
+  /// Emits the broadcast of a pending splat (see lowerSplat).
+  uint32_t materializeSplat(Value v, uint32_t scalar) {
+    PlanStep s;
+    s.kind = fb::OpKind::BroadcastInDim;
+    s.location = locationString(v.getLoc());
+    s.inputs.push_back(scalar);
+    auto id = newBuffer(v, valueName(v), fb::BufferKind::Arena);
+    assert(succeeded(id) && "splat of a supported type");
+    s.outputs.push_back(*id);
+    plan.steps.push_back(std::move(s));
+    pendingSplats.erase(v);
+    return *id;
+  }
+
   /// The State buffer of a mutable global (one per global), holding its
   /// initial value. Reading a global after storing it in the same step is
   /// refused: loads are read in place, so they must all come first.
@@ -501,6 +554,8 @@ private:
   llvm::DenseMap<Value, uint32_t> buffers;
   llvm::DenseMap<Attribute, uint32_t> globals;
   llvm::DenseMap<StringAttr, uint32_t> states;
+  llvm::DenseMap<Attribute, uint32_t> splats;
+  llvm::DenseMap<Value, uint32_t> pendingSplats;
   llvm::DenseSet<StringAttr> storedGlobals;
 };
 

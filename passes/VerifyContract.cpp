@@ -42,7 +42,8 @@ namespace {
 enum class TypeClass { Any, F32, F32OrInt, Compare };
 
 /// What the CPU target computes, per op, in terms of element types. Kept
-/// next to the runtime's kernels.h contract: float math is f32 for now.
+/// next to the runtime's kernels.h contract: float math in f32, f16 and
+/// bf16 (low precision computed in f32 and rounded once).
 TypeClass cpuTypeClass(Operation* op) {
   return llvm::TypeSwitch<Operation*, TypeClass>(op)
       .Case<mc::ExpOp, mc::LogOp, mc::TanhOp, mc::SigmoidOp, mc::SqrtOp,
@@ -193,12 +194,13 @@ struct VerifyContractPass
     case TypeClass::Any:
       return success();
     case TypeClass::F32:
-      if (et.isF32())
+      if (et.isF32() || et.isF16() || et.isBF16())
         return success();
       return op->emitOpError() << "on " << et << " has no kernel on the "
-                               << target << " target (it computes in f32)";
+                               << target << " target (f32, f16, bf16)";
     case TypeClass::Compare:
-      if (et.isF32() || et.isInteger(32) || et.isInteger(64))
+      if (et.isF32() || et.isF16() || et.isBF16() || et.isInteger(32) ||
+          et.isInteger(64))
         return success();
       if (et.isInteger(1)) {
         auto dir = llvm::cast<mc::CompareOp>(op).getDirection();
@@ -208,12 +210,14 @@ struct VerifyContractPass
       }
       return op->emitOpError() << "on " << et << " has no kernel on the "
                                << target
-                               << " target (f32, i32, i64; i1 for EQ/NE)";
+                               << " target (f32, f16, bf16, i32, i64; i1 for "
+                                  "EQ/NE)";
     case TypeClass::F32OrInt:
-      if (et.isF32() || et.isInteger(32) || et.isInteger(64))
+      if (et.isF32() || et.isF16() || et.isBF16() || et.isInteger(32) ||
+          et.isInteger(64))
         return success();
       return op->emitOpError() << "on " << et << " has no kernel on the "
-                               << target << " target (f32, i32, i64)";
+                               << target << " target (f32, f16, bf16, i32, i64)";
     }
     llvm_unreachable("covered switch");
   }

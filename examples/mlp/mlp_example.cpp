@@ -3,6 +3,9 @@
 //   OUT/mlp.mlir, OUT/mlp.mlirbc   the traced model (text and bytecode)
 //   OUT/x.npy                      the example input
 //   OUT/eager.npy                  the eager output, the reference
+//   OUT/mlp_train.mlir             forward + cross-entropy on (x, y), the
+//                                  input of `modelc compile --train`
+#include "frontend/Loss.h"
 #include "frontend/jit/Trace.h"
 #include "frontend/nn.h"
 #include "modelc/npy.h"
@@ -49,6 +52,24 @@ int main(int argc, char** argv) {
     traced.save(dir + "/mlp.mlir");
     traced.save(dir + "/mlp.mlirbc", /*bytecode=*/true);
 
+    // The training graph: logits (no softmax) and cross-entropy on integer
+    // labels; `modelc compile --train` differentiates it.
+    nn::Sequential classifier(
+        {model->children()[0].second, model->children()[1].second,
+         model->children()[2].second, model->children()[3].second,
+         model->children()[4].second});
+    Tensor labels = Tensor::zeros({batch}, DType::I64);
+    jit::TraceOptions trainNames;
+    trainNames.inputNames = {"x", "y"};
+    trainNames.outputNames = {"loss"};
+    jit::traceFunction(
+        [&](const std::vector<Tensor>& in) {
+          return std::vector<Tensor>{crossEntropy(classifier(in[0]), in[1])};
+        },
+        {x, labels}, classifier.stateDict(), classifier.namedModules(),
+        trainNames)
+        .save(dir + "/mlp_train.mlir");
+
     auto check = [](const rt::Status& s) {
       if (!s)
         throw Error(s.message());
@@ -65,6 +86,9 @@ int main(int argc, char** argv) {
     std::printf("mlp-example: traced to %s/mlp.mlir (and .mlirbc)\n",
                 dir.c_str());
     std::printf("mlp-example: wrote %s/x.npy and %s/eager.npy\n", dir.c_str(),
+                dir.c_str());
+    std::printf("mlp-example: training graph (forward + cross-entropy) in "
+                "%s/mlp_train.mlir\n",
                 dir.c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mlp-example: error: %s\n", e.what());

@@ -21,18 +21,20 @@ func.func @dynamic(%x: tensor<?x8xf32> {mc.name = "x"}) -> tensor<?x8xf32> {
 
 // -----
 
-func.func @no_kernel(%x: tensor<4x8xbf16>) -> tensor<4x8xbf16> {
-  // expected-error @+1 {{'mc.exp' op on 'bf16' has no kernel on the cpu target (it computes in f32)}}
+// Low-precision float math runs on the CPU (computed in f32, rounded once).
+// CHECK-LABEL: func @low_precision
+func.func @low_precision(%x: tensor<4x8xbf16>, %h: tensor<4x8xf16>) -> (tensor<4x8xbf16>, tensor<4x8xf16>) {
   %0 = mc.exp %x : tensor<4x8xbf16>
-  return %0 : tensor<4x8xbf16>
+  %1 = mc.add %h, %h : tensor<4x8xf16>
+  return %0, %1 : tensor<4x8xbf16>, tensor<4x8xf16>
 }
 
 // -----
 
-func.func @no_int_kernel(%x: tensor<4x8xf16>) -> tensor<4x8xf16> {
-  // expected-error @+1 {{'mc.add' op on 'f16' has no kernel on the cpu target (f32, i32, i64)}}
-  %0 = mc.add %x, %x : tensor<4x8xf16>
-  return %0 : tensor<4x8xf16>
+func.func @no_kernel(%p: tensor<4xi1>) -> tensor<4xi1> {
+  // expected-error @+1 {{'mc.compare' op on 'i1' has no kernel on the cpu target (f32, f16, bf16, i32, i64; i1 for EQ/NE)}}
+  %0 = mc.compare LT, %p, %p : (tensor<4xi1>, tensor<4xi1>) -> tensor<4xi1>
+  return %0 : tensor<4xi1>
 }
 
 // -----

@@ -20,6 +20,7 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -45,6 +46,19 @@ commands:
       --input-shape NAME=1x3x224x224
                                  static shape of an ONNX input (needed for
                                  dynamic dimensions; repeatable)
+      --train                    compile a training step: the input computes
+                                 a scalar loss (result 0); the step returns it
+                                 and updates parameters and optimizer state
+                                 in place (see docs/training.md). With:
+        --optimizer=sgd|adamw    (sgd) --lr=X (0.01) --momentum=X
+        --dampening=X --nesterov --weight-decay=X (sgd 0, adamw 0.01)
+        --beta1=X --beta2=X --eps=X   AdamW (0.9, 0.999, 1e-8)
+        --amp=bf16|f16           mixed precision (off by default)
+        --amp-level=O1|O2        (O1) --amp-low-ops=OP,... --amp-f32-ops=OP,...
+        --amp-locations=NAME:f32,...  per-location overrides
+        --loss-scaling=auto|on|off    dynamic loss scaling (auto: on for f16)
+        --loss-scale-init=X (65536) --loss-scale-growth=X (2)
+        --loss-scale-backoff=X (0.5) --loss-scale-interval=N (2000)
   import IN.onnx -o OUT.mlir    import an ONNX model (opsets 13 to 17) as mc
                                  (.mlirbc: bytecode; no -o: stdout)
       --input-shape NAME=DIMS    as for compile
@@ -92,6 +106,7 @@ int compileMain(int argc, char** argv) {
   std::string input, output, emit = "artifact", shapeSpec;
   codegen::CompileOptions options;
   OnnxImportOptions onnxOptions;
+  std::string badNumber, trainFlag;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const std::string& flag, std::string& dst) {
@@ -111,7 +126,58 @@ int compileMain(int argc, char** argv) {
       llvm::outs() << kUsage;
       return 0;
     }
-    if (a == "-v" || a == "--verbose") {
+    // Training flags: the --train pipeline's options (passes/Passes.h).
+    TrainPipelineOptions& t = options.training;
+    std::string number;
+    auto numberFlag = [&](const std::string& flag, double& dst) {
+      if (!value(flag, number))
+        return false;
+      char* end = nullptr;
+      dst = std::strtod(number.c_str(), &end);
+      if (number.empty() || *end != '\0')
+        badNumber = flag + "=" + number;
+      return true;
+    };
+    auto listFlag = [&](const std::string& flag,
+                        std::vector<std::string>& dst) {
+      std::string list;
+      if (!value(flag, list))
+        return false;
+      for (size_t start = 0; start <= list.size();) {
+        size_t comma = list.find(',', start);
+        if (comma == std::string::npos)
+          comma = list.size();
+        if (comma > start)
+          dst.push_back(list.substr(start, comma - start));
+        start = comma + 1;
+      }
+      return true;
+    };
+    double interval = -1;
+    if (a == "--train") {
+      options.train = true;
+    } else if (a == "--nesterov") {
+      t.nesterov = true;
+    } else if (value("--optimizer", t.optimizer) || value("--amp", t.amp) ||
+               value("--amp-level", t.ampLevel) ||
+               value("--loss-scaling", t.lossScaling) ||
+               numberFlag("--lr", t.lr) ||
+               numberFlag("--momentum", t.momentum) ||
+               numberFlag("--dampening", t.dampening) ||
+               numberFlag("--weight-decay", t.weightDecay) ||
+               numberFlag("--beta1", t.beta1) ||
+               numberFlag("--beta2", t.beta2) || numberFlag("--eps", t.eps) ||
+               numberFlag("--loss-scale-init", t.scaleInit) ||
+               numberFlag("--loss-scale-growth", t.scaleGrowth) ||
+               numberFlag("--loss-scale-backoff", t.scaleBackoff) ||
+               listFlag("--amp-low-ops", t.ampLowOps) ||
+               listFlag("--amp-f32-ops", t.ampF32Ops) ||
+               listFlag("--amp-locations", t.ampLocations)) {
+      trainFlag = a.substr(0, a.find('='));
+    } else if (numberFlag("--loss-scale-interval", interval)) {
+      t.scaleInterval = static_cast<int64_t>(interval);
+      trainFlag = "--loss-scale-interval";
+    } else if (a == "-v" || a == "--verbose") {
       options.verbose = true;
     } else if (value("-o", output) || value("--target", options.target) ||
                value("--entry", options.entry) || value("--emit", emit)) {
@@ -129,6 +195,26 @@ int compileMain(int argc, char** argv) {
       return fail("compile: more than one input ('" + input + "', '" + a +
                   "')");
     }
+  }
+  if (!badNumber.empty())
+    return fail("compile: '" + badNumber + "' is not a number");
+  if (!trainFlag.empty() && !options.train)
+    return fail("compile: " + trainFlag + " needs --train");
+  if (options.train) {
+    const TrainPipelineOptions& t = options.training;
+    if (t.optimizer != "sgd" && t.optimizer != "adamw")
+      return fail("compile: unknown --optimizer '" + t.optimizer +
+                  "' (expected sgd or adamw)");
+    if (!t.amp.empty() && t.amp != "bf16" && t.amp != "f16")
+      return fail("compile: unknown --amp '" + t.amp +
+                  "' (expected bf16 or f16)");
+    if (t.ampLevel != "O1" && t.ampLevel != "O2")
+      return fail("compile: unknown --amp-level '" + t.ampLevel +
+                  "' (expected O1 or O2)");
+    if (t.lossScaling != "auto" && t.lossScaling != "on" &&
+        t.lossScaling != "off")
+      return fail("compile: unknown --loss-scaling '" + t.lossScaling +
+                  "' (expected auto, on or off)");
   }
   if (input.empty())
     return fail("compile: no input file (usage: modelc compile IN.mlir -o "

@@ -31,12 +31,15 @@ const char kUsage[] =
     "[--bench N]\n"
     "       %s --inspect MODEL.mcpk\n"
     "       %s --compare A.npy B.npy [--rtol X]\n"
+    "       %s --train MODEL.mcpk --data NAME=FILE.npy ... --batch B --epochs "
+    "E ...\n"
     "\n"
     "Runs a modelc artifact with the CPU runtime. Each output is written to\n"
     "DIR/<output name>.npy (bf16 outputs as f4). --bench N times N runs after\n"
     "a few warm-up runs and prints the median and p90 latency. --inspect\n"
     "describes the artifact; --compare prints ||a-b||/||b|| and max |a-b| and\n"
-    "fails when they differ by more than rtol (default 1e-5).\n";
+    "fails when they differ by more than rtol (default 1e-5). --train runs a\n"
+    "compiled training step over a dataset (see --train --help).\n";
 
 std::string toolName(int argc, char **argv) {
   if (argc < 1 || !argv[0])
@@ -160,6 +163,13 @@ int inspect(const std::string &tool, const std::string &path) {
   std::printf("weights:    %llu bytes in %zu constant buffers (data section "
               "%llu bytes, 64-byte aligned)\n",
               weightBytes, constants, (unsigned long long)t.data_size());
+  if (!model->states().empty()) {
+    std::printf("state (%zu, %llu bytes; training):\n", model->states().size(),
+                (unsigned long long)model->stateSize());
+    for (const rt::TensorInfo &i : model->states())
+      std::printf("  %-24s %s\n", i.name.c_str(),
+                  typeString(i.dtype, i.shape).c_str());
+  }
   return 0;
 }
 
@@ -382,6 +392,9 @@ int compareMain(int argc, char **argv) {
 
 int runMain(int argc, char **argv) {
   std::string tool = toolName(argc, argv);
+  for (int i = 1; i < argc; ++i)
+    if (argv[i] && std::string(argv[i]) == "--train")
+      return trainMain(argc, argv); // its own options (Train.cpp)
   return guarded(tool, [&]() -> int {
     std::string model, outDir;
     std::vector<std::pair<std::string, std::string>> inputs;
@@ -405,9 +418,11 @@ int runMain(int argc, char **argv) {
       };
       std::string v;
       if (a == "-h" || a == "--help") {
-        std::printf(kUsage, tool.c_str(), tool.c_str(), tool.c_str());
+        std::printf(kUsage, tool.c_str(), tool.c_str(), tool.c_str(),
+                    tool.c_str());
         return 0;
       }
+
       if (a == "--inspect") {
         std::vector<char *> args{argv[0]};
         for (int j = i + 1; j < argc; ++j)

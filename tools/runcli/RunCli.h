@@ -13,10 +13,16 @@
 namespace mc::cli {
 
 /// `MODEL.mcpk --input NAME=FILE.npy ... [--output-dir DIR] [--bench N]`,
-/// also `--inspect MODEL.mcpk` and `--compare A.npy B.npy [--rtol X]`.
+/// also `--inspect MODEL.mcpk`, `--compare A.npy B.npy [--rtol X]` and
+/// `--train MODEL.mcpk ...` (trainMain).
 int runMain(int argc, char **argv);
 /// `MODEL.mcpk`: producer, versions, signature, arena, steps, weights.
 int inspectMain(int argc, char **argv);
+/// `--train MODEL.mcpk --data NAME=FILE.npy ... --batch B --epochs E
+/// [--checkpoint DIR] [--checkpoint-every N] [--resume] [--shuffle SEED]
+/// [--log-csv FILE] [--plot FILE.svg] [--quiet]`: runs a compiled training
+/// step over a dataset (Train.cpp; docs/runtime.md).
+int trainMain(int argc, char **argv);
 /// `A.npy B.npy [--rtol X]`: ||a-b||/||b|| and max |a-b|; exit 1 when the
 /// dtypes or shapes differ, on any NaN, or when the relative error > rtol
 /// (default 1e-5).

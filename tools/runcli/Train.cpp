@@ -1,0 +1,881 @@
+// `modelc-run --train`: runs a compiled training step over a dataset of .npy
+// files for some epochs: batching, seeded shuffling, a progress line, a CSV
+// log, an SVG loss curve, atomic checkpoints and exact resume. The step
+// itself (forward, backward, optimizer update of the State buffers) is the
+// artifact's; this file only feeds it batches and watches output 0, the
+// loss. Usage and formats: docs/runtime.md.
+#include "tools/runcli/RunCli.h"
+
+#include "modelc/model.h"
+#include "modelc/npy.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+namespace mc::cli {
+
+using rt::DType;
+using rt::Status;
+
+namespace {
+
+const char kTrainUsage[] =
+    "usage: %s --train MODEL.mcpk --data NAME=FILE.npy ... --batch B "
+    "--epochs E\n"
+    "         [--checkpoint DIR] [--checkpoint-every N] [--resume]\n"
+    "         [--shuffle SEED] [--log-csv FILE] [--plot FILE.svg] [--quiet]\n"
+    "\n"
+    "Trains with a compiled training step: each input of the artifact is one\n"
+    "batch (leading dimension B) cut from the --data file of that name (N\n"
+    "rows along dim 0, the same N for every file); output 0 is the loss.\n"
+    "floor(N / B) steps make an epoch (the remainder is dropped); --shuffle\n"
+    "SEED draws a new seeded permutation of the rows every epoch.\n"
+    "--checkpoint DIR saves DIR/checkpoint.mcst atomically at the end of each\n"
+    "epoch, or every N steps with --checkpoint-every N; --resume continues\n"
+    "from it with exactly the batches a run without the interruption would\n"
+    "have used. --log-csv writes step,epoch,loss,loss_scale per step;\n"
+    "--plot writes the loss curve as an SVG image. The run stops (exit 1)\n"
+    "when the loss is non-finite for 100 consecutive steps.\n";
+
+constexpr int kMaxNonFinite = 100;
+const char kCheckpointFile[] = "checkpoint.mcst";
+
+struct Options {
+  std::string model;
+  std::vector<std::pair<std::string, std::string>> data;
+  long long batch = 0, epochs = 0, checkpointEvery = 0;
+  std::string checkpointDir, csv, plot;
+  bool resume = false, quiet = false, shuffle = false;
+  unsigned long long seed = 0;
+};
+
+/// One artifact input fed from a dataset file.
+struct Feed {
+  size_t input = 0;
+  std::string path;
+  rt::NpyArray array;
+  size_t rowBytes = 0;
+  std::vector<uint8_t> batch;
+};
+
+struct Point {
+  long long step = 0, epoch = 0;
+  double loss = 0;
+};
+
+int fail(const std::string &tool, const std::string &msg) {
+  std::fprintf(stderr, "%s: error: %s\n", tool.c_str(), msg.c_str());
+  return 1;
+}
+
+std::string typeString(DType t, const rt::Shape &s) {
+  return std::string(rt::dtypeName(t)) + rt::shapeString(s);
+}
+
+bool parseCount(const std::string &s, long long *out) {
+  if (s.empty())
+    return false;
+  char *end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (errno || *end || v < 1)
+    return false;
+  *out = v;
+  return true;
+}
+
+/// A float element (f32/f16/bf16) as a double.
+double floatAt(DType t, const void *p) {
+  switch (t) {
+  case DType::F32:
+    return *static_cast<const float *>(p);
+  case DType::F16:
+    return rt::halfToFloat(*static_cast<const uint16_t *>(p));
+  case DType::BF16:
+    return rt::bf16ToFloat(*static_cast<const uint16_t *>(p));
+  default:
+    return NAN;
+  }
+}
+
+bool isFloat(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16;
+}
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+/// The row order of epoch `epoch` (0-based): a function of (seed, epoch)
+/// only, so a resumed run sees the same batches. Fisher-Yates over
+/// mt19937_64 with rejection sampling (no library distribution, whose
+/// output may differ between standard libraries).
+void permutation(int64_t n, bool shuffle, uint64_t seed, long long epoch,
+                 std::vector<int64_t> *perm) {
+  perm->resize(size_t(n));
+  for (int64_t i = 0; i < n; ++i)
+    (*perm)[size_t(i)] = i;
+  if (!shuffle)
+    return;
+  std::mt19937_64 rng(splitmix64(seed ^ splitmix64(uint64_t(epoch))));
+  for (int64_t i = n - 1; i > 0; --i) {
+    uint64_t bound = uint64_t(i) + 1;
+    uint64_t limit = UINT64_MAX - UINT64_MAX % bound;
+    uint64_t r;
+    do
+      r = rng();
+    while (r >= limit);
+    std::swap((*perm)[size_t(i)], (*perm)[size_t(r % bound)]);
+  }
+}
+
+/// The integer value of "key": in a flat JSON object we wrote; false when
+/// absent or null.
+bool jsonInt(const std::string &json, const std::string &key, long long *out) {
+  std::string k = "\"" + key + "\":";
+  size_t at = json.find(k);
+  if (at == std::string::npos)
+    return false;
+  at += k.size();
+  while (at < json.size() && json[at] == ' ')
+    ++at;
+  char *end = nullptr;
+  errno = 0;
+  const char *s = json.c_str() + at;
+  long long v = std::strtoll(s, &end, 10);
+  if (errno || end == s)
+    return false;
+  *out = v;
+  return true;
+}
+
+std::string fmtLoss(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+//===--- The SVG loss curve ---===//
+
+/// About `count` round tick values (1, 2, 5 x 10^k) covering [lo, hi].
+std::vector<double> niceTicks(double lo, double hi, int count) {
+  double span = hi - lo;
+  if (!(span > 0))
+    return {lo};
+  double raw = span / count, mag = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = mag;
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (m * mag >= raw) {
+      step = m * mag;
+      break;
+    }
+  std::vector<double> t;
+  for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-9;
+       v += step)
+    t.push_back(std::fabs(v) < step * 1e-9 ? 0.0 : v);
+  return t;
+}
+
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
+}
+
+std::string xmlEscape(const std::string &s) {
+  std::string o;
+  for (char c : s)
+    o += c == '&' ? "&amp;" : c == '<' ? "&lt;" : c == '>' ? "&gt;"
+         : c == '"' ? "&quot;" : std::string(1, c);
+  return o;
+}
+
+/// A self-contained SVG (no library): axes with ticks and labels, the
+/// per-step loss (light) and an exponential moving average (dark), epoch
+/// boundaries as faint vertical lines.
+Status writeSvg(const std::string &path, const std::string &title,
+                const std::vector<Point> &points, long long stepsPerEpoch) {
+  const double W = 800, H = 480, L = 80, R = 20, T = 40, B = 60;
+  std::vector<Point> pts;
+  for (const Point &p : points)
+    if (std::isfinite(p.loss))
+      pts.push_back(p);
+  std::ostringstream o;
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W
+    << "\" height=\"" << H << "\" viewBox=\"0 0 " << W << " " << H
+    << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
+    << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+    << "<text x=\"" << W / 2 << "\" y=\"24\" text-anchor=\"middle\" "
+       "font-size=\"15\">"
+    << xmlEscape(title) << "</text>\n";
+  double x0 = 1, x1 = 2, y0 = 0, y1 = 1;
+  if (!pts.empty()) {
+    x0 = double(pts.front().step);
+    x1 = double(pts.back().step);
+    y0 = y1 = pts.front().loss;
+    for (const Point &p : pts) {
+      y0 = std::min(y0, p.loss);
+      y1 = std::max(y1, p.loss);
+    }
+  }
+  if (x1 <= x0)
+    x1 = x0 + 1;
+  if (y1 <= y0) {
+    double pad = std::fabs(y0) > 0 ? std::fabs(y0) * 0.1 : 1;
+    y0 -= pad;
+    y1 += pad;
+  }
+  double pad = (y1 - y0) * 0.05;
+  y0 = std::min(y0 - pad, y0 >= 0 && y0 - pad < 0 ? 0.0 : y0 - pad);
+  y1 += pad;
+  auto X = [&](double s) { return L + (s - x0) / (x1 - x0) * (W - L - R); };
+  auto Y = [&](double v) { return H - B - (v - y0) / (y1 - y0) * (H - T - B); };
+  // Axes, ticks, grid, labels.
+  o << "<g stroke=\"#888\" stroke-width=\"1\">\n";
+  o << "<line x1=\"" << L << "\" y1=\"" << H - B << "\" x2=\"" << W - R
+    << "\" y2=\"" << H - B << "\"/>\n";
+  o << "<line x1=\"" << L << "\" y1=\"" << T << "\" x2=\"" << L << "\" y2=\""
+    << H - B << "\"/>\n</g>\n";
+  if (stepsPerEpoch > 0 && (x1 - x0) / double(stepsPerEpoch) <= 60)
+    for (double s = std::ceil(x0 / double(stepsPerEpoch)) *
+                    double(stepsPerEpoch);
+         s <= x1; s += double(stepsPerEpoch))
+      o << "<line x1=\"" << X(s) << "\" y1=\"" << T << "\" x2=\"" << X(s)
+        << "\" y2=\"" << H - B
+        << "\" stroke=\"#ddd\" stroke-dasharray=\"3,3\"/>\n";
+  for (double t : niceTicks(x0, x1, 8)) {
+    o << "<line x1=\"" << X(t) << "\" y1=\"" << H - B << "\" x2=\"" << X(t)
+      << "\" y2=\"" << H - B + 5 << "\" stroke=\"#888\"/>\n";
+    o << "<text x=\"" << X(t) << "\" y=\"" << H - B + 19
+      << "\" text-anchor=\"middle\">" << num(t) << "</text>\n";
+  }
+  for (double t : niceTicks(y0, y1, 6)) {
+    o << "<line x1=\"" << L - 5 << "\" y1=\"" << Y(t) << "\" x2=\"" << W - R
+      << "\" y2=\"" << Y(t) << "\" stroke=\"#eee\"/>\n";
+    o << "<text x=\"" << L - 8 << "\" y=\"" << Y(t) + 4
+      << "\" text-anchor=\"end\">" << num(t) << "</text>\n";
+  }
+  o << "<text x=\"" << (L + W - R) / 2 << "\" y=\"" << H - 18
+    << "\" text-anchor=\"middle\">step</text>\n";
+  o << "<text x=\"18\" y=\"" << (T + H - B) / 2
+    << "\" text-anchor=\"middle\" transform=\"rotate(-90 18 " << (T + H - B) / 2
+    << ")\">loss</text>\n";
+  // At most ~4000 vertices per line: every k-th point.
+  size_t k = std::max<size_t>(1, pts.size() / 4000);
+  auto polyline = [&](const std::vector<double> &ys, const char *color,
+                      double width) {
+    o << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\""
+      << width << "\" points=\"";
+    for (size_t i = 0; i < pts.size(); i += k)
+      o << num(X(double(pts[i].step))) << "," << num(Y(ys[i])) << " ";
+    o << "\"/>\n";
+  };
+  std::vector<double> raw, smooth;
+  double ema = pts.empty() ? 0 : pts.front().loss;
+  double alpha = std::min(1.0, 10.0 / std::max<double>(10, double(pts.size())));
+  for (const Point &p : pts) {
+    raw.push_back(p.loss);
+    ema = alpha * p.loss + (1 - alpha) * ema;
+    smooth.push_back(ema);
+  }
+  polyline(raw, "#9ecae1", 1);
+  polyline(smooth, "#08519c", 2);
+  o << "<g font-size=\"12\"><line x1=\"" << W - R - 170 << "\" y1=\"" << T + 10
+    << "\" x2=\"" << W - R - 145 << "\" y2=\"" << T + 10
+    << "\" stroke=\"#9ecae1\"/><text x=\"" << W - R - 140 << "\" y=\""
+    << T + 14 << "\">loss per step</text>\n<line x1=\"" << W - R - 170
+    << "\" y1=\"" << T + 28 << "\" x2=\"" << W - R - 145 << "\" y2=\""
+    << T + 28 << "\" stroke=\"#08519c\" stroke-width=\"2\"/><text x=\""
+    << W - R - 140 << "\" y=\"" << T + 32 << "\">moving average</text></g>\n";
+  o << "</svg>\n";
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << o.str();
+  f.close();
+  if (!f)
+    return Status::error(path + ": cannot write the plot");
+  return Status::ok();
+}
+
+//===--- The training loop ---===//
+
+class Trainer {
+public:
+  Trainer(std::string tool, Options opt)
+      : tool_(std::move(tool)), opt_(std::move(opt)) {}
+  int run();
+
+private:
+  Status setup();
+  Status loadData();
+  Status resumeFrom(const std::string &path);
+  Status openCsv();
+  Status saveCheckpoint();
+  void progress(bool force);
+  std::string metadata() const;
+
+  std::string tool_;
+  Options opt_;
+  std::unique_ptr<rt::Model> model_;
+  std::unique_ptr<rt::Session> session_;
+  std::vector<Feed> feeds_;
+  int64_t samples_ = 0;
+  long long stepsPerEpoch_ = 0;
+  // Position: the next step to run is step `step_` (0-based) of epoch
+  // `epoch_` (0-based); `global_` steps have run in all.
+  long long epoch_ = 0, step_ = 0, global_ = 0;
+  long long lastSaved_ = -1;
+  bool hasLossScale_ = false;
+  DType lossScaleType_ = DType::F32;
+  std::string checkpointPath_;
+  std::FILE *csv_ = nullptr;
+  std::vector<Point> history_;
+  // Progress of the current epoch.
+  double lossSum_ = 0, lossScale_ = NAN;
+  long long lossCount_ = 0, epochSteps_ = 0;
+  std::chrono::steady_clock::time_point epochStart_, lastPrint_;
+  bool tty_ = false;
+};
+
+Status Trainer::setup() {
+  Status st = rt::Model::loadFile(opt_.model, &model_);
+  if (!st)
+    return st;
+  MC_RETURN_IF_ERROR(rt::Session::create(*model_, &session_));
+  const auto &outs = model_->outputs();
+  if (outs.empty())
+    return Status::error(opt_.model +
+                         ": the artifact has no outputs; --train needs output "
+                         "0 to be the loss");
+  if (rt::numElements(outs[0].shape) != 1 || !isFloat(outs[0].dtype))
+    return Status::error(opt_.model + ": output 0 '" + outs[0].name + "' is " +
+                         typeString(outs[0].dtype, outs[0].shape) +
+                         "; --train needs output 0 to be the loss, one float "
+                         "element");
+  if (model_->states().empty())
+    std::fprintf(stderr,
+                 "%s: warning: %s has no State buffers: its runs change "
+                 "nothing, so this trains nothing (compile a training step "
+                 "with mc-autodiff and mc-optimizer)\n",
+                 tool_.c_str(), opt_.model.c_str());
+  size_t idx;
+  if (model_->findState("loss_scale", &idx)) {
+    const rt::TensorInfo &ls = model_->states()[idx];
+    hasLossScale_ = isFloat(ls.dtype) && rt::numElements(ls.shape) == 1;
+    lossScaleType_ = ls.dtype;
+  }
+  return loadData();
+}
+
+Status Trainer::loadData() {
+  const auto &inputs = model_->inputs();
+  std::set<size_t> given;
+  for (const auto &[name, path] : opt_.data) {
+    size_t index;
+    MC_RETURN_IF_ERROR(model_->findInput(name, &index));
+    if (!given.insert(index).second)
+      return Status::error("--data for input '" + name + "' is given twice");
+    const rt::TensorInfo &info = inputs[index];
+    if (info.shape.empty())
+      return Status::error("input '" + name + "' is " +
+                           typeString(info.dtype, info.shape) +
+                           ", a scalar; training inputs need a leading batch "
+                           "dimension");
+    if (info.shape[0] != opt_.batch)
+      return Status::error(
+          "input '" + name + "' is " + typeString(info.dtype, info.shape) +
+          ": its leading (batch) dimension is " +
+          std::to_string(info.shape[0]) + ", but --batch is " +
+          std::to_string(opt_.batch) +
+          " (the artifact was compiled for batches of " +
+          std::to_string(info.shape[0]) + ")");
+    Feed f;
+    f.input = index;
+    f.path = path;
+    Status st = rt::readNpy(path, &f.array);
+    if (!st)
+      return Status::error("--data for input '" + name + "': " + st.message());
+    rt::Shape row(info.shape.begin() + 1, info.shape.end());
+    rt::Shape expect = row;
+    expect.insert(expect.begin(), -1);
+    std::string want = std::string(rt::dtypeName(info.dtype)) + "[N" +
+                       (row.empty() ? "" : ", ") +
+                       rt::shapeString(row).substr(1);
+    // bf16 has no NumPy dtype: a bf16 input takes an f4 file, rounded.
+    if (info.dtype == DType::BF16 && f.array.dtype == DType::F32) {
+      std::vector<uint8_t> bf(f.array.data.size() / 2);
+      MC_RETURN_IF_ERROR(
+          rt::cast({DType::F32, f.array.shape, f.array.data.data()},
+                   {DType::BF16, f.array.shape, bf.data()}));
+      f.array.dtype = DType::BF16;
+      f.array.data = std::move(bf);
+    }
+    const rt::Shape &got = f.array.shape;
+    if (f.array.dtype != info.dtype || got.size() != info.shape.size() ||
+        !std::equal(row.begin(), row.end(), got.begin() + 1))
+      return Status::error(path + ": input '" + name + "' needs " + want +
+                           (info.dtype == DType::BF16 ? " (as f4)" : "") +
+                           " (N samples of " + typeString(info.dtype, row) +
+                           "), got " + typeString(f.array.dtype, got));
+    f.rowBytes = info.byteSize / size_t(opt_.batch);
+    f.batch.resize(info.byteSize);
+    if (!feeds_.empty() && got[0] != samples_)
+      return Status::error(
+          "--data files disagree on the number of samples: " +
+          feeds_[0].path + " has " + std::to_string(samples_) + ", " + path +
+          " has " + std::to_string(got[0]));
+    samples_ = got[0];
+    feeds_.push_back(std::move(f));
+  }
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (!given.count(i))
+      return Status::error("input '" + inputs[i].name + "' (" +
+                           typeString(inputs[i].dtype, inputs[i].shape) +
+                           ") has no data; pass --data " + inputs[i].name +
+                           "=FILE.npy");
+  if (inputs.empty())
+    return Status::error(opt_.model + ": the artifact has no inputs to feed");
+  stepsPerEpoch_ = samples_ / opt_.batch;
+  if (stepsPerEpoch_ == 0)
+    return Status::error("the data has " + std::to_string(samples_) +
+                         " samples, fewer than one batch of " +
+                         std::to_string(opt_.batch));
+  long long dropped = samples_ % opt_.batch;
+  if (dropped && !opt_.quiet)
+    std::fprintf(stderr,
+                 "%s: note: %lld samples in batches of %lld: %lld steps per "
+                 "epoch; the last %lld sample(s) of each epoch's order are "
+                 "dropped\n",
+                 tool_.c_str(), (long long)samples_, opt_.batch,
+                 stepsPerEpoch_, dropped);
+  return Status::ok();
+}
+
+std::string Trainer::metadata() const {
+  std::string seed = opt_.shuffle ? std::to_string(opt_.seed) : "null";
+  return "{\"format\":\"modelc-train\",\"epoch\":" + std::to_string(epoch_) +
+         ",\"step_in_epoch\":" + std::to_string(step_) +
+         ",\"global_step\":" + std::to_string(global_) +
+         ",\"shuffle_seed\":" + seed + ",\"batch\":" +
+         std::to_string(opt_.batch) + ",\"samples\":" +
+         std::to_string(samples_) + ",\"steps_per_epoch\":" +
+         std::to_string(stepsPerEpoch_) + "}";
+}
+
+Status Trainer::resumeFrom(const std::string &path) {
+  std::string meta;
+  MC_RETURN_IF_ERROR(session_->loadCheckpoint(path, &meta));
+  long long epoch, step, global, batch, samples, seed;
+  if (!jsonInt(meta, "epoch", &epoch) ||
+      !jsonInt(meta, "step_in_epoch", &step) ||
+      !jsonInt(meta, "global_step", &global) ||
+      !jsonInt(meta, "batch", &batch) || !jsonInt(meta, "samples", &samples))
+    return Status::error(path + ": the checkpoint's metadata is not from "
+                                "modelc-run --train (got '" +
+                         meta + "')");
+  if (batch != opt_.batch || samples != samples_)
+    return Status::error(
+        path + ": the checkpoint was written with --batch " +
+        std::to_string(batch) + " over " + std::to_string(samples) +
+        " samples; this run has --batch " + std::to_string(opt_.batch) +
+        " over " + std::to_string(samples_) +
+        " (resuming needs the same batches)");
+  bool savedShuffle = jsonInt(meta, "shuffle_seed", &seed);
+  if (savedShuffle && !opt_.shuffle) {
+    opt_.shuffle = true;
+    opt_.seed = (unsigned long long)seed;
+    if (!opt_.quiet)
+      std::fprintf(stderr, "%s: note: resuming with the checkpoint's --shuffle "
+                           "%lld\n",
+                   tool_.c_str(), seed);
+  } else if (savedShuffle != opt_.shuffle ||
+             (savedShuffle && (unsigned long long)seed != opt_.seed)) {
+    return Status::error(
+        path + ": the checkpoint was written " +
+        (savedShuffle ? "with --shuffle " + std::to_string(seed)
+                      : std::string("without --shuffle")) +
+        "; resuming with other shuffling would not continue the same run");
+  }
+  if (epoch < 0 || step < 0 || step > stepsPerEpoch_ || global < 0)
+    return Status::error(path + ": the checkpoint's position (epoch " +
+                         std::to_string(epoch) + ", step " +
+                         std::to_string(step) + ") is invalid");
+  epoch_ = epoch;
+  step_ = step;
+  global_ = global;
+  if (step_ == stepsPerEpoch_) {
+    ++epoch_;
+    step_ = 0;
+  }
+  lastSaved_ = global_;
+  if (!opt_.quiet)
+    std::fprintf(stderr,
+                 "%s: resumed from %s: epoch %lld, step %lld, global step "
+                 "%lld\n",
+                 tool_.c_str(), path.c_str(), epoch_ + 1, step_, global_);
+  return Status::ok();
+}
+
+Status Trainer::openCsv() {
+  if (opt_.csv.empty())
+    return Status::ok();
+  // On resume, keep the rows up to the checkpoint (the steps after it are
+  // run again) and take them into the plot.
+  std::vector<std::string> keep;
+  if (global_ > 0) {
+    std::ifstream in(opt_.csv);
+    std::string line;
+    bool header = true;
+    while (std::getline(in, line)) {
+      if (header) {
+        header = false;
+        continue;
+      }
+      Point p;
+      char *end = nullptr;
+      p.step = std::strtoll(line.c_str(), &end, 10);
+      if (end == line.c_str() || *end != ',' || p.step > global_)
+        continue;
+      p.epoch = std::strtoll(end + 1, &end, 10);
+      if (*end == ',')
+        p.loss = std::strtod(end + 1, nullptr);
+      history_.push_back(p);
+      keep.push_back(line);
+    }
+  }
+  csv_ = std::fopen(opt_.csv.c_str(), "w");
+  if (!csv_)
+    return Status::error(opt_.csv + ": cannot write the CSV log: " +
+                         std::strerror(errno));
+  std::fprintf(csv_, "step,epoch,loss,loss_scale\n");
+  for (const std::string &l : keep)
+    std::fprintf(csv_, "%s\n", l.c_str());
+  std::fflush(csv_);
+  return Status::ok();
+}
+
+Status Trainer::saveCheckpoint() {
+  if (checkpointPath_.empty() || lastSaved_ == global_)
+    return Status::ok();
+  MC_RETURN_IF_ERROR(session_->saveCheckpoint(checkpointPath_, metadata()));
+  lastSaved_ = global_;
+  return Status::ok();
+}
+
+void Trainer::progress(bool force) {
+  if (opt_.quiet)
+    return;
+  auto now = std::chrono::steady_clock::now();
+  if (tty_ && !force &&
+      std::chrono::duration<double>(now - lastPrint_).count() < 0.1)
+    return;
+  if (!tty_ && !force)
+    return;
+  lastPrint_ = now;
+  double secs = std::chrono::duration<double>(now - epochStart_).count();
+  double rate = secs > 0 ? double(epochSteps_ * opt_.batch) / secs : 0;
+  char line[256];
+  int n = std::snprintf(line, sizeof line,
+                        "epoch %lld/%lld  step %lld/%lld  loss %.6g", epoch_ + 1,
+                        opt_.epochs, step_, stepsPerEpoch_,
+                        lossCount_ ? lossSum_ / double(lossCount_) : NAN);
+  if (hasLossScale_ && n > 0 && size_t(n) < sizeof line)
+    n += std::snprintf(line + n, sizeof line - size_t(n), "  loss_scale %g",
+                       lossScale_);
+  if (n > 0 && size_t(n) < sizeof line)
+    std::snprintf(line + n, sizeof line - size_t(n), "  %.0f samples/s", rate);
+  if (tty_)
+    std::fprintf(stderr, "\r%-78s", line);
+  else
+    std::fprintf(stderr, "%s\n", line);
+  std::fflush(stderr);
+}
+
+int Trainer::run() {
+  Status st = setup();
+  if (!st)
+    return fail(tool_, st.message());
+  if (!opt_.checkpointDir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(opt_.checkpointDir, ec);
+    if (ec)
+      return fail(tool_, opt_.checkpointDir +
+                             ": cannot create the checkpoint directory: " +
+                             ec.message());
+    checkpointPath_ =
+        (std::filesystem::path(opt_.checkpointDir) / kCheckpointFile).string();
+  }
+  if (opt_.resume) {
+    if (std::filesystem::exists(checkpointPath_)) {
+      if (!(st = resumeFrom(checkpointPath_)))
+        return fail(tool_, st.message());
+    } else if (!opt_.quiet) {
+      std::fprintf(stderr, "%s: note: no checkpoint at %s yet; starting from "
+                           "the beginning\n",
+                   tool_.c_str(), checkpointPath_.c_str());
+    }
+  }
+  if (!(st = openCsv()))
+    return fail(tool_, st.message());
+  tty_ = isatty(fileno(stderr));
+  std::vector<int64_t> perm;
+  int nonFinite = 0;
+  long long firstBad = 0;
+  int exitCode = 0;
+  auto finish = [&]() {
+    if (csv_)
+      std::fclose(csv_);
+    csv_ = nullptr;
+    if (!opt_.plot.empty()) {
+      std::string title = "training loss: " +
+                          std::filesystem::path(opt_.model).filename().string();
+      Status ps = writeSvg(opt_.plot, title, history_, stepsPerEpoch_);
+      if (!ps) {
+        fail(tool_, ps.message());
+        exitCode = 1;
+      }
+    }
+  };
+  for (; epoch_ < opt_.epochs; ++epoch_, step_ = 0) {
+    permutation(samples_, opt_.shuffle, opt_.seed, epoch_, &perm);
+    lossSum_ = 0;
+    lossCount_ = 0;
+    epochSteps_ = 0;
+    epochStart_ = lastPrint_ = std::chrono::steady_clock::now();
+    for (; step_ < stepsPerEpoch_;) {
+      for (Feed &f : feeds_) {
+        for (long long j = 0; j < opt_.batch; ++j) {
+          int64_t row = perm[size_t(step_ * opt_.batch + j)];
+          std::memcpy(f.batch.data() + size_t(j) * f.rowBytes,
+                      f.array.data.data() + size_t(row) * f.rowBytes,
+                      f.rowBytes);
+        }
+        const rt::TensorInfo &info = model_->inputs()[f.input];
+        if (!(st = session_->setInput(f.input, info.dtype, info.shape,
+                                      f.batch.data(), f.batch.size())))
+          break;
+      }
+      if (st)
+        st = session_->run();
+      if (!st) {
+        if (tty_ && !opt_.quiet)
+          std::fputc('\n', stderr);
+        finish();
+        return fail(tool_, "step " + std::to_string(global_ + 1) + ": " +
+                               st.message());
+      }
+      const void *out;
+      size_t bytes;
+      (void)session_->output(0, &out, &bytes);
+      double loss = floatAt(model_->outputs()[0].dtype, out);
+      ++step_;
+      ++global_;
+      ++epochSteps_;
+      if (hasLossScale_) {
+        uint8_t buf[4];
+        if (session_->readState("loss_scale", buf,
+                                rt::dtypeSize(lossScaleType_)))
+          lossScale_ = floatAt(lossScaleType_, buf);
+      }
+      history_.push_back(Point{global_, epoch_ + 1, loss});
+      if (csv_) {
+        std::fprintf(csv_, "%lld,%lld,%s,%s\n", global_, epoch_ + 1,
+                     fmtLoss(loss).c_str(),
+                     hasLossScale_ ? fmtLoss(lossScale_).c_str() : "");
+      }
+      if (std::isfinite(loss)) {
+        lossSum_ += loss;
+        ++lossCount_;
+        nonFinite = 0;
+      } else {
+        if (nonFinite++ == 0)
+          firstBad = global_;
+        if (tty_ && !opt_.quiet)
+          std::fputc('\n', stderr);
+        std::fprintf(stderr,
+                     "%s: warning: step %lld (epoch %lld, step %lld/%lld): "
+                     "the loss is %s%s\n",
+                     tool_.c_str(), global_, epoch_ + 1, step_, stepsPerEpoch_,
+                     fmtLoss(loss).c_str(),
+                     hasLossScale_ ? " (with dynamic loss scaling the step "
+                                     "is skipped and the scale backs off)"
+                                   : "");
+        if (nonFinite >= kMaxNonFinite) {
+          finish();
+          return fail(tool_, "the loss was non-finite for " +
+                                 std::to_string(kMaxNonFinite) +
+                                 " consecutive steps (steps " +
+                                 std::to_string(firstBad) + " to " +
+                                 std::to_string(global_) +
+                                 "); stopping. Lower the learning rate or "
+                                 "check the data");
+        }
+      }
+      if (opt_.checkpointEvery > 0 && global_ % opt_.checkpointEvery == 0) {
+        if (csv_)
+          std::fflush(csv_);
+        if (!(st = saveCheckpoint())) {
+          finish();
+          return fail(tool_, st.message());
+        }
+      }
+      progress(step_ == stepsPerEpoch_);
+    }
+    if (tty_ && !opt_.quiet)
+      std::fputc('\n', stderr);
+    if (csv_)
+      std::fflush(csv_);
+    if (opt_.checkpointEvery == 0) {
+      // The position after the last step of this epoch: epoch_ + 1, step 0
+      // (stored as this epoch with all its steps done).
+      if (!(st = saveCheckpoint())) {
+        finish();
+        return fail(tool_, st.message());
+      }
+    }
+  }
+  if (!(st = saveCheckpoint())) { // the end, with --checkpoint-every
+    finish();
+    return fail(tool_, st.message());
+  }
+  finish();
+  double last = NAN;
+  {
+    double sum = 0;
+    long long n = 0;
+    for (const Point &p : history_)
+      if (p.epoch == opt_.epochs && std::isfinite(p.loss)) {
+        sum += p.loss;
+        ++n;
+      }
+    if (n)
+      last = sum / double(n);
+  }
+  std::printf("trained %lld epoch(s) of %lld steps (batch %lld, %lld "
+              "samples): %lld steps in all; mean loss of the last epoch %.6g\n",
+              opt_.epochs, stepsPerEpoch_, opt_.batch, (long long)samples_,
+              global_, last);
+  if (!opt_.csv.empty())
+    std::printf("log:        %s\n", opt_.csv.c_str());
+  if (!opt_.plot.empty())
+    std::printf("plot:       %s\n", opt_.plot.c_str());
+  if (!checkpointPath_.empty())
+    std::printf("checkpoint: %s (global step %lld)\n", checkpointPath_.c_str(),
+                lastSaved_);
+  return exitCode;
+}
+
+} // namespace
+
+int trainMain(int argc, char **argv) {
+  std::string tool = argc > 0 && argv[0] ? argv[0] : "modelc-run";
+  size_t slash = tool.rfind('/');
+  if (slash != std::string::npos)
+    tool = tool.substr(slash + 1);
+  try {
+    Options opt;
+    bool haveSeed = false;
+    for (int i = 1; i < argc; ++i) {
+      std::string a = argv[i], v;
+      auto value = [&](const char *name) {
+        std::string o = name;
+        if (a == o) {
+          if (i + 1 >= argc)
+            throw std::runtime_error(o + " needs a value");
+          v = argv[++i];
+          return true;
+        }
+        if (a.rfind(o + "=", 0) == 0) {
+          v = a.substr(o.size() + 1);
+          return true;
+        }
+        return false;
+      };
+      auto count = [&](const char *name, long long *out) {
+        if (!parseCount(v, out))
+          throw std::runtime_error(std::string(name) +
+                                   " needs a positive integer, got '" + v +
+                                   "'");
+      };
+      if (a == "-h" || a == "--help") {
+        std::printf(kTrainUsage, tool.c_str());
+        return 0;
+      }
+      if (a == "--train") {
+        continue;
+      } else if (value("--data")) {
+        size_t eq = v.find('=');
+        if (eq == std::string::npos || eq == 0 || eq + 1 == v.size())
+          return fail(tool, "--data needs NAME=FILE.npy, got '" + v + "'");
+        opt.data.emplace_back(v.substr(0, eq), v.substr(eq + 1));
+      } else if (value("--batch")) {
+        count("--batch", &opt.batch);
+      } else if (value("--epochs")) {
+        count("--epochs", &opt.epochs);
+      } else if (value("--checkpoint-every")) {
+        count("--checkpoint-every", &opt.checkpointEvery);
+      } else if (value("--checkpoint")) {
+        opt.checkpointDir = v;
+      } else if (value("--shuffle")) {
+        char *end = nullptr;
+        errno = 0;
+        opt.seed = std::strtoull(v.c_str(), &end, 10);
+        if (v.empty() || errno || *end || v[0] == '-')
+          return fail(tool, "--shuffle needs a non-negative integer seed, "
+                            "got '" + v + "'");
+        opt.shuffle = haveSeed = true;
+      } else if (value("--log-csv")) {
+        opt.csv = v;
+      } else if (value("--plot")) {
+        opt.plot = v;
+      } else if (a == "--resume") {
+        opt.resume = true;
+      } else if (a == "--quiet" || a == "-q") {
+        opt.quiet = true;
+      } else if (a.size() > 1 && a[0] == '-') {
+        return fail(tool, "unknown option '" + a + "' for --train (see "
+                          "--train --help)");
+      } else if (!opt.model.empty()) {
+        return fail(tool, "more than one model given ('" + opt.model +
+                              "', '" + a + "')");
+      } else {
+        opt.model = a;
+      }
+    }
+    if (opt.model.empty())
+      return fail(tool, "--train needs a model (see --train --help)");
+    if (opt.data.empty())
+      return fail(tool, "--train needs --data NAME=FILE.npy for each input");
+    if (!opt.batch)
+      return fail(tool, "--train needs --batch B");
+    if (!opt.epochs)
+      return fail(tool, "--train needs --epochs E");
+    if (opt.resume && opt.checkpointDir.empty())
+      return fail(tool, "--resume needs --checkpoint DIR");
+    if (opt.checkpointEvery && opt.checkpointDir.empty())
+      return fail(tool, "--checkpoint-every needs --checkpoint DIR");
+    (void)haveSeed;
+    return Trainer(tool, std::move(opt)).run();
+  } catch (const std::exception &e) {
+    return fail(tool, e.what());
+  } catch (...) {
+    return fail(tool, "internal error");
+  }
+}
+
+} // namespace mc::cli
