@@ -148,9 +148,16 @@ flatbuffers::DetachedBuffer buildTable(const Plan &plan,
     default:
       break;
     }
+    // AMP's decision travels with the step (empty strings are not stored).
+    auto optional = [&](const std::string &str) {
+      return str.empty() ? flatbuffers::Offset<flatbuffers::String>()
+                         : b.CreateString(str);
+    };
     steps.push_back(fb::CreateStep(b, s.kind, b.CreateVector(s.inputs),
                                    b.CreateVector(s.outputs), type, attrs,
-                                   b.CreateString(s.location)));
+                                   b.CreateString(s.location),
+                                   optional(s.precision),
+                                   optional(s.precisionReason)));
   }
   auto sigs = [&](const std::vector<PlanSignature> &list) {
     std::vector<flatbuffers::Offset<fb::TensorSig>> out;

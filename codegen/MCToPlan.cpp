@@ -172,6 +172,10 @@ private:
     PlanStep s;
     s.kind = kind;
     s.location = locationString(op->getLoc());
+    if (auto p = op->getAttrOfType<StringAttr>("mc.precision"))
+      s.precision = p.getValue().str();
+    if (auto r = op->getAttrOfType<StringAttr>("mc.precision_reason"))
+      s.precisionReason = r.getValue().str();
     for (Value v : op->getOperands())
       s.inputs.push_back(lookup(v));
     plan.steps.push_back(std::move(s));
@@ -709,6 +713,8 @@ std::string formatPlan(const Plan& plan) {
     default:
       break;
     }
+    if (!st.precision.empty())
+      os << " {" << st.precision << ": " << st.precisionReason << "}";
     list("start", st.start);
     list("kernel", st.kernel);
     list("strides", st.strides);

@@ -61,6 +61,8 @@ struct PlanStep {
   bool countIncludePad = false;            // AvgPool2d
   double epsilon = 0;                      // BatchNorm, LayerNorm
   std::string location;
+  /// mc-amp's decision for the op and its reason (empty without AMP).
+  std::string precision, precisionReason;
 };
 
 struct PlanSignature {

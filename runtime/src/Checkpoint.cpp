@@ -122,6 +122,8 @@ Status parseCheckpoint(std::vector<uint8_t> bytes, const std::string &name,
   if (std::memcmp(trailer + 8, kCheckpointTrailerMagic, 8) != 0)
     return fail("checkpoint trailer magic is missing (truncated or "
                 "unfinished file?)");
+  if (getLE(trailer + 4, 4) != 0)
+    return fail("checkpoint trailer reserved word is not zero (corrupt file)");
   uint32_t stored = uint32_t(getLE(trailer, 4));
   uint32_t computed = crc32Bytes(p, size - kTrailerBytes, 0);
   if (stored != computed)
@@ -133,6 +135,9 @@ Status parseCheckpoint(std::vector<uint8_t> bytes, const std::string &name,
                 std::to_string(minor) + " is not supported (this runtime reads " +
                 std::to_string(kCheckpointVersionMajor) + ".x)");
   uint32_t count = uint32_t(getLE(p + 16, 4));
+  if (getLE(p + 20, 4) != 0)
+    return fail("checkpoint header reserved word is not zero (a newer "
+                "format?)");
   uint64_t end = size - kTrailerBytes, at = kHeaderSize;
   auto need = [&](uint64_t n, const std::string &what) -> Status {
     if (n > end - at)
@@ -159,6 +164,8 @@ Status parseCheckpoint(std::vector<uint8_t> bytes, const std::string &name,
     what += " '" + e.name + "'";
     MC_RETURN_IF_ERROR(need(4, what));
     uint8_t dtype = p[at], rank = p[at + 1];
+    if (p[at + 2] || p[at + 3])
+      return fail(what + " has a nonzero reserved field (a newer format?)");
     at += 4;
     if (dtype > uint8_t(DType::I1))
       return fail(what + " has an unknown dtype " + std::to_string(dtype));

@@ -64,7 +64,8 @@ commands:
       --input-shape NAME=DIMS    as for compile
   run ART.mcpk --input NAME=FILE.npy ... --output-dir DIR [--bench N]
                                  run an artifact on the CPU runtime
-  inspect ART.mcpk               describe an artifact
+  inspect ART.mcpk [--precision] describe an artifact (--precision: the
+                                 mc-amp decision and reason of every op)
   compare A.npy B.npy [--rtol X] relative error of A against B
   --version, --help
 

@@ -112,7 +112,36 @@ double elementAt(DType t, const uint8_t *p, int64_t i) {
   return 0;
 }
 
-int inspect(const std::string &tool, const std::string &path) {
+/// The mc-amp report: which element type each op computes in, and why.
+void printPrecision(const fb::Model &t) {
+  std::map<std::string, int> counts;
+  std::printf("\nprecision (mc-amp decisions, forward ops):\n");
+  std::printf("  %-5s %-14s %-5s %-36s %s\n", "step", "op", "type", "reason",
+              "location");
+  if (t.steps()) {
+    for (flatbuffers::uoffset_t i = 0; i < t.steps()->size(); ++i) {
+      const fb::Step *s = t.steps()->Get(i);
+      if (!s->precision())
+        continue;
+      ++counts[s->precision()->str()];
+      std::printf("  %-5u %-14s %-5s %-36s %s\n", i,
+                  fb::EnumNameOpKind(s->kind()), s->precision()->c_str(),
+                  s->precision_reason() ? s->precision_reason()->c_str() : "",
+                  s->location() ? s->location()->c_str() : "");
+    }
+  }
+  if (counts.empty()) {
+    std::printf("  (no AMP decisions: compiled without --amp)\n");
+    return;
+  }
+  std::printf("  total:");
+  for (const auto &[type, n] : counts)
+    std::printf(" %s %d", type.c_str(), n);
+  std::printf("\n");
+}
+
+int inspect(const std::string &tool, const std::string &path,
+            bool precision) {
   std::unique_ptr<rt::Model> model;
   Status st = rt::Model::loadFile(path, &model);
   if (!st)
@@ -170,6 +199,8 @@ int inspect(const std::string &tool, const std::string &path) {
       std::printf("  %-24s %s\n", i.name.c_str(),
                   typeString(i.dtype, i.shape).c_str());
   }
+  if (precision)
+    printPrecision(t);
   return 0;
 }
 
@@ -344,11 +375,16 @@ int inspectMain(int argc, char **argv) {
   std::string tool = toolName(argc, argv);
   return guarded(tool, [&] {
     std::string path;
+    bool precision = false;
     for (int i = 1; i < argc; ++i) {
       std::string a = argv[i];
       if (a == "-h" || a == "--help") {
-        std::printf("usage: %s MODEL.mcpk\n", tool.c_str());
+        std::printf("usage: %s MODEL.mcpk [--precision]\n", tool.c_str());
         return 0;
+      }
+      if (a == "--precision") {
+        precision = true;
+        continue;
       }
       if (!path.empty() || (a.size() > 1 && a[0] == '-'))
         return error(tool, "unexpected argument '" + a + "'");
@@ -356,7 +392,7 @@ int inspectMain(int argc, char **argv) {
     }
     if (path.empty())
       return error(tool, "no model given (usage: " + tool + " MODEL.mcpk)");
-    return inspect(tool, path);
+    return inspect(tool, path, precision);
   });
 }
 
@@ -423,17 +459,15 @@ int runMain(int argc, char **argv) {
         return 0;
       }
 
-      if (a == "--inspect") {
+      // `--inspect M` and `M --inspect` both work: every other argument
+      // goes along.
+      if (a == "--inspect" || a == "--compare") {
         std::vector<char *> args{argv[0]};
-        for (int j = i + 1; j < argc; ++j)
-          args.push_back(argv[j]);
-        return inspectMain(int(args.size()), args.data());
-      }
-      if (a == "--compare") {
-        std::vector<char *> args{argv[0]};
-        for (int j = i + 1; j < argc; ++j)
-          args.push_back(argv[j]);
-        return compareMain(int(args.size()), args.data());
+        for (int j = 1; j < argc; ++j)
+          if (j != i)
+            args.push_back(argv[j]);
+        return a == "--inspect" ? inspectMain(int(args.size()), args.data())
+                                : compareMain(int(args.size()), args.data());
       }
       if (value("--input", &v) || value("-i", &v)) {
         size_t eq = v.find('=');

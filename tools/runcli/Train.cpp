@@ -208,7 +208,8 @@ std::string xmlEscape(const std::string &s) {
 
 /// A self-contained SVG (no library): axes with ticks and labels, the
 /// per-step loss (light) and an exponential moving average (dark), epoch
-/// boundaries as faint vertical lines.
+/// boundaries as faint vertical lines. The loss axis is logarithmic when
+/// every loss is positive and they span more than two decades.
 Status writeSvg(const std::string &path, const std::string &title,
                 const std::vector<Point> &points, long long stepsPerEpoch) {
   const double W = 800, H = 480, L = 80, R = 20, T = 40, B = 60;
@@ -225,6 +226,7 @@ Status writeSvg(const std::string &path, const std::string &title,
        "font-size=\"15\">"
     << xmlEscape(title) << "</text>\n";
   double x0 = 1, x1 = 2, y0 = 0, y1 = 1;
+  bool logY = false;
   if (!pts.empty()) {
     x0 = double(pts.front().step);
     x1 = double(pts.back().step);
@@ -233,7 +235,13 @@ Status writeSvg(const std::string &path, const std::string &title,
       y0 = std::min(y0, p.loss);
       y1 = std::max(y1, p.loss);
     }
+    logY = y0 > 0 && y1 / y0 > 100;
+    if (logY) {
+      y0 = std::log10(y0);
+      y1 = std::log10(y1);
+    }
   }
+  auto ty = [&](double v) { return logY ? std::log10(v) : v; };
   if (x1 <= x0)
     x1 = x0 + 1;
   if (y1 <= y0) {
@@ -242,7 +250,7 @@ Status writeSvg(const std::string &path, const std::string &title,
     y1 += pad;
   }
   double pad = (y1 - y0) * 0.05;
-  y0 = std::min(y0 - pad, y0 >= 0 && y0 - pad < 0 ? 0.0 : y0 - pad);
+  y0 = logY || y0 < 0 || y0 - pad >= 0 ? y0 - pad : 0.0;
   y1 += pad;
   auto X = [&](double s) { return L + (s - x0) / (x1 - x0) * (W - L - R); };
   auto Y = [&](double v) { return H - B - (v - y0) / (y1 - y0) * (H - T - B); };
@@ -265,17 +273,24 @@ Status writeSvg(const std::string &path, const std::string &title,
     o << "<text x=\"" << X(t) << "\" y=\"" << H - B + 19
       << "\" text-anchor=\"middle\">" << num(t) << "</text>\n";
   }
-  for (double t : niceTicks(y0, y1, 6)) {
+  std::vector<double> yTicks;
+  if (logY)
+    for (double k = std::ceil(y0); k <= y1; k += 1)
+      yTicks.push_back(k);
+  else
+    yTicks = niceTicks(y0, y1, 6);
+  for (double t : yTicks) {
     o << "<line x1=\"" << L - 5 << "\" y1=\"" << Y(t) << "\" x2=\"" << W - R
       << "\" y2=\"" << Y(t) << "\" stroke=\"#eee\"/>\n";
     o << "<text x=\"" << L - 8 << "\" y=\"" << Y(t) + 4
-      << "\" text-anchor=\"end\">" << num(t) << "</text>\n";
+      << "\" text-anchor=\"end\">" << num(logY ? std::pow(10.0, t) : t)
+      << "</text>\n";
   }
   o << "<text x=\"" << (L + W - R) / 2 << "\" y=\"" << H - 18
     << "\" text-anchor=\"middle\">step</text>\n";
   o << "<text x=\"18\" y=\"" << (T + H - B) / 2
     << "\" text-anchor=\"middle\" transform=\"rotate(-90 18 " << (T + H - B) / 2
-    << ")\">loss</text>\n";
+    << ")\">" << (logY ? "loss (log scale)" : "loss") << "</text>\n";
   // At most ~4000 vertices per line: every k-th point.
   size_t k = std::max<size_t>(1, pts.size() / 4000);
   auto polyline = [&](const std::vector<double> &ys, const char *color,
@@ -283,7 +298,7 @@ Status writeSvg(const std::string &path, const std::string &title,
     o << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\""
       << width << "\" points=\"";
     for (size_t i = 0; i < pts.size(); i += k)
-      o << num(X(double(pts[i].step))) << "," << num(Y(ys[i])) << " ";
+      o << num(X(double(pts[i].step))) << "," << num(Y(ty(ys[i]))) << " ";
     o << "\"/>\n";
   };
   std::vector<double> raw, smooth;
@@ -789,7 +804,6 @@ int trainMain(int argc, char **argv) {
     tool = tool.substr(slash + 1);
   try {
     Options opt;
-    bool haveSeed = false;
     for (int i = 1; i < argc; ++i) {
       std::string a = argv[i], v;
       auto value = [&](const char *name) {
@@ -838,7 +852,7 @@ int trainMain(int argc, char **argv) {
         if (v.empty() || errno || *end || v[0] == '-')
           return fail(tool, "--shuffle needs a non-negative integer seed, "
                             "got '" + v + "'");
-        opt.shuffle = haveSeed = true;
+        opt.shuffle = true;
       } else if (value("--log-csv")) {
         opt.csv = v;
       } else if (value("--plot")) {
@@ -869,7 +883,6 @@ int trainMain(int argc, char **argv) {
       return fail(tool, "--resume needs --checkpoint DIR");
     if (opt.checkpointEvery && opt.checkpointDir.empty())
       return fail(tool, "--checkpoint-every needs --checkpoint DIR");
-    (void)haveSeed;
     return Trainer(tool, std::move(opt)).run();
   } catch (const std::exception &e) {
     return fail(tool, e.what());

@@ -2,7 +2,9 @@
  *
  * Two objects: an mc_model_t is the loaded, verified, immutable artifact
  * (weights included) and may be shared by threads; an mc_session_t owns the
- * arena (inputs, temporaries, outputs) of one execution stream. A server
+ * arena (inputs, temporaries, outputs) of one execution stream, and for a
+ * training step its state region (parameters, optimizer state), which runs
+ * update in place. A server
  * creates one model and one session per worker thread.
  *
  * Errors are values: every call that can fail returns an mc_status_t, NULL

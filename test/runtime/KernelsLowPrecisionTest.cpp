@@ -1,0 +1,311 @@
+// f16 and bf16 kernels: by definition (kernels.h) each equals the f32
+// kernel on the widened inputs, rounded once to nearest even. Every float
+// kernel is checked bit for bit against that, for both dtypes, plus known
+// ties that show the rounding is to nearest even, and the refusal of mixed
+// float dtypes.
+#include "TestUtil.h"
+#include "modelc/kernels.h"
+
+#include <functional>
+#include <gtest/gtest.h>
+
+using namespace mc;
+using namespace mc::rt;
+using mc::test::randomFloats;
+
+namespace {
+
+struct In {
+  Shape shape;
+  std::vector<float> values; // rounded to the narrow dtype before use
+};
+
+std::vector<uint16_t> narrowBits(DType t, const std::vector<float> &v) {
+  std::vector<uint16_t> b(v.size());
+  for (size_t i = 0; i < v.size(); ++i)
+    b[i] = t == DType::F16 ? floatToHalf(v[i]) : floatToBf16(v[i]);
+  return b;
+}
+
+float widen(DType t, uint16_t b) {
+  return t == DType::F16 ? halfToFloat(b) : bf16ToFloat(b);
+}
+
+using Kernel = std::function<Status(const std::vector<ConstTensor> &,
+                                    const MutTensor &)>;
+
+/// Runs `kernel` on narrow-dtype inputs and on their exact f32 widening;
+/// the narrow result must be the f32 result rounded once (bit for bit).
+/// `boolOut`: the result is i1 (compare), compared as is.
+void expectRoundedF32(DType t, const std::vector<In> &ins, const Shape &out,
+                      const Kernel &kernel, bool boolOut = false,
+                      const std::string &what = "") {
+  SCOPED_TRACE(std::string(dtypeName(t)) + " " + what);
+  std::vector<std::vector<uint16_t>> bits;
+  std::vector<std::vector<float>> wide;
+  std::vector<ConstTensor> narrowIns, wideIns;
+  for (const In &in : ins) {
+    ASSERT_EQ(size_t(numElements(in.shape)), in.values.size());
+    bits.push_back(narrowBits(t, in.values));
+    std::vector<float> w;
+    for (uint16_t b : bits.back())
+      w.push_back(widen(t, b));
+    wide.push_back(std::move(w));
+  }
+  for (size_t i = 0; i < ins.size(); ++i) {
+    narrowIns.push_back({t, ins[i].shape, bits[i].data()});
+    wideIns.push_back({DType::F32, ins[i].shape, wide[i].data()});
+  }
+  size_t n = size_t(numElements(out));
+  std::vector<float> ref(n);
+  std::vector<uint8_t> refBool(n), gotBool(n);
+  std::vector<uint16_t> got(n, 0xdead);
+  Status st = kernel(wideIns, boolOut ? MutTensor{DType::I1, out, refBool.data()}
+                                      : MutTensor{DType::F32, out, ref.data()});
+  ASSERT_TRUE(st) << st.message();
+  st = kernel(narrowIns, boolOut ? MutTensor{DType::I1, out, gotBool.data()}
+                                 : MutTensor{t, out, got.data()});
+  ASSERT_TRUE(st) << st.message();
+  if (boolOut) {
+    EXPECT_EQ(gotBool, refBool);
+    return;
+  }
+  std::vector<uint16_t> expect = narrowBits(t, ref);
+  for (size_t i = 0; i < n; ++i)
+    ASSERT_EQ(got[i], expect[i])
+        << "element " << i << ": f32 kernel gives " << ref[i];
+}
+
+class LowPrecision : public ::testing::TestWithParam<DType> {};
+
+} // namespace
+
+TEST_P(LowPrecision, UnaryOps) {
+  DType t = GetParam();
+  std::vector<float> v = randomFloats(257, 1, -4, 4);
+  std::vector<float> pos = randomFloats(257, 2, 0.01f, 8);
+  for (UnaryOp op : {UnaryOp::Neg, UnaryOp::Exp, UnaryOp::Log, UnaryOp::Tanh,
+                     UnaryOp::Sigmoid, UnaryOp::Relu, UnaryOp::Sqrt,
+                     UnaryOp::Abs, UnaryOp::Erf, UnaryOp::Gelu,
+                     UnaryOp::GeluTanh}) {
+    bool positive = op == UnaryOp::Log || op == UnaryOp::Sqrt;
+    expectRoundedF32(
+        t, {{{257}, positive ? pos : v}}, {257},
+        [&](const std::vector<ConstTensor> &in, const MutTensor &o) {
+          return unary(op, in[0], o);
+        },
+        false, "unary " + std::to_string(int(op)));
+  }
+}
+
+TEST_P(LowPrecision, BinaryOpsInPlaceToo) {
+  DType t = GetParam();
+  std::vector<float> a = randomFloats(100, 3, -4, 4),
+                     b = randomFloats(100, 4, 0.5f, 4);
+  for (BinaryOp op : {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul,
+                      BinaryOp::Div, BinaryOp::Maximum, BinaryOp::Pow,
+                      BinaryOp::Minimum})
+    expectRoundedF32(
+        t, {{{10, 10}, op == BinaryOp::Pow ? b : a}, {{10, 10}, b}}, {10, 10},
+        [&](const std::vector<ConstTensor> &in, const MutTensor &o) {
+          return binary(op, in[0], in[1], o);
+        },
+        false, "binary " + std::to_string(int(op)));
+  // In place (out is input 0), as the executor allows for elementwise ops.
+  std::vector<uint16_t> x = narrowBits(t, a), y = narrowBits(t, b);
+  std::vector<uint16_t> expect(100);
+  std::vector<float> sum(100);
+  for (int i = 0; i < 100; ++i)
+    sum[i] = widen(t, x[i]) + widen(t, y[i]);
+  expect = narrowBits(t, sum);
+  ASSERT_TRUE(binary(BinaryOp::Add, {t, {100}, x.data()}, {t, {100}, y.data()},
+                     {t, {100}, x.data()}));
+  EXPECT_EQ(x, expect);
+}
+
+TEST_P(LowPrecision, RoundsOnceToNearestEven) {
+  DType t = GetParam();
+  // f16 has 10 fraction bits, bf16 7: adding half an ulp of 1 is a tie.
+  float ulp = t == DType::F16 ? 0x1p-10f : 0x1p-7f;
+  std::vector<float> a{1.0f, 1.0f + ulp}, b{ulp / 2, ulp / 2};
+  std::vector<uint16_t> x = narrowBits(t, a), y = narrowBits(t, b), z(2);
+  ASSERT_TRUE(binary(BinaryOp::Add, {t, {2}, x.data()}, {t, {2}, y.data()},
+                     {t, {2}, z.data()}));
+  // 1 + ulp/2 ties to 1 (even); 1 + ulp + ulp/2 ties to 1 + 2 ulp (even).
+  uint16_t one = t == DType::F16 ? 0x3c00 : 0x3f80;
+  EXPECT_EQ(z[0], one);
+  EXPECT_EQ(z[1], one + 2);
+  // Overflow rounds to infinity; NaN stays NaN.
+  std::vector<float> big{t == DType::F16 ? 60000.0f : 3e38f}, nan{NAN};
+  x = narrowBits(t, big);
+  ASSERT_TRUE(binary(BinaryOp::Add, {t, {1}, x.data()}, {t, {1}, x.data()},
+                     {t, {1}, z.data()}));
+  EXPECT_TRUE(std::isinf(widen(t, z[0])));
+  x = narrowBits(t, nan);
+  ASSERT_TRUE(unary(UnaryOp::Exp, {t, {1}, x.data()}, {t, {1}, z.data()}));
+  EXPECT_TRUE(std::isnan(widen(t, z[0])));
+}
+
+TEST_P(LowPrecision, ReductionsAndSoftmax) {
+  DType t = GetParam();
+  std::vector<float> v = randomFloats(2 * 3 * 40, 5, -3, 3);
+  for (ReduceOp op :
+       {ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max, ReduceOp::Min})
+    expectRoundedF32(
+        t, {{{2, 3, 40}, v}}, {2, 1, 40},
+        [&](const std::vector<ConstTensor> &in, const MutTensor &o) {
+          return reduce(op, in[0], {1}, true, o);
+        },
+        false, "reduce " + std::to_string(int(op)));
+  expectRoundedF32(t, {{{2, 3, 40}, v}}, {},
+                   [&](const std::vector<ConstTensor> &in, const MutTensor &o) {
+                     return reduce(ReduceOp::Sum, in[0], {0, 1, 2}, false, o);
+                   });
+  for (int64_t axis : {0, 2, -2}) {
+    expectRoundedF32(t, {{{2, 3, 40}, v}}, {2, 3, 40},
+                     [&](const std::vector<ConstTensor> &in,
+                         const MutTensor &o) { return softmax(in[0], axis, o); });
+    expectRoundedF32(t, {{{2, 3, 40}, v}}, {2, 3, 40},
+                     [&](const std::vector<ConstTensor> &in,
+                         const MutTensor &o) {
+                       return logSoftmax(in[0], axis, o);
+                     });
+  }
+}
+
+TEST_P(LowPrecision, MatMulAccumulatesInF32) {
+  DType t = GetParam();
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      Shape a = ta ? Shape{2, 33, 5} : Shape{2, 5, 33};
+      Shape b = tb ? Shape{2, 7, 33} : Shape{2, 33, 7};
+      expectRoundedF32(
+          t,
+          {{a, randomFloats(2 * 5 * 33, 6, -2, 2)},
+           {b, randomFloats(2 * 33 * 7, 7, -2, 2)}},
+          {2, 5, 7},
+          [&](const std::vector<ConstTensor> &in, const MutTensor &o) {
+            return matmul(in[0], in[1], ta, tb, o);
+          },
+          false, "matmul " + std::to_string(ta) + std::to_string(tb));
+    }
+}
+
+TEST_P(LowPrecision, ConvolutionPoolingAndNorms) {
+  DType t = GetParam();
+  std::vector<float> x = randomFloats(2 * 4 * 9 * 9, 8, -2, 2);
+  Conv2dParams cp;
+  cp.strideH = 2;
+  cp.padTop = cp.padLeft = cp.padBottom = cp.padRight = 1;
+  cp.groups = 2;
+  expectRoundedF32(t,
+                   {{{2, 4, 9, 9}, x}, {{6, 2, 3, 3}, randomFloats(108, 9)}},
+                   {2, 6, 5, 9},
+                   [&](const std::vector<ConstTensor> &in, const MutTensor &o) {
+                     return conv2d(in[0], in[1], cp, o);
+                   });
+  Conv2dParams dw; // depthwise
+  dw.groups = 4;
+  expectRoundedF32(t, {{{2, 4, 9, 9}, x}, {{4, 1, 3, 3}, randomFloats(36, 10)}},
+                   {2, 4, 7, 7},
+                   [&](const std::vector<ConstTensor> &in, const MutTensor &o) {
+                     return conv2d(in[0], in[1], dw, o);
+                   });
+  Pool2dParams pp;
+  pp.kernelH = pp.kernelW = 3;
+  pp.strideH = pp.strideW = 2;
+  pp.padTop = pp.padLeft = pp.padBottom = pp.padRight = 1;
+  expectRoundedF32(t, {{{2, 4, 9, 9}, x}}, {2, 4, 5, 5},
+                   [&](const std::vector<ConstTensor> &in, const MutTensor &o) {
+                     return maxPool2d(in[0], pp, o);
+                   });
+  expectRoundedF32(t, {{{2, 4, 9, 9}, x}}, {2, 4, 5, 5},
+                   [&](const std::vector<ConstTensor> &in, const MutTensor &o) {
+                     return avgPool2d(in[0], pp, false, o);
+                   });
+  std::vector<float> scale = randomFloats(4, 11, 0.5f, 2),
+                     offset = randomFloats(4, 12),
+                     mean = randomFloats(4, 13),
+                     var = randomFloats(4, 14, 0.5f, 2);
+  expectRoundedF32(t,
+                   {{{2, 4, 9, 9}, x},
+                    {{4}, scale},
+                    {{4}, offset},
+                    {{4}, mean},
+                    {{4}, var}},
+                   {2, 4, 9, 9},
+                   [&](const std::vector<ConstTensor> &in, const MutTensor &o) {
+                     return batchNorm(in[0], in[1], in[2], in[3], in[4], 1e-5,
+                                      1, o);
+                   });
+  expectRoundedF32(t,
+                   {{{2, 4, 9, 9}, x},
+                    {{9, 9}, randomFloats(81, 15, 0.5f, 2)},
+                    {{9, 9}, randomFloats(81, 16)}},
+                   {2, 4, 9, 9},
+                   [&](const std::vector<ConstTensor> &in, const MutTensor &o) {
+                     return layerNorm(in[0], in[1], in[2], 2, 1e-5, o);
+                   });
+}
+
+TEST_P(LowPrecision, ClampCompareAndByteMovers) {
+  DType t = GetParam();
+  std::vector<float> a = randomFloats(64, 17, -3, 3),
+                     b = randomFloats(64, 18, -3, 3);
+  b[3] = a[3]; // an equal pair
+  expectRoundedF32(t, {{{64}, a}}, {64},
+                   [&](const std::vector<ConstTensor> &in, const MutTensor &o) {
+                     return clamp(in[0], -1.25, 0.7, o);
+                   });
+  for (CompareOp op : {CompareOp::Eq, CompareOp::Ne, CompareOp::Lt,
+                       CompareOp::Le, CompareOp::Gt, CompareOp::Ge})
+    expectRoundedF32(
+        t, {{{64}, a}, {{64}, b}}, {64},
+        [&](const std::vector<ConstTensor> &in, const MutTensor &o) {
+          return compare(op, in[0], in[1], o);
+        },
+        true, "compare " + std::to_string(int(op)));
+  // Select, concat, transpose move f16/bf16 bits as they are.
+  std::vector<uint16_t> x = narrowBits(t, a), y = narrowBits(t, b), z(64);
+  std::vector<uint8_t> pred(64);
+  for (int i = 0; i < 64; ++i)
+    pred[i] = i % 3 == 0;
+  ASSERT_TRUE(select({DType::I1, {64}, pred.data()}, {t, {64}, x.data()},
+                     {t, {64}, y.data()}, {t, {64}, z.data()}));
+  for (int i = 0; i < 64; ++i)
+    ASSERT_EQ(z[i], pred[i] ? x[i] : y[i]);
+  std::vector<uint16_t> cat(128);
+  ASSERT_TRUE(concat({{t, {64}, x.data()}, {t, {64}, y.data()}}, 0,
+                     {t, {128}, cat.data()}));
+  EXPECT_TRUE(std::equal(x.begin(), x.end(), cat.begin()));
+  EXPECT_TRUE(std::equal(y.begin(), y.end(), cat.begin() + 64));
+}
+
+TEST_P(LowPrecision, MixedFloatDTypesAreRefused) {
+  DType t = GetParam();
+  DType other = t == DType::F16 ? DType::BF16 : DType::F16;
+  std::vector<uint16_t> x(4), y(4);
+  std::vector<float> f(4);
+  Status st = binary(BinaryOp::Add, {t, {4}, x.data()}, {DType::F32, {4}, f.data()},
+                     {t, {4}, y.data()});
+  EXPECT_NE(st.message().find(std::string("add: operands mix ") +
+                              dtypeName(t) + " and f32"),
+            std::string::npos)
+      << st.message();
+  st = matmul({t, {2, 2}, x.data()}, {other, {2, 2}, y.data()}, false, false,
+              {t, {2, 2}, x.data()});
+  EXPECT_NE(st.message().find(std::string("matmul: operands mix ") +
+                              dtypeName(t) + " and " + dtypeName(other)),
+            std::string::npos)
+      << st.message();
+  // Shape errors still name the problem.
+  st = unary(UnaryOp::Exp, {t, {4}, x.data()}, {t, {3}, y.data()});
+  EXPECT_NE(st.message().find("does not match"), std::string::npos)
+      << st.message();
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, LowPrecision,
+                         ::testing::Values(DType::F16, DType::BF16),
+                         [](const ::testing::TestParamInfo<DType> &info) {
+                           return std::string(dtypeName(info.param));
+                         });
