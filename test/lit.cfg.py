@@ -20,3 +20,13 @@ config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%modelc_bin", config.modelc_tools_dir))
 config.substitutions.append(("%modelc_lib",
                              os.path.join(config.modelc_obj_root, "lib")))
+
+# Optional Python reference packages, as lit features (REQUIRES: sklearn).
+import subprocess
+for module in ["sklearn", "torch"]:
+    try:
+        if subprocess.run([config.python_executable, "-c", "import " + module],
+                          capture_output=True, timeout=60).returncode == 0:
+            config.available_features.add(module)
+    except (OSError, subprocess.SubprocessError):
+        pass

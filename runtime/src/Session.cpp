@@ -4,6 +4,9 @@
 #include "modelc/model.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace mc::rt {
@@ -160,15 +163,92 @@ int64_t at(const flatbuffers::Vector<int64_t> *v, uint32_t i, int64_t dflt) {
   return v && i < v->size() ? v->Get(i) : dflt;
 }
 
+/// MODELC_PROFILE=1 (any value but empty or "0"): run() times every step;
+/// when the session ends, a table of time per op kind and the slowest steps
+/// goes to stderr. Off by default: then run() reads no clock.
+bool profileRequested() {
+  const char *v = std::getenv("MODELC_PROFILE");
+  return v && *v && std::strcmp(v, "0") != 0;
+}
+
 } // namespace
 
 struct Session::Impl {
+  ~Impl() {
+    if (profile)
+      printProfile();
+  }
+  void printProfile() const;
+
+  std::string name;
+  bool profile = false;
+  uint64_t profiledRuns = 0;
+  std::vector<double> stepSeconds; // per step, summed over profiled runs
+
   AlignedBytes arena;
   AlignedBytes state; // the state region: persists between runs
   AlignedBytes workspace; // Conv2d im2col scratch, shared by the steps
   std::vector<StepExec> steps;
   std::vector<InputSlot> inputs;
 };
+
+void Session::Impl::printProfile() const {
+  if (!profiledRuns || steps.empty())
+    return;
+  double total = 0;
+  for (double t : stepSeconds)
+    total += t;
+  double runs = double(profiledRuns);
+  struct Row {
+    fb::OpKind kind;
+    int count = 0;
+    double seconds = 0;
+  };
+  std::vector<Row> rows;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    auto it = std::find_if(rows.begin(), rows.end(), [&](const Row &r) {
+      return r.kind == steps[i].kind;
+    });
+    if (it == rows.end()) {
+      rows.push_back(Row{steps[i].kind});
+      it = rows.end() - 1;
+    }
+    ++it->count;
+    it->seconds += stepSeconds[i];
+  }
+  std::sort(rows.begin(), rows.end(),
+            [](const Row &a, const Row &b) { return a.seconds > b.seconds; });
+  std::fprintf(stderr,
+               "profile: %s: %llu runs, %.3f ms per run in %zu steps "
+               "(MODELC_PROFILE)\n",
+               name.c_str(), (unsigned long long)profiledRuns,
+               total / runs * 1e3, steps.size());
+  std::fprintf(stderr, "  %-16s %6s %12s %7s\n", "op kind", "steps",
+               "ms per run", "share");
+  for (const Row &r : rows)
+    std::fprintf(stderr, "  %-16s %6d %12.3f %6.1f%%\n",
+                 fb::EnumNameOpKind(r.kind), r.count, r.seconds / runs * 1e3,
+                 total > 0 ? 100.0 * r.seconds / total : 0.0);
+  std::vector<size_t> order(steps.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return stepSeconds[a] > stepSeconds[b];
+  });
+  size_t top = std::min<size_t>(order.size(), 15);
+  std::fprintf(stderr, "  slowest %zu steps:\n", top);
+  for (size_t k = 0; k < top; ++k) {
+    const StepExec &e = steps[order[k]];
+    std::string ins;
+    for (const ConstTensor &t : e.in)
+      ins += (ins.empty() ? "" : ", ") + shapeString(t.shape);
+    std::fprintf(stderr, "  %5zu %-12s %9.3f ms %5.1f%%  (%s) -> %s\n",
+                 order[k], fb::EnumNameOpKind(e.kind),
+                 stepSeconds[order[k]] / runs * 1e3,
+                 total > 0 ? 100.0 * stepSeconds[order[k]] / total : 0.0,
+                 ins.c_str(), shapeString(e.out.shape).c_str());
+  }
+}
 
 Session::Session(const Model &model) : model_(model), impl_(new Impl()) {}
 Session::~Session() = default;
@@ -295,6 +375,10 @@ Status Session::create(const Model &model, std::unique_ptr<Session> *out) {
       if (e.workspaceFloats)
         e.workspace = reinterpret_cast<float *>(impl.workspace.data());
   }
+  impl.name = model.name();
+  impl.profile = profileRequested();
+  if (impl.profile)
+    impl.stepSeconds.assign(impl.steps.size(), 0.0);
   impl.inputs.resize(model.inputs().size());
   for (size_t i = 0; i < impl.inputs.size(); ++i) {
     const fb::Buffer *b = buffers.Get(model.inputs()[i].buffer);
@@ -358,8 +442,19 @@ Status Session::run() {
   for (const InputSlot &slot : impl.inputs)
     if (slot.clobbered && !slot.staging.empty())
       std::memcpy(slot.arenaPtr, slot.staging.data(), slot.staging.size());
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point t0;
+  if (impl.profile) {
+    ++impl.profiledRuns;
+    t0 = Clock::now();
+  }
   for (size_t i = 0; i < impl.steps.size(); ++i) {
     Status st = dispatch(impl.steps[i]);
+    if (impl.profile) {
+      Clock::time_point t1 = Clock::now();
+      impl.stepSeconds[i] += std::chrono::duration<double>(t1 - t0).count();
+      t0 = t1;
+    }
     if (!st) {
       const fb::Step *step = model_.table().steps()->Get(uint32_t(i));
       std::string loc = step->location() ? step->location()->str() : "";

@@ -301,13 +301,21 @@ Status writeSvg(const std::string &path, const std::string &title,
       o << num(X(double(pts[i].step))) << "," << num(Y(ty(ys[i]))) << " ";
     o << "\"/>\n";
   };
+  // A centered moving average: unlike an exponential one it does not lag
+  // behind a falling loss. On a log axis it averages the logs (a geometric
+  // mean), so it runs through the middle of the cloud as drawn.
   std::vector<double> raw, smooth;
-  double ema = pts.empty() ? 0 : pts.front().loss;
-  double alpha = std::min(1.0, 10.0 / std::max<double>(10, double(pts.size())));
-  for (const Point &p : pts) {
+  for (const Point &p : pts)
     raw.push_back(p.loss);
-    ema = alpha * p.loss + (1 - alpha) * ema;
-    smooth.push_back(ema);
+  const long n = static_cast<long>(raw.size());
+  const long half = std::max<long>(2, n / 60);
+  std::vector<double> prefix(n + 1, 0.0);
+  for (long i = 0; i < n; ++i)
+    prefix[i + 1] = prefix[i] + (logY ? std::log(raw[i]) : raw[i]);
+  for (long i = 0; i < n; ++i) {
+    long lo = std::max<long>(0, i - half), hi = std::min<long>(n, i + half + 1);
+    double mean = (prefix[hi] - prefix[lo]) / double(hi - lo);
+    smooth.push_back(logY ? std::exp(mean) : mean);
   }
   polyline(raw, "#9ecae1", 1);
   polyline(smooth, "#08519c", 2);
