@@ -18,6 +18,8 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 
+#include "RuntimeHarness.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -34,51 +36,9 @@ using Params = std::vector<std::pair<std::string, Tensor>>;
 using LossFn = std::function<Tensor(const std::vector<Tensor>& inputs,
                                     const std::vector<Tensor>& params)>;
 
-std::string take(mc_status_t s) {
-  if (!s)
-    return "";
-  std::string m = mc_status_message(s);
-  mc_status_free(s);
-  return m;
-}
-
-/// Runs `artifact` on `inputs`; returns the outputs by signature name.
-std::map<std::string, Tensor> runArtifact(const std::vector<uint8_t>& artifact,
-                                          const std::vector<Tensor>& inputs) {
-  std::map<std::string, Tensor> outs;
-  mc_model_t* model = nullptr;
-  EXPECT_EQ(take(mc_model_load_memory(artifact.data(), artifact.size(),
-                                      "autodiff", &model)),
-            "");
-  if (!model)
-    return outs;
-  mc_session_t* session = nullptr;
-  EXPECT_EQ(take(mc_session_create(model, &session)), "");
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const Tensor& t = inputs[i];
-    EXPECT_EQ(take(mc_session_set_input(
-                  session, i, static_cast<mc_dtype_t>(t.dtype()),
-                  static_cast<int32_t>(t.rank()), t.shape().data(), t.rawData(),
-                  t.byteSize())),
-              "");
-  }
-  EXPECT_EQ(take(mc_session_run(session)), "");
-  for (size_t i = 0; i < mc_model_num_outputs(model); ++i) {
-    mc_tensor_info_t info;
-    EXPECT_EQ(take(mc_model_output_info(model, i, &info)), "");
-    Tensor t = Tensor::empty(Shape(info.dims, info.dims + info.rank),
-                             static_cast<DType>(info.dtype));
-    const void* data = nullptr;
-    size_t bytes = 0;
-    EXPECT_EQ(take(mc_session_output(session, i, &data, &bytes)), "");
-    EXPECT_EQ(bytes, t.byteSize());
-    std::memcpy(t.rawData(), data, bytes);
-    outs[info.name] = t;
-  }
-  mc_session_free(session);
-  mc_model_free(model);
-  return outs;
-}
+using test::take;
+/// Outputs by signature name.
+const auto runArtifact = test::runArtifactByName;
 
 void expectClose(const Tensor& compiled, const Tensor& eager,
                  const std::string& what) {

@@ -9,6 +9,8 @@
 
 #include "mlir/IR/BuiltinOps.h"
 
+#include "RuntimeHarness.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,52 +20,8 @@ using namespace mc;
 
 namespace {
 
-/// Owns a C API status and turns it into a test failure message.
-std::string take(mc_status_t s) {
-  if (!s)
-    return "";
-  std::string m = mc_status_message(s);
-  mc_status_free(s);
-  return m;
-}
-
-/// Runs `artifact` on `inputs`; returns outputs in signature order.
-std::vector<Tensor> runArtifact(const std::vector<uint8_t>& artifact,
-                                const std::vector<Tensor>& inputs) {
-  mc_model_t* model = nullptr;
-  std::string err = take(
-      mc_model_load_memory(artifact.data(), artifact.size(), "test", &model));
-  EXPECT_EQ(err, "");
-  if (!model)
-    return {};
-  mc_session_t* session = nullptr;
-  EXPECT_EQ(take(mc_session_create(model, &session)), "");
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const Tensor& t = inputs[i];
-    EXPECT_EQ(take(mc_session_set_input(
-                  session, i, static_cast<mc_dtype_t>(t.dtype()),
-                  static_cast<int32_t>(t.rank()), t.shape().data(),
-                  t.rawData(), t.byteSize())),
-              "");
-  }
-  EXPECT_EQ(take(mc_session_run(session)), "");
-  std::vector<Tensor> outs;
-  for (size_t i = 0; i < mc_model_num_outputs(model); ++i) {
-    mc_tensor_info_t info;
-    EXPECT_EQ(take(mc_model_output_info(model, i, &info)), "");
-    Tensor t = Tensor::empty(Shape(info.dims, info.dims + info.rank),
-                             static_cast<DType>(info.dtype));
-    const void* data = nullptr;
-    size_t bytes = 0;
-    EXPECT_EQ(take(mc_session_output(session, i, &data, &bytes)), "");
-    EXPECT_EQ(bytes, t.byteSize());
-    std::memcpy(t.rawData(), data, bytes);
-    outs.push_back(t);
-  }
-  mc_session_free(session);
-  mc_model_free(model);
-  return outs;
-}
+using test::runArtifact;
+using test::take;
 
 std::vector<uint8_t> compile(jit::TracedModule& tm) {
   auto bytes = codegen::compileToArtifact(tm.module(), {});
