@@ -55,6 +55,8 @@ LogicalResult runCompilePipeline(ModuleOp module,
     CompilePipelineOptions pipeline;
     pipeline.target = options.target;
     pipeline.entry = options.entry;
+    pipeline.amp = options.training.amp;
+    pipeline.ampLevel = options.training.ampLevel;
     buildCompilePipeline(pm, pipeline);
   }
   return pm.run(module);

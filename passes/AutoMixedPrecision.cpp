@@ -69,13 +69,33 @@ struct AutoMixedPrecisionPass
                                  "mc.pow",         "mc.reduce_sum",
                                  "mc.reduce_mean"};
     llvm::StringSet<> norms = {"mc.layer_norm", "mc.batch_norm"};
+    // Op names may be given with or without the dialect prefix ("matmul"
+    // or "mc.matmul"); an unknown name is an error, not a silent no-op.
+    auto opName = [&](const std::string& name) -> std::optional<std::string> {
+      std::string full = StringRef(name).starts_with("mc.") ? name : "mc." + name;
+      if (!RegisteredOperationName::lookup(full, ctx)) {
+        emitError(module.getLoc())
+            << "unknown op '" << name << "' in an AMP list (expected an mc "
+               "op such as mc.matmul)";
+        return std::nullopt;
+      }
+      return full;
+    };
+    SmallVector<std::string> f32Names;
     for (const std::string& op : lowOps) {
-      f32List.erase(op);
-      lowList.insert(op);
+      auto full = opName(op);
+      if (!full)
+        return signalPassFailure();
+      f32List.erase(*full);
+      lowList.insert(*full);
     }
     for (const std::string& op : f32Ops) {
-      lowList.erase(op);
-      f32List.insert(op);
+      auto full = opName(op);
+      if (!full)
+        return signalPassFailure();
+      lowList.erase(*full);
+      f32List.insert(*full);
+      f32Names.push_back(*full);
     }
     llvm::StringMap<Type> byLocation;
     for (const std::string& entry : locations) {
@@ -116,6 +136,7 @@ struct AutoMixedPrecisionPass
       return c;
     };
 
+    llvm::StringSet<> locationsSeen;
     SmallVector<Operation*> ops;
     for (Operation& op : fn.getBody().front())
       ops.push_back(&op);
@@ -135,13 +156,14 @@ struct AutoMixedPrecisionPass
       if (auto nameLoc = llvm::dyn_cast<NameLoc>(op->getLoc()))
         locName = nameLoc.getName().str();
       if (!locName.empty() && byLocation.count(locName)) {
+        locationsSeen.insert(locName);
         target = byLocation[locName];
         reason = "location override (" + locName + ")";
       } else if (level == "O2") {
         if (norms.contains(name)) {
           target = f32;
           reason = "O2: norms stay f32";
-        } else if (llvm::is_contained(f32Ops, name.str())) {
+        } else if (llvm::is_contained(f32Names, name.str())) {
           target = f32;
           reason = "O2: f32 override";
         } else {
@@ -174,6 +196,12 @@ struct AutoMixedPrecisionPass
                   StringAttr::get(ctx, target == f32 ? "f32" : dtype.getValue()));
       op->setAttr("mc.precision_reason", StringAttr::get(ctx, reason));
     }
+
+    for (auto& entry : byLocation)
+      if (!locationsSeen.contains(entry.getKey()))
+        emitWarning(module.getLoc())
+            << "AMP location override '" << entry.getKey()
+            << "' matches no op (op locations look like loc(\"NAME\"))";
 
     // Uses outside mc ops (return, stores) keep their types: cast back.
     for (Operation* op : ops) {

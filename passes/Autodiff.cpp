@@ -159,11 +159,13 @@ struct AutodiffPass : mc::impl::AutodiffPassBase<AutodiffPass> {
         if (Value g = adjoint.lookup(load))
           grad = grad ? mc::AddOp::create(b, loc, grad, g) : g;
       if (!grad) {
-        auto type = llvm::cast<RankedTensorType>(values.front().getType());
+        // As in PyTorch: no gradient at all (not a zero one), so optimizers
+        // leave the parameter alone (no weight decay, no moment update).
         emitWarning(values.front().getLoc())
             << "parameter '" << name.getValue()
-            << "' does not reach the loss; its gradient is zero";
-        grad = splat(b, loc, type, 0.0);
+            << "' does not reach the loss; it gets no gradient and is not "
+               "updated";
+        continue;
       }
       results.push_back(grad);
       resultAttrs.push_back(

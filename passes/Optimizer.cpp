@@ -140,6 +140,8 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
 
     Location loc = ret.getLoc();
     auto scalarType = RankedTensorType::get({}, b.getF32Type());
+    // The step counter is i64: exact however long training runs.
+    auto counterType = RankedTensorType::get({}, b.getI64Type());
     b.setInsertionPoint(module.getBody(), module.getBody()->end());
     auto newGlobal = [&](StringRef name, RankedTensorType type,
                          Location at) -> ml_program::GlobalOp {
@@ -180,9 +182,20 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
     b.setInsertionPoint(ret);
     UpdateBuilder u(b, loc);
     ml_program::GlobalOp stepGlobal =
-        newGlobal("optimizer.step", scalarType, fn.getLoc());
+        newGlobal("optimizer.step", counterType, fn.getLoc());
     Value step = load(stepGlobal);
-    Value nextStep = u.add(step, u.splat(scalarType, 1.0));
+    auto counter = [&](int64_t v) -> Value {
+      return mc::ConstantOp::create(
+          b, loc, DenseElementsAttr::get(counterType, b.getI64IntegerAttr(v)
+                                                          .getValue()));
+    };
+    Value nextStep = u.add(step, counter(1));
+    Value isFirstStep = mc::CompareOp::create(
+        b, loc, RankedTensorType::get({}, b.getI1Type()),
+        mc::ComparisonDirection::EQ, step, counter(0));
+    // Bias corrections use the count as f32 (beta^t is 0 in f32 long
+    // before t loses precision).
+    Value nextStepF32 = mc::CastOp::create(b, loc, scalarType, nextStep);
     for (Parameter& p : params) {
       auto type = llvm::cast<RankedTensorType>(p.value.getType());
       if (!type.getElementType().isF32()) {
@@ -204,10 +217,9 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
           Value running = u.add(u.mulScalar(buf, momentum),
                                 u.mulScalar(d, 1 - dampening));
           // torch.optim.SGD starts the buffer at the first gradient.
-          Value first = mc::CompareOp::create(
+          Value first = mc::BroadcastInDimOp::create(
               b, loc, RankedTensorType::get(type.getShape(), b.getI1Type()),
-              mc::ComparisonDirection::EQ,
-              u.broadcast(step, type), u.splat(type, 0.0));
+              isFirstStep, ArrayRef<int64_t>{});
           Value newBuf = mc::SelectOp::create(b, loc, first, d, running);
           store(bufGlobal, newBuf);
           d = nesterov ? u.add(d, u.mulScalar(newBuf, momentum)) : newBuf;
@@ -227,8 +239,10 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
         store(vGlobal, v);
         // Bias corrections from the step count, as rank-0 tensors.
         Value one = u.splat(scalarType, 1.0);
-        Value bc1 = u.sub(one, u.pow(u.splat(scalarType, beta1), nextStep));
-        Value bc2 = u.sub(one, u.pow(u.splat(scalarType, beta2), nextStep));
+        Value bc1 =
+            u.sub(one, u.pow(u.splat(scalarType, beta1), nextStepF32));
+        Value bc2 =
+            u.sub(one, u.pow(u.splat(scalarType, beta2), nextStepF32));
         Value stepSize = u.div(u.splat(scalarType, lr), bc1);
         Value denom = u.add(u.div(u.sqrt(v), u.broadcast(u.sqrt(bc2), type)),
                             u.splat(type, eps));

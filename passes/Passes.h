@@ -20,6 +20,9 @@ namespace mc {
 struct CompilePipelineOptions {
   std::string target = "cpu";
   std::string entry;
+  /// Mixed precision for inference: "" (off), "bf16" or "f16".
+  std::string amp;
+  std::string ampLevel = "O1";
 };
 
 /// Appends the inference compile pipeline: inline, canonicalize, cse,

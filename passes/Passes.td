@@ -15,11 +15,14 @@ def VerifyContractPass : Pass<"mc-verify-contract", "mlir::ModuleOp"> {
 
     - the entry function (`entry`, or the only public `func.func`) is missing;
     - an op is outside the contract (only `mc` ops, `func.return` and
-      `ml_program.global_load_const` may appear in the entry function, and
-      only functions and immutable `ml_program.global`s at module level);
+      `ml_program.global_load_const` / `global_load` / `global_store` may
+      appear in the entry function, and only functions and
+      `ml_program.global`s, immutable parameters or mutable training state,
+      at module level);
     - a tensor has a dynamic shape or an unsupported element type;
     - the target has no kernel for an op at its element type (the CPU
-      target computes float math in f32; `mc-amp` work lands later).
+      target computes float math in f32, f16 and bf16, integer arithmetic
+      in i32 and i64; an ordering comparison of i1 has no kernel).
 
     ```mlir
     // Rejected: dynamic batch dimension.
@@ -59,9 +62,12 @@ def AutodiffPass : Pass<"mc-autodiff", "mlir::ModuleOp"> {
     `mc.autodiff_seed`, which `mc-loss-scaling` replaces with the loss
     scale), accumulates adjoints with `mc.add`, and differentiates only the
     ops between a parameter and the loss. An op there without a derivative
-    (`mc.conv2d` today, a foreign op, a `func.call`: inline first) is an
-    error that names it; a parameter that does not reach the loss gets a
-    zero gradient and a warning.
+    (today `mc.conv2d`, the pools, `mc.batch_norm`, `mc.gather` and strided
+    `mc.slice`; a foreign op; a `func.call`: inline first) is an error that
+    names it. A parameter that does not reach the loss gets no gradient (as
+    in PyTorch, so no optimizer touches it) and a warning. Run
+    `mc-loss-scaling` right after this pass if at all: canonicalization may
+    merge the tagged seed with other constants.
 
     ```mlir
     // Before:

@@ -18,7 +18,17 @@ void mc::buildCompilePipeline(OpPassManager& pm,
   pm.addPass(createCSEPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createSymbolDCEPass());
-  // 3. Last, the contract: what reaches codegen has static shapes,
+  // 3. Mixed precision for inference, when asked: decisions on the clean
+  //    graph; canonicalize again to fold cast chains it creates.
+  if (!options.amp.empty()) {
+    AutoMixedPrecisionPassOptions amp;
+    amp.dtype = options.amp;
+    amp.level = options.ampLevel;
+    amp.entry = options.entry;
+    pm.addPass(createAutoMixedPrecisionPass(amp));
+    pm.addPass(createCanonicalizerPass());
+  }
+  // 4. Last, the contract: what reaches codegen has static shapes,
   //    supported types and a kernel for every op on the target.
   VerifyContractPassOptions contract;
   contract.target = options.target;
@@ -104,10 +114,26 @@ struct TrainPipelineCLOptions
                                   llvm::cl::init("auto")};
   Option<int64_t> scaleInterval{*this, "loss-scale-interval",
                                 llvm::cl::init(2000)};
+  Option<double> dampening{*this, "dampening", llvm::cl::init(0.0)};
+  Option<bool> nesterov{*this, "nesterov", llvm::cl::init(false)};
+  Option<double> beta1{*this, "beta1", llvm::cl::init(0.9)};
+  Option<double> beta2{*this, "beta2", llvm::cl::init(0.999)};
+  Option<double> eps{*this, "eps", llvm::cl::init(1e-8)};
+  ListOption<std::string> ampLowOps{*this, "amp-low-ops"};
+  ListOption<std::string> ampF32Ops{*this, "amp-f32-ops"};
+  ListOption<std::string> ampLocations{*this, "amp-locations"};
+  Option<double> scaleInit{*this, "loss-scale-init", llvm::cl::init(65536.0)};
+  Option<double> scaleGrowth{*this, "loss-scale-growth", llvm::cl::init(2.0)};
+  Option<double> scaleBackoff{*this, "loss-scale-backoff",
+                              llvm::cl::init(0.5)};
+  Option<std::string> entry{*this, "entry", llvm::cl::init("")};
 };
 
 struct CompilePipelineCLOptions
     : public PassPipelineOptions<CompilePipelineCLOptions> {
+  Option<std::string> amp{*this, "amp", llvm::cl::desc("bf16, f16 or empty"),
+                          llvm::cl::init("")};
+  Option<std::string> ampLevel{*this, "amp-level", llvm::cl::init("O1")};
   Option<std::string> target{*this, "target",
                              llvm::cl::desc("codegen target (cpu)"),
                              llvm::cl::init("cpu")};
@@ -126,6 +152,8 @@ void mc::registerAllPasses() {
         CompilePipelineOptions options;
         options.target = cl.target;
         options.entry = cl.entry;
+        options.amp = cl.amp;
+        options.ampLevel = cl.ampLevel;
         buildCompilePipeline(pm, options);
       });
   PassPipelineRegistration<TrainPipelineCLOptions>(
@@ -142,6 +170,18 @@ void mc::registerAllPasses() {
         o.ampLevel = cl.ampLevel;
         o.lossScaling = cl.lossScaling;
         o.scaleInterval = cl.scaleInterval;
+        o.dampening = cl.dampening;
+        o.nesterov = cl.nesterov;
+        o.beta1 = cl.beta1;
+        o.beta2 = cl.beta2;
+        o.eps = cl.eps;
+        o.ampLowOps.assign(cl.ampLowOps.begin(), cl.ampLowOps.end());
+        o.ampF32Ops.assign(cl.ampF32Ops.begin(), cl.ampF32Ops.end());
+        o.ampLocations.assign(cl.ampLocations.begin(), cl.ampLocations.end());
+        o.scaleInit = cl.scaleInit;
+        o.scaleGrowth = cl.scaleGrowth;
+        o.scaleBackoff = cl.scaleBackoff;
+        o.entry = cl.entry;
         buildTrainPipeline(pm, o);
       });
 }

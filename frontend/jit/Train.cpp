@@ -99,7 +99,7 @@ Tensor TrainingStep::state(const std::string& name) const {
 }
 
 void TrainingStep::copyParametersTo(nn::Module& model) const {
-  for (auto& [name, p] : model.stateDict()) {
+  for (auto& [name, p] : model.namedParameters()) {
     Tensor trained = state(name);
     if (trained.shape() != p.shape() || trained.dtype() != p.dtype())
       throw Error("state '" + name + "' is " + trained.describe() +
@@ -136,7 +136,9 @@ TrainingStep compileTraining(nn::Module& model, const LossFn& lossFn,
       [&](const std::vector<Tensor>& batch) {
         return std::vector<Tensor>{lossFn(model(batch[0]), batch)};
       },
-      exampleBatch, model.stateDict(), model.namedModules(), trace);
+      // Parameters are trained; buffers (BatchNorm statistics) are captured
+      // as constants, as they get no gradient.
+      exampleBatch, model.namedParameters(), model.namedModules(), trace);
 
   // Collect the compiler's diagnostics for the error message.
   std::string diagnostics;

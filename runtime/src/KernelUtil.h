@@ -5,6 +5,7 @@
 
 #include "modelc/kernels.h"
 #include "modelc/runtime.h"
+#include "Parallel.h"
 
 #include <cstring>
 #include <string>
@@ -63,7 +64,10 @@ inline Status sameTypeAndShape(const char *op, const char *what, DType at,
 }
 
 /// out[i_0..i_{r-1}] = src[sum_d i_d * stride[d]] over out's shape (src may
-/// point into the middle of a tensor: slices).
+/// point into the middle of a tensor: slices). Dims that are contiguous in
+/// both (including runs of broadcast dims, stride 0) are merged first, so
+/// the inner loop is a memcpy, a fill or one strided row as long as it can
+/// be; rows are split among threads when there are many.
 template <typename T>
 void stridedCopy(const Shape &shape, const int64_t *stride, const T *src,
                  T *dst) {
@@ -72,28 +76,56 @@ void stridedCopy(const Shape &shape, const int64_t *stride, const T *src,
     n *= d;
   if (n == 0)
     return;
-  int r = int(shape.size());
-  if (r == 0) {
+  int64_t sh[kMaxRank], st[kMaxRank];
+  int m = 0;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1)
+      continue;
+    if (m > 0 && st[m - 1] == stride[d] * shape[d]) {
+      sh[m - 1] *= shape[d];
+      st[m - 1] = stride[d];
+    } else {
+      sh[m] = shape[d];
+      st[m] = stride[d];
+      ++m;
+    }
+  }
+  if (m == 0) {
     dst[0] = src[0];
     return;
   }
-  int64_t idx[kMaxRank] = {0};
-  int64_t inner = shape[r - 1], innerStride = stride[r - 1], base = 0;
-  for (int64_t o = 0; o < n; o += inner) {
-    const T *s = src + base;
-    if (innerStride == 1)
-      std::memcpy(dst + o, s, size_t(inner) * sizeof(T));
-    else
-      for (int64_t j = 0; j < inner; ++j)
-        dst[o + j] = s[j * innerStride];
-    for (int d = r - 2; d >= 0; --d) {
-      base += stride[d];
-      if (++idx[d] < shape[d])
-        break;
-      base -= stride[d] * shape[d];
-      idx[d] = 0;
+  int64_t inner = sh[m - 1], innerStride = st[m - 1], rows = n / inner;
+  parallelFor(rows, std::max<int64_t>(1, kParallelGrain / inner),
+              [&](int64_t rb, int64_t re) {
+    int64_t idx[kMaxRank] = {0}, base = 0;
+    int64_t rem = rb;
+    for (int d = m - 2; d >= 0; --d) {
+      idx[d] = rem % sh[d];
+      rem /= sh[d];
+      base += idx[d] * st[d];
     }
-  }
+    for (int64_t row = rb; row < re; ++row) {
+      const T *s = src + base;
+      T *o = dst + row * inner;
+      if (innerStride == 1) {
+        std::memcpy(o, s, size_t(inner) * sizeof(T));
+      } else if (innerStride == 0) {
+        T v = s[0];
+        for (int64_t j = 0; j < inner; ++j)
+          o[j] = v;
+      } else {
+        for (int64_t j = 0; j < inner; ++j)
+          o[j] = s[j * innerStride];
+      }
+      for (int d = m - 2; d >= 0; --d) {
+        base += st[d];
+        if (++idx[d] < sh[d])
+          break;
+        base -= st[d] * sh[d];
+        idx[d] = 0;
+      }
+    }
+  });
 }
 
 /// stridedCopy by element size; `srcOffset` is in elements.

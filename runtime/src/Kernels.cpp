@@ -3,6 +3,7 @@
 // Matmul lives in KernelsLinalg.cpp.
 #include "modelc/kernels.h"
 #include "KernelUtil.h"
+#include "VecMath.h"
 
 #include <cmath>
 #include <cstring>
@@ -14,7 +15,9 @@ namespace mc::rt {
 using detail::checkRank;
 using detail::contiguousStrides;
 using detail::kMaxRank;
+using detail::kParallelGrain;
 using detail::normalizeAxis;
+using detail::parallelFor;
 using detail::sameTypeAndShape;
 using detail::typeString;
 using detail::unsupportedDType;
@@ -85,20 +88,26 @@ const char *reduceName(ReduceOp op) {
   return "reduce";
 }
 
-float sigmoid(float x) {
-  // Two branches so exp never overflows.
-  if (x >= 0)
-    return 1.0f / (1.0f + std::exp(-x));
-  float e = std::exp(x);
-  return e / (1.0f + e);
-}
-
+/// y = f(x) elementwise, split among threads when large.
 template <typename F>
 void mapF32(const ConstTensor &a, const MutTensor &out, F f) {
   const float *x = static_cast<const float *>(a.data);
   float *y = static_cast<float *>(out.data);
-  for (int64_t i = 0, n = numElements(a.shape); i < n; ++i)
-    y[i] = f(x[i]);
+  parallelFor(numElements(a.shape), kParallelGrain / 4,
+              [&](int64_t b, int64_t e) {
+                for (int64_t i = b; i < e; ++i)
+                  y[i] = f(x[i]);
+              });
+}
+
+/// loop(x + b, y + b, e - b) over [0, n) in parallel chunks (the VecMath
+/// loops); `grain` smaller for costlier elements.
+template <typename L>
+void vecMap(const ConstTensor &a, const MutTensor &out, int64_t grain, L loop) {
+  const float *x = static_cast<const float *>(a.data);
+  float *y = static_cast<float *>(out.data);
+  parallelFor(numElements(a.shape), grain,
+              [&](int64_t b, int64_t e) { loop(x + b, y + b, e - b); });
 }
 
 template <typename T>
@@ -262,6 +271,15 @@ struct Odometer {
     for (int d = 0; d < rank; ++d)
       idx[d] = 0;
   }
+  /// To the `linear`-th position (row-major).
+  void seek(int64_t linear) {
+    offset = 0;
+    for (int d = rank - 1; d >= 0; --d) {
+      idx[d] = shape[d] ? linear % shape[d] : 0;
+      linear = shape[d] ? linear / shape[d] : 0;
+      offset += idx[d] * stride[d];
+    }
+  }
   void next() {
     for (int d = rank - 1; d >= 0; --d) {
       offset += stride[d];
@@ -273,19 +291,42 @@ struct Odometer {
   }
 };
 
+/// Each output's reduction runs in one fixed order on one thread; outputs
+/// are split among threads.
 template <typename T, typename Acc, typename Init, typename Step,
           typename Finish>
-void reduceLoop(const T *x, T *y, Odometer &kept, Odometer &red, int64_t nOut,
-                int64_t nRed, Init init, Step step, Finish finish) {
-  kept.reset();
-  for (int64_t o = 0; o < nOut; ++o, kept.next()) {
-    Acc acc = init();
-    red.reset();
-    const T *base = x + kept.offset;
-    for (int64_t j = 0; j < nRed; ++j, red.next())
-      acc = step(acc, base[red.offset]);
-    y[o] = finish(acc);
-  }
+void reduceLoop(const T *x, T *y, const Odometer &keptDims,
+                const Odometer &redDims, int64_t nOut, int64_t nRed, Init init,
+                Step step, Finish finish) {
+  detail::parallelFor(
+      nOut, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(nRed, 1)),
+      [&](int64_t ob, int64_t oe) {
+        Odometer kept = keptDims, red = redDims;
+        kept.seek(ob);
+        // The reduced dims' innermost run, when contiguous, is a plain loop.
+        int64_t run = red.rank && red.stride[red.rank - 1] == 1
+                          ? red.shape[red.rank - 1]
+                          : 1;
+        for (int64_t o = ob; o < oe; ++o, kept.next()) {
+          Acc acc = init();
+          red.reset();
+          const T *base = x + kept.offset;
+          if (run > 1) {
+            Odometer outerRed = red;
+            --outerRed.rank;
+            outerRed.reset();
+            for (int64_t j = 0; j < nRed; j += run, outerRed.next()) {
+              const T *p = base + outerRed.offset;
+              for (int64_t k = 0; k < run; ++k)
+                acc = step(acc, p[k]);
+            }
+          } else {
+            for (int64_t j = 0; j < nRed; ++j, red.next())
+              acc = step(acc, base[red.offset]);
+          }
+          y[o] = finish(acc);
+        }
+      });
 }
 
 } // namespace
@@ -327,7 +368,7 @@ Status unary(UnaryOp op, const ConstTensor &a, const MutTensor &out) {
     mapF32(a, out, [](float x) { return -x; });
     break;
   case UnaryOp::Exp:
-    mapF32(a, out, [](float x) { return std::exp(x); });
+    vecMap(a, out, kParallelGrain / 4, vec::expF32);
     break;
   case UnaryOp::Log:
     mapF32(a, out, [](float x) { return std::log(x); });
@@ -336,10 +377,10 @@ Status unary(UnaryOp op, const ConstTensor &a, const MutTensor &out) {
     mapF32(a, out, [](float x) { return std::tanh(x); });
     break;
   case UnaryOp::Sigmoid:
-    mapF32(a, out, sigmoid);
+    vecMap(a, out, kParallelGrain / 4, vec::sigmoidF32);
     break;
   case UnaryOp::Relu: // NaN stays NaN
-    mapF32(a, out, [](float x) { return x < 0.0f ? 0.0f : x; });
+    vecMap(a, out, kParallelGrain, vec::reluF32);
     break;
   case UnaryOp::Sqrt:
     mapF32(a, out, [](float x) { return std::sqrt(x); });
@@ -348,22 +389,13 @@ Status unary(UnaryOp op, const ConstTensor &a, const MutTensor &out) {
     mapF32(a, out, [](float x) { return std::fabs(x); });
     break;
   case UnaryOp::Erf:
-    mapF32(a, out, [](float x) { return std::erf(x); });
+    vecMap(a, out, kParallelGrain / 8, vec::erfF32);
     break;
   case UnaryOp::Gelu: // x * Phi(x) = 0.5 * x * (1 + erf(x / sqrt(2)))
-    mapF32(a, out, [](float x) {
-      return 0.5f * x * (1.0f + std::erf(x * float(M_SQRT1_2)));
-    });
+    vecMap(a, out, kParallelGrain / 8, vec::geluF32);
     break;
-  case UnaryOp::GeluTanh: // PyTorch's approximate='tanh'
-    // 0.5 x (1 + tanh(u)) == x / (1 + exp(-2u)): the same function, with
-    // exp (several times faster than tanh); exp overflowing to inf gives -0.
-    mapF32(a, out, [](float x) {
-      const float kBeta = float(M_SQRT2 * M_2_SQRTPI * 0.5); // sqrt(2/pi)
-      const float kKappa = 0.044715f;
-      float inner = kBeta * (x + kKappa * x * x * x);
-      return x / (1.0f + std::exp(-2.0f * inner));
-    });
+  case UnaryOp::GeluTanh: // PyTorch's approximate='tanh', through exp
+    vecMap(a, out, kParallelGrain / 4, vec::geluTanhF32);
     break;
   case UnaryOp::Not: // handled above
     break;
@@ -398,36 +430,38 @@ Status binary(BinaryOp op, const ConstTensor &a, const ConstTensor &b,
   const float *z = static_cast<const float *>(b.data);
   float *y = static_cast<float *>(out.data);
   int64_t n = numElements(a.shape);
-  switch (op) {
-  case BinaryOp::Add:
-    for (int64_t i = 0; i < n; ++i)
-      y[i] = x[i] + z[i];
-    break;
-  case BinaryOp::Sub:
-    for (int64_t i = 0; i < n; ++i)
-      y[i] = x[i] - z[i];
-    break;
-  case BinaryOp::Mul:
-    for (int64_t i = 0; i < n; ++i)
-      y[i] = x[i] * z[i];
-    break;
-  case BinaryOp::Div:
-    for (int64_t i = 0; i < n; ++i)
-      y[i] = x[i] / z[i];
-    break;
-  case BinaryOp::Maximum: // propagates NaN from either side
-    for (int64_t i = 0; i < n; ++i)
-      y[i] = (std::isnan(x[i]) || x[i] > z[i]) ? x[i] : z[i];
-    break;
-  case BinaryOp::Minimum: // propagates NaN from either side
-    for (int64_t i = 0; i < n; ++i)
-      y[i] = (std::isnan(x[i]) || x[i] < z[i]) ? x[i] : z[i];
-    break;
-  case BinaryOp::Pow:
-    for (int64_t i = 0; i < n; ++i)
-      y[i] = std::pow(x[i], z[i]);
-    break;
-  }
+  parallelFor(n, op == BinaryOp::Pow ? kParallelGrain / 8 : kParallelGrain,
+              [&](int64_t lo, int64_t hi) {
+    const float *xs = x + lo, *zs = z + lo;
+    float *ys = y + lo;
+    int64_t m = hi - lo;
+    switch (op) {
+    case BinaryOp::Add:
+      vec::addF32(xs, zs, ys, m);
+      break;
+    case BinaryOp::Sub:
+      vec::subF32(xs, zs, ys, m);
+      break;
+    case BinaryOp::Mul:
+      vec::mulF32(xs, zs, ys, m);
+      break;
+    case BinaryOp::Div:
+      vec::divF32(xs, zs, ys, m);
+      break;
+    case BinaryOp::Maximum: // propagates NaN from either side
+      for (int64_t i = 0; i < m; ++i)
+        ys[i] = (std::isnan(xs[i]) || xs[i] > zs[i]) ? xs[i] : zs[i];
+      break;
+    case BinaryOp::Minimum: // propagates NaN from either side
+      for (int64_t i = 0; i < m; ++i)
+        ys[i] = (std::isnan(xs[i]) || xs[i] < zs[i]) ? xs[i] : zs[i];
+      break;
+    case BinaryOp::Pow:
+      for (int64_t i = 0; i < m; ++i)
+        ys[i] = std::pow(xs[i], zs[i]);
+      break;
+    }
+  });
   return Status::ok();
 }
 
@@ -679,8 +713,21 @@ Status softmax(const ConstTensor &a, int64_t axis, const MutTensor &out) {
     inner *= a.shape[d];
   const float *x = static_cast<const float *>(a.data);
   float *y = static_cast<float *>(out.data);
-  for (int64_t o = 0; o < outer; ++o) {
-    for (int64_t i = 0; i < inner; ++i) {
+  if (len == 0)
+    return Status::ok();
+  if (inner == 1) { // rows along the last axis: the vectorized row kernel
+    parallelFor(outer, std::max<int64_t>(1, kParallelGrain / 4 / len),
+                [&](int64_t b, int64_t e) {
+                  for (int64_t o = b; o < e; ++o)
+                    vec::softmaxRow(x + o * len, y + o * len, len);
+                });
+    return Status::ok();
+  }
+  parallelFor(outer * inner, std::max<int64_t>(1, kParallelGrain / 4 / len),
+              [&](int64_t b, int64_t e) {
+  for (int64_t oi = b; oi < e; ++oi) {
+    {
+      int64_t o = oi / inner, i = oi % inner;
       const float *xs = x + o * len * inner + i;
       float *ys = y + o * len * inner + i;
       // Subtracting the max keeps exp in range; a NaN anywhere makes the
@@ -690,7 +737,7 @@ Status softmax(const ConstTensor &a, int64_t axis, const MutTensor &out) {
         m = (std::isnan(m) || m >= xs[j * inner]) ? m : xs[j * inner];
       double sum = 0;
       for (int64_t j = 0; j < len; ++j) {
-        float e = std::exp(xs[j * inner] - m);
+        float e = vec::fastExp(xs[j * inner] - m);
         ys[j * inner] = e;
         sum += e;
       }
@@ -699,6 +746,7 @@ Status softmax(const ConstTensor &a, int64_t axis, const MutTensor &out) {
         ys[j * inner] = float(double(ys[j * inner]) * inv);
     }
   }
+  });
   return Status::ok();
 }
 

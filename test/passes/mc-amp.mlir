@@ -1,6 +1,12 @@
 // RUN: modelc-opt %s --mc-amp | FileCheck %s --check-prefix=LEVEL1
 // RUN: modelc-opt %s --mc-amp="dtype=f16 level=O2" | FileCheck %s --check-prefix=LEVEL2
 // RUN: modelc-opt %s --mc-amp="f32-ops=mc.matmul" | FileCheck %s --check-prefix=OVERRIDE
+// RUN: modelc-opt %s --mc-amp="f32-ops=matmul" | FileCheck %s --check-prefix=OVERRIDE
+// RUN: not modelc-opt %s --mc-amp="f32-ops=matmull" 2>&1 | FileCheck %s --check-prefix=BADOP
+// RUN: modelc-opt %s --mc-amp="locations=nowhere:f32" 2>&1 | FileCheck %s --check-prefix=NOLOC
+
+// BADOP: error: unknown op 'matmull' in an AMP list (expected an mc op such as mc.matmul)
+// NOLOC: warning: AMP location override 'nowhere' matches no op
 // RUN: modelc-opt %s --mc-amp="locations=fc2:f32" | FileCheck %s --check-prefix=LOC
 // RUN: not modelc-opt %s --mc-amp="dtype=fp8" 2>&1 | FileCheck %s --check-prefix=BADTYPE
 // RUN: not modelc-opt %s --mc-amp="level=O3" 2>&1 | FileCheck %s --check-prefix=BADLEVEL

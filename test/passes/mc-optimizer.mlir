@@ -11,15 +11,15 @@
 // NESTEROV: error: nesterov needs momentum > 0 and dampening 0
 
 // SGD: ml_program.global private mutable @w(
-// SGD-DAG: ml_program.global private mutable @optimizer.step(dense<0.000000e+00> : tensor<f32>)
+// SGD-DAG: ml_program.global private mutable @optimizer.step(dense<0> : tensor<i64>)
 // SGD-DAG: ml_program.global private mutable @w.momentum_buffer(dense<0.000000e+00> : tensor<3x4xf32>)
 // SGD-LABEL: func.func @forward
 // SGD-SAME: -> (tensor<f32> {mc.name = "loss"})
 // SGD: %[[W:.*]] = ml_program.global_load @w : tensor<3x4xf32>
-// SGD: %[[STEP:.*]] = ml_program.global_load @optimizer.step
-// SGD: %[[BUF:.*]] = ml_program.global_load @w.momentum_buffer
+// SGD: %[[STEP:.*]] = ml_program.global_load @optimizer.step : tensor<i64>
 // The buffer starts at the first gradient (torch.optim.SGD), then runs.
-// SGD: mc.compare EQ
+// SGD: mc.compare EQ, %[[STEP]]
+// SGD: %[[BUF:.*]] = ml_program.global_load @w.momentum_buffer
 // SGD: %[[NEWBUF:.*]] = mc.select
 // SGD: ml_program.global_store @w.momentum_buffer = %[[NEWBUF]]
 // SGD: %[[LR:.*]] = mc.constant dense<1.000000e-01> : tensor<3x4xf32>

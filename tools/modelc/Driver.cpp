@@ -46,6 +46,8 @@ commands:
       --input-shape NAME=1x3x224x224
                                  static shape of an ONNX input (needed for
                                  dynamic dimensions; repeatable)
+      --amp=bf16|f16             mixed precision, inference or training (off
+                                 by default); --amp-level=O1|O2 (O1)
       --train                    compile a training step: the input computes
                                  a scalar loss (result 0); the step returns it
                                  and updates parameters and optimizer state
@@ -53,8 +55,7 @@ commands:
         --optimizer=sgd|adamw    (sgd) --lr=X (0.01) --momentum=X
         --dampening=X --nesterov --weight-decay=X (sgd 0, adamw 0.01)
         --beta1=X --beta2=X --eps=X   AdamW (0.9, 0.999, 1e-8)
-        --amp=bf16|f16           mixed precision (off by default)
-        --amp-level=O1|O2        (O1) --amp-low-ops=OP,... --amp-f32-ops=OP,...
+        --amp-low-ops=OP,... --amp-f32-ops=OP,...  AMP list changes
         --amp-locations=NAME:f32,...  per-location overrides
         --loss-scaling=auto|on|off    dynamic loss scaling (auto: on for f16)
         --loss-scale-init=X (65536) --loss-scale-growth=X (2)
@@ -64,6 +65,8 @@ commands:
       --input-shape NAME=DIMS    as for compile
   run ART.mcpk --input NAME=FILE.npy ... --output-dir DIR [--bench N]
                                  run an artifact on the CPU runtime
+  train ART.mcpk --data NAME=FILE.npy ... --batch B --epochs E [...]
+                                 train a compiled step (modelc-run --train)
   inspect ART.mcpk [--precision] describe an artifact (--precision: the
                                  mc-amp decision and reason of every op)
   compare A.npy B.npy [--rtol X] relative error of A against B
@@ -159,8 +162,9 @@ int compileMain(int argc, char** argv) {
       options.train = true;
     } else if (a == "--nesterov") {
       t.nesterov = true;
-    } else if (value("--optimizer", t.optimizer) || value("--amp", t.amp) ||
-               value("--amp-level", t.ampLevel) ||
+    } else if (value("--amp", t.amp) || value("--amp-level", t.ampLevel)) {
+      // Mixed precision applies to inference and training alike.
+    } else if (value("--optimizer", t.optimizer) ||
                value("--loss-scaling", t.lossScaling) ||
                numberFlag("--lr", t.lr) ||
                numberFlag("--momentum", t.momentum) ||
@@ -201,17 +205,20 @@ int compileMain(int argc, char** argv) {
     return fail("compile: '" + badNumber + "' is not a number");
   if (!trainFlag.empty() && !options.train)
     return fail("compile: " + trainFlag + " needs --train");
-  if (options.train) {
+  {
     const TrainPipelineOptions& t = options.training;
-    if (t.optimizer != "sgd" && t.optimizer != "adamw")
-      return fail("compile: unknown --optimizer '" + t.optimizer +
-                  "' (expected sgd or adamw)");
     if (!t.amp.empty() && t.amp != "bf16" && t.amp != "f16")
       return fail("compile: unknown --amp '" + t.amp +
                   "' (expected bf16 or f16)");
     if (t.ampLevel != "O1" && t.ampLevel != "O2")
       return fail("compile: unknown --amp-level '" + t.ampLevel +
                   "' (expected O1 or O2)");
+  }
+  if (options.train) {
+    const TrainPipelineOptions& t = options.training;
+    if (t.optimizer != "sgd" && t.optimizer != "adamw")
+      return fail("compile: unknown --optimizer '" + t.optimizer +
+                  "' (expected sgd or adamw)");
     if (t.lossScaling != "auto" && t.lossScaling != "on" &&
         t.lossScaling != "off")
       return fail("compile: unknown --loss-scaling '" + t.lossScaling +
@@ -356,6 +363,15 @@ int modelcMain(int argc, char** argv) {
     return forward(importMain, "modelc import", argc, argv);
   if (cmd == "run")
     return forward(cli::runMain, "modelc run", argc, argv);
+  if (cmd == "train") {
+    // `modelc train ART ...` is `modelc-run --train ART ...`.
+    std::vector<char*> args{const_cast<char*>("modelc train"),
+                            const_cast<char*>("--train")};
+    for (int i = 2; i < argc; ++i)
+      args.push_back(argv[i]);
+    args.push_back(nullptr);
+    return cli::runMain(static_cast<int>(args.size()) - 1, args.data());
+  }
   if (cmd == "inspect")
     return forward(cli::inspectMain, "modelc inspect", argc, argv);
   if (cmd == "compare")

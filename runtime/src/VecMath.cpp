@@ -1,0 +1,222 @@
+// The hot loops of the f32 kernels, each compiled for AVX-512, AVX2+FMA and
+// the x86-64 baseline (GCC/Clang target_clones: the loader picks the best
+// the CPU has). Plain loops over contiguous floats that the compiler
+// vectorizes; reductions keep explicit lanes so their order is fixed.
+#include "VecMath.h"
+
+#include <cmath>
+#include <limits>
+
+#if defined(__x86_64__) && defined(__ELF__) &&                                  \
+    (defined(__GNUC__) || defined(__clang__)) && !defined(__SANITIZE_ADDRESS__)
+#define MC_CLONES                                                              \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define MC_CLONES
+#endif
+
+namespace mc::rt::vec {
+
+namespace {
+
+constexpr int kLanes = 16;
+
+/// Sum of kLanes partial sums, pairwise (a fixed order).
+template <typename T> T sumLanes(T *acc) {
+  for (int w = kLanes / 2; w >= 1; w /= 2)
+    for (int i = 0; i < w; ++i)
+      acc[i] += acc[i + w];
+  return acc[0];
+}
+
+/// Max of x[0, n) and whether any is NaN.
+inline float rowMax(const float *x, int64_t n, bool *nan) {
+  float m[kLanes];
+  int nanLanes[kLanes];
+  for (int i = 0; i < kLanes; ++i) {
+    m[i] = -std::numeric_limits<float>::infinity();
+    nanLanes[i] = 0;
+  }
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int i = 0; i < kLanes; ++i) {
+      float v = x[j + i];
+      m[i] = v > m[i] ? v : m[i];
+      nanLanes[i] |= v != v;
+    }
+  for (; j < n; ++j) {
+    float v = x[j];
+    m[0] = v > m[0] ? v : m[0];
+    nanLanes[0] |= v != v;
+  }
+  float r = m[0];
+  int anyNan = nanLanes[0];
+  for (int i = 1; i < kLanes; ++i) {
+    r = m[i] > r ? m[i] : r;
+    anyNan |= nanLanes[i];
+  }
+  *nan = anyNan != 0;
+  return r;
+}
+
+} // namespace
+
+MC_CLONES void expF32(const float *x, float *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = fastExp(x[i]);
+}
+
+MC_CLONES void sigmoidF32(const float *x, float *y, int64_t n) {
+  // e = exp(-|x|) never overflows; 1 / (1 + e) for x >= 0, e / (1 + e)
+  // below (keeps tiny results, subnormal ones included).
+  for (int64_t i = 0; i < n; ++i) {
+    float v = x[i];
+    float e = fastExp(v < 0.0f ? v : -v);
+    float num = v < 0.0f ? e : 1.0f;
+    y[i] = num / (1.0f + e);
+  }
+}
+
+MC_CLONES void erfF32(const float *x, float *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = fastErf(x[i]);
+}
+
+MC_CLONES void geluF32(const float *x, float *y, int64_t n) {
+  // x * Phi(x) = 0.5 * x * (1 + erf(x / sqrt(2)))
+  for (int64_t i = 0; i < n; ++i) {
+    float v = x[i];
+    y[i] = 0.5f * v * (1.0f + fastErf(v * float(M_SQRT1_2)));
+  }
+}
+
+MC_CLONES void geluTanhF32(const float *x, float *y, int64_t n) {
+  // 0.5 x (1 + tanh(u)) == x / (1 + exp(-2u)); exp overflowing to inf
+  // gives -0.
+  const float kBeta = float(M_SQRT2 * M_2_SQRTPI * 0.5); // sqrt(2/pi)
+  const float kKappa = 0.044715f;
+  for (int64_t i = 0; i < n; ++i) {
+    float v = x[i];
+    float inner = kBeta * (v + kKappa * v * v * v);
+    y[i] = v / (1.0f + fastExp(-2.0f * inner));
+  }
+}
+
+MC_CLONES void reluF32(const float *x, float *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) // NaN stays NaN
+    y[i] = x[i] < 0.0f ? 0.0f : x[i];
+}
+
+MC_CLONES void addF32(const float *a, const float *b, float *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = a[i] + b[i];
+}
+
+MC_CLONES void subF32(const float *a, const float *b, float *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = a[i] - b[i];
+}
+
+MC_CLONES void mulF32(const float *a, const float *b, float *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = a[i] * b[i];
+}
+
+MC_CLONES void divF32(const float *a, const float *b, float *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = a[i] / b[i];
+}
+
+MC_CLONES void fillF32(float v, float *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = v;
+}
+
+MC_CLONES void scaleShiftF32(const float *x, float m, float a, float b,
+                             float *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = (x[i] - m) * a + b;
+}
+
+MC_CLONES void softmaxRow(const float *x, float *y, int64_t n) {
+  bool nan;
+  float m = rowMax(x, n, &nan);
+  if (nan) {
+    for (int64_t j = 0; j < n; ++j)
+      y[j] = std::numeric_limits<float>::quiet_NaN();
+    return;
+  }
+  float acc[kLanes] = {0};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int i = 0; i < kLanes; ++i) {
+      float e = fastExp(x[j + i] - m);
+      y[j + i] = e;
+      acc[i] += e;
+    }
+  for (; j < n; ++j) {
+    float e = fastExp(x[j] - m);
+    y[j] = e;
+    acc[0] += e;
+  }
+  float inv = 1.0f / sumLanes(acc);
+  for (j = 0; j < n; ++j)
+    y[j] *= inv;
+}
+
+MC_CLONES void logSoftmaxRow(const float *x, float *y, int64_t n) {
+  bool nan;
+  float m = rowMax(x, n, &nan);
+  if (nan) {
+    for (int64_t j = 0; j < n; ++j)
+      y[j] = std::numeric_limits<float>::quiet_NaN();
+    return;
+  }
+  // x - max - log(sum(exp(x - max))); the sum in double lanes (one log per
+  // row: its argument should be as good as we can make it).
+  double acc[kLanes] = {0};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int i = 0; i < kLanes; ++i)
+      acc[i] += double(fastExp(x[j + i] - m));
+  for (; j < n; ++j)
+    acc[0] += double(fastExp(x[j] - m));
+  float lse = float(std::log(sumLanes(acc)));
+  for (j = 0; j < n; ++j)
+    y[j] = (x[j] - m) - lse;
+}
+
+MC_CLONES void layerNormRow(const float *x, const float *g, const float *b,
+                            float *y, int64_t n, double epsilon) {
+  double acc[kLanes] = {0};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int i = 0; i < kLanes; ++i)
+      acc[i] += double(x[j + i]);
+  for (; j < n; ++j)
+    acc[0] += double(x[j]);
+  float mean = float(sumLanes(acc) / double(n));
+  // Second pass around the float mean; its rounding error r (the mean of
+  // the deviations) is taken out, so a large common offset costs no
+  // accuracy: var = E[d^2] - r^2, y = (d - r) * rstd.
+  double sd[kLanes] = {0}, sq[kLanes] = {0};
+  for (j = 0; j + kLanes <= n; j += kLanes)
+    for (int i = 0; i < kLanes; ++i) {
+      double dv = double(x[j + i] - mean);
+      sd[i] += dv;
+      sq[i] += dv * dv;
+    }
+  for (; j < n; ++j) {
+    double dv = double(x[j] - mean);
+    sd[0] += dv;
+    sq[0] += dv * dv;
+  }
+  double resid = sumLanes(sd) / double(n);
+  double var = std::max(0.0, sumLanes(sq) / double(n) - resid * resid);
+  float rstd = float(1.0 / std::sqrt(var + epsilon));
+  float rf = float(resid);
+  for (j = 0; j < n; ++j)
+    y[j] = ((x[j] - mean) - rf) * rstd * g[j] + b[j];
+}
+
+} // namespace mc::rt::vec

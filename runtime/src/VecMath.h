@@ -1,0 +1,103 @@
+// Vectorizable f32 math for the CPU kernels: exp and erf written as
+// branch-free polynomials (the compiler vectorizes loops over them, which it
+// cannot do with std::exp / std::erf), and the hot row loops of the
+// kernels. The loops in VecMath.cpp are compiled for several x86-64 levels
+// (AVX-512, AVX2+FMA, baseline) and the best one the CPU has is chosen at
+// load time.
+//
+// Accuracy (checked against std::exp / std::erf over the whole float range
+// in VecMathTest): fastExp within 1 ulp (+1 where FMA contracts), with
+// std::exp's overflow, underflow, subnormal, inf and NaN behaviour;
+// fastErf within 1e-7 absolute (2 ulp).
+#ifndef MODELC_RUNTIME_VECMATH_H
+#define MODELC_RUNTIME_VECMATH_H
+
+#include <cstdint>
+#include <cstring>
+
+namespace mc::rt::vec {
+
+/// exp(x): 2^n * e^r with n = round(x / ln 2), r = x - n ln 2 (ln 2 split in
+/// two, Cephes' constants) and a degree-7 polynomial for e^r on [-ln2/2,
+/// ln2/2]. The scale 2^n is applied as two exact powers of two, so results
+/// in the subnormal range round once, as std::exp's.
+inline float fastExp(float x) {
+  const float kMax = 89.0f, kMin = -105.0f; // beyond: inf / 0 after scaling
+  float xc = x > kMax ? kMax : x;
+  xc = xc < kMin ? kMin : xc;
+  xc = xc == xc ? xc : 0.0f; // NaN: any finite value; fixed up at the end
+  // Round to nearest with the 1.5 * 2^23 trick (vectorizes without SSE4.1).
+  const float kShift = 12582912.0f;
+  float fn = (xc * 1.44269504088896341f + kShift) - kShift;
+  float r = xc - fn * 0.693359375f;
+  r = r - fn * -2.12194440e-4f;
+  // Cephes expf polynomial.
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  int32_t n = int32_t(fn);
+  int32_t n1 = n >> 1, n2 = n - n1; // both in [-76, 64]
+  float s1 = __builtin_bit_cast(float, uint32_t(n1 + 127) << 23);
+  float s2 = __builtin_bit_cast(float, uint32_t(n2 + 127) << 23);
+  float y = (p * s1) * s2;
+  return x == x ? y : x;
+}
+
+/// erf(x) = x P(x^2) / Q(x^2) on [-4, 4] (+-1 beyond, in float): the
+/// rational approximation XLA and Eigen use for f32, evaluated in double
+/// (in float its rounding costs up to 7 ulp; in double the result is within
+/// 1e-7 absolute, 1.6 ulp, of erf, and x * (P/Q) keeps tiny x exact).
+inline float fastErf(float xf) {
+  double x = xf > 4.0f ? 4.0f : xf;
+  x = x < -4.0 ? -4.0 : x;
+  double x2 = x * x;
+  double p = -2.72614225801306e-10;
+  p = p * x2 + 2.77068142495902e-08;
+  p = p * x2 + -2.10102402082508e-06;
+  p = p * x2 + -5.69250639462346e-05;
+  p = p * x2 + -7.34990630326855e-04;
+  p = p * x2 + -2.95459980854025e-03;
+  p = p * x2 + -1.60960333262415e-02;
+  double q = -1.45660718464996e-05;
+  q = q * x2 + -2.13374055278905e-04;
+  q = q * x2 + -1.68282697438203e-03;
+  q = q * x2 + -7.37332916720468e-03;
+  q = q * x2 + -1.42647390514189e-02;
+  float y = float(x * (p / q));
+  return xf == xf ? y : xf;
+}
+
+// Loops over n contiguous floats; y may equal x (in place), never overlap
+// it otherwise.
+void expF32(const float *x, float *y, int64_t n);
+void sigmoidF32(const float *x, float *y, int64_t n);
+void erfF32(const float *x, float *y, int64_t n);
+void geluF32(const float *x, float *y, int64_t n);     // x * Phi(x), erf form
+void geluTanhF32(const float *x, float *y, int64_t n); // PyTorch 'tanh'
+void reluF32(const float *x, float *y, int64_t n);
+void addF32(const float *a, const float *b, float *y, int64_t n);
+void subF32(const float *a, const float *b, float *y, int64_t n);
+void mulF32(const float *a, const float *b, float *y, int64_t n);
+void divF32(const float *a, const float *b, float *y, int64_t n);
+void fillF32(float v, float *y, int64_t n);
+/// y = (x - m) * a + b.
+void scaleShiftF32(const float *x, float m, float a, float b, float *y,
+                   int64_t n);
+
+/// One row of softmax / log_softmax (contiguous, n >= 1): max subtracted; a
+/// NaN anywhere makes the row NaN. The sum of exponentials is accumulated in
+/// 16 float lanes combined pairwise (the same order on every run).
+void softmaxRow(const float *x, float *y, int64_t n);
+void logSoftmaxRow(const float *x, float *y, int64_t n);
+/// One row of layer norm: mean and biased variance of x (double lanes), y =
+/// (x - mean) * rstd * g + b.
+void layerNormRow(const float *x, const float *g, const float *b, float *y,
+                  int64_t n, double epsilon);
+
+} // namespace mc::rt::vec
+
+#endif // MODELC_RUNTIME_VECMATH_H
