@@ -353,11 +353,18 @@ public:
   std::string failedMessage;
 
 private:
+  /// Ops are located by the module they ran in; ops outside every module
+  /// (a loss, glue code) by the traced function's name.
   Location loc() {
     if (scopes.empty())
-      return builder.getUnknownLoc();
+      return NameLoc::get(builder.getStringAttr(functionName));
     return NameLoc::get(builder.getStringAttr(scopes.back()));
   }
+
+public:
+  std::string functionName;
+
+private:
 
   /// Declares the parameter as a private immutable global (before the
   /// function, in first-use order) and loads it at the current point.
@@ -430,6 +437,7 @@ TracedModule traceFunction(
                                            examples.size(), "x", "input")));
 
   Tracer tracer(ctx, module, func, parameters, modules);
+  tracer.functionName = options.functionName;
   // Inputs are fresh views, so an input that is also a parameter or another
   // input still becomes its own block argument.
   std::vector<Tensor> inputs;
