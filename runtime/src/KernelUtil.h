@@ -154,6 +154,17 @@ inline Status stridedCopyAny(const char *op, DType t, const Shape &shape,
                        std::to_string(int(t)));
 }
 
+/// C [m, n] = op(A) op(B), row-major, f32 (beta 0), through OpenBLAS: split
+/// among the pool's threads along the larger of m and n (in multiples of
+/// 16), each part one single-threaded cblas_sgemm. OpenBLAS is switched to
+/// one thread on first use (see KernelsLinalg.cpp). Dims fit in int.
+void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+           const float *a, int64_t lda, const float *b, int64_t ldb,
+           float *c, int64_t ldc);
+/// Sets OpenBLAS to one thread before the caller runs cblas calls of its
+/// own inside parallelFor.
+void blasSingleThreadedForBatch();
+
 //===--- f16 / bf16 through f32 ---===//
 //
 // Every float kernel accepts f16 and bf16 by widening its float operands to

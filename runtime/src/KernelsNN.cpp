@@ -2,6 +2,7 @@
 // direct), max/avg pooling, batch and layer norm, log_softmax. NCHW, f32.
 // Loops run over contiguous rows so the compiler vectorizes them.
 #include "KernelUtil.h"
+#include "VecMath.h"
 #include "modelc/kernels.h"
 
 #include <algorithm>
@@ -15,7 +16,9 @@
 namespace mc::rt {
 
 using detail::checkRank;
+using detail::kParallelGrain;
 using detail::normalizeAxis;
+using detail::parallelFor;
 using detail::typeString;
 using detail::unsupportedDType;
 
@@ -118,15 +121,21 @@ Status checkConv(const ConstTensor &input, const ConstTensor &weight,
 }
 
 /// col[(c*KH + kh)*KW + kw][oh*OW + ow] = x[c][ih][iw] (0 outside) for one
-/// image and group; x points at the group's first channel.
+/// image and group, rows `ld` floats apart (OH*OW, or N*OH*OW when the
+/// images of a batch sit side by side); x points at the group's first
+/// channel. Every element is written once (no separate zero fill);
+/// channels are split among threads.
 void im2col(const float *x, const ConvDims &d, const Conv2dParams &p,
-            float *col) {
-  int64_t plane = d.h * d.w, pOut = d.oh * d.ow;
-  for (int64_t c = 0; c < d.cg; ++c) {
+            float *col, int64_t ld) {
+  int64_t plane = d.h * d.w;
+  int64_t perChannel = d.kh * d.kw * d.oh * d.ow;
+  parallelFor(d.cg, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(perChannel, 1)),
+              [&](int64_t cb, int64_t ce) {
+  for (int64_t c = cb; c < ce; ++c) {
     const float *xc = x + c * plane;
     for (int64_t kh = 0; kh < d.kh; ++kh)
       for (int64_t kw = 0; kw < d.kw; ++kw) {
-        float *row = col + ((c * d.kh + kh) * d.kw + kw) * pOut;
+        float *row = col + ((c * d.kh + kh) * d.kw + kw) * ld;
         int64_t offH = kh * p.dilationH - p.padTop;
         int64_t offW = kw * p.dilationW - p.padLeft;
         int64_t ohLo, ohHi, owLo, owHi;
@@ -152,13 +161,17 @@ void im2col(const float *x, const ConvDims &d, const Conv2dParams &p,
                     size_t((d.oh - ohHi) * d.ow) * sizeof(float));
       }
   }
+  });
 }
 
 /// groups == C == O: one KHxKW filter per channel, accumulated row by row.
 void depthwise(const float *x, const float *wt, const ConvDims &d,
                const Conv2dParams &p, float *y) {
   int64_t plane = d.h * d.w, pOut = d.oh * d.ow;
-  for (int64_t nc = 0; nc < d.n * d.c; ++nc) {
+  int64_t perPlane = std::max<int64_t>(1, pOut * d.kh * d.kw);
+  parallelFor(d.n * d.c, std::max<int64_t>(1, kParallelGrain / perPlane),
+              [&](int64_t pb, int64_t pe) {
+  for (int64_t nc = pb; nc < pe; ++nc) {
     const float *xc = x + nc * plane;
     const float *wc = wt + (nc % d.c) * d.kh * d.kw;
     float *yc = y + nc * pOut;
@@ -186,6 +199,46 @@ void depthwise(const float *x, const float *wt, const ConvDims &d,
       }
     }
   }
+  });
+}
+
+/// How conv2d computes a shape (a function of the shapes alone, so the
+/// workspace size and the kernel agree):
+///  - Depthwise: direct loops, planes split among threads;
+///  - PerImage: per image and group, im2col into [K, P] (skipped for 1x1
+///    stride-1 unpadded convs: the input already is that matrix) and one
+///    sgemm [Og, K] x [K, P];
+///  - Batched (groups == 1, several images, small P = OH*OW, not 1x1
+///    stride 1 unpadded, which needs no im2col at all): im2col of all
+///    images side by side into [K, N*P], one sgemm [O, K] x [K, N*P] into
+///    scratch, then a copy to [N, O, P]. One large sgemm instead of N small
+///    ones: better blocking and both threads busy on 7x7 and 14x14 maps.
+enum class ConvAlgo { Depthwise, PerImage, Batched };
+
+/// Batched when every image's product is small (BLAS does well from about
+/// this many columns on) and the images together are not huge.
+constexpr int64_t kBatchedMaxP = 256;
+
+ConvAlgo convAlgo(const ConvDims &d) {
+  if (d.depthwise)
+    return ConvAlgo::Depthwise;
+  if (d.groups == 1 && d.n > 1 && d.oh * d.ow <= kBatchedMaxP && !d.pointwise)
+    return ConvAlgo::Batched;
+  return ConvAlgo::PerImage;
+}
+
+/// Scratch floats of an algorithm (0: none).
+int64_t convWorkspace(const ConvDims &d, ConvAlgo a) {
+  int64_t kDim = d.cg * d.kh * d.kw, pOut = d.oh * d.ow;
+  switch (a) {
+  case ConvAlgo::Depthwise:
+    return 0;
+  case ConvAlgo::PerImage:
+    return d.pointwise ? 0 : kDim * pOut;
+  case ConvAlgo::Batched:
+    return (kDim + d.o) * d.n * pOut;
+  }
+  return 0;
 }
 
 } // namespace
@@ -195,9 +248,9 @@ size_t conv2dWorkspaceSize(const Shape &input, const Shape &weight,
   ConvDims d;
   ConstTensor in{DType::F32, input, nullptr}, wt{DType::F32, weight, nullptr};
   MutTensor o{DType::F32, out, nullptr};
-  if (!checkConv(in, wt, params, o, &d) || d.depthwise || d.pointwise)
+  if (!checkConv(in, wt, params, o, &d))
     return 0;
-  return size_t(d.cg * d.kh * d.kw * d.oh * d.ow);
+  return size_t(convWorkspace(d, convAlgo(d)));
 }
 
 Status conv2d(const ConstTensor &input, const ConstTensor &weight,
@@ -224,28 +277,54 @@ Status conv2d(const ConstTensor &input, const ConstTensor &weight,
     std::memset(y, 0, size_t(numElements(out.shape)) * sizeof(float));
     return Status::ok();
   }
-  if (d.depthwise) {
+  ConvAlgo algo = convAlgo(d);
+  if (algo == ConvAlgo::Depthwise) {
     depthwise(x, wt, d, params, y);
     return Status::ok();
   }
-  if (!d.pointwise && workspaceFloats < size_t(kDim * pOut))
+  // A caller's workspace sized for another plan (smaller) still works: the
+  // batched plan falls back to per-image.
+  if (algo == ConvAlgo::Batched &&
+      workspaceFloats < size_t(convWorkspace(d, algo)))
+    algo = ConvAlgo::PerImage;
+  if (workspaceFloats < size_t(convWorkspace(d, algo)))
     return Status::error("conv2d: workspace of " +
                          std::to_string(workspaceFloats) +
-                         " floats is smaller than the " + str(kDim * pOut) +
-                         " im2col needs");
+                         " floats is smaller than the " +
+                         str(convWorkspace(d, algo)) + " im2col needs");
+  if (algo == ConvAlgo::Batched) {
+    int64_t cols = d.n * pOut;
+    if (cols > INT_MAX)
+      algo = ConvAlgo::PerImage;
+    else {
+      float *col = workspace, *tmp = workspace + kDim * cols;
+      for (int64_t n = 0; n < d.n; ++n)
+        im2col(x + n * d.c * d.h * d.w, d, params, col + n * pOut, cols);
+      detail::sgemm(false, false, d.o, cols, kDim, wt, kDim, col, cols, tmp,
+                    cols);
+      // tmp [O, N, P] -> y [N, O, P]
+      parallelFor(d.n * d.o, std::max<int64_t>(1, kParallelGrain / pOut),
+                  [&](int64_t b, int64_t e) {
+                    for (int64_t no = b; no < e; ++no) {
+                      int64_t n = no / d.o, o = no % d.o;
+                      std::memcpy(y + no * pOut, tmp + (o * d.n + n) * pOut,
+                                  size_t(pOut) * sizeof(float));
+                    }
+                  });
+      return Status::ok();
+    }
+  }
   for (int64_t n = 0; n < d.n; ++n)
     for (int64_t g = 0; g < d.groups; ++g) {
       const float *xg = x + (n * d.c + g * d.cg) * d.h * d.w;
       const float *colm = xg; // 1x1, stride 1, unpadded: [Cg, H*W] already
       if (!d.pointwise) {
-        im2col(xg, d, params, workspace);
+        im2col(xg, d, params, workspace, pOut);
         colm = workspace;
       }
       // y[n, g*Og:(g+1)*Og] [Og, P] = W_g [Og, K] x col [K, P]
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(d.og),
-                  int(pOut), int(kDim), 1.0f, wt + g * d.og * kDim, int(kDim),
-                  colm, int(pOut), 0.0f, y + (n * d.o + g * d.og) * pOut,
-                  int(pOut));
+      detail::sgemm(false, false, d.og, pOut, kDim, wt + g * d.og * kDim,
+                    kDim, colm, pOut, y + (n * d.o + g * d.og) * pOut, pOut);
     }
   return Status::ok();
 }
@@ -301,7 +380,10 @@ Status maxPool2d(const ConstTensor &input, const Pool2dParams &p,
   const float *x = static_cast<const float *>(input.data);
   float *y = static_cast<float *>(out.data);
   const float ninf = -std::numeric_limits<float>::infinity();
-  for (int64_t c = 0; c < nc; ++c) {
+  int64_t perPlane = std::max<int64_t>(1, oh * ow * p.kernelH * p.kernelW);
+  parallelFor(nc, std::max<int64_t>(1, kParallelGrain / perPlane),
+              [&](int64_t cb, int64_t ce) {
+  for (int64_t c = cb; c < ce; ++c) {
     const float *xc = x + c * h * w;
     float *yc = y + c * oh * ow;
     for (int64_t i = 0; i < oh; ++i) {
@@ -326,6 +408,7 @@ Status maxPool2d(const ConstTensor &input, const Pool2dParams &p,
       }
     }
   }
+  });
   return Status::ok();
 }
 
@@ -351,7 +434,10 @@ Status avgPool2d(const ConstTensor &input, const Pool2dParams &p,
           hHi = countIncludePad ? h + p.padBottom : h;
   int64_t wLo = countIncludePad ? -p.padLeft : 0,
           wHi = countIncludePad ? w + p.padRight : w;
-  for (int64_t c = 0; c < nc; ++c) {
+  int64_t perPlane = std::max<int64_t>(1, oh * ow * p.kernelH * p.kernelW);
+  parallelFor(nc, std::max<int64_t>(1, kParallelGrain / perPlane),
+              [&](int64_t cb, int64_t ce) {
+  for (int64_t c = cb; c < ce; ++c) {
     const float *xc = x + c * h * w;
     float *yc = y + c * oh * ow;
     for (int64_t i = 0; i < oh; ++i) {
@@ -382,6 +468,7 @@ Status avgPool2d(const ConstTensor &input, const Pool2dParams &p,
       }
     }
   }
+  });
   return Status::ok();
 }
 
@@ -427,15 +514,15 @@ Status batchNorm(const ConstTensor &x, const ConstTensor &scale,
   const float *pm = static_cast<const float *>(mean.data);
   const float *pv = static_cast<const float *>(variance.data);
   float *py = static_cast<float *>(out.data);
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t k = 0; k < c; ++k) {
+  parallelFor(outer * c, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(inner, 1)),
+              [&](int64_t b0, int64_t e0) {
+    for (int64_t ok = b0; ok < e0; ++ok) {
+      int64_t k = ok % c;
       float a = float(double(ps[k]) / std::sqrt(double(pv[k]) + epsilon));
-      float m = pm[k], b = pb[k];
-      const float *xr = px + (o * c + k) * inner;
-      float *yr = py + (o * c + k) * inner;
-      for (int64_t i = 0; i < inner; ++i)
-        yr[i] = (xr[i] - m) * a + b;
+      vec::scaleShiftF32(px + ok * inner, pm[k], a, pb[k], py + ok * inner,
+                         inner);
     }
+  });
   return Status::ok();
 }
 
@@ -478,29 +565,14 @@ Status layerNorm(const ConstTensor &x, const ConstTensor &gamma,
   const float *pg = static_cast<const float *>(gamma.data);
   const float *pb = static_cast<const float *>(beta.data);
   float *py = static_cast<float *>(out.data);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float *xr = px + r * len;
-    float *yr = py + r * len;
-    double sum = 0;
-    for (int64_t i = 0; i < len; ++i)
-      sum += xr[i];
-    float mean = float(sum / double(len));
-    // Second pass around the float mean; its rounding error r (the mean of
-    // the deviations) is taken out, so a large common offset costs no
-    // accuracy: var = E[d^2] - r^2, y = (d - r) * rstd.
-    double sd = 0, sq = 0;
-    for (int64_t i = 0; i < len; ++i) {
-      float dv = xr[i] - mean;
-      sd += dv;
-      sq += double(dv) * dv;
-    }
-    double resid = sd / double(len);
-    double var = std::max(0.0, sq / double(len) - resid * resid);
-    float rstd = float(1.0 / std::sqrt(var + epsilon));
-    float rf = float(resid);
-    for (int64_t i = 0; i < len; ++i)
-      yr[i] = ((xr[i] - mean) - rf) * rstd * pg[i] + pb[i];
-  }
+  // Rows split among threads; each row is one vec::layerNormRow (double
+  // lanes for the mean and variance, see there).
+  parallelFor(rows, std::max<int64_t>(1, kParallelGrain / 4 / len),
+              [&](int64_t b, int64_t e) {
+                for (int64_t r = b; r < e; ++r)
+                  vec::layerNormRow(px + r * len, pg, pb, py + r * len, len,
+                                    epsilon);
+              });
   return Status::ok();
 }
 
@@ -530,8 +602,19 @@ Status logSoftmax(const ConstTensor &a, int64_t axis, const MutTensor &out) {
     inner *= a.shape[d];
   const float *x = static_cast<const float *>(a.data);
   float *y = static_cast<float *>(out.data);
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t i = 0; i < inner; ++i) {
+  if (len == 0)
+    return Status::ok();
+  int64_t grain = std::max<int64_t>(1, kParallelGrain / 4 / len);
+  if (inner == 1) { // rows along the last axis: the vectorized row kernel
+    parallelFor(outer, grain, [&](int64_t b, int64_t e) {
+      for (int64_t o = b; o < e; ++o)
+        vec::logSoftmaxRow(x + o * len, y + o * len, len);
+    });
+    return Status::ok();
+  }
+  parallelFor(outer * inner, grain, [&](int64_t b, int64_t e) {
+    for (int64_t oi = b; oi < e; ++oi) {
+      int64_t o = oi / inner, i = oi % inner;
       const float *xs = x + o * len * inner + i;
       float *ys = y + o * len * inner + i;
       // x - max - log(sum(exp(x - max))); a NaN makes the row NaN.
@@ -542,11 +625,12 @@ Status logSoftmax(const ConstTensor &a, int64_t axis, const MutTensor &out) {
       }
       double sum = 0;
       for (int64_t j = 0; j < len; ++j)
-        sum += std::exp(xs[j * inner] - m);
+        sum += double(vec::fastExp(xs[j * inner] - m));
       float lse = float(std::log(sum));
       for (int64_t j = 0; j < len; ++j)
         ys[j * inner] = (xs[j * inner] - m) - lse;
     }
+  });
   return Status::ok();
 }
 

@@ -130,12 +130,17 @@ struct Conv2dParams {
 /// NCHW convolution (cross-correlation, as PyTorch/ONNX): input [N, C, H, W],
 /// weight [O, C/groups, KH, KW], out [N, O, OH, OW] with
 /// OH = (H + padTop + padBottom - dilationH*(KH-1) - 1) / strideH + 1.
-/// f32; im2col + BLAS sgemm per (image, group), depthwise special-cased.
+/// f32; im2col + BLAS sgemm per (image, group), or one sgemm for the whole
+/// batch when the output maps are small; depthwise special-cased.
 Status conv2d(const ConstTensor& input, const ConstTensor& weight,
               const Conv2dParams& params, const MutTensor& out);
-/// Floats of scratch the conv2d below needs (the im2col matrix of one image
-/// and group, [C/groups*KH*KW, OH*OW]); 0 when it needs none (depthwise;
-/// 1x1, stride 1, unpadded) or when the shapes do not fit.
+/// Floats of scratch the conv2d below needs: the im2col matrix of one image
+/// and group, [C/groups*KH*KW, OH*OW], or, when it batches the images (groups
+/// 1, N > 1, OH*OW <= 256, not 1x1 stride 1 unpadded), that matrix for all
+/// images plus the [O, N*OH*OW] product; 0 when it needs none (depthwise;
+/// 1x1, stride 1, unpadded, one image or large maps) or when the shapes do
+/// not fit. With less scratch (but at least one image's im2col matrix) it
+/// computes per image.
 size_t conv2dWorkspaceSize(const Shape& input, const Shape& weight,
                            const Shape& out, const Conv2dParams& params);
 /// conv2d with caller-owned scratch of at least conv2dWorkspaceSize floats,

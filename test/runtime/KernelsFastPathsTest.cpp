@@ -1,0 +1,380 @@
+// The fast paths of the CPU kernels against references in double: the
+// polynomial exp / erf (over the whole range, special values included),
+// sigmoid and gelu, the vectorized softmax / log_softmax / layer_norm rows,
+// tensors large enough to be split among threads, the batched im2col conv
+// plan, the thread-split sgemm (along n, along m, over a batch), merged-dim
+// strided copies (broadcast, transpose) and reductions; and determinism:
+// the same inputs give the same bits on every run.
+#include "TestUtil.h"
+#include "modelc/kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <gtest/gtest.h>
+#include <limits>
+
+using namespace mc::rt;
+using mc::test::randomFloats;
+
+namespace {
+
+ConstTensor cin(const std::vector<float> &v, Shape s) {
+  return {DType::F32, std::move(s), v.data()};
+}
+MutTensor mout(std::vector<float> &v, Shape s) {
+  return {DType::F32, std::move(s), v.data()};
+}
+
+double relErr(const std::vector<float> &a, const std::vector<double> &b) {
+  double d = 0, n = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    if (std::isnan(a[i]) || std::isnan(b[i]))
+      return INFINITY;
+    d += (a[i] - b[i]) * (a[i] - b[i]);
+    n += b[i] * b[i];
+  }
+  return n == 0 ? std::sqrt(d) : std::sqrt(d / n);
+}
+
+/// Distance in units in the last place of the float nearest `ref`.
+double ulps(float got, double ref) {
+  float r = float(ref);
+  double ulp = r == 0 || std::fabs(r) < std::numeric_limits<float>::min()
+                   ? std::numeric_limits<float>::denorm_min()
+                   : std::ldexp(1.0, std::ilogb(r) - 23);
+  return std::fabs(double(got) - ref) / ulp;
+}
+
+bool sameBits(const std::vector<float> &a, const std::vector<float> &b) {
+  return a.size() == b.size() &&
+         std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+} // namespace
+
+TEST(KernelsFastPaths, ExpWithinTwoUlpEverywhereWithStdExpSpecials) {
+  std::vector<float> x;
+  for (double v = -110; v < 95; v += 0.0021)
+    x.push_back(float(v));
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 88.7f, 88.72283f, 88.72284f,
+                  88.8f, -87.33f, -87.34f, -100.0f, -103.9f, -103.98f, -104.0f,
+                  -149.0f, inf, -inf, std::numeric_limits<float>::max(),
+                  std::numeric_limits<float>::lowest()})
+    x.push_back(v);
+  x.push_back(std::numeric_limits<float>::quiet_NaN());
+  Shape s{int64_t(x.size())};
+  ASSERT_GT(x.size(), 64 * 1024u); // split among threads
+  std::vector<float> y(x.size());
+  ASSERT_TRUE(unary(UnaryOp::Exp, cin(x, s), mout(y, s)));
+  for (size_t i = 0; i < x.size(); ++i) {
+    float want = std::exp(x[i]);
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(y[i])) << x[i];
+    } else if (std::isinf(want) || want == 0) {
+      EXPECT_EQ(y[i], want) << x[i];
+    } else {
+      ASSERT_LE(ulps(y[i], std::exp(double(x[i]))), 2.0) << "exp(" << x[i]
+                                                          << ") = " << y[i];
+    }
+  }
+}
+
+TEST(KernelsFastPaths, SigmoidErfGeluOnLargeTensors) {
+  std::vector<float> x = randomFloats(100003, 7, -12, 12);
+  x.insert(x.end(), {0.0f, -0.0f, 1e-20f, -1e-20f, 30.0f, -30.0f, -95.0f});
+  Shape s{int64_t(x.size())};
+  struct Case {
+    UnaryOp op;
+    double (*ref)(double);
+    double tol; // times max(1, |ref|)
+  } cases[] = {
+      {UnaryOp::Sigmoid, [](double v) { return 1 / (1 + std::exp(-v)); }, 2e-7},
+      {UnaryOp::Erf, [](double v) { return std::erf(v); }, 2e-7},
+      {UnaryOp::Gelu,
+       [](double v) { return 0.5 * v * std::erfc(-v / std::sqrt(2.0)); }, 2e-7},
+      {UnaryOp::GeluTanh,
+       [](double v) {
+         return 0.5 * v *
+                (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+       },
+       2e-7},
+  };
+  for (const Case &c : cases) {
+    std::vector<float> y(x.size(), NAN);
+    ASSERT_TRUE(unary(c.op, cin(x, s), mout(y, s)));
+    for (size_t i = 0; i < x.size(); ++i) {
+      double r = c.ref(x[i]);
+      ASSERT_NEAR(y[i], r, c.tol * std::max(1.0, std::fabs(r)))
+          << int(c.op) << " at " << x[i];
+    }
+  }
+  // Sigmoid keeps tiny results (its e^x / (1 + e^x) branch).
+  std::vector<float> t{-95.0f}, ty(1);
+  ASSERT_TRUE(unary(UnaryOp::Sigmoid, cin(t, {1}), mout(ty, {1})));
+  EXPECT_GT(ty[0], 0.0f);
+  EXPECT_LE(ulps(ty[0], std::exp(-95.0)), 2.0);
+  // Erf is relatively exact for tiny x; NaN stays NaN.
+  std::vector<float> e{1e-30f, std::numeric_limits<float>::quiet_NaN()}, ey(2);
+  ASSERT_TRUE(unary(UnaryOp::Erf, cin(e, {2}), mout(ey, {2})));
+  EXPECT_LE(ulps(ey[0], 2 / std::sqrt(M_PI) * 1e-30), 2.0);
+  EXPECT_TRUE(std::isnan(ey[1]));
+}
+
+TEST(KernelsFastPaths, SoftmaxAndLogSoftmaxRows) {
+  for (int64_t len : {1, 7, 16, 33, 1000}) {
+    int64_t rows = 97;
+    std::vector<float> x = randomFloats(size_t(rows * len), 20 + unsigned(len),
+                                        -30, 30);
+    x[0] += 500; // a large common offset in row 0
+    if (len > 3) {
+      x[size_t(len + 1)] = -std::numeric_limits<float>::infinity();
+    }
+    Shape s{rows, len};
+    // x - max rounds in float (as in PyTorch): exp's argument is off by up to
+    // |x - max| * 2^-24, so the tolerance grows with it.
+    std::vector<double> sm(x.size()), lsm(x.size()), tol(x.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      const float *xr = x.data() + r * len;
+      double m = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < len; ++j)
+        m = std::max(m, double(xr[j]));
+      for (int64_t j = 0; j < len; ++j)
+        sum += std::exp(double(xr[j]) - m);
+      for (int64_t j = 0; j < len; ++j) {
+        sm[size_t(r * len + j)] = std::exp(double(xr[j]) - m) / sum;
+        lsm[size_t(r * len + j)] = double(xr[j]) - m - std::log(sum);
+        tol[size_t(r * len + j)] =
+            1e-6 + 1.2e-7 * std::fabs(double(xr[j]) - m);
+      }
+    }
+    std::vector<float> y(x.size(), NAN), ly(x.size(), NAN);
+    ASSERT_TRUE(softmax(cin(x, s), -1, mout(y, s)));
+    ASSERT_TRUE(logSoftmax(cin(x, s), 1, mout(ly, s)));
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (sm[i] == 0) // exp(-inf)
+        ASSERT_EQ(y[i], 0.0f);
+      else
+        ASSERT_NEAR(y[i], sm[i], tol[i] * sm[i] + 1e-37) << len << " " << i;
+      if (std::isinf(lsm[i]))
+        ASSERT_EQ(ly[i], lsm[i]);
+      else
+        ASSERT_NEAR(ly[i], lsm[i], 2e-6 * std::max(1.0, std::fabs(lsm[i])))
+            << len << " " << i;
+    }
+  }
+  // A NaN makes its row NaN, and only its row.
+  std::vector<float> x = randomFloats(3 * 40, 5), y(x.size()), ly(x.size());
+  x[41] = NAN;
+  ASSERT_TRUE(softmax(cin(x, {3, 40}), 1, mout(y, {3, 40})));
+  ASSERT_TRUE(logSoftmax(cin(x, {3, 40}), 1, mout(ly, {3, 40})));
+  for (int j = 0; j < 120; ++j) {
+    EXPECT_EQ(std::isnan(y[size_t(j)]), j >= 40 && j < 80) << j;
+    EXPECT_EQ(std::isnan(ly[size_t(j)]), j >= 40 && j < 80) << j;
+  }
+  // Softmax along a non-last axis (the strided path), split among threads.
+  std::vector<float> z = randomFloats(64 * 50 * 40, 6, -5, 5), zy(z.size());
+  ASSERT_TRUE(softmax(cin(z, {64, 50, 40}), 1, mout(zy, {64, 50, 40})));
+  for (int64_t o = 0; o < 64; ++o)
+    for (int64_t i = 0; i < 40; ++i) {
+      double sum = 0;
+      for (int64_t j = 0; j < 50; ++j)
+        sum += zy[size_t((o * 50 + j) * 40 + i)];
+      ASSERT_NEAR(sum, 1.0, 1e-5);
+    }
+}
+
+TEST(KernelsFastPaths, LayerNormManyRows) {
+  int64_t rows = 300, len = 77;
+  std::vector<float> x = randomFloats(size_t(rows * len), 31, -3, 3);
+  for (int64_t j = 0; j < len; ++j)
+    x[size_t(j)] += 1000; // row 0: large offset, small spread
+  std::vector<float> g = randomFloats(size_t(len), 32),
+                     b = randomFloats(size_t(len), 33);
+  std::vector<double> ref(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    double m = 0, v = 0;
+    for (int64_t j = 0; j < len; ++j)
+      m += x[size_t(r * len + j)];
+    m /= double(len);
+    for (int64_t j = 0; j < len; ++j)
+      v += (x[size_t(r * len + j)] - m) * (x[size_t(r * len + j)] - m);
+    v /= double(len);
+    for (int64_t j = 0; j < len; ++j)
+      ref[size_t(r * len + j)] =
+          (x[size_t(r * len + j)] - m) / std::sqrt(v + 1e-5) * g[size_t(j)] +
+          b[size_t(j)];
+  }
+  std::vector<float> y(x.size(), NAN);
+  ASSERT_TRUE(layerNorm(cin(x, {rows, len}), cin(g, {len}), cin(b, {len}), 1,
+                        1e-5, mout(y, {rows, len})));
+  EXPECT_LT(relErr(y, ref), 1e-6);
+}
+
+TEST(KernelsFastPaths, ConvBatchedPlanMatchesPerImage) {
+  // Small maps with several images: the batched im2col plan (one sgemm for
+  // the batch) when the workspace allows, per image when it does not.
+  struct Case {
+    int64_t n, c, h, w, o, k, stride, pad;
+  } cases[] = {{3, 5, 6, 7, 4, 3, 1, 1}, {4, 16, 14, 14, 24, 3, 2, 1},
+               {2, 8, 9, 9, 6, 1, 2, 0}, {5, 3, 7, 7, 8, 7, 2, 3}};
+  unsigned seed = 40;
+  for (const Case &k : cases) {
+    Conv2dParams p;
+    p.strideH = p.strideW = k.stride;
+    p.padTop = p.padLeft = p.padBottom = p.padRight = k.pad;
+    int64_t oh = (k.h + 2 * k.pad - k.k) / k.stride + 1,
+            ow = (k.w + 2 * k.pad - k.k) / k.stride + 1;
+    Shape xs{k.n, k.c, k.h, k.w}, ws{k.o, k.c, k.k, k.k}, ys{k.n, k.o, oh, ow};
+    std::vector<float> x = randomFloats(size_t(numElements(xs)), ++seed),
+                       w = randomFloats(size_t(numElements(ws)), ++seed);
+    std::vector<double> ref(size_t(numElements(ys)));
+    for (int64_t n = 0; n < k.n; ++n)
+      for (int64_t o = 0; o < k.o; ++o)
+        for (int64_t i = 0; i < oh; ++i)
+          for (int64_t j = 0; j < ow; ++j) {
+            double s = 0;
+            for (int64_t c = 0; c < k.c; ++c)
+              for (int64_t a = 0; a < k.k; ++a)
+                for (int64_t bb = 0; bb < k.k; ++bb) {
+                  int64_t ih = i * k.stride - k.pad + a,
+                          iw = j * k.stride - k.pad + bb;
+                  if (ih < 0 || ih >= k.h || iw < 0 || iw >= k.w)
+                    continue;
+                  s += double(x[size_t(((n * k.c + c) * k.h + ih) * k.w + iw)]) *
+                       w[size_t(((o * k.c + c) * k.k + a) * k.k + bb)];
+                }
+            ref[size_t(((n * k.o + o) * oh + i) * ow + j)] = s;
+          }
+    size_t full = conv2dWorkspaceSize(xs, ws, ys, p);
+    size_t perImage = size_t(k.c * k.k * k.k * oh * ow);
+    EXPECT_GT(full, perImage) << "batched plan expected";
+    std::vector<float> scratch(full), y1(ref.size(), NAN), y2(ref.size(), NAN);
+    ASSERT_TRUE(conv2d(cin(x, xs), cin(w, ws), p, mout(y1, ys), scratch.data(),
+                       full));
+    ASSERT_TRUE(conv2d(cin(x, xs), cin(w, ws), p, mout(y2, ys), scratch.data(),
+                       perImage));
+    EXPECT_LT(relErr(y1, ref), 1e-6);
+    EXPECT_LT(relErr(y2, ref), 1e-6);
+    Status st = conv2d(cin(x, xs), cin(w, ws), p, mout(y2, ys), scratch.data(),
+                       perImage - 1);
+    EXPECT_FALSE(st);
+  }
+}
+
+TEST(KernelsFastPaths, MatmulSplitsAndBatches) {
+  struct Case {
+    int64_t batch, m, n, k;
+    bool ta, tb;
+  } cases[] = {{1, 40, 3000, 50, false, false}, // split along n
+               {1, 3000, 40, 50, true, false},  // split along m
+               {1, 700, 600, 30, false, true},
+               {6, 20, 40, 30, true, true}, // batch split among threads
+               {12, 64, 64, 32, false, true}};
+  unsigned seed = 60;
+  for (const Case &c : cases) {
+    Shape as = c.ta ? Shape{c.batch, c.k, c.m} : Shape{c.batch, c.m, c.k};
+    Shape bs = c.tb ? Shape{c.batch, c.n, c.k} : Shape{c.batch, c.k, c.n};
+    std::vector<float> a = randomFloats(size_t(numElements(as)), ++seed),
+                       b = randomFloats(size_t(numElements(bs)), ++seed);
+    std::vector<double> ref(size_t(c.batch * c.m * c.n));
+    for (int64_t t = 0; t < c.batch; ++t)
+      for (int64_t i = 0; i < c.m; ++i)
+        for (int64_t j = 0; j < c.n; ++j) {
+          double s = 0;
+          for (int64_t l = 0; l < c.k; ++l) {
+            float av = c.ta ? a[size_t((t * c.k + l) * c.m + i)]
+                            : a[size_t((t * c.m + i) * c.k + l)];
+            float bv = c.tb ? b[size_t((t * c.n + j) * c.k + l)]
+                            : b[size_t((t * c.k + l) * c.n + j)];
+            s += double(av) * bv;
+          }
+          ref[size_t((t * c.m + i) * c.n + j)] = s;
+        }
+    std::vector<float> y(ref.size(), NAN), y2(ref.size(), NAN);
+    Shape ys{c.batch, c.m, c.n};
+    ASSERT_TRUE(matmul(cin(a, as), cin(b, bs), c.ta, c.tb, mout(y, ys)));
+    EXPECT_LT(relErr(y, ref), 1e-6) << c.m << "x" << c.n << "x" << c.k;
+    ASSERT_TRUE(matmul(cin(a, as), cin(b, bs), c.ta, c.tb, mout(y2, ys)));
+    EXPECT_TRUE(sameBits(y, y2));
+  }
+}
+
+TEST(KernelsFastPaths, StridedCopiesMergeDims) {
+  // Broadcast of a bias over NCHW (runs of stride-0 dims become fills).
+  std::vector<float> bias = randomFloats(64, 70), y(size_t(3 * 64 * 9 * 11));
+  ASSERT_TRUE(broadcastInDim(cin(bias, {64}), {1}, mout(y, {3, 64, 9, 11})));
+  for (size_t i = 0; i < y.size(); ++i)
+    ASSERT_EQ(y[i], bias[(i / 99) % 64]) << i;
+  // [5, 1] -> [5, 7] and [1, 7] -> [5, 7].
+  std::vector<float> col = randomFloats(5, 71), row = randomFloats(7, 72),
+                     z(35);
+  ASSERT_TRUE(broadcastInDim(cin(col, {5, 1}), {0, 1}, mout(z, {5, 7})));
+  for (int i = 0; i < 35; ++i)
+    ASSERT_EQ(z[size_t(i)], col[size_t(i / 7)]);
+  ASSERT_TRUE(broadcastInDim(cin(row, {1, 7}), {0, 1}, mout(z, {5, 7})));
+  for (int i = 0; i < 35; ++i)
+    ASSERT_EQ(z[size_t(i)], row[size_t(i % 7)]);
+  // A large transpose (rows split among threads) and a scalar.
+  std::vector<float> t = randomFloats(size_t(64 * 33 * 40), 73),
+                     ty(t.size());
+  ASSERT_TRUE(transpose(cin(t, {64, 33, 40}), {2, 0, 1},
+                        mout(ty, {40, 64, 33})));
+  for (int64_t i = 0; i < 40; ++i)
+    for (int64_t j = 0; j < 64; ++j)
+      for (int64_t k = 0; k < 33; ++k)
+        ASSERT_EQ(ty[size_t((i * 64 + j) * 33 + k)],
+                  t[size_t((j * 33 + k) * 40 + i)]);
+  std::vector<float> one{4.5f}, many(100000);
+  ASSERT_TRUE(broadcastInDim(cin(one, {}), {}, mout(many, {100, 1000})));
+  EXPECT_TRUE(std::all_of(many.begin(), many.end(),
+                          [](float v) { return v == 4.5f; }));
+}
+
+TEST(KernelsFastPaths, ReduceSplitAmongThreads) {
+  std::vector<float> x = randomFloats(size_t(40 * 30 * 20 * 16), 80);
+  std::vector<float> y(size_t(40 * 20));
+  ASSERT_TRUE(reduce(ReduceOp::Sum, cin(x, {40, 30, 20, 16}), {1, 3}, false,
+                     mout(y, {40, 20})));
+  std::vector<double> ref(y.size());
+  for (int a = 0; a < 40; ++a)
+    for (int b = 0; b < 30; ++b)
+      for (int c = 0; c < 20; ++c)
+        for (int d = 0; d < 16; ++d)
+          ref[size_t(a * 20 + c)] += x[size_t(((a * 30 + b) * 20 + c) * 16 + d)];
+  EXPECT_LT(relErr(y, ref), 1e-7);
+  std::vector<float> m(size_t(40 * 30 * 20));
+  ASSERT_TRUE(reduce(ReduceOp::Max, cin(x, {40, 30, 20, 16}), {3}, true,
+                     mout(m, {40, 30, 20, 1})));
+  for (size_t i = 0; i < m.size(); ++i)
+    ASSERT_EQ(m[i], *std::max_element(x.begin() + long(i * 16),
+                                      x.begin() + long(i * 16 + 16)));
+}
+
+TEST(KernelsFastPaths, SameBitsOnEveryRun) {
+  std::vector<float> x = randomFloats(size_t(8 * 64 * 28 * 28), 90, -4, 4);
+  std::vector<float> w = randomFloats(size_t(64 * 64 * 9), 91);
+  Shape xs{8, 64, 28, 28};
+  Conv2dParams p;
+  p.padTop = p.padLeft = p.padBottom = p.padRight = 1;
+  std::vector<float> first[4];
+  for (int run = 0; run < 3; ++run) {
+    std::vector<float> outs[4];
+    for (auto &o : outs)
+      o.assign(x.size(), NAN);
+    ASSERT_TRUE(conv2d(cin(x, xs), cin(w, {64, 64, 3, 3}), p,
+                       mout(outs[0], xs)));
+    ASSERT_TRUE(softmax(cin(x, {8 * 64 * 28, 28}), 1,
+                        mout(outs[1], {8 * 64 * 28, 28})));
+    ASSERT_TRUE(unary(UnaryOp::Gelu, cin(x, xs), mout(outs[2], xs)));
+    ASSERT_TRUE(binary(BinaryOp::Add, cin(x, xs), cin(outs[2], xs),
+                       mout(outs[3], xs)));
+    for (int k = 0; k < 4; ++k) {
+      if (run == 0)
+        first[k] = outs[k];
+      else
+        EXPECT_TRUE(sameBits(first[k], outs[k])) << "output " << k;
+    }
+  }
+}
