@@ -337,8 +337,36 @@ std::vector<Tensor> derivative(const OpRecord& op, const Tensor& g) {
   case OpKind::Compare:
   case OpKind::Not:
     return std::vector<Tensor>(in.size());
-  case OpKind::Gather:
-    notDifferentiable("gather", "a scatter-add op is needed");
+  case OpKind::Gather: {
+    // A scatter-add as a matmul with the one-hot matrix of the indices
+    // (the same rule as the compiler's, ir/MCGradients.cpp).
+    const Tensor& data = in[0];
+    const Tensor& idx = in[1];
+    const Shape& d = data.shape();
+    int64_t axis = op.axis, size = d[axis], k = idx.numel();
+    int64_t pre = 1, post = 1;
+    for (int64_t i = 0; i < axis; ++i)
+      pre *= d[i];
+    for (int64_t i = axis + 1; i < data.rank(); ++i)
+      post *= d[i];
+    Tensor column = reshape(idx, {k, 1});
+    Tensor zero = Tensor::zeros({k, 1}, idx.dtype());
+    Tensor sizes = Tensor::full({k, 1}, static_cast<double>(size), idx.dtype());
+    column = where(lt(column, zero), add(column, sizes), column);
+    Tensor classes = Tensor::empty({1, size}, idx.dtype());
+    for (int64_t c = 0; c < size; ++c) {
+      if (idx.dtype() == DType::I64)
+        classes.data<int64_t>()[c] = c;
+      else
+        classes.data<int32_t>()[c] = static_cast<int32_t>(c);
+    }
+    Tensor oneHot = cast(eq(column, classes), g.dtype());
+    Tensor g2 = reshape(transpose(reshape(g, {pre, k, post}), {0, 2, 1}),
+                        {pre * post, k});
+    Tensor r = matmul(g2, oneHot);
+    Tensor back = transpose(reshape(r, {pre, post, size}), {0, 2, 1});
+    return {reshape(back, d), Tensor()};
+  }
   case OpKind::Conv2d:
     notDifferentiable("conv2d", "convolution backward kernels are needed");
   case OpKind::MaxPool2d:

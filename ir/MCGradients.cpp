@@ -560,9 +560,54 @@ LogicalResult PadOp::buildGradients(OpBuilder& b, ValueRange resultGrads,
                        });
 }
 
-LogicalResult GatherOp::buildGradients(OpBuilder&, ValueRange,
-                                       SmallVectorImpl<Value>&) {
-  return noDerivative(*this, "a scatter-add op is needed");
+/// d/d(input) of take(input, indices, axis): every gathered row adds its
+/// gradient back to the row it came from (a scatter-add). Built from
+/// existing ops as a matmul with the one-hot matrix of the indices, so an
+/// embedding trains; memory is K x (size of the axis), K the number of
+/// indices. Indices get no gradient.
+LogicalResult GatherOp::buildGradients(OpBuilder& b, ValueRange resultGrads,
+                                       SmallVectorImpl<Value>& operandGrads) {
+  return differentiate(
+      *this, b, resultGrads, operandGrads,
+      [&](GradBuilder& e, Value g) -> FailureOr<Grads> {
+        auto dataType = tensorType(getInput());
+        auto idxType = tensorType(getIndices());
+        ArrayRef<int64_t> d = dataType.getShape();
+        int64_t axis = static_cast<int64_t>(getAxis());
+        int64_t size = d[axis], k = idxType.getNumElements();
+        int64_t pre = 1, post = 1;
+        for (int64_t i = 0; i < axis; ++i)
+          pre *= d[i];
+        for (int64_t i = axis + 1; i < dataType.getRank(); ++i)
+          post *= d[i];
+        Type it = idxType.getElementType();
+        Location loc = getLoc();
+        auto intConst = [&](ArrayRef<int64_t> shape,
+                            ArrayRef<int64_t> values) -> Value {
+          auto type = RankedTensorType::get(shape, it);
+          SmallVector<APInt> bits;
+          for (int64_t v : values)
+            bits.push_back(APInt(it.getIntOrFloatBitWidth(), v, true));
+          return ConstantOp::create(b, loc, DenseElementsAttr::get(type, bits));
+        };
+        // Indices as a column, negative ones counted from the end.
+        Value idx = e.reshape(getIndices(), {k, 1});
+        SmallVector<int64_t> zeros(k, 0), sizes(k, size);
+        Value negative = e.compare(ComparisonDirection::LT, idx,
+                                   intConst({k, 1}, zeros));
+        idx = e.select(negative, e.add(idx, intConst({k, 1}, sizes)), idx);
+        Value classes = intConst({1, size}, iota(0, size));
+        Value oneHot = e.cast(
+            e.compare(ComparisonDirection::EQ, e.broadcast(idx, {k, size}, {0, 1}),
+                      e.broadcast(classes, {k, size}, {0, 1})),
+            tensorType(g).getElementType());
+        // g as [pre, K, post] -> [pre * post, K] x [K, size] -> back.
+        Value g2 = e.reshape(e.transpose(e.reshape(g, {pre, k, post}), {0, 2, 1}),
+                             {pre * post, k});
+        Value r = e.matmul(g2, oneHot, false, false);
+        Value back = e.transpose(e.reshape(r, {pre, post, size}), {0, 2, 1});
+        return Grads{e.reshape(back, d), Value()};
+      });
 }
 
 //===----------------------------------------------------------------------===//

@@ -62,8 +62,8 @@ def AutodiffPass : Pass<"mc-autodiff", "mlir::ModuleOp"> {
     `mc.autodiff_seed`, which `mc-loss-scaling` replaces with the loss
     scale), accumulates adjoints with `mc.add`, and differentiates only the
     ops between a parameter and the loss. An op there without a derivative
-    (today `mc.conv2d`, the pools, `mc.batch_norm`, `mc.gather` and strided
-    `mc.slice`; a foreign op; a `func.call`: inline first) is an error that
+    (today `mc.conv2d`, the pools, `mc.batch_norm` and strided `mc.slice`;
+    a foreign op; a `func.call`: inline first) is an error that
     names it. A parameter that does not reach the loss gets no gradient (as
     in PyTorch, so no optimizer touches it) and a warning. Run
     `mc-loss-scaling` right after this pass if at all: canonicalization may

@@ -137,6 +137,23 @@ std::vector<Case> cases() {
   c.push_back({"cast_roundtrip", {in({4}, 47)},
                [](auto& x) { return cast(cast(x[0], DType::F32), DType::F32); },
                "a"});
+  c.push_back({"gather_rows", {in({5, 3}, 57)},
+               [](auto& x) {
+                 // Repeated and negative ids accumulate into their rows.
+                 Tensor ids = Tensor::empty({2, 3}, DType::I64);
+                 int64_t v[] = {0, 4, 4, -1, 2, 0};
+                 std::copy(v, v + 6, ids.data<int64_t>());
+                 return embedding(x[0], ids);
+               },
+               "a[torch.tensor([[0, 4, 4], [-1, 2, 0]])]"});
+  c.push_back({"gather_axis1", {in({2, 4, 3}, 58)},
+               [](auto& x) {
+                 Tensor ids = Tensor::empty({2}, DType::I32);
+                 ids.data<int32_t>()[0] = 3;
+                 ids.data<int32_t>()[1] = -1;
+                 return gather(x[0], ids, 1);
+               },
+               "a[:, torch.tensor([3, -1]), :]"});
   c.push_back({"layer_norm", {in({2, 3, 6}, 48), in({6}, 49), in({6}, 50)},
                [](auto& x) { return layerNorm(x[0], x[1], x[2], 2, 1e-5); },
                "torch.nn.functional.layer_norm(a, (6,), b, c, 1e-5)"});
