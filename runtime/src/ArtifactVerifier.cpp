@@ -429,6 +429,7 @@ Status Verifier::checkStepKind(fb::OpKind kind, const fb::Step &step,
   case K::ReduceSum:
   case K::ReduceMean:
   case K::ReduceMax:
+  case K::ReduceMin:
     expectAttrs = A::ReduceAttrs;
     break;
   case K::Transpose:
@@ -440,9 +441,6 @@ Status Verifier::checkStepKind(fb::OpKind kind, const fb::Step &step,
   case K::Softmax:
   case K::LogSoftmax:
     expectAttrs = A::SoftmaxAttrs;
-    break;
-  case K::ReduceMin:
-    expectAttrs = A::ReduceAttrs;
     break;
   case K::Gelu:
     expectAttrs = A::GeluAttrs;

@@ -472,6 +472,23 @@ Status avgPool2d(const ConstTensor &input, const Pool2dParams &p,
   return Status::ok();
 }
 
+/// The checks batch_norm and layer_norm share: an f32 operand of a
+/// supported rank, a result of its type and shape, and an axis in range
+/// (normalized in place).
+static Status checkNormOperands(const char *op, const ConstTensor &x,
+                                const MutTensor &out, int64_t &axis) {
+  MC_RETURN_IF_ERROR(checkRank(op, "operand", x.shape));
+  MC_RETURN_IF_ERROR(detail::sameTypeAndShape(op, "result", x.dtype, x.shape,
+                                              out.dtype, out.shape));
+  if (x.dtype != DType::F32)
+    return unsupportedDType(op, x.dtype, "f32");
+  if (!normalizeAxis(axis, x.shape.size()))
+    return Status::error(std::string(op) + ": axis " + str(axis) +
+                         " is out of range for operand " +
+                         shapeString(x.shape));
+  return Status::ok();
+}
+
 Status batchNorm(const ConstTensor &x, const ConstTensor &scale,
                  const ConstTensor &offset, const ConstTensor &mean,
                  const ConstTensor &variance, double epsilon, int64_t axis,
@@ -486,15 +503,7 @@ Status batchNorm(const ConstTensor &x, const ConstTensor &scale,
       return st;
   }
   const char *op = "batch_norm";
-  MC_RETURN_IF_ERROR(checkRank(op, "operand", x.shape));
-  MC_RETURN_IF_ERROR(detail::sameTypeAndShape(op, "result", x.dtype, x.shape,
-                                              out.dtype, out.shape));
-  if (x.dtype != DType::F32)
-    return unsupportedDType(op, x.dtype, "f32");
-  if (!normalizeAxis(axis, x.shape.size()))
-    return Status::error("batch_norm: axis " + str(axis) +
-                         " is out of range for operand " +
-                         shapeString(x.shape));
+  MC_RETURN_IF_ERROR(checkNormOperands(op, x, out, axis));
   int64_t c = x.shape[axis];
   const char *names[] = {"scale", "offset", "mean", "variance"};
   const ConstTensor *params[] = {&scale, &offset, &mean, &variance};
@@ -539,15 +548,7 @@ Status layerNorm(const ConstTensor &x, const ConstTensor &gamma,
       return st;
   }
   const char *op = "layer_norm";
-  MC_RETURN_IF_ERROR(checkRank(op, "operand", x.shape));
-  MC_RETURN_IF_ERROR(detail::sameTypeAndShape(op, "result", x.dtype, x.shape,
-                                              out.dtype, out.shape));
-  if (x.dtype != DType::F32)
-    return unsupportedDType(op, x.dtype, "f32");
-  if (!normalizeAxis(axis, x.shape.size()))
-    return Status::error("layer_norm: axis " + str(axis) +
-                         " is out of range for operand " +
-                         shapeString(x.shape));
+  MC_RETURN_IF_ERROR(checkNormOperands(op, x, out, axis));
   Shape norm(x.shape.begin() + axis, x.shape.end());
   for (const ConstTensor *t : {&gamma, &beta})
     if (t->dtype != DType::F32 || t->shape != norm)

@@ -492,39 +492,43 @@ void Session::resetState() {
                 size_t(model_.stateSize()));
 }
 
-Status Session::readState(const std::string &name, void *dst,
-                          size_t byteSize) const {
+/// The bytes of state buffer `name` inside the session's state region,
+/// after checking the caller's size and pointer (`what` names it).
+static Status stateBytes(const Model &model, uint8_t *state,
+                         const std::string &name, size_t byteSize,
+                         const void *user, const char *what,
+                         uint8_t **out) {
   size_t index;
-  MC_RETURN_IF_ERROR(model_.findState(name, &index));
-  const TensorInfo &info = model_.states()[index];
+  MC_RETURN_IF_ERROR(model.findState(name, &index));
+  const TensorInfo &info = model.states()[index];
   if (byteSize != info.byteSize)
     return Status::error("state '" + name + "': expected " +
                          std::to_string(info.byteSize) + " bytes for " +
                          dtypeName(info.dtype) + shapeString(info.shape) +
                          ", got " + std::to_string(byteSize));
-  if (!dst && byteSize)
-    return Status::error("state '" + name + "': destination is null");
-  const fb::Buffer *b = model_.table().buffers()->Get(info.buffer);
+  if (!user && byteSize)
+    return Status::error("state '" + name + "': " + what + " is null");
+  *out = state + model.table().buffers()->Get(info.buffer)->offset();
+  return Status::ok();
+}
+
+Status Session::readState(const std::string &name, void *dst,
+                          size_t byteSize) const {
+  uint8_t *bytes = nullptr;
+  MC_RETURN_IF_ERROR(stateBytes(model_, impl_->state.data(), name, byteSize,
+                                dst, "destination", &bytes));
   if (byteSize)
-    std::memcpy(dst, impl_->state.data() + b->offset(), byteSize);
+    std::memcpy(dst, bytes, byteSize);
   return Status::ok();
 }
 
 Status Session::writeState(const std::string &name, const void *src,
                            size_t byteSize) {
-  size_t index;
-  MC_RETURN_IF_ERROR(model_.findState(name, &index));
-  const TensorInfo &info = model_.states()[index];
-  if (byteSize != info.byteSize)
-    return Status::error("state '" + name + "': expected " +
-                         std::to_string(info.byteSize) + " bytes for " +
-                         dtypeName(info.dtype) + shapeString(info.shape) +
-                         ", got " + std::to_string(byteSize));
-  if (!src && byteSize)
-    return Status::error("state '" + name + "': source is null");
-  const fb::Buffer *b = model_.table().buffers()->Get(info.buffer);
+  uint8_t *bytes = nullptr;
+  MC_RETURN_IF_ERROR(stateBytes(model_, impl_->state.data(), name, byteSize,
+                                src, "source", &bytes));
   if (byteSize)
-    std::memcpy(impl_->state.data() + b->offset(), src, byteSize);
+    std::memcpy(bytes, src, byteSize);
   return Status::ok();
 }
 

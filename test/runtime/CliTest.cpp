@@ -16,23 +16,9 @@
 using namespace mc;
 using namespace mc::test;
 
-extern char **environ;
-
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string out, err;
-  bool exited() const { return WIFEXITED(status); }
-  int code() const { return WEXITSTATUS(status); }
-};
-
-std::string slurp(const std::string &path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+using Result = ProcessResult;
 
 class Cli : public ::testing::Test {
 protected:
@@ -55,25 +41,7 @@ protected:
 
   Result run(std::vector<std::string> args) {
     args.insert(args.begin(), MODELC_RUN_PATH);
-    std::vector<char *> argv;
-    for (std::string &a : args)
-      argv.push_back(a.data());
-    argv.push_back(nullptr);
-    std::string out = dir + "/stdout", err = dir + "/stderr";
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, out.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, err.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid;
-    Result r;
-    if (posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ) == 0)
-      waitpid(pid, &r.status, 0);
-    posix_spawn_file_actions_destroy(&fa);
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
+    return runProcess(std::move(args), dir);
   }
 
   /// Exit code 1 (not a signal) and a "modelc-run: error: ..." message

@@ -16,26 +16,11 @@
 
 using namespace mc::rt;
 using mc::test::randomFloats;
+using mc::test::cin;
+using mc::test::mout;
+using mc::test::relErr;
 
 namespace {
-
-ConstTensor cin(const std::vector<float> &v, Shape s) {
-  return {DType::F32, std::move(s), v.data()};
-}
-MutTensor mout(std::vector<float> &v, Shape s) {
-  return {DType::F32, std::move(s), v.data()};
-}
-
-double relErr(const std::vector<float> &a, const std::vector<double> &b) {
-  double d = 0, n = 0;
-  for (size_t i = 0; i < b.size(); ++i) {
-    if (std::isnan(a[i]) || std::isnan(b[i]))
-      return INFINITY;
-    d += (a[i] - b[i]) * (a[i] - b[i]);
-    n += b[i] * b[i];
-  }
-  return n == 0 ? std::sqrt(d) : std::sqrt(d / n);
-}
 
 /// Distance in units in the last place of the float nearest `ref`.
 double ulps(float got, double ref) {

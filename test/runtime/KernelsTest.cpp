@@ -13,15 +13,10 @@
 
 using namespace mc::rt;
 using mc::test::randomFloats;
+using mc::test::cin;
+using mc::test::mout;
 
 namespace {
-
-ConstTensor cin(const std::vector<float> &v, Shape s) {
-  return {DType::F32, std::move(s), v.data()};
-}
-MutTensor mout(std::vector<float> &v, Shape s) {
-  return {DType::F32, std::move(s), v.data()};
-}
 
 uint32_t bits(float f) {
   uint32_t u;

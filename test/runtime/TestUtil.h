@@ -1,6 +1,7 @@
 // Shared by the runtime tests: a small plan with weights (matmul, broadcast,
 // add, relu, softmax, reductions, an alias) and its reference result,
-// written as plain loops.
+// written as plain loops; tensor views over vectors; running a tool as a
+// subprocess.
 #ifndef MODELC_TEST_RUNTIME_TESTUTIL_H
 #define MODELC_TEST_RUNTIME_TESTUTIL_H
 
@@ -10,9 +11,16 @@
 
 #include <cmath>
 #include <cstring>
+#include <fcntl.h>
+#include <fstream>
 #include <random>
+#include <spawn.h>
+#include <sstream>
 #include <string>
+#include <sys/wait.h>
 #include <vector>
+
+extern char **environ;
 
 namespace mc::test {
 
@@ -146,6 +154,67 @@ inline double relError(const float *a, const std::vector<float> &b) {
     n += double(b[i]) * b[i];
   }
   return n == 0 ? std::sqrt(d) : std::sqrt(d / n);
+}
+
+/// f32 views over vectors, for calling kernels in tests.
+inline rt::ConstTensor cin(const std::vector<float> &v, rt::Shape s) {
+  return {rt::DType::F32, std::move(s), v.data()};
+}
+inline rt::MutTensor mout(std::vector<float> &v, rt::Shape s) {
+  return {rt::DType::F32, std::move(s), v.data()};
+}
+
+/// ||a - b|| / ||b|| in double against a double reference; NaN never passes.
+inline double relErr(const std::vector<float> &a,
+                     const std::vector<double> &b) {
+  double d = 0, n = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    if (std::isnan(a[i]) || std::isnan(b[i]))
+      return INFINITY;
+    d += (a[i] - b[i]) * (a[i] - b[i]);
+    n += b[i] * b[i];
+  }
+  return n == 0 ? std::sqrt(d) : std::sqrt(d / n);
+}
+
+inline std::string slurp(const std::string &path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+/// How a subprocess ended and what it printed.
+struct ProcessResult {
+  int status = -1;
+  std::string out, err;
+  bool exited() const { return WIFEXITED(status); }
+  int code() const { return WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
+};
+
+/// Runs `args` (args[0] is the program's path) with stdout and stderr
+/// captured through files in `scratchDir`.
+inline ProcessResult runProcess(std::vector<std::string> args,
+                                const std::string &scratchDir) {
+  std::vector<char *> argv;
+  for (std::string &a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::string out = scratchDir + "/stdout", err = scratchDir + "/stderr";
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, err.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid;
+  ProcessResult r;
+  if (posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ) == 0)
+    waitpid(pid, &r.status, 0);
+  posix_spawn_file_actions_destroy(&fa);
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
 }
 
 } // namespace mc::test

@@ -32,8 +32,6 @@ using rt::Session;
 using rt::Status;
 using K = fb::OpKind;
 
-extern char **environ;
-
 namespace {
 
 constexpr int kB = 8, kI = 4, kO = 3;
@@ -232,9 +230,12 @@ TEST(State, PlannerLaysOutTheStateRegion) {
   Plan p = trainingPlan();
   std::vector<codegen::LiveRange> ranges;
   ASSERT_TRUE(codegen::computeLiveRanges(p, &ranges));
-  for (size_t i = 0; i < p.buffers.size(); ++i)
-    if (p.buffers[i].kind == fb::BufferKind::State)
-      EXPECT_TRUE(ranges[i].empty()) << p.buffers[i].name; // not in the arena
+  for (size_t i = 0; i < p.buffers.size(); ++i) {
+    if (p.buffers[i].kind == fb::BufferKind::State) {
+      // Not in the arena.
+      EXPECT_TRUE(ranges[i].empty()) << p.buffers[i].name;
+    }
+  }
   ASSERT_TRUE(codegen::planMemory(p));
   // 0.weight (48 B) at 0, optimizer.step (4 B) at 64, loss_scale at 128.
   EXPECT_EQ(p.buffers[2].offset, 0u);
@@ -686,18 +687,7 @@ TEST(Checkpoint, KillDuringSaveLeavesThePreviousCheckpointLoadable) {
 
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string out, err;
-  int code() const { return WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
-};
-
-std::string slurp(const std::string &path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+using Result = ProcessResult;
 
 class Train : public ::testing::Test {
 protected:
@@ -723,25 +713,7 @@ protected:
 
   Result run(std::vector<std::string> args) {
     args.insert(args.begin(), MODELC_RUN_PATH);
-    std::vector<char *> argv;
-    for (std::string &a : args)
-      argv.push_back(a.data());
-    argv.push_back(nullptr);
-    std::string out = dir + "/stdout", err = dir + "/stderr";
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, out.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, err.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid;
-    Result r;
-    if (posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ) == 0)
-      waitpid(pid, &r.status, 0);
-    posix_spawn_file_actions_destroy(&fa);
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
+    return runProcess(std::move(args), dir);
   }
 
   std::vector<std::string> trainArgs(std::vector<std::string> extra) {
