@@ -62,102 +62,32 @@ flatbuffers::DetachedBuffer buildTable(const Plan &plan,
   }
   std::vector<flatbuffers::Offset<fb::Step>> steps;
   for (const PlanStep &s : plan.steps) {
-    fb::StepAttrs type = fb::StepAttrs::NONE;
-    flatbuffers::Offset<void> attrs;
-    switch (s.kind) {
-    case fb::OpKind::MatMul:
-      type = fb::StepAttrs::MatMulAttrs;
-      attrs = fb::CreateMatMulAttrs(b, s.transposeA, s.transposeB).Union();
-      break;
-    case fb::OpKind::ReduceSum:
-    case fb::OpKind::ReduceMean:
-    case fb::OpKind::ReduceMax:
-    case fb::OpKind::ReduceMin:
-      type = fb::StepAttrs::ReduceAttrs;
-      attrs =
-          fb::CreateReduceAttrs(b, b.CreateVector(s.ints), s.keepdim).Union();
-      break;
-    case fb::OpKind::Transpose:
-      type = fb::StepAttrs::TransposeAttrs;
-      attrs = fb::CreateTransposeAttrs(b, b.CreateVector(s.ints)).Union();
-      break;
-    case fb::OpKind::BroadcastInDim:
-      type = fb::StepAttrs::BroadcastAttrs;
-      attrs = fb::CreateBroadcastAttrs(b, b.CreateVector(s.ints)).Union();
-      break;
-    case fb::OpKind::Softmax:
-    case fb::OpKind::LogSoftmax:
-      type = fb::StepAttrs::SoftmaxAttrs;
-      attrs = fb::CreateSoftmaxAttrs(b, s.axis).Union();
-      break;
-    // Schema 1.1.
-    case fb::OpKind::Gelu:
-      type = fb::StepAttrs::GeluAttrs;
-      attrs = fb::CreateGeluAttrs(b, s.tanhApproximation).Union();
-      break;
-    case fb::OpKind::Clamp:
-      type = fb::StepAttrs::ClampAttrs;
-      attrs = fb::CreateClampAttrs(b, s.minValue, s.maxValue).Union();
-      break;
-    case fb::OpKind::Compare:
-      type = fb::StepAttrs::CompareAttrs;
-      attrs = fb::CreateCompareAttrs(b, s.direction).Union();
-      break;
-    case fb::OpKind::Concat:
-      type = fb::StepAttrs::ConcatAttrs;
-      attrs = fb::CreateConcatAttrs(b, s.axis).Union();
-      break;
-    case fb::OpKind::Slice:
-      type = fb::StepAttrs::SliceAttrs;
-      attrs = fb::CreateSliceAttrs(b, b.CreateVector(s.start),
-                                   b.CreateVector(s.strides))
-                  .Union();
-      break;
-    case fb::OpKind::Gather:
-      type = fb::StepAttrs::GatherAttrs;
-      attrs = fb::CreateGatherAttrs(b, s.axis).Union();
-      break;
-    case fb::OpKind::Pad:
-      type = fb::StepAttrs::PadAttrs;
-      attrs = fb::CreatePadAttrs(b, b.CreateVector(s.low),
-                                 b.CreateVector(s.high), s.padValue)
-                  .Union();
-      break;
-    case fb::OpKind::Conv2d:
-      type = fb::StepAttrs::Conv2dAttrs;
-      attrs = fb::CreateConv2dAttrs(b, b.CreateVector(s.strides),
-                                    b.CreateVector(s.padding),
-                                    b.CreateVector(s.dilation), s.groups)
-                  .Union();
-      break;
-    case fb::OpKind::MaxPool2d:
-    case fb::OpKind::AvgPool2d:
-      type = fb::StepAttrs::Pool2dAttrs;
-      attrs = fb::CreatePool2dAttrs(b, b.CreateVector(s.kernel),
-                                    b.CreateVector(s.strides),
-                                    b.CreateVector(s.padding),
-                                    b.CreateVector(s.dilation),
-                                    s.countIncludePad)
-                  .Union();
-      break;
-    case fb::OpKind::BatchNorm:
-    case fb::OpKind::LayerNorm:
-      type = fb::StepAttrs::NormAttrs;
-      attrs = fb::CreateNormAttrs(b, s.epsilon, s.axis).Union();
-      break;
-    default:
-      break;
-    }
+    std::vector<flatbuffers::Offset<fb::Attr>> attrs;
+    for (const rt::OpAttr &a : s.attrs.all())
+      attrs.push_back(fb::CreateAttr(
+          b, b.CreateString(a.name), fb::AttrKind(a.kind), a.i, a.f,
+          a.kind == rt::AttrKind::Ints ? b.CreateVector(a.ints)
+                                       : flatbuffers::Offset<
+                                             flatbuffers::Vector<int64_t>>()));
     // AMP's decision travels with the step (empty strings are not stored).
     auto optional = [&](const std::string &str) {
       return str.empty() ? flatbuffers::Offset<flatbuffers::String>()
                          : b.CreateString(str);
     };
-    steps.push_back(fb::CreateStep(b, s.kind, b.CreateVector(s.inputs),
-                                   b.CreateVector(s.outputs), type, attrs,
-                                   b.CreateString(s.location),
-                                   optional(s.precision),
-                                   optional(s.precisionReason)));
+    steps.push_back(fb::CreateStep(
+        b, b.CreateString(rt::opName(s.op)), b.CreateVector(s.inputs),
+        b.CreateVector(s.outputs), b.CreateVector(attrs),
+        b.CreateString(s.location), optional(s.precision),
+        optional(s.precisionReason), s.executable, optional(s.entry)));
+  }
+  std::vector<flatbuffers::Offset<fb::Executable>> executables;
+  for (const PlanExecutable &e : plan.executables) {
+    std::vector<flatbuffers::Offset<flatbuffers::String>> entries;
+    for (const std::string &name : e.entryPoints)
+      entries.push_back(b.CreateString(name));
+    executables.push_back(fb::CreateExecutable(
+        b, b.CreateString(e.target), b.CreateString(e.format),
+        b.CreateVector(entries), b.CreateVector(e.data)));
   }
   auto sigs = [&](const std::vector<PlanSignature> &list) {
     std::vector<flatbuffers::Offset<fb::TensorSig>> out;
@@ -182,7 +112,7 @@ flatbuffers::DetachedBuffer buildTable(const Plan &plan,
       b.CreateString(rt::modelcVersion()), b.CreateString(plan.entry),
       b.CreateVector(targets), inputs, outputs, b.CreateVector(buffers),
       b.CreateVector(steps), plan.arenaSize, dataOffset, dataSize, dataCrc,
-      plan.stateSize, stateDataOffset);
+      plan.stateSize, stateDataOffset, b.CreateVector(executables));
   fb::FinishSizePrefixedModelBuffer(b, model);
   return b.Release();
 }
@@ -265,7 +195,8 @@ Status writeArtifactToBytes(const Plan &plan, std::vector<uint8_t> *out,
   std::memcpy(trailer + 8, rt::kTrailerMagic, 8);
 
   if (options.verify && major == rt::kSchemaVersionMajor) {
-    Status st = rt::verifyArtifact(out->data(), out->size(), "<artifact>");
+    Status st = rt::verifyArtifact(out->data(), out->size(), "<artifact>",
+                                  /*checkTargets=*/false);
     if (!st) {
       out->clear();
       return Status::error("artifact writer produced an invalid artifact "

@@ -7,6 +7,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinDialect.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
@@ -90,6 +91,54 @@ FailureOr<std::vector<uint8_t>> constantBytes(ElementsAttr attr,
   return failure();
 }
 
+/// The op's attributes, as the registry declares them (ODS names and kinds),
+/// in the artifact's generic form.
+FailureOr<rt::OpAttrs> stepAttributes(Operation* op, const rt::OpInfo& info) {
+  rt::OpAttrs out;
+  for (const rt::AttrSpec& spec : info.attrs) {
+    std::optional<Attribute> attr = op->getInherentAttr(spec.name);
+    if (!attr || !*attr) {
+      if (spec.optional) {
+        out.all().push_back(rt::OpAttr::boolean(spec.name, false));
+        continue;
+      }
+      return op->emitOpError() << "has no attribute '" << spec.name << "'";
+    }
+    switch (spec.kind) {
+    case rt::AttrKind::Bool:
+      if (auto b = llvm::dyn_cast<BoolAttr>(*attr))
+        out.all().push_back(rt::OpAttr::boolean(spec.name, b.getValue()));
+      else
+        out.all().push_back(
+            rt::OpAttr::boolean(spec.name, llvm::isa<UnitAttr>(*attr)));
+      continue;
+    case rt::AttrKind::Int:
+      if (auto i = llvm::dyn_cast<IntegerAttr>(*attr)) {
+        out.all().push_back(rt::OpAttr::integer(spec.name, i.getInt()));
+        continue;
+      }
+      break;
+    case rt::AttrKind::Float:
+      if (auto f = llvm::dyn_cast<FloatAttr>(*attr)) {
+        out.all().push_back(rt::OpAttr::real(spec.name, f.getValueAsDouble()));
+        continue;
+      }
+      break;
+    case rt::AttrKind::Ints:
+      if (auto a = llvm::dyn_cast<DenseI64ArrayAttr>(*attr)) {
+        out.all().push_back(rt::OpAttr::list(
+            spec.name, std::vector<int64_t>(a.asArrayRef().begin(),
+                                            a.asArrayRef().end())));
+        continue;
+      }
+      break;
+    }
+    return op->emitOpError() << "attribute '" << spec.name << "' is " << *attr
+                             << ", which the op registry does not encode";
+  }
+  return out;
+}
+
 class Lowering {
 public:
   explicit Lowering(ModuleOp module) : module(module) {}
@@ -139,13 +188,19 @@ private:
     return id;
   }
 
+  /// The value's SSA name ("%3"). One AsmState for the whole function:
+  /// printAsOperand without one renumbers the function on every call,
+  /// which made lowering quadratic in the number of ops.
   std::string valueName(Value v) {
+    if (!asmState)
+      asmState = std::make_unique<AsmState>(
+          v.getParentRegion()->getParentOfType<func::FuncOp>());
     std::string s;
     llvm::raw_string_ostream os(s);
-    OpPrintingFlags flags;
-    v.printAsOperand(os, flags);
+    v.printAsOperand(os, *asmState);
     return s;
   }
+  std::unique_ptr<AsmState> asmState;
 
   FailureOr<uint32_t> constantBuffer(Value v, ElementsAttr value,
                                      std::string name, Operation* op) {
@@ -168,9 +223,9 @@ private:
     return materializeSplat(v, pending->second);
   }
 
-  PlanStep& addStep(fb::OpKind kind, Operation* op) {
+  PlanStep& addStep(rt::OpId id, Operation* op) {
     PlanStep s;
-    s.kind = kind;
+    s.op = id;
     s.location = locationString(op->getLoc());
     if (auto p = op->getAttrOfType<StringAttr>("mc.precision"))
       s.precision = p.getValue().str();
@@ -194,11 +249,6 @@ private:
   }
 
   LogicalResult lowerOp(Operation* op) {
-    using K = fb::OpKind;
-    auto simple = [&](K kind) -> LogicalResult {
-      PlanStep& s = addStep(kind, op);
-      return withResult(s, op);
-    };
     return llvm::TypeSwitch<Operation*, LogicalResult>(op)
         .Case<ml_program::GlobalLoadConstOp>([&](auto load) -> LogicalResult {
           auto global =
@@ -241,7 +291,7 @@ private:
           if (src == *id)
             return success(); // storing the unchanged state
           PlanStep s;
-          s.kind = fb::OpKind::Copy;
+          s.op = rt::OpId::Copy;
           s.location = locationString(op->getLoc());
           s.inputs.push_back(src);
           s.outputs.push_back(*id);
@@ -259,149 +309,30 @@ private:
           return constantBuffer(c.getResult(), c.getValue(),
                                 valueName(c.getResult()), op);
         })
-        .Case<AddOp>([&](auto) { return simple(K::Add); })
-        .Case<SubOp>([&](auto) { return simple(K::Sub); })
-        .Case<MulOp>([&](auto) { return simple(K::Mul); })
-        .Case<DivOp>([&](auto) { return simple(K::Div); })
-        .Case<MaximumOp>([&](auto) { return simple(K::Maximum); })
-        .Case<NegOp>([&](auto) { return simple(K::Neg); })
-        .Case<ExpOp>([&](auto) { return simple(K::Exp); })
-        .Case<LogOp>([&](auto) { return simple(K::Log); })
-        .Case<TanhOp>([&](auto) { return simple(K::Tanh); })
-        .Case<SigmoidOp>([&](auto) { return simple(K::Sigmoid); })
-        .Case<ReluOp>([&](auto) { return simple(K::Relu); })
-        .Case<SqrtOp>([&](auto) { return simple(K::Sqrt); })
-        .Case<CastOp>([&](auto) { return simple(K::Cast); })
-        .Case<BroadcastInDimOp>([&](BroadcastInDimOp b) -> LogicalResult {
-          PlanStep& s = addStep(K::BroadcastInDim, op);
-          s.ints.assign(b.getDims().begin(), b.getDims().end());
-          return withResult(s, op);
-        })
-        .Case<TransposeOp>([&](TransposeOp t) -> LogicalResult {
-          PlanStep& s = addStep(K::Transpose, op);
-          s.ints.assign(t.getPermutation().begin(), t.getPermutation().end());
-          return withResult(s, op);
-        })
         .Case<ReshapeOp>([&](ReshapeOp r) -> LogicalResult {
           return lowerReshape(r);
         })
-        .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>(
-            [&](auto r) -> LogicalResult {
-              K kind = llvm::isa<ReduceSumOp>(op)    ? K::ReduceSum
-                       : llvm::isa<ReduceMeanOp>(op) ? K::ReduceMean
-                                                     : K::ReduceMax;
-              PlanStep& s = addStep(kind, op);
-              std::vector<int64_t> dims(r.getDims().begin(),
-                                        r.getDims().end());
-              std::sort(dims.begin(), dims.end());
-              s.ints = std::move(dims);
-              s.keepdim = r.getKeepdim();
-              return withResult(s, op);
-            })
-        .Case<SoftmaxOp>([&](SoftmaxOp sm) -> LogicalResult {
-          PlanStep& s = addStep(K::Softmax, op);
-          s.axis = sm.getAxis();
-          return withResult(s, op);
-        })
-        .Case<MatmulOp>([&](MatmulOp m) -> LogicalResult {
-          PlanStep& s = addStep(K::MatMul, op);
-          s.transposeA = m.getTransposeA();
-          s.transposeB = m.getTransposeB();
-          return withResult(s, op);
-        })
-        .Case<AbsOp>([&](auto) { return simple(K::Abs); })
-        .Case<ErfOp>([&](auto) { return simple(K::Erf); })
-        .Case<NotOp>([&](auto) { return simple(K::Not); })
-        .Case<PowOp>([&](auto) { return simple(K::Pow); })
-        .Case<MinimumOp>([&](auto) { return simple(K::Minimum); })
-        .Case<SelectOp>([&](auto) { return simple(K::Select); })
-        .Case<GeluOp>([&](GeluOp g) -> LogicalResult {
-          PlanStep& s = addStep(K::Gelu, op);
-          s.tanhApproximation = g.getTanhApproximation();
-          return withResult(s, op);
-        })
-        .Case<ClampOp>([&](ClampOp c) -> LogicalResult {
-          PlanStep& s = addStep(K::Clamp, op);
-          s.minValue = c.getMin().convertToDouble();
-          s.maxValue = c.getMax().convertToDouble();
-          return withResult(s, op);
-        })
-        .Case<CompareOp>([&](CompareOp c) -> LogicalResult {
-          PlanStep& s = addStep(K::Compare, op);
-          s.direction = static_cast<fb::CompareDirection>(c.getDirection());
-          return withResult(s, op);
-        })
-        .Case<LogSoftmaxOp>([&](LogSoftmaxOp l) -> LogicalResult {
-          PlanStep& s = addStep(K::LogSoftmax, op);
-          s.axis = l.getAxis();
-          return withResult(s, op);
-        })
-        .Case<ReduceMinOp>([&](ReduceMinOp r) -> LogicalResult {
-          PlanStep& s = addStep(K::ReduceMin, op);
-          std::vector<int64_t> dims(r.getDims().begin(), r.getDims().end());
-          std::sort(dims.begin(), dims.end());
-          s.ints = std::move(dims);
-          s.keepdim = r.getKeepdim();
-          return withResult(s, op);
-        })
-        .Case<ConcatOp>([&](ConcatOp c) -> LogicalResult {
-          PlanStep& s = addStep(K::Concat, op);
-          s.axis = c.getAxis();
-          return withResult(s, op);
-        })
-        .Case<SliceOp>([&](SliceOp sl) -> LogicalResult {
-          PlanStep& s = addStep(K::Slice, op);
-          s.start.assign(sl.getStart().begin(), sl.getStart().end());
-          s.strides.assign(sl.getStrides().begin(), sl.getStrides().end());
-          return withResult(s, op);
-        })
-        .Case<GatherOp>([&](GatherOp g) -> LogicalResult {
-          PlanStep& s = addStep(K::Gather, op);
-          s.axis = g.getAxis();
-          return withResult(s, op);
-        })
-        .Case<PadOp>([&](PadOp p) -> LogicalResult {
-          PlanStep& s = addStep(K::Pad, op);
-          s.low.assign(p.getLow().begin(), p.getLow().end());
-          s.high.assign(p.getHigh().begin(), p.getHigh().end());
-          s.padValue = p.getValue().convertToDouble();
-          return withResult(s, op);
-        })
-        .Case<Conv2dOp>([&](Conv2dOp c) -> LogicalResult {
-          PlanStep& s = addStep(K::Conv2d, op);
-          s.strides.assign(c.getStrides().begin(), c.getStrides().end());
-          s.padding.assign(c.getPadding().begin(), c.getPadding().end());
-          s.dilation.assign(c.getDilation().begin(), c.getDilation().end());
-          s.groups = c.getGroups();
-          return withResult(s, op);
-        })
-        .Case<MaxPool2dOp, AvgPool2dOp>([&](auto p) -> LogicalResult {
-          bool isMax = llvm::isa<MaxPool2dOp>(op);
-          PlanStep& s = addStep(isMax ? K::MaxPool2d : K::AvgPool2d, op);
-          s.kernel.assign(p.getKernel().begin(), p.getKernel().end());
-          s.strides.assign(p.getStrides().begin(), p.getStrides().end());
-          s.padding.assign(p.getPadding().begin(), p.getPadding().end());
-          s.dilation.assign(p.getDilation().begin(), p.getDilation().end());
-          if (auto avg = llvm::dyn_cast<AvgPool2dOp>(op))
-            s.countIncludePad = avg.getCountIncludePad();
-          return withResult(s, op);
-        })
-        .Case<BatchNormOp>([&](BatchNormOp b) -> LogicalResult {
-          PlanStep& s = addStep(K::BatchNorm, op);
-          s.epsilon = b.getEpsilon().convertToDouble();
-          s.axis = b.getFeatureAxis();
-          return withResult(s, op);
-        })
-        .Case<LayerNormOp>([&](LayerNormOp l) -> LogicalResult {
-          PlanStep& s = addStep(K::LayerNorm, op);
-          s.epsilon = l.getEpsilon().convertToDouble();
-          s.axis = l.getAxis();
-          return withResult(s, op);
-        })
         .Default([&](Operation*) -> LogicalResult {
-          return op->emitOpError()
-                 << "has no lowering to the cpu target (run "
-                    "--mc-verify-contract for the rules)";
+          // Every other mc op is one step: its registry identity and its
+          // attributes in the artifact's generic form.
+          rt::OpId id;
+          if (!llvm::isa<MCDialect>(op->getDialect()) ||
+              !rt::findOp(op->getName().getStringRef(), &id) ||
+              !rt::opInfo(id).isStep)
+            return op->emitOpError()
+                   << "has no lowering to runtime steps (run "
+                      "--mc-verify-contract for the rules)";
+          auto attrs = stepAttributes(op, rt::opInfo(id));
+          if (failed(attrs))
+            return failure();
+          // The artifact stores reduce dims sorted (its canonical form, which
+          // the verifier checks); the dialect accepts any order.
+          if (auto* dims = const_cast<rt::OpAttr*>(attrs->find("dims"));
+              dims && id != rt::OpId::BroadcastInDim)
+            std::sort(dims->ints.begin(), dims->ints.end());
+          PlanStep& s = addStep(id, op);
+          s.attrs = std::move(*attrs);
+          return withResult(s, op);
         });
   }
 
@@ -437,9 +368,10 @@ private:
   /// Emits the broadcast of a pending splat (see lowerSplat).
   uint32_t materializeSplat(Value v, uint32_t scalar) {
     PlanStep s;
-    s.kind = fb::OpKind::BroadcastInDim;
+    s.op = rt::OpId::BroadcastInDim;
     s.location = locationString(v.getLoc());
     s.inputs.push_back(scalar);
+    s.attrs.all().push_back(rt::OpAttr::list("dims", {}));
     auto id = newBuffer(v, valueName(v), fb::BufferKind::Arena);
     assert(succeeded(id) && "splat of a supported type");
     s.outputs.push_back(*id);
@@ -497,7 +429,7 @@ private:
       // Of a constant or a state buffer: a reshaped copy (state changes
       // between steps, so a copy taken now is what the op means).
       if (plan.buffers[src].kind == fb::BufferKind::State) {
-        PlanStep& s = addStep(fb::OpKind::Copy, r);
+        PlanStep& s = addStep(rt::OpId::Copy, r);
         return withResult(s, r);
       }
       std::vector<uint8_t> data = plan.buffers[src].data;
@@ -534,7 +466,7 @@ private:
       if (b.kind != fb::BufferKind::Arena || b.aliasOf >= 0 || isInput ||
           used.contains(id)) {
         PlanStep s;
-        s.kind = fb::OpKind::Copy;
+        s.op = rt::OpId::Copy;
         s.location = locationString(ret.getLoc());
         s.inputs.push_back(id);
         PlanBuffer out;
@@ -652,76 +584,45 @@ std::string formatPlan(const Plan& plan) {
     os << " " << out.name << "=#" << out.buffer;
   os << "\nsteps:\n";
   for (auto [i, st] : llvm::enumerate(plan.steps)) {
-    os << "  " << i << ": " << fb::EnumNameOpKind(st.kind) << " (";
+    os << "  " << i << ": mc." << rt::opName(st.op) << " (";
     for (size_t k = 0; k < st.inputs.size(); ++k)
       os << (k ? ", " : "") << "#" << st.inputs[k];
     os << ") -> (";
     for (size_t k = 0; k < st.outputs.size(); ++k)
       os << (k ? ", " : "") << "#" << st.outputs[k];
     os << ")";
-    if (!st.ints.empty()) {
-      os << " [";
-      for (size_t k = 0; k < st.ints.size(); ++k)
-        os << (k ? ", " : "") << st.ints[k];
-      os << "]";
+    // Attributes as MLIR prints them: unit attributes by name when set.
+    std::string attrs;
+    for (const rt::OpAttr& a : st.attrs.all()) {
+      std::string v;
+      switch (a.kind) {
+      case rt::AttrKind::Bool:
+        if (!a.i)
+          continue;
+        break;
+      case rt::AttrKind::Int:
+        v = std::to_string(a.i);
+        break;
+      case rt::AttrKind::Float: {
+        llvm::raw_string_ostream vs(v);
+        vs << a.f;
+        break;
+      }
+      case rt::AttrKind::Ints:
+        v = "[";
+        for (size_t k = 0; k < a.ints.size(); ++k)
+          v += (k ? ", " : "") + std::to_string(a.ints[k]);
+        v += "]";
+        break;
+      }
+      attrs += (attrs.empty() ? "" : ", ") + a.name + (v.empty() ? "" : " = " + v);
     }
-    if (st.transposeA)
-      os << " transpose_a";
-    if (st.transposeB)
-      os << " transpose_b";
-    if (st.keepdim)
-      os << " keepdim";
-    auto list = [&](const char* name, const std::vector<int64_t>& v) {
-      if (v.empty())
-        return;
-      os << " " << name << "=[";
-      for (size_t k = 0; k < v.size(); ++k)
-        os << (k ? ", " : "") << v[k];
-      os << "]";
-    };
-    switch (st.kind) {
-    case fb::OpKind::Softmax:
-    case fb::OpKind::LogSoftmax:
-    case fb::OpKind::Concat:
-    case fb::OpKind::Gather:
-      os << " axis=" << st.axis;
-      break;
-    case fb::OpKind::BatchNorm:
-    case fb::OpKind::LayerNorm:
-      os << " axis=" << st.axis << " epsilon=" << st.epsilon;
-      break;
-    case fb::OpKind::Clamp:
-      os << " min=" << st.minValue << " max=" << st.maxValue;
-      break;
-    case fb::OpKind::Compare:
-      os << " " << fb::EnumNameCompareDirection(st.direction);
-      break;
-    case fb::OpKind::Gelu:
-      if (st.tanhApproximation)
-        os << " tanh";
-      break;
-    case fb::OpKind::Conv2d:
-      os << " groups=" << st.groups;
-      break;
-    case fb::OpKind::AvgPool2d:
-      if (st.countIncludePad)
-        os << " count_include_pad";
-      break;
-    case fb::OpKind::Pad:
-      os << " value=" << st.padValue;
-      break;
-    default:
-      break;
-    }
+    if (!attrs.empty())
+      os << " {" << attrs << "}";
+    if (st.executable >= 0)
+      os << " launch " << st.entry << " of executable " << st.executable;
     if (!st.precision.empty())
       os << " {" << st.precision << ": " << st.precisionReason << "}";
-    list("start", st.start);
-    list("kernel", st.kernel);
-    list("strides", st.strides);
-    list("padding", st.padding);
-    list("dilation", st.dilation);
-    list("low", st.low);
-    list("high", st.high);
     os << "\n";
   }
   return s;

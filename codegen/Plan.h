@@ -6,6 +6,7 @@
 
 #include "mcpk_generated.h"
 #include "modelc/kernels.h"
+#include "modelc/ops.h"
 
 #include <cstdint>
 #include <string>
@@ -34,35 +35,28 @@ struct PlanBuffer {
   uint64_t byteSize() const;
 };
 
+/// One step: an op of the registry with its attributes in the artifact's
+/// generic form, or (executable >= 0) a launch of a generated kernel.
 struct PlanStep {
-  fb::OpKind kind = fb::OpKind::Copy;
+  rt::OpId op = rt::OpId::Copy;
   std::vector<uint32_t> inputs;
   std::vector<uint32_t> outputs;
-  // Attributes, by kind: MatMul uses transposeA/B; ReduceSum/Mean/Max use
-  // ints (dims) and keepdim; Transpose uses ints (permutation);
-  // BroadcastInDim uses ints (dims); Softmax uses axis.
-  bool transposeA = false, transposeB = false, keepdim = false;
-  std::vector<int64_t> ints;
-  int64_t axis = 0;
-  // Schema 1.1 ops. axis: Softmax/LogSoftmax, Concat, Gather, BatchNorm
-  // (feature axis), LayerNorm (first normalized axis); ints: reduce dims
-  // (ReduceMin too).
-  bool tanhApproximation = false;          // Gelu
-  double minValue = 0, maxValue = 0;       // Clamp
-  fb::CompareDirection direction = fb::CompareDirection::EQ; // Compare
-  std::vector<int64_t> start;              // Slice
-  std::vector<int64_t> strides;            // Slice, Conv2d, pools ([h, w])
-  std::vector<int64_t> low, high;          // Pad
-  double padValue = 0;                     // Pad
-  std::vector<int64_t> padding;            // Conv2d, pools [top, left, bottom, right]
-  std::vector<int64_t> dilation;           // Conv2d, pools [h, w]
-  std::vector<int64_t> kernel;             // pools [h, w]
-  int64_t groups = 1;                      // Conv2d
-  bool countIncludePad = false;            // AvgPool2d
-  double epsilon = 0;                      // BatchNorm, LayerNorm
+  rt::OpAttrs attrs;
   std::string location;
   /// mc-amp's decision for the op and its reason (empty without AMP).
   std::string precision, precisionReason;
+  /// Index into Plan::executables and the entry point launched; -1 when
+  /// the device runs its own kernel for `op`.
+  int32_t executable = -1;
+  std::string entry;
+};
+
+/// Code a target generated (see codegen/Target.h), stored as the artifact's
+/// executables.
+struct PlanExecutable {
+  std::string target, format;
+  std::vector<std::string> entryPoints;
+  std::vector<uint8_t> data;
 };
 
 struct PlanSignature {
@@ -72,9 +66,12 @@ struct PlanSignature {
 
 struct Plan {
   std::string entry;
-  std::vector<std::string> targets{"cpu"};
+  /// The targets a device must run to run the artifact (filled from
+  /// --target by buildPlan).
+  std::vector<std::string> targets;
   std::vector<PlanBuffer> buffers;
   std::vector<PlanStep> steps;
+  std::vector<PlanExecutable> executables;
   /// Input buffers are Arena buffers written before step 0; output buffers
   /// are Arena buffers (not aliases) read after the last step. State buffers
   /// are read in place by steps and written by steps (a global store is a

@@ -276,7 +276,7 @@ std::vector<Tensor> derivative(const OpRecord& op, const Tensor& g) {
     Tensor total = sum(g, {op.axis}, true);
     return {sub(g, mul(exp(y()), total))};
   }
-  case OpKind::MatMul: {
+  case OpKind::Matmul: {
     const Tensor& a = in[0];
     const Tensor& b = in[1];
     Tensor ga = op.transposeA ? matmul(b, g, op.transposeB, true)

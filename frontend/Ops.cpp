@@ -185,7 +185,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transposeA,
   outShape.push_back(n);
   Tensor out = Tensor::empty(outShape, a.dtype());
   check(rt::matmul(a.view(), b.view(), transposeA, transposeB, out.mutView()));
-  OpRecord rec{OpKind::MatMul, {a, b}, out};
+  OpRecord rec{OpKind::Matmul, {a, b}, out};
   rec.transposeA = transposeA;
   rec.transposeB = transposeB;
   emit(std::move(rec));
@@ -386,7 +386,7 @@ std::pair<Tensor, Tensor> broadcastPair(const char* name, Tensor a, Tensor b) {
   return {a, b};
 }
 
-Tensor compareOp(CompareDirection dir, rt::CompareOp op, const char* name,
+Tensor compareOp(rt::CompareOp op, const char* name,
                  const Tensor& x, const Tensor& y) {
   auto [a, b] = broadcastPair(name, x, y);
   if (a.dtype() != b.dtype())
@@ -395,7 +395,7 @@ Tensor compareOp(CompareDirection dir, rt::CompareOp op, const char* name,
   Tensor out = Tensor::empty(a.shape(), DType::I1);
   check(rt::compare(op, a.view(), b.view(), out.mutView()));
   OpRecord r{OpKind::Compare, {a, b}, out};
-  r.direction = dir;
+  r.direction = op;
   emit(std::move(r));
   return out;
 }
@@ -472,22 +472,22 @@ Tensor clamp(const Tensor& a, double lo, double hi) {
 }
 
 Tensor eq(const Tensor& a, const Tensor& b) {
-  return compareOp(CompareDirection::EQ, rt::CompareOp::Eq, "eq", a, b);
+  return compareOp(rt::CompareOp::Eq, "eq", a, b);
 }
 Tensor ne(const Tensor& a, const Tensor& b) {
-  return compareOp(CompareDirection::NE, rt::CompareOp::Ne, "ne", a, b);
+  return compareOp(rt::CompareOp::Ne, "ne", a, b);
 }
 Tensor lt(const Tensor& a, const Tensor& b) {
-  return compareOp(CompareDirection::LT, rt::CompareOp::Lt, "lt", a, b);
+  return compareOp(rt::CompareOp::Lt, "lt", a, b);
 }
 Tensor le(const Tensor& a, const Tensor& b) {
-  return compareOp(CompareDirection::LE, rt::CompareOp::Le, "le", a, b);
+  return compareOp(rt::CompareOp::Le, "le", a, b);
 }
 Tensor gt(const Tensor& a, const Tensor& b) {
-  return compareOp(CompareDirection::GT, rt::CompareOp::Gt, "gt", a, b);
+  return compareOp(rt::CompareOp::Gt, "gt", a, b);
 }
 Tensor ge(const Tensor& a, const Tensor& b) {
-  return compareOp(CompareDirection::GE, rt::CompareOp::Ge, "ge", a, b);
+  return compareOp(rt::CompareOp::Ge, "ge", a, b);
 }
 
 Tensor where(const Tensor& pred, const Tensor& x, const Tensor& y) {

@@ -4,24 +4,16 @@
 #define MODELC_FRONTEND_TRACEHOOK_H
 
 #include "frontend/Tensor.h"
+#include "modelc/ops.h"
 
 namespace mc {
 namespace nn {
 class Module;
 }
 
-enum class OpKind {
-  Add, Sub, Mul, Div, Maximum,
-  Neg, Exp, Log, Tanh, Sigmoid, Relu, Sqrt,
-  Cast, BroadcastInDim, Reshape, Transpose,
-  ReduceSum, ReduceMean, ReduceMax, Softmax, MatMul,
-  // Ops of real models.
-  Abs, Erf, Gelu, Pow, Minimum, Clamp, Compare, Select, Not, LogSoftmax,
-  ReduceMin, Concat, Slice, Gather, Pad, Conv2d, MaxPool2d, AvgPool2d,
-  BatchNorm, LayerNorm,
-};
-
-enum class CompareDirection { EQ, NE, LT, LE, GT, GE };
+/// The op of a record: the registry's one op enum (modelc/ops.h, generated
+/// from ODS).
+using OpKind = rt::OpId;
 
 /// One op as it ran: inputs, output, and the attributes of its kind
 /// (ints: broadcast dims / permutation / reduce dims; flags: transposes,
@@ -36,7 +28,7 @@ struct OpRecord {
   // Ops of real models (same meaning as in codegen's PlanStep).
   bool tanhApproximation = false;          // Gelu
   double minValue = 0, maxValue = 0;       // Clamp
-  CompareDirection direction = CompareDirection::EQ;
+  rt::CompareOp direction = rt::CompareOp::Eq;
   std::vector<int64_t> start, strides;     // Slice (strides: Conv2d, pools)
   std::vector<int64_t> low, high;          // Pad
   double padValue = 0;                     // Pad

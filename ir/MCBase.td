@@ -45,7 +45,25 @@ def MC_NumericTensor : RankedTensorOf<[MC_Numeric]>;
 // Op base
 //===----------------------------------------------------------------------===//
 
+// Besides ODS's own fields, every op carries what the layers after the
+// dialect need; tools/gen_op_registry.py reads them (llvm-tblgen
+// --dump-json) into runtime/include/modelc/ops.inc, the one op registry of
+// the runtime, codegen, passes and frontend (docs/compiler.md, "How to add an
+// op").
 class MC_Op<string mnemonic, list<Trait> traits = []>
-    : Op<MC_Dialect, mnemonic, traits>;
+    : Op<MC_Dialect, mnemonic, traits> {
+  // 1: becomes a runtime step (a kernel per device). 0: codegen handles it
+  // itself (constants go to the data section, reshapes become views).
+  bit mcStep = 1;
+  // mc-amp's class at O1: "low" (runs in the low-precision type), "f32"
+  // (kept in f32), "" (follows its inputs).
+  string mcAmp = "";
+  // 1: an elementwise op that mc-fuse may put in a fused region.
+  bit mcFusible = 0;
+  // Element types the CPU target has kernels for, the type that picks the
+  // kernel being the operands' (the result's when there are none); ""
+  // means every type the op's ODS constraints accept.
+  string mcCpuTypes = "";
+}
 
 #endif // MC_BASE_TD

@@ -1,5 +1,6 @@
 // The mc ops: type inference, verifiers, folders and canonicalizations.
 #include "ir/MCDialect.h"
+#include "modelc/ops.h"
 #include "ir/ShapeInference.h"
 
 #include "mlir/IR/Builders.h"
@@ -491,3 +492,20 @@ LogicalResult LayerNormOp::verify() {
     return emitOpError() << "epsilon must be >= 0";
   return success();
 }
+
+// mc.compare's direction travels as its integer value (artifact steps, the
+// frontend's records): the dialect's enum and the registry's are one
+// encoding.
+static_assert(static_cast<int>(mc::ComparisonDirection::EQ) ==
+                      static_cast<int>(mc::rt::CompareOp::Eq) &&
+                  static_cast<int>(mc::ComparisonDirection::NE) ==
+                      static_cast<int>(mc::rt::CompareOp::Ne) &&
+                  static_cast<int>(mc::ComparisonDirection::LT) ==
+                      static_cast<int>(mc::rt::CompareOp::Lt) &&
+                  static_cast<int>(mc::ComparisonDirection::LE) ==
+                      static_cast<int>(mc::rt::CompareOp::Le) &&
+                  static_cast<int>(mc::ComparisonDirection::GT) ==
+                      static_cast<int>(mc::rt::CompareOp::Gt) &&
+                  static_cast<int>(mc::ComparisonDirection::GE) ==
+                      static_cast<int>(mc::rt::CompareOp::Ge),
+              "ir/MCEnums.td and modelc/ops.h disagree on directions");

@@ -15,6 +15,7 @@ include "mlir/IR/BuiltinAttributeInterfaces.td"
 
 def MC_ConstantOp : MC_Op<"constant", [ConstantLike, Pure,
     AllTypesMatch<["value", "result"]>]> {
+  let mcStep = 0;
   let summary = "a tensor constant";
   let description = [{
     A constant tensor. Large values (weights) are better kept as named
@@ -43,6 +44,8 @@ class MC_BinaryOp<string mnemonic, Type operandType, list<Trait> traits = []>
 }
 
 def MC_AddOp : MC_BinaryOp<"add", MC_NumericTensor, [Commutative]> {
+  let mcCpuTypes = "f32,f16,bf16,i32,i64";
+  let mcFusible = 1;
   let summary = "elementwise addition";
   let description = [{
     `lhs + rhs`; both operands and the result have one type (broadcast first
@@ -58,6 +61,8 @@ def MC_AddOp : MC_BinaryOp<"add", MC_NumericTensor, [Commutative]> {
 }
 
 def MC_SubOp : MC_BinaryOp<"sub", MC_NumericTensor> {
+  let mcCpuTypes = "f32,f16,bf16,i32,i64";
+  let mcFusible = 1;
   let summary = "elementwise subtraction";
   let description = [{
     `lhs - rhs`. Folds `x - 0` to `x`.
@@ -70,6 +75,8 @@ def MC_SubOp : MC_BinaryOp<"sub", MC_NumericTensor> {
 }
 
 def MC_MulOp : MC_BinaryOp<"mul", MC_NumericTensor, [Commutative]> {
+  let mcCpuTypes = "f32,f16,bf16,i32,i64";
+  let mcFusible = 1;
   let summary = "elementwise multiplication";
   let description = [{
     `lhs * rhs`. Folds `x * 1` and `1 * x` to `x`.
@@ -82,6 +89,8 @@ def MC_MulOp : MC_BinaryOp<"mul", MC_NumericTensor, [Commutative]> {
 }
 
 def MC_DivOp : MC_BinaryOp<"div", MC_NumericTensor> {
+  let mcCpuTypes = "f32,f16,bf16,i32,i64";
+  let mcFusible = 1;
   let summary = "elementwise division";
   let description = [{
     `lhs / rhs` (IEEE for floats; integers truncate toward zero, and an
@@ -95,6 +104,8 @@ def MC_DivOp : MC_BinaryOp<"div", MC_NumericTensor> {
 }
 
 def MC_MaximumOp : MC_BinaryOp<"maximum", MC_NumericTensor, [Commutative]> {
+  let mcCpuTypes = "f32,f16,bf16,i32,i64";
+  let mcFusible = 1;
   let summary = "elementwise maximum";
   let description = [{
     `max(lhs, rhs)`; NaN in either operand gives NaN (as `torch.maximum`).
@@ -116,16 +127,40 @@ class MC_UnaryOp<string mnemonic, Type operandType, string expr>
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
-def MC_NegOp : MC_UnaryOp<"neg", MC_NumericTensor, "-x">;
-def MC_ExpOp : MC_UnaryOp<"exp", MC_FloatTensor, "exp(x)">;
-def MC_LogOp : MC_UnaryOp<"log", MC_FloatTensor, "log(x)">;
-def MC_TanhOp : MC_UnaryOp<"tanh", MC_FloatTensor, "tanh(x)">;
-def MC_SigmoidOp : MC_UnaryOp<"sigmoid", MC_FloatTensor, "1 / (1 + exp(-x))">;
-def MC_ReluOp : MC_UnaryOp<"relu", MC_NumericTensor, "max(x, 0)">;
-def MC_SqrtOp : MC_UnaryOp<"sqrt", MC_FloatTensor, "sqrt(x)">;
+def MC_NegOp : MC_UnaryOp<"neg", MC_NumericTensor, "-x"> {
+  let mcCpuTypes = "f32,f16,bf16,i32,i64";
+  let mcFusible = 1;
+}
+def MC_ExpOp : MC_UnaryOp<"exp", MC_FloatTensor, "exp(x)"> {
+  let mcCpuTypes = "f32,f16,bf16";
+  let mcAmp = "f32";
+  let mcFusible = 1;
+}
+def MC_LogOp : MC_UnaryOp<"log", MC_FloatTensor, "log(x)"> {
+  let mcCpuTypes = "f32,f16,bf16";
+  let mcAmp = "f32";
+  let mcFusible = 1;
+}
+def MC_TanhOp : MC_UnaryOp<"tanh", MC_FloatTensor, "tanh(x)"> {
+  let mcCpuTypes = "f32,f16,bf16";
+  let mcFusible = 1;
+}
+def MC_SigmoidOp : MC_UnaryOp<"sigmoid", MC_FloatTensor, "1 / (1 + exp(-x))"> {
+  let mcCpuTypes = "f32,f16,bf16";
+  let mcFusible = 1;
+}
+def MC_ReluOp : MC_UnaryOp<"relu", MC_NumericTensor, "max(x, 0)"> {
+  let mcCpuTypes = "f32,f16,bf16,i32,i64";
+  let mcFusible = 1;
+}
+def MC_SqrtOp : MC_UnaryOp<"sqrt", MC_FloatTensor, "sqrt(x)"> {
+  let mcCpuTypes = "f32,f16,bf16";
+  let mcFusible = 1;
+}
 
 def MC_CastOp : MC_Op<"cast", [Pure, SameOperandsAndResultShape,
     DeclareOpInterfaceMethods<MC_DifferentiableOpInterface>]> {
+  let mcFusible = 1;
   let summary = "element type conversion";
   let description = [{
     The only op that changes an element type. Float to integer truncates
@@ -146,6 +181,23 @@ def MC_CastOp : MC_Op<"cast", [Pure, SameOperandsAndResultShape,
   let hasCanonicalizer = 1;
 }
 
+def MC_CopyOp : MC_Op<"copy", [Pure, SameOperandsAndResultType]> {
+  let mcFusible = 1;
+  let summary = "a copy of a tensor";
+  let description = [{
+    The same values in a buffer of their own. Codegen makes copies where a
+    value must live apart (an output that is also an input, a store into
+    training state); in IR it is a no-op that canonicalization keeps.
+
+    ```mlir
+    %0 = mc.copy %x : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins MC_Tensor:$input);
+  let results = (outs MC_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
 //===----------------------------------------------------------------------===//
 // Shape
 //===----------------------------------------------------------------------===//
@@ -153,6 +205,7 @@ def MC_CastOp : MC_Op<"cast", [Pure, SameOperandsAndResultShape,
 def MC_BroadcastInDimOp : MC_Op<"broadcast_in_dim", [Pure,
     AllElementTypesMatch<["input", "result"]>,
     DeclareOpInterfaceMethods<MC_DifferentiableOpInterface>]> {
+  let mcFusible = 1;
   let summary = "explicit broadcast";
   let description = [{
     Operand dimension `i` becomes result dimension `dims[i]`; its size must
@@ -176,6 +229,7 @@ def MC_BroadcastInDimOp : MC_Op<"broadcast_in_dim", [Pure,
 def MC_ReshapeOp : MC_Op<"reshape", [Pure,
     AllElementTypesMatch<["input", "result"]>,
     DeclareOpInterfaceMethods<MC_DifferentiableOpInterface>]> {
+  let mcStep = 0;
   let summary = "reshape to a type with the same number of elements";
   let description = [{
     Reinterprets the elements, in row-major order, with another static
@@ -234,9 +288,17 @@ class MC_ReduceOp<string mnemonic, Type operandType, string what>
   }];
 }
 
-def MC_ReduceSumOp : MC_ReduceOp<"reduce_sum", MC_FloatTensor, "sum">;
-def MC_ReduceMeanOp : MC_ReduceOp<"reduce_mean", MC_FloatTensor, "mean">;
-def MC_ReduceMaxOp : MC_ReduceOp<"reduce_max", MC_NumericTensor, "maximum">;
+def MC_ReduceSumOp : MC_ReduceOp<"reduce_sum", MC_FloatTensor, "sum"> {
+  let mcCpuTypes = "f32,f16,bf16";
+  let mcAmp = "f32";
+}
+def MC_ReduceMeanOp : MC_ReduceOp<"reduce_mean", MC_FloatTensor, "mean"> {
+  let mcCpuTypes = "f32,f16,bf16";
+  let mcAmp = "f32";
+}
+def MC_ReduceMaxOp : MC_ReduceOp<"reduce_max", MC_NumericTensor, "maximum"> {
+  let mcCpuTypes = "f32,f16,bf16,i32,i64";
+}
 
 //===----------------------------------------------------------------------===//
 // Linear algebra and NN
@@ -244,6 +306,8 @@ def MC_ReduceMaxOp : MC_ReduceOp<"reduce_max", MC_NumericTensor, "maximum">;
 
 def MC_MatmulOp : MC_Op<"matmul", [Pure, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<MC_DifferentiableOpInterface>]> {
+  let mcCpuTypes = "f32,f16,bf16";
+  let mcAmp = "low";
   let summary = "batched matrix multiplication";
   let description = [{
     `lhs` is `[..., M, K]` (`[..., K, M]` with `transpose_a`), `rhs` is
@@ -266,6 +330,8 @@ def MC_MatmulOp : MC_Op<"matmul", [Pure, InferTypeOpAdaptor,
 
 def MC_SoftmaxOp : MC_Op<"softmax", [Pure, SameOperandsAndResultType,
     DeclareOpInterfaceMethods<MC_DifferentiableOpInterface>]> {
+  let mcCpuTypes = "f32,f16,bf16";
+  let mcAmp = "f32";
   let summary = "softmax along one axis";
   let description = [{
     `exp(x - max(x)) / sum(exp(x - max(x)))` along `axis` (non-negative, in
@@ -285,12 +351,22 @@ def MC_SoftmaxOp : MC_Op<"softmax", [Pure, SameOperandsAndResultType,
 // Ops of real models (CNNs, transformers, ONNX graphs)
 //===----------------------------------------------------------------------===//
 
-def MC_AbsOp : MC_UnaryOp<"abs", MC_NumericTensor, "|x|">;
-def MC_ErfOp : MC_UnaryOp<"erf", MC_FloatTensor, "erf(x)">;
-def MC_NotOp : MC_UnaryOp<"not", MC_BoolTensor, "logical not">;
+def MC_AbsOp : MC_UnaryOp<"abs", MC_NumericTensor, "|x|"> {
+  let mcCpuTypes = "f32,f16,bf16,i32,i64";
+  let mcFusible = 1;
+}
+def MC_ErfOp : MC_UnaryOp<"erf", MC_FloatTensor, "erf(x)"> {
+  let mcCpuTypes = "f32,f16,bf16";
+  let mcFusible = 1;
+}
+def MC_NotOp : MC_UnaryOp<"not", MC_BoolTensor, "logical not"> {
+  let mcFusible = 1;
+}
 
 def MC_GeluOp : MC_Op<"gelu", [Pure, SameOperandsAndResultType,
     DeclareOpInterfaceMethods<MC_DifferentiableOpInterface>]> {
+  let mcCpuTypes = "f32,f16,bf16";
+  let mcFusible = 1;
   let summary = "GELU activation";
   let description = [{
     `x * Phi(x) = 0.5 * x * (1 + erf(x / sqrt(2)))`, or with
@@ -309,6 +385,9 @@ def MC_GeluOp : MC_Op<"gelu", [Pure, SameOperandsAndResultType,
 }
 
 def MC_PowOp : MC_BinaryOp<"pow", MC_FloatTensor> {
+  let mcCpuTypes = "f32,f16,bf16";
+  let mcAmp = "f32";
+  let mcFusible = 1;
   let summary = "elementwise power";
   let description = [{
     `lhs ^ rhs` with C's `pow` semantics.
@@ -320,6 +399,8 @@ def MC_PowOp : MC_BinaryOp<"pow", MC_FloatTensor> {
 }
 
 def MC_MinimumOp : MC_BinaryOp<"minimum", MC_NumericTensor, [Commutative]> {
+  let mcCpuTypes = "f32,f16,bf16,i32,i64";
+  let mcFusible = 1;
   let summary = "elementwise minimum";
   let description = [{
     `min(lhs, rhs)`; NaN in either operand gives NaN (as `torch.minimum`).
@@ -332,6 +413,8 @@ def MC_MinimumOp : MC_BinaryOp<"minimum", MC_NumericTensor, [Commutative]> {
 
 def MC_ClampOp : MC_Op<"clamp", [Pure, SameOperandsAndResultType,
     DeclareOpInterfaceMethods<MC_DifferentiableOpInterface>]> {
+  let mcCpuTypes = "f32,f16,bf16,i32,i64";
+  let mcFusible = 1;
   let summary = "clamp to [min, max]";
   let description = [{
     `min(max(x, min), max)`; NaN stays NaN. `relu6` is a clamp to [0, 6].
@@ -351,6 +434,8 @@ def MC_ClampOp : MC_Op<"clamp", [Pure, SameOperandsAndResultType,
 
 def MC_CompareOp : MC_Op<"compare", [Pure, SameTypeOperands,
     SameOperandsAndResultShape, DeclareOpInterfaceMethods<MC_DifferentiableOpInterface>]> {
+  let mcCpuTypes = "f32,f16,bf16,i32,i64,i1";
+  let mcFusible = 1;
   let summary = "elementwise comparison";
   let description = [{
     `lhs <direction> rhs` as an `i1` tensor of the operands' shape. With NaN
@@ -370,6 +455,7 @@ def MC_CompareOp : MC_Op<"compare", [Pure, SameTypeOperands,
 
 def MC_SelectOp : MC_Op<"select", [Pure, AllTypesMatch<["on_true", "on_false", "result"]>,
     AllShapesMatch<["pred", "result"]>, DeclareOpInterfaceMethods<MC_DifferentiableOpInterface>]> {
+  let mcFusible = 1;
   let summary = "elementwise choice";
   let description = [{
     `pred ? on_true : on_false`, elementwise (`torch.where`).
@@ -388,6 +474,8 @@ def MC_SelectOp : MC_Op<"select", [Pure, AllTypesMatch<["on_true", "on_false", "
 
 def MC_LogSoftmaxOp : MC_Op<"log_softmax", [Pure, SameOperandsAndResultType,
     DeclareOpInterfaceMethods<MC_DifferentiableOpInterface>]> {
+  let mcCpuTypes = "f32,f16,bf16";
+  let mcAmp = "f32";
   let summary = "log of softmax along one axis";
   let description = [{
     `x - max(x) - log(sum(exp(x - max(x))))` along `axis`, which never
@@ -403,7 +491,9 @@ def MC_LogSoftmaxOp : MC_Op<"log_softmax", [Pure, SameOperandsAndResultType,
   let hasVerifier = 1;
 }
 
-def MC_ReduceMinOp : MC_ReduceOp<"reduce_min", MC_NumericTensor, "minimum">;
+def MC_ReduceMinOp : MC_ReduceOp<"reduce_min", MC_NumericTensor, "minimum"> {
+  let mcCpuTypes = "f32,f16,bf16,i32,i64";
+}
 
 def MC_ConcatOp : MC_Op<"concat", [Pure, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<MC_DifferentiableOpInterface>]> {
@@ -487,6 +577,8 @@ def MC_PadOp : MC_Op<"pad", [Pure, InferTypeOpAdaptor,
 
 def MC_Conv2dOp : MC_Op<"conv2d", [Pure, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<MC_DifferentiableOpInterface>]> {
+  let mcCpuTypes = "f32,f16,bf16";
+  let mcAmp = "low";
   let summary = "2-D convolution, NCHW";
   let description = [{
     Cross-correlation as in PyTorch and ONNX: `input` is `[N, C, H, W]`,
@@ -528,6 +620,7 @@ class MC_Pool2dOp<string mnemonic, string what, dag extraArgs, string extraForma
 }
 
 def MC_MaxPool2dOp : MC_Pool2dOp<"max_pool2d", "max", (ins), ""> {
+  let mcCpuTypes = "f32,f16,bf16";
   let description = [{
     The maximum of each `kernel` window (`[h, w]`), moved by `strides`, over
     the input padded by `padding` (`[top, left, bottom, right]`, padding
@@ -545,6 +638,7 @@ def MC_MaxPool2dOp : MC_Pool2dOp<"max_pool2d", "max", (ins), ""> {
 
 def MC_AvgPool2dOp : MC_Pool2dOp<"avg_pool2d", "average",
     (ins UnitAttr:$count_include_pad), "(`count_include_pad` $count_include_pad^)?"> {
+  let mcCpuTypes = "f32,f16,bf16";
   let description = [{
     The mean of each window; the divisor counts the padded positions with
     `count_include_pad` (PyTorch's default), else only the input positions.
@@ -561,6 +655,8 @@ def MC_BatchNormOp : MC_Op<"batch_norm", [Pure,
     AllTypesMatch<["input", "result"]>,
     AllTypesMatch<["scale", "offset", "mean", "variance"]>,
     DeclareOpInterfaceMethods<MC_DifferentiableOpInterface>]> {
+  let mcCpuTypes = "f32,f16,bf16";
+  let mcAmp = "f32";
   let summary = "batch normalization, inference form";
   let description = [{
     `(x - mean) / sqrt(variance + epsilon) * scale + offset` with the 1-D
@@ -587,6 +683,8 @@ def MC_BatchNormOp : MC_Op<"batch_norm", [Pure,
 def MC_LayerNormOp : MC_Op<"layer_norm", [Pure,
     AllTypesMatch<["input", "result"]>, AllTypesMatch<["gamma", "beta"]>,
     DeclareOpInterfaceMethods<MC_DifferentiableOpInterface>]> {
+  let mcCpuTypes = "f32,f16,bf16";
+  let mcAmp = "f32";
   let summary = "layer normalization";
   let description = [{
     Normalizes over the trailing dimensions `[axis, rank)`: mean and biased

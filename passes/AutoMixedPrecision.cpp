@@ -1,6 +1,7 @@
 // mc-amp: mixed precision by op policy (O1) or for the whole model (O2),
 // with one cast per value and the decision recorded on every op.
 #include "passes/Passes.h"
+#include "modelc/ops.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -62,12 +63,16 @@ struct AutoMixedPrecisionPass
     Type f32 = Float32Type::get(ctx);
 
     // The default lists (PyTorch autocast / Paddle AMP), then overrides.
-    llvm::StringSet<> lowList = {"mc.matmul", "mc.conv2d"};
-    llvm::StringSet<> f32List = {"mc.softmax",     "mc.log_softmax",
-                                 "mc.layer_norm",  "mc.batch_norm",
-                                 "mc.exp",         "mc.log",
-                                 "mc.pow",         "mc.reduce_sum",
-                                 "mc.reduce_mean"};
+    // The default lists come from each op's ODS declaration (mcAmp, through
+    // the op registry): "low" ops run in the low-precision type, "f32" ops
+    // stay in f32.
+    llvm::StringSet<> lowList, f32List;
+    for (const mc::rt::OpInfo& info : mc::rt::opTable()) {
+      if (info.amp == mc::rt::AmpClass::Low)
+        lowList.insert(std::string("mc.") + info.mnemonic);
+      else if (info.amp == mc::rt::AmpClass::F32)
+        f32List.insert(std::string("mc.") + info.mnemonic);
+    }
     llvm::StringSet<> norms = {"mc.layer_norm", "mc.batch_norm"};
     // Op names may be given with or without the dialect prefix ("matmul"
     // or "mc.matmul"); an unknown name is an error, not a silent no-op.

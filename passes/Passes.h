@@ -5,6 +5,7 @@
 #include "ir/MCDialect.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
+#include "modelc/ops.h"
 
 #include <string>
 
@@ -15,6 +16,20 @@ namespace mc {
 
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
+
+/// What the passes ask of a codegen target (codegen/Target.h registers one
+/// per target; passes cannot depend on codegen): the element types it has
+/// kernels for, per op, as the op registry's comma-separated list ("" =
+/// whatever the op's ODS constraints accept).
+struct TargetContract {
+  std::string name;
+  std::string (*elementTypes)(rt::OpId op) = nullptr;
+};
+void registerTargetContract(const TargetContract& contract);
+/// Null when no target of that name is registered.
+const TargetContract* lookupTargetContract(llvm::StringRef name);
+/// "cpu" (the registered targets, comma-separated), for error messages.
+std::string knownTargetsText();
 
 /// Options of the compile pipeline (see Pipelines.cpp for the order).
 struct CompilePipelineOptions {

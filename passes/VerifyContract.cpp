@@ -1,9 +1,11 @@
 // mc-verify-contract: checks that a module is something codegen accepts.
 #include "passes/Passes.h"
+#include "modelc/ops.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 namespace mc {
@@ -12,6 +14,34 @@ namespace mc {
 } // namespace mc
 
 using namespace mlir;
+
+static std::vector<mc::TargetContract>& targetContracts() {
+  static std::vector<mc::TargetContract> contracts;
+  return contracts;
+}
+
+void mc::registerTargetContract(const TargetContract& contract) {
+  for (TargetContract& c : targetContracts())
+    if (c.name == contract.name) {
+      c = contract;
+      return;
+    }
+  targetContracts().push_back(contract);
+}
+
+const mc::TargetContract* mc::lookupTargetContract(StringRef name) {
+  for (const TargetContract& c : targetContracts())
+    if (c.name == name)
+      return &c;
+  return nullptr;
+}
+
+std::string mc::knownTargetsText() {
+  std::string s;
+  for (const TargetContract& c : targetContracts())
+    s += (s.empty() ? "" : ", ") + c.name;
+  return s.empty() ? "none (call mc::codegen::registerTargets())" : s;
+}
 
 mlir::Operation* mc::findEntryFunction(ModuleOp module, StringRef name) {
   if (!name.empty()) {
@@ -39,24 +69,11 @@ mlir::Operation* mc::findEntryFunction(ModuleOp module, StringRef name) {
 
 namespace {
 
-enum class TypeClass { Any, F32, F32OrInt, Compare };
-
-/// What the CPU target computes, per op, in terms of element types. Kept
-/// next to the runtime's kernels.h contract: float math in f32, f16 and
-/// bf16 (low precision computed in f32 and rounded once).
-TypeClass cpuTypeClass(Operation* op) {
-  return llvm::TypeSwitch<Operation*, TypeClass>(op)
-      .Case<mc::ExpOp, mc::LogOp, mc::TanhOp, mc::SigmoidOp, mc::SqrtOp,
-            mc::ReduceSumOp, mc::ReduceMeanOp, mc::SoftmaxOp, mc::MatmulOp,
-            mc::ErfOp, mc::GeluOp, mc::PowOp, mc::LogSoftmaxOp, mc::Conv2dOp,
-            mc::MaxPool2dOp, mc::AvgPool2dOp, mc::BatchNormOp,
-            mc::LayerNormOp>([](auto) { return TypeClass::F32; })
-      .Case<mc::AddOp, mc::SubOp, mc::MulOp, mc::DivOp, mc::MaximumOp,
-            mc::NegOp, mc::ReluOp, mc::ReduceMaxOp, mc::AbsOp, mc::MinimumOp,
-            mc::ClampOp, mc::ReduceMinOp>(
-          [](auto) { return TypeClass::F32OrInt; })
-      .Case<mc::CompareOp>([](auto) { return TypeClass::Compare; })
-      .Default([](Operation*) { return TypeClass::Any; });
+std::string typeName(Type t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << t;
+  return s;
 }
 
 bool isSupportedElementType(Type t) {
@@ -86,12 +103,15 @@ LogicalResult checkTensorType(Operation* op, Type type, const Twine& what) {
 struct VerifyContractPass
     : mc::impl::VerifyContractPassBase<VerifyContractPass> {
   using Base::Base;
+  const mc::TargetContract* contract = nullptr;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (target != "cpu") {
+    contract = mc::lookupTargetContract(target);
+    if (!contract) {
       emitError(module.getLoc()) << "unknown target '" << target
-                         << "'; known targets: cpu";
+                                 << "'; known targets: "
+                                 << mc::knownTargetsText();
       return signalPassFailure();
     }
     bool ok = true;
@@ -190,36 +210,37 @@ struct VerifyContractPass
     if (op->getNumOperands() > 0 && llvm::isa<mc::MatmulOp, mc::CompareOp>(op))
       et = llvm::cast<RankedTensorType>(op->getOperand(0).getType())
                .getElementType();
-    switch (cpuTypeClass(op)) {
-    case TypeClass::Any:
+    mc::rt::OpId id;
+    if (!mc::rt::findOp(op->getName().getStringRef(), &id))
+      return op->emitOpError() << "is not in the op registry "
+                                  "(runtime/include/modelc/ops.inc is stale?)";
+    std::string types = contract->elementTypes(id);
+    if (types.empty())
       return success();
-    case TypeClass::F32:
-      if (et.isF32() || et.isF16() || et.isBF16())
-        return success();
-      return op->emitOpError() << "on " << et << " has no kernel on the "
-                               << target << " target (f32, f16, bf16)";
-    case TypeClass::Compare:
-      if (et.isF32() || et.isF16() || et.isBF16() || et.isInteger(32) ||
-          et.isInteger(64))
-        return success();
-      if (et.isInteger(1)) {
-        auto dir = llvm::cast<mc::CompareOp>(op).getDirection();
-        if (dir == mc::ComparisonDirection::EQ ||
-            dir == mc::ComparisonDirection::NE)
-          return success();
-      }
-      return op->emitOpError() << "on " << et << " has no kernel on the "
-                               << target
-                               << " target (f32, f16, bf16, i32, i64; i1 for "
-                                  "EQ/NE)";
-    case TypeClass::F32OrInt:
-      if (et.isF32() || et.isF16() || et.isBF16() || et.isInteger(32) ||
-          et.isInteger(64))
-        return success();
-      return op->emitOpError() << "on " << et << " has no kernel on the "
-                               << target << " target (f32, f16, bf16, i32, i64)";
-    }
-    llvm_unreachable("covered switch");
+    std::string mine = typeName(et);
+    bool ok = false;
+    for (StringRef t : llvm::split(StringRef(types), ','))
+      ok |= t == mine;
+    // i1 compares only for equality.
+    if (ok && et.isInteger(1))
+      if (auto cmp = llvm::dyn_cast<mc::CompareOp>(op))
+        ok = cmp.getDirection() == mc::ComparisonDirection::EQ ||
+             cmp.getDirection() == mc::ComparisonDirection::NE;
+    if (ok)
+      return success();
+    std::string listed = types;
+    if (llvm::isa<mc::CompareOp>(op) && StringRef(listed).ends_with(",i1"))
+      listed.resize(listed.size() - 3);
+    for (size_t p = listed.find(','); p != std::string::npos;
+         p = listed.find(',', p + 2))
+      listed.replace(p, 1, ", ");
+    return op->emitOpError() << "on " << et << " has no kernel on the "
+                             << target << " target (" << listed
+                             << (llvm::isa<mc::CompareOp>(op)
+                                     ? "; i1 for EQ/NE"
+                                     : "")
+                             << ")";
+
   }
 };
 

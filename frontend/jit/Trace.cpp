@@ -247,7 +247,7 @@ public:
     case OpKind::Softmax:
       out = mc::SoftmaxOp::create(builder, l, in[0], r.axis);
       break;
-    case OpKind::MatMul:
+    case OpKind::Matmul:
       out = mc::MatmulOp::create(builder, l, resultType, in[0], in[1],
                                          r.transposeA, r.transposeB);
       break;

@@ -6,6 +6,7 @@
 #include "ArtifactVerifier.h"
 #include "modelc/model.h"
 #include "modelc/runtime.h"
+#include "modelc/device.h"
 #include "modelc/version.h"
 
 #include <climits>
@@ -81,8 +82,9 @@ struct BufInfo {
 
 class Verifier {
 public:
-  Verifier(const uint8_t *bytes, size_t size, const std::string &name)
-      : p_(bytes), size_(size), name_(name) {}
+  Verifier(const uint8_t *bytes, size_t size, const std::string &name,
+           bool checkTargets)
+      : p_(bytes), size_(size), name_(name), checkTargets_(checkTargets) {}
 
   Status run();
 
@@ -96,12 +98,16 @@ private:
       const char *what,
       const flatbuffers::Vector<flatbuffers::Offset<fb::TensorSig>> *sigs);
   Status checkStep(size_t index, const fb::Step &step);
-  Status checkStepKind(fb::OpKind kind, const fb::Step &step,
+  /// The step's attributes against the op's registry entry: each declared
+  /// one present (unit attributes may be absent) with its kind, no others.
+  /// Fills attrs_.
+  Status checkAttrs(OpId op, const fb::Step &step, const std::string &where);
+  Status checkStepKind(OpId kind, const fb::Step &step,
                        const std::vector<uint32_t> &in,
                        const std::vector<uint32_t> &out,
                        const std::string &where);
   /// The kinds of schema 1.1 (ops of real models).
-  Status checkModelOps(fb::OpKind kind, const fb::Step &step,
+  Status checkModelOps(OpId kind, const fb::Step &step,
                        const std::vector<uint32_t> &in,
                        const std::vector<uint32_t> &out,
                        const std::string &where);
@@ -116,10 +122,63 @@ private:
   const uint8_t *p_;
   size_t size_;
   const std::string &name_;
+  bool checkTargets_;
   uint64_t tableEnd_ = 0; // 4 + N
   const fb::Model *model_ = nullptr;
   std::vector<BufInfo> bufs_;
+  OpAttrs attrs_; // of the step being checked
 };
+
+Status Verifier::checkAttrs(OpId op, const fb::Step &step,
+                            const std::string &where) {
+  const OpInfo &info = opInfo(op);
+  std::vector<OpAttr> attrs;
+  if (const auto *list = step.attrs())
+    for (const fb::Attr *a : *list) {
+      std::string name = a->name() ? a->name()->str() : "";
+      const AttrSpec *spec = nullptr;
+      for (const AttrSpec &s : info.attrs)
+        if (name == s.name)
+          spec = &s;
+      if (!spec)
+        return fail(where + ": unknown attribute '" + name + "' of mc." +
+                    info.mnemonic);
+      for (const OpAttr &seen : attrs)
+        if (seen.name == name)
+          return fail(where + ": attribute '" + name + "' appears twice");
+      if (uint8_t(a->kind()) != uint8_t(spec->kind))
+        return fail(where + ": attribute '" + name + "' has kind " +
+                    std::to_string(int(a->kind())) + ", expected " +
+                    std::to_string(int(spec->kind)));
+      if (!aligned8(a->ints()))
+        return fail(where + ": attribute vector is misaligned (corrupt file)");
+      OpAttr x;
+      x.name = name;
+      x.kind = spec->kind;
+      x.i = a->i();
+      x.f = a->f();
+      x.ints = toInts(a->ints());
+      if (x.kind == AttrKind::Bool && x.i != 0 && x.i != 1)
+        return fail(where + ": boolean attribute '" + name + "' is " +
+                    std::to_string(x.i) + ", expected 0 or 1");
+      attrs.push_back(std::move(x));
+    }
+  for (const AttrSpec &s : info.attrs) {
+    bool present = false;
+    for (const OpAttr &a : attrs)
+      present |= a.name == s.name;
+    if (!present && !s.optional)
+      return fail(where + ": attribute '" + s.name + "' is missing");
+  }
+  attrs_ = OpAttrs(std::move(attrs));
+  return Status::ok();
+}
+
+static_assert(uint8_t(fb::AttrKind::Bool) == uint8_t(AttrKind::Bool) &&
+                  uint8_t(fb::AttrKind::Int) == uint8_t(AttrKind::Int) &&
+                  uint8_t(fb::AttrKind::Float) == uint8_t(AttrKind::Float) &&
+                  uint8_t(fb::AttrKind::Ints) == uint8_t(AttrKind::Ints),
+              "the schema's AttrKind and the registry's are one encoding");
 
 Status Verifier::run() {
   // 1. Big enough for a size prefix, a root offset, the identifier and the
@@ -156,12 +215,46 @@ Status Verifier::run() {
                 "failed; corrupt file)");
   model_ = fb::GetSizePrefixedModel(p_);
   // 6. Version, before anything that depends on this schema's meaning.
-  if (model_->schema_version_major() != kSchemaVersionMajor)
-    return fail("schema version " +
-                std::to_string(model_->schema_version_major()) + "." +
-                std::to_string(model_->schema_version_minor()) +
+  if (model_->schema_version_major() != kSchemaVersionMajor) {
+    std::string version = std::to_string(model_->schema_version_major()) +
+                          "." +
+                          std::to_string(model_->schema_version_minor());
+    if (model_->schema_version_major() < kSchemaVersionMajor)
+      return fail("schema version " + version +
+                  " is older than this runtime reads (major " +
+                  std::to_string(kSchemaVersionMajor) +
+                  "); recompile the model with modelc >= " +
+                  kFirstSchema2Version);
+    return fail("schema version " + version +
                 " is not supported: this runtime reads major version " +
-                std::to_string(kSchemaVersionMajor) + " (minor <= any)");
+                std::to_string(kSchemaVersionMajor) +
+                " (minor <= any); was the file written by a newer modelc?");
+  }
+  // 6b. Targets, before any other work: a file this machine cannot run is
+  //     refused here, naming what it holds and what the machine offers.
+  if (checkTargets_) {
+    std::vector<std::string> offered = offeredTargets();
+    std::string holds, offers;
+    bool runnable = true;
+    if (const auto *targets = model_->targets())
+      for (const flatbuffers::String *t : *targets) {
+        holds += (holds.empty() ? "" : ", ") + t->str();
+        runnable &= std::find(offered.begin(), offered.end(), t->str()) !=
+                    offered.end();
+      }
+    if (const auto *exes = model_->executables())
+      for (const fb::Executable *e : *exes)
+        if (e->format())
+          holds += std::string(holds.empty() ? "" : ", ") + "executable " +
+                   e->format()->str();
+    for (const std::string &t : offered)
+      offers += (offers.empty() ? "" : ", ") + t;
+    if (!runnable)
+      return fail("the artifact targets " + holds +
+                  ", which this machine cannot run (it offers: " +
+                  (offers.empty() ? std::string("nothing") : offers) +
+                  "); compile it with --target for one of those");
+  }
   // 7. Checksum of the size prefix and the table.
   uint32_t stored = readLE32(trailer), computed = crc32Bytes(p_, tableEnd_, 0);
   if (stored != computed)
@@ -335,15 +428,38 @@ Status Verifier::checkSignature(
 }
 
 Status Verifier::checkStep(size_t index, const fb::Step &step) {
-  fb::OpKind kind = step.kind();
   std::string loc = step.location() ? step.location()->str() : "";
-  bool known = uint16_t(kind) <= uint16_t(fb::OpKind::MAX);
-  std::string where = "step " + std::to_string(index) + " (" +
-                      (known ? std::string(fb::EnumNameOpKind(kind))
-                             : "kind " + std::to_string(int(kind))) +
+  std::string opText = step.op() ? step.op()->str() : "";
+  OpId kind = OpId::Copy;
+  bool known = findOp(opText, &kind) && opInfo(kind).isStep;
+  std::string where = "step " + std::to_string(index) + " (mc." + opText +
                       (loc.empty() ? "" : " at " + loc) + ")";
   if (!known)
-    return fail(where + ": unknown op kind " + std::to_string(int(kind)));
+    return fail(where + ": unknown op '" + opText +
+                "' (this runtime knows the ops of modelc " + modelcVersion() +
+                "; was the file written by a newer compiler?)");
+  MC_RETURN_IF_ERROR(checkAttrs(kind, step, where));
+  if (step.executable() != -1) {
+    const auto *exes = model_->executables();
+    int64_t n = exes ? int64_t(exes->size()) : 0;
+    if (step.executable() < 0 || step.executable() >= n)
+      return fail(where + ": executable " +
+                  std::to_string(step.executable()) +
+                  " is out of range (the file has " + std::to_string(n) +
+                  " executables; -1 means the device's own kernel)");
+    const fb::Executable *e = exes->Get(uint32_t(step.executable()));
+    std::string entry = step.entry() ? step.entry()->str() : "";
+    bool found = false;
+    if (e->entry_points())
+      for (const flatbuffers::String *name : *e->entry_points())
+        found |= name->str() == entry;
+    if (!found)
+      return fail(where + ": entry '" + entry + "' is not an entry point of "
+                  "executable " + std::to_string(step.executable()));
+  } else if (step.entry() && step.entry()->size()) {
+    return fail(where + ": names entry '" + step.entry()->str() +
+                "' but no executable");
+  }
   std::vector<uint32_t> in, out;
   if (step.inputs())
     in.assign(step.inputs()->begin(), step.inputs()->end());
@@ -369,8 +485,7 @@ Status Verifier::checkStep(size_t index, const fb::Step &step) {
   // before element i is written): Copy to Cast, Abs to Not. Only these may
   // write State buffers (a global store is a Copy; an optimizer update may
   // write its parameter in place).
-  bool elementwise = (kind >= fb::OpKind::Copy && kind <= fb::OpKind::Cast) ||
-                     (kind >= fb::OpKind::Abs && kind <= fb::OpKind::Not);
+  bool elementwise = opInfo(kind).fusible && kind != OpId::BroadcastInDim;
   for (size_t i = 0; i < out.size(); ++i)
     if (bufs_[out[i]].kind == fb::BufferKind::State && !elementwise)
       return fail(where + ": output " + std::to_string(i) + " (" +
@@ -383,9 +498,7 @@ Status Verifier::checkStep(size_t index, const fb::Step &step) {
   // buffer is fine for same-shape elementwise ops (in place).
   // Schema 1.1's elementwise kinds (Abs .. Not) read element i before
   // writing it, too.
-  bool inPlaceOk = (kind >= fb::OpKind::Copy && kind <= fb::OpKind::Sqrt &&
-                    kind != fb::OpKind::Cast) ||
-                   (kind >= fb::OpKind::Abs && kind <= fb::OpKind::Not);
+  bool inPlaceOk = elementwise && kind != OpId::Cast;
   for (uint32_t o : out) {
     const BufInfo &ob = bufs_[o];
     for (uint32_t i : in) {
@@ -407,12 +520,11 @@ Status Verifier::checkStep(size_t index, const fb::Step &step) {
   return Status::ok();
 }
 
-Status Verifier::checkStepKind(fb::OpKind kind, const fb::Step &step,
+Status Verifier::checkStepKind(OpId kind, const fb::Step &step,
                                const std::vector<uint32_t> &in,
                                const std::vector<uint32_t> &out,
                                const std::string &where) {
-  using K = fb::OpKind;
-  using A = fb::StepAttrs;
+  using K = OpId;
   auto counts = [&](size_t ni, size_t no) -> Status {
     if (in.size() != ni || out.size() != no)
       return fail(where + ": expected " + std::to_string(ni) +
@@ -421,103 +533,8 @@ Status Verifier::checkStepKind(fb::OpKind kind, const fb::Step &step,
                   std::to_string(out.size()));
     return Status::ok();
   };
-  A expectAttrs = A::NONE;
-  switch (kind) {
-  case K::MatMul:
-    expectAttrs = A::MatMulAttrs;
-    break;
-  case K::ReduceSum:
-  case K::ReduceMean:
-  case K::ReduceMax:
-  case K::ReduceMin:
-    expectAttrs = A::ReduceAttrs;
-    break;
-  case K::Transpose:
-    expectAttrs = A::TransposeAttrs;
-    break;
-  case K::BroadcastInDim:
-    expectAttrs = A::BroadcastAttrs;
-    break;
-  case K::Softmax:
-  case K::LogSoftmax:
-    expectAttrs = A::SoftmaxAttrs;
-    break;
-  case K::Gelu:
-    expectAttrs = A::GeluAttrs;
-    break;
-  case K::Clamp:
-    expectAttrs = A::ClampAttrs;
-    break;
-  case K::Compare:
-    expectAttrs = A::CompareAttrs;
-    break;
-  case K::Concat:
-    expectAttrs = A::ConcatAttrs;
-    break;
-  case K::Slice:
-    expectAttrs = A::SliceAttrs;
-    break;
-  case K::Gather:
-    expectAttrs = A::GatherAttrs;
-    break;
-  case K::Pad:
-    expectAttrs = A::PadAttrs;
-    break;
-  case K::Conv2d:
-    expectAttrs = A::Conv2dAttrs;
-    break;
-  case K::MaxPool2d:
-  case K::AvgPool2d:
-    expectAttrs = A::Pool2dAttrs;
-    break;
-  case K::BatchNorm:
-  case K::LayerNorm:
-    expectAttrs = A::NormAttrs;
-    break;
-  default:
-    break;
-  }
-  if (step.attrs_type() != expectAttrs) {
-    bool knownAttrs = uint8_t(step.attrs_type()) <= uint8_t(A::MAX);
-    return fail(
-        where + ": attributes are " +
-        (knownAttrs
-             ? std::string(fb::EnumNameStepAttrs(step.attrs_type()))
-             : "of unknown type " + std::to_string(int(step.attrs_type()))) +
-        ", expected " + fb::EnumNameStepAttrs(expectAttrs));
-  }
-  // The flatbuffers Verifier accepts a union whose type is set but whose
-  // table is absent.
-  if (expectAttrs != A::NONE && !step.attrs())
-    return fail(where + ": " + fb::EnumNameStepAttrs(expectAttrs) +
-                " attributes are missing");
-  const flatbuffers::Vector<int64_t> *ints[4] = {nullptr, nullptr, nullptr,
-                                                  nullptr};
-  if (const auto *a = step.attrs_as_BroadcastAttrs())
-    ints[0] = a->dims();
-  else if (const auto *t = step.attrs_as_TransposeAttrs())
-    ints[0] = t->permutation();
-  else if (const auto *r = step.attrs_as_ReduceAttrs())
-    ints[0] = r->dims();
-  else if (const auto *sl = step.attrs_as_SliceAttrs()) {
-    ints[0] = sl->start();
-    ints[1] = sl->strides();
-  } else if (const auto *pd = step.attrs_as_PadAttrs()) {
-    ints[0] = pd->low();
-    ints[1] = pd->high();
-  } else if (const auto *cv = step.attrs_as_Conv2dAttrs()) {
-    ints[0] = cv->strides();
-    ints[1] = cv->padding();
-    ints[2] = cv->dilation();
-  } else if (const auto *pl = step.attrs_as_Pool2dAttrs()) {
-    ints[0] = pl->kernel();
-    ints[1] = pl->strides();
-    ints[2] = pl->padding();
-    ints[3] = pl->dilation();
-  }
-  for (const auto *v : ints)
-    if (!aligned8(v))
-      return fail(where + ": attribute vector is misaligned (corrupt file)");
+
+  const OpAttrs &A = attrs_;
   auto sameTypeShape = [&](uint32_t a, uint32_t b, const char *what) {
     if (bufs_[a].dtype == bufs_[b].dtype && bufs_[a].shape == bufs_[b].shape)
       return Status::ok();
@@ -584,7 +601,7 @@ Status Verifier::checkStepKind(fb::OpKind kind, const fb::Step &step,
   case K::BroadcastInDim: {
     MC_RETURN_IF_ERROR(counts(1, 1));
     MC_RETURN_IF_ERROR(sameType(in[0], out[0]));
-    std::vector<int64_t> dims = toInts(step.attrs_as_BroadcastAttrs()->dims());
+    std::vector<int64_t> dims = A.getInts("dims");
     const Shape &a = bufs_[in[0]].shape, &r = bufs_[out[0]].shape;
     if (dims.size() != a.size())
       return fail(where + ": dims has " + std::to_string(dims.size()) +
@@ -608,7 +625,7 @@ Status Verifier::checkStepKind(fb::OpKind kind, const fb::Step &step,
     MC_RETURN_IF_ERROR(counts(1, 1));
     MC_RETURN_IF_ERROR(sameType(in[0], out[0]));
     std::vector<int64_t> perm =
-        toInts(step.attrs_as_TransposeAttrs()->permutation());
+        A.getInts("permutation");
     const Shape &a = bufs_[in[0]].shape;
     std::vector<bool> used(a.size(), false);
     bool isPerm = perm.size() == a.size();
@@ -639,8 +656,7 @@ Status Verifier::checkStepKind(fb::OpKind kind, const fb::Step &step,
                                  "f32, f16, bf16, i32, i64"));
     else
       MC_RETURN_IF_ERROR(dtypeIn(in[0], {DType::F32, DType::F16, DType::BF16}, "f32, f16, bf16"));
-    const fb::ReduceAttrs *attrs = step.attrs_as_ReduceAttrs();
-    std::vector<int64_t> dims = toInts(attrs->dims());
+    std::vector<int64_t> dims = A.getInts("dims");
     const Shape &a = bufs_[in[0]].shape;
     for (size_t k = 0; k < dims.size(); ++k)
       if (dims[k] < 0 || dims[k] >= int64_t(a.size()) ||
@@ -655,7 +671,7 @@ Status Verifier::checkStepKind(fb::OpKind kind, const fb::Step &step,
         ++k;
       if (!red)
         expect.push_back(a[d]);
-      else if (attrs->keepdim())
+      else if (A.getBool("keepdim"))
         expect.push_back(1);
     }
     if (bufs_[out[0]].shape != expect)
@@ -667,28 +683,27 @@ Status Verifier::checkStepKind(fb::OpKind kind, const fb::Step &step,
     MC_RETURN_IF_ERROR(counts(1, 1));
     MC_RETURN_IF_ERROR(sameTypeShape(in[0], out[0], "output"));
     MC_RETURN_IF_ERROR(dtypeIn(in[0], {DType::F32, DType::F16, DType::BF16}, "f32, f16, bf16"));
-    int64_t axis = step.attrs_as_SoftmaxAttrs()->axis();
+    int64_t axis = A.getInt("axis");
     int64_t r = int64_t(bufs_[in[0]].shape.size());
     if (axis < -r || axis >= r)
       return fail(where + ": axis " + std::to_string(axis) +
                   " is out of range for input " + bufDesc(in[0]));
     return Status::ok();
   }
-  case K::MatMul: {
+  case K::Matmul: {
     MC_RETURN_IF_ERROR(counts(2, 1));
     MC_RETURN_IF_ERROR(dtypeIn(in[0], {DType::F32, DType::F16, DType::BF16}, "f32, f16, bf16"));
     for (uint32_t b : {in[1], out[0]})
       if (bufs_[b].dtype != bufs_[in[0]].dtype)
         return fail(where + ": " + bufDesc(b) +
                     " must have the dtype of input 0, " + bufDesc(in[0]));
-    const fb::MatMulAttrs *attrs = step.attrs_as_MatMulAttrs();
     const Shape &a = bufs_[in[0]].shape, &b = bufs_[in[1]].shape;
     size_t r = a.size();
     auto mismatch = [&] {
       return fail(where + ": input " + bufDesc(in[0]) +
-                  (attrs->transpose_a() ? " (transposed)" : "") + " and " +
+                  (A.getBool("transpose_a") ? " (transposed)" : "") + " and " +
                   bufDesc(in[1]) +
-                  (attrs->transpose_b() ? " (transposed)" : "") +
+                  (A.getBool("transpose_b") ? " (transposed)" : "") +
                   " are not [..., M, K] x [..., K, N] with equal batch dims");
     };
     if (r < 2 || b.size() != r)
@@ -696,10 +711,10 @@ Status Verifier::checkStepKind(fb::OpKind kind, const fb::Step &step,
     Shape expect(a.begin(), a.end() - 2);
     if (!std::equal(expect.begin(), expect.end(), b.begin()))
       return mismatch();
-    int64_t m = attrs->transpose_a() ? a[r - 1] : a[r - 2];
-    int64_t k = attrs->transpose_a() ? a[r - 2] : a[r - 1];
-    int64_t kb = attrs->transpose_b() ? b[r - 1] : b[r - 2];
-    int64_t n = attrs->transpose_b() ? b[r - 2] : b[r - 1];
+    int64_t m = A.getBool("transpose_a") ? a[r - 1] : a[r - 2];
+    int64_t k = A.getBool("transpose_a") ? a[r - 2] : a[r - 1];
+    int64_t kb = A.getBool("transpose_b") ? b[r - 1] : b[r - 2];
+    int64_t n = A.getBool("transpose_b") ? b[r - 2] : b[r - 1];
     if (k != kb)
       return mismatch();
     expect.push_back(m);
@@ -713,11 +728,12 @@ Status Verifier::checkStepKind(fb::OpKind kind, const fb::Step &step,
   }
 }
 
-Status Verifier::checkModelOps(fb::OpKind kind, const fb::Step &step,
+Status Verifier::checkModelOps(OpId kind, const fb::Step &step,
                                const std::vector<uint32_t> &in,
                                const std::vector<uint32_t> &out,
                                const std::string &where) {
-  using K = fb::OpKind;
+  using K = OpId;
+  const OpAttrs &A = attrs_;
   auto counts = [&](size_t ni, size_t no) -> Status {
     if (in.size() != ni || out.size() != no)
       return fail(where + ": expected " + std::to_string(ni) +
@@ -751,11 +767,11 @@ Status Verifier::checkModelOps(fb::OpKind kind, const fb::Step &step,
   // An attribute vector of `n` entries each >= `min` (and, for the window
   // attributes of conv and pooling, <= INT32_MAX, so kernel index arithmetic
   // cannot overflow).
-  auto vec = [&](const flatbuffers::Vector<int64_t> *v, const char *name,
+  auto vec = [&](const std::vector<int64_t> &v, const char *name,
                  size_t n, int64_t min, const char *meaning,
                  std::vector<int64_t> *outv,
                  int64_t max = INT64_MAX) -> Status {
-    *outv = toInts(v);
+    *outv = v;
     if (outv->size() != n)
       return fail(where + ": " + name + " has " +
                   std::to_string(outv->size()) + " entries, expected " +
@@ -813,12 +829,12 @@ Status Verifier::checkModelOps(fb::OpKind kind, const fb::Step &step,
   case K::Compare: {
     MC_RETURN_IF_ERROR(counts(2, 1));
     MC_RETURN_IF_ERROR(sameAs(in[0], "input 0", in[1], "input 1"));
-    fb::CompareDirection dir = step.attrs_as_CompareAttrs()->direction();
-    if (uint8_t(dir) > uint8_t(fb::CompareDirection::MAX))
+    int64_t dir = A.getInt("direction");
+    if (dir < 0 || dir > int64_t(CompareOp::Ge))
       return fail(where + ": unknown compare direction " +
                   std::to_string(int(dir)));
     bool eqNe =
-        dir == fb::CompareDirection::EQ || dir == fb::CompareDirection::NE;
+        dir == int64_t(CompareOp::Eq) || dir == int64_t(CompareOp::Ne);
     if (eqNe)
       MC_RETURN_IF_ERROR(dtypeOf(in[0], "input 0",
                                  {DType::F32, DType::F16, DType::BF16,
@@ -852,7 +868,7 @@ Status Verifier::checkModelOps(fb::OpKind kind, const fb::Step &step,
                   std::to_string(in.size()) + " and " +
                   std::to_string(out.size()));
     const Shape &r = bufs_[out[0]].shape;
-    int64_t axis = step.attrs_as_ConcatAttrs()->axis();
+    int64_t axis = A.getInt("axis");
     MC_RETURN_IF_ERROR(axisIn(axis, r.size(), out[0], "output"));
     if (axis < 0)
       axis += int64_t(r.size());
@@ -887,11 +903,10 @@ Status Verifier::checkModelOps(fb::OpKind kind, const fb::Step &step,
       return fail(where + ": output " + bufDesc(out[0]) +
                   " must have the dtype and rank of input 0, " +
                   bufDesc(in[0]));
-    const fb::SliceAttrs *attrs = step.attrs_as_SliceAttrs();
     std::vector<int64_t> start, strides;
-    MC_RETURN_IF_ERROR(vec(attrs->start(), "start", a.size(), 0,
+    MC_RETURN_IF_ERROR(vec(A.getInts("start"), "start", a.size(), 0,
                            "one per input dim", &start));
-    MC_RETURN_IF_ERROR(vec(attrs->strides(), "strides", a.size(), 1,
+    MC_RETURN_IF_ERROR(vec(A.getInts("strides"), "strides", a.size(), 1,
                            "one per input dim", &strides));
     for (size_t d = 0; d < a.size(); ++d) {
       int64_t s = start[d], st = strides[d], n = r[d];
@@ -913,7 +928,7 @@ Status Verifier::checkModelOps(fb::OpKind kind, const fb::Step &step,
     MC_RETURN_IF_ERROR(dtypeOf(in[1], "input 1 (the indices)",
                                {DType::I32, DType::I64}, "i32, i64"));
     const Shape &a = bufs_[in[0]].shape, &idx = bufs_[in[1]].shape;
-    int64_t axis = step.attrs_as_GatherAttrs()->axis();
+    int64_t axis = A.getInt("axis");
     MC_RETURN_IF_ERROR(axisIn(axis, a.size(), in[0], "input 0"));
     if (axis < 0)
       axis += int64_t(a.size());
@@ -939,12 +954,11 @@ Status Verifier::checkModelOps(fb::OpKind kind, const fb::Step &step,
       return fail(where + ": output " + bufDesc(out[0]) +
                   " must have the dtype and rank of input 0, " +
                   bufDesc(in[0]));
-    const fb::PadAttrs *attrs = step.attrs_as_PadAttrs();
     std::vector<int64_t> low, high;
     MC_RETURN_IF_ERROR(
-        vec(attrs->low(), "low", a.size(), 0, "one per input dim", &low));
+        vec(A.getInts("low"), "low", a.size(), 0, "one per input dim", &low));
     MC_RETURN_IF_ERROR(
-        vec(attrs->high(), "high", a.size(), 0, "one per input dim", &high));
+        vec(A.getInts("high"), "high", a.size(), 0, "one per input dim", &high));
     Shape expect(a.size());
     for (size_t d = 0; d < a.size(); ++d)
       if (__builtin_add_overflow(a[d], low[d], &expect[d]) ||
@@ -966,15 +980,14 @@ Status Verifier::checkModelOps(fb::OpKind kind, const fb::Step &step,
     if (x.size() != 4 || w.size() != 4)
       return fail(where + ": input " + bufDesc(in[0]) + " and weight " +
                   bufDesc(in[1]) + " must be rank 4 (NCHW and OIHW)");
-    const fb::Conv2dAttrs *attrs = step.attrs_as_Conv2dAttrs();
     std::vector<int64_t> strides, padding, dilation;
-    MC_RETURN_IF_ERROR(vec(attrs->strides(), "strides", 2, 1, "[h, w]",
+    MC_RETURN_IF_ERROR(vec(A.getInts("strides"), "strides", 2, 1, "[h, w]",
                            &strides, INT32_MAX));
-    MC_RETURN_IF_ERROR(vec(attrs->padding(), "padding", 4, 0,
+    MC_RETURN_IF_ERROR(vec(A.getInts("padding"), "padding", 4, 0,
                            "[top, left, bottom, right]", &padding, INT32_MAX));
-    MC_RETURN_IF_ERROR(vec(attrs->dilation(), "dilation", 2, 1, "[h, w]",
+    MC_RETURN_IF_ERROR(vec(A.getInts("dilation"), "dilation", 2, 1, "[h, w]",
                            &dilation, INT32_MAX));
-    int64_t groups = attrs->groups();
+    int64_t groups = A.getInt("groups");
     int64_t c = x[1], o = w[0];
     if (groups < 1 || c % groups != 0 || o % groups != 0)
       return fail(where + ": groups " + std::to_string(groups) +
@@ -1027,15 +1040,14 @@ Status Verifier::checkModelOps(fb::OpKind kind, const fb::Step &step,
       return fail(where + ": input " + bufDesc(in[0]) + " and output " +
                   bufDesc(out[0]) +
                   " must be rank 4 (NCHW) with equal N and C");
-    const fb::Pool2dAttrs *attrs = step.attrs_as_Pool2dAttrs();
     std::vector<int64_t> kernel, strides, padding, dilation;
     MC_RETURN_IF_ERROR(
-        vec(attrs->kernel(), "kernel", 2, 1, "[h, w]", &kernel, INT32_MAX));
-    MC_RETURN_IF_ERROR(vec(attrs->strides(), "strides", 2, 1, "[h, w]",
+        vec(A.getInts("kernel"), "kernel", 2, 1, "[h, w]", &kernel, INT32_MAX));
+    MC_RETURN_IF_ERROR(vec(A.getInts("strides"), "strides", 2, 1, "[h, w]",
                            &strides, INT32_MAX));
-    MC_RETURN_IF_ERROR(vec(attrs->padding(), "padding", 4, 0,
+    MC_RETURN_IF_ERROR(vec(A.getInts("padding"), "padding", 4, 0,
                            "[top, left, bottom, right]", &padding, INT32_MAX));
-    MC_RETURN_IF_ERROR(vec(attrs->dilation(), "dilation", 2, 1, "[h, w]",
+    MC_RETURN_IF_ERROR(vec(A.getInts("dilation"), "dilation", 2, 1, "[h, w]",
                            &dilation, INT32_MAX));
     for (int i = 0; i < 2; ++i) {
       const char *dim = i ? "width" : "height";
@@ -1069,10 +1081,9 @@ Status Verifier::checkModelOps(fb::OpKind kind, const fb::Step &step,
     MC_RETURN_IF_ERROR(counts(bn ? 5 : 3, 1));
     MC_RETURN_IF_ERROR(dtypeOf(in[0], "input 0", {DType::F32, DType::F16, DType::BF16}, "f32, f16, bf16"));
     MC_RETURN_IF_ERROR(sameAs(in[0], "input 0", out[0], "output"));
-    const fb::NormAttrs *attrs = step.attrs_as_NormAttrs();
-    MC_RETURN_IF_ERROR(epsilonOk(attrs->epsilon()));
+    MC_RETURN_IF_ERROR(epsilonOk(A.getFloat("epsilon")));
     const Shape &x = bufs_[in[0]].shape;
-    int64_t axis = attrs->axis();
+    int64_t axis = A.getInt(bn ? "feature_axis" : "axis");
     MC_RETURN_IF_ERROR(axisIn(axis, x.size(), in[0], "input 0"));
     if (axis < 0)
       axis += int64_t(x.size());
@@ -1102,10 +1113,10 @@ Status Verifier::checkModelOps(fb::OpKind kind, const fb::Step &step,
 } // namespace
 
 Status verifyArtifact(const uint8_t *bytes, size_t size,
-                      const std::string &name) {
+                      const std::string &name, bool checkTargets) {
   if (!bytes && size)
     return Status::error(name + ": no bytes");
-  return Verifier(bytes, size, name).run();
+  return Verifier(bytes, size, name, checkTargets).run();
 }
 
 } // namespace mc::rt

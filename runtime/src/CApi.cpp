@@ -183,6 +183,13 @@ mc_status_t mc_session_output(const mc_session_t *session, size_t index,
   return toC(session->session->output(index, out_data, out_byte_size));
 }
 
+mc_status_t mc_session_copy_output(const mc_session_t *session, size_t index,
+                                   void *dst, size_t byte_size) {
+  if (!session)
+    return err("mc_session_copy_output: null session");
+  return toC(session->session->copyOutput(index, dst, byte_size));
+}
+
 size_t mc_model_num_state(const mc_model_t *model) {
   return model ? model->model->states().size() : 0;
 }

@@ -1,6 +1,7 @@
 // The executor: one arena per session, per-step tensor views built once at
 // creation, so run() only dispatches to the kernels (no allocation).
 #include "modelc/checkpoint.h"
+#include "modelc/device.h"
 #include "modelc/model.h"
 
 #include <algorithm>
@@ -13,23 +14,13 @@ namespace mc::rt {
 
 namespace {
 
+/// One step bound to its kernel and tensors at session creation.
 struct StepExec {
-  fb::OpKind kind = fb::OpKind::Copy;
-  std::vector<ConstTensor> in;
+  OpId op = OpId::Copy;
+  OpAttrs attrs;
+  std::vector<ConstTensor> in; // shapes for the profile table
   MutTensor out{DType::F32, {}, nullptr};
-  bool transposeA = false, transposeB = false, keepdim = false;
-  std::vector<int64_t> ints; // reduce/broadcast dims, permutation, slice start,
-                             // pad low
-  std::vector<int64_t> ints2; // slice strides, pad high
-  int64_t axis = 0;
-  bool flag = false; // Gelu tanh form, AvgPool2d count_include_pad
-  double lo = 0, hi = 0; // Clamp bounds; Pad value in lo
-  double epsilon = 0;
-  CompareOp compare = CompareOp::Eq;
-  Conv2dParams conv;
-  Pool2dParams pool;
-  float *workspace = nullptr; // Conv2d im2col scratch (session-owned)
-  size_t workspaceFloats = 0;
+  BoundKernel kernel;
 };
 
 struct InputSlot {
@@ -47,120 +38,20 @@ bool overlaps(uint64_t ao, uint64_t as, uint64_t bo, uint64_t bs) {
   return as && bs && ao < bo + bs && bo < ao + as;
 }
 
-Status dispatch(const StepExec &s) {
-  using K = fb::OpKind;
-  switch (s.kind) {
-  case K::Copy:
-    return copy(s.in[0], s.out);
-  case K::Add:
-    return binary(BinaryOp::Add, s.in[0], s.in[1], s.out);
-  case K::Sub:
-    return binary(BinaryOp::Sub, s.in[0], s.in[1], s.out);
-  case K::Mul:
-    return binary(BinaryOp::Mul, s.in[0], s.in[1], s.out);
-  case K::Div:
-    return binary(BinaryOp::Div, s.in[0], s.in[1], s.out);
-  case K::Maximum:
-    return binary(BinaryOp::Maximum, s.in[0], s.in[1], s.out);
-  case K::Neg:
-    return unary(UnaryOp::Neg, s.in[0], s.out);
-  case K::Exp:
-    return unary(UnaryOp::Exp, s.in[0], s.out);
-  case K::Log:
-    return unary(UnaryOp::Log, s.in[0], s.out);
-  case K::Tanh:
-    return unary(UnaryOp::Tanh, s.in[0], s.out);
-  case K::Sigmoid:
-    return unary(UnaryOp::Sigmoid, s.in[0], s.out);
-  case K::Relu:
-    return unary(UnaryOp::Relu, s.in[0], s.out);
-  case K::Sqrt:
-    return unary(UnaryOp::Sqrt, s.in[0], s.out);
-  case K::Cast:
-    return cast(s.in[0], s.out);
-  case K::BroadcastInDim:
-    return broadcastInDim(s.in[0], s.ints, s.out);
-  case K::Transpose:
-    return transpose(s.in[0], s.ints, s.out);
-  case K::ReduceSum:
-    return reduce(ReduceOp::Sum, s.in[0], s.ints, s.keepdim, s.out);
-  case K::ReduceMean:
-    return reduce(ReduceOp::Mean, s.in[0], s.ints, s.keepdim, s.out);
-  case K::ReduceMax:
-    return reduce(ReduceOp::Max, s.in[0], s.ints, s.keepdim, s.out);
-  case K::Softmax:
-    return softmax(s.in[0], s.axis, s.out);
-  case K::MatMul:
-    return matmul(s.in[0], s.in[1], s.transposeA, s.transposeB, s.out);
-  // Schema 1.1.
-  case K::Abs:
-    return unary(UnaryOp::Abs, s.in[0], s.out);
-  case K::Erf:
-    return unary(UnaryOp::Erf, s.in[0], s.out);
-  case K::Gelu:
-    return unary(s.flag ? UnaryOp::GeluTanh : UnaryOp::Gelu, s.in[0], s.out);
-  case K::Pow:
-    return binary(BinaryOp::Pow, s.in[0], s.in[1], s.out);
-  case K::Minimum:
-    return binary(BinaryOp::Minimum, s.in[0], s.in[1], s.out);
-  case K::Clamp:
-    return clamp(s.in[0], s.lo, s.hi, s.out);
-  case K::Compare:
-    return compare(s.compare, s.in[0], s.in[1], s.out);
-  case K::Select:
-    return select(s.in[0], s.in[1], s.in[2], s.out);
-  case K::Not:
-    return unary(UnaryOp::Not, s.in[0], s.out);
-  case K::LogSoftmax:
-    return logSoftmax(s.in[0], s.axis, s.out);
-  case K::ReduceMin:
-    return reduce(ReduceOp::Min, s.in[0], s.ints, s.keepdim, s.out);
-  case K::Concat:
-    return concat(s.in, s.axis, s.out);
-  case K::Slice:
-    return slice(s.in[0], s.ints, s.ints2, s.out);
-  case K::Gather:
-    return gather(s.in[0], s.in[1], s.axis, s.out);
-  case K::Pad:
-    return pad(s.in[0], s.ints, s.ints2, s.lo, s.out);
-  case K::Conv2d:
-    return conv2d(s.in[0], s.in[1], s.conv, s.out, s.workspace,
-                  s.workspaceFloats);
-  case K::MaxPool2d:
-    return maxPool2d(s.in[0], s.pool, s.out);
-  case K::AvgPool2d:
-    return avgPool2d(s.in[0], s.pool, s.flag, s.out);
-  case K::BatchNorm:
-    return batchNorm(s.in[0], s.in[1], s.in[2], s.in[3], s.in[4], s.epsilon,
-                     s.axis, s.out);
-  case K::LayerNorm:
-    return layerNorm(s.in[0], s.in[1], s.in[2], s.axis, s.epsilon, s.out);
-  }
-  return Status::error("unknown op kind " + std::to_string(int(s.kind)));
-}
-
-CompareOp compareOp(fb::CompareDirection d) {
-  switch (d) {
-  case fb::CompareDirection::EQ:
-    return CompareOp::Eq;
-  case fb::CompareDirection::NE:
-    return CompareOp::Ne;
-  case fb::CompareDirection::LT:
-    return CompareOp::Lt;
-  case fb::CompareDirection::LE:
-    return CompareOp::Le;
-  case fb::CompareDirection::GT:
-    return CompareOp::Gt;
-  case fb::CompareDirection::GE:
-    return CompareOp::Ge;
-  }
-  return CompareOp::Eq; // the verifier refuses other values
-}
-
-/// [h, w] and [top, left, bottom, right] vectors (lengths checked by the
-/// verifier).
-int64_t at(const flatbuffers::Vector<int64_t> *v, uint32_t i, int64_t dflt) {
-  return v && i < v->size() ? v->Get(i) : dflt;
+std::vector<OpAttr> decodeAttrs(const fb::Step &st) {
+  std::vector<OpAttr> attrs;
+  if (const auto *list = st.attrs())
+    for (const fb::Attr *a : *list) {
+      OpAttr x;
+      x.name = a->name() ? a->name()->str() : "";
+      x.kind = AttrKind(a->kind());
+      x.i = a->i();
+      x.f = a->f();
+      if (a->ints())
+        x.ints.assign(a->ints()->begin(), a->ints()->end());
+      attrs.push_back(std::move(x));
+    }
+  return attrs;
 }
 
 /// MODELC_PROFILE=1 (any value but empty or "0"): run() times every step;
@@ -185,9 +76,12 @@ struct Session::Impl {
   uint64_t profiledRuns = 0;
   std::vector<double> stepSeconds; // per step, summed over profiled runs
 
-  AlignedBytes arena;
-  AlignedBytes state; // the state region: persists between runs
-  AlignedBytes workspace; // Conv2d im2col scratch, shared by the steps
+  std::unique_ptr<Device> device;
+  DeviceMemory arena;
+  DeviceMemory state;     // the state region: persists between runs
+  DeviceMemory constants; // a device copy of the data section, when the
+                          // host's is not device-accessible
+  DeviceMemory workspace; // kernel scratch, shared by the steps
   std::vector<StepExec> steps;
   std::vector<InputSlot> inputs;
 };
@@ -200,17 +94,17 @@ void Session::Impl::printProfile() const {
     total += t;
   double runs = double(profiledRuns);
   struct Row {
-    fb::OpKind kind;
+    OpId kind;
     int count = 0;
     double seconds = 0;
   };
   std::vector<Row> rows;
   for (size_t i = 0; i < steps.size(); ++i) {
     auto it = std::find_if(rows.begin(), rows.end(), [&](const Row &r) {
-      return r.kind == steps[i].kind;
+      return r.kind == steps[i].op;
     });
     if (it == rows.end()) {
-      rows.push_back(Row{steps[i].kind});
+      rows.push_back(Row{steps[i].op});
       it = rows.end() - 1;
     }
     ++it->count;
@@ -227,7 +121,7 @@ void Session::Impl::printProfile() const {
                "ms per run", "share");
   for (const Row &r : rows)
     std::fprintf(stderr, "  %-16s %6d %12.3f %6.1f%%\n",
-                 fb::EnumNameOpKind(r.kind), r.count, r.seconds / runs * 1e3,
+                 opName(r.kind), r.count, r.seconds / runs * 1e3,
                  total > 0 ? 100.0 * r.seconds / total : 0.0);
   std::vector<size_t> order(steps.size());
   for (size_t i = 0; i < order.size(); ++i)
@@ -243,7 +137,7 @@ void Session::Impl::printProfile() const {
     for (const ConstTensor &t : e.in)
       ins += (ins.empty() ? "" : ", ") + shapeString(t.shape);
     std::fprintf(stderr, "  %5zu %-12s %9.3f ms %5.1f%%  (%s) -> %s\n",
-                 order[k], fb::EnumNameOpKind(e.kind),
+                 order[k], opName(e.op),
                  stepSeconds[order[k]] / runs * 1e3,
                  total > 0 ? 100.0 * stepSeconds[order[k]] / total : 0.0,
                  ins.c_str(), shapeString(e.out.shape).c_str());
@@ -254,127 +148,97 @@ Session::Session(const Model &model) : model_(model), impl_(new Impl()) {}
 Session::~Session() = default;
 
 Status Session::create(const Model &model, std::unique_ptr<Session> *out) {
+  std::unique_ptr<Device> device;
+  MC_RETURN_IF_ERROR(createDevice("cpu", &device));
+  return create(model, std::move(device), out);
+}
+
+Status Session::create(const Model &model, std::unique_ptr<Device> device,
+                       std::unique_ptr<Session> *out) {
   if (!out)
     return Status::error(model.name() + ": no output session given");
+  if (!device)
+    return Status::error(model.name() + ": no device given");
   const fb::Model &t = model.table();
+  // The file's targets against the device's, before any allocation.
+  std::vector<std::string> runs = device->targets();
+  if (const auto *targets = t.targets())
+    for (const flatbuffers::String *target : *targets)
+      if (std::find(runs.begin(), runs.end(), target->str()) == runs.end())
+        return Status::error(model.name() + ": the artifact targets '" +
+                             target->str() + "', which device " +
+                             device->name() + " does not run");
   std::unique_ptr<Session> s(new Session(model));
   Impl &impl = *s->impl_;
-  impl.arena = AlignedBytes(size_t(t.arena_size()));
-  if (!impl.arena.data() || impl.arena.size() != t.arena_size())
-    return Status::error(model.name() + ": cannot allocate an arena of " +
-                         std::to_string(t.arena_size()) + " bytes");
-  impl.state = AlignedBytes(size_t(model.stateSize()));
-  if (!impl.state.data() || impl.state.size() != model.stateSize())
-    return Status::error(model.name() + ": cannot allocate a state region of " +
-                         std::to_string(model.stateSize()) + " bytes");
+  Device &dev = *device;
+  impl.device = std::move(device);
+  MC_RETURN_IF_ERROR(dev.allocate(size_t(t.arena_size()), &impl.arena));
+  MC_RETURN_IF_ERROR(dev.allocate(size_t(model.stateSize()), &impl.state));
+  const uint8_t *constants = model.constantData();
+  if (!dev.hostAccessible() && model.constantBytes()) {
+    MC_RETURN_IF_ERROR(
+        dev.allocate(size_t(model.constantBytes()), &impl.constants));
+    MC_RETURN_IF_ERROR(dev.copyToDevice(impl.constants.get(), constants,
+                                        size_t(model.constantBytes())));
+    constants = impl.constants.get();
+  }
   s->resetState();
-  // The verifier has checked every index, offset and shape used below.
+  // The verifier has checked every index, offset, shape and attribute used
+  // below.
   const auto &buffers = *t.buffers();
   auto bufPtr = [&](uint32_t i) -> uint8_t * {
     const fb::Buffer *b = buffers.Get(i);
     if (b->kind() == fb::BufferKind::Constant)
-      return const_cast<uint8_t *>(model.constantData()) + b->offset();
+      return const_cast<uint8_t *>(constants) + b->offset();
     if (b->kind() == fb::BufferKind::State)
-      return impl.state.data() + b->offset();
-    return impl.arena.data() + b->offset();
+      return impl.state.get() + b->offset();
+    return impl.arena.get() + b->offset();
   };
   auto shapeOf = [&](uint32_t i) {
     const auto *v = buffers.Get(i)->shape();
     return v ? Shape(v->begin(), v->end()) : Shape();
   };
+  size_t scratch = 0;
   if (const auto *steps = t.steps()) {
     impl.steps.reserve(steps->size());
-    for (const fb::Step *st : *steps) {
+    for (uint32_t index = 0; index < steps->size(); ++index) {
+      const fb::Step *st = steps->Get(index);
       StepExec e;
-      e.kind = st->kind();
+      findOp(st->op()->string_view(), &e.op); // checked by the verifier
+      e.attrs = OpAttrs(decodeAttrs(*st));
       if (st->inputs())
         for (uint32_t i : *st->inputs())
           e.in.push_back(ConstTensor{DType(buffers.Get(i)->dtype()), shapeOf(i),
                                      bufPtr(i)});
       uint32_t o = st->outputs()->Get(0);
       e.out = MutTensor{DType(buffers.Get(o)->dtype()), shapeOf(o), bufPtr(o)};
-      auto ints = [](const flatbuffers::Vector<int64_t> *v) {
-        return v ? std::vector<int64_t>(v->begin(), v->end())
-                 : std::vector<int64_t>();
+      auto where = [&] {
+        std::string loc = st->location() ? st->location()->str() : "";
+        return model.name() + ": step " + std::to_string(index) + " (mc." +
+               opName(e.op) + (loc.empty() ? "" : " at " + loc) + ")";
       };
-      if (const auto *a = st->attrs_as_MatMulAttrs()) {
-        e.transposeA = a->transpose_a();
-        e.transposeB = a->transpose_b();
-      } else if (const auto *r = st->attrs_as_ReduceAttrs()) {
-        e.ints = ints(r->dims());
-        e.keepdim = r->keepdim();
-      } else if (const auto *p = st->attrs_as_TransposeAttrs()) {
-        e.ints = ints(p->permutation());
-      } else if (const auto *b = st->attrs_as_BroadcastAttrs()) {
-        e.ints = ints(b->dims());
-      } else if (const auto *sm = st->attrs_as_SoftmaxAttrs()) {
-        e.axis = sm->axis();
-      } else if (const auto *g = st->attrs_as_GeluAttrs()) {
-        e.flag = g->tanh_approximation();
-      } else if (const auto *c = st->attrs_as_ClampAttrs()) {
-        e.lo = c->min();
-        e.hi = c->max();
-      } else if (const auto *c = st->attrs_as_CompareAttrs()) {
-        e.compare = compareOp(c->direction());
-      } else if (const auto *c = st->attrs_as_ConcatAttrs()) {
-        e.axis = c->axis();
-      } else if (const auto *sl = st->attrs_as_SliceAttrs()) {
-        e.ints = ints(sl->start());
-        e.ints2 = ints(sl->strides());
-      } else if (const auto *g = st->attrs_as_GatherAttrs()) {
-        e.axis = g->axis();
-      } else if (const auto *pd = st->attrs_as_PadAttrs()) {
-        e.ints = ints(pd->low());
-        e.ints2 = ints(pd->high());
-        e.lo = pd->value();
-      } else if (const auto *c = st->attrs_as_Conv2dAttrs()) {
-        e.conv.strideH = at(c->strides(), 0, 1);
-        e.conv.strideW = at(c->strides(), 1, 1);
-        e.conv.padTop = at(c->padding(), 0, 0);
-        e.conv.padLeft = at(c->padding(), 1, 0);
-        e.conv.padBottom = at(c->padding(), 2, 0);
-        e.conv.padRight = at(c->padding(), 3, 0);
-        e.conv.dilationH = at(c->dilation(), 0, 1);
-        e.conv.dilationW = at(c->dilation(), 1, 1);
-        e.conv.groups = c->groups();
-        if (e.in.size() == 2)
-          e.workspaceFloats = conv2dWorkspaceSize(e.in[0].shape, e.in[1].shape,
-                                                  e.out.shape, e.conv);
-      } else if (const auto *pl = st->attrs_as_Pool2dAttrs()) {
-        e.pool.kernelH = at(pl->kernel(), 0, 1);
-        e.pool.kernelW = at(pl->kernel(), 1, 1);
-        e.pool.strideH = at(pl->strides(), 0, 1);
-        e.pool.strideW = at(pl->strides(), 1, 1);
-        e.pool.padTop = at(pl->padding(), 0, 0);
-        e.pool.padLeft = at(pl->padding(), 1, 0);
-        e.pool.padBottom = at(pl->padding(), 2, 0);
-        e.pool.padRight = at(pl->padding(), 3, 0);
-        e.pool.dilationH = at(pl->dilation(), 0, 1);
-        e.pool.dilationW = at(pl->dilation(), 1, 1);
-        e.flag = pl->count_include_pad();
-      } else if (const auto *nm = st->attrs_as_NormAttrs()) {
-        e.epsilon = nm->epsilon();
-        e.axis = nm->axis();
-      }
+      if (st->executable() >= 0)
+        return Status::error(where() + ": launches entry '" +
+                             (st->entry() ? st->entry()->str() : "") +
+                             "' of a generated executable, which device " +
+                             dev.name() + " cannot run");
+      KernelFactory factory = findKernel(dev.kind(), e.op);
+      if (!factory)
+        return Status::error(where() + ": device " + dev.name() +
+                             " has no kernel for mc." + opName(e.op));
+      size_t bytes = 0;
+      Status bound = factory(KernelRequest{e.op, e.attrs, e.in, e.out, dev},
+                             &e.kernel, &bytes);
+      if (!bound)
+        return Status::error(where() + ": " + bound.message());
+      scratch = std::max(scratch, bytes);
       impl.steps.push_back(std::move(e));
     }
   }
-  // One im2col scratch for all Conv2d steps (they run one at a time), so
-  // run() does not allocate.
-  size_t scratch = 0;
-  for (const StepExec &e : impl.steps)
-    scratch = std::max(scratch, e.workspaceFloats);
-  if (scratch) {
-    // conv2d's checks bound each factor by INT_MAX: no overflow here.
-    impl.workspace = AlignedBytes(scratch * sizeof(float));
-    if (!impl.workspace.data())
-      return Status::error(model.name() +
-                           ": cannot allocate the conv2d workspace of " +
-                           std::to_string(scratch * sizeof(float)) + " bytes");
-    for (StepExec &e : impl.steps)
-      if (e.workspaceFloats)
-        e.workspace = reinterpret_cast<float *>(impl.workspace.data());
-  }
+  // One scratch for all steps (they run one at a time), so run() does not
+  // allocate.
+  if (scratch)
+    MC_RETURN_IF_ERROR(dev.allocate(scratch, &impl.workspace));
   impl.name = model.name();
   impl.profile = profileRequested();
   if (impl.profile)
@@ -424,9 +288,13 @@ Status Session::setInput(size_t index, DType dtype, const Shape &shape,
   if (!data && byteSize)
     return Status::error("input '" + info.name + "': data is null");
   InputSlot &slot = impl_->inputs[index];
-  if (byteSize)
-    std::memcpy(slot.clobbered ? slot.staging.data() : slot.arenaPtr, data,
-                byteSize);
+  if (byteSize) {
+    if (slot.clobbered)
+      std::memcpy(slot.staging.data(), data, byteSize);
+    else
+      MC_RETURN_IF_ERROR(impl_->device->copyToDevice(slot.arenaPtr, data,
+                                                     byteSize));
+  }
   slot.set = true;
   return Status::ok();
 }
@@ -441,7 +309,8 @@ Status Session::run() {
                            shapeString(model_.inputs()[i].shape) + ")");
   for (const InputSlot &slot : impl.inputs)
     if (slot.clobbered && !slot.staging.empty())
-      std::memcpy(slot.arenaPtr, slot.staging.data(), slot.staging.size());
+      MC_RETURN_IF_ERROR(impl.device->copyToDevice(
+          slot.arenaPtr, slot.staging.data(), slot.staging.size()));
   using Clock = std::chrono::steady_clock;
   Clock::time_point t0;
   if (impl.profile) {
@@ -449,7 +318,7 @@ Status Session::run() {
     t0 = Clock::now();
   }
   for (size_t i = 0; i < impl.steps.size(); ++i) {
-    Status st = dispatch(impl.steps[i]);
+    Status st = impl.steps[i].kernel(impl.workspace.get());
     if (impl.profile) {
       Clock::time_point t1 = Clock::now();
       impl.stepSeconds[i] += std::chrono::duration<double>(t1 - t0).count();
@@ -459,12 +328,12 @@ Status Session::run() {
       const fb::Step *step = model_.table().steps()->Get(uint32_t(i));
       std::string loc = step->location() ? step->location()->str() : "";
       return Status::error(model_.name() + ": step " + std::to_string(i) +
-                           " (" + fb::EnumNameOpKind(step->kind()) +
+                           " (mc." + opName(impl.steps[i].op) +
                            (loc.empty() ? "" : " at " + loc) +
                            "): " + st.message());
     }
   }
-  return Status::ok();
+  return impl.device->synchronize();
 }
 
 Status Session::output(size_t index, const void **data,
@@ -475,12 +344,37 @@ Status Session::output(size_t index, const void **data,
                          " is out of range (the model has " +
                          std::to_string(infos.size()) + " outputs)");
   const fb::Buffer *b = model_.table().buffers()->Get(infos[index].buffer);
+  if (!impl_->device->hostAccessible())
+    return Status::error("output '" + infos[index].name + "' lives on device " +
+                         impl_->device->name() +
+                         ", which the host cannot read; use copyOutput");
   if (data)
-    *data = impl_->arena.data() + b->offset();
+    *data = impl_->arena.get() + b->offset();
   if (byteSize)
     *byteSize = size_t(b->size());
   return Status::ok();
 }
+
+Status Session::copyOutput(size_t index, void *dst, size_t byteSize) const {
+  const auto &infos = model_.outputs();
+  if (index >= infos.size())
+    return Status::error("output index " + std::to_string(index) +
+                         " is out of range (the model has " +
+                         std::to_string(infos.size()) + " outputs)");
+  const TensorInfo &info = infos[index];
+  if (byteSize != info.byteSize)
+    return Status::error("output '" + info.name + "': expected a " +
+                         std::to_string(info.byteSize) + "-byte buffer for " +
+                         dtypeName(info.dtype) + shapeString(info.shape) +
+                         ", got " + std::to_string(byteSize));
+  if (!dst && byteSize)
+    return Status::error("output '" + info.name + "': destination is null");
+  const fb::Buffer *b = model_.table().buffers()->Get(info.buffer);
+  return impl_->device->copyToHost(dst, impl_->arena.get() + b->offset(),
+                                   byteSize);
+}
+
+const Device &Session::device() const { return *impl_->device; }
 
 } // namespace mc::rt
 
@@ -488,8 +382,8 @@ namespace mc::rt {
 
 void Session::resetState() {
   if (model_.stateSize())
-    std::memcpy(impl_->state.data(), model_.stateImage(),
-                size_t(model_.stateSize()));
+    (void)impl_->device->copyToDevice(impl_->state.get(), model_.stateImage(),
+                                      size_t(model_.stateSize()));
 }
 
 /// The bytes of state buffer `name` inside the session's state region,
@@ -515,31 +409,38 @@ static Status stateBytes(const Model &model, uint8_t *state,
 Status Session::readState(const std::string &name, void *dst,
                           size_t byteSize) const {
   uint8_t *bytes = nullptr;
-  MC_RETURN_IF_ERROR(stateBytes(model_, impl_->state.data(), name, byteSize,
+  MC_RETURN_IF_ERROR(stateBytes(model_, impl_->state.get(), name, byteSize,
                                 dst, "destination", &bytes));
-  if (byteSize)
-    std::memcpy(dst, bytes, byteSize);
+  return impl_->device->copyToHost(dst, bytes, byteSize);
   return Status::ok();
 }
 
 Status Session::writeState(const std::string &name, const void *src,
                            size_t byteSize) {
   uint8_t *bytes = nullptr;
-  MC_RETURN_IF_ERROR(stateBytes(model_, impl_->state.data(), name, byteSize,
+  MC_RETURN_IF_ERROR(stateBytes(model_, impl_->state.get(), name, byteSize,
                                 src, "source", &bytes));
-  if (byteSize)
-    std::memcpy(bytes, src, byteSize);
+  return impl_->device->copyToDevice(bytes, src, byteSize);
   return Status::ok();
 }
 
 Status Session::saveCheckpoint(const std::string &path,
                                const std::string &metadata) const {
+  // The state region as the host sees it.
+  const uint8_t *state = impl_->state.get();
+  std::vector<uint8_t> host;
+  if (!impl_->device->hostAccessible() && model_.stateSize()) {
+    host.resize(size_t(model_.stateSize()));
+    MC_RETURN_IF_ERROR(
+        impl_->device->copyToHost(host.data(), state, host.size()));
+    state = host.data();
+  }
   std::vector<CheckpointEntry> entries;
   entries.reserve(model_.states().size());
   for (const TensorInfo &info : model_.states()) {
     const fb::Buffer *b = model_.table().buffers()->Get(info.buffer);
     entries.push_back(CheckpointEntry{info.name, info.dtype, info.shape,
-                                      impl_->state.data() + b->offset(),
+                                      state + b->offset(),
                                       info.byteSize});
   }
   return writeCheckpointFile(path, entries, metadata);
@@ -578,9 +479,9 @@ Status Session::loadCheckpoint(const std::string &path,
   for (size_t i = 0; i < match.size(); ++i) {
     const fb::Buffer *b =
         model_.table().buffers()->Get(model_.states()[i].buffer);
-    if (match[i]->byteSize)
-      std::memcpy(impl_->state.data() + b->offset(), match[i]->data,
-                  size_t(match[i]->byteSize));
+    MC_RETURN_IF_ERROR(impl_->device->copyToDevice(
+        impl_->state.get() + b->offset(), match[i]->data,
+        size_t(match[i]->byteSize)));
   }
   if (metadata)
     *metadata = std::move(c.metadata);

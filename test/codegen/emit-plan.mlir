@@ -14,15 +14,15 @@
 // CHECK: inputs: x=#0
 // CHECK: outputs: y=#{{[0-9]+}} flat=#{{[0-9]+}}
 // CHECK: steps:
-// CHECK-NEXT: 0: MatMul (#0, #1) -> (#3) transpose_b
-// CHECK-NEXT: 1: BroadcastInDim (#2) -> (#4) [1]
-// CHECK-NEXT: 2: Add (#3, #4) -> (#5)
-// CHECK-NEXT: 3: Exp (#5) -> (#6)
-// CHECK-NEXT: 4: ReduceSum (#6) -> (#7) [1] keepdim
-// CHECK-NEXT: 5: BroadcastInDim (#7) -> (#8) [0, 1]
-// CHECK-NEXT: 6: Div (#6, #8) -> (#9)
+// CHECK-NEXT: 0: mc.matmul (#0, #1) -> (#3) {transpose_b}
+// CHECK-NEXT: 1: mc.broadcast_in_dim (#2) -> (#4) {dims = [1]}
+// CHECK-NEXT: 2: mc.add (#3, #4) -> (#5)
+// CHECK-NEXT: 3: mc.exp (#5) -> (#6)
+// CHECK-NEXT: 4: mc.reduce_sum (#6) -> (#7) {dims = [1], keepdim}
+// CHECK-NEXT: 5: mc.broadcast_in_dim (#7) -> (#8) {dims = [0, 1]}
+// CHECK-NEXT: 6: mc.div (#6, #8) -> (#9)
 // The reshaped output is a view, so the plan copies it into its own buffer.
-// CHECK-NEXT: 7: Copy (#10) -> (#11)
+// CHECK-NEXT: 7: mc.copy (#10) -> (#11)
 // CHECK-NOT: 8:
 ml_program.global private @w(dense<0.5> : tensor<3x4xf32>) : tensor<3x4xf32>
 ml_program.global private @b(dense<[1.0, 2.0, 3.0]> : tensor<3xf32>) : tensor<3xf32>

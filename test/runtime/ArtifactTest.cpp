@@ -6,6 +6,7 @@
 #include "modelc/model.h"
 #include "modelc/version.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <dirent.h>
@@ -94,8 +95,8 @@ TEST(Artifact, LayoutMatchesTheSpec) {
   EXPECT_EQ(std::string(b.begin() + 8, b.begin() + 12), "MCPK");
   EXPECT_EQ(std::string(b.end() - 8, b.end() - 1), "MCPKEND");
   const fb::Model *m = fb::GetSizePrefixedModel(b.data());
-  EXPECT_EQ(m->schema_version_major(), 1u);
-  EXPECT_EQ(m->schema_version_minor(), 2u);
+  EXPECT_EQ(m->schema_version_major(), 2u);
+  EXPECT_EQ(m->schema_version_minor(), 0u);
   EXPECT_EQ(m->producer()->str(), "modelc");
   EXPECT_EQ(m->data_offset() % 64, 0u);
   EXPECT_GE(m->data_offset(), 4u + n);
@@ -194,12 +195,12 @@ TEST(Artifact, WrongIdentifierVersionAndTrailer) {
 
   // A well-formed file (correct checksums) from a future major version.
   codegen::WriteOptions o;
-  o.schemaVersionMajorForTesting = 2;
+  o.schemaVersionMajorForTesting = 3;
   std::vector<uint8_t> v2;
   ASSERT_TRUE(codegen::writeArtifactToBytes(plannedMlp(), &v2, o));
   st = load(v2);
-  EXPECT_NE(st.message().find("schema version 2.2 is not supported: this "
-                              "runtime reads major version 1"),
+  EXPECT_NE(st.message().find("schema version 3.0 is not supported: this "
+                              "runtime reads major version 2"),
             std::string::npos)
       << st.message();
 
@@ -226,41 +227,57 @@ TEST(Artifact, WrongIdentifierVersionAndTrailer) {
 TEST(Artifact, SemanticErrorsNameStepBufferAndExpectation) {
   codegen::Plan p = plannedMlp();
   p.steps[2].inputs = {3, 42};
-  expectRefused(p, "step 2 (Add at mlp.py:3): input 1 refers to buffer 42");
+  expectRefused(p, "step 2 (mc.add at mlp.py:3): input 1 refers to buffer 42");
 
   p = plannedMlp();
   p.buffers[1].shape = {9, 16}; // w: K no longer matches x
   p.buffers[1].data.resize(9 * 16 * 4);
-  expectRefused(p, "step 0 (MatMul at mlp.py:1)");
+  expectRefused(p, "step 0 (mc.matmul at mlp.py:1)");
 
   p = plannedMlp();
-  p.steps[0].transposeB = true;
+  setBool(p.steps[0], "transpose_b", true);
   expectRefused(p, "are not [..., M, K] x [..., K, N]");
 
   p = plannedMlp();
-  p.steps[1].ints = {0};
+  setInts(p.steps[1], "dims", {0});
   expectRefused(p, "cannot broadcast to output dim 0");
 
   p = plannedMlp();
-  p.steps[4].axis = 2;
-  expectRefused(p, "step 4 (Softmax at mlp.py:5): axis 2 is out of range");
+  setInt(p.steps[4], "axis", 2);
+  expectRefused(p, "step 4 (mc.softmax at mlp.py:5): axis 2 is out of range");
 
   p = plannedMlp();
-  p.steps[5].ints = {1, 0};
+  setInts(p.steps[5], "dims", {1, 0});
   expectRefused(p, "must be sorted, unique");
 
   p = plannedMlp();
-  p.steps[5].keepdim = false;
+  setBool(p.steps[5], "keepdim", false);
   expectRefused(p, "expected shape [4]");
 
   p = plannedMlp();
-  p.steps[3].kind = fb::OpKind::Transpose;
-  p.steps[3].ints = {1, 1};
+  p.steps[3].op = rt::OpId::Transpose;
+  setInts(p.steps[3], "permutation", {1, 1});
   expectRefused(p, "is not a permutation");
 
   p = plannedMlp();
-  p.steps[3].kind = fb::OpKind(99);
-  expectRefused(p, "unknown op kind 99");
+  p.steps[3].op = rt::OpId::Constant; // in the registry, but not a step
+  expectRefused(p, "step 3 (mc.constant at mlp.py:4): unknown op 'constant'");
+
+  { // An op name no registry knows, forged into the table.
+    std::vector<uint8_t> b = unchecked(plannedMlp());
+    uint32_t n = uint32_t(b[0]) | uint32_t(b[1]) << 8 | uint32_t(b[2]) << 16 |
+                 uint32_t(b[3]) << 24;
+    auto it = std::search(b.begin(), b.begin() + 4 + n, std::begin("relu"),
+                          std::end("relu") - 1);
+    ASSERT_NE(it, b.begin() + 4 + n);
+    it[3] = 'x';
+    fixTableCrc(b);
+    Status st = load(b);
+    EXPECT_NE(st.message().find("step 3 (mc.relx at mlp.py:4): unknown op "
+                                "'relx'"),
+              std::string::npos)
+        << st.message();
+  }
 
   p = plannedMlp();
   p.steps[2].outputs = {1};
@@ -316,7 +333,8 @@ TEST(Artifact, TableFuzzWithFixedChecksumNeverCrashes) {
       if (model->table().arena_size() > (1u << 20))
         continue;
       std::unique_ptr<Session> s;
-      ASSERT_TRUE(Session::create(*model, &s));
+      Status created = Session::create(*model, &s);
+      ASSERT_TRUE(created) << created.message();
       for (size_t k = 0; k < model->inputs().size(); ++k) {
         const rt::TensorInfo &info = model->inputs()[k];
         std::vector<uint8_t> zeros(info.byteSize);
@@ -344,7 +362,8 @@ TEST(Artifact, RandomTableMutationsWithFixedChecksumNeverCrash) {
     if (!load(m, &model) || model->table().arena_size() > (1u << 20))
       continue;
     std::unique_ptr<Session> s;
-    ASSERT_TRUE(Session::create(*model, &s));
+    Status created = Session::create(*model, &s);
+    ASSERT_TRUE(created) << created.message();
     for (size_t k = 0; k < model->inputs().size(); ++k) {
       const rt::TensorInfo &info = model->inputs()[k];
       std::vector<uint8_t> zeros(info.byteSize);

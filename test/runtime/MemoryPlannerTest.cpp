@@ -57,7 +57,7 @@ Plan randomPlan(std::mt19937 &rng, int numSteps) {
   values.push_back(add(size(rng), fb::BufferKind::Constant));
   for (int s = 0; s < numSteps; ++s) {
     PlanStep st;
-    st.kind = fb::OpKind::Add;
+    st.op = rt::OpId::Add;
     std::uniform_int_distribution<size_t> pick(
         values.size() > 4 ? values.size() - 4 : 0, values.size() - 1);
     st.inputs = {values[pick(rng)], values[pick(rng)]};
@@ -118,7 +118,7 @@ TEST(MemoryPlanner, ChainReusesDeadMemory) {
     p.buffers.push_back(b);
     if (i > 0) {
       PlanStep s;
-      s.kind = fb::OpKind::Neg;
+      s.op = rt::OpId::Neg;
       s.inputs = {uint32_t(i - 1)};
       s.outputs = {uint32_t(i)};
       p.steps.push_back(s);

@@ -50,14 +50,63 @@ inline std::vector<float> mlpInput() {
   return randomFloats(kBatch * kIn, 13, -2, 2);
 }
 
+/// Sets attribute `a` on step `s`, replacing one of the same name.
+inline codegen::PlanStep &setAttr(codegen::PlanStep &s, rt::OpAttr a) {
+  for (rt::OpAttr &x : s.attrs.all())
+    if (x.name == a.name) {
+      x = std::move(a);
+      return s;
+    }
+  s.attrs.all().push_back(std::move(a));
+  return s;
+}
+inline codegen::PlanStep &setBool(codegen::PlanStep &s, std::string name,
+                                  bool v) {
+  return setAttr(s, rt::OpAttr::boolean(std::move(name), v));
+}
+inline codegen::PlanStep &setInt(codegen::PlanStep &s, std::string name,
+                                 int64_t v) {
+  return setAttr(s, rt::OpAttr::integer(std::move(name), v));
+}
+inline codegen::PlanStep &setFloat(codegen::PlanStep &s, std::string name,
+                                   double v) {
+  return setAttr(s, rt::OpAttr::real(std::move(name), v));
+}
+inline codegen::PlanStep &setInts(codegen::PlanStep &s, std::string name,
+                                  std::vector<int64_t> v) {
+  return setAttr(s, rt::OpAttr::list(std::move(name), std::move(v)));
+}
+/// Removes attribute `name` from step `s` (if present).
+inline void eraseAttr(codegen::PlanStep &s, const std::string &name) {
+  auto &all = s.attrs.all();
+  for (size_t i = 0; i < all.size(); ++i)
+    if (all[i].name == name) {
+      all.erase(all.begin() + i);
+      return;
+    }
+}
+
+/// Appends a step running `op` on `in` into `out` and returns it.
+inline codegen::PlanStep &addStep(codegen::Plan &p, rt::OpId op,
+                                  std::vector<uint32_t> in, uint32_t out,
+                                  std::string location = "") {
+  codegen::PlanStep s;
+  s.op = op;
+  s.inputs = std::move(in);
+  s.outputs = {out};
+  s.location = std::move(location);
+  p.steps.push_back(std::move(s));
+  return p.steps.back();
+}
+
 /// x f32[4,8] -> probs = softmax(relu(x @ w + b), 1), mean = reduce_mean of
 /// the relu over dim 1 (keepdim), max = reduce_max over a [64] view of it.
 inline codegen::Plan mlpPlan() {
   using codegen::PlanBuffer;
   using codegen::PlanStep;
-  using K = fb::OpKind;
   codegen::Plan p;
   p.entry = "mlp";
+  p.targets = {"cpu"};
   auto buf = [&](std::string name, std::vector<int64_t> shape,
                  fb::BufferKind kind = fb::BufferKind::Arena) {
     PlanBuffer b;
@@ -81,24 +130,21 @@ inline codegen::Plan mlpPlan() {
   uint32_t mx = buf("max", {});
   uint32_t flat = buf("h3_flat", {kBatch * kHidden});
   p.buffers[flat].aliasOf = h3;
-  auto step = [&](K kind, std::vector<uint32_t> in, uint32_t out) {
-    PlanStep s;
-    s.kind = kind;
-    s.inputs = std::move(in);
-    s.outputs = {out};
-    s.location = "mlp.py:" + std::to_string(p.steps.size() + 1);
-    p.steps.push_back(s);
-    return &p.steps.back();
+  auto step = [&](rt::OpId op, std::vector<uint32_t> in,
+                  uint32_t out) -> PlanStep & {
+    return addStep(p, op, std::move(in), out,
+                   "mlp.py:" + std::to_string(p.steps.size() + 1));
   };
-  step(K::MatMul, {x, w}, h);
-  step(K::BroadcastInDim, {b}, bb)->ints = {1};
-  step(K::Add, {h, bb}, h2);
-  step(K::Relu, {h2}, h3);
-  step(K::Softmax, {h3}, probs)->axis = 1;
-  PlanStep *m = step(K::ReduceMean, {h3}, mean);
-  m->ints = {1};
-  m->keepdim = true;
-  step(K::ReduceMax, {flat}, mx)->ints = {0};
+  using O = rt::OpId;
+  step(O::Matmul, {x, w}, h);
+  setInts(step(O::BroadcastInDim, {b}, bb), "dims", {1});
+  step(O::Add, {h, bb}, h2);
+  step(O::Relu, {h2}, h3);
+  setInt(step(O::Softmax, {h3}, probs), "axis", 1);
+  PlanStep &m = step(O::ReduceMean, {h3}, mean);
+  setInts(m, "dims", {1});
+  setBool(m, "keepdim", true);
+  setInts(step(O::ReduceMax, {flat}, mx), "dims", {0});
   p.inputs = {{"x", x}};
   p.outputs = {{"probs", probs}, {"mean", mean}, {"max", mx}};
   return p;

@@ -30,7 +30,7 @@ using rt::DType;
 using rt::Model;
 using rt::Session;
 using rt::Status;
-using K = fb::OpKind;
+using K = rt::OpId;
 
 namespace {
 
@@ -76,21 +76,16 @@ Plan trainingPlan() {
            sq = buf("sq", {kB, kO}), loss = buf("loss", {}),
            gy = buf("gy", {kB, kO}), gw = buf("gw", {kO, kI}),
            upd = buf("upd", {kO, kI}), wn = buf("w_new", {kO, kI});
-  auto step = [&](K kind, std::vector<uint32_t> in, uint32_t out) {
-    PlanStep s;
-    s.kind = kind;
-    s.inputs = std::move(in);
-    s.outputs = {out};
-    s.location = "train.py:" + std::to_string(p.steps.size() + 1);
-    p.steps.push_back(s);
-    return &p.steps.back();
+  auto step = [&](K op, std::vector<uint32_t> in, uint32_t out) -> PlanStep & {
+    return addStep(p, op, std::move(in), out,
+                   "train.py:" + std::to_string(p.steps.size() + 1));
   };
-  step(K::MatMul, {x, w}, y)->transposeB = true;
+  setBool(step(K::Matmul, {x, w}, y), "transpose_b", true);
   step(K::Sub, {y, t}, d);
   step(K::Mul, {d, d}, sq);
-  step(K::ReduceMean, {sq}, loss)->ints = {0, 1};
+  setInts(step(K::ReduceMean, {sq}, loss), "dims", {0, 1});
   step(K::Mul, {d, c}, gy);
-  step(K::MatMul, {gy, x}, gw)->transposeA = true;
+  setBool(step(K::Matmul, {gy, x}, gw), "transpose_a", true);
   step(K::Mul, {gw, lr}, upd);
   step(K::Sub, {w, upd}, wn);
   step(K::Copy, {wn}, w);                   // the global_store
@@ -262,7 +257,8 @@ TEST(State, ArtifactRoundTrip) {
   std::vector<uint8_t> b = trainingArtifact();
   ASSERT_FALSE(b.empty());
   const fb::Model *t = fb::GetSizePrefixedModel(b.data());
-  EXPECT_EQ(t->schema_version_minor(), 2u);
+  EXPECT_EQ(t->schema_version_major(), 2u);
+  EXPECT_EQ(t->schema_version_minor(), 0u);
   EXPECT_EQ(t->state_size(), 132u);
   EXPECT_EQ(t->state_data_offset() % 64, 0u);
   // Constants: 96 + 48 + 4 bytes at 0, 128, 192; the image follows at 256.
@@ -348,7 +344,7 @@ TEST(State, CorruptStateIsRefused) {
                               "Arena buffers");
   p = plannedTraining();
   p.steps[5].outputs = {2}; // MatMul straight into the weight
-  expectRefused(unchecked(p), "step 5 (MatMul at train.py:6): output 0 (buffer "
+  expectRefused(unchecked(p), "step 5 (mc.matmul at train.py:6): output 0 (buffer "
                               "2 '0.weight' f32[3, 4]) is a State buffer; only "
                               "Copy and elementwise kinds may write state");
   // Two State buffers of 128 bytes, 64 apart: a Copy between them
@@ -362,7 +358,7 @@ TEST(State, CorruptStateIsRefused) {
   p.buffers[4].offset = 0;
   p.buffers[3].offset = 64;
   p.stateSize = 192;
-  p.steps[9].kind = K::Copy;
+  p.steps[9].op = K::Copy;
   p.steps[9].inputs = {4};
   p.steps[9].outputs = {3};
   expectRefused(unchecked(p), "output buffer 3 'optimizer.step' f32[32] "
@@ -400,7 +396,8 @@ TEST(State, TableFuzzWithFixedChecksumNeverCrashes) {
         continue;
       ++loaded;
       std::unique_ptr<Session> s;
-      ASSERT_TRUE(Session::create(*m, &s));
+      Status created = Session::create(*m, &s);
+      ASSERT_TRUE(created) << created.message();
       for (size_t k = 0; k < m->inputs().size(); ++k) {
         const rt::TensorInfo &info = m->inputs()[k];
         std::vector<uint8_t> zeros(info.byteSize);

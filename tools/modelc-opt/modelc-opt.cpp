@@ -1,4 +1,5 @@
 // modelc-opt: mlir-opt with the mc dialect and modelc's passes.
+#include "codegen/Target.h"
 #include "ir/MCDialect.h"
 #include "passes/Passes.h"
 
@@ -12,6 +13,7 @@
 int main(int argc, char** argv) {
   mlir::registerTransformsPasses();
   mc::registerAllPasses();
+  mc::codegen::registerTargets();
   mlir::DialectRegistry registry;
   registry.insert<mc::MCDialect, mlir::func::FuncDialect,
                   mlir::ml_program::MLProgramDialect>();

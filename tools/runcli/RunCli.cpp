@@ -3,6 +3,7 @@
 // exit code 1; nothing throws out of the *Main functions.
 #include "tools/runcli/RunCli.h"
 
+#include "modelc/device.h"
 #include "modelc/model.h"
 #include "modelc/npy.h"
 #include "modelc/version.h"
@@ -28,7 +29,7 @@ namespace {
 
 const char kUsage[] =
     "usage: %s MODEL.mcpk --input NAME=FILE.npy ... [--output-dir DIR] "
-    "[--bench N]\n"
+    "[--bench N] [--device cpu|cuda[:N]|auto]\n"
     "       %s --inspect MODEL.mcpk\n"
     "       %s --compare A.npy B.npy [--rtol X]\n"
     "       %s --train MODEL.mcpk --data NAME=FILE.npy ... --batch B --epochs "
@@ -36,7 +37,9 @@ const char kUsage[] =
     "\n"
     "Runs a modelc artifact with the CPU runtime. Each output is written to\n"
     "DIR/<output name>.npy (bf16 outputs as f4). --bench N times N runs after\n"
-    "a few warm-up runs and prints the median and p90 latency. --inspect\n"
+    "a few warm-up runs and prints the median and p90 latency. --device\n"
+    "picks the device (default: the best one present; with --device auto\n"
+    "it says which). --inspect\n"
     "describes the artifact; --compare prints ||a-b||/||b|| and max |a-b| and\n"
     "fails when they differ by more than rtol (default 1e-5). --train runs a\n"
     "compiled training step over a dataset (see --train --help).\n";
@@ -125,7 +128,7 @@ void printPrecision(const fb::Model &t) {
         continue;
       ++counts[s->precision()->str()];
       std::printf("  %-5u %-14s %-5s %-36s %s\n", i,
-                  fb::EnumNameOpKind(s->kind()), s->precision()->c_str(),
+                  s->op()->c_str(), s->precision()->c_str(),
                   s->precision_reason() ? s->precision_reason()->c_str() : "",
                   s->location() ? s->location()->c_str() : "");
     }
@@ -175,7 +178,7 @@ int inspect(const std::string &tool, const std::string &path,
   size_t numSteps = t.steps() ? t.steps()->size() : 0;
   if (t.steps())
     for (const fb::Step *s : *t.steps())
-      ++kinds[fb::EnumNameOpKind(s->kind())];
+      ++kinds[s->op()->c_str()];
   std::string perKind;
   for (const auto &[k, n] : kinds)
     perKind += (perKind.empty() ? "" : ", ") + k + " " + std::to_string(n);
@@ -275,13 +278,21 @@ Status loadInput(const rt::Model &model, const std::string &name,
 
 int run(const std::string &tool, const std::string &modelPath,
         const std::vector<std::pair<std::string, std::string>> &inputs,
-        const std::string &outDir, long long bench) {
+        const std::string &outDir, long long bench,
+        const std::string &deviceSpec) {
   std::unique_ptr<rt::Model> model;
   Status st = rt::Model::loadFile(modelPath, &model);
   if (!st)
     return error(tool, st.message());
+  std::unique_ptr<rt::Device> device;
+  if (!(st = rt::createDevice(deviceSpec.empty() ? "auto" : deviceSpec,
+                               &device)))
+    return error(tool, st.message());
+  if (deviceSpec == "auto")
+    std::fprintf(stderr, "%s: running on %s (--device auto)\n", tool.c_str(),
+                 device->name().c_str());
   std::unique_ptr<rt::Session> session;
-  st = rt::Session::create(*model, &session);
+  st = rt::Session::create(*model, std::move(device), &session);
   if (!st)
     return error(tool, st.message());
   std::set<size_t> given;
@@ -335,10 +346,10 @@ int run(const std::string &tool, const std::string &modelPath,
   std::set<std::string> used;
   for (size_t i = 0; i < model->outputs().size(); ++i) {
     const rt::TensorInfo &info = model->outputs()[i];
-    const void *data;
-    size_t bytes;
-    if (!(st = session->output(i, &data, &bytes)))
+    std::vector<uint8_t> bytes(info.byteSize);
+    if (!(st = session->copyOutput(i, bytes.data(), bytes.size())))
       return error(tool, st.message());
+    const void *data = bytes.data();
     std::string where = "(not written; pass --output-dir)";
     if (!outDir.empty()) {
       std::string file = sanitizeOutputName(info.name);
@@ -435,6 +446,7 @@ int runMain(int argc, char **argv) {
     std::string model, outDir;
     std::vector<std::pair<std::string, std::string>> inputs;
     long long bench = 0;
+    std::string deviceSpec; // "": auto, silently
     for (int i = 1; i < argc; ++i) {
       std::string a = argv[i];
       // --opt VALUE or --opt=VALUE
@@ -476,10 +488,13 @@ int runMain(int argc, char **argv) {
         inputs.emplace_back(v.substr(0, eq), v.substr(eq + 1));
       } else if (value("--output-dir", &v) || value("-o", &v)) {
         outDir = v;
+      } else if (value("--device", &v)) {
+        deviceSpec = v;
       } else if (value("--bench", &v)) {
         if (!parseInt(v, &bench) || bench < 1)
           return error(tool, "--bench needs a positive count, got '" + v + "'");
       } else if (a == "--input" || a == "--output-dir" || a == "--bench" ||
+                 a == "--device" ||
                  a == "-i" || a == "-o") {
         return error(tool, a + " needs a value");
       } else if (a.size() > 1 && a[0] == '-') {
@@ -493,7 +508,7 @@ int runMain(int argc, char **argv) {
     }
     if (model.empty())
       return error(tool, "no model given (see --help)");
-    return run(tool, model, inputs, outDir, bench);
+    return run(tool, model, inputs, outDir, bench, deviceSpec);
   });
 }
 

@@ -16,6 +16,7 @@
 #ifndef MODELC_KERNELS_H
 #define MODELC_KERNELS_H
 
+#include "modelc/ops.h"
 #include "modelc/status.h"
 
 #include <cstddef>
@@ -54,7 +55,6 @@ enum class UnaryOp {
 enum class BinaryOp { Add, Sub, Mul, Div, Maximum, Pow, Minimum };
 /// Min: f32 (also i32/i64).
 enum class ReduceOp { Sum, Mean, Max, Min };
-enum class CompareOp { Eq, Ne, Lt, Le, Gt, Ge };
 
 /// out = op(a); same shape and dtype. f32 for all ops; i32/i64 for Neg, Relu.
 Status unary(UnaryOp op, const ConstTensor& a, const MutTensor& out);

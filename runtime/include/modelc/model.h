@@ -15,6 +15,8 @@
 
 namespace mc::rt {
 
+class Device;
+
 /// Bytes aligned to 64 (the loaded file; the session arena).
 class AlignedBytes {
 public:
@@ -36,9 +38,12 @@ private:
 
 /// Checks that `bytes` is a well-formed .mcpk (layout, flatbuffers verifier,
 /// version, checksums, every semantic rule; see docs/artifact-format.md).
-/// `name` (the file) prefixes the error message. Does not copy.
+/// `name` (the file) prefixes the error message. Does not copy. With
+/// `checkTargets` (loading), a file whose targets no device here runs is
+/// refused first; the compiler's own check of what it writes skips that (a
+/// CUDA artifact is written on machines without a GPU).
 Status verifyArtifact(const uint8_t *bytes, size_t size,
-                      const std::string &name);
+                      const std::string &name, bool checkTargets = true);
 
 struct TensorInfo {
   std::string name;
@@ -98,8 +103,15 @@ private:
 /// it in place. Not thread-safe; use one session per thread.
 class Session {
 public:
+  /// On the CPU device.
   static Status create(const Model &model, std::unique_ptr<Session> *out);
+  /// On `device` (see createDevice in device.h): refuses a model whose
+  /// targets the device does not run, and a step with no kernel on it,
+  /// naming them.
+  static Status create(const Model &model, std::unique_ptr<Device> device,
+                       std::unique_ptr<Session> *out);
   ~Session();
+  const Device &device() const;
 
   const Model &model() const { return model_; }
   /// Copies `data` in; dtype, shape and byte size must match the signature.
@@ -107,8 +119,12 @@ public:
                   const void *data, size_t byteSize);
   /// Runs every step; fails naming any input never set. Does not allocate.
   Status run();
-  /// The output's bytes inside the arena, valid until the next run().
+  /// The output's bytes inside the arena, valid until the next run(); only
+  /// on devices whose memory the host reads (the CPU).
   Status output(size_t index, const void **data, size_t *byteSize) const;
+  /// Copies output `index` into caller memory of exactly its byte size; on
+  /// every device.
+  Status copyOutput(size_t index, void *dst, size_t byteSize) const;
 
   /// Copies State buffer `name` out / in; `byteSize` must be its size.
   Status readState(const std::string &name, void *dst, size_t byteSize) const;

@@ -83,7 +83,13 @@ mc_status_t mc_session_set_input(mc_session_t* session, size_t index,
                                  size_t byte_size);
 /* Fails, naming it, if an input was never set. */
 mc_status_t mc_session_run(mc_session_t* session);
-/* Points at the output inside the session; valid until the next run. */
+/* Copies output `index` into `dst`, which must be exactly the output's
+ * byte size (mc_model_output_info). Works on every device. */
+mc_status_t mc_session_copy_output(const mc_session_t* session, size_t index,
+                                   void* dst, size_t byte_size);
+/* Points at the output inside the session; valid until the next run. Only
+ * on devices whose memory the host reads (the CPU); elsewhere an error that
+ * says to use mc_session_copy_output. */
 mc_status_t mc_session_output(const mc_session_t* session, size_t index,
                               const void** out_data, size_t* out_byte_size);
 

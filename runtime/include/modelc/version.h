@@ -9,12 +9,14 @@ namespace mc::rt {
 /// The .mcpk schema version this build writes and reads. The evolution rule
 /// is in runtime/schema/mcpk.fbs: additive changes bump the minor (old
 /// runtimes still read the file), anything else bumps the major, and a
-/// runtime refuses a major it does not know. 1.1 added the ops of real models
-/// (OpKind 21..40 and their attribute tables); 1.2 added training state
-/// (BufferKind State, Model.state_size and state_data_offset). 1.0 and 1.1
-/// files still load.
-inline constexpr uint32_t kSchemaVersionMajor = 1;
-inline constexpr uint32_t kSchemaVersionMinor = 2;
+/// runtime refuses a major it does not know. 2.0 made steps generic (the op's
+/// mnemonic and typed attributes instead of an OpKind enum and one table per
+/// op family) and added per-target executables; 1.x files are refused with
+/// "recompile with modelc >= 0.2" (docs/artifact-format.md).
+inline constexpr uint32_t kSchemaVersionMajor = 2;
+inline constexpr uint32_t kSchemaVersionMinor = 0;
+/// The first modelc version that writes schema 2.
+inline constexpr char kFirstSchema2Version[] = "0.2.0";
 
 /// The 4-byte flatbuffers file identifier and the 8-byte trailer magic.
 inline constexpr char kFileIdentifier[] = "MCPK";

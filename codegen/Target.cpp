@@ -1,0 +1,61 @@
+// The target registry and the CPU target (see Target.h).
+#include "codegen/Target.h"
+
+#include "passes/Passes.h"
+
+#include <mutex>
+
+namespace mc::codegen {
+
+Target::~Target() = default;
+
+namespace {
+
+/// The CPU target: every op is a step the runtime's CPU device runs with
+/// its registered kernel; element types from the op registry (ODS's
+/// mcCpuTypes).
+class CpuTarget final : public Target {
+public:
+  std::string name() const override { return "cpu"; }
+  std::string elementTypes(rt::OpId op) const override {
+    return rt::opInfo(op).cpuTypes;
+  }
+};
+
+std::vector<std::unique_ptr<Target>>& targets() {
+  static std::vector<std::unique_ptr<Target>> list;
+  return list;
+}
+
+void add(std::unique_ptr<Target> target,
+         std::string (*types)(rt::OpId)) {
+  mc::registerTargetContract(TargetContract{target->name(), types});
+  targets().push_back(std::move(target));
+}
+
+} // namespace
+
+void registerTargets() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    add(std::make_unique<CpuTarget>(), [](rt::OpId op) {
+      return lookupTarget("cpu")->elementTypes(op);
+    });
+  });
+}
+
+const Target* lookupTarget(llvm::StringRef name) {
+  for (const auto& t : targets())
+    if (t->name() == name)
+      return t.get();
+  return nullptr;
+}
+
+std::vector<std::string> targetNames() {
+  std::vector<std::string> names;
+  for (const auto& t : targets())
+    names.push_back(t->name());
+  return names;
+}
+
+} // namespace mc::codegen

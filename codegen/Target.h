@@ -1,0 +1,52 @@
+// The compiler's seam for backends: a Target (name, element types per op,
+// its lowering of a planned module, how it serializes executables),
+// registered by name. The CPU target is the first; a CUDA target plugs in
+// as another file here and a Device in the runtime (docs/compiler.md,
+// "How to add a target").
+#ifndef MODELC_CODEGEN_TARGET_H
+#define MODELC_CODEGEN_TARGET_H
+
+#include "codegen/Plan.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/LLVM.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mc::codegen {
+
+class Target {
+public:
+  virtual ~Target();
+  /// "cpu": what --target names and what the artifact's targets list holds.
+  virtual std::string name() const = 0;
+  /// The element types this target has kernels for, for `op`, as the op
+  /// registry's comma-separated list ("" = whatever ODS accepts). The
+  /// contract check (mc-verify-contract) asks this.
+  virtual std::string elementTypes(rt::OpId op) const = 0;
+  /// Passes this target runs after the common pipeline, before lowering to
+  /// steps (kernel generation, library-call selection); none on the CPU.
+  virtual void buildLoweringPipeline(mlir::OpPassManager& pm) const {}
+  /// Turns the module's generated kernels into executables of `plan`
+  /// (cubins, PTX) and points steps at their entry points; the CPU target
+  /// generates none (its steps run the runtime's registered kernels).
+  virtual mlir::LogicalResult serializeExecutables(mlir::ModuleOp module,
+                                                   Plan& plan) const {
+    return mlir::success();
+  }
+};
+
+/// Registers the built-in targets (the CPU) with codegen and with the
+/// passes' contract registry; idempotent. Tools call it at start.
+void registerTargets();
+/// The target called `name`, or null.
+const Target* lookupTarget(llvm::StringRef name);
+/// Every registered target's name.
+std::vector<std::string> targetNames();
+
+} // namespace mc::codegen
+
+#endif // MODELC_CODEGEN_TARGET_H

@@ -1,0 +1,113 @@
+// The runtime's seam for backends: a Device (memory, copies, running steps,
+// synchronizing) registered by name, and kernels registered per (op,
+// device). The CPU device is the first; a CUDA device plugs in the same way,
+// in its own files, without edits to the executor (docs/compiler.md,
+// "How to add a target").
+#ifndef MODELC_DEVICE_H
+#define MODELC_DEVICE_H
+
+#include "modelc/kernels.h"
+#include "modelc/ops.h"
+#include "modelc/status.h"
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mc::rt {
+
+/// Memory a device allocated; freed by its deleter.
+using DeviceMemory = std::unique_ptr<uint8_t, std::function<void(uint8_t*)>>;
+
+class Device {
+public:
+  virtual ~Device();
+  /// "cpu", "cuda:0": what users pass to --device and what errors name.
+  virtual std::string name() const = 0;
+  /// The registry name of its kind ("cpu"); kernels are registered per kind.
+  virtual std::string kind() const = 0;
+  /// The artifact targets this device runs ("cpu").
+  virtual std::vector<std::string> targets() const = 0;
+  /// Whether the host may read and write device memory directly (a CPU).
+  virtual bool hostAccessible() const = 0;
+  /// `bytes` of device memory, 64-byte aligned (zero bytes: a null pointer).
+  virtual Status allocate(size_t bytes, DeviceMemory* out) = 0;
+  virtual Status copyToDevice(void* dst, const void* hostSrc, size_t n) = 0;
+  virtual Status copyToHost(void* hostDst, const void* src, size_t n) = 0;
+  /// Waits for everything queued on the device; reports asynchronous
+  /// errors.
+  virtual Status synchronize() = 0;
+};
+
+/// What a kernel factory gets: one step of a session, its tensors in the
+/// device's memory (shapes and dtypes checked by the artifact verifier).
+struct KernelRequest {
+  OpId op;
+  const OpAttrs& attrs;
+  std::vector<ConstTensor> inputs;
+  MutTensor output;
+  Device& device;
+};
+
+/// A step bound to its tensors: run() calls it once per step. `workspace`
+/// is scratch of the size the factory asked for (shared by the steps, which
+/// run one at a time).
+using BoundKernel = std::function<Status(void* workspace)>;
+
+/// Checks a step once, when the session is created, and returns what run()
+/// calls; `workspaceBytes` (initially 0) is how much scratch it needs.
+using KernelFactory = Status (*)(const KernelRequest& request,
+                                 BoundKernel* out, size_t* workspaceBytes);
+
+/// Registers `factory` as the kernel of `op` on devices of kind `device`.
+/// Use MC_REGISTER_KERNEL in the file that holds the kernel.
+void registerKernel(const char* device, OpId op, KernelFactory factory);
+/// The kernel of `op` on `device` kinds; null when there is none.
+KernelFactory findKernel(const std::string& device, OpId op);
+
+struct KernelRegistration {
+  KernelRegistration(const char* device, OpId op, KernelFactory factory) {
+    registerKernel(device, op, factory);
+  }
+};
+#define MC_REGISTER_KERNEL(device, op, factory)                                \
+  static ::mc::rt::KernelRegistration mcKernel_##device##_##op(                \
+      #device, ::mc::rt::OpId::op, factory)
+
+/// Creates device `ordinal` of a kind; fails (with why) when it is absent.
+using DeviceFactory = Status (*)(int ordinal, std::unique_ptr<Device>* out);
+/// How many devices of a kind this machine has (0 when the driver or the
+/// hardware is missing).
+using DeviceCounter = int (*)();
+
+struct DeviceKind {
+  std::string name;
+  /// Larger is preferred by "auto" (cpu: 0).
+  int priority = 0;
+  DeviceFactory create = nullptr;
+  DeviceCounter count = nullptr;
+  /// The artifact targets devices of this kind run.
+  std::vector<std::string> targets;
+};
+
+void registerDeviceKind(DeviceKind kind);
+const std::vector<DeviceKind>& deviceKinds();
+
+struct DeviceKindRegistration {
+  explicit DeviceKindRegistration(DeviceKind kind) {
+    registerDeviceKind(std::move(kind));
+  }
+};
+
+/// "cpu", "cuda", "cuda:1" or "auto" (the preferred kind present, e.g.
+/// cuda:0 on a machine with a GPU, else cpu). Errors name what is offered.
+Status createDevice(const std::string& spec, std::unique_ptr<Device>* out);
+/// The devices present, by name ("cpu", "cuda:0", ...).
+std::vector<std::string> availableDevices();
+/// Every target a device present here runs.
+std::vector<std::string> offeredTargets();
+
+} // namespace mc::rt
+
+#endif // MODELC_DEVICE_H
