@@ -125,6 +125,27 @@ func.func @off_the_path(%x: tensor<4xf32>) -> tensor<f32> {
 
 // -----
 
+// A buffer (mc.buffer: BatchNorm's running statistics) is state, not a
+// parameter: no gradient, no warning, even where it reaches the loss; its
+// store (the running update) stays.
+// CHECK-LABEL: func.func @buffer_is_no_parameter
+// CHECK-SAME: -> (tensor<f32> {mc.name = "loss"}, tensor<4xf32> {mc.name = "grad.w"})
+// CHECK: ml_program.global_store @running_mean
+ml_program.global private @w(dense<0.5> : tensor<4xf32>) : tensor<4xf32>
+ml_program.global private mutable @running_mean(dense<0.0> : tensor<4xf32>) : tensor<4xf32> {mc.buffer}
+func.func @buffer_is_no_parameter(%x: tensor<4xf32>) -> tensor<f32> {
+  %w = ml_program.global_load_const @w : tensor<4xf32>
+  %m = ml_program.global_load @running_mean : tensor<4xf32>
+  %c = mc.sub %x, %m : tensor<4xf32>
+  %y = mc.mul %c, %w : tensor<4xf32>
+  %r = mc.reduce_sum %y, dims = [0] : (tensor<4xf32>) -> tensor<f32>
+  %n = mc.add %m, %x : tensor<4xf32>
+  ml_program.global_store @running_mean = %n : tensor<4xf32>
+  return %r : tensor<f32>
+}
+
+// -----
+
 ml_program.global private @w(dense<0.5> : tensor<4xf32>) : tensor<4xf32>
 // expected-error @+1 {{'func.func' op result 0 must be a scalar float loss (rank 0 or one element), got 'tensor<4xf32>'}}
 func.func @vector_loss(%x: tensor<4xf32>) -> tensor<4xf32> {
