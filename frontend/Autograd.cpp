@@ -1,8 +1,9 @@
-// Eager autodiff: the graph, backward(), and the derivative of every
-// differentiable primitive (the mc ops), following PyTorch's formulas
-// (derivatives.yaml) so gradients match torch.autograd.
+// Eager autodiff: the graph and backward(). The derivative of each op is
+// its rule in ir/DerivativeRules.h (shared with mc-autodiff), applied here
+// to Tensors through eager ops.
 #include "frontend/Autograd.h"
 #include "frontend/Ops.h"
+#include "ir/DerivativeRules.h"
 
 #include <algorithm>
 #include <atomic>
@@ -22,74 +23,111 @@ bool isFloat(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16;
 }
 
-Tensor zerosLike(const Tensor& t) { return Tensor::zeros(t.shape(), t.dtype()); }
+/// The builder of ir/DerivativeRules.h over eager ops: a rule's backward
+/// runs on the runtime's kernels (and is traced like any eager code).
+struct EagerBuilder {
+  using Value = Tensor;
+  using Dims = derivatives::Dims;
 
-Tensor scalarOf(const Tensor& like, double v) {
-  return Tensor::scalar(v, like.dtype());
-}
+  Dims shape(const Tensor& t) { return t.shape(); }
+  bool isFloat(const Tensor& t) { return autograd::isFloat(t.dtype()); }
 
-/// Broadcasts `g` (reduced over `dims` without keepdim, of `reducedShape`)
-/// back to `shape`.
-Tensor expandReduced(const Tensor& g, const Shape& shape,
-                     const std::vector<int64_t>& dims, bool keepdim) {
-  Shape kept = shape;
-  for (int64_t d : dims)
-    kept[d] = 1;
-  Tensor gk = keepdim ? g : reshape(g, kept);
-  return broadcastTo(gk, shape);
-}
+  Tensor add(const Tensor& x, const Tensor& y) { return mc::add(x, y); }
+  Tensor sub(const Tensor& x, const Tensor& y) { return mc::sub(x, y); }
+  Tensor mul(const Tensor& x, const Tensor& y) { return mc::mul(x, y); }
+  Tensor div(const Tensor& x, const Tensor& y) { return mc::div(x, y); }
+  Tensor pow(const Tensor& x, const Tensor& y) { return mc::pow(x, y); }
+  Tensor neg(const Tensor& x) { return mc::neg(x); }
+  Tensor exp(const Tensor& x) { return mc::exp(x); }
+  Tensor log(const Tensor& x) { return mc::log(x); }
+  Tensor sqrt(const Tensor& x) { return mc::sqrt(x); }
+  Tensor tanh(const Tensor& x) { return mc::tanh(x); }
+  Tensor erf(const Tensor& x) { return mc::erf(x); }
 
-/// d/dx of broadcast_in_dim: sum the broadcast result dims back.
-Tensor unbroadcastInDim(const Tensor& g, const Shape& inputShape,
-                        const std::vector<int64_t>& dims) {
-  const Shape& out = g.shape();
-  std::vector<bool> mapped(out.size(), false);
-  std::vector<int64_t> reduce;
-  for (size_t i = 0; i < dims.size(); ++i) {
-    mapped[dims[i]] = true;
-    if (inputShape[i] == 1 && out[dims[i]] != 1)
-      reduce.push_back(dims[i]);
+  /// A rank-0 scalar: eager binary ops broadcast it.
+  Tensor splatLike(const Tensor& like, double v) {
+    return Tensor::scalar(v, like.dtype());
   }
-  for (size_t d = 0; d < out.size(); ++d)
-    if (!mapped[d])
-      reduce.push_back(static_cast<int64_t>(d));
-  std::sort(reduce.begin(), reduce.end());
-  Tensor r = reduce.empty() ? g : sum(g, reduce, /*keepdim=*/true);
-  // Remaining result dims in result order are dims[] sorted; the input
-  // orders them by operand index, which is the same when dims increase.
-  std::vector<std::pair<int64_t, int64_t>> order; // (result dim, operand dim)
-  for (size_t i = 0; i < dims.size(); ++i)
-    order.emplace_back(dims[i], static_cast<int64_t>(i));
-  std::sort(order.begin(), order.end());
-  Shape compact;
-  for (auto& [rd, od] : order)
-    compact.push_back(inputShape[od]);
-  r = reshape(r, compact);
-  bool sorted = std::is_sorted(dims.begin(), dims.end());
-  if (!sorted) {
-    std::vector<int64_t> perm(dims.size());
-    for (size_t k = 0; k < order.size(); ++k)
-      perm[order[k].second] = static_cast<int64_t>(k);
-    r = transpose(r, perm);
+  Tensor constant(const Tensor& like, const Dims& shape,
+                  const std::vector<double>& values) {
+    std::vector<float> f(values.begin(), values.end());
+    Tensor t = Tensor::fromVector(f, shape);
+    return like.dtype() == DType::F32 ? t : mc::cast(t, like.dtype());
   }
-  return reshape(r, inputShape);
-}
+  /// Integers of `like`'s dtype (i64 without one).
+  Tensor intConstant(const Tensor& like, const Dims& shape,
+                     const Dims& values) {
+    DType dt = like.defined() ? like.dtype() : DType::I64;
+    Tensor t = Tensor::empty(shape, dt);
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (dt == DType::I64)
+        t.data<int64_t>()[i] = values[i];
+      else
+        t.data<int32_t>()[i] = static_cast<int32_t>(values[i]);
+    }
+    return t;
+  }
 
-std::vector<int64_t> inversePermutation(const std::vector<int64_t>& p) {
-  std::vector<int64_t> inv(p.size());
-  for (size_t i = 0; i < p.size(); ++i)
-    inv[p[i]] = static_cast<int64_t>(i);
-  return inv;
-}
+  Tensor compare(derivatives::Cmp dir, const Tensor& x, const Tensor& y) {
+    switch (dir) {
+    case derivatives::Cmp::EQ:
+      return eq(x, y);
+    case derivatives::Cmp::NE:
+      return ne(x, y);
+    case derivatives::Cmp::LT:
+      return lt(x, y);
+    case derivatives::Cmp::LE:
+      return le(x, y);
+    case derivatives::Cmp::GT:
+      return gt(x, y);
+    case derivatives::Cmp::GE:
+      return ge(x, y);
+    }
+    throw Error("autograd: unknown comparison");
+  }
+  Tensor select(const Tensor& pred, const Tensor& x, const Tensor& y) {
+    return where(pred, x, y);
+  }
+  Tensor castLike(const Tensor& x, const Tensor& like) {
+    return x.dtype() == like.dtype() ? x : mc::cast(x, like.dtype());
+  }
 
-Tensor maskOf(const Tensor& pred, const Tensor& like) {
-  return cast(pred, like.dtype());
-}
-
-[[noreturn]] void notDifferentiable(const char* op, const char* why) {
-  throw Error(std::string("autograd: ") + op + " has no derivative yet (" +
-              why + ")");
-}
+  Tensor reshape(const Tensor& x, const Dims& shape) {
+    return x.shape() == shape ? x : mc::reshape(x, shape);
+  }
+  Tensor broadcastInDim(const Tensor& x, const Dims& shape, const Dims& dims) {
+    return mc::broadcastInDim(x, shape, dims);
+  }
+  Tensor transpose(const Tensor& x, const Dims& perm) {
+    return mc::transpose(x, perm);
+  }
+  Tensor reduceSum(const Tensor& x, const Dims& dims, bool keepdim) {
+    return sum(x, dims, keepdim);
+  }
+  Tensor reduceMean(const Tensor& x, const Dims& dims, bool keepdim) {
+    return mean(x, dims, keepdim);
+  }
+  Tensor matmul(const Tensor& x, const Tensor& y, bool ta, bool tb) {
+    return mc::matmul(x, y, ta, tb);
+  }
+  Tensor slice(const Tensor& x, const Dims& start, const Dims& limit,
+               const Dims& strides) {
+    Dims count;
+    for (size_t d = 0; d < start.size(); ++d)
+      count.push_back((limit[d] - start[d] + strides[d] - 1) / strides[d]);
+    return mc::slice(x, start, count, strides);
+  }
+  Tensor pad(const Tensor& x, const Dims& low, const Dims& high, double v) {
+    return mc::pad(x, low, high, v);
+  }
+  Tensor conv2d(const Tensor& x, const Tensor& w, const Dims& strides,
+                const Dims& padding, const Dims& dilation, int64_t groups) {
+    return mc::conv2d(x, w, Tensor(), strides, padding, dilation, groups);
+  }
+  Tensor gather(const Tensor& x, const Tensor& indices, int64_t axis) {
+    return mc::gather(x, indices, axis);
+  }
+};
 
 } // namespace
 
@@ -115,265 +153,100 @@ void recordOp(const OpRecord& op) {
   op.output.impl()->gradFn = std::move(node);
 }
 
-std::vector<Tensor> derivative(const OpRecord& op, const Tensor& g) {
+std::vector<Tensor> derivative(const OpRecord& op, const Tensor& y,
+                               const Tensor& g) {
+  namespace rules = derivatives;
   const std::vector<Tensor>& in = op.inputs;
-  auto y = [&]() -> Tensor {
-    // The output's value, recomputed lazily where a rule needs it.
-    Tensor out;
-    switch (op.kind) {
-    case OpKind::Exp:
-      return exp(in[0]);
-    case OpKind::Tanh:
-      return tanh(in[0]);
-    case OpKind::Sigmoid:
-      return sigmoid(in[0]);
-    case OpKind::Sqrt:
-      return sqrt(in[0]);
-    case OpKind::Softmax:
-      return softmax(in[0], op.axis);
-    case OpKind::LogSoftmax:
-      return logSoftmax(in[0], op.axis);
-    case OpKind::Div:
-      return div(in[0], in[1]);
-    case OpKind::Pow:
-      return pow(in[0], in[1]);
-    case OpKind::ReduceMax:
-      return amax(in[0], op.ints, true);
-    case OpKind::ReduceMin:
-      return amin(in[0], op.ints, true);
-    default:
-      throw Error("autograd: internal: no output rule");
-    }
-  };
+  EagerBuilder e;
   switch (op.kind) {
   case OpKind::Add:
-    return {g, g};
+    return rules::add(e, g);
   case OpKind::Sub:
-    return {g, neg(g)};
+    return rules::sub(e, g);
   case OpKind::Mul:
-    return {mul(g, in[1]), mul(g, in[0])};
-  case OpKind::Div: {
-    Tensor ga = div(g, in[1]);
-    return {ga, neg(mul(ga, y()))};
-  }
+    return rules::mul(e, g, in[0], in[1]);
+  case OpKind::Div:
+    return rules::div(e, g, in[1], y);
   case OpKind::Maximum:
-  case OpKind::Minimum: {
-    // PyTorch: ties share the gradient equally.
-    bool isMax = op.kind == OpKind::Maximum;
-    Tensor wins = maskOf(isMax ? gt(in[0], in[1]) : lt(in[0], in[1]), g);
-    Tensor ties = maskOf(eq(in[0], in[1]), g);
-    Tensor half = mul(ties, scalarOf(g, 0.5));
-    Tensor loses = maskOf(isMax ? lt(in[0], in[1]) : gt(in[0], in[1]), g);
-    return {mul(g, add(wins, half)), mul(g, add(loses, half))};
-  }
+    return rules::extremum(e, g, in[0], in[1], true);
+  case OpKind::Minimum:
+    return rules::extremum(e, g, in[0], in[1], false);
+  case OpKind::Pow:
+    return rules::pow(e, g, in[0], in[1], y);
   case OpKind::Neg:
-    return {neg(g)};
+    return rules::neg(e, g);
   case OpKind::Exp:
-    return {mul(g, y())};
+    return rules::exp(e, g, y);
   case OpKind::Log:
-    return {div(g, in[0])};
-  case OpKind::Tanh: {
-    Tensor t = y();
-    return {mul(g, sub(scalarOf(g, 1.0), mul(t, t)))};
-  }
-  case OpKind::Sigmoid: {
-    Tensor s = y();
-    return {mul(g, mul(s, sub(scalarOf(g, 1.0), s)))};
-  }
+    return rules::log(e, g, in[0]);
+  case OpKind::Tanh:
+    return rules::tanh(e, g, y);
+  case OpKind::Sigmoid:
+    return rules::sigmoid(e, g, y);
   case OpKind::Relu:
-    // threshold_backward: the gradient flows where the input is > 0.
-    return {mul(g, maskOf(gt(in[0], zerosLike(in[0])), g))};
+    return rules::relu(e, g, in[0]);
   case OpKind::Sqrt:
-    return {div(g, mul(y(), scalarOf(g, 2.0)))};
-  case OpKind::Abs: {
-    Tensor zero = zerosLike(in[0]);
-    Tensor sign = sub(maskOf(gt(in[0], zero), g), maskOf(lt(in[0], zero), g));
-    return {mul(g, sign)};
-  }
-  case OpKind::Erf: {
-    const double k = 2.0 / std::sqrt(M_PI);
-    return {mul(g, mul(exp(neg(mul(in[0], in[0]))), scalarOf(g, k)))};
-  }
-  case OpKind::Gelu: {
-    const Tensor& x = in[0];
-    if (!op.tanhApproximation) {
-      // d/dx x*Phi(x) = Phi(x) + x*phi(x).
-      Tensor cdf = mul(add(erf(mul(x, scalarOf(x, M_SQRT1_2))),
-                           scalarOf(x, 1.0)),
-                       scalarOf(x, 0.5));
-      Tensor pdf = mul(exp(mul(mul(x, x), scalarOf(x, -0.5))),
-                       scalarOf(x, 0.5 * M_2_SQRTPI * M_SQRT1_2));
-      return {mul(g, add(cdf, mul(x, pdf)))};
-    }
-    // PyTorch's tanh-form gelu_backward.
-    const double kBeta = M_SQRT2 * M_2_SQRTPI * 0.5, kKappa = 0.044715;
-    Tensor x3 = mul(mul(x, x), x);
-    Tensor inner = mul(add(x, mul(x3, scalarOf(x, kKappa))),
-                       scalarOf(x, kBeta));
-    Tensor t = tanh(inner);
-    Tensor left = mul(x, scalarOf(x, 0.5));
-    Tensor right = add(t, scalarOf(x, 1.0));
-    Tensor leftDer = mul(right, scalarOf(x, 0.5));
-    Tensor tanhDer = sub(scalarOf(x, 1.0), mul(t, t));
-    Tensor innerDer = mul(add(scalarOf(x, 1.0),
-                              mul(mul(x, x), scalarOf(x, 3 * kKappa))),
-                          scalarOf(x, kBeta));
-    Tensor rightDer = mul(mul(left, tanhDer), innerDer);
-    return {mul(g, add(leftDer, rightDer))};
-  }
-  case OpKind::Pow: {
-    const Tensor& a = in[0];
-    const Tensor& b = in[1];
-    Tensor ga = mul(g, mul(b, pow(a, sub(b, scalarOf(b, 1.0)))));
-    // d/db a^b = a^b * log(a); where a == 0 it is taken as 0 (PyTorch does
-    // so for b >= 0; for b < 0 the true value is infinite anyway).
-    Tensor zero = zerosLike(a);
-    Tensor safeA = where(eq(a, zero), add(zero, scalarOf(a, 1.0)), a);
-    Tensor gb = mul(mul(g, y()), log(safeA));
-    return {ga, gb};
-  }
-  case OpKind::Clamp: {
-    Tensor lo = Tensor::full(in[0].shape(), op.minValue, in[0].dtype());
-    Tensor hi = Tensor::full(in[0].shape(), op.maxValue, in[0].dtype());
-    Tensor inside = mul(maskOf(ge(in[0], lo), g), maskOf(le(in[0], hi), g));
-    return {mul(g, inside)};
-  }
-  case OpKind::Cast:
-    if (!isFloat(in[0].dtype()))
-      return {Tensor()};
-    return {cast(g, in[0].dtype())};
-  case OpKind::BroadcastInDim:
-    return {unbroadcastInDim(g, in[0].shape(), op.ints)};
-  case OpKind::Reshape:
-    return {reshape(g, in[0].shape())};
-  case OpKind::Transpose:
-    return {transpose(g, inversePermutation(op.ints))};
-  case OpKind::ReduceSum:
-    return {expandReduced(g, in[0].shape(), op.ints, op.keepdim)};
-  case OpKind::ReduceMean: {
-    int64_t n = 1;
-    for (int64_t d : op.ints)
-      n *= in[0].shape()[d];
-    return {div(expandReduced(g, in[0].shape(), op.ints, op.keepdim),
-                scalarOf(g, static_cast<double>(n)))};
-  }
-  case OpKind::ReduceMax:
-  case OpKind::ReduceMin: {
-    // amax/amin: the gradient is shared evenly among the extreme elements.
-    Tensor extreme = broadcastTo(y(), in[0].shape());
-    Tensor mask = maskOf(eq(in[0], extreme), g);
-    Tensor count = expandReduced(sum(mask, op.ints, true), in[0].shape(),
-                                 op.ints, true);
-    Tensor gb = expandReduced(g, in[0].shape(), op.ints, op.keepdim);
-    return {div(mul(gb, mask), count)};
-  }
-  case OpKind::Softmax: {
-    Tensor s = y();
-    Tensor dot = sum(mul(g, s), {op.axis}, true);
-    return {mul(s, sub(g, dot))};
-  }
-  case OpKind::LogSoftmax: {
-    Tensor total = sum(g, {op.axis}, true);
-    return {sub(g, mul(exp(y()), total))};
-  }
-  case OpKind::Matmul: {
-    const Tensor& a = in[0];
-    const Tensor& b = in[1];
-    Tensor ga = op.transposeA ? matmul(b, g, op.transposeB, true)
-                              : matmul(g, b, false, !op.transposeB);
-    Tensor gb = op.transposeB ? matmul(g, a, true, op.transposeA)
-                              : matmul(a, g, !op.transposeA, false);
-    return {ga, gb};
-  }
-  case OpKind::Select:
-    return {Tensor(), where(in[0], g, zerosLike(g)),
-            where(in[0], zerosLike(g), g)};
-  case OpKind::Concat: {
-    std::vector<Tensor> grads;
-    int64_t offset = 0;
-    for (const Tensor& t : in) {
-      int64_t n = t.shape()[op.axis];
-      grads.push_back(sliceDim(g, op.axis, offset, offset + n));
-      offset += n;
-    }
-    return grads;
-  }
-  case OpKind::Slice: {
-    std::vector<int64_t> low, high;
-    for (size_t d = 0; d < op.start.size(); ++d) {
-      if (op.strides[d] != 1 && g.shape()[d] > 1)
-        notDifferentiable("slice", "strides other than 1");
-      low.push_back(op.start[d]);
-      high.push_back(in[0].shape()[d] - op.start[d] - g.shape()[d]);
-    }
-    return {pad(g, low, high, 0.0)};
-  }
-  case OpKind::Pad: {
-    std::vector<int64_t> ones(in[0].rank(), 1);
-    return {slice(g, op.low, in[0].shape(), ones)};
-  }
-  case OpKind::LayerNorm: {
-    // x_hat = (x - mean) * rstd; y = x_hat * gamma + beta.
-    const Tensor& x = in[0];
-    std::vector<int64_t> norm, lead;
-    for (int64_t d = op.axis; d < x.rank(); ++d)
-      norm.push_back(d);
-    for (int64_t d = 0; d < op.axis; ++d)
-      lead.push_back(d);
-    Tensor mu = mean(x, norm, true);
-    Tensor xc = sub(x, mu);
-    Tensor var = mean(mul(xc, xc), norm, true);
-    Tensor rstd = div(scalarOf(x, 1.0),
-                      sqrt(add(var, scalarOf(x, op.epsilon))));
-    Tensor xhat = mul(xc, rstd);
-    Tensor gxhat = mul(g, in[1]);
-    Tensor term = sub(sub(gxhat, mean(gxhat, norm, true)),
-                      mul(xhat, mean(mul(gxhat, xhat), norm, true)));
-    Tensor gx = mul(term, rstd);
-    Tensor ggamma = lead.empty() ? mul(g, xhat) : sum(mul(g, xhat), lead);
-    Tensor gbeta = lead.empty() ? g : sum(g, lead);
-    return {gx, ggamma, gbeta};
-  }
+    return rules::sqrt(e, g, y);
+  case OpKind::Abs:
+    return rules::abs(e, g, in[0]);
+  case OpKind::Erf:
+    return rules::erf(e, g, in[0]);
+  case OpKind::Gelu:
+    return rules::gelu(e, g, in[0], op.tanhApproximation);
+  case OpKind::Clamp:
+    return rules::clamp(e, g, in[0], op.minValue, op.maxValue);
   case OpKind::Compare:
   case OpKind::Not:
-    return std::vector<Tensor>(in.size());
-  case OpKind::Gather: {
-    // A scatter-add as a matmul with the one-hot matrix of the indices
-    // (the same rule as the compiler's, ir/MCGradients.cpp).
-    const Tensor& data = in[0];
-    const Tensor& idx = in[1];
-    const Shape& d = data.shape();
-    int64_t axis = op.axis, size = d[axis], k = idx.numel();
-    int64_t pre = 1, post = 1;
-    for (int64_t i = 0; i < axis; ++i)
-      pre *= d[i];
-    for (int64_t i = axis + 1; i < data.rank(); ++i)
-      post *= d[i];
-    Tensor column = reshape(idx, {k, 1});
-    Tensor zero = Tensor::zeros({k, 1}, idx.dtype());
-    Tensor sizes = Tensor::full({k, 1}, static_cast<double>(size), idx.dtype());
-    column = where(lt(column, zero), add(column, sizes), column);
-    Tensor classes = Tensor::empty({1, size}, idx.dtype());
-    for (int64_t c = 0; c < size; ++c) {
-      if (idx.dtype() == DType::I64)
-        classes.data<int64_t>()[c] = c;
-      else
-        classes.data<int32_t>()[c] = static_cast<int32_t>(c);
-    }
-    Tensor oneHot = cast(eq(column, classes), g.dtype());
-    Tensor g2 = reshape(transpose(reshape(g, {pre, k, post}), {0, 2, 1}),
-                        {pre * post, k});
-    Tensor r = matmul(g2, oneHot);
-    Tensor back = transpose(reshape(r, {pre, post, size}), {0, 2, 1});
-    return {reshape(back, d), Tensor()};
+    return rules::none<EagerBuilder>(in.size());
+  case OpKind::Select:
+    return rules::select(e, g, in[0]);
+  case OpKind::Cast:
+    return rules::cast(e, g, in[0]);
+  case OpKind::BroadcastInDim:
+    return rules::broadcastInDim(e, g, in[0].shape(), op.ints);
+  case OpKind::Reshape:
+    return rules::reshape(e, g, in[0].shape());
+  case OpKind::Transpose:
+    return rules::transpose(e, g, op.ints);
+  case OpKind::Concat: {
+    std::vector<Shape> shapes;
+    for (const Tensor& t : in)
+      shapes.push_back(t.shape());
+    return rules::concat(e, g, shapes, op.axis);
   }
-  case OpKind::Conv2d:
-    notDifferentiable("conv2d", "convolution backward kernels are needed");
-  case OpKind::MaxPool2d:
-  case OpKind::AvgPool2d:
-    notDifferentiable("pooling", "pooling backward kernels are needed");
+  case OpKind::Slice:
+    return rules::slice(e, g, in[0].shape(), op.start, op.strides);
+  case OpKind::Pad:
+    return rules::pad(e, g, in[0].shape(), op.low);
+  case OpKind::Gather:
+    return rules::gather(e, g, in[0].shape(), in[1], op.axis);
+  case OpKind::ReduceSum:
+    return rules::reduceSum(e, g, in[0].shape(), op.ints, op.keepdim);
+  case OpKind::ReduceMean:
+    return rules::reduceMean(e, g, in[0].shape(), op.ints, op.keepdim);
+  case OpKind::ReduceMax:
+  case OpKind::ReduceMin:
+    return rules::reduceExtremum(e, g, in[0], y, op.ints, op.keepdim);
+  case OpKind::Matmul:
+    return rules::matmul(e, g, in[0], in[1], op.transposeA, op.transposeB);
+  case OpKind::Softmax:
+    return rules::softmax(e, g, y, op.axis);
+  case OpKind::LogSoftmax:
+    return rules::logSoftmax(e, g, y, op.axis);
+  case OpKind::LayerNorm:
+    return rules::layerNorm(e, g, in[0], in[1], op.axis, op.epsilon);
   case OpKind::BatchNorm:
-    notDifferentiable("batch_norm", "only the inference form exists");
+    return rules::batchNorm(e, g, in[0], in[1], in[3], in[4], op.epsilon,
+                            op.axis);
+  case OpKind::Conv2d:
+    return rules::conv2d(e, g, in[0], in[1], op.strides, op.padding,
+                         op.dilation, op.groups);
+  case OpKind::MaxPool2d:
+    return rules::maxPool2d(e, g, in[0], y, op.kernel, op.strides, op.padding,
+                            op.dilation);
+  case OpKind::AvgPool2d:
+    return rules::avgPool2d(e, g, in[0], op.kernel, op.strides, op.padding,
+                            op.dilation, op.countIncludePad);
   }
   throw Error("autograd: unknown op kind");
 }
@@ -415,7 +288,7 @@ void backward(const Tensor& root, const Tensor& seed) {
     queue.erase(it);
     Tensor g = grads[t.get()];
     const GradNode& node = *t->gradFn;
-    std::vector<Tensor> inGrads = derivative(node.op, g);
+    std::vector<Tensor> inGrads = derivative(node.op, Tensor(t), g);
     for (size_t i = 0; i < node.op.inputs.size(); ++i) {
       const Tensor& input = node.op.inputs[i];
       if (i >= inGrads.size() || !inGrads[i].defined() || !input.defined())

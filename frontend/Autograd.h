@@ -1,6 +1,7 @@
 // Eager reverse-mode autodiff, PyTorch-style: ops on tensors that require
 // grad build a graph of GradNodes; Tensor::backward() walks it. Derivatives
-// are written with frontend ops, so a backward pass is itself traceable.
+// (ir/DerivativeRules.h) run as frontend ops, so a backward pass is itself
+// traceable.
 #ifndef MODELC_FRONTEND_AUTOGRAD_H
 #define MODELC_FRONTEND_AUTOGRAD_H
 
@@ -30,10 +31,11 @@ void setGradEnabled(bool enabled);
 /// is on and an input requires grad.
 void recordOp(const OpRecord& op);
 
-/// Gradients of `op.inputs` given the gradient of its output (undefined
-/// entries for inputs that get none, e.g. indices). Throws mc::Error for ops
-/// with no derivative yet, naming them.
-std::vector<Tensor> derivative(const OpRecord& op, const Tensor& gradOutput);
+/// Gradients of `op.inputs` given its output and the output's gradient
+/// (undefined entries for inputs that get none, e.g. indices): the op's
+/// rule in ir/DerivativeRules.h, on Tensors.
+std::vector<Tensor> derivative(const OpRecord& op, const Tensor& output,
+                               const Tensor& gradOutput);
 
 /// Runs backward from `root` with `seed` as its gradient.
 void backward(const Tensor& root, const Tensor& seed);

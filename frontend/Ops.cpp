@@ -835,6 +835,25 @@ Tensor batchNorm(const Tensor& x, const Tensor& scale, const Tensor& offset,
   return out;
 }
 
+Tensor batchNormTraining(const Tensor& x, const Tensor& scale,
+                         const Tensor& offset, double epsilon, int64_t axis,
+                         Tensor* batchMean, Tensor* batchVar) {
+  requireDefined("batch_norm", x);
+  int64_t ax = normalizeDim("batch_norm", axis, x.rank());
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < x.rank(); ++d)
+    if (d != ax)
+      dims.push_back(d);
+  Tensor m = mean(x, dims);
+  Tensor xc = sub(x, broadcastInDim(m, x.shape(), {ax}));
+  Tensor v = mean(mul(xc, xc), dims);
+  if (batchMean)
+    *batchMean = m;
+  if (batchVar)
+    *batchVar = v;
+  return batchNorm(x, scale, offset, m, v, epsilon, ax);
+}
+
 Tensor layerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                  int64_t axis, double epsilon) {
   for (const Tensor* t : {&x, &gamma, &beta})

@@ -115,6 +115,13 @@ Tensor avgPool2d(const Tensor& input, std::vector<int64_t> kernel,
 Tensor batchNorm(const Tensor& x, const Tensor& scale, const Tensor& offset,
                  const Tensor& mean, const Tensor& variance, double epsilon,
                  int64_t axis = 1);
+/// Training-mode batch norm: batchNorm with the batch's mean and biased
+/// variance over every dim but `axis` (so gradients reach x through them,
+/// as PyTorch's); the statistics are returned in batchMean / batchVar.
+Tensor batchNormTraining(const Tensor& x, const Tensor& scale,
+                         const Tensor& offset, double epsilon, int64_t axis,
+                         Tensor* batchMean = nullptr,
+                         Tensor* batchVar = nullptr);
 /// Layer norm over the trailing dims [axis, rank).
 Tensor layerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                  int64_t axis, double epsilon);

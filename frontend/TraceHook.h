@@ -46,6 +46,10 @@ public:
   virtual void record(const OpRecord& op) = 0;
   virtual void enterModule(const nn::Module& m) {}
   virtual void exitModule(const nn::Module& m) {}
+  /// `state` (a module buffer, e.g. BatchNorm's running statistics) takes
+  /// `value` when the traced function has run: a tracer makes it mutable
+  /// state of the traced step. Eager code updates the buffer itself instead.
+  virtual void assign(const Tensor& state, const Tensor& value) {}
 };
 
 /// The hook of the current thread (null when not tracing).

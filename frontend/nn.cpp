@@ -1,9 +1,11 @@
 // nn modules (see nn.h).
 #include "frontend/nn.h"
+#include "frontend/Autograd.h"
 #include "frontend/TraceHook.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace mc::nn {
 
@@ -68,6 +70,12 @@ std::vector<std::pair<std::string, Tensor>> Module::namedBuffers() const {
     for (auto& [bname, b] : child->namedBuffers())
       out.emplace_back(name + "." + bname, b);
   return out;
+}
+
+void Module::train(bool mode) {
+  training_ = mode;
+  for (auto& [name, child] : children_)
+    child->train(mode);
 }
 
 std::vector<std::pair<std::string, Tensor>> Module::stateDict() const {
@@ -171,7 +179,8 @@ Tensor Conv2d::forward(const Tensor& x) {
                 groups);
 }
 
-BatchNorm2d::BatchNorm2d(int64_t numFeatures, double eps) : eps(eps) {
+BatchNorm2d::BatchNorm2d(int64_t numFeatures, double eps, double momentum)
+    : eps(eps), momentum(momentum) {
   requirePositive("BatchNorm2d", "num_features", numFeatures);
   weight = registerParameter("weight", Tensor::full({numFeatures}, 1.0));
   bias = registerParameter("bias", Tensor::zeros({numFeatures}));
@@ -181,7 +190,32 @@ BatchNorm2d::BatchNorm2d(int64_t numFeatures, double eps) : eps(eps) {
 
 Tensor BatchNorm2d::forward(const Tensor& x) {
   requireRank("BatchNorm2d", x, 4);
-  return batchNorm(x, weight, bias, runningMean, runningVar, eps, 1);
+  if (!isTraining())
+    return batchNorm(x, weight, bias, runningMean, runningVar, eps, 1);
+  Tensor batchMean, batchVar;
+  Tensor y = batchNormTraining(x, weight, bias, eps, 1, &batchMean, &batchVar);
+  // The running statistics, as PyTorch: the unbiased variance, no gradient.
+  NoGradGuard noGrad;
+  double n = static_cast<double>(x.numel() / x.size(1));
+  if (n < 2)
+    throw Error("BatchNorm2d: training needs more than one value per "
+                "channel, got input " + x.describe());
+  Tensor unbiased = batchVar * (n / (n - 1));
+  // (No detach(): under NoGradGuard nothing is recorded for autograd, and a
+  // detached view would be a stranger to the tracer, captured as a
+  // constant.)
+  Tensor mean = runningMean * (1 - momentum) + batchMean * momentum;
+  Tensor var = runningVar * (1 - momentum) + unbiased * momentum;
+  if (TraceHook* hook = activeTraceHook()) {
+    // Traced: the update is part of the step (state in the compiled step);
+    // the buffers keep their values.
+    hook->assign(runningMean, mean);
+    hook->assign(runningVar, var);
+  } else {
+    std::memcpy(runningMean.rawData(), mean.rawData(), mean.byteSize());
+    std::memcpy(runningVar.rawData(), var.rawData(), var.byteSize());
+  }
+  return y;
 }
 
 MaxPool2d::MaxPool2d(Size2 kernel, std::optional<Size2> stride, Size2 padding,

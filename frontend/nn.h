@@ -64,6 +64,13 @@ public:
   /// Trace with these (jit::traceFunction) so buffers become named globals.
   std::vector<std::pair<std::string, Tensor>> stateDict() const;
   std::vector<std::pair<std::string, const Module*>> namedModules() const;
+  /// Training mode for this module and its children (BatchNorm normalizes
+  /// with batch statistics and updates its running ones), as
+  /// torch.nn.Module.train(). Modules start in eval mode (unlike PyTorch:
+  /// modelc's first use is exporting trained models); call train() first.
+  void train(bool mode = true);
+  void eval() { train(false); }
+  bool isTraining() const { return training_; }
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>&
   children() const {
     return children_;
@@ -83,6 +90,7 @@ private:
   void addChild(const std::string& name, std::shared_ptr<Module> m);
   std::vector<std::pair<std::string, Tensor>> params_, buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = false;
 };
 
 /// y = x W^T + b, W [out, in]; initialized like PyTorch (uniform in
@@ -151,18 +159,22 @@ public:
   int64_t groups;
 };
 
-/// torch.nn.BatchNorm2d in inference form (eval mode: normalizes with the
-/// running statistics, never updates them). Parameters weight (ones) and
-/// bias (zeros); buffers running_mean (zeros) and running_var (ones).
-/// PyTorch's num_batches_tracked buffer only matters for training and is
-/// left out.
+/// torch.nn.BatchNorm2d. Parameters weight (ones) and bias (zeros);
+/// buffers running_mean (zeros) and running_var (ones). In eval mode it
+/// normalizes with the running statistics; in training mode with the
+/// batch's mean and biased variance, and updates the running statistics
+/// (running = (1 - momentum) * running + momentum * batch, with the unbiased
+/// variance), in place, or as state of a traced training step. PyTorch's
+/// num_batches_tracked buffer only matters for momentum=None and is left
+/// out.
 class BatchNorm2d : public Module {
 public:
-  explicit BatchNorm2d(int64_t numFeatures, double eps = 1e-5);
+  explicit BatchNorm2d(int64_t numFeatures, double eps = 1e-5,
+                       double momentum = 0.1);
   Tensor forward(const Tensor& x) override;
   std::string typeName() const override { return "BatchNorm2d"; }
   Tensor weight, bias, runningMean, runningVar;
-  double eps;
+  double eps, momentum;
 };
 
 /// torch.nn.MaxPool2d; the stride defaults to the kernel size.

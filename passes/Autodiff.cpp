@@ -76,10 +76,12 @@ struct AutodiffPass : mc::impl::AutodiffPassBase<AutodiffPass> {
              << "(rank 0 or one element), got " << loss.getType();
 
     // Parameters: float globals the function reads, in declaration order,
-    // with every load of each (several loads of one global sum).
+    // with every load of each (several loads of one global sum). Globals
+    // tagged mc.buffer (BatchNorm's running statistics) are state, not
+    // parameters.
     llvm::MapVector<StringAttr, SmallVector<Value>> loads;
     for (auto global : module.getOps<ml_program::GlobalOp>())
-      if (isFloatTensor(global.getType()))
+      if (isFloatTensor(global.getType()) && !global->hasAttr("mc.buffer"))
         loads.insert({global.getSymNameAttr(), {}});
     for (Operation& op : body)
       if (SymbolRefAttr sym = loadedGlobal(&op)) {

@@ -21,6 +21,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <unordered_map>
+#include <unordered_set>
 
 using namespace mlir;
 
@@ -137,15 +138,19 @@ class Tracer : public TraceHook {
 public:
   Tracer(MLIRContext* ctx, ModuleOp module, func::FuncOp fn,
          const std::vector<std::pair<std::string, Tensor>>& params,
+         const std::vector<std::pair<std::string, Tensor>>& buffers,
          const std::vector<std::pair<std::string, const nn::Module*>>& mods)
       : ctx(ctx), module(module), builder(ctx) {
     builder.setInsertionPointToStart(&fn.getBody().front());
-    for (auto& [name, t] : params) {
-      if (paramNames.count(t.impl()))
-        continue; // shared parameter: its first name wins
-      paramNames[t.impl()] = name;
-      keepAlive.push_back(t);
-    }
+    for (auto* list : {&params, &buffers})
+      for (auto& [name, t] : *list) {
+        if (paramNames.count(t.impl()))
+          continue; // shared parameter: its first name wins
+        paramNames[t.impl()] = name;
+        if (list == &buffers)
+          bufferImpls.insert(t.impl());
+        keepAlive.push_back(t);
+      }
     for (auto& [path, m] : mods)
       modulePaths[m] = path.empty() ? m->typeName()
                                     : path + " (" + m->typeName() + ")";
@@ -344,6 +349,41 @@ public:
     bind(r.output, out);
   }
 
+  void assign(const Tensor& state, const Tensor& value) override {
+    assignments.emplace_back(state, value);
+    keepAlive.push_back(value);
+  }
+
+  /// Each assigned global becomes mutable state, read with global_load and
+  /// stored at the end of the function (after every read, as codegen
+  /// requires). An assigned tensor that is no global (captured as a
+  /// constant) keeps its value.
+  void storeAssignments() {
+    for (auto& [state, value] : assignments) {
+      auto p = paramNames.find(state.impl());
+      if (p == paramNames.end())
+        continue;
+      Value v = valueOf(value);
+      valueOf(state); // declares the global if nothing read it
+      auto global = module.lookupSymbol<ml_program::GlobalOp>(p->second);
+      global.setIsMutable(true);
+      auto ref = FlatSymbolRefAttr::get(global.getSymNameAttr());
+      SmallVector<ml_program::GlobalLoadConstOp> loads;
+      module.walk([&](ml_program::GlobalLoadConstOp load) {
+        if (load.getGlobal().getLeafReference() == global.getSymNameAttr())
+          loads.push_back(load);
+      });
+      for (auto load : loads) {
+        OpBuilder at(load);
+        auto read = ml_program::GlobalLoadOp::create(at, load.getLoc(),
+                                                     load.getType(), ref);
+        load.getResult().replaceAllUsesWith(read.getResult());
+        load.erase();
+      }
+      ml_program::GlobalStoreOp::create(builder, v.getLoc(), ref, v);
+    }
+  }
+
   void enterModule(const nn::Module& m) override {
     auto it = modulePaths.find(&m);
     scopes.push_back(it == modulePaths.end() ? m.typeName() : it->second);
@@ -379,6 +419,9 @@ private:
       lastGlobal = ml_program::GlobalOp::create(builder, 
           builder.getUnknownLoc(), name, type, /*is_mutable=*/false,
           denseValue(ctx, t), builder.getStringAttr("private"));
+      // Buffers are state, not parameters: mc-autodiff leaves them alone.
+      if (bufferImpls.count(t.impl()))
+        lastGlobal->setAttr("mc.buffer", builder.getUnitAttr());
     }
     return ml_program::GlobalLoadConstOp::create(builder, 
         loc(), type, SymbolRefAttr::get(ctx, name));
@@ -391,6 +434,8 @@ private:
   Operation* lastGlobal = nullptr;
   std::unordered_map<const TensorImpl*, Value> values;
   std::unordered_map<const TensorImpl*, std::string> paramNames;
+  std::unordered_set<const TensorImpl*> bufferImpls;
+  std::vector<std::pair<Tensor, Tensor>> assignments; // (state, new value)
   std::unordered_map<const nn::Module*, std::string> modulePaths;
   std::vector<std::string> scopes;
   std::vector<Tensor> keepAlive; // so no traced TensorImpl address is reused
@@ -436,7 +481,7 @@ TracedModule traceFunction(
                     b.getStringAttr(nameAt(options.inputNames, i,
                                            examples.size(), "x", "input")));
 
-  Tracer tracer(ctx, module, func, parameters, modules);
+  Tracer tracer(ctx, module, func, parameters, options.buffers, modules);
   tracer.functionName = options.functionName;
   // Inputs are fresh views, so an input that is also a parameter or another
   // input still becomes its own block argument.
@@ -458,6 +503,7 @@ TracedModule traceFunction(
   setActiveTraceHook(nullptr);
   if (!tracer.failedMessage.empty())
     throw Error("jit::trace: " + tracer.failedMessage);
+  tracer.storeAssignments();
 
   SmallVector<Value> results;
   SmallVector<Type> resultTypes;

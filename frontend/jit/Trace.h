@@ -23,6 +23,11 @@ struct TraceOptions {
   /// input, else "input0", "input1", ...; "out" / "output0", ...).
   std::vector<std::string> inputNames;
   std::vector<std::string> outputNames;
+  /// Module buffers (BatchNorm's running statistics) to trace as named
+  /// globals tagged `mc.buffer` (state that gets no gradient); those the
+  /// function assigns (TraceHook::assign) become mutable and are stored
+  /// when it returns.
+  std::vector<std::pair<std::string, Tensor>> buffers;
 };
 
 /// A traced (or loaded) mc module and the MLIR context that owns it.

@@ -9,6 +9,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace mc::jit {
@@ -99,7 +100,13 @@ Tensor TrainingStep::state(const std::string& name) const {
 }
 
 void TrainingStep::copyParametersTo(nn::Module& model) const {
-  for (auto& [name, p] : model.namedParameters()) {
+  std::vector<std::string> names = stateNames();
+  auto entries = model.namedParameters();
+  // Buffers the step updates (BatchNorm's running statistics) too.
+  for (auto& buffer : model.namedBuffers())
+    if (std::find(names.begin(), names.end(), buffer.first) != names.end())
+      entries.push_back(buffer);
+  for (auto& [name, p] : entries) {
     Tensor trained = state(name);
     if (trained.shape() != p.shape() || trained.dtype() != p.dtype())
       throw Error("state '" + name + "' is " + trained.describe() +
@@ -132,12 +139,13 @@ TrainingStep compileTraining(nn::Module& model, const LossFn& lossFn,
   for (size_t i = options.batchNames.size(); i < exampleBatch.size(); ++i)
     trace.inputNames[i] = "input" + std::to_string(i);
   trace.outputNames = {"loss"};
+  // Buffers are state: BatchNorm in training mode updates its running
+  // statistics in the step; in eval mode they are read-only globals.
+  trace.buffers = model.namedBuffers();
   TracedModule traced = traceFunction(
       [&](const std::vector<Tensor>& batch) {
         return std::vector<Tensor>{lossFn(model(batch[0]), batch)};
       },
-      // Parameters are trained; buffers (BatchNorm statistics) are captured
-      // as constants, as they get no gradient.
       exampleBatch, model.namedParameters(), model.namedModules(), trace);
 
   // Collect the compiler's diagnostics for the error message.

@@ -42,7 +42,8 @@ public:
   std::vector<std::string> stateNames() const;
   /// A copy of one state tensor.
   Tensor state(const std::string& name) const;
-  /// Copies the trained parameters back into the module (for eager use).
+  /// Copies the trained parameters, and the buffers the step updates
+  /// (BatchNorm's running statistics), back into the module (for eager use).
   void copyParametersTo(nn::Module& model) const;
   void saveCheckpoint(const std::string& path) const;
   void loadCheckpoint(const std::string& path);

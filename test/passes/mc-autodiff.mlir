@@ -125,6 +125,27 @@ func.func @off_the_path(%x: tensor<4xf32>) -> tensor<f32> {
 
 // -----
 
+// A buffer (mc.buffer: BatchNorm's running statistics) is state, not a
+// parameter: no gradient, no warning, even where it reaches the loss; its
+// store (the running update) stays.
+// CHECK-LABEL: func.func @buffer_is_no_parameter
+// CHECK-SAME: -> (tensor<f32> {mc.name = "loss"}, tensor<4xf32> {mc.name = "grad.w"})
+// CHECK: ml_program.global_store @running_mean
+ml_program.global private @w(dense<0.5> : tensor<4xf32>) : tensor<4xf32>
+ml_program.global private mutable @running_mean(dense<0.0> : tensor<4xf32>) : tensor<4xf32> {mc.buffer}
+func.func @buffer_is_no_parameter(%x: tensor<4xf32>) -> tensor<f32> {
+  %w = ml_program.global_load_const @w : tensor<4xf32>
+  %m = ml_program.global_load @running_mean : tensor<4xf32>
+  %c = mc.sub %x, %m : tensor<4xf32>
+  %y = mc.mul %c, %w : tensor<4xf32>
+  %r = mc.reduce_sum %y, dims = [0] : (tensor<4xf32>) -> tensor<f32>
+  %n = mc.add %m, %x : tensor<4xf32>
+  ml_program.global_store @running_mean = %n : tensor<4xf32>
+  return %r : tensor<f32>
+}
+
+// -----
+
 ml_program.global private @w(dense<0.5> : tensor<4xf32>) : tensor<4xf32>
 // expected-error @+1 {{'func.func' op result 0 must be a scalar float loss (rank 0 or one element), got 'tensor<4xf32>'}}
 func.func @vector_loss(%x: tensor<4xf32>) -> tensor<4xf32> {
@@ -135,10 +156,18 @@ func.func @vector_loss(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
+// A trained convolution: the weight's gradient is itself a conv2d, the
+// input (batch 1) moved to the channels and the result's gradient used as
+// the kernel (ir/DerivativeRules.h).
+// CHECK-LABEL: func.func @conv_on_the_path
+// CHECK-SAME: -> (tensor<f32> {mc.name = "loss"}, tensor<2x1x3x3xf32> {mc.name = "grad.w"})
+// CHECK: %[[XT:.*]] = mc.transpose %arg0, permutation = [1, 0, 2, 3]
+// CHECK: %[[GT:.*]] = mc.transpose %{{.*}}, permutation = [1, 0, 2, 3] : (tensor<1x2x2x2xf32>) -> tensor<2x1x2x2xf32>
+// CHECK: %[[GW:.*]] = mc.conv2d %[[XT]], %[[GT]], strides = [1, 1], padding = [0, 0, 0, 0], dilation = [1, 1], groups = 1 : (tensor<1x1x4x4xf32>, tensor<2x1x2x2xf32>) -> tensor<1x2x3x3xf32>
+// CHECK: mc.transpose %[[GW]], permutation = [1, 0, 2, 3] : (tensor<1x2x3x3xf32>) -> tensor<2x1x3x3xf32>
 ml_program.global private @w(dense<0.5> : tensor<2x1x3x3xf32>) : tensor<2x1x3x3xf32>
 func.func @conv_on_the_path(%x: tensor<1x1x4x4xf32>) -> tensor<f32> {
   %w = ml_program.global_load_const @w : tensor<2x1x3x3xf32>
-  // expected-error @+1 {{'mc.conv2d' op has no derivative yet: convolution backward kernels are needed}}
   %0 = mc.conv2d %x, %w, strides = [1, 1], padding = [0, 0, 0, 0], dilation = [1, 1], groups = 1
       : (tensor<1x1x4x4xf32>, tensor<2x1x3x3xf32>) -> tensor<1x2x2x2xf32>
   %1 = mc.reduce_sum %0, dims = [0, 1, 2, 3] : (tensor<1x2x2x2xf32>) -> tensor<f32>
@@ -147,10 +176,17 @@ func.func @conv_on_the_path(%x: tensor<1x1x4x4xf32>) -> tensor<f32> {
 
 // -----
 
+// A strided slice: its gradient is put back with zeros between, by
+// reshape, pad and reshape (zero insertion), then cut to the input.
+// CHECK-LABEL: func.func @strided_slice
+// CHECK: %[[SPLIT:.*]] = mc.reshape %{{.*}} : (tensor<4xf32>) -> tensor<4x1xf32>
+// CHECK: %[[PAD:.*]] = mc.pad %[[SPLIT]], low = [0, 0], high = [0, 1], value = 0.000000e+00 : (tensor<4x1xf32>) -> tensor<4x2xf32>
+// CHECK: %[[MERGED:.*]] = mc.reshape %[[PAD]] : (tensor<4x2xf32>) -> tensor<8xf32>
+// CHECK: %[[CUT:.*]] = mc.slice %[[MERGED]], start = [0], limit = [7], strides = [1] : (tensor<8xf32>) -> tensor<7xf32>
+// CHECK: mc.pad %[[CUT]], low = [0], high = [1], value = 0.000000e+00 : (tensor<7xf32>) -> tensor<8xf32>
 ml_program.global private @w(dense<0.5> : tensor<8xf32>) : tensor<8xf32>
 func.func @strided_slice(%x: tensor<8xf32>) -> tensor<f32> {
   %w = ml_program.global_load_const @w : tensor<8xf32>
-  // expected-error @+1 {{'mc.slice' op has no derivative yet: strides other than 1 (dimension 0 has stride 2)}}
   %0 = mc.slice %w, start = [0], limit = [8], strides = [2] : (tensor<8xf32>) -> tensor<4xf32>
   %1 = mc.reduce_sum %0, dims = [0] : (tensor<4xf32>) -> tensor<f32>
   return %1 : tensor<f32>

@@ -259,15 +259,55 @@ std::string autodiffErrors(const std::vector<Tensor>& inputs,
   return messages;
 }
 
-TEST(Autodiff, TrainedConvolutionIsAPreciseError) {
-  std::string errors = autodiffErrors(
-      {uniform({1, 1, 4, 4}, -1, 1, 91)},
-      {{"conv.weight", uniform({2, 1, 3, 3}, -1, 1, 92)}},
-      [](auto& in, auto& p) { return weightedSum(conv2d(in[0], p[0]), 93); });
-  EXPECT_NE(errors.find("'mc.conv2d' op has no derivative yet: convolution "
-                        "backward kernels are needed"),
-            std::string::npos)
-      << errors;
+/// Convolutions train: both gradients are conv2d ops (stride, padding,
+/// dilation and groups), compiled == eager.
+TEST(Autodiff, ConvolutionGradients) {
+  struct Conv {
+    Shape x, w;
+    std::vector<int64_t> strides, padding, dilation;
+    int64_t groups;
+  };
+  std::vector<Conv> convs = {
+      {{2, 3, 7, 7}, {4, 3, 3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 1},
+      {{1, 2, 9, 8}, {3, 2, 3, 2}, {1, 1}, {2, 1, 2, 1}, {2, 2}, 1},
+      {{2, 4, 6, 6}, {6, 2, 3, 3}, {1, 2}, {1, 0, 2, 1}, {1, 1}, 2},
+      {{2, 4, 9, 10}, {4, 2, 3, 3}, {2, 2}, {2, 2, 2, 2}, {2, 2}, 2}};
+  uint64_t seed = 100;
+  for (const Conv& c : convs) {
+    SCOPED_TRACE("groups " + std::to_string(c.groups));
+    Params params = {{"conv.weight", uniform(c.w, -1, 1, seed++)},
+                     {"conv.bias", uniform({c.w[0]}, -1, 1, seed++)}};
+    checkGradients({uniform(c.x, -1, 1, seed++)}, params,
+                   [&](auto& in, auto& p) {
+                     return weightedSum(conv2d(in[0], p[0], p[1], c.strides,
+                                               c.padding, c.dilation,
+                                               c.groups),
+                                        seed);
+                   });
+  }
+}
+
+/// Pooling, training batch norm and strided slices of a parameterized
+/// input (a conv of the data, so the gradient has to go through them).
+TEST(Autodiff, PoolingBatchNormAndStridedSliceGradients) {
+  Params params = {{"conv.weight", uniform({3, 2, 3, 3}, -1, 1, 111)},
+                   {"bn.weight", uniform({3}, 0.5, 2, 112)},
+                   {"bn.bias", uniform({3}, -1, 1, 113)}};
+  Tensor x = uniform({2, 2, 9, 9}, -1, 1, 114);
+  checkGradients({x}, params, [](auto& in, auto& p) {
+    Tensor h = conv2d(in[0], p[0], Tensor(), {1, 1}, {1, 1, 1, 1}); // 9x9
+    Tensor t = weightedSum(maxPool2d(h, {3, 3}, {2, 2}, {1}), 115);
+    t = add(t, weightedSum(maxPool2d(h, {2, 2}, {2, 2}, {0}, {1, 1}, true),
+                           116));
+    t = add(t, weightedSum(avgPool2d(h, {3, 3}, {2, 2}, {1}), 117));
+    t = add(t, weightedSum(avgPool2d(h, {2, 2}, {2, 2}, {1}, true, false),
+                           118));
+    t = add(t, weightedSum(batchNormTraining(h, p[1], p[2], 1e-5, 1), 119));
+    t = add(t, weightedSum(slice(h, {0, 1, 1, 0}, {2, 1, 4, 3},
+                                 {1, 1, 2, 3}),
+                           120));
+    return t;
+  });
 }
 
 /// An embedding trains: repeated and negative ids accumulate into their

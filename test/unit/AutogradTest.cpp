@@ -10,7 +10,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -27,11 +29,29 @@ struct Case {
   Fn fn;
   /// The same function in PyTorch, on inputs named a, b, c, ...
   std::string torchExpr;
+  /// For ops linear or piecewise linear in each input: a step at which
+  /// central differences through the f32 kernels are exact but for
+  /// rounding, so they check the gradient to 1e-5 (0: not checked so).
+  double exactStep = 0;
 };
 
 Tensor randnIn(const Shape& s, float lo, float hi, uint64_t seed) {
   std::mt19937_64 gen(seed);
   return Tensor::uniform(s, lo, hi, &gen);
+}
+
+/// Distinct values 0.05 apart, shuffled: max pooling's winner does not
+/// change under a step of 0.01 (no kink is crossed).
+Tensor distinct(const Shape& s, uint64_t seed) {
+  int64_t n = 1;
+  for (int64_t d : s)
+    n *= d;
+  std::vector<float> v;
+  for (int64_t i = 0; i < n; ++i)
+    v.push_back(0.05f * static_cast<float>(i - n / 2));
+  std::mt19937_64 gen(seed);
+  std::shuffle(v.begin(), v.end(), gen);
+  return Tensor::fromVector(v, s);
 }
 
 /// f(inputs) = sum(fn(inputs) * w) with a fixed random w, so every output
@@ -169,6 +189,79 @@ std::vector<Case> cases() {
   c.push_back({"mse", {in({3, 4}, 52), in({3, 4}, 53)},
                [](auto& x) { return mseLoss(x[0], x[1]); },
                "torch.nn.functional.mse_loss(a, b)"});
+  // Convolution, pooling, training batch norm and strided slices: their
+  // rules are compositions of forward ops (ir/DerivativeRules.h).
+  c.push_back({"conv2d_stride2_pad1", {in({2, 3, 7, 7}, 60), in({4, 3, 3, 3}, 61)},
+               [](auto& x) {
+                 return conv2d(x[0], x[1], Tensor(), {2, 2}, {1, 1, 1, 1});
+               },
+               "torch.nn.functional.conv2d(a, b, stride=2, padding=1)", 1.0});
+  c.push_back({"conv2d_dilation2", {in({1, 2, 9, 8}, 62), in({3, 2, 3, 2}, 63)},
+               [](auto& x) {
+                 return conv2d(x[0], x[1], Tensor(), {1, 1}, {2, 1, 2, 1},
+                               {2, 2});
+               },
+               "torch.nn.functional.conv2d(a, b, padding=(2, 1), "
+               "dilation=2)",
+               1.0});
+  c.push_back({"conv2d_groups2_bias",
+               {in({2, 4, 6, 6}, 64), in({6, 2, 3, 3}, 65), in({6}, 66)},
+               [](auto& x) {
+                 return conv2d(x[0], x[1], x[2], {1, 2}, {1, 1, 1, 1}, {1, 1},
+                               2);
+               },
+               "torch.nn.functional.conv2d(a, b, c, stride=(1, 2), "
+               "padding=1, groups=2)",
+               1.0});
+  c.push_back({"conv2d_stride2_pad2_dilation2_groups2",
+               {in({2, 4, 9, 10}, 67), in({4, 2, 3, 3}, 68)},
+               [](auto& x) {
+                 return conv2d(x[0], x[1], Tensor(), {2, 2}, {2, 2, 2, 2},
+                               {2, 2}, 2);
+               },
+               "torch.nn.functional.conv2d(a, b, stride=2, padding=2, "
+               "dilation=2, groups=2)",
+               1.0});
+  c.push_back({"max_pool_3x3_stride2_pad1", {distinct({2, 3, 7, 7}, 69)},
+               [](auto& x) { return maxPool2d(x[0], {3, 3}, {2, 2}, {1}); },
+               "torch.nn.functional.max_pool2d(a, 3, 2, 1)", 0.01});
+  c.push_back({"max_pool_2x2_ceil_dilation2", {distinct({1, 2, 8, 7}, 70)},
+               [](auto& x) {
+                 return maxPool2d(x[0], {2, 2}, {2, 2}, {0}, {2, 2}, true);
+               },
+               "torch.nn.functional.max_pool2d(a, 2, 2, 0, 2, "
+               "ceil_mode=True)",
+               0.01});
+  c.push_back({"avg_pool_3x3_stride2_pad1", {in({2, 2, 7, 7}, 71)},
+               [](auto& x) { return avgPool2d(x[0], {3, 3}, {2, 2}, {1}); },
+               "torch.nn.functional.avg_pool2d(a, 3, 2, 1)", 1.0});
+  c.push_back({"avg_pool_exclude_pad_ceil", {in({1, 2, 8, 8}, 72)},
+               [](auto& x) {
+                 return avgPool2d(x[0], {3, 3}, {2, 2}, {1}, true, false);
+               },
+               "torch.nn.functional.avg_pool2d(a, 3, 2, 1, ceil_mode=True, "
+               "count_include_pad=False)",
+               1.0});
+  c.push_back({"avg_pool_include_pad_ceil", {in({1, 2, 8, 8}, 73)},
+               [](auto& x) {
+                 return avgPool2d(x[0], {3, 3}, {2, 2}, {1}, true, true);
+               },
+               "torch.nn.functional.avg_pool2d(a, 3, 2, 1, ceil_mode=True, "
+               "count_include_pad=True)",
+               1.0});
+  c.push_back({"batch_norm_training",
+               {in({4, 3, 3, 2}, 74), in({3}, 75, 0.5, 2), in({3}, 76)},
+               [](auto& x) {
+                 return batchNormTraining(x[0], x[1], x[2], 1e-5, 1);
+               },
+               "torch.nn.functional.batch_norm(a, None, None, b, c, "
+               "training=True, eps=1e-5)"});
+  c.push_back({"strided_slice_dim", {in({3, 9}, 77)},
+               [](auto& x) { return sliceDim(x[0], 1, 1, 8, 3); },
+               "a[:, 1:8:3]", 1.0});
+  c.push_back({"strided_slice_2d", {in({6, 5}, 78)},
+               [](auto& x) { return slice(x[0], {1, 0}, {3, 2}, {2, 3}); },
+               "a[1::2, ::3]", 1.0});
   c.push_back({"mlp_chain", {in({4, 3}, 54), in({5, 3}, 55), in({5}, 56)},
                [](auto& x) {
                  return softmax(tanh(linear(x[0], x[1], x[2])), 1);
@@ -229,6 +322,135 @@ TEST(Autograd, EveryOpMatchesFiniteDifferences) {
   }
 }
 
+/// The ops with an exact step (linear or piecewise linear in each input):
+/// central differences through the f32 kernels, divided by the step as the
+/// f32 inputs really took it, are exact but for the rounding of the outputs
+/// an input touches, so the gradients must agree to the f32 bar of 1e-5.
+TEST(Autograd, LinearOpsMatchExactFiniteDifferencesTo1e5) {
+  for (const Case& c : cases()) {
+    if (c.exactStep == 0)
+      continue;
+    SCOPED_TRACE(c.name);
+    Tensor probe;
+    {
+      NoGradGuard g;
+      probe = c.fn(c.inputs);
+    }
+    Tensor w = randnIn(probe.shape(), -1, 1, 99);
+    std::vector<Tensor> grads = autogradGrads(c, w);
+    for (size_t i = 0; i < c.inputs.size(); ++i) {
+      std::vector<float> g = grads[i].toVector();
+      double num = 0, den = 0;
+      for (int64_t k = 0; k < c.inputs[i].numel(); ++k) {
+        std::vector<Tensor> plus, minus;
+        for (const Tensor& t : c.inputs) {
+          plus.push_back(t.clone());
+          minus.push_back(t.clone());
+        }
+        float& up = plus[i].data<float>()[k];
+        float& down = minus[i].data<float>()[k];
+        up += static_cast<float>(c.exactStep);
+        down -= static_cast<float>(c.exactStep);
+        double step = double(up) - double(down);
+        double fd = (objective(c, plus, w) - objective(c, minus, w)) / step;
+        num += (fd - g[k]) * (fd - g[k]);
+        den += fd * fd;
+      }
+      double rel = std::sqrt(num / den);
+      EXPECT_LT(rel, 1e-5) << "input " << i << ": rel err " << rel;
+      std::printf("%-40s input %zu: rel err vs exact differences %.1e\n",
+                  c.name.c_str(), i, rel);
+    }
+  }
+}
+
+/// Training batch norm is not linear: its gradients (the op's rule fed with
+/// batch statistics, through their reductions) against central differences
+/// of the same function computed in double, to the f32 bar of 1e-5.
+TEST(Autograd, TrainingBatchNormMatchesDoubleFiniteDifferencesTo1e5) {
+  const int64_t n = 4, ch = 3, hw = 6;
+  const double eps = 1e-5;
+  Tensor x = randnIn({n, ch, 2, 3}, -2, 2, 81);
+  Tensor scale = randnIn({ch}, 0.5, 2, 82), offset = randnIn({ch}, -1, 1, 83);
+  Tensor w = randnIn({n, ch, 2, 3}, -1, 1, 84);
+  auto toDouble = [](const Tensor& t) {
+    std::vector<float> f = t.toVector();
+    return std::vector<double>(f.begin(), f.end());
+  };
+  std::vector<double> xd = toDouble(x), sd = toDouble(scale),
+                      od = toDouble(offset), wd = toDouble(w);
+  // sum(w * batch_norm(x)) in double, PyTorch's training-mode formula.
+  auto objective = [&](const std::vector<double>& xv,
+                       const std::vector<double>& sv,
+                       const std::vector<double>& ov) {
+    double total = 0;
+    for (int64_t c = 0; c < ch; ++c) {
+      double mean = 0, var = 0;
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t i = 0; i < hw; ++i)
+          mean += xv[(b * ch + c) * hw + i];
+      mean /= n * hw;
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t i = 0; i < hw; ++i) {
+          double d = xv[(b * ch + c) * hw + i] - mean;
+          var += d * d;
+        }
+      var /= n * hw;
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t i = 0; i < hw; ++i) {
+          int64_t k = (b * ch + c) * hw + i;
+          total += wd[k] * ((xv[k] - mean) / std::sqrt(var + eps) * sv[c] +
+                            ov[c]);
+        }
+    }
+    return total;
+  };
+  std::vector<Tensor> leaves = {x.clone().setRequiresGrad(),
+                                scale.clone().setRequiresGrad(),
+                                offset.clone().setRequiresGrad()};
+  Tensor y = batchNormTraining(leaves[0], leaves[1], leaves[2], eps, 1);
+  sum(reshape(y * w, {-1}), {0}).backward();
+  std::vector<std::vector<double>*> args = {&xd, &sd, &od};
+  for (size_t i = 0; i < 3; ++i) {
+    std::vector<float> g = leaves[i].grad().toVector();
+    double num = 0, den = 0;
+    for (size_t k = 0; k < args[i]->size(); ++k) {
+      const double h = 1e-5;
+      double saved = (*args[i])[k];
+      (*args[i])[k] = saved + h;
+      double up = objective(xd, sd, od);
+      (*args[i])[k] = saved - h;
+      double down = objective(xd, sd, od);
+      (*args[i])[k] = saved;
+      double fd = (up - down) / (2 * h);
+      num += (fd - g[k]) * (fd - g[k]);
+      den += fd * fd;
+    }
+    double rel = std::sqrt(num / den);
+    EXPECT_LT(rel, 1e-5) << "input " << i << ": rel err " << rel;
+    std::printf("batch_norm_training input %zu: rel err vs double "
+                "differences %.1e\n",
+                i, rel);
+  }
+}
+
+/// max_pool2d's gradient goes to the first maximum of a window (row-major),
+/// as PyTorch's: with every value equal, each output's gradient lands on
+/// its window's top-left element.
+TEST(Autograd, MaxPoolTiesGoToTheFirstMaximum) {
+  Tensor x = Tensor::full({1, 1, 4, 4}, 1.0).setRequiresGrad();
+  sum(reshape(maxPool2d(x, {2, 2}, {2, 2}), {-1}), {0}).backward();
+  EXPECT_EQ(x.grad().toVector(),
+            (std::vector<float>{1, 0, 1, 0, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0,
+                                0}));
+  // Overlapping windows (stride 1): an element wins every window it is
+  // first in.
+  Tensor y = Tensor::full({1, 1, 3, 3}, 2.0).setRequiresGrad();
+  sum(reshape(maxPool2d(y, {2, 2}, {1, 1}), {-1}), {0}).backward();
+  EXPECT_EQ(y.grad().toVector(),
+            (std::vector<float>{1, 1, 0, 1, 1, 0, 0, 0, 0}));
+}
+
 TEST(Autograd, AccumulatesAndRespectsNoGrad) {
   Tensor x = Tensor::fromVector({1, 2, 3}, {3}).setRequiresGrad();
   sum(x * x, {0}).backward();
@@ -257,16 +479,6 @@ TEST(Autograd, ClearErrors) {
   Tensor p = Tensor::zeros({2}).setRequiresGrad();
   EXPECT_THROW((p * 2.0).backward(), Error);   // not a scalar
   EXPECT_THROW(Tensor::zeros({2}, DType::I32).setRequiresGrad(), Error);
-  Tensor img = Tensor::zeros({1, 1, 4, 4}).setRequiresGrad();
-  Tensor w = Tensor::zeros({1, 1, 3, 3});
-  try {
-    sum(reshape(conv2d(img, w), {-1}), {0}).backward();
-    FAIL() << "conv2d backward should not exist yet";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("conv2d has no derivative yet"),
-              std::string::npos)
-        << e.what();
-  }
   Tensor logits = Tensor::zeros({2, 3});
   Tensor bad = Tensor::empty({2}, DType::I64);
   bad.data<int64_t>()[0] = 1;

@@ -4,6 +4,7 @@
     digits_reference.py export DIR    write train/test .npy from sklearn
     digits_reference.py torch DIR EPOCHS BATCH LR   train the same MLP in
                                       PyTorch, print its held-out accuracy
+    digits_reference.py cnn DIR EPOCHS BATCH LR     the same for the CNN
 
 Exit code 77 (skip) when sklearn or torch is missing.
 """
@@ -55,9 +56,44 @@ def train_torch(d, epochs, batch, lr):
     print(f"{acc:.6f}")
 
 
+def train_torch_cnn(d, epochs, batch, lr):
+    """The CNN of DigitsTest: conv-bn-relu-pool, conv-bn-relu, linear."""
+    try:
+        import torch
+    except ImportError as e:
+        print(f"SKIP: {e}")
+        sys.exit(77)
+    torch.manual_seed(0)
+    nn = torch.nn
+    x = torch.tensor(np.load(f"{d}/x_train.npy")).reshape(-1, 1, 8, 8)
+    y = torch.tensor(np.load(f"{d}/y_train.npy"))
+    model = nn.Sequential(nn.Conv2d(1, 8, 3, 1, 1), nn.BatchNorm2d(8),
+                          nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Conv2d(8, 16, 3, 1, 1), nn.BatchNorm2d(16),
+                          nn.ReLU(), nn.Flatten(), nn.Linear(256, 10))
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    steps = len(x) // batch
+    model.train()
+    for _ in range(epochs):
+        for s in range(steps):
+            xb, yb = x[s * batch:(s + 1) * batch], y[s * batch:(s + 1) * batch]
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(xb), yb).backward()
+            opt.step()
+    model.eval()
+    with torch.no_grad():
+        xt = torch.tensor(np.load(f"{d}/x_test.npy")).reshape(-1, 1, 8, 8)
+        pred = model(xt).argmax(1)
+    acc = (pred.numpy() == np.load(f"{d}/y_test.npy")).mean()
+    print(f"{acc:.6f}")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "export":
         export(sys.argv[2])
+    elif sys.argv[1] == "cnn":
+        train_torch_cnn(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]),
+                        float(sys.argv[5]))
     else:
         train_torch(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]),
                     float(sys.argv[5]))

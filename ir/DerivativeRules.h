@@ -1,0 +1,728 @@
+// One derivative per op: the reverse-mode rule of every mc op, written once
+// over a builder and instantiated twice, by eager autograd on Tensors
+// (frontend/Autograd.cpp) and by mc-autodiff as mc ops (ir/MCGradients.cpp).
+// PyTorch's formulas (derivatives.yaml), so both match torch.autograd. No
+// MLIR here: the frontend includes this header without linking the compiler.
+//
+// Every rule is built from ops that exist in the dialect (no backward ops):
+// a convolution's gradients are convolutions, a strided slice's is a zero
+// insertion (reshape + pad + reshape), pooling goes back through one strided
+// scatter per window offset, and training batch norm is the inference op fed
+// with batch statistics (see batchNorm below).
+//
+// A builder `B` provides:
+//   using Value = ...;               default-constructed: "no gradient"
+//   Dims shape(Value); bool isFloat(Value);
+//   add sub mul div pow (Value, Value); neg exp log sqrt tanh erf (Value)
+//   splatLike(Value like, double)    a scalar of like's element type that
+//                                    elementwise ops accept next to `like`
+//   constant(Value like, Dims shape, std::vector<double>)  like's elements
+//   intConstant(Value like, Dims shape, Dims values)  like's integer type
+//   compare(Cmp, Value, Value) -> i1; select(pred, onTrue, onFalse)
+//   castLike(Value x, Value like)    x in like's element type
+//   reshape(x, Dims); broadcastInDim(x, Dims shape, Dims dims);
+//   transpose(x, Dims perm); reduceSum / reduceMean(x, Dims, bool keepdim)
+//   matmul(x, y, bool transposeA, bool transposeB)
+//   slice(x, Dims start, Dims limit, Dims strides)
+//   pad(x, Dims low, Dims high, double value)
+//   conv2d(x, w, Dims strides, Dims padding /*t, l, b, r*/, Dims dilation,
+//          int64_t groups)
+//   gather(x, Value indices, int64_t axis)
+#ifndef MODELC_IR_DERIVATIVERULES_H
+#define MODELC_IR_DERIVATIVERULES_H
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <utility>
+#include <vector>
+
+namespace mc::derivatives {
+
+using Dims = std::vector<int64_t>;
+enum class Cmp { EQ, NE, LT, LE, GT, GE };
+/// One gradient per operand, in operand order.
+template <class B> using Grads = std::vector<typename B::Value>;
+
+namespace detail {
+
+inline Dims iota(int64_t begin, int64_t end) {
+  Dims r;
+  for (int64_t i = begin; i < end; ++i)
+    r.push_back(i);
+  return r;
+}
+
+inline Dims inversePermutation(const Dims& p) {
+  Dims inv(p.size());
+  for (size_t i = 0; i < p.size(); ++i)
+    inv[p[i]] = static_cast<int64_t>(i);
+  return inv;
+}
+
+inline int64_t product(const Dims& d) {
+  int64_t n = 1;
+  for (int64_t v : d)
+    n *= v;
+  return n;
+}
+
+/// (x <dir> y) as 0/1 in the element type of `like`.
+template <class B, class V = typename B::Value>
+V mask(B& b, Cmp dir, V x, V y, V like) {
+  return b.castLike(b.compare(dir, x, y), like);
+}
+
+template <class B, class V = typename B::Value>
+V scale(B& b, V x, double v) {
+  return b.mul(x, b.splatLike(x, v));
+}
+
+/// Broadcasts `x` (same rank, size-1 dims) to `shape`, as NumPy would.
+template <class B, class V = typename B::Value>
+V expand(B& b, V x, const Dims& shape) {
+  if (b.shape(x) == shape)
+    return x;
+  return b.broadcastInDim(x, shape,
+                          iota(0, static_cast<int64_t>(shape.size())));
+}
+
+/// `g`, the gradient of a reduction over `dims` of a `shape` tensor,
+/// broadcast back to `shape`.
+template <class B, class V = typename B::Value>
+V expandReduced(B& b, V g, const Dims& shape, const Dims& dims, bool keepdim) {
+  Dims kept = shape;
+  for (int64_t d : dims)
+    kept[d] = 1;
+  return expand(b, keepdim ? g : b.reshape(g, kept), shape);
+}
+
+template <class B, class V = typename B::Value>
+V slice(B& b, V x, const Dims& start, const Dims& limit) {
+  if (std::all_of(start.begin(), start.end(), [](int64_t s) { return !s; }) &&
+      limit == b.shape(x))
+    return x;
+  return b.slice(x, start, limit, Dims(start.size(), 1));
+}
+
+/// Zero padding; nothing when there is none.
+template <class B, class V = typename B::Value>
+V pad(B& b, V x, const Dims& low, const Dims& high) {
+  auto zero = [](const Dims& d) {
+    return std::all_of(d.begin(), d.end(), [](int64_t v) { return !v; });
+  };
+  if (zero(low) && zero(high))
+    return x;
+  return b.pad(x, low, high, 0.0);
+}
+
+/// Zero padding where `low`/`high` are positive, cropping where negative (a
+/// convolution never reads what a negative padding crops).
+template <class B, class V = typename B::Value>
+V padOrCrop(B& b, V x, const Dims& low, const Dims& high) {
+  Dims s = b.shape(x), start(s.size()), limit(s.size()), lo(s.size()),
+       hi(s.size());
+  for (size_t d = 0; d < s.size(); ++d) {
+    start[d] = std::max<int64_t>(0, -low[d]);
+    limit[d] = s[d] - std::max<int64_t>(0, -high[d]);
+    lo[d] = std::max<int64_t>(0, low[d]);
+    hi[d] = std::max<int64_t>(0, high[d]);
+  }
+  return pad(b, slice(b, x, start, limit), lo, hi);
+}
+
+/// The transpose of a strided slice: `g` (the slice's result shape) put
+/// back at start[d] + i * strides[d] of a zero tensor of `inShape`. Strides
+/// become zero insertion: [n] -> [n, 1] -> pad to [n, s] -> [n * s], cut to
+/// (n - 1) * s + 1.
+template <class B, class V = typename B::Value>
+V scatterStrided(B& b, V g, const Dims& inShape, const Dims& start,
+                 const Dims& strides) {
+  Dims out = b.shape(g), placed = out;
+  size_t rank = out.size();
+  bool strided = false;
+  for (size_t d = 0; d < rank; ++d)
+    strided |= strides[d] > 1 && out[d] > 1;
+  V v = g;
+  if (strided) {
+    Dims split, lo(2 * rank, 0), hi(2 * rank, 0), merged;
+    for (size_t d = 0; d < rank; ++d) {
+      int64_t s = out[d] > 1 ? strides[d] : 1;
+      split.push_back(out[d]);
+      split.push_back(1);
+      hi[2 * d + 1] = s - 1;
+      merged.push_back(out[d] * s);
+      placed[d] = out[d] > 0 ? (out[d] - 1) * s + 1 : 0;
+    }
+    v = b.reshape(v, split);
+    v = b.pad(v, lo, hi, 0.0);
+    v = b.reshape(v, merged);
+    v = slice(b, v, Dims(rank, 0), placed);
+  }
+  Dims high(rank);
+  for (size_t d = 0; d < rank; ++d)
+    high[d] = inShape[d] - start[d] - placed[d];
+  return pad(b, v, start, high);
+}
+
+/// Reverses dims 2 and 3 (the kernel window) of an OIHW weight.
+template <class B, class V = typename B::Value>
+V flipWindow(B& b, V w) {
+  Dims s = b.shape(w);
+  for (int64_t d : {2, 3}) {
+    if (s[d] == 1)
+      continue;
+    Dims reversed;
+    for (int64_t i = s[d] - 1; i >= 0; --i)
+      reversed.push_back(i);
+    w = b.gather(w, b.intConstant(V(), {s[d]}, reversed), d);
+  }
+  return w;
+}
+
+/// d(conv2d)/d(input): the transposed convolution, as a conv2d of the
+/// zero-inserted (stride), padded gradient with the flipped weight whose
+/// in/out channels are swapped within each group.
+template <class B, class V = typename B::Value>
+V conv2dInputGrad(B& b, V g, V w, const Dims& inShape, const Dims& strides,
+                  const Dims& padding, const Dims& dilation, int64_t groups) {
+  Dims ws = b.shape(w), gs = b.shape(g);
+  int64_t o = ws[0], cg = ws[1], c = inShape[1], og = o / groups;
+  Dims dilated{gs[0], gs[1], (gs[2] - 1) * strides[0] + 1,
+               (gs[3] - 1) * strides[1] + 1};
+  V gd = scatterStrided(b, g, dilated, Dims{0, 0, 0, 0},
+                        Dims{1, 1, strides[0], strides[1]});
+  Dims low{0, 0}, high{0, 0};
+  for (int d = 0; d < 2; ++d) {
+    low.push_back(dilation[d] * (ws[2 + d] - 1) - padding[d]);
+    high.push_back(inShape[2 + d] + padding[d] - (gs[2 + d] - 1) * strides[d] -
+                   1);
+  }
+  V gp = padOrCrop(b, gd, low, high);
+  V wt;
+  if (groups == 1) {
+    wt = b.transpose(w, {1, 0, 2, 3});
+  } else {
+    wt = b.reshape(w, {groups, og, cg, ws[2], ws[3]});
+    wt = b.transpose(wt, {0, 2, 1, 3, 4});
+    wt = b.reshape(wt, {c, og, ws[2], ws[3]});
+  }
+  return b.conv2d(gp, flipWindow(b, wt), {1, 1}, {0, 0, 0, 0}, dilation,
+                  groups);
+}
+
+/// d(conv2d)/d(weight): a conv2d with the roles swapped: the input's
+/// channels become the batch, its batch the channels (per group), the
+/// gradient is the weight, and stride and dilation trade places.
+template <class B, class V = typename B::Value>
+V conv2dWeightGrad(B& b, V g, V x, const Dims& wShape, const Dims& strides,
+                   const Dims& padding, const Dims& dilation, int64_t groups) {
+  Dims xs = b.shape(x);
+  int64_t n = xs[0], c = xs[1], cg = c / groups;
+  V xt;
+  if (groups == 1) {
+    xt = b.transpose(x, {1, 0, 2, 3});
+  } else {
+    xt = b.reshape(x, {n, groups, cg, xs[2], xs[3]});
+    xt = b.transpose(xt, {2, 1, 0, 3, 4});
+    xt = b.reshape(xt, {cg, groups * n, xs[2], xs[3]});
+  }
+  V gt = b.transpose(g, {1, 0, 2, 3});
+  V r = b.conv2d(xt, gt, dilation, padding, strides, groups);
+  r = slice(b, r, Dims{0, 0, 0, 0}, Dims{cg, wShape[0], wShape[2], wShape[3]});
+  return b.transpose(r, {1, 0, 2, 3});
+}
+
+/// Taps of a pooling window starting at `start` inside [lo, hi).
+inline int64_t tapsInside(int64_t start, int64_t dilation, int64_t kernel,
+                          int64_t lo, int64_t hi) {
+  int64_t n = 0;
+  for (int64_t k = 0; k < kernel; ++k) {
+    int64_t i = start + k * dilation;
+    n += i >= lo && i < hi;
+  }
+  return n;
+}
+
+} // namespace detail
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+template <class B> Grads<B> add(B&, typename B::Value g) { return {g, g}; }
+
+template <class B> Grads<B> sub(B& b, typename B::Value g) {
+  return {g, b.neg(g)};
+}
+
+template <class B>
+Grads<B> mul(B& b, typename B::Value g, typename B::Value lhs,
+             typename B::Value rhs) {
+  return {b.mul(g, rhs), b.mul(g, lhs)};
+}
+
+/// `y` is the op's result lhs / rhs.
+template <class B>
+Grads<B> div(B& b, typename B::Value g, typename B::Value rhs,
+             typename B::Value y) {
+  auto ga = b.div(g, rhs);
+  return {ga, b.neg(b.mul(ga, y))};
+}
+
+/// maximum / minimum: ties share the gradient equally (PyTorch).
+template <class B>
+Grads<B> extremum(B& b, typename B::Value g, typename B::Value lhs,
+                  typename B::Value rhs, bool isMax) {
+  using detail::mask;
+  auto wins = mask(b, isMax ? Cmp::GT : Cmp::LT, lhs, rhs, g);
+  auto half = detail::scale(b, mask(b, Cmp::EQ, lhs, rhs, g), 0.5);
+  auto loses = mask(b, isMax ? Cmp::LT : Cmp::GT, lhs, rhs, g);
+  return {b.mul(g, b.add(wins, half)), b.mul(g, b.add(loses, half))};
+}
+
+/// `y` is a ** p.
+template <class B>
+Grads<B> pow(B& b, typename B::Value g, typename B::Value a,
+             typename B::Value p, typename B::Value y) {
+  auto ga = b.mul(g, b.mul(p, b.pow(a, b.sub(p, b.splatLike(p, 1.0)))));
+  // d/dp a^p = a^p * log(a), taken as 0 where a == 0 (PyTorch does so for
+  // p >= 0; for p < 0 the true value is infinite anyway).
+  auto isZero = b.compare(Cmp::EQ, a, b.splatLike(a, 0.0));
+  auto safeA = b.select(isZero, b.splatLike(a, 1.0), a);
+  return {ga, b.mul(b.mul(g, y), b.log(safeA))};
+}
+
+template <class B> Grads<B> neg(B& b, typename B::Value g) {
+  return {b.neg(g)};
+}
+
+/// `y` is exp(x).
+template <class B>
+Grads<B> exp(B& b, typename B::Value g, typename B::Value y) {
+  return {b.mul(g, y)};
+}
+
+template <class B>
+Grads<B> log(B& b, typename B::Value g, typename B::Value x) {
+  return {b.div(g, x)};
+}
+
+/// `y` is tanh(x).
+template <class B>
+Grads<B> tanh(B& b, typename B::Value g, typename B::Value y) {
+  return {b.mul(g, b.sub(b.splatLike(y, 1.0), b.mul(y, y)))};
+}
+
+/// `y` is sigmoid(x).
+template <class B>
+Grads<B> sigmoid(B& b, typename B::Value g, typename B::Value y) {
+  return {b.mul(g, b.mul(y, b.sub(b.splatLike(y, 1.0), y)))};
+}
+
+/// threshold_backward: the gradient flows where the input is > 0.
+template <class B>
+Grads<B> relu(B& b, typename B::Value g, typename B::Value x) {
+  return {b.mul(g, detail::mask(b, Cmp::GT, x, b.splatLike(x, 0.0), g))};
+}
+
+/// `y` is sqrt(x).
+template <class B>
+Grads<B> sqrt(B& b, typename B::Value g, typename B::Value y) {
+  return {b.div(g, detail::scale(b, y, 2.0))};
+}
+
+template <class B>
+Grads<B> abs(B& b, typename B::Value g, typename B::Value x) {
+  auto zero = b.splatLike(x, 0.0);
+  auto sign = b.sub(detail::mask(b, Cmp::GT, x, zero, g),
+                    detail::mask(b, Cmp::LT, x, zero, g));
+  return {b.mul(g, sign)};
+}
+
+template <class B>
+Grads<B> erf(B& b, typename B::Value g, typename B::Value x) {
+  auto d = detail::scale(b, b.exp(b.neg(b.mul(x, x))), 2.0 / std::sqrt(M_PI));
+  return {b.mul(g, d)};
+}
+
+template <class B>
+Grads<B> gelu(B& b, typename B::Value g, typename B::Value x,
+              bool tanhApproximation) {
+  using detail::scale;
+  auto one = b.splatLike(x, 1.0);
+  if (!tanhApproximation) {
+    // d/dx x*Phi(x) = Phi(x) + x*phi(x).
+    auto cdf = scale(b, b.add(b.erf(scale(b, x, M_SQRT1_2)), one), 0.5);
+    auto pdf = scale(b, b.exp(scale(b, b.mul(x, x), -0.5)),
+                     0.5 * M_2_SQRTPI * M_SQRT1_2);
+    return {b.mul(g, b.add(cdf, b.mul(x, pdf)))};
+  }
+  // PyTorch's tanh-form gelu_backward.
+  const double kBeta = M_SQRT2 * M_2_SQRTPI * 0.5, kKappa = 0.044715;
+  auto x3 = b.mul(b.mul(x, x), x);
+  auto t = b.tanh(scale(b, b.add(x, scale(b, x3, kKappa)), kBeta));
+  auto left = scale(b, x, 0.5);
+  auto leftDer = scale(b, b.add(t, one), 0.5);
+  auto tanhDer = b.sub(one, b.mul(t, t));
+  auto innerDer =
+      scale(b, b.add(one, scale(b, b.mul(x, x), 3 * kKappa)), kBeta);
+  auto rightDer = b.mul(b.mul(left, tanhDer), innerDer);
+  return {b.mul(g, b.add(leftDer, rightDer))};
+}
+
+template <class B>
+Grads<B> clamp(B& b, typename B::Value g, typename B::Value x, double lo,
+               double hi) {
+  auto inside = b.mul(detail::mask(b, Cmp::GE, x, b.splatLike(x, lo), g),
+                      detail::mask(b, Cmp::LE, x, b.splatLike(x, hi), g));
+  return {b.mul(g, inside)};
+}
+
+/// compare, not: i1 results carry no gradient.
+template <class B> Grads<B> none(size_t operands) {
+  return Grads<B>(operands);
+}
+
+/// select(pred, onTrue, onFalse): the predicate gets none.
+template <class B>
+Grads<B> select(B& b, typename B::Value g, typename B::Value pred) {
+  auto zero = b.splatLike(g, 0.0);
+  return {typename B::Value(), b.select(pred, g, zero),
+          b.select(pred, zero, g)};
+}
+
+/// Float to float: the gradient cast back; from integers or i1: none.
+template <class B>
+Grads<B> cast(B& b, typename B::Value g, typename B::Value x) {
+  if (!b.isFloat(x))
+    return {typename B::Value()};
+  return {b.castLike(g, x)};
+}
+
+//===----------------------------------------------------------------------===//
+// Shape
+//===----------------------------------------------------------------------===//
+
+/// Sums the broadcast result dims back, then puts the remaining dims in
+/// operand order.
+template <class B>
+Grads<B> broadcastInDim(B& b, typename B::Value g, const Dims& inShape,
+                        const Dims& dims) {
+  Dims out = b.shape(g), reduce;
+  std::vector<bool> mapped(out.size(), false);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    mapped[dims[i]] = true;
+    if (inShape[i] == 1 && out[dims[i]] != 1)
+      reduce.push_back(dims[i]);
+  }
+  for (size_t d = 0; d < out.size(); ++d)
+    if (!mapped[d])
+      reduce.push_back(static_cast<int64_t>(d));
+  std::sort(reduce.begin(), reduce.end());
+  auto r = reduce.empty() ? g : b.reduceSum(g, reduce, /*keepdim=*/true);
+  // The mapped dims in result order: (result dim, operand dim).
+  std::vector<std::pair<int64_t, int64_t>> order;
+  for (size_t i = 0; i < dims.size(); ++i)
+    order.emplace_back(dims[i], static_cast<int64_t>(i));
+  std::sort(order.begin(), order.end());
+  Dims compact;
+  for (auto& [rd, od] : order)
+    compact.push_back(inShape[od]);
+  if (b.shape(r) != compact)
+    r = b.reshape(r, compact);
+  if (!std::is_sorted(dims.begin(), dims.end())) {
+    Dims perm(dims.size());
+    for (size_t k = 0; k < order.size(); ++k)
+      perm[order[k].second] = static_cast<int64_t>(k);
+    r = b.transpose(r, perm);
+  }
+  if (b.shape(r) != inShape)
+    r = b.reshape(r, inShape);
+  return {r};
+}
+
+template <class B>
+Grads<B> reshape(B& b, typename B::Value g, const Dims& inShape) {
+  return {b.reshape(g, inShape)};
+}
+
+template <class B>
+Grads<B> transpose(B& b, typename B::Value g, const Dims& permutation) {
+  return {b.transpose(g, detail::inversePermutation(permutation))};
+}
+
+/// One gradient per concatenated input, sliced back out.
+template <class B>
+Grads<B> concat(B& b, typename B::Value g, const std::vector<Dims>& inShapes,
+                int64_t axis) {
+  Dims start(b.shape(g).size(), 0), limit = b.shape(g);
+  Grads<B> grads;
+  for (const Dims& in : inShapes) {
+    limit[axis] = start[axis] + in[axis];
+    grads.push_back(detail::slice(b, g, start, limit));
+    start[axis] = limit[axis];
+  }
+  return grads;
+}
+
+/// Strided slice: the gradient scattered back with zeros between.
+template <class B>
+Grads<B> slice(B& b, typename B::Value g, const Dims& inShape,
+               const Dims& start, const Dims& strides) {
+  return {detail::scatterStrided(b, g, inShape, start, strides)};
+}
+
+template <class B>
+Grads<B> pad(B& b, typename B::Value g, const Dims& inShape, const Dims& low) {
+  Dims limit;
+  for (size_t d = 0; d < low.size(); ++d)
+    limit.push_back(low[d] + inShape[d]);
+  return {detail::slice(b, g, low, limit)};
+}
+
+/// take(data, indices, axis): every gathered row adds its gradient back to
+/// the row it came from (a scatter-add), as a matmul with the one-hot matrix
+/// of the indices; memory is K x (size of the axis), K the number of
+/// indices. Indices get no gradient.
+template <class B>
+Grads<B> gather(B& b, typename B::Value g, const Dims& dataShape,
+                typename B::Value indices, int64_t axis) {
+  const Dims& d = dataShape;
+  int64_t size = d[axis], k = detail::product(b.shape(indices));
+  int64_t pre = detail::product(Dims(d.begin(), d.begin() + axis));
+  int64_t post = detail::product(Dims(d.begin() + axis + 1, d.end()));
+  // Indices as a column, negative ones counted from the end.
+  auto idx = b.reshape(indices, {k, 1});
+  auto negative =
+      b.compare(Cmp::LT, idx, b.intConstant(indices, {k, 1}, Dims(k, 0)));
+  idx = b.select(negative,
+                 b.add(idx, b.intConstant(indices, {k, 1}, Dims(k, size))),
+                 idx);
+  auto classes = b.intConstant(indices, {1, size}, detail::iota(0, size));
+  auto oneHot = b.castLike(
+      b.compare(Cmp::EQ, b.broadcastInDim(idx, {k, size}, {0, 1}),
+                b.broadcastInDim(classes, {k, size}, {0, 1})),
+      g);
+  // g as [pre, K, post] -> [pre * post, K] x [K, size] -> back.
+  auto g2 = b.reshape(b.transpose(b.reshape(g, {pre, k, post}), {0, 2, 1}),
+                      {pre * post, k});
+  auto r = b.matmul(g2, oneHot, false, false);
+  auto back = b.transpose(b.reshape(r, {pre, post, size}), {0, 2, 1});
+  return {b.reshape(back, d), typename B::Value()};
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+template <class B>
+Grads<B> reduceSum(B& b, typename B::Value g, const Dims& inShape,
+                   const Dims& dims, bool keepdim) {
+  return {detail::expandReduced(b, g, inShape, dims, keepdim)};
+}
+
+template <class B>
+Grads<B> reduceMean(B& b, typename B::Value g, const Dims& inShape,
+                    const Dims& dims, bool keepdim) {
+  int64_t n = 1;
+  for (int64_t d : dims)
+    n *= inShape[d];
+  auto gx = detail::expandReduced(b, g, inShape, dims, keepdim);
+  return {b.div(gx, b.splatLike(gx, static_cast<double>(n)))};
+}
+
+/// reduce_max / reduce_min (amax / amin), `y` their result: the gradient is
+/// shared evenly among the extreme elements.
+template <class B>
+Grads<B> reduceExtremum(B& b, typename B::Value g, typename B::Value x,
+                        typename B::Value y, const Dims& dims, bool keepdim) {
+  Dims shape = b.shape(x);
+  auto extreme = detail::expandReduced(b, y, shape, dims, keepdim);
+  auto mask = detail::mask(b, Cmp::EQ, x, extreme, g);
+  auto count = detail::expand(b, b.reduceSum(mask, dims, true), shape);
+  auto gb = detail::expandReduced(b, g, shape, dims, keepdim);
+  return {b.div(b.mul(gb, mask), count)};
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra and NN
+//===----------------------------------------------------------------------===//
+
+template <class B>
+Grads<B> matmul(B& b, typename B::Value g, typename B::Value x,
+                typename B::Value y, bool ta, bool tb) {
+  auto gx = ta ? b.matmul(y, g, tb, true) : b.matmul(g, y, false, !tb);
+  auto gy = tb ? b.matmul(g, x, true, ta) : b.matmul(x, g, !ta, false);
+  return {gx, gy};
+}
+
+/// `y` is softmax(x, axis).
+template <class B>
+Grads<B> softmax(B& b, typename B::Value g, typename B::Value y,
+                 int64_t axis) {
+  auto dot = b.reduceSum(b.mul(g, y), {axis}, /*keepdim=*/true);
+  return {b.mul(y, b.sub(g, detail::expand(b, dot, b.shape(g))))};
+}
+
+/// `y` is log_softmax(x, axis).
+template <class B>
+Grads<B> logSoftmax(B& b, typename B::Value g, typename B::Value y,
+                    int64_t axis) {
+  auto total = detail::expand(b, b.reduceSum(g, {axis}, /*keepdim=*/true),
+                              b.shape(g));
+  return {b.sub(g, b.mul(b.exp(y), total))};
+}
+
+/// x_hat = (x - mean) * rstd; y = x_hat * gamma + beta over [axis, rank).
+/// The statistics are recomputed from x.
+template <class B>
+Grads<B> layerNorm(B& b, typename B::Value g, typename B::Value x,
+                   typename B::Value gamma, int64_t axis, double epsilon) {
+  Dims shape = b.shape(x);
+  int64_t rank = static_cast<int64_t>(shape.size());
+  Dims norm = detail::iota(axis, rank), lead = detail::iota(0, axis);
+  auto rowMean = [&](typename B::Value v) {
+    return detail::expand(b, b.reduceMean(v, norm, /*keepdim=*/true), shape);
+  };
+  auto xc = b.sub(x, rowMean(x));
+  auto var = b.reduceMean(b.mul(xc, xc), norm, /*keepdim=*/true);
+  auto rstd = detail::expand(
+      b,
+      b.div(b.splatLike(var, 1.0),
+            b.sqrt(b.add(var, b.splatLike(var, epsilon)))),
+      shape);
+  auto xhat = b.mul(xc, rstd);
+  auto gxhat = b.mul(g, b.broadcastInDim(gamma, shape, norm));
+  auto term = b.sub(b.sub(gxhat, rowMean(gxhat)),
+                    b.mul(xhat, rowMean(b.mul(gxhat, xhat))));
+  auto gGamma = b.mul(g, xhat);
+  if (!lead.empty())
+    gGamma = b.reduceSum(gGamma, lead, /*keepdim=*/false);
+  auto gBeta = lead.empty() ? g : b.reduceSum(g, lead, /*keepdim=*/false);
+  return {b.mul(term, rstd), gGamma, gBeta};
+}
+
+/// batch_norm(x, scale, offset, mean, variance) with the 1-D operands along
+/// `axis`: y = (x - mean) * rstd * scale + offset, rstd = 1/sqrt(var + eps).
+/// Every operand gets its gradient, so training mode is this op fed with
+/// the batch's mean and biased variance (computed from x by reductions):
+/// the gradient reaches x through them too, which is PyTorch's
+/// batch_norm_backward for training.
+template <class B>
+Grads<B> batchNorm(B& b, typename B::Value g, typename B::Value x,
+                   typename B::Value scale, typename B::Value mean,
+                   typename B::Value variance, double epsilon, int64_t axis) {
+  Dims shape = b.shape(x), dims;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d)
+    if (d != axis)
+      dims.push_back(d);
+  auto along = [&](typename B::Value v) {
+    return b.broadcastInDim(v, shape, {axis});
+  };
+  auto rstd = b.div(b.splatLike(variance, 1.0),
+                    b.sqrt(b.add(variance, b.splatLike(variance, epsilon))));
+  auto xc = b.sub(x, along(mean));
+  auto gx = b.mul(g, along(b.mul(scale, rstd)));
+  auto gOffset = b.reduceSum(g, dims, /*keepdim=*/false);
+  auto gxc = b.reduceSum(b.mul(g, xc), dims, /*keepdim=*/false);
+  auto gScale = b.mul(gxc, rstd);
+  auto gMean = b.neg(b.mul(gOffset, b.mul(scale, rstd)));
+  auto rstd3 = b.mul(rstd, b.mul(rstd, rstd));
+  auto gVar = b.mul(gxc, detail::scale(b, b.mul(scale, rstd3), -0.5));
+  return {gx, gScale, gOffset, gMean, gVar};
+}
+
+/// NCHW conv2d, `padding` [top, left, bottom, right], any stride, dilation
+/// and groups: both gradients are conv2d ops (see detail).
+template <class B>
+Grads<B> conv2d(B& b, typename B::Value g, typename B::Value x,
+                typename B::Value w, const Dims& strides, const Dims& padding,
+                const Dims& dilation, int64_t groups) {
+  return {detail::conv2dInputGrad(b, g, w, b.shape(x), strides, padding,
+                                  dilation, groups),
+          detail::conv2dWeightGrad(b, g, x, b.shape(w), strides, padding,
+                                   dilation, groups)};
+}
+
+/// max_pool2d, `y` its result: each output's gradient goes to the first
+/// element of its window (row-major) that equals the maximum, PyTorch's tie
+/// breaking. One equality mask per window offset, over the input padded
+/// with -inf (padding never wins), each scattered back with the strides.
+template <class B>
+Grads<B> maxPool2d(B& b, typename B::Value g, typename B::Value x,
+                   typename B::Value y, const Dims& kernel,
+                   const Dims& strides, const Dims& padding,
+                   const Dims& dilation) {
+  using V = typename B::Value;
+  Dims xs = b.shape(x), ys = b.shape(y), padded = xs, low{0, 0}, high{0, 0};
+  for (int d = 0; d < 2; ++d) {
+    // Cover every window, ceil_mode's last ones included.
+    int64_t need = (ys[2 + d] - 1) * strides[d] +
+                   (kernel[d] - 1) * dilation[d] + 1;
+    int64_t size = std::max(xs[2 + d] + padding[d] + padding[d + 2], need);
+    low.push_back(padding[d]);
+    high.push_back(size - xs[2 + d] - padding[d]);
+    padded[2 + d] = size;
+  }
+  V xp = b.pad(x, low, high, -std::numeric_limits<double>::infinity());
+  V taken, sum;
+  for (int64_t kh = 0; kh < kernel[0]; ++kh)
+    for (int64_t kw = 0; kw < kernel[1]; ++kw) {
+      Dims start{0, 0, kh * dilation[0], kw * dilation[1]};
+      Dims limit{ys[0], ys[1], start[2] + (ys[2] - 1) * strides[0] + 1,
+                 start[3] + (ys[3] - 1) * strides[1] + 1};
+      Dims step{1, 1, strides[0], strides[1]};
+      V m = detail::mask(b, Cmp::EQ, b.slice(xp, start, limit, step), y, g);
+      if (kh || kw) {
+        m = b.mul(m, b.sub(b.splatLike(m, 1.0), taken));
+        taken = b.add(taken, m);
+      } else {
+        taken = m;
+      }
+      V part = detail::scatterStrided(b, b.mul(g, m), padded, start, step);
+      sum = (kh || kw) ? b.add(sum, part) : part;
+    }
+  Dims limit{xs[0], xs[1], padding[0] + xs[2], padding[1] + xs[3]};
+  return {detail::slice(b, sum, Dims{0, 0, padding[0], padding[1]}, limit)};
+}
+
+/// avg_pool2d: each output's gradient, divided by its window's divisor (the
+/// runtime's rule: taps inside the padded input with count_include_pad,
+/// else inside the input), spread over its window: a transposed depthwise
+/// convolution with a kernel of ones.
+template <class B>
+Grads<B> avgPool2d(B& b, typename B::Value g, typename B::Value x,
+                   const Dims& kernel, const Dims& strides,
+                   const Dims& padding, const Dims& dilation,
+                   bool countIncludePad) {
+  Dims xs = b.shape(x), gs = b.shape(g);
+  std::vector<double> inverse;
+  for (int64_t i = 0; i < gs[2]; ++i)
+    for (int64_t j = 0; j < gs[3]; ++j) {
+      int64_t hLo = countIncludePad ? -padding[0] : 0;
+      int64_t hHi = countIncludePad ? xs[2] + padding[2] : xs[2];
+      int64_t wLo = countIncludePad ? -padding[1] : 0;
+      int64_t wHi = countIncludePad ? xs[3] + padding[3] : xs[3];
+      int64_t n = detail::tapsInside(i * strides[0] - padding[0], dilation[0],
+                                     kernel[0], hLo, hHi) *
+                  detail::tapsInside(j * strides[1] - padding[1], dilation[1],
+                                     kernel[1], wLo, wHi);
+      inverse.push_back(n ? 1.0 / static_cast<double>(n) : 0.0);
+    }
+  auto scaled =
+      b.mul(g, b.broadcastInDim(b.constant(g, {gs[2], gs[3]}, inverse), gs,
+                                {2, 3}));
+  int64_t c = xs[1];
+  auto ones = b.constant(
+      g, {c, 1, kernel[0], kernel[1]},
+      std::vector<double>(static_cast<size_t>(c * kernel[0] * kernel[1]), 1.0));
+  return {detail::conv2dInputGrad(b, scaled, ones, xs, strides, padding,
+                                  dilation, c)};
+}
+
+} // namespace mc::derivatives
+
+#endif // MODELC_IR_DERIVATIVERULES_H
