@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -27,6 +28,15 @@ using onnx::NodeProto;
 using onnx::TensorProto;
 
 constexpr int64_t kMinOpset = 13, kMaxOpset = 17;
+/// The most elements a Range may make (2^31): more is a mistake in the
+/// model, not a tensor anyone means to build at import.
+constexpr int64_t kMaxRangeElements = int64_t(1) << 31;
+
+std::string formatDouble(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
 
 //===----------------------------------------------------------------------===//
 // Tensors from the file
@@ -418,6 +428,10 @@ std::vector<int64_t> pairAttr(const NodeContext& c, const char* name,
   if (v.size() != 2)
     throw Error(std::string(name) + " must have 2 values for a 2-D window, "
                 "got " + std::to_string(v.size()));
+  // Before anything divides by a stride (auto_pad, the output size).
+  if (v[0] < 1 || v[1] < 1)
+    throw Error(std::string(name) + " must be >= 1, got [" +
+                std::to_string(v[0]) + ", " + std::to_string(v[1]) + "]");
   return v;
 }
 
@@ -575,6 +589,8 @@ const std::unordered_map<std::string, Handler>& handlers() {
                                         ? std::vector<int64_t>{w.size(2),
                                                                w.size(3)}
                                         : std::vector<int64_t>{});
+      if (kernel.size() != 2)
+        throw Error("kernel_shape must have 2 values");
       std::vector<int64_t> pads =
           windowPadding(c, x, kernel, strides, dilations);
       return R{conv2d(x, w, c.has(2) ? c.in(2) : Tensor(), strides, pads,
@@ -755,8 +771,16 @@ const std::unordered_map<std::string, Handler>& handlers() {
         sizes.assign(outputs, dim / outputs);
       }
       int64_t total = 0;
-      for (int64_t s : sizes)
+      for (int64_t s : sizes) {
+        // A negative size would let the others add up to the dimension
+        // ([-1, 4] of 3) and slice backwards.
+        if (s < 0 || s > dim)
+          throw Error("split sizes " + rt::shapeString(sizes) +
+                      " must each lie in [0, " + std::to_string(dim) +
+                      "] (dimension " + std::to_string(axis) + " of " +
+                      x.describe() + ")");
         total += s;
+      }
       if (static_cast<int>(sizes.size()) != outputs || total != dim)
         throw Error("split sizes " + rt::shapeString(sizes) + " do not cut "
                     "dimension " + std::to_string(dim) + " into " +
@@ -891,10 +915,22 @@ const std::unordered_map<std::string, Handler>& handlers() {
       double start = c.constScalar(0, "start");
       double limit = c.constScalar(1, "limit");
       double delta = c.constScalar(2, "delta");
+      if (!std::isfinite(start) || !std::isfinite(limit) ||
+          !std::isfinite(delta))
+        throw Error("start, limit and delta must be finite, got " +
+                    formatDouble(start) + ", " + formatDouble(limit) +
+                    " and " + formatDouble(delta));
       if (delta == 0)
         throw Error("delta is 0");
-      int64_t n = std::max<int64_t>(
-          static_cast<int64_t>(std::ceil((limit - start) / delta)), 0);
+      // Converted to an integer only once it is known to fit (a double out
+      // of int64's range converts to anything).
+      double count = std::max(std::ceil((limit - start) / delta), 0.0);
+      if (count > double(kMaxRangeElements))
+        throw Error("Range(" + formatDouble(start) + ", " +
+                    formatDouble(limit) + ", " + formatDouble(delta) +
+                    ") has " + formatDouble(count) + " elements, more than "
+                    "the limit of " + std::to_string(kMaxRangeElements));
+      int64_t n = static_cast<int64_t>(count);
       Tensor t = Tensor::empty({n}, dtype);
       for (int64_t i = 0; i < n; ++i) {
         double v = start + static_cast<double>(i) * delta;
