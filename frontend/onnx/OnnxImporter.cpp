@@ -3,6 +3,7 @@
 #include "frontend/onnx/OnnxImporter.h"
 #include "frontend/Ops.h"
 #include "frontend/TraceHook.h"
+#include "modelc/fileio.h"
 
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
@@ -18,6 +19,7 @@
 #include <limits>
 #include <set>
 #include <unordered_map>
+#include <unistd.h>
 
 namespace mc {
 namespace {
@@ -123,10 +125,14 @@ void readExternalData(const TensorProto& t, const fs::path& modelDir,
     throw Error(what + ": external data length " + std::to_string(length) +
                 " differs from the " + std::to_string(bytes) +
                 " bytes of its type and shape");
+  // Checked before it is opened: a FIFO would block the open.
+  uint64_t size = 0;
+  rt::Status regular =
+      rt::checkRegularFile(file.string(), rt::kMaxInputFileBytes, &size);
+  if (!regular)
+    throw Error(what + ": external data: " + regular.message());
   std::ifstream in(file, std::ios::binary);
-  std::error_code ec;
-  uint64_t size = fs::file_size(file, ec);
-  if (!in || ec)
+  if (!in)
     throw Error(what + ": cannot read external data file '" + file.string() +
                 "'");
   if (offset > size || size - offset < bytes)
@@ -1004,22 +1010,24 @@ private:
 };
 
 void Importer::load() {
-  std::ifstream in(path_, std::ios::binary | std::ios::ate);
-  if (!in)
-    throw Error("cannot read '" + path_ + "': " + std::strerror(errno));
-  std::error_code ec;
-  if (!fs::is_regular_file(path_, ec))
-    throw Error("cannot read '" + path_ + "': not a regular file");
-  std::streamoff size = in.tellg();
-  if (size < 0)
-    throw Error("cannot read '" + path_ + "'");
-  if (size > std::numeric_limits<int>::max())
+  // Refused before reading: anything but a regular file (a FIFO would
+  // block, /dev/zero never ends), and more than protobuf can parse.
+  int fd = -1;
+  uint64_t size = 0;
+  rt::Status st =
+      rt::openRegularFile(path_, rt::kMaxInputFileBytes, &fd, &size);
+  if (!st)
+    throw Error(st.message());
+  if (size > static_cast<uint64_t>(std::numeric_limits<int>::max())) {
+    ::close(fd);
     throw Error("'" + path_ + "' is larger than 2 GB, which protobuf cannot "
                 "parse; save the model with its weights as external data");
+  }
   std::string bytes(static_cast<size_t>(size), '\0');
-  in.seekg(0);
-  if (!in.read(bytes.data(), size))
-    throw Error("cannot read '" + path_ + "'");
+  st = rt::readExactly(fd, bytes.data(), bytes.size(), path_);
+  ::close(fd);
+  if (!st)
+    throw Error(st.message());
   if (!model_.ParseFromString(bytes))
     throw Error("cannot parse '" + path_ + "' as an ONNX model: the file is "
                 "truncated or corrupt (not a valid ModelProto)");

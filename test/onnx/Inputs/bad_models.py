@@ -173,3 +173,9 @@ def range_model(name, limit, delta=1.0):
 range_model("range-inf", np.inf)
 range_model("range-nan", np.nan)
 range_model("range-huge", 1e30)
+
+# Issue 12 item 4: external data that is a FIFO (opening it blocked).
+fifo = os.path.join(out, "model", "data.fifo")
+if not os.path.exists(fifo):
+    os.mkfifo(fifo)
+with_location("fifo", "data.fifo")
