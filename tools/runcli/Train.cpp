@@ -7,6 +7,7 @@
 #include "tools/runcli/RunCli.h"
 
 #include "modelc/fileio.h"
+#include "modelc/labels.h"
 #include "modelc/model.h"
 #include "modelc/npy.h"
 
@@ -475,6 +476,16 @@ Status Trainer::loadData() {
                            "=FILE.npy");
   if (inputs.empty())
     return Status::error(opt_.model + ": the artifact has no inputs to feed");
+  // Class labels out of range would train on an all-zero one-hot row (loss
+  // -0) without a word; checked once here, for the whole dataset.
+  std::vector<int64_t> classes = rt::labelClassCounts(*model_);
+  for (const Feed &f : feeds_)
+    if (classes[f.input] > 0)
+      MC_RETURN_IF_ERROR(rt::checkLabels(
+          f.array.dtype, f.array.data.data(),
+          int64_t(f.array.data.size() / rt::dtypeSize(f.array.dtype)),
+          classes[f.input],
+          f.path + " (--data " + inputs[f.input].name + ")"));
   stepsPerEpoch_ = samples_ / opt_.batch;
   if (stepsPerEpoch_ == 0)
     return Status::error("the data has " + std::to_string(samples_) +
