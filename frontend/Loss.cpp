@@ -1,6 +1,7 @@
 // Losses (see Loss.h).
 #include "frontend/Loss.h"
 #include "frontend/Ops.h"
+#include "modelc/labels.h"
 
 namespace mc {
 
@@ -16,14 +17,13 @@ Tensor crossEntropy(const Tensor& logits, const Tensor& labels) {
                 std::to_string(logits.size(0)) + "], got " +
                 labels.describe());
   int64_t n = logits.size(0), c = logits.size(1);
-  // Check the labels eagerly: a bad label would silently give a zero row.
-  std::vector<float> values = labels.toVector();
-  for (int64_t i = 0; i < n; ++i)
-    if (values[i] < 0 || values[i] >= c)
-      throw Error("cross_entropy: label " +
-                  std::to_string(static_cast<int64_t>(values[i])) +
-                  " at index " + std::to_string(i) + " is outside [0, " +
-                  std::to_string(c) + ")");
+  // Check the labels eagerly, exactly (as integers: a float copy rounds
+  // large values): a bad label would silently give a zero row. The same
+  // check guards compiled steps (modelc/labels.h).
+  rt::Status ok = rt::checkLabels(labels.dtype(), labels.rawData(), n, c,
+                                  "cross_entropy: labels");
+  if (!ok)
+    throw Error(ok.message());
   // -mean_i log_softmax(x)[i, y_i], with the pick as a one-hot product so
   // every op on the path has a derivative.
   Tensor classes = Tensor::empty({1, c}, labels.dtype());

@@ -406,19 +406,28 @@ std::vector<int64_t> expectPair(const char* name, const char* what,
     v.push_back(v[0]);
   if (v.size() != 2)
     throw Error(std::string(name) + ": " + what + " needs 1 or 2 values");
+  // Checked before any output size is computed: a stride of 0 divides by
+  // zero there.
+  if (v[0] < 1 || v[1] < 1)
+    throw Error(std::string(name) + ": " + what + " must be >= 1, got " +
+                rt::shapeString(v));
   return v;
 }
 
 /// [p] -> 4 x p; [ph, pw] -> [ph, pw, ph, pw]; [t, l, b, r] as is.
 std::vector<int64_t> expectPadding(const char* name, std::vector<int64_t> p) {
   if (p.size() == 1)
-    return {p[0], p[0], p[0], p[0]};
-  if (p.size() == 2)
-    return {p[0], p[1], p[0], p[1]};
-  if (p.size() != 4)
+    p = {p[0], p[0], p[0], p[0]};
+  else if (p.size() == 2)
+    p = {p[0], p[1], p[0], p[1]};
+  else if (p.size() != 4)
     throw Error(std::string(name) +
                 ": padding needs 1, 2 or 4 values ([top, left, bottom, "
                 "right])");
+  for (int64_t v : p)
+    if (v < 0)
+      throw Error(std::string(name) + ": padding must be >= 0, got " +
+                  rt::shapeString(p));
   return p;
 }
 

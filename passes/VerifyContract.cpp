@@ -6,7 +6,10 @@
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
+
+#include <algorithm>
 
 namespace mc {
 #define GEN_PASS_DEF_VERIFYCONTRACTPASS
@@ -81,8 +84,10 @@ bool isSupportedElementType(Type t) {
          t.isInteger(64) || t.isInteger(1);
 }
 
-/// Checks one tensor type; `what` names the value in the message.
-LogicalResult checkTensorType(Operation* op, Type type, const Twine& what) {
+/// Checks one tensor type; `what` names the value in the message. The size
+/// is checked where a value is defined (CHECKSIZE), not again at each use.
+LogicalResult checkTensorType(Operation* op, Type type, const Twine& what,
+                              bool checkSize = true) {
   auto tensor = llvm::dyn_cast<RankedTensorType>(type);
   if (!tensor)
     return op->emitOpError() << what << " has type " << type
@@ -97,6 +102,17 @@ LogicalResult checkTensorType(Operation* op, Type type, const Twine& what) {
   if (tensor.getRank() > 8)
     return op->emitOpError() << what << " has rank " << tensor.getRank()
                              << "; the runtime supports rank <= 8";
+  // Every buffer's byte size is an int64 in the artifact: a shape whose
+  // size overflows it is the model's mistake, not the writer's.
+  if (!checkSize)
+    return success();
+  int64_t bytes = std::max<int64_t>(
+      1, tensor.getElementType().getIntOrFloatBitWidth() / 8);
+  for (int64_t d : tensor.getShape())
+    if (__builtin_mul_overflow(bytes, d, &bytes))
+      return op->emitOpError() << what << " of type " << type
+                               << " is too large: its size in bytes "
+                                  "overflows int64";
   return success();
 }
 
@@ -153,6 +169,18 @@ struct VerifyContractPass
     for (auto [i, t] : llvm::enumerate(type.getResults()))
       if (failed(checkTensorType(fn, t, "result " + Twine(i))))
         return failure();
+    // Inputs and outputs are found by name at run time (--input x=...).
+    if (failed(checkUniqueNames(fn, "argument", fn.getNumArguments(),
+                                [&](unsigned i) {
+                                  return fn.getArgAttrOfType<StringAttr>(
+                                      i, "mc.name");
+                                })) ||
+        failed(checkUniqueNames(fn, "result", fn.getNumResults(),
+                                [&](unsigned i) {
+                                  return fn.getResultAttrOfType<StringAttr>(
+                                      i, "mc.name");
+                                })))
+      return failure();
     bool ok = true;
     if (fn.getBody().getBlocks().size() != 1) {
       fn.emitOpError() << "has " << fn.getBody().getBlocks().size()
@@ -162,6 +190,25 @@ struct VerifyContractPass
     for (Operation& op : fn.getBody().front())
       ok &= succeeded(checkOp(&op));
     return success(ok);
+  }
+
+  /// No two of the COUNT arguments (or results) share an mc.name.
+  static LogicalResult
+  checkUniqueNames(func::FuncOp fn, StringRef what, unsigned count,
+                   llvm::function_ref<StringAttr(unsigned)> nameOf) {
+    llvm::StringMap<unsigned> first;
+    for (unsigned i = 0; i < count; ++i) {
+      StringAttr name = nameOf(i);
+      if (!name)
+        continue;
+      auto [it, inserted] = first.try_emplace(name.getValue(), i);
+      if (!inserted)
+        return fn.emitOpError()
+               << what << "s " << it->second << " and " << i
+               << " are both named '" << name.getValue()
+               << "' (mc.name); input and output names must be unique";
+    }
+    return success();
   }
 
   static std::string argName(func::FuncOp fn, unsigned i) {
@@ -198,7 +245,8 @@ struct VerifyContractPass
                 "only mc ops, ml_program.global_load_const, global_load, "
                 "global_store and func.return";
     for (auto [i, v] : llvm::enumerate(op->getOperands()))
-      if (failed(checkTensorType(op, v.getType(), "operand " + Twine(i))))
+      if (failed(checkTensorType(op, v.getType(), "operand " + Twine(i),
+                                 /*checkSize=*/false)))
         return failure();
     for (auto [i, v] : llvm::enumerate(op->getResults()))
       if (failed(checkTensorType(op, v.getType(), "result " + Twine(i))))

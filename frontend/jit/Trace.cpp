@@ -3,6 +3,8 @@
 #include "frontend/TraceHook.h"
 
 #include "ir/MCDialect.h"
+#include "ir/SourceLimits.h"
+#include "modelc/fileio.h"
 
 #include "mlir/Bytecode/BytecodeWriter.h"
 #include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
@@ -48,19 +50,40 @@ std::string TracedModule::str() const {
 }
 
 void TracedModule::save(const std::string& path, bool bytecode) const {
-  std::string error;
-  auto out = openOutputFile(path, &error);
-  if (!out)
-    throw Error("cannot write '" + path + "': " + error);
-  if (bytecode) {
-    if (failed(writeBytecodeToFile(*impl_->module, out->os())))
-      throw Error("cannot write bytecode to '" + path + "'");
-  } else {
+  auto emit = [&](llvm::raw_ostream& os) -> bool {
+    if (bytecode)
+      return succeeded(writeBytecodeToFile(*impl_->module, os));
     // Keep locations: they name the module path each op was traced in.
-    impl_->module->print(out->os(), OpPrintingFlags().enableDebugInfo(
-                                        /*enable=*/true, /*prettyForm=*/false));
+    impl_->module->print(os, OpPrintingFlags().enableDebugInfo(
+                                 /*enable=*/true, /*prettyForm=*/false));
+    return true;
+  };
+  if (path == "-") {
+    if (!emit(llvm::outs()))
+      throw Error("cannot write bytecode to standard output");
+    return;
   }
-  out->keep();
+  // Whole or not at all: a full disk leaves no partial file behind.
+  rt::Status st = rt::writeFileAtomically(
+      path, [&](const std::string& tmp) -> rt::Status {
+        std::error_code ec;
+        llvm::raw_fd_ostream os(tmp, ec);
+        if (ec)
+          return rt::Status::error("cannot write '" + path +
+                                   "': " + ec.message());
+        bool ok = emit(os);
+        os.close();
+        if (os.has_error()) {
+          std::string why = os.error().message();
+          os.clear_error();
+          return rt::Status::error("cannot write '" + path + "': " + why);
+        }
+        return ok ? rt::Status::ok()
+                  : rt::Status::error("cannot write bytecode to '" + path +
+                                      "'");
+      });
+  if (!st)
+    throw Error(st.message());
 }
 
 std::unique_ptr<MLIRContext> createContext() {
@@ -84,10 +107,11 @@ TracedModule TracedModule::load(const std::string& path) {
     llvm::raw_string_ostream os(diagnostics);
     llvm::SourceMgr sourceMgr;
     SourceMgrDiagnosticHandler handler(sourceMgr, tm.impl_->context.get(), os);
-    auto buffer = llvm::MemoryBuffer::getFileOrSTDIN(path);
+    std::string error;
+    auto buffer = loadMlirSource(path, &error);
     if (!buffer)
-      throw Error("cannot read '" + path + "': " + buffer.getError().message());
-    sourceMgr.AddNewSourceBuffer(std::move(*buffer), llvm::SMLoc());
+      throw Error(error);
+    sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
     tm.impl_->module =
         parseSourceFile<ModuleOp>(sourceMgr, tm.impl_->context.get());
   }

@@ -2,6 +2,7 @@
 #include "frontend/jit/Train.h"
 #include "codegen/Compile.h"
 #include "frontend/jit/Trace.h"
+#include "modelc/labels.h"
 #include "modelc/runtime.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -30,6 +31,8 @@ struct TrainingStep::Impl {
   mc_model_t* model = nullptr;
   mc_session_t* session = nullptr;
   std::vector<std::pair<std::string, Tensor>> parameters; // names in model
+  /// Per input, its class count when it holds class labels (else 0).
+  std::vector<int64_t> labelClasses;
   ~Impl() {
     if (session)
       mc_session_free(session);
@@ -55,6 +58,15 @@ float TrainingStep::step(const std::vector<Tensor>& batch) {
                 " batch tensors, got " + std::to_string(batch.size()));
   for (size_t i = 0; i < batch.size(); ++i) {
     const Tensor& t = batch[i];
+    // Out-of-range labels would train silently on a zero one-hot row; a
+    // host-side check of the batch (O(batch), no device sync).
+    if (impl_->labelClasses[i] > 0) {
+      rt::Status st = rt::checkLabels(
+          t.dtype(), t.rawData(), t.numel(), impl_->labelClasses[i],
+          "training step: batch tensor " + std::to_string(i) + " (labels)");
+      if (!st)
+        throw Error(st.message());
+    }
     check(mc_session_set_input(impl_->session, i,
                                static_cast<mc_dtype_t>(t.dtype()),
                                static_cast<int32_t>(t.rank()),
@@ -172,6 +184,16 @@ TrainingStep compileTraining(nn::Module& model, const LossFn& lossFn,
                              "training step", &impl->model),
         "compileTraining");
   check(mc_session_create(impl->model, &impl->session), "compileTraining");
+  {
+    // Which inputs are class labels, found once in the compiled step (a
+    // C++ view of the same bytes, dropped after).
+    std::unique_ptr<rt::Model> model;
+    rt::Status st = rt::Model::loadMemory(
+        impl->artifact.data(), impl->artifact.size(), "training step", &model);
+    if (!st)
+      throw Error("compileTraining: " + st.message());
+    impl->labelClasses = rt::labelClassCounts(*model);
+  }
   return TrainingStep(std::move(impl));
 }
 

@@ -3,6 +3,7 @@
 #include "frontend/onnx/OnnxImporter.h"
 #include "frontend/Ops.h"
 #include "frontend/TraceHook.h"
+#include "modelc/fileio.h"
 
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +19,7 @@
 #include <limits>
 #include <set>
 #include <unordered_map>
+#include <unistd.h>
 
 namespace mc {
 namespace {
@@ -27,6 +30,15 @@ using onnx::NodeProto;
 using onnx::TensorProto;
 
 constexpr int64_t kMinOpset = 13, kMaxOpset = 17;
+/// The most elements a Range may make (2^31): more is a mistake in the
+/// model, not a tensor anyone means to build at import.
+constexpr int64_t kMaxRangeElements = int64_t(1) << 31;
+
+std::string formatDouble(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
 
 //===----------------------------------------------------------------------===//
 // Tensors from the file
@@ -113,10 +125,14 @@ void readExternalData(const TensorProto& t, const fs::path& modelDir,
     throw Error(what + ": external data length " + std::to_string(length) +
                 " differs from the " + std::to_string(bytes) +
                 " bytes of its type and shape");
+  // Checked before it is opened: a FIFO would block the open.
+  uint64_t size = 0;
+  rt::Status regular =
+      rt::checkRegularFile(file.string(), rt::kMaxInputFileBytes, &size);
+  if (!regular)
+    throw Error(what + ": external data: " + regular.message());
   std::ifstream in(file, std::ios::binary);
-  std::error_code ec;
-  uint64_t size = fs::file_size(file, ec);
-  if (!in || ec)
+  if (!in)
     throw Error(what + ": cannot read external data file '" + file.string() +
                 "'");
   if (offset > size || size - offset < bytes)
@@ -418,6 +434,10 @@ std::vector<int64_t> pairAttr(const NodeContext& c, const char* name,
   if (v.size() != 2)
     throw Error(std::string(name) + " must have 2 values for a 2-D window, "
                 "got " + std::to_string(v.size()));
+  // Before anything divides by a stride (auto_pad, the output size).
+  if (v[0] < 1 || v[1] < 1)
+    throw Error(std::string(name) + " must be >= 1, got [" +
+                std::to_string(v[0]) + ", " + std::to_string(v[1]) + "]");
   return v;
 }
 
@@ -575,6 +595,8 @@ const std::unordered_map<std::string, Handler>& handlers() {
                                         ? std::vector<int64_t>{w.size(2),
                                                                w.size(3)}
                                         : std::vector<int64_t>{});
+      if (kernel.size() != 2)
+        throw Error("kernel_shape must have 2 values");
       std::vector<int64_t> pads =
           windowPadding(c, x, kernel, strides, dilations);
       return R{conv2d(x, w, c.has(2) ? c.in(2) : Tensor(), strides, pads,
@@ -755,8 +777,16 @@ const std::unordered_map<std::string, Handler>& handlers() {
         sizes.assign(outputs, dim / outputs);
       }
       int64_t total = 0;
-      for (int64_t s : sizes)
+      for (int64_t s : sizes) {
+        // A negative size would let the others add up to the dimension
+        // ([-1, 4] of 3) and slice backwards.
+        if (s < 0 || s > dim)
+          throw Error("split sizes " + rt::shapeString(sizes) +
+                      " must each lie in [0, " + std::to_string(dim) +
+                      "] (dimension " + std::to_string(axis) + " of " +
+                      x.describe() + ")");
         total += s;
+      }
       if (static_cast<int>(sizes.size()) != outputs || total != dim)
         throw Error("split sizes " + rt::shapeString(sizes) + " do not cut "
                     "dimension " + std::to_string(dim) + " into " +
@@ -891,10 +921,22 @@ const std::unordered_map<std::string, Handler>& handlers() {
       double start = c.constScalar(0, "start");
       double limit = c.constScalar(1, "limit");
       double delta = c.constScalar(2, "delta");
+      if (!std::isfinite(start) || !std::isfinite(limit) ||
+          !std::isfinite(delta))
+        throw Error("start, limit and delta must be finite, got " +
+                    formatDouble(start) + ", " + formatDouble(limit) +
+                    " and " + formatDouble(delta));
       if (delta == 0)
         throw Error("delta is 0");
-      int64_t n = std::max<int64_t>(
-          static_cast<int64_t>(std::ceil((limit - start) / delta)), 0);
+      // Converted to an integer only once it is known to fit (a double out
+      // of int64's range converts to anything).
+      double count = std::max(std::ceil((limit - start) / delta), 0.0);
+      if (count > double(kMaxRangeElements))
+        throw Error("Range(" + formatDouble(start) + ", " +
+                    formatDouble(limit) + ", " + formatDouble(delta) +
+                    ") has " + formatDouble(count) + " elements, more than "
+                    "the limit of " + std::to_string(kMaxRangeElements));
+      int64_t n = static_cast<int64_t>(count);
       Tensor t = Tensor::empty({n}, dtype);
       for (int64_t i = 0; i < n; ++i) {
         double v = start + static_cast<double>(i) * delta;
@@ -968,22 +1010,24 @@ private:
 };
 
 void Importer::load() {
-  std::ifstream in(path_, std::ios::binary | std::ios::ate);
-  if (!in)
-    throw Error("cannot read '" + path_ + "': " + std::strerror(errno));
-  std::error_code ec;
-  if (!fs::is_regular_file(path_, ec))
-    throw Error("cannot read '" + path_ + "': not a regular file");
-  std::streamoff size = in.tellg();
-  if (size < 0)
-    throw Error("cannot read '" + path_ + "'");
-  if (size > std::numeric_limits<int>::max())
+  // Refused before reading: anything but a regular file (a FIFO would
+  // block, /dev/zero never ends), and more than protobuf can parse.
+  int fd = -1;
+  uint64_t size = 0;
+  rt::Status st =
+      rt::openRegularFile(path_, rt::kMaxInputFileBytes, &fd, &size);
+  if (!st)
+    throw Error(st.message());
+  if (size > static_cast<uint64_t>(std::numeric_limits<int>::max())) {
+    ::close(fd);
     throw Error("'" + path_ + "' is larger than 2 GB, which protobuf cannot "
                 "parse; save the model with its weights as external data");
+  }
   std::string bytes(static_cast<size_t>(size), '\0');
-  in.seekg(0);
-  if (!in.read(bytes.data(), size))
-    throw Error("cannot read '" + path_ + "'");
+  st = rt::readExactly(fd, bytes.data(), bytes.size(), path_);
+  ::close(fd);
+  if (!st)
+    throw Error(st.message());
   if (!model_.ParseFromString(bytes))
     throw Error("cannot parse '" + path_ + "' as an ONNX model: the file is "
                 "truncated or corrupt (not a valid ModelProto)");

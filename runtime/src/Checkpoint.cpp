@@ -1,6 +1,7 @@
 // Checkpoint files: encoding, checked parsing, and the atomic write (temp
 // file, fsync, rename, fsync of the directory). Layout in docs/runtime.md.
 #include "modelc/checkpoint.h"
+#include "modelc/fileio.h"
 #include "ArtifactVerifier.h"
 #include "modelc/runtime.h"
 
@@ -208,94 +209,37 @@ Status writeCheckpointFile(const std::string &path,
                            const std::string &metadata) {
   std::vector<uint8_t> bytes;
   MC_RETURN_IF_ERROR(encodeCheckpoint(entries, metadata, &bytes));
-  // The temporary file lives in the target's directory, so rename() is
-  // atomic (same file system).
-  std::string tmp = path + ".tmp.XXXXXX";
-  int fd = ::mkstemp(tmp.data());
-  if (fd < 0)
-    return Status::error(path + ": cannot create a temporary file: " +
-                         std::strerror(errno));
-  auto failWith = [&](const std::string &what) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return Status::error(path + ": " + what);
-  };
   long slow = slowMillis();
-  size_t half = slow ? bytes.size() / 2 : bytes.size();
-  Status st = writeAll(fd, bytes.data(), half);
-  if (st && slow) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(slow));
-    st = writeAll(fd, bytes.data() + half, bytes.size() - half);
-  }
-  if (!st)
-    return failWith(st.message());
-  mode_t mask = ::umask(0);
-  ::umask(mask);
-  if (::fchmod(fd, 0666 & ~mask) != 0)
-    return failWith(std::string("chmod failed: ") + std::strerror(errno));
-  if (::fsync(fd) != 0)
-    return failWith(std::string("fsync failed: ") + std::strerror(errno));
-  if (::close(fd) != 0) {
-    std::string msg = path + ": close failed: " + std::strerror(errno);
-    ::unlink(tmp.c_str());
-    return Status::error(msg);
-  }
-  if (slow)
-    std::this_thread::sleep_for(std::chrono::milliseconds(slow));
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::string msg = path + ": rename failed: " + std::strerror(errno);
-    ::unlink(tmp.c_str());
-    return Status::error(msg);
-  }
-  // The rename itself is durable only once the directory is on disk.
-  size_t slash = path.rfind('/');
-  std::string dir = slash == std::string::npos ? "."
-                    : slash == 0               ? "/"
-                                               : path.substr(0, slash);
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0)
-    return Status::error(dir + ": cannot open the directory to fsync it: " +
-                         std::strerror(errno));
-  int rc = ::fsync(dfd);
-  int err = errno;
-  ::close(dfd);
-  if (rc != 0 && err != EINVAL) // some file systems cannot fsync directories
-    return Status::error(dir + ": fsync of the directory failed: " +
-                         std::strerror(err));
-  return Status::ok();
+  AtomicWriteOptions options;
+  options.durable = true; // a checkpoint must survive a crash after it
+  return writeFileAtomically(
+      path,
+      [&](const std::string &tmp) -> Status {
+        int fd = ::open(tmp.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+        if (fd < 0)
+          return Status::error(path + ": cannot write: " +
+                               std::strerror(errno));
+        // The test hook stops halfway (a crash there must leave the old
+        // checkpoint) and again before the rename.
+        size_t half = slow ? bytes.size() / 2 : bytes.size();
+        Status st = writeAll(fd, bytes.data(), half);
+        if (st && slow) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(slow));
+          st = writeAll(fd, bytes.data() + half, bytes.size() - half);
+        }
+        if (::close(fd) != 0 && st)
+          st = Status::error(std::string("close failed: ") +
+                             std::strerror(errno));
+        if (st && slow)
+          std::this_thread::sleep_for(std::chrono::milliseconds(slow));
+        return st ? st : Status::error(path + ": " + st.message());
+      },
+      options);
 }
 
 Status readCheckpointFile(const std::string &path, Checkpoint *out) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return Status::error(path + ": cannot open: " + std::strerror(errno));
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Status::error(path + ": not a regular file");
-  }
   std::vector<uint8_t> bytes;
-  try {
-    bytes.resize(size_t(st.st_size));
-  } catch (const std::bad_alloc &) {
-    ::close(fd);
-    return Status::error(path + ": cannot allocate " +
-                         std::to_string(st.st_size) + " bytes to read it");
-  }
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t got = ::read(fd, bytes.data() + done,
-                         std::min<size_t>(bytes.size() - done, size_t(1) << 30));
-    if (got < 0 && errno == EINTR)
-      continue;
-    if (got <= 0) {
-      std::string why = got < 0 ? std::strerror(errno) : "unexpected end";
-      ::close(fd);
-      return Status::error(path + ": read failed: " + why);
-    }
-    done += size_t(got);
-  }
-  ::close(fd);
+  MC_RETURN_IF_ERROR(readRegularFile(path, kMaxInputFileBytes, &bytes));
   return parseCheckpoint(std::move(bytes), path, out);
 }
 

@@ -36,10 +36,12 @@ int64_t floorDiv(int64_t a, int64_t b) {
 }
 
 /// The output positions o in [0, n) whose input position o * stride + off
-/// lies in [0, size): [*lo, *hi) (empty when *lo >= *hi).
+/// lies in [0, size): [*lo, *hi), with 0 <= *lo <= *hi <= n (empty when
+/// *lo == *hi). Both ends stay inside [0, n) even when padding and dilation
+/// put a whole tap outside the input (callers size zero fills with them).
 void validOut(int64_t n, int64_t stride, int64_t off, int64_t size,
               int64_t *lo, int64_t *hi) {
-  *lo = std::max<int64_t>(0, ceilDiv(-off, stride));
+  *lo = std::min<int64_t>(n, std::max<int64_t>(0, ceilDiv(-off, stride)));
   *hi = std::min<int64_t>(n, floorDiv(size - 1 - off, stride) + 1);
   if (*hi < *lo)
     *hi = *lo;

@@ -1,6 +1,7 @@
 // Loading an artifact: read the file (read(), no mmap) into 64-byte aligned
 // memory, verify it, and keep it; the data section is then aligned in place.
 #include "modelc/model.h"
+#include "modelc/fileio.h"
 #include "modelc/version.h"
 
 #include <cerrno>
@@ -40,35 +41,32 @@ AlignedBytes &AlignedBytes::operator=(AlignedBytes &&o) noexcept {
 AlignedBytes::~AlignedBytes() { std::free(data_); }
 
 Status Model::loadFile(const std::string &path, std::unique_ptr<Model> *out) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return Status::error(path + ": cannot open: " + std::strerror(errno));
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Status::error(path + ": not a regular file");
+  int fd = -1;
+  uint64_t size = 0;
+  MC_RETURN_IF_ERROR(openRegularFile(path, kMaxInputFileBytes, &fd, &size));
+  // The identifier first: a large file of another kind is refused after 12
+  // bytes, not after reading all of it.
+  uint8_t head[4 + 8 + kTrailerSize] = {};
+  if (size >= 12) {
+    Status st = readExactly(fd, head, 12, path);
+    if (!st || std::memcmp(head + 8, kFileIdentifier, 4) != 0) {
+      ::close(fd);
+      // The verifier words the refusal (the zeros stand for the rest of
+      // the file, which it does not reach).
+      return st ? verifyArtifact(head, sizeof head, path) : st;
+    }
   }
-  AlignedBytes bytes(size_t(st.st_size));
+  AlignedBytes bytes{size_t(size)};
   if (!bytes.data()) {
     ::close(fd);
-    return Status::error(path + ": cannot allocate " +
-                         std::to_string(st.st_size) + " bytes to load it");
+    return Status::error(path + ": cannot allocate " + std::to_string(size) +
+                         " bytes to load it");
   }
-  size_t done = 0;
-  while (done < bytes.size()) {
-    // Linux caps one read() near 2 GiB; loop for big files.
-    size_t chunk = std::min<size_t>(bytes.size() - done, size_t(1) << 30);
-    ssize_t got = ::read(fd, bytes.data() + done, chunk);
-    if (got < 0 && errno == EINTR)
-      continue;
-    if (got <= 0) {
-      std::string why = got < 0 ? std::strerror(errno) : "unexpected end";
-      ::close(fd);
-      return Status::error(path + ": read failed: " + why);
-    }
-    done += size_t(got);
-  }
+  size_t done = size >= 12 ? 12 : 0;
+  std::memcpy(bytes.data(), head, done);
+  Status st = readExactly(fd, bytes.data() + done, bytes.size() - done, path);
   ::close(fd);
+  MC_RETURN_IF_ERROR(st);
   return fromBytes(std::move(bytes), path, out);
 }
 

@@ -1,6 +1,7 @@
 // .npy reader/writer (see npy.h for the dtype mapping). The reader treats the
 // file as untrusted: every length and number is checked before use.
 #include "modelc/npy.h"
+#include "modelc/fileio.h"
 
 #include <cctype>
 #include <cerrno>
@@ -226,28 +227,8 @@ Status parseNpy(const void *bytes, size_t size, const std::string &name,
 }
 
 Status readNpy(const std::string &path, NpyArray *out) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return Status::error(path + ": cannot open: " + std::strerror(errno));
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Status::error(path + ": not a regular file");
-  }
-  std::vector<uint8_t> bytes(size_t(st.st_size));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t got = ::read(fd, bytes.data() + done, bytes.size() - done);
-    if (got < 0 && errno == EINTR)
-      continue;
-    if (got <= 0) {
-      std::string why = got < 0 ? std::strerror(errno) : "unexpected end";
-      ::close(fd);
-      return Status::error(path + ": read failed: " + why);
-    }
-    done += size_t(got);
-  }
-  ::close(fd);
+  std::vector<uint8_t> bytes;
+  MC_RETURN_IF_ERROR(readRegularFile(path, kMaxInputFileBytes, &bytes));
   return parseNpy(bytes.data(), bytes.size(), path, out);
 }
 
@@ -298,14 +279,7 @@ Status writeNpy(const std::string &path, DType dtype, const Shape &shape,
                 const void *data) {
   std::vector<uint8_t> bytes;
   MC_RETURN_IF_ERROR(encodeNpy(dtype, shape, data, &bytes));
-  FILE *f = std::fopen(path.c_str(), "wb");
-  if (!f)
-    return Status::error(path + ": cannot create: " + std::strerror(errno));
-  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok)
-    return Status::error(path + ": write failed: " + std::strerror(errno));
-  return Status::ok();
+  return writeFileAtomically(path, bytes.data(), bytes.size());
 }
 
 } // namespace mc::rt

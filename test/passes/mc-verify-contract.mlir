@@ -95,3 +95,56 @@ func.func @arith_constant(%x: tensor<4xf32>) -> tensor<4xf32> {
   %c = arith.constant dense<1.0> : tensor<4xf32>
   return %c : tensor<4xf32>
 }
+
+// -----
+
+// Issue 12 item 11: duplicate names and overflowing sizes are the input's
+// mistakes, reported here, not by the artifact writer as "a lowering or
+// planning bug".
+// expected-error @+1 {{arguments 0 and 1 are both named 'x' (mc.name); input and output names must be unique}}
+func.func @duplicate_inputs(%a: tensor<2xf32> {mc.name = "x"}, %b: tensor<2xf32> {mc.name = "x"}) -> (tensor<2xf32> {mc.name = "y"}) {
+  %0 = mc.add %a, %b : tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+// expected-error @+1 {{results 0 and 1 are both named 'y' (mc.name); input and output names must be unique}}
+func.func @duplicate_outputs(%a: tensor<2xf32> {mc.name = "x"}) -> (tensor<2xf32> {mc.name = "y"}, tensor<2xf32> {mc.name = "y"}) {
+  %0 = mc.neg %a : tensor<2xf32>
+  return %0, %a : tensor<2xf32>, tensor<2xf32>
+}
+
+// -----
+
+// An input may share its name with an output.
+// CHECK-LABEL: func @input_named_like_output
+func.func @input_named_like_output(%a: tensor<2xf32> {mc.name = "x"}) -> (tensor<2xf32> {mc.name = "x"}) {
+  %0 = mc.neg %a : tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+// expected-error @+1 {{argument 0 ('x') of type 'tensor<4611686018427387904x4xf32>' is too large: its size in bytes overflows int64}}
+func.func @huge_input(%a: tensor<4611686018427387904x4xf32> {mc.name = "x"}) -> tensor<4611686018427387904x4xf32> {
+  %0 = mc.neg %a : tensor<4611686018427387904x4xf32>
+  return %0 : tensor<4611686018427387904x4xf32>
+}
+
+// -----
+
+func.func @huge_temporary(%a: tensor<1073741824x1xf32> {mc.name = "x"}) -> tensor<f32> {
+  // expected-error @+1 {{result 0 of type 'tensor<1073741824x1073741824x8xf32>' is too large: its size in bytes overflows int64}}
+  %0 = mc.broadcast_in_dim %a, dims = [0, 1] : (tensor<1073741824x1xf32>) -> tensor<1073741824x1073741824x8xf32>
+  %1 = mc.reduce_sum %0, dims = [0, 1, 2] : (tensor<1073741824x1073741824x8xf32>) -> tensor<f32>
+  return %1 : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{parameter 'big' of type 'tensor<4611686018427387904x2xi64>' is too large: its size in bytes overflows int64}}
+ml_program.global private @big(dense<0> : tensor<4611686018427387904x2xi64>) : tensor<4611686018427387904x2xi64>
+func.func @huge_parameter(%a: tensor<2xi64> {mc.name = "x"}) -> tensor<2xi64> {
+  return %a : tensor<2xi64>
+}

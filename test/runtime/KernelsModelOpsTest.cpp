@@ -102,6 +102,17 @@ TEST(KernelsNN, Conv2dMatchesReference) {
       {1, 3, 32, 32, 8, 7, 7, P(2, 2, 3, 3, 3, 3, 1, 1, 1),
        "7x7 stride 2 pad 3 (ResNet stem)"},
       {1, 2, 3, 3, 3, 3, 3, P(1, 1, 0, 0, 0, 0, 1, 1, 1), "kernel == input"},
+      // Padding and dilation larger than the input: whole taps fall outside
+      // it for every output (the DeepLabv3 ASPP branch; issue 12 item 1
+      // crashed im2col with a negative zero-fill length here).
+      {1, 2, 8, 8, 3, 3, 3, P(1, 1, 9, 9, 9, 9, 9, 9, 1),
+       "pad 9 dilation 9 on 8x8 (taps outside the input)"},
+      {2, 2, 8, 8, 3, 3, 3, P(1, 1, 9, 9, 9, 9, 9, 9, 1),
+       "pad 9 dilation 9, batch 2"},
+      {1, 4, 5, 6, 4, 3, 3, P(2, 1, 12, 3, 12, 3, 12, 4, 2),
+       "pad 12 dilation 12, stride 2, groups 2"},
+      {1, 4, 5, 5, 4, 3, 3, P(1, 1, 7, 7, 7, 7, 7, 7, 4),
+       "pad 7 dilation 7, depthwise"},
   };
   unsigned seed = 100;
   for (const ConvCase &k : cases) {

@@ -113,4 +113,33 @@ TEST(Frontend, ErrorsNameWhatWasWrong) {
   EXPECT_THROW(Tensor().shape(), Error);
 }
 
+/// The message of the Error that F throws ("" when it throws none).
+template <typename F> std::string errorOf(F f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Issue 12 item 2: a stride of 0 divided by zero (SIGFPE) while computing the
+// output size, before anything was validated.
+TEST(Frontend, WindowOpsRefuseZeroStridesAndDilations) {
+  Tensor x = Tensor::zeros({1, 2, 8, 8});
+  Tensor w = Tensor::zeros({3, 2, 3, 3});
+  EXPECT_EQ(errorOf([&] { conv2d(x, w, Tensor(), {0, 0}, {0}, {1}, 1); }),
+            "conv2d: strides must be >= 1, got [0, 0]");
+  EXPECT_EQ(errorOf([&] { conv2d(x, w, Tensor(), {1}, {0}, {1, 0}, 1); }),
+            "conv2d: dilation must be >= 1, got [1, 0]");
+  EXPECT_EQ(errorOf([&] { conv2d(x, w, Tensor(), {1}, {-1}, {1}, 1); }),
+            "conv2d: padding must be >= 0, got [-1, -1, -1, -1]");
+  EXPECT_EQ(errorOf([&] { maxPool2d(x, {2, 2}, {0, 0}, {0}, {1}, false); }),
+            "max_pool2d: strides must be >= 1, got [0, 0]");
+  EXPECT_EQ(errorOf([&] { avgPool2d(x, {2, 2}, {0}, {0}, false, false); }),
+            "avg_pool2d: strides must be >= 1, got [0, 0]");
+  EXPECT_EQ(errorOf([&] { maxPool2d(x, {0, 2}, {}, {0}, {1}, false); }),
+            "max_pool2d: kernel must be >= 1, got [0, 2]");
+}
+
 } // namespace

@@ -258,6 +258,39 @@ TEST(Training, ClearErrors) {
   EXPECT_THROW(step.state("nope"), Error);
 }
 
+/// The message of the Error that F throws ("" when it throws none).
+template <typename F> std::string errorOf(F f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Issue 12 item 6: labels outside [0, classes) trained silently on an
+// all-zero one-hot row (loss -0); PyTorch raises "Target 4 is out of
+// bounds". Refused in eager mode and by the compiled step, naming the
+// sample, the value and the class count; the step runs on after.
+TEST(Training, OutOfRangeLabelsAreRefused) {
+  auto model = makeModel(3);
+  std::vector<Batch> batches = makeBatches(1);
+  jit::TrainingStep step = jit::compileTraining(
+      *model, classify, {batches[0].x, batches[0].y});
+  for (int64_t bad : {int64_t(4), int64_t(-1), int64_t(1) << 40}) {
+    Tensor y = batches[0].y.clone();
+    y.data<int64_t>()[2] = bad;
+    std::string expect = "sample 2 has class label " + std::to_string(bad) +
+                         ", outside [0, 4) for 4 classes";
+    EXPECT_EQ(errorOf([&] { step.step({batches[0].x, y}); }),
+              "training step: batch tensor 1 (labels): " + expect);
+    EXPECT_EQ(errorOf([&] { crossEntropy((*model)(batches[0].x), y); }),
+              "cross_entropy: labels: " + expect);
+  }
+  float loss = step.step({batches[0].x, batches[0].y});
+  EXPECT_GT(loss, 0.1f) << "a valid batch still trains";
+}
+
 } // namespace
 
 namespace {

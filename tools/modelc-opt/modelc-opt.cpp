@@ -1,6 +1,7 @@
 // modelc-opt: mlir-opt with the mc dialect and modelc's passes.
 #include "codegen/Target.h"
 #include "ir/MCDialect.h"
+#include "ir/SourceLimits.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
@@ -9,6 +10,7 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/Support/raw_ostream.h"
 
 int main(int argc, char** argv) {
   mlir::registerTransformsPasses();
@@ -18,6 +20,17 @@ int main(int argc, char** argv) {
   registry.insert<mc::MCDialect, mlir::func::FuncDialect,
                   mlir::ml_program::MLProgramDialect>();
   mlir::func::registerInlinerExtension(registry);
-  return mlir::asMainReturnCode(mlir::MlirOptMain(
-      argc, argv, "modelc optimizer driver (mc dialect)\n", registry));
+  auto [input, output] = mlir::registerAndParseCLIOptions(
+      argc, argv, "modelc optimizer driver (mc dialect)\n", registry);
+  // The input's limits (regular file, size, nesting) before MLIR opens and
+  // parses it: a FIFO would hang the open, deep nesting overflow the stack.
+  if (input != "-") {
+    std::string error;
+    if (!mc::loadMlirSource(input, &error)) {
+      llvm::errs() << "modelc-opt: error: " << error << "\n";
+      return 1;
+    }
+  }
+  return mlir::asMainReturnCode(
+      mlir::MlirOptMain(argc, argv, input, output, registry));
 }

@@ -6,6 +6,8 @@
 #include "codegen/MCToPlan.h"
 #include "frontend/jit/Trace.h"
 #include "frontend/onnx/OnnxImporter.h"
+#include "ir/SourceLimits.h"
+#include "modelc/fileio.h"
 #include "tools/runcli/RunCli.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -97,12 +99,29 @@ bool writeText(const std::string& path, const std::string& text,
     llvm::outs() << text;
     return true;
   }
-  auto out = openOutputFile(path, &error);
-  if (!out)
-    return false;
-  out->os() << text;
-  out->keep();
-  return true;
+  rt::Status st = rt::writeFileAtomically(path, text.data(), text.size());
+  if (!st)
+    error = st.message();
+  return bool(st);
+}
+
+/// Everything written to stdout arrived (a full disk or a closed pipe is
+/// an error, exit 1). Reported once, only when the command itself
+/// succeeded.
+int finishStdout(int rc) {
+  llvm::outs().flush();
+  bool lost = llvm::outs().has_error();
+  std::string why = lost ? llvm::outs().error().message() : "";
+  // Cleared, or LLVM aborts at exit with "IO failure on output stream".
+  llvm::outs().clear_error();
+  rt::Status st = rt::finishStdout();
+  if (rc != 0)
+    return rc;
+  if (lost)
+    return fail("cannot write to standard output: " + why);
+  if (!st)
+    return fail(st.message());
+  return 0;
 }
 
 } // namespace
@@ -258,9 +277,9 @@ int compileMain(int argc, char** argv) {
   std::string error;
   OwningOpRef<ModuleOp> parsed;
   if (!isOnnx) {
-    auto buffer = openInputFile(input, &error);
+    auto buffer = loadMlirSource(input, &error);
     if (!buffer)
-      return fail("cannot read '" + input + "': " + error);
+      return fail(error);
     sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
     parsed = parseSourceFile<ModuleOp>(sourceMgr, ctx);
     if (!parsed)
@@ -290,7 +309,10 @@ int compileMain(int argc, char** argv) {
   if (emit == "plan")
     return writeText(output, codegen::formatPlan(*plan), error) ? 0
                                                                 : fail(error);
-  rt::Status status = codegen::writeArtifact(*plan, output);
+  std::vector<uint8_t> bytes;
+  rt::Status status = codegen::writeArtifactToBytes(*plan, &bytes);
+  if (status)
+    status = rt::writeFileAtomically(output, bytes.data(), bytes.size());
   if (!status)
     return fail(status.message());
   uint64_t weights = 0;
@@ -345,7 +367,9 @@ int importMain(int argc, char** argv) {
   return 0;
 }
 
-int modelcMain(int argc, char** argv) {
+namespace {
+
+int dispatch(int argc, char** argv) {
   if (argc < 2)
     return fail(std::string("no command\n") + kUsage);
   std::string cmd = argv[1];
@@ -377,6 +401,12 @@ int modelcMain(int argc, char** argv) {
   if (cmd == "compare")
     return forward(cli::compareMain, "modelc compare", argc, argv);
   return fail("unknown command '" + cmd + "' (see modelc --help)");
+}
+
+} // namespace
+
+int modelcMain(int argc, char** argv) {
+  return finishStdout(dispatch(argc, argv));
 }
 
 } // namespace mc::tools

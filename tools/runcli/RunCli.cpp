@@ -4,6 +4,7 @@
 #include "tools/runcli/RunCli.h"
 
 #include "modelc/device.h"
+#include "modelc/fileio.h"
 #include "modelc/model.h"
 #include "modelc/npy.h"
 #include "modelc/version.h"
@@ -437,7 +438,9 @@ int compareMain(int argc, char **argv) {
   });
 }
 
-int runMain(int argc, char **argv) {
+namespace {
+
+int runOrForward(int argc, char **argv) {
   std::string tool = toolName(argc, argv);
   for (int i = 1; i < argc; ++i)
     if (argv[i] && std::string(argv[i]) == "--train")
@@ -510,6 +513,17 @@ int runMain(int argc, char **argv) {
       return error(tool, "no model given (see --help)");
     return run(tool, model, inputs, outDir, bench, deviceSpec);
   });
+}
+
+} // namespace
+
+int runMain(int argc, char **argv) {
+  int rc = runOrForward(argc, argv);
+  // Everything printed arrived: `--inspect > /dev/full` is an error.
+  Status st = rt::finishStdout();
+  if (rc == 0 && !st)
+    return error(toolName(argc, argv), st.message());
+  return rc;
 }
 
 } // namespace mc::cli

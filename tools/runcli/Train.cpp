@@ -6,6 +6,8 @@
 // loss. Usage and formats: docs/runtime.md.
 #include "tools/runcli/RunCli.h"
 
+#include "modelc/fileio.h"
+#include "modelc/labels.h"
 #include "modelc/model.h"
 #include "modelc/npy.h"
 
@@ -74,6 +76,7 @@ struct Feed {
 struct Point {
   long long step = 0, epoch = 0;
   double loss = 0;
+  std::string csvRow; // its line in --log-csv
 };
 
 int fail(const std::string &tool, const std::string &msg) {
@@ -327,11 +330,10 @@ Status writeSvg(const std::string &path, const std::string &title,
     << T + 28 << "\" stroke=\"#08519c\" stroke-width=\"2\"/><text x=\""
     << W - R - 140 << "\" y=\"" << T + 32 << "\">moving average</text></g>\n";
   o << "</svg>\n";
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << o.str();
-  f.close();
-  if (!f)
-    return Status::error(path + ": cannot write the plot");
+  std::string svg = o.str();
+  Status st = rt::writeFileAtomically(path, svg.data(), svg.size());
+  if (!st)
+    return Status::error("cannot write the plot: " + st.message());
   return Status::ok();
 }
 
@@ -348,6 +350,7 @@ private:
   Status loadData();
   Status resumeFrom(const std::string &path);
   Status openCsv();
+  Status writeCsv();
   Status saveCheckpoint();
   void progress(bool force);
   std::string metadata() const;
@@ -366,7 +369,7 @@ private:
   bool hasLossScale_ = false;
   DType lossScaleType_ = DType::F32;
   std::string checkpointPath_;
-  std::FILE *csv_ = nullptr;
+  bool csvDirty_ = false; // rows since --log-csv was last written
   std::vector<Point> history_;
   // Progress of the current epoch.
   double lossSum_ = 0, lossScale_ = NAN;
@@ -473,6 +476,16 @@ Status Trainer::loadData() {
                            "=FILE.npy");
   if (inputs.empty())
     return Status::error(opt_.model + ": the artifact has no inputs to feed");
+  // Class labels out of range would train on an all-zero one-hot row (loss
+  // -0) without a word; checked once here, for the whole dataset.
+  std::vector<int64_t> classes = rt::labelClassCounts(*model_);
+  for (const Feed &f : feeds_)
+    if (classes[f.input] > 0)
+      MC_RETURN_IF_ERROR(rt::checkLabels(
+          f.array.dtype, f.array.data.data(),
+          int64_t(f.array.data.size() / rt::dtypeSize(f.array.dtype)),
+          classes[f.input],
+          f.path + " (--data " + inputs[f.input].name + ")"));
   stepsPerEpoch_ = samples_ / opt_.batch;
   if (stepsPerEpoch_ == 0)
     return Status::error("the data has " + std::to_string(samples_) +
@@ -559,7 +572,6 @@ Status Trainer::openCsv() {
     return Status::ok();
   // On resume, keep the rows up to the checkpoint (the steps after it are
   // run again) and take them into the plot.
-  std::vector<std::string> keep;
   if (global_ > 0) {
     std::ifstream in(opt_.csv);
     std::string line;
@@ -577,18 +589,26 @@ Status Trainer::openCsv() {
       p.epoch = std::strtoll(end + 1, &end, 10);
       if (*end == ',')
         p.loss = std::strtod(end + 1, nullptr);
+      p.csvRow = line;
       history_.push_back(p);
-      keep.push_back(line);
     }
   }
-  csv_ = std::fopen(opt_.csv.c_str(), "w");
-  if (!csv_)
-    return Status::error(opt_.csv + ": cannot write the CSV log: " +
-                         std::strerror(errno));
-  std::fprintf(csv_, "step,epoch,loss,loss_scale\n");
-  for (const std::string &l : keep)
-    std::fprintf(csv_, "%s\n", l.c_str());
-  std::fflush(csv_);
+  return writeCsv();
+}
+
+Status Trainer::writeCsv() {
+  csvDirty_ = false;
+  if (opt_.csv.empty())
+    return Status::ok();
+  // Rewritten whole each time (at checkpoints, epoch ends and the end), so
+  // the file is always complete and matches what was trained; a write that
+  // fails (a full disk) is an error, never a truncated log.
+  std::string text = "step,epoch,loss,loss_scale\n";
+  for (const Point &p : history_)
+    text += p.csvRow + "\n";
+  Status st = rt::writeFileAtomically(opt_.csv, text.data(), text.size());
+  if (!st)
+    return Status::error("cannot write the CSV log: " + st.message());
   return Status::ok();
 }
 
@@ -661,9 +681,13 @@ int Trainer::run() {
   long long firstBad = 0;
   int exitCode = 0;
   auto finish = [&]() {
-    if (csv_)
-      std::fclose(csv_);
-    csv_ = nullptr;
+    if (csvDirty_) {
+      Status cs = writeCsv();
+      if (!cs) {
+        fail(tool_, cs.message());
+        exitCode = 1;
+      }
+    }
     if (!opt_.plot.empty()) {
       std::string title = "training loss: " +
                           std::filesystem::path(opt_.model).filename().string();
@@ -715,12 +739,11 @@ int Trainer::run() {
                                 rt::dtypeSize(lossScaleType_)))
           lossScale_ = floatAt(lossScaleType_, buf);
       }
-      history_.push_back(Point{global_, epoch_ + 1, loss});
-      if (csv_) {
-        std::fprintf(csv_, "%lld,%lld,%s,%s\n", global_, epoch_ + 1,
-                     fmtLoss(loss).c_str(),
-                     hasLossScale_ ? fmtLoss(lossScale_).c_str() : "");
-      }
+      history_.push_back(Point{
+          global_, epoch_ + 1, loss,
+          std::to_string(global_) + "," + std::to_string(epoch_ + 1) + "," +
+              fmtLoss(loss) + "," + (hasLossScale_ ? fmtLoss(lossScale_) : "")});
+      csvDirty_ = true;
       if (std::isfinite(loss)) {
         lossSum_ += loss;
         ++lossCount_;
@@ -750,9 +773,7 @@ int Trainer::run() {
         }
       }
       if (opt_.checkpointEvery > 0 && global_ % opt_.checkpointEvery == 0) {
-        if (csv_)
-          std::fflush(csv_);
-        if (!(st = saveCheckpoint())) {
+        if (!(st = writeCsv()) || !(st = saveCheckpoint())) {
           finish();
           return fail(tool_, st.message());
         }
@@ -761,8 +782,10 @@ int Trainer::run() {
     }
     if (tty_ && !opt_.quiet)
       std::fputc('\n', stderr);
-    if (csv_)
-      std::fflush(csv_);
+    if (csvDirty_ && !(st = writeCsv())) {
+      finish();
+      return fail(tool_, st.message());
+    }
     if (opt_.checkpointEvery == 0) {
       // The position after the last step of this epoch: epoch_ + 1, step 0
       // (stored as this epoch with all its steps done).

@@ -54,7 +54,9 @@ Status parseCheckpoint(std::vector<uint8_t> bytes, const std::string &name,
 /// the new file at `path`, never a partial one (a crash may leave the
 /// temporary file behind). Test hook: with MODELC_TEST_CHECKPOINT_SLOW=MS
 /// in the environment, it sleeps MS milliseconds in the middle of writing
-/// and again between fsync and rename, so a test can kill it mid-save.
+/// and again once the data is written, before the fsync and the rename, so
+/// a test can kill it mid-save. (The write itself is
+/// rt::writeFileAtomically, modelc/fileio.h.)
 Status writeCheckpointFile(const std::string &path,
                            const std::vector<CheckpointEntry> &entries,
                            const std::string &metadata);

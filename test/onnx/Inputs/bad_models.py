@@ -113,3 +113,69 @@ def with_location(name, location):
 with_location("dotdot", "../outside.bin")
 with_location("absolute", os.path.abspath(outside))
 with_location("symlink", "link.bin")
+
+
+# Issue 12 item 2: a window op with strides [0, 0] (the output size divides
+# by the stride).
+def window_op(op, name, **attrs):
+    rng = np.random.default_rng(0)
+    inits = []
+    inputs = ["x"]
+    if op == "Conv":
+        inits.append(numpy_helper.from_array(
+            rng.standard_normal((3, 2, 3, 3)).astype(np.float32), "w"))
+        inputs.append("w")
+    graph = helper.make_graph(
+        [helper.make_node(op, inputs, ["y"], name=name, **attrs)], name,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                       ["n", "c", "h", "w"])], inits)
+    save(helper.make_model(graph,
+                           opset_imports=[helper.make_opsetid("", 13)]),
+         name + ".onnx")
+
+
+window_op("Conv", "conv-stride0", strides=[0, 0])
+window_op("Conv", "conv-stride0-same", strides=[0, 0], auto_pad="SAME_UPPER")
+window_op("MaxPool", "maxpool-stride0", kernel_shape=[2, 2], strides=[0, 0])
+window_op("AveragePool", "avgpool-stride0", kernel_shape=[2, 2],
+          strides=[0, 0])
+window_op("Conv", "conv-dilation0", dilations=[0, 1])
+
+# Issue 12 item 8: Split sizes with a negative entry that still add up to
+# the dimension, and a Range with an infinite limit.
+graph = helper.make_graph(
+    [helper.make_node("Split", ["x", "split"], ["a", "b"], name="split0",
+                      axis=0)], "split",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 2])],
+    [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["a", 2]),
+     helper.make_tensor_value_info("b", TensorProto.FLOAT, ["b", 2])],
+    [numpy_helper.from_array(np.array([-1, 4], np.int64), "split")])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
+     "split-negative.onnx")
+
+
+def range_model(name, limit, delta=1.0):
+    graph = helper.make_graph(
+        [helper.make_node("Range", ["start", "limit", "delta"], ["r"],
+                          name="range0"),
+         helper.make_node("Add", ["x", "r"], ["y"], name="add0")], name,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"])],
+        [numpy_helper.from_array(np.array(0, np.float32), "start"),
+         numpy_helper.from_array(np.array(limit, np.float32), "limit"),
+         numpy_helper.from_array(np.array(delta, np.float32), "delta")])
+    save(helper.make_model(graph,
+                           opset_imports=[helper.make_opsetid("", 13)]),
+         name + ".onnx")
+
+
+range_model("range-inf", np.inf)
+range_model("range-nan", np.nan)
+range_model("range-huge", 1e30)
+
+# Issue 12 item 4: external data that is a FIFO (opening it blocked).
+fifo = os.path.join(out, "model", "data.fifo")
+if not os.path.exists(fifo):
+    os.mkfifo(fifo)
+with_location("fifo", "data.fifo")

@@ -90,6 +90,22 @@ class Cnn(nn.Module):
         return self.fc(x)
 
 
+class DilatedConv(nn.Module):
+    """Padding and dilation larger than the input, as in DeepLabv3's ASPP
+    branches: whole kernel taps fall outside the 8x8 input (issue 12 item
+    1: im2col crashed). The first conv is the issue's model exactly."""
+
+    def __init__(self):
+        super().__init__()
+        self.aspp = nn.Conv2d(2, 3, 3, padding=9, dilation=9)
+        self.strided = nn.Conv2d(3, 4, 3, stride=2, padding=12, dilation=12)
+        self.depthwise = nn.Conv2d(4, 4, 3, padding=7, dilation=7, groups=4)
+
+    def forward(self, x):
+        a = self.aspp(x)
+        return a, self.depthwise(self.strided(a))
+
+
 def build(name):
     """(model, {input name: array}, [output names], {input: {dim: name}})"""
     rng = np.random.default_rng(0)
@@ -123,6 +139,9 @@ def build(name):
     if name == "split_pad":
         return (SplitPad(), {"x": randn(2, 6, 10)}, ["s", "q", "v", "u"],
                 {"x": {0: "batch"}})
+    if name == "dilated_conv":
+        return (DilatedConv(), {"x": randn(1, 2, 8, 8)}, ["aspp", "deep"],
+                {})
     if name == "cnn":
         return Cnn(), {"image": randn(2, 3, 17, 17)}, ["logits"], {}
     sys.exit(f"models.py: unknown model '{name}'")

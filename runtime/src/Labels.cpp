@@ -1,0 +1,122 @@
+// Recognizing class-label inputs in an artifact, and checking label values
+// (see modelc/labels.h).
+#include "modelc/labels.h"
+#include "modelc/kernels.h"
+
+#include <cstring>
+#include <map>
+#include <set>
+
+namespace mc::rt {
+namespace {
+
+int64_t intAt(DType dtype, const uint8_t *p, int64_t i) {
+  if (dtype == DType::I64) {
+    int64_t v;
+    std::memcpy(&v, p + 8 * i, 8);
+    return v;
+  }
+  int32_t v;
+  std::memcpy(&v, p + 4 * i, 4);
+  return v;
+}
+
+bool isIntLabel(DType t) { return t == DType::I32 || t == DType::I64; }
+
+} // namespace
+
+std::vector<int64_t> labelClassCounts(const Model &model) {
+  const fb::Model &t = model.table();
+  std::vector<int64_t> counts(model.inputs().size(), 0);
+  if (!t.buffers() || !t.steps())
+    return counts;
+  const auto &bufs = *t.buffers();
+  // The constant buffer each buffer copies or broadcasts (if any).
+  std::map<uint32_t, uint32_t> constantOf;
+  for (uint32_t b = 0; b < bufs.size(); ++b)
+    if (bufs.Get(b)->kind() == fb::BufferKind::Constant)
+      constantOf[b] = b;
+  auto passesThrough = [](fb::OpKind k) {
+    return k == fb::OpKind::Copy || k == fb::OpKind::BroadcastInDim ||
+           k == fb::OpKind::Transpose;
+  };
+  for (const fb::Step *s : *t.steps())
+    if (passesThrough(s->kind()) && s->inputs() && s->outputs() &&
+        s->inputs()->size() == 1 && s->outputs()->size() == 1) {
+      auto it = constantOf.find(s->inputs()->Get(0));
+      if (it != constantOf.end())
+        constantOf[s->outputs()->Get(0)] = it->second;
+    }
+  // C when constant buffer B holds exactly [0, 1, ..., C-1] of DTYPE.
+  auto arangeLength = [&](uint32_t b, DType dtype) -> int64_t {
+    const fb::Buffer *buf = bufs.Get(b);
+    if (DType(buf->dtype()) != dtype || !buf->shape())
+      return 0;
+    int64_t n = 1;
+    for (int64_t d : *buf->shape())
+      n *= d;
+    const uint8_t *p = model.constantData() + buf->offset();
+    for (int64_t i = 0; i < n; ++i)
+      if (intAt(dtype, p, i) != i)
+        return 0;
+    return n;
+  };
+  for (size_t i = 0; i < model.inputs().size(); ++i) {
+    const TensorInfo &in = model.inputs()[i];
+    if (!isIntLabel(in.dtype))
+      continue;
+    // The input and its reshapes (arena buffers over the same bytes).
+    const fb::Buffer *inBuf = bufs.Get(in.buffer);
+    std::set<uint32_t> labels{in.buffer};
+    for (uint32_t b = 0; b < bufs.size(); ++b) {
+      const fb::Buffer *o = bufs.Get(b);
+      if (o->kind() == fb::BufferKind::Arena && o->dtype() == inBuf->dtype() &&
+          o->offset() == inBuf->offset() && o->size() == inBuf->size())
+        labels.insert(b);
+    }
+    for (const fb::Step *s : *t.steps()) {
+      if (!s->inputs() || !s->outputs() || s->outputs()->size() != 1)
+        continue;
+      if (passesThrough(s->kind()) && s->inputs()->size() == 1 &&
+          labels.count(s->inputs()->Get(0))) {
+        labels.insert(s->outputs()->Get(0));
+        continue;
+      }
+      if (s->kind() != fb::OpKind::Compare || s->inputs()->size() != 2)
+        continue;
+      const fb::CompareAttrs *attrs = s->attrs_as_CompareAttrs();
+      if (!attrs || attrs->direction() != fb::CompareDirection::EQ)
+        continue;
+      uint32_t a = s->inputs()->Get(0), b = s->inputs()->Get(1);
+      if (!labels.count(a))
+        std::swap(a, b);
+      auto c = constantOf.find(b);
+      if (labels.count(a) && c != constantOf.end())
+        if (int64_t n = arangeLength(c->second, in.dtype)) {
+          counts[i] = n;
+          break;
+        }
+    }
+  }
+  return counts;
+}
+
+Status checkLabels(DType dtype, const void *data, int64_t count,
+                   int64_t classes, const std::string &what,
+                   int64_t firstIndex) {
+  if (!isIntLabel(dtype))
+    return Status::error(what + ": class labels must be i32 or i64, got " +
+                         dtypeName(dtype));
+  const uint8_t *p = static_cast<const uint8_t *>(data);
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t v = intAt(dtype, p, i);
+    if (v < 0 || v >= classes)
+      return Status::error(what + ": sample " + std::to_string(firstIndex + i) +
+                           " has class label " + std::to_string(v) +
+                           ", outside [0, " + std::to_string(classes) +
+                           ") for " + std::to_string(classes) + " classes");
+  }
+  return Status::ok();
+}
+
+} // namespace mc::rt
