@@ -32,7 +32,6 @@
 #define MODELC_IR_DERIVATIVERULES_H
 
 #include <algorithm>
-#include <cassert>
 #include <cmath>
 #include <cstdint>
 #include <limits>

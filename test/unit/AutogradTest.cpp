@@ -6,6 +6,7 @@
 #include "frontend/Loss.h"
 #include "frontend/Ops.h"
 #include "frontend/Optim.h"
+#include "frontend/nn.h"
 #include "modelc/npy.h"
 
 #include <gtest/gtest.h>
@@ -550,6 +551,57 @@ TEST(Autograd, EveryOpMatchesPyTorch) {
   script.close();
   int rc = std::system((python() + " " + dir + "/check.py").c_str());
   EXPECT_EQ(rc, 0) << "gradients differ from torch.autograd (see above)";
+}
+
+/// nn::BatchNorm2d in training mode against torch.nn.BatchNorm2d: three
+/// forward passes on different batches (outputs, and the running statistics
+/// after each: momentum 0.1, unbiased running variance), then eval mode.
+TEST(Modules, BatchNorm2dTrainingMatchesTorch) {
+  if (!haveTorch())
+    GTEST_SKIP() << "python3-torch is not installed";
+  std::string dir = ::testing::TempDir() + "/batchnorm_vs_torch";
+  ASSERT_EQ(std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()), 0);
+  nn::BatchNorm2d bn(3, 1e-5, 0.1);
+  bn.weight = randnIn({3}, 0.5, 2, 131);
+  bn.bias = randnIn({3}, -1, 1, 132);
+  save(dir + "/weight.npy", bn.weight);
+  save(dir + "/bias.npy", bn.bias);
+  bn.train();
+  for (int i = 0; i < 3; ++i) {
+    Tensor x = randnIn({4, 3, 5, 5}, -2 + i, 3, 140 + i);
+    save(dir + "/x" + std::to_string(i) + ".npy", x);
+    save(dir + "/y" + std::to_string(i) + ".npy", bn(x));
+    save(dir + "/mean" + std::to_string(i) + ".npy", bn.runningMean);
+    save(dir + "/var" + std::to_string(i) + ".npy", bn.runningVar);
+  }
+  bn.eval();
+  Tensor xe = randnIn({2, 3, 5, 5}, -1, 1, 150);
+  save(dir + "/xe.npy", xe);
+  save(dir + "/ye.npy", bn(xe));
+  std::ofstream script(dir + "/check.py");
+  script << "import numpy as np, torch, sys\n"
+            "d = '" << dir << "'\n"
+            "L = lambda n: torch.tensor(np.load(f'{d}/{n}.npy'))\n"
+            "bn = torch.nn.BatchNorm2d(3, eps=1e-5, momentum=0.1)\n"
+            "with torch.no_grad():\n"
+            "    bn.weight.copy_(L('weight')); bn.bias.copy_(L('bias'))\n"
+            "worst = 0.0\n"
+            "def rel(mine, ref):\n"
+            "    global worst\n"
+            "    r = float((mine - ref).norm() / ref.norm()); worst = max(worst, r); return r\n"
+            "bn.train()\n"
+            "with torch.no_grad():\n"
+            "    for i in range(3):\n"
+            "        rel(L(f'y{i}'), bn(L(f'x{i}')))\n"
+            "        rel(L(f'mean{i}'), bn.running_mean)\n"
+            "        rel(L(f'var{i}'), bn.running_var)\n"
+            "    bn.eval()\n"
+            "    rel(L('ye'), bn(L('xe')))\n"
+            "print(f'BatchNorm2d train/eval vs torch: worst rel err {worst:.2e}')\n"
+            "sys.exit(0 if worst < 1e-5 else 1)\n";
+  script.close();
+  int rc = std::system((python() + " " + dir + "/check.py").c_str());
+  EXPECT_EQ(rc, 0) << "BatchNorm2d differs from torch.nn.BatchNorm2d";
 }
 
 /// 10 steps of SGD (momentum, weight decay, nesterov) and of AdamW on a
