@@ -5,9 +5,7 @@
 #include "frontend/Ops.h"
 #include "ir/DerivativeRules.h"
 
-#include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <map>
 #include <set>
 #include <unordered_map>

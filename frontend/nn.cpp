@@ -199,7 +199,8 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   double n = static_cast<double>(x.numel() / x.size(1));
   if (n < 2)
     throw Error("BatchNorm2d: training needs more than one value per "
-                "channel, got input " + x.describe());
+                "channel, got input " +
+                x.describe());
   Tensor unbiased = batchVar * (n / (n - 1));
   // (No detach(): under NoGradGuard nothing is recorded for autograd, and a
   // detached view would be a stranger to the tracer, captured as a

@@ -32,7 +32,6 @@
 #define MODELC_IR_DERIVATIVERULES_H
 
 #include <algorithm>
-#include <cassert>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -75,8 +74,7 @@ V mask(B& b, Cmp dir, V x, V y, V like) {
   return b.castLike(b.compare(dir, x, y), like);
 }
 
-template <class B, class V = typename B::Value>
-V scale(B& b, V x, double v) {
+template <class B, class V = typename B::Value> V scale(B& b, V x, double v) {
   return b.mul(x, b.splatLike(x, v));
 }
 
@@ -168,8 +166,7 @@ V scatterStrided(B& b, V g, const Dims& inShape, const Dims& start,
 }
 
 /// Reverses dims 2 and 3 (the kernel window) of an OIHW weight.
-template <class B, class V = typename B::Value>
-V flipWindow(B& b, V w) {
+template <class B, class V = typename B::Value> V flipWindow(B& b, V w) {
   Dims s = b.shape(w);
   for (int64_t d : {2, 3}) {
     if (s[d] == 1)
@@ -382,9 +379,7 @@ Grads<B> clamp(B& b, typename B::Value g, typename B::Value x, double lo,
 }
 
 /// compare, not: i1 results carry no gradient.
-template <class B> Grads<B> none(size_t operands) {
-  return Grads<B>(operands);
-}
+template <class B> Grads<B> none(size_t operands) { return Grads<B>(operands); }
 
 /// select(pred, onTrue, onFalse): the predicate gets none.
 template <class B>
@@ -498,14 +493,13 @@ Grads<B> gather(B& b, typename B::Value g, const Dims& dataShape,
   auto idx = b.reshape(indices, {k, 1});
   auto negative =
       b.compare(Cmp::LT, idx, b.intConstant(indices, {k, 1}, Dims(k, 0)));
-  idx = b.select(negative,
-                 b.add(idx, b.intConstant(indices, {k, 1}, Dims(k, size))),
-                 idx);
+  idx = b.select(
+      negative, b.add(idx, b.intConstant(indices, {k, 1}, Dims(k, size))), idx);
   auto classes = b.intConstant(indices, {1, size}, detail::iota(0, size));
-  auto oneHot = b.castLike(
-      b.compare(Cmp::EQ, b.broadcastInDim(idx, {k, size}, {0, 1}),
-                b.broadcastInDim(classes, {k, size}, {0, 1})),
-      g);
+  auto oneHot =
+      b.castLike(b.compare(Cmp::EQ, b.broadcastInDim(idx, {k, size}, {0, 1}),
+                           b.broadcastInDim(classes, {k, size}, {0, 1})),
+                 g);
   // g as [pre, K, post] -> [pre * post, K] x [K, size] -> back.
   auto g2 = b.reshape(b.transpose(b.reshape(g, {pre, k, post}), {0, 2, 1}),
                       {pre * post, k});
@@ -561,8 +555,7 @@ Grads<B> matmul(B& b, typename B::Value g, typename B::Value x,
 
 /// `y` is softmax(x, axis).
 template <class B>
-Grads<B> softmax(B& b, typename B::Value g, typename B::Value y,
-                 int64_t axis) {
+Grads<B> softmax(B& b, typename B::Value g, typename B::Value y, int64_t axis) {
   auto dot = b.reduceSum(b.mul(g, y), {axis}, /*keepdim=*/true);
   return {b.mul(y, b.sub(g, detail::expand(b, dot, b.shape(g))))};
 }
@@ -571,8 +564,8 @@ Grads<B> softmax(B& b, typename B::Value g, typename B::Value y,
 template <class B>
 Grads<B> logSoftmax(B& b, typename B::Value g, typename B::Value y,
                     int64_t axis) {
-  auto total = detail::expand(b, b.reduceSum(g, {axis}, /*keepdim=*/true),
-                              b.shape(g));
+  auto total =
+      detail::expand(b, b.reduceSum(g, {axis}, /*keepdim=*/true), b.shape(g));
   return {b.sub(g, b.mul(b.exp(y), total))};
 }
 
@@ -589,11 +582,11 @@ Grads<B> layerNorm(B& b, typename B::Value g, typename B::Value x,
   };
   auto xc = b.sub(x, rowMean(x));
   auto var = b.reduceMean(b.mul(xc, xc), norm, /*keepdim=*/true);
-  auto rstd = detail::expand(
-      b,
-      b.div(b.splatLike(var, 1.0),
-            b.sqrt(b.add(var, b.splatLike(var, epsilon)))),
-      shape);
+  auto rstd =
+      detail::expand(b,
+                     b.div(b.splatLike(var, 1.0),
+                           b.sqrt(b.add(var, b.splatLike(var, epsilon)))),
+                     shape);
   auto xhat = b.mul(xc, rstd);
   auto gxhat = b.mul(g, b.broadcastInDim(gamma, shape, norm));
   auto term = b.sub(b.sub(gxhat, rowMean(gxhat)),
@@ -653,15 +646,14 @@ Grads<B> conv2d(B& b, typename B::Value g, typename B::Value x,
 /// with -inf (padding never wins), each scattered back with the strides.
 template <class B>
 Grads<B> maxPool2d(B& b, typename B::Value g, typename B::Value x,
-                   typename B::Value y, const Dims& kernel,
-                   const Dims& strides, const Dims& padding,
-                   const Dims& dilation) {
+                   typename B::Value y, const Dims& kernel, const Dims& strides,
+                   const Dims& padding, const Dims& dilation) {
   using V = typename B::Value;
   Dims xs = b.shape(x), ys = b.shape(y), padded = xs, low{0, 0}, high{0, 0};
   for (int d = 0; d < 2; ++d) {
     // Cover every window, ceil_mode's last ones included.
-    int64_t need = (ys[2 + d] - 1) * strides[d] +
-                   (kernel[d] - 1) * dilation[d] + 1;
+    int64_t need =
+        (ys[2 + d] - 1) * strides[d] + (kernel[d] - 1) * dilation[d] + 1;
     int64_t size = std::max(xs[2 + d] + padding[d] + padding[d + 2], need);
     low.push_back(padding[d]);
     high.push_back(size - xs[2 + d] - padding[d]);
@@ -695,9 +687,8 @@ Grads<B> maxPool2d(B& b, typename B::Value g, typename B::Value x,
 /// convolution with a kernel of ones.
 template <class B>
 Grads<B> avgPool2d(B& b, typename B::Value g, typename B::Value x,
-                   const Dims& kernel, const Dims& strides,
-                   const Dims& padding, const Dims& dilation,
-                   bool countIncludePad) {
+                   const Dims& kernel, const Dims& strides, const Dims& padding,
+                   const Dims& dilation, bool countIncludePad) {
   Dims xs = b.shape(x), gs = b.shape(g);
   std::vector<double> inverse;
   for (int64_t i = 0; i < gs[2]; ++i)
@@ -712,9 +703,8 @@ Grads<B> avgPool2d(B& b, typename B::Value g, typename B::Value x,
                                      kernel[1], wLo, wHi);
       inverse.push_back(n ? 1.0 / static_cast<double>(n) : 0.0);
     }
-  auto scaled =
-      b.mul(g, b.broadcastInDim(b.constant(g, {gs[2], gs[3]}, inverse), gs,
-                                {2, 3}));
+  auto scaled = b.mul(
+      g, b.broadcastInDim(b.constant(g, {gs[2], gs[3]}, inverse), gs, {2, 3}));
   int64_t c = xs[1];
   auto ones = b.constant(
       g, {c, 1, kernel[0], kernel[1]},

@@ -76,8 +76,7 @@ public:
   /// `values` (one for a splat) in the float element type of `like`.
   Value constant(Value like, const Dims& shape,
                  const std::vector<double>& values) {
-    auto type =
-        RankedTensorType::get(shape, tensorType(like).getElementType());
+    auto type = RankedTensorType::get(shape, tensorType(like).getElementType());
     const llvm::fltSemantics& sem =
         llvm::cast<FloatType>(type.getElementType()).getFloatSemantics();
     SmallVector<APFloat> floats;
@@ -88,7 +87,8 @@ public:
       floats.push_back(f);
     }
     if (floats.size() == 1)
-      return ConstantOp::create(b, loc, DenseElementsAttr::get(type, floats[0]));
+      return ConstantOp::create(b, loc,
+                                DenseElementsAttr::get(type, floats[0]));
     return ConstantOp::create(b, loc, DenseElementsAttr::get(type, floats));
   }
   /// Integers of `like`'s element type (i64 without one).
@@ -109,8 +109,8 @@ public:
     return SelectOp::create(b, loc, x.getType(), pred, x, y);
   }
   Value castLike(Value x, Value like) {
-    auto type = RankedTensorType::get(shapeOf(x),
-                                      tensorType(like).getElementType());
+    auto type =
+        RankedTensorType::get(shapeOf(x), tensorType(like).getElementType());
     if (type == x.getType())
       return x;
     return CastOp::create(b, loc, type, x);
@@ -224,8 +224,8 @@ MC_GRADIENT(SelectOp, rules::select(e, g, getPred()))
 MC_GRADIENT(CastOp, rules::cast(e, g, getInput()))
 
 // Shape.
-MC_GRADIENT(BroadcastInDimOp, rules::broadcastInDim(e, g, e.shape(getInput()),
-                                                    dims(getDims())))
+MC_GRADIENT(BroadcastInDimOp,
+            rules::broadcastInDim(e, g, e.shape(getInput()), dims(getDims())))
 MC_GRADIENT(ReshapeOp, rules::reshape(e, g, e.shape(getInput())))
 MC_GRADIENT(TransposeOp, rules::transpose(e, g, dims(getPermutation())))
 MC_GRADIENT(ConcatOp, ([&] {
@@ -254,8 +254,8 @@ MC_GRADIENT(ReduceMinOp, rules::reduceExtremum(e, g, getInput(), getResult(),
 // Linear algebra and NN.
 MC_GRADIENT(MatmulOp, rules::matmul(e, g, getLhs(), getRhs(), getTransposeA(),
                                     getTransposeB()))
-MC_GRADIENT(SoftmaxOp, rules::softmax(e, g, getResult(),
-                                      static_cast<int64_t>(getAxis())))
+MC_GRADIENT(SoftmaxOp,
+            rules::softmax(e, g, getResult(), static_cast<int64_t>(getAxis())))
 MC_GRADIENT(LogSoftmaxOp, rules::logSoftmax(e, g, getResult(),
                                             static_cast<int64_t>(getAxis())))
 MC_GRADIENT(LayerNormOp, rules::layerNorm(e, g, getInput(), getGamma(),
@@ -265,10 +265,10 @@ MC_GRADIENT(BatchNormOp,
             rules::batchNorm(e, g, getInput(), getScale(), getMean(),
                              getVariance(), getEpsilon().convertToDouble(),
                              static_cast<int64_t>(getFeatureAxis())))
-MC_GRADIENT(Conv2dOp, rules::conv2d(e, g, getInput(), getWeight(),
-                                    dims(getStrides()), dims(getPadding()),
-                                    dims(getDilation()),
-                                    static_cast<int64_t>(getGroups())))
+MC_GRADIENT(Conv2dOp,
+            rules::conv2d(e, g, getInput(), getWeight(), dims(getStrides()),
+                          dims(getPadding()), dims(getDilation()),
+                          static_cast<int64_t>(getGroups())))
 MC_GRADIENT(MaxPool2dOp,
             rules::maxPool2d(e, g, getInput(), getResult(), dims(getKernel()),
                              dims(getStrides()), dims(getPadding()),

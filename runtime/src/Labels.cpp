@@ -23,6 +23,23 @@ int64_t intAt(DType dtype, const uint8_t *p, int64_t i) {
 
 bool isIntLabel(DType t) { return t == DType::I32 || t == DType::I64; }
 
+/// The step's op (the verifier has checked it is a known one).
+OpId opOf(const fb::Step *s) {
+  OpId id = OpId::Copy;
+  if (s->op())
+    findOp(s->op()->string_view(), &id);
+  return id;
+}
+
+/// The integer attribute `name` of a step; `dflt` when absent.
+int64_t intAttr(const fb::Step *s, const char *name, int64_t dflt) {
+  if (s->attrs())
+    for (const fb::Attr *a : *s->attrs())
+      if (a->name() && a->name()->str() == name)
+        return a->i();
+  return dflt;
+}
+
 } // namespace
 
 std::vector<int64_t> labelClassCounts(const Model &model) {
@@ -36,12 +53,12 @@ std::vector<int64_t> labelClassCounts(const Model &model) {
   for (uint32_t b = 0; b < bufs.size(); ++b)
     if (bufs.Get(b)->kind() == fb::BufferKind::Constant)
       constantOf[b] = b;
-  auto passesThrough = [](fb::OpKind k) {
-    return k == fb::OpKind::Copy || k == fb::OpKind::BroadcastInDim ||
-           k == fb::OpKind::Transpose;
+  auto passesThrough = [](OpId k) {
+    return k == OpId::Copy || k == OpId::BroadcastInDim ||
+           k == OpId::Transpose;
   };
   for (const fb::Step *s : *t.steps())
-    if (passesThrough(s->kind()) && s->inputs() && s->outputs() &&
+    if (passesThrough(opOf(s)) && s->inputs() && s->outputs() &&
         s->inputs()->size() == 1 && s->outputs()->size() == 1) {
       auto it = constantOf.find(s->inputs()->Get(0));
       if (it != constantOf.end())
@@ -77,15 +94,14 @@ std::vector<int64_t> labelClassCounts(const Model &model) {
     for (const fb::Step *s : *t.steps()) {
       if (!s->inputs() || !s->outputs() || s->outputs()->size() != 1)
         continue;
-      if (passesThrough(s->kind()) && s->inputs()->size() == 1 &&
+      if (passesThrough(opOf(s)) && s->inputs()->size() == 1 &&
           labels.count(s->inputs()->Get(0))) {
         labels.insert(s->outputs()->Get(0));
         continue;
       }
-      if (s->kind() != fb::OpKind::Compare || s->inputs()->size() != 2)
+      if (opOf(s) != OpId::Compare || s->inputs()->size() != 2)
         continue;
-      const fb::CompareAttrs *attrs = s->attrs_as_CompareAttrs();
-      if (!attrs || attrs->direction() != fb::CompareDirection::EQ)
+      if (intAttr(s, "direction", -1) != int64_t(CompareOp::Eq))
         continue;
       uint32_t a = s->inputs()->Get(0), b = s->inputs()->Get(1);
       if (!labels.count(a))

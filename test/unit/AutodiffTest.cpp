@@ -280,8 +280,7 @@ TEST(Autodiff, ConvolutionGradients) {
     checkGradients({uniform(c.x, -1, 1, seed++)}, params,
                    [&](auto& in, auto& p) {
                      return weightedSum(conv2d(in[0], p[0], p[1], c.strides,
-                                               c.padding, c.dilation,
-                                               c.groups),
+                                               c.padding, c.dilation, c.groups),
                                         seed);
                    });
   }
@@ -297,14 +296,13 @@ TEST(Autodiff, PoolingBatchNormAndStridedSliceGradients) {
   checkGradients({x}, params, [](auto& in, auto& p) {
     Tensor h = conv2d(in[0], p[0], Tensor(), {1, 1}, {1, 1, 1, 1}); // 9x9
     Tensor t = weightedSum(maxPool2d(h, {3, 3}, {2, 2}, {1}), 115);
-    t = add(t, weightedSum(maxPool2d(h, {2, 2}, {2, 2}, {0}, {1, 1}, true),
-                           116));
+    t = add(t,
+            weightedSum(maxPool2d(h, {2, 2}, {2, 2}, {0}, {1, 1}, true), 116));
     t = add(t, weightedSum(avgPool2d(h, {3, 3}, {2, 2}, {1}), 117));
-    t = add(t, weightedSum(avgPool2d(h, {2, 2}, {2, 2}, {1}, true, false),
-                           118));
+    t = add(t,
+            weightedSum(avgPool2d(h, {2, 2}, {2, 2}, {1}, true, false), 118));
     t = add(t, weightedSum(batchNormTraining(h, p[1], p[2], 1e-5, 1), 119));
-    t = add(t, weightedSum(slice(h, {0, 1, 1, 0}, {2, 1, 4, 3},
-                                 {1, 1, 2, 3}),
+    t = add(t, weightedSum(slice(h, {0, 1, 1, 0}, {2, 1, 4, 3}, {1, 1, 2, 3}),
                            120));
     return t;
   });

@@ -6,6 +6,7 @@
 #include "frontend/Loss.h"
 #include "frontend/Ops.h"
 #include "frontend/Optim.h"
+#include "frontend/nn.h"
 #include "modelc/npy.h"
 
 #include <gtest/gtest.h>
@@ -191,77 +192,96 @@ std::vector<Case> cases() {
                "torch.nn.functional.mse_loss(a, b)"});
   // Convolution, pooling, training batch norm and strided slices: their
   // rules are compositions of forward ops (ir/DerivativeRules.h).
-  c.push_back({"conv2d_stride2_pad1", {in({2, 3, 7, 7}, 60), in({4, 3, 3, 3}, 61)},
+  c.push_back({"conv2d_stride2_pad1",
+               {in({2, 3, 7, 7}, 60), in({4, 3, 3, 3}, 61)},
                [](auto& x) {
                  return conv2d(x[0], x[1], Tensor(), {2, 2}, {1, 1, 1, 1});
                },
-               "torch.nn.functional.conv2d(a, b, stride=2, padding=1)", 1.0});
-  c.push_back({"conv2d_dilation2", {in({1, 2, 9, 8}, 62), in({3, 2, 3, 2}, 63)},
-               [](auto& x) {
-                 return conv2d(x[0], x[1], Tensor(), {1, 1}, {2, 1, 2, 1},
-                               {2, 2});
-               },
-               "torch.nn.functional.conv2d(a, b, padding=(2, 1), "
-               "dilation=2)",
+               "torch.nn.functional.conv2d(a, b, stride=2, padding=1)",
                1.0});
-  c.push_back({"conv2d_groups2_bias",
-               {in({2, 4, 6, 6}, 64), in({6, 2, 3, 3}, 65), in({6}, 66)},
+  c.push_back(
+      {"conv2d_dilation2",
+       {in({1, 2, 9, 8}, 62), in({3, 2, 3, 2}, 63)},
+       [](auto& x) {
+         return conv2d(x[0], x[1], Tensor(), {1, 1}, {2, 1, 2, 1}, {2, 2});
+       },
+       "torch.nn.functional.conv2d(a, b, padding=(2, 1), "
+       "dilation=2)",
+       1.0});
+  c.push_back(
+      {"conv2d_groups2_bias",
+       {in({2, 4, 6, 6}, 64), in({6, 2, 3, 3}, 65), in({6}, 66)},
+       [](auto& x) {
+         return conv2d(x[0], x[1], x[2], {1, 2}, {1, 1, 1, 1}, {1, 1}, 2);
+       },
+       "torch.nn.functional.conv2d(a, b, c, stride=(1, 2), "
+       "padding=1, groups=2)",
+       1.0});
+  c.push_back(
+      {"conv2d_stride2_pad2_dilation2_groups2",
+       {in({2, 4, 9, 10}, 67), in({4, 2, 3, 3}, 68)},
+       [](auto& x) {
+         return conv2d(x[0], x[1], Tensor(), {2, 2}, {2, 2, 2, 2}, {2, 2}, 2);
+       },
+       "torch.nn.functional.conv2d(a, b, stride=2, padding=2, "
+       "dilation=2, groups=2)",
+       1.0});
+  c.push_back({"max_pool_3x3_stride2_pad1",
+               {distinct({2, 3, 7, 7}, 69)},
                [](auto& x) {
-                 return conv2d(x[0], x[1], x[2], {1, 2}, {1, 1, 1, 1}, {1, 1},
-                               2);
+                 return maxPool2d(x[0], {3, 3}, {2, 2}, {1});
                },
-               "torch.nn.functional.conv2d(a, b, c, stride=(1, 2), "
-               "padding=1, groups=2)",
-               1.0});
-  c.push_back({"conv2d_stride2_pad2_dilation2_groups2",
-               {in({2, 4, 9, 10}, 67), in({4, 2, 3, 3}, 68)},
-               [](auto& x) {
-                 return conv2d(x[0], x[1], Tensor(), {2, 2}, {2, 2, 2, 2},
-                               {2, 2}, 2);
-               },
-               "torch.nn.functional.conv2d(a, b, stride=2, padding=2, "
-               "dilation=2, groups=2)",
-               1.0});
-  c.push_back({"max_pool_3x3_stride2_pad1", {distinct({2, 3, 7, 7}, 69)},
-               [](auto& x) { return maxPool2d(x[0], {3, 3}, {2, 2}, {1}); },
-               "torch.nn.functional.max_pool2d(a, 3, 2, 1)", 0.01});
-  c.push_back({"max_pool_2x2_ceil_dilation2", {distinct({1, 2, 8, 7}, 70)},
+               "torch.nn.functional.max_pool2d(a, 3, 2, 1)",
+               0.01});
+  c.push_back({"max_pool_2x2_ceil_dilation2",
+               {distinct({1, 2, 8, 7}, 70)},
                [](auto& x) {
                  return maxPool2d(x[0], {2, 2}, {2, 2}, {0}, {2, 2}, true);
                },
                "torch.nn.functional.max_pool2d(a, 2, 2, 0, 2, "
                "ceil_mode=True)",
                0.01});
-  c.push_back({"avg_pool_3x3_stride2_pad1", {in({2, 2, 7, 7}, 71)},
-               [](auto& x) { return avgPool2d(x[0], {3, 3}, {2, 2}, {1}); },
-               "torch.nn.functional.avg_pool2d(a, 3, 2, 1)", 1.0});
-  c.push_back({"avg_pool_exclude_pad_ceil", {in({1, 2, 8, 8}, 72)},
+  c.push_back({"avg_pool_3x3_stride2_pad1",
+               {in({2, 2, 7, 7}, 71)},
+               [](auto& x) {
+                 return avgPool2d(x[0], {3, 3}, {2, 2}, {1});
+               },
+               "torch.nn.functional.avg_pool2d(a, 3, 2, 1)",
+               1.0});
+  c.push_back({"avg_pool_exclude_pad_ceil",
+               {in({1, 2, 8, 8}, 72)},
                [](auto& x) {
                  return avgPool2d(x[0], {3, 3}, {2, 2}, {1}, true, false);
                },
                "torch.nn.functional.avg_pool2d(a, 3, 2, 1, ceil_mode=True, "
                "count_include_pad=False)",
                1.0});
-  c.push_back({"avg_pool_include_pad_ceil", {in({1, 2, 8, 8}, 73)},
+  c.push_back({"avg_pool_include_pad_ceil",
+               {in({1, 2, 8, 8}, 73)},
                [](auto& x) {
                  return avgPool2d(x[0], {3, 3}, {2, 2}, {1}, true, true);
                },
                "torch.nn.functional.avg_pool2d(a, 3, 2, 1, ceil_mode=True, "
                "count_include_pad=True)",
                1.0});
-  c.push_back({"batch_norm_training",
-               {in({4, 3, 3, 2}, 74), in({3}, 75, 0.5, 2), in({3}, 76)},
-               [](auto& x) {
-                 return batchNormTraining(x[0], x[1], x[2], 1e-5, 1);
-               },
-               "torch.nn.functional.batch_norm(a, None, None, b, c, "
-               "training=True, eps=1e-5)"});
-  c.push_back({"strided_slice_dim", {in({3, 9}, 77)},
+  c.push_back(
+      {"batch_norm_training",
+       {in({4, 3, 3, 2}, 74), in({3}, 75, 0.5, 2), in({3}, 76)},
+       [](auto& x) { return batchNormTraining(x[0], x[1], x[2], 1e-5, 1); },
+       "torch.nn.functional.batch_norm(a, None, None, b, c, "
+       "training=True, eps=1e-5)"});
+  c.push_back({"strided_slice_dim",
+               {in({3, 9}, 77)},
                [](auto& x) { return sliceDim(x[0], 1, 1, 8, 3); },
-               "a[:, 1:8:3]", 1.0});
-  c.push_back({"strided_slice_2d", {in({6, 5}, 78)},
-               [](auto& x) { return slice(x[0], {1, 0}, {3, 2}, {2, 3}); },
-               "a[1::2, ::3]", 1.0});
+               "a[:, 1:8:3]",
+               1.0});
+  c.push_back({"strided_slice_2d",
+               {in({6, 5}, 78)},
+               [](auto& x) {
+                 return slice(x[0], {1, 0}, {3, 2}, {2, 3});
+               },
+               "a[1::2, ::3]",
+               1.0});
   c.push_back({"mlp_chain", {in({4, 3}, 54), in({5, 3}, 55), in({5}, 56)},
                [](auto& x) {
                  return softmax(tanh(linear(x[0], x[1], x[2])), 1);
@@ -399,8 +419,8 @@ TEST(Autograd, TrainingBatchNormMatchesDoubleFiniteDifferencesTo1e5) {
       for (int64_t b = 0; b < n; ++b)
         for (int64_t i = 0; i < hw; ++i) {
           int64_t k = (b * ch + c) * hw + i;
-          total += wd[k] * ((xv[k] - mean) / std::sqrt(var + eps) * sv[c] +
-                            ov[c]);
+          total +=
+              wd[k] * ((xv[k] - mean) / std::sqrt(var + eps) * sv[c] + ov[c]);
         }
     }
     return total;
@@ -440,9 +460,8 @@ TEST(Autograd, TrainingBatchNormMatchesDoubleFiniteDifferencesTo1e5) {
 TEST(Autograd, MaxPoolTiesGoToTheFirstMaximum) {
   Tensor x = Tensor::full({1, 1, 4, 4}, 1.0).setRequiresGrad();
   sum(reshape(maxPool2d(x, {2, 2}, {2, 2}), {-1}), {0}).backward();
-  EXPECT_EQ(x.grad().toVector(),
-            (std::vector<float>{1, 0, 1, 0, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0,
-                                0}));
+  EXPECT_EQ(x.grad().toVector(), (std::vector<float>{1, 0, 1, 0, 0, 0, 0, 0, 1,
+                                                     0, 1, 0, 0, 0, 0, 0}));
   // Overlapping windows (stride 1): an element wins every window it is
   // first in.
   Tensor y = Tensor::full({1, 1, 3, 3}, 2.0).setRequiresGrad();
@@ -550,6 +569,61 @@ TEST(Autograd, EveryOpMatchesPyTorch) {
   script.close();
   int rc = std::system((python() + " " + dir + "/check.py").c_str());
   EXPECT_EQ(rc, 0) << "gradients differ from torch.autograd (see above)";
+}
+
+/// nn::BatchNorm2d in training mode against torch.nn.BatchNorm2d: three
+/// forward passes on different batches (outputs, and the running statistics
+/// after each: momentum 0.1, unbiased running variance), then eval mode.
+TEST(Modules, BatchNorm2dTrainingMatchesTorch) {
+  if (!haveTorch())
+    GTEST_SKIP() << "python3-torch is not installed";
+  std::string dir = ::testing::TempDir() + "/batchnorm_vs_torch";
+  ASSERT_EQ(std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()), 0);
+  nn::BatchNorm2d bn(3, 1e-5, 0.1);
+  bn.weight = randnIn({3}, 0.5, 2, 131);
+  bn.bias = randnIn({3}, -1, 1, 132);
+  save(dir + "/weight.npy", bn.weight);
+  save(dir + "/bias.npy", bn.bias);
+  bn.train();
+  for (int i = 0; i < 3; ++i) {
+    Tensor x = randnIn({4, 3, 5, 5}, -2 + i, 3, 140 + i);
+    save(dir + "/x" + std::to_string(i) + ".npy", x);
+    save(dir + "/y" + std::to_string(i) + ".npy", bn(x));
+    save(dir + "/mean" + std::to_string(i) + ".npy", bn.runningMean);
+    save(dir + "/var" + std::to_string(i) + ".npy", bn.runningVar);
+  }
+  bn.eval();
+  Tensor xe = randnIn({2, 3, 5, 5}, -1, 1, 150);
+  save(dir + "/xe.npy", xe);
+  save(dir + "/ye.npy", bn(xe));
+  std::ofstream script(dir + "/check.py");
+  script << "import numpy as np, torch, sys\n"
+            "d = '"
+         << dir
+         << "'\n"
+            "L = lambda n: torch.tensor(np.load(f'{d}/{n}.npy'))\n"
+            "bn = torch.nn.BatchNorm2d(3, eps=1e-5, momentum=0.1)\n"
+            "with torch.no_grad():\n"
+            "    bn.weight.copy_(L('weight')); bn.bias.copy_(L('bias'))\n"
+            "worst = 0.0\n"
+            "def rel(mine, ref):\n"
+            "    global worst\n"
+            "    r = float((mine - ref).norm() / ref.norm()); worst = "
+            "max(worst, r); return r\n"
+            "bn.train()\n"
+            "with torch.no_grad():\n"
+            "    for i in range(3):\n"
+            "        rel(L(f'y{i}'), bn(L(f'x{i}')))\n"
+            "        rel(L(f'mean{i}'), bn.running_mean)\n"
+            "        rel(L(f'var{i}'), bn.running_var)\n"
+            "    bn.eval()\n"
+            "    rel(L('ye'), bn(L('xe')))\n"
+            "print(f'BatchNorm2d train/eval vs torch: worst rel err "
+            "{worst:.2e}')\n"
+            "sys.exit(0 if worst < 1e-5 else 1)\n";
+  script.close();
+  int rc = std::system((python() + " " + dir + "/check.py").c_str());
+  EXPECT_EQ(rc, 0) << "BatchNorm2d differs from torch.nn.BatchNorm2d";
 }
 
 /// 10 steps of SGD (momentum, weight decay, nesterov) and of AdamW on a

@@ -129,7 +129,8 @@ std::shared_ptr<nn::Sequential> makeCnn() {
           std::make_shared<nn::MaxPool2d>(2),
           std::make_shared<nn::Conv2d>(8, 16, 3, 1, 1),
           std::make_shared<nn::BatchNorm2d>(16), std::make_shared<nn::ReLU>(),
-          std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(256, 10)});
+          std::make_shared<nn::Flatten>(),
+          std::make_shared<nn::Linear>(256, 10)});
   m->train();
   return m;
 }
@@ -201,10 +202,10 @@ TEST_F(Digits, SmallCnnTrainsEagerAndCompiledLikePyTorch) {
   double eager = trainCnnEager(dir);
   double f32 = trainCnnCompiled(dir, "");
   double bf16 = trainCnnCompiled(dir, "bf16");
-  auto [rc, out] = run(python() + " " + script() + " cnn " + dir + " " +
-                       std::to_string(kCnnEpochs) + " " +
-                       std::to_string(kCnnBatch) + " " +
-                       std::to_string(kCnnLr));
+  auto [rc, out] =
+      run(python() + " " + script() + " cnn " + dir + " " +
+          std::to_string(kCnnEpochs) + " " + std::to_string(kCnnBatch) + " " +
+          std::to_string(kCnnLr));
   std::printf("digits CNN held-out accuracy: modelc eager %.4f, compiled f32 "
               "%.4f, compiled bf16 AMP O1 %.4f, PyTorch f32 %s",
               eager, f32, bf16, rc == 0 ? out.c_str() : "(skipped)\n");

@@ -44,6 +44,38 @@ TEST(Tracer, RecordsNamedParametersAndExplicitBroadcasts) {
   EXPECT_TRUE(contains(text, "mc.softmax")) << text;
 }
 
+/// A BatchNorm2d in training mode, traced with its buffers: they become
+/// globals tagged mc.buffer, made mutable, read with global_load and
+/// stored (the running update) after everything else; the module's own
+/// buffers keep their values (the update belongs to the traced step).
+TEST(Tracer, TrainingBatchNormStoresItsRunningStatistics) {
+  nn::BatchNorm2d bn(2);
+  bn.train();
+  jit::TraceOptions options;
+  options.buffers = bn.namedBuffers();
+  jit::TracedModule tm = jit::traceFunction(
+      [&](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{bn(in[0])};
+      },
+      {Tensor::randn({3, 2, 2, 2})}, bn.namedParameters(), {{"", &bn}},
+      options);
+  std::string text = tm.str();
+  for (const char* name : {"running_mean", "running_var"}) {
+    std::string n = name;
+    EXPECT_TRUE(contains(text, "ml_program.global private mutable @" + n +
+                                   "(dense<"))
+        << text;
+    EXPECT_TRUE(contains(text, "ml_program.global_load @" + n)) << text;
+    EXPECT_TRUE(contains(text, "ml_program.global_store @" + n)) << text;
+  }
+  EXPECT_TRUE(contains(text, "{mc.buffer}")) << text;
+  EXPECT_FALSE(contains(text, "global_load_const @running")) << text;
+  // Stores come last, after the batch_norm that reads the statistics.
+  EXPECT_LT(text.find("mc.batch_norm"), text.find("global_store")) << text;
+  EXPECT_EQ(bn.runningMean.toVector(), std::vector<float>(2, 0.0f));
+  EXPECT_EQ(bn.runningVar.toVector(), std::vector<float>(2, 1.0f));
+}
+
 TEST(Tracer, ParameterValuesAreKept) {
   auto mlp = makeMlp();
   jit::TracedModule tm = jit::trace(*mlp, Tensor::randn({1, 6}));
