@@ -1,12 +1,17 @@
 // The tracer: what jit::trace records, saving/loading, and its errors.
 #include "frontend/jit/Trace.h"
 
+#include "frontend/TraceHook.h"
+
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinOps.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 
 using namespace mc;
 
@@ -79,12 +84,33 @@ TEST(Tracer, TrainingBatchNormStoresItsRunningStatistics) {
 TEST(Tracer, ParameterValuesAreKept) {
   auto mlp = makeMlp();
   jit::TracedModule tm = jit::trace(*mlp, Tensor::randn({1, 6}));
-  // Every parameter's values end up in its global (checked through a
-  // compile + run in EndToEndTest; here: the global count and types).
-  int globals = 0;
-  for (auto& op : tm.module().getBody()->getOperations())
-    globals += op.getName().getStringRef() == "ml_program.global";
-  EXPECT_EQ(globals, 4);
+  // Every parameter becomes one global named after it, holding exactly its
+  // values (bit for bit: f32 in, f32 out) and its shape.
+  std::map<std::string, Tensor> params;
+  for (auto& [name, p] : mlp->namedParameters())
+    params.emplace(name, p);
+  ASSERT_EQ(params.size(), 4u);
+  size_t globals = 0;
+  for (auto global : tm.module().getOps<mlir::ml_program::GlobalOp>()) {
+    ++globals;
+    std::string name = global.getSymName().str();
+    auto it = params.find(name);
+    ASSERT_NE(it, params.end()) << "a global for no parameter: " << name;
+    auto value =
+        llvm::dyn_cast_or_null<mlir::DenseElementsAttr>(global.getValueAttr());
+    ASSERT_TRUE(value) << name;
+    std::vector<int64_t> shape(value.getType().getShape().begin(),
+                               value.getType().getShape().end());
+    EXPECT_EQ(shape, it->second.shape()) << name;
+    std::vector<float> got(value.getValues<float>().begin(),
+                           value.getValues<float>().end());
+    std::vector<float> want = it->second.toVector();
+    ASSERT_EQ(got.size(), want.size()) << name;
+    // Random initial values, so a global filled with zeros, the wrong
+    // parameter's values or a transposed copy all fail here.
+    EXPECT_EQ(got, want) << name;
+  }
+  EXPECT_EQ(globals, params.size());
 }
 
 TEST(Tracer, OpsAreLocatedByModulePath) {
@@ -161,8 +187,38 @@ TEST(Tracer, ErrorsInsideTheTracedFunctionPropagate) {
                    },
                    {Tensor::zeros({2, 3})}, {}),
                Error);
-  // The hook is cleared: eager code after a failed trace records nothing.
+  // The hook is cleared: a stale one would make eager code record into a
+  // destroyed tracer (and the next trace refuse to start, "a trace is
+  // already active").
+  EXPECT_EQ(activeTraceHook(), nullptr);
   EXPECT_NO_THROW((void)(Tensor::zeros({2}) + Tensor::zeros({2})));
+  jit::TracedModule next = jit::traceFunction(
+      [](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{neg(in[0])};
+      },
+      {Tensor::zeros({2})}, {});
+  EXPECT_EQ(activeTraceHook(), nullptr);
+  // Only the new function's op: nothing left over from the failed trace or
+  // the eager add in between.
+  std::string text = next.str();
+  EXPECT_TRUE(contains(text, "mc.neg")) << text;
+  EXPECT_FALSE(contains(text, "mc.add")) << text;
+}
+
+// A hook that counts what it records: eager ops reach the active hook, and
+// only it (what makes the check above on activeTraceHook() meaningful).
+struct CountingHook : TraceHook {
+  int records = 0;
+  void record(const OpRecord&) override { ++records; }
+};
+
+TEST(Tracer, HookSeesEagerOpsOnlyWhileInstalled) {
+  CountingHook hook;
+  setActiveTraceHook(&hook);
+  (void)(Tensor::zeros({2}) + Tensor::zeros({2}));
+  setActiveTraceHook(nullptr);
+  (void)(Tensor::zeros({2}) + Tensor::zeros({2}));
+  EXPECT_EQ(hook.records, 1) << "recorded while installed, not after";
 }
 
 } // namespace
