@@ -245,8 +245,15 @@ std::vector<Tensor> derivative(const OpRecord& op, const Tensor& y,
   case OpKind::AvgPool2d:
     return rules::avgPool2d(e, g, in[0], op.kernel, op.strides, op.padding,
                             op.dilation, op.countIncludePad);
+  default:
+    break;
   }
-  throw Error("autograd: unknown op kind");
+  // Ops whose rule needs no attributes: the dispatch mc-autodiff shares.
+  if (auto grads = rules::byOpId(e, op.kind, g, in, y))
+    return *grads;
+  throw Error(std::string("autograd: mc.") + rt::opName(op.kind) +
+              " has no derivative rule (add one to derivatives::byOpId in "
+              "ir/DerivativeRules.h)");
 }
 
 void backward(const Tensor& root, const Tensor& seed) {

@@ -1,5 +1,6 @@
 // Eager ops: shape checks, the runtime's CPU kernels, and trace records.
 #include "frontend/Ops.h"
+#include "modelc/device.h"
 #include "frontend/Autograd.h"
 #include "frontend/TraceHook.h"
 
@@ -881,6 +882,35 @@ Tensor layerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
   rec.epsilon = epsilon;
   rec.axis = ax;
   emit(std::move(rec));
+  return out;
+}
+
+Tensor elementwise(OpKind op, const Tensor& a) {
+  const rt::OpInfo& info = rt::opInfo(op);
+  std::string name = info.mnemonic;
+  if (!info.isStep || !info.fusible || info.operands != 1 ||
+      !info.attrs.empty())
+    throw Error(name + ": not an elementwise op without attributes");
+  requireDefined(name.c_str(), a);
+  static std::unique_ptr<rt::Device> cpu = [] {
+    std::unique_ptr<rt::Device> d;
+    check(rt::createDevice("cpu", &d));
+    return d;
+  }();
+  rt::KernelFactory factory = rt::findKernel("cpu", op);
+  if (!factory)
+    throw Error(name + ": no cpu kernel is registered");
+  Tensor out = Tensor::empty(a.shape(), a.dtype());
+  rt::OpAttrs attrs;
+  rt::BoundKernel kernel;
+  size_t workspace = 0;
+  check(factory(rt::KernelRequest{op, attrs, {a.view()}, out.mutView(), *cpu},
+                &kernel, &workspace));
+  if (workspace)
+    throw Error(name + ": its kernel needs scratch, which eager mode does "
+                       "not provide");
+  check(kernel(nullptr));
+  emit(OpRecord{op, {a}, out});
   return out;
 }
 

@@ -5,6 +5,7 @@
 #define MODELC_FRONTEND_OPS_H
 
 #include "frontend/Tensor.h"
+#include "modelc/ops.h"
 
 namespace mc {
 
@@ -45,6 +46,12 @@ Tensor amax(const Tensor& a, const std::vector<int64_t>& dims,
             bool keepdim = false);
 Tensor softmax(const Tensor& a, int64_t axis);
 Tensor cast(const Tensor& a, DType dtype);
+
+/// An elementwise op of the registry with no attributes (one operand, the
+/// result of its shape and dtype): run by the CPU kernel registered for it
+/// (the compiled artifact's kernel), recorded for autograd and the tracer.
+/// How such an op joins the frontend without code of its own here.
+Tensor elementwise(rt::OpId op, const Tensor& a);
 
 //===--- Ops of real models (CNNs, transformers). PyTorch semantics. ---===//
 

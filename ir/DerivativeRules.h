@@ -31,10 +31,13 @@
 #ifndef MODELC_IR_DERIVATIVERULES_H
 #define MODELC_IR_DERIVATIVERULES_H
 
+#include "modelc/ops.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -711,6 +714,20 @@ Grads<B> avgPool2d(B& b, typename B::Value g, typename B::Value x,
       std::vector<double>(static_cast<size_t>(c * kernel[0] * kernel[1]), 1.0));
   return {detail::conv2dInputGrad(b, scaled, ones, xs, strides, padding,
                                   dilation, c)};
+}
+
+/// The one dispatch, by registry id, of the ops whose rule needs only the
+/// result's gradient, the operands and the result (no attributes): eager
+/// autograd and mc-autodiff's default (DifferentiableOpInterface) both come
+/// here. A new op of that kind adds its rule above and one case here.
+/// nullopt when `op` is not one of them.
+template <class B, class V = typename B::Value>
+std::optional<Grads<B>> byOpId(B& b, rt::OpId op, V g, const std::vector<V>& in,
+                               V y) {
+  switch (op) {
+  default:
+    return std::nullopt;
+  }
 }
 
 } // namespace mc::derivatives

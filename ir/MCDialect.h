@@ -14,6 +14,17 @@
 
 #include "ir/MCOpsDialect.h.inc"
 
+namespace mc {
+/// DifferentiableOpInterface's default: the op's rule by its registry id
+/// (ir/DerivativeRules.h, derivatives::byOpId); an op error when it has
+/// none.
+::llvm::LogicalResult
+buildRegisteredGradients(::mlir::Operation* op, ::mlir::OpBuilder& builder,
+                         ::mlir::ValueRange resultGrads,
+                         ::llvm::SmallVectorImpl<::mlir::Value>& operandGrads);
+} // namespace mc
+
+
 #include "ir/MCEnums.h.inc"
 
 #include "ir/MCInterfaces.h.inc"

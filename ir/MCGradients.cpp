@@ -277,3 +277,24 @@ MC_GRADIENT(AvgPool2dOp,
             rules::avgPool2d(e, g, getInput(), dims(getKernel()),
                              dims(getStrides()), dims(getPadding()),
                              dims(getDilation()), getCountIncludePad()))
+
+LogicalResult mc::buildRegisteredGradients(Operation* op, OpBuilder& b,
+                                           ValueRange resultGrads,
+                                           SmallVectorImpl<Value>& operandGrads) {
+  rt::OpId id;
+  if (!rt::findOp(op->getName().getStringRef(), &id))
+    return op->emitOpError() << "is not in the op registry";
+  std::vector<Value> in(op->getOperands().begin(), op->getOperands().end());
+  bool known = true;
+  LogicalResult result = differentiate(
+      op, b, resultGrads, operandGrads, [&](GradBuilder& e, Value g) {
+        auto grads = rules::byOpId(e, id, g, in, Value(op->getResult(0)));
+        known = grads.has_value();
+        return grads ? *grads : Grads(in.size());
+      });
+  if (!known)
+    return op->emitOpError()
+           << "has no derivative rule (add one to derivatives::byOpId in "
+              "ir/DerivativeRules.h)";
+  return result;
+}

@@ -13,9 +13,12 @@ def MC_DifferentiableOpInterface : OpInterface<"DifferentiableOpInterface"> {
     (derivatives.yaml) and match the eager autograd of
     `frontend/Autograd.cpp`, so a compiled gradient equals the eager one.
 
-    A new op joins autodiff by implementing this interface (declared in
-    `MCOps.td` with `DeclareOpInterfaceMethods`, implemented in
-    `MCGradients.cpp`); the pass has no per-op switch.
+    A new op joins autodiff by implementing this interface: either by
+    listing the interface as a trait, which uses the default below (the
+    op's rule found by its registry id in `ir/DerivativeRules.h`,
+    `derivatives::byOpId`, the dispatch eager autograd shares), or, for ops
+    whose rule reads attributes, with `DeclareOpInterfaceMethods` and an
+    `MC_GRADIENT` line in `MCGradients.cpp`. The pass has no per-op switch.
   }];
   let methods = [
     InterfaceMethod<[{
@@ -30,7 +33,12 @@ def MC_DifferentiableOpInterface : OpInterface<"DifferentiableOpInterface"> {
       "::llvm::LogicalResult", "buildGradients",
       (ins "::mlir::OpBuilder &":$builder,
            "::mlir::ValueRange":$resultGrads,
-           "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads)>,
+           "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads),
+      /*methodBody=*/[{}],
+      /*defaultImplementation=*/[{
+        return ::mc::buildRegisteredGradients($_op.getOperation(), builder,
+                                              resultGrads, operandGrads);
+      }]>,
   ];
 }
 

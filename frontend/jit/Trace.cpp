@@ -365,6 +365,20 @@ public:
                                             r.axis,
                                             llvm::APFloat(r.epsilon));
       break;
+    default: {
+      // Ops without attributes need no case: built by their registry name.
+      const rt::OpInfo& info = rt::opInfo(r.kind);
+      if (!info.attrs.empty()) {
+        failedMessage = std::string("the tracer has no case for mc.") +
+                        info.mnemonic + ", which has attributes";
+        return;
+      }
+      OperationState state(l, std::string("mc.") + info.mnemonic);
+      state.addOperands(in);
+      state.addTypes(resultType);
+      out = builder.create(state)->getResult(0);
+      break;
+    }
     }
     if (out.getType() != resultType) {
       failedMessage = "traced op produced type mismatch";
