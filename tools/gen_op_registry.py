@@ -15,6 +15,16 @@ import json
 import subprocess
 import sys
 
+# ODS tensor constraint (ir/MCBase.td) -> the element types the dialect
+# accepts ("" = any).
+TENSOR_TYPES = {
+    "MC_FloatTensor": "f32,f16,bf16",
+    "MC_NumericTensor": "f32,f16,bf16,i32,i64",
+    "MC_BoolTensor": "i1",
+    "MC_IndexTensor": "i32,i64",
+    "MC_Tensor": "",
+}
+
 # ODS attribute constraint -> registry attribute kind.
 ATTR_KINDS = {
     "UnitAttr": "Bool",
@@ -55,7 +65,7 @@ def main():
         if "MC_Op" not in rec["!superclasses"]:
             continue
         mnemonic = rec["opName"]
-        operands, attrs, variadic = 0, [], False
+        operands, attrs, variadic, types = 0, [], False, None
         for arg, arg_name in rec["arguments"]["args"]:
             constraint = arg["def"]
             sup = superclasses(constraint)
@@ -79,6 +89,8 @@ def main():
             else:
                 operands += 1
                 variadic |= "Variadic" in sup
+                if types is None:
+                    types = TENSOR_TYPES.get(constraint, "")
         ops.append({
             "id": camel(mnemonic),
             "mnemonic": mnemonic,
@@ -88,6 +100,7 @@ def main():
             "amp": rec["mcAmp"],
             "fusible": bool(rec["mcFusible"]),
             "cpu_types": rec["mcCpuTypes"],
+            "types": types or "",
         })
     ops.sort(key=lambda o: o["mnemonic"])
 
@@ -102,7 +115,8 @@ def main():
         "// MC_OP(Id, \"mnemonic\"): every mc op, sorted by mnemonic.",
         "// MC_OP_ATTR(Id, \"name\", Kind, optional): its attributes.",
         "// MC_OP_INFO(Id, operands (-1: variadic), isStep, AmpClass,",
-        "//            fusible, \"cpu element types\")",
+        "//            fusible, \"cpu element types\", \"element types of",
+        "//            operand 0 in the dialect\" (\"\" = any))",
         "",
         "#ifdef MC_OP",
     ]
@@ -118,7 +132,8 @@ def main():
         lines.append(
             f'MC_OP_INFO({o["id"]}, {o["operands"]}, '
             f'{"true" if o["step"] else "false"}, {amp[o["amp"]]}, '
-            f'{"true" if o["fusible"] else "false"}, "{o["cpu_types"]}")')
+            f'{"true" if o["fusible"] else "false"}, "{o["cpu_types"]}", '
+            f'"{o["types"]}")')
     lines += ["#undef MC_OP_INFO", "#endif", ""]
     text = "\n".join(lines)
     try:

@@ -1107,6 +1107,29 @@ Status Verifier::checkModelOps(OpId kind, const fb::Step &step,
   default:
     break;
   }
+  // Elementwise ops without attributes need no case: the operands and the
+  // output share one shape and dtype, one the dialect accepts (the op
+  // registry's types, from ODS).
+  const OpInfo &info = opInfo(kind);
+  if (info.fusible && info.attrs.empty() && info.operands >= 1) {
+    MC_RETURN_IF_ERROR(counts(size_t(info.operands), 1));
+    for (size_t k = 1; k < in.size(); ++k)
+      MC_RETURN_IF_ERROR(
+          sameAs(in[0], "input 0", in[k], "input " + std::to_string(k)));
+    MC_RETURN_IF_ERROR(sameAs(in[0], "input 0", out[0], "output"));
+    std::string types = info.types, mine = dtypeName(bufs_[in[0]].dtype);
+    bool ok = types.empty();
+    for (size_t p = 0; !ok && p < types.size();) {
+      size_t q = types.find(',', p);
+      ok = types.compare(p, (q == std::string::npos ? types.size() : q) - p,
+                         mine) == 0;
+      p = q == std::string::npos ? types.size() : q + 1;
+    }
+    if (!ok)
+      return fail(where + ": unsupported dtype " + mine + " of input 0 (" +
+                  bufDesc(in[0]) + "); supported: " + types);
+    return Status::ok();
+  }
   return fail(where + ": unhandled op kind");
 }
 

@@ -46,15 +46,16 @@ struct OpInfo {
   AmpClass amp;
   bool fusible;
   const char* cpuTypes; // "f32,f16,bf16"; "" = whatever ODS accepts
+  const char* types;    // element types of operand 0 in the dialect; "" = any
   std::vector<AttrSpec> attrs;
 };
 
 namespace detail {
 inline std::vector<OpInfo> buildOpTable() {
   std::vector<OpInfo> table;
-#define MC_OP_INFO(id, operands, step, amp, fusible, types)                    \
+#define MC_OP_INFO(id, operands, step, amp, fusible, cpuTypes, types)          \
   table.push_back(OpInfo{OpId::id, nullptr, operands, step, amp, fusible,      \
-                         types, {}});
+                         cpuTypes, types, {}});
 #include "modelc/ops.inc"
 #define MC_OP(id, name) table[size_t(OpId::id)].mnemonic = name;
 #include "modelc/ops.inc"
