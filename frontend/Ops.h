@@ -57,6 +57,10 @@ Tensor elementwise(rt::OpId op, const Tensor& a);
 
 Tensor abs(const Tensor& a);
 Tensor erf(const Tensor& a);
+/// x * relu6(x + 3) / 6 (torch.nn.functional.hardswish).
+inline Tensor hardswish(const Tensor& a) {
+  return elementwise(rt::OpId::Hardswish, a);
+}
 /// GELU: exact erf form, or PyTorch's approximate='tanh' form.
 Tensor gelu(const Tensor& a, bool tanhApproximation = false);
 Tensor pow(const Tensor& a, const Tensor& b); // broadcasts

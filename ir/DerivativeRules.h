@@ -716,6 +716,17 @@ Grads<B> avgPool2d(B& b, typename B::Value g, typename B::Value x,
                                   dilation, c)};
 }
 
+/// hardswish_backward: 0 below -3, x / 3 + 0.5 up to 3, 1 above.
+template <class B>
+Grads<B> hardswish(B& b, typename B::Value g, typename B::Value x) {
+  auto from = detail::mask(b, Cmp::GE, x, b.splatLike(x, -3.0), g);
+  auto upTo = detail::mask(b, Cmp::LE, x, b.splatLike(x, 3.0), g);
+  auto above = detail::mask(b, Cmp::GT, x, b.splatLike(x, 3.0), g);
+  auto ramp = b.add(detail::scale(b, x, 1.0 / 3.0), b.splatLike(x, 0.5));
+  auto d = b.mul(from, b.add(b.mul(upTo, ramp), above));
+  return {b.mul(g, d)};
+}
+
 /// The one dispatch, by registry id, of the ops whose rule needs only the
 /// result's gradient, the operands and the result (no attributes): eager
 /// autograd and mc-autodiff's default (DifferentiableOpInterface) both come
@@ -725,6 +736,8 @@ template <class B, class V = typename B::Value>
 std::optional<Grads<B>> byOpId(B& b, rt::OpId op, V g, const std::vector<V>& in,
                                V y) {
   switch (op) {
+  case rt::OpId::Hardswish:
+    return hardswish(b, g, in[0]);
   default:
     return std::nullopt;
   }

@@ -384,6 +384,24 @@ def MC_GeluOp : MC_Op<"gelu", [Pure, SameOperandsAndResultType,
   }];
 }
 
+def MC_HardswishOp : MC_Op<"hardswish", [Pure, SameOperandsAndResultType,
+    MC_DifferentiableOpInterface]> {
+  let mcCpuTypes = "f32,f16,bf16";
+  let mcFusible = 1;
+  let summary = "hard swish activation";
+  let description = [{
+    `x * min(max(x + 3, 0), 6) / 6` for each element (MobileNetV3's
+    activation; `torch.nn.Hardswish`, ONNX `HardSwish`).
+
+    ```mlir
+    %0 = mc.hardswish %x : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins MC_FloatTensor:$input);
+  let results = (outs MC_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
 def MC_PowOp : MC_BinaryOp<"pow", MC_FloatTensor> {
   let mcCpuTypes = "f32,f16,bf16";
   let mcAmp = "f32";

@@ -485,6 +485,7 @@ const std::unordered_map<std::string, Handler>& handlers() {
     unary("Sigmoid", sigmoid);
     unary("Tanh", tanh);
     unary("Erf", erf);
+    unary("HardSwish", hardswish);
     unary("Sqrt", sqrt);
     unary("Neg", neg);
     unary("Exp", exp);

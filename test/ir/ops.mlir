@@ -99,6 +99,8 @@ func.func @real_model_elementwise(%a: tensor<4xf32>, %b: tensor<4xf32>, %p: tens
   %0 = mc.abs %a : tensor<4xf32>
   // CHECK: mc.erf
   %1 = mc.erf %0 : tensor<4xf32>
+  // CHECK: mc.hardswish %{{.*}} : tensor<4xf32>
+  %hs = mc.hardswish %1 : tensor<4xf32>
   // CHECK: mc.gelu %{{.*}} : tensor<4xf32>
   %2 = mc.gelu %1 : tensor<4xf32>
   // CHECK: mc.gelu %{{.*}} tanh_approximation : tensor<4xf32>

@@ -197,6 +197,8 @@ TEST(Autodiff, TiesAndPiecewiseOps) {
     t = add(t, weightedSum(relu(p[0]), 48));
     t = add(t, weightedSum(abs(p[0]), 49));
     t = add(t, weightedSum(clamp(p[0], -1, 1), 50));
+    // hardswish's three pieces: 3 * a spans [-6, 9].
+    t = add(t, weightedSum(hardswish(p[0] * 3.0), 55));
     // pow: a base with zeros (guarded log), a positive exponent.
     t = add(t, weightedSum(pow(abs(p[0]), p[2]), 51));
     t = add(t, weightedSum(div(sqrt(p[3]), add(exp(p[1]), p[3])), 52));

@@ -109,6 +109,10 @@ std::vector<Case> cases() {
   c.push_back({"gelu_tanh", {in({6}, 23)},
                [](auto& x) { return gelu(x[0], true); },
                "torch.nn.functional.gelu(a, approximate='tanh')"});
+  // Across all three pieces of hardswish (below -3, the ramp, above 3).
+  c.push_back({"hardswish", {in({16}, 90, -5, 5)},
+               [](auto& x) { return hardswish(x[0]); },
+               "torch.nn.functional.hardswish(a)"});
   c.push_back({"pow", {in({4}, 24, 0.5, 2), in({4}, 25, -1, 2)},
                [](auto& x) { return pow(x[0], x[1]); }, "torch.pow(a, b)"});
   c.push_back({"clamp", {in({8}, 26)},

@@ -2,6 +2,8 @@
 // registered per op.
 #include "modelc/device.h"
 
+#include <algorithm>
+
 namespace mc::rt {
 namespace {
 
@@ -92,6 +94,9 @@ Status selectKernel(const KernelRequest& r, BoundKernel* out, size_t*) {
   return Status::ok();
 }
 
+float hardswish(float x) { return x * std::min(std::max(x + 3.f, 0.f), 6.f) / 6.f; }
+
+MC_REGISTER_KERNEL(cpu, Hardswish, floatMapKernel<hardswish>);
 MC_REGISTER_KERNEL(cpu, Copy, copyKernel);
 MC_REGISTER_KERNEL(cpu, Cast, castKernel);
 MC_REGISTER_KERNEL(cpu, Add, binaryKernel<BinaryOp::Add>);

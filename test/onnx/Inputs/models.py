@@ -106,6 +106,18 @@ class DilatedConv(nn.Module):
         return a, self.depthwise(self.strided(a))
 
 
+class MobileBlock(nn.Module):
+    """MobileNetV3's activation (ONNX HardSwish, opset 14 and later)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.act = nn.Hardswish()
+
+    def forward(self, x):
+        return self.act(self.conv(x) * 2.0)
+
+
 def build(name):
     """(model, {input name: array}, [output names], {input: {dim: name}})"""
     rng = np.random.default_rng(0)
@@ -142,6 +154,8 @@ def build(name):
     if name == "dilated_conv":
         return (DilatedConv(), {"x": randn(1, 2, 8, 8)}, ["aspp", "deep"],
                 {})
+    if name == "mobile_block":
+        return MobileBlock(), {"x": randn(2, 3, 8, 8)}, ["y"], {}
     if name == "cnn":
         return Cnn(), {"image": randn(2, 3, 17, 17)}, ["logits"], {}
     sys.exit(f"models.py: unknown model '{name}'")
