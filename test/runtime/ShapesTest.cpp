@@ -1,6 +1,8 @@
 // The shape library (modelc/shapes.h): each rule's result on ordinary
-// shapes and each of its errors (a negative axis among them).
+// shapes, each of its errors, and the drift it ended: a negative axis is
+// refused by the rule and so by the artifact verifier, as by the dialect.
 #include "TestUtil.h"
+#include "modelc/model.h"
 #include "modelc/shapes.h"
 
 #include <climits>
@@ -264,6 +266,51 @@ TEST(Shapes, Pool2d) {
   EXPECT_EQ(msg(pool2d({1, 4, 2, 2}, {3, 3}, {1, 1}, {0, 0, 0, 0}, {1, 1},
                        false, &out)),
             "the window [3, 3] does not fit the padded input [1, 4, 2, 2]");
+}
+
+// The drift the library ended: the verifier used to take axes in
+// [-rank, rank) where the dialect (and now the rule) takes [0, rank).
+TEST(Shapes, VerifierRefusesANegativeAxisLikeTheDialect) {
+  codegen::Plan p;
+  auto buf = [&](const char *name, rt::Shape shape) {
+    codegen::PlanBuffer b;
+    b.name = name;
+    b.dtype = rt::DType::F32;
+    b.shape = std::move(shape);
+    p.buffers.push_back(b);
+    return uint32_t(p.buffers.size() - 1);
+  };
+  uint32_t a = buf("a", {2, 3}), b = buf("b", {2, 5}), c = buf("c", {2, 8});
+  codegen::PlanStep &s =
+      test::addStep(p, rt::OpId::Concat, {a, b}, c, "model.py:1");
+  p.entry = "cat";
+  p.inputs = {{"a", a}, {"b", b}};
+  p.outputs = {{"c", c}};
+  ASSERT_TRUE(codegen::planMemory(p));
+  auto verify = [&](int64_t axis) {
+    test::eraseAttr(s, "axis");
+    test::setInt(s, "axis", axis);
+    std::vector<uint8_t> bytes;
+    Status w = codegen::writeArtifactToBytes(p, &bytes);
+    if (!w)
+      return w;
+    std::unique_ptr<rt::Model> model;
+    return rt::Model::loadMemory(bytes.data(), bytes.size(), "cat.mcpk",
+                                 &model);
+  };
+  // The same shape as the rule gives.
+  Dims expect;
+  ASSERT_TRUE(concat({{2, 3}, {2, 5}}, 1, &expect));
+  EXPECT_EQ(expect, (Dims{2, 8}));
+  EXPECT_TRUE(verify(1)) << msg(verify(1));
+  Status st = verify(-1);
+  ASSERT_FALSE(st);
+  // The writer runs the verifier on what it writes.
+  EXPECT_NE(st.message().find("step 0 (mc.concat at model.py:1): "
+                              "output buffer 2 'c' f32[2, 8]: axis -1 is out "
+                              "of range for rank 2"),
+            std::string::npos)
+      << st.message();
 }
 
 } // namespace
