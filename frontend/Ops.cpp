@@ -3,8 +3,10 @@
 #include "modelc/device.h"
 #include "frontend/Autograd.h"
 #include "frontend/TraceHook.h"
+#include "modelc/shapes.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <numeric>
 
@@ -14,6 +16,12 @@ namespace {
 void check(const rt::Status& s) {
   if (!s)
     throw Error(s.message());
+}
+
+/// A shape rule's verdict (modelc/shapes.h), thrown with the op's name.
+void checkShape(const char* op, const rt::Status& s) {
+  if (!s)
+    throw Error(std::string(op) + ": " + s.message());
 }
 
 void requireDefined(const char* op, const Tensor& t) {
@@ -89,16 +97,8 @@ Tensor reduceOp(OpKind kind, rt::ReduceOp op, const char* name,
   for (int64_t d : dims)
     norm.push_back(normalizeDim(name, d, a.rank()));
   std::sort(norm.begin(), norm.end());
-  if (std::adjacent_find(norm.begin(), norm.end()) != norm.end())
-    throw Error(std::string(name) + ": a dimension is repeated");
   Shape outShape;
-  for (int64_t i = 0; i < a.rank(); ++i) {
-    bool reduced = std::binary_search(norm.begin(), norm.end(), i);
-    if (!reduced)
-      outShape.push_back(a.shape()[i]);
-    else if (keepdim)
-      outShape.push_back(1);
-  }
+  checkShape(name, rt::shapes::reduce(a.shape(), norm, keepdim, &outShape));
   Tensor out = Tensor::empty(outShape, a.dtype());
   check(rt::reduce(op, a.view(), norm, keepdim, out.mutView()));
   OpRecord r{kind, {a}, out};
@@ -165,25 +165,9 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transposeA,
   if (a.dtype() != b.dtype())
     throw Error("matmul: operands have different dtypes (" + a.describe() +
                 " and " + b.describe() + ")");
-  if (a.rank() < 2 || a.rank() != b.rank())
-    throw Error("matmul: expects operands of equal rank >= 2, got " +
-                a.describe() + " and " + b.describe());
-  int64_t r = a.rank();
-  Shape batchA(a.shape().begin(), a.shape().end() - 2);
-  Shape batchB(b.shape().begin(), b.shape().end() - 2);
-  if (batchA != batchB)
-    throw Error("matmul: batch dimensions differ: " + a.describe() + " and " +
-                b.describe());
-  int64_t m = transposeA ? a.shape()[r - 1] : a.shape()[r - 2];
-  int64_t kA = transposeA ? a.shape()[r - 2] : a.shape()[r - 1];
-  int64_t kB = transposeB ? b.shape()[r - 1] : b.shape()[r - 2];
-  int64_t n = transposeB ? b.shape()[r - 2] : b.shape()[r - 1];
-  if (kA != kB)
-    throw Error("matmul: contracting dimensions differ (" + a.describe() +
-                " and " + b.describe() + ")");
-  Shape outShape = batchA;
-  outShape.push_back(m);
-  outShape.push_back(n);
+  Shape outShape;
+  checkShape("matmul", rt::shapes::matmul(a.shape(), b.shape(), transposeA,
+                                          transposeB, &outShape));
   Tensor out = Tensor::empty(outShape, a.dtype());
   check(rt::matmul(a.view(), b.view(), transposeA, transposeB, out.mutView()));
   OpRecord rec{OpKind::Matmul, {a, b}, out};
@@ -214,17 +198,8 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
 Tensor broadcastInDim(const Tensor& a, const Shape& shape,
                       const std::vector<int64_t>& dims) {
   requireDefined("broadcast_in_dim", a);
-  if (static_cast<int64_t>(dims.size()) != a.rank())
-    throw Error("broadcast_in_dim: dims has " + std::to_string(dims.size()) +
-                " entries for an operand of rank " + std::to_string(a.rank()));
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (dims[i] < 0 || dims[i] >= static_cast<int64_t>(shape.size()))
-      throw Error("broadcast_in_dim: dims out of range");
-    int64_t d = a.shape()[i];
-    if (d != 1 && d != shape[dims[i]])
-      throw Error("broadcast_in_dim: cannot broadcast " + a.describe() +
-                  " to " + rt::shapeString(shape));
-  }
+  checkShape("broadcast_in_dim",
+             rt::shapes::broadcastInDim(a.shape(), dims, shape));
   Tensor out = Tensor::empty(shape, a.dtype());
   check(rt::broadcastInDim(a.view(), dims, out.mutView()));
   OpRecord rec{OpKind::BroadcastInDim, {a}, out};
@@ -283,20 +258,11 @@ Tensor reshape(const Tensor& a, const Shape& shapeIn) {
 
 Tensor transpose(const Tensor& a, const std::vector<int64_t>& permutation) {
   requireDefined("transpose", a);
-  if (static_cast<int64_t>(permutation.size()) != a.rank())
-    throw Error("transpose: permutation size differs from rank of " +
-                a.describe());
   std::vector<int64_t> perm;
-  std::vector<bool> seen(a.rank(), false);
+  for (int64_t p : permutation)
+    perm.push_back(normalizeDim("transpose", p, a.rank()));
   Shape outShape;
-  for (int64_t p : permutation) {
-    int64_t n = normalizeDim("transpose", p, a.rank());
-    if (seen[n])
-      throw Error("transpose: not a permutation");
-    seen[n] = true;
-    perm.push_back(n);
-    outShape.push_back(a.shape()[n]);
-  }
+  checkShape("transpose", rt::shapes::transpose(a.shape(), perm, &outShape));
   Tensor out = Tensor::empty(outShape, a.dtype());
   check(rt::transpose(a.view(), perm, out.mutView()));
   OpRecord rec{OpKind::Transpose, {a}, out};
@@ -432,17 +398,6 @@ std::vector<int64_t> expectPadding(const char* name, std::vector<int64_t> p) {
   return p;
 }
 
-int64_t pooled(int64_t in, int64_t k, int64_t s, int64_t pb, int64_t pe,
-               int64_t d, bool ceil) {
-  int64_t span = in + pb + pe - d * (k - 1) - 1;
-  if (span < 0)
-    return 0;
-  int64_t out = (span + (ceil ? s - 1 : 0)) / s + 1;
-  if (ceil && (out - 1) * s >= in + pb)
-    --out;
-  return out;
-}
-
 } // namespace
 
 Tensor abs(const Tensor& a) {
@@ -544,20 +499,17 @@ Tensor concat(const std::vector<Tensor>& tensors, int64_t axis) {
     requireDefined("concat", t);
   const Tensor& first = tensors[0];
   int64_t ax = normalizeDim("concat", axis, first.rank());
-  Shape outShape = first.shape();
-  outShape[ax] = 0;
+  std::vector<Shape> shapes;
   std::vector<rt::ConstTensor> views;
   for (const Tensor& t : tensors) {
-    if (t.dtype() != first.dtype() || t.rank() != first.rank())
-      throw Error("concat: " + t.describe() + " does not match " +
+    if (t.dtype() != first.dtype())
+      throw Error("concat: " + t.describe() + " does not match the dtype of " +
                   first.describe());
-    for (int64_t d = 0; d < t.rank(); ++d)
-      if (d != ax && t.shape()[d] != first.shape()[d])
-        throw Error("concat: " + t.describe() + " and " + first.describe() +
-                    " differ outside axis " + std::to_string(ax));
-    outShape[ax] += t.shape()[ax];
+    shapes.push_back(t.shape());
     views.push_back(t.view());
   }
+  Shape outShape;
+  checkShape("concat", rt::shapes::concat(shapes, ax, &outShape));
   Tensor out = Tensor::empty(outShape, first.dtype());
   check(rt::concat(views, ax, out.mutView()));
   OpRecord rec{OpKind::Concat, tensors, out};
@@ -574,15 +526,23 @@ Tensor slice(const Tensor& a, const std::vector<int64_t>& start,
   if (start.size() != r || count.size() != r || step.size() != r)
     throw Error("slice: start, count and step need one entry per dimension "
                 "of " + a.describe());
+  // The rule takes [start, limit): the limit just past the last element
+  // taken (start itself when none is).
+  std::vector<int64_t> limit(r);
   for (size_t d = 0; d < r; ++d) {
-    if (step[d] < 1 || start[d] < 0 || count[d] < 0 ||
-        (count[d] > 0 && start[d] + (count[d] - 1) * step[d] >= a.shape()[d]))
+    if (count[d] < 0)
       throw Error("slice: dimension " + std::to_string(d) + " of " +
                   a.describe() + " cannot take " + std::to_string(count[d]) +
-                  " elements from " + std::to_string(start[d]) +
-                  " with step " + std::to_string(step[d]));
+                  " elements");
+    __int128 end = count[d] == 0
+                       ? __int128(start[d])
+                       : __int128(start[d]) + __int128(count[d] - 1) * step[d] + 1;
+    limit[d] = int64_t(std::min<__int128>(end, INT64_MAX));
   }
-  Tensor out = Tensor::empty(Shape(count.begin(), count.end()), a.dtype());
+  Shape outShape;
+  checkShape("slice", rt::shapes::slice(a.shape(), start, limit, step,
+                                        &outShape));
+  Tensor out = Tensor::empty(outShape, a.dtype());
   check(rt::slice(a.view(), start, step, out.mutView()));
   OpRecord rec{OpKind::Slice, {a}, out};
   rec.start = start;
@@ -619,10 +579,9 @@ Tensor gather(const Tensor& a, const Tensor& indices, int64_t axis) {
     throw Error("gather: indices must be i32 or i64, got " +
                 indices.describe());
   int64_t ax = normalizeDim("gather", axis, a.rank());
-  Shape outShape(a.shape().begin(), a.shape().begin() + ax);
-  outShape.insert(outShape.end(), indices.shape().begin(),
-                  indices.shape().end());
-  outShape.insert(outShape.end(), a.shape().begin() + ax + 1, a.shape().end());
+  Shape outShape;
+  checkShape("gather",
+             rt::shapes::gather(a.shape(), indices.shape(), ax, &outShape));
   Tensor out = Tensor::empty(outShape, a.dtype());
   check(rt::gather(a.view(), indices.view(), ax, out.mutView()));
   OpRecord rec{OpKind::Gather, {a, indices}, out};
@@ -641,16 +600,8 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
 Tensor pad(const Tensor& a, const std::vector<int64_t>& low,
            const std::vector<int64_t>& high, double value) {
   requireDefined("pad", a);
-  if (static_cast<int64_t>(low.size()) != a.rank() ||
-      static_cast<int64_t>(high.size()) != a.rank())
-    throw Error("pad: low and high need one entry per dimension of " +
-                a.describe());
-  Shape outShape = a.shape();
-  for (int64_t d = 0; d < a.rank(); ++d) {
-    if (low[d] < 0 || high[d] < 0)
-      throw Error("pad: negative padding");
-    outShape[d] += low[d] + high[d];
-  }
+  Shape outShape;
+  checkShape("pad", rt::shapes::pad(a.shape(), low, high, &outShape));
   Tensor out = Tensor::empty(outShape, a.dtype());
   check(rt::pad(a.view(), low, high, value, out.mutView()));
   OpRecord rec{OpKind::Pad, {a}, out};
@@ -705,24 +656,12 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
   strides = expectPair("conv2d", "strides", strides);
   dilation = expectPair("conv2d", "dilation", dilation);
   padding = expectPadding("conv2d", padding);
-  if (input.rank() != 4 || weight.rank() != 4)
-    throw Error("conv2d: expects input [N, C, H, W] and weight [O, C/groups, "
-                "KH, KW], got " + input.describe() + " and " +
-                weight.describe());
-  const Shape& x = input.shape();
+  Shape outShape;
+  checkShape("conv2d",
+             rt::shapes::conv2d(input.shape(), weight.shape(), strides,
+                                padding, dilation, groups, &outShape));
   const Shape& w = weight.shape();
-  if (groups < 1 || x[1] % groups || w[0] % groups || w[1] * groups != x[1])
-    throw Error("conv2d: weight " + weight.describe() + " with groups=" +
-                std::to_string(groups) + " does not fit input " +
-                input.describe());
-  int64_t oh = pooled(x[2], w[2], strides[0], padding[0], padding[2],
-                      dilation[0], false);
-  int64_t ow = pooled(x[3], w[3], strides[1], padding[1], padding[3],
-                      dilation[1], false);
-  if (oh < 1 || ow < 1)
-    throw Error("conv2d: the kernel does not fit the padded input " +
-                input.describe());
-  Tensor out = Tensor::empty({x[0], w[0], oh, ow}, input.dtype());
+  Tensor out = Tensor::empty(outShape, input.dtype());
   rt::Conv2dParams p;
   p.strideH = strides[0];
   p.strideW = strides[1];
@@ -761,28 +700,10 @@ static Tensor pool2d(bool isMax, const Tensor& input,
   strides = strides.empty() ? kernel : expectPair(name, "strides", strides);
   dilation = expectPair(name, "dilation", dilation);
   padding = expectPadding(name, padding);
-  if (input.rank() != 4)
-    throw Error(std::string(name) + ": expects input [N, C, H, W], got " +
-                input.describe());
-  // PyTorch: padding at most half the effective kernel, so no window lies
-  // entirely in the padding.
-  for (int d = 0; d < 2; ++d) {
-    int64_t effective = (kernel[d] - 1) * dilation[d] + 1;
-    if (padding[d] * 2 > effective || padding[d + 2] * 2 > effective)
-      throw Error(std::string(name) + ": padding " +
-                  rt::shapeString(padding) +
-                  " must be at most half the effective kernel size " +
-                  std::to_string(effective));
-  }
-  const Shape& x = input.shape();
-  int64_t oh = pooled(x[2], kernel[0], strides[0], padding[0], padding[2],
-                      dilation[0], ceilMode);
-  int64_t ow = pooled(x[3], kernel[1], strides[1], padding[1], padding[3],
-                      dilation[1], ceilMode);
-  if (oh < 1 || ow < 1)
-    throw Error(std::string(name) + ": the window does not fit " +
-                input.describe());
-  Tensor out = Tensor::empty({x[0], x[1], oh, ow}, input.dtype());
+  Shape outShape;
+  checkShape(name, rt::shapes::pool2d(input.shape(), kernel, strides, padding,
+                                      dilation, ceilMode, &outShape));
+  Tensor out = Tensor::empty(outShape, input.dtype());
   rt::Pool2dParams p;
   p.kernelH = kernel[0];
   p.kernelW = kernel[1];

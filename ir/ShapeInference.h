@@ -1,6 +1,8 @@
-// Shape rules of the mc ops, shared by the verifiers and the type inference
-// (which the builders use). Pure functions over dims: each
-// returns the result shape, or failure after reporting through `emitError`.
+// The dialect's view of the shape rules, used by the verifiers and the type
+// inference (which the builders use). The rules themselves live in the
+// MLIR-free library modelc/shapes.h (shared with the artifact verifier, the
+// kernels and the frontend); each function here returns the result shape, or
+// failure after reporting the library's message through `emitError`.
 #ifndef MODELC_IR_SHAPEINFERENCE_H
 #define MODELC_IR_SHAPEINFERENCE_H
 
@@ -63,11 +65,6 @@ inferPool2dShape(llvm::ArrayRef<int64_t> input, llvm::ArrayRef<int64_t> kernel,
                  llvm::ArrayRef<int64_t> padding,
                  llvm::ArrayRef<int64_t> dilation, bool ceilMode,
                  EmitErrorFn emitError);
-
-/// Output size of one pooled/convolved dimension (PyTorch's formula).
-int64_t pooledSize(int64_t input, int64_t kernel, int64_t stride,
-                   int64_t padBegin, int64_t padEnd, int64_t dilation,
-                   bool ceilMode);
 
 } // namespace mc
 

@@ -6,9 +6,11 @@
 #include "ArtifactVerifier.h"
 #include "modelc/model.h"
 #include "modelc/runtime.h"
+#include "modelc/shapes.h"
 #include "modelc/device.h"
 #include "modelc/version.h"
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstring>
@@ -560,6 +562,16 @@ Status Verifier::checkStepKind(OpId kind, const fb::Step &step,
     return fail(where + ": output " + bufDesc(out[0]) + ": expected shape " +
                 expected);
   };
+  // A rule of the shape library (modelc/shapes.h): its error, or output 0
+  // against the shape it computes.
+  auto ruleShape = [&](const Status &rule, const Shape &expect) {
+    if (!rule)
+      return fail(where + ": output " + bufDesc(out[0]) + ": " +
+                  rule.message());
+    if (bufs_[out[0]].shape != expect)
+      return shapeErr(shapeString(expect));
+    return Status::ok();
+  };
 
   switch (kind) {
   case K::Copy:
@@ -601,49 +613,17 @@ Status Verifier::checkStepKind(OpId kind, const fb::Step &step,
   case K::BroadcastInDim: {
     MC_RETURN_IF_ERROR(counts(1, 1));
     MC_RETURN_IF_ERROR(sameType(in[0], out[0]));
-    std::vector<int64_t> dims = A.getInts("dims");
-    const Shape &a = bufs_[in[0]].shape, &r = bufs_[out[0]].shape;
-    if (dims.size() != a.size())
-      return fail(where + ": dims has " + std::to_string(dims.size()) +
-                  " entries, expected one per dim of input " + bufDesc(in[0]));
-    std::vector<bool> used(r.size(), false);
-    for (size_t k = 0; k < dims.size(); ++k) {
-      int64_t d = dims[k];
-      if (d < 0 || d >= int64_t(r.size()) || used[d])
-        return fail(
-            where + ": dims[" + std::to_string(k) + "] = " + std::to_string(d) +
-            " is out of range or repeated for output " + bufDesc(out[0]));
-      used[d] = true;
-      if (a[k] != 1 && a[k] != r[d])
-        return fail(where + ": input dim " + std::to_string(k) + " of size " +
-                    std::to_string(a[k]) + " cannot broadcast to output dim " +
-                    std::to_string(d) + " of size " + std::to_string(r[d]));
-    }
-    return Status::ok();
+    const Shape &r = bufs_[out[0]].shape;
+    return ruleShape(
+        shapes::broadcastInDim(bufs_[in[0]].shape, A.getInts("dims"), r), r);
   }
   case K::Transpose: {
     MC_RETURN_IF_ERROR(counts(1, 1));
     MC_RETURN_IF_ERROR(sameType(in[0], out[0]));
-    std::vector<int64_t> perm =
-        A.getInts("permutation");
-    const Shape &a = bufs_[in[0]].shape;
-    std::vector<bool> used(a.size(), false);
-    bool isPerm = perm.size() == a.size();
     Shape expect;
-    for (size_t i = 0; isPerm && i < perm.size(); ++i) {
-      isPerm = perm[i] >= 0 && perm[i] < int64_t(a.size()) && !used[perm[i]];
-      if (isPerm) {
-        used[perm[i]] = true;
-        expect.push_back(a[perm[i]]);
-      }
-    }
-    if (!isPerm)
-      return fail(where + ": permutation " + shapeString(perm) +
-                  " is not a permutation of the " + std::to_string(a.size()) +
-                  " dims of input " + bufDesc(in[0]));
-    if (bufs_[out[0]].shape != expect)
-      return shapeErr(shapeString(expect));
-    return Status::ok();
+    Status rule = shapes::transpose(bufs_[in[0]].shape,
+                                    A.getInts("permutation"), &expect);
+    return ruleShape(rule, expect);
   }
   case K::ReduceSum:
   case K::ReduceMean:
@@ -658,36 +638,26 @@ Status Verifier::checkStepKind(OpId kind, const fb::Step &step,
       MC_RETURN_IF_ERROR(dtypeIn(in[0], {DType::F32, DType::F16, DType::BF16}, "f32, f16, bf16"));
     std::vector<int64_t> dims = A.getInts("dims");
     const Shape &a = bufs_[in[0]].shape;
-    for (size_t k = 0; k < dims.size(); ++k)
-      if (dims[k] < 0 || dims[k] >= int64_t(a.size()) ||
-          (k > 0 && dims[k] <= dims[k - 1]))
-        return fail(where + ": reduce dims " + shapeString(dims) +
-                    " must be sorted, unique and in [0, " +
-                    std::to_string(a.size()) + ") for input " + bufDesc(in[0]));
+    // Sorted: the kernels' contract (the compiler writes them so); the rest
+    // is the rule's.
+    if (!std::is_sorted(dims.begin(), dims.end()))
+      return fail(where + ": reduce dims " + shapeString(dims) +
+                  " must be sorted, unique and in [0, " +
+                  std::to_string(a.size()) + ") for input " + bufDesc(in[0]));
     Shape expect;
-    for (size_t d = 0, k = 0; d < a.size(); ++d) {
-      bool red = k < dims.size() && dims[k] == int64_t(d);
-      if (red)
-        ++k;
-      if (!red)
-        expect.push_back(a[d]);
-      else if (A.getBool("keepdim"))
-        expect.push_back(1);
-    }
-    if (bufs_[out[0]].shape != expect)
-      return shapeErr(shapeString(expect));
-    return Status::ok();
+    return ruleShape(shapes::reduce(a, dims, A.getBool("keepdim"), &expect),
+                     expect);
   }
   case K::Softmax:
   case K::LogSoftmax: {
     MC_RETURN_IF_ERROR(counts(1, 1));
     MC_RETURN_IF_ERROR(sameTypeShape(in[0], out[0], "output"));
     MC_RETURN_IF_ERROR(dtypeIn(in[0], {DType::F32, DType::F16, DType::BF16}, "f32, f16, bf16"));
-    int64_t axis = A.getInt("axis");
-    int64_t r = int64_t(bufs_[in[0]].shape.size());
-    if (axis < -r || axis >= r)
-      return fail(where + ": axis " + std::to_string(axis) +
-                  " is out of range for input " + bufDesc(in[0]));
+    Status rule =
+        shapes::checkAxis(A.getInt("axis"), bufs_[in[0]].shape.size());
+    if (!rule)
+      return fail(where + ": " + rule.message() + " (input " +
+                  bufDesc(in[0]) + ")");
     return Status::ok();
   }
   case K::Matmul: {
@@ -697,31 +667,11 @@ Status Verifier::checkStepKind(OpId kind, const fb::Step &step,
       if (bufs_[b].dtype != bufs_[in[0]].dtype)
         return fail(where + ": " + bufDesc(b) +
                     " must have the dtype of input 0, " + bufDesc(in[0]));
-    const Shape &a = bufs_[in[0]].shape, &b = bufs_[in[1]].shape;
-    size_t r = a.size();
-    auto mismatch = [&] {
-      return fail(where + ": input " + bufDesc(in[0]) +
-                  (A.getBool("transpose_a") ? " (transposed)" : "") + " and " +
-                  bufDesc(in[1]) +
-                  (A.getBool("transpose_b") ? " (transposed)" : "") +
-                  " are not [..., M, K] x [..., K, N] with equal batch dims");
-    };
-    if (r < 2 || b.size() != r)
-      return mismatch();
-    Shape expect(a.begin(), a.end() - 2);
-    if (!std::equal(expect.begin(), expect.end(), b.begin()))
-      return mismatch();
-    int64_t m = A.getBool("transpose_a") ? a[r - 1] : a[r - 2];
-    int64_t k = A.getBool("transpose_a") ? a[r - 2] : a[r - 1];
-    int64_t kb = A.getBool("transpose_b") ? b[r - 1] : b[r - 2];
-    int64_t n = A.getBool("transpose_b") ? b[r - 2] : b[r - 1];
-    if (k != kb)
-      return mismatch();
-    expect.push_back(m);
-    expect.push_back(n);
-    if (bufs_[out[0]].shape != expect)
-      return shapeErr(shapeString(expect));
-    return Status::ok();
+    Shape expect;
+    Status rule = shapes::matmul(bufs_[in[0]].shape, bufs_[in[1]].shape,
+                                 A.getBool("transpose_a"),
+                                 A.getBool("transpose_b"), &expect);
+    return ruleShape(rule, expect);
   }
   default:
     return checkModelOps(kind, step, in, out, where);
@@ -764,6 +714,17 @@ Status Verifier::checkModelOps(OpId kind, const fb::Step &step,
     return fail(where + ": output " + bufDesc(out[0]) + ": expected shape " +
                 shapeString(expected) + " (" + why + ")");
   };
+  // A rule of the shape library (modelc/shapes.h): its error, or output 0
+  // against the shape it computes.
+  auto ruleShape = [&](const Status &rule, const Shape &expect,
+                       const std::string &why) {
+    if (!rule)
+      return fail(where + ": output " + bufDesc(out[0]) + ": " +
+                  rule.message());
+    if (bufs_[out[0]].shape != expect)
+      return shapeErr(expect, why);
+    return Status::ok();
+  };
   // An attribute vector of `n` entries each >= `min` (and, for the window
   // attributes of conv and pooling, <= INT32_MAX, so kernel index arithmetic
   // cannot overflow).
@@ -791,11 +752,10 @@ Status Verifier::checkModelOps(OpId kind, const fb::Step &step,
   };
   auto axisIn = [&](int64_t axis, size_t rank, uint32_t buf,
                     const char *what) -> Status {
-    int64_t r = int64_t(rank);
-    if (axis < -r || axis >= r)
-      return fail(where + ": axis " + std::to_string(axis) +
-                  " is out of range [" + std::to_string(-r) + ", " +
-                  std::to_string(r) + ") for " + what + " " + bufDesc(buf));
+    Status rule = shapes::checkAxis(axis, rank);
+    if (!rule)
+      return fail(where + ": " + rule.message() + " (" + what + " " +
+                  bufDesc(buf) + ")");
     return Status::ok();
   };
   auto epsilonOk = [&](double eps) -> Status {
@@ -867,61 +827,34 @@ Status Verifier::checkModelOps(OpId kind, const fb::Step &step,
       return fail(where + ": expected at least 1 input and 1 output, found " +
                   std::to_string(in.size()) + " and " +
                   std::to_string(out.size()));
-    const Shape &r = bufs_[out[0]].shape;
-    int64_t axis = A.getInt("axis");
-    MC_RETURN_IF_ERROR(axisIn(axis, r.size(), out[0], "output"));
-    if (axis < 0)
-      axis += int64_t(r.size());
-    int64_t total = 0;
-    bool tooMany = false;
-    for (size_t k = 0; k < in.size() && !tooMany; ++k) {
-      const BufInfo &b = bufs_[in[k]];
-      bool ok = b.dtype == bufs_[out[0]].dtype && b.shape.size() == r.size();
-      for (size_t d = 0; ok && d < r.size(); ++d)
-        ok = int64_t(d) == axis || b.shape[d] == r[d];
-      if (!ok)
+    std::vector<Shape> inputs;
+    for (size_t k = 0; k < in.size(); ++k) {
+      if (bufs_[in[k]].dtype != bufs_[out[0]].dtype)
         return fail(where + ": input " + std::to_string(k) + " " +
-                    bufDesc(in[k]) + " must have the dtype, rank and sizes "
-                    "(except along axis " + std::to_string(axis) +
-                    ") of output " + bufDesc(out[0]));
-      tooMany = __builtin_add_overflow(total, b.shape[axis], &total) ||
-                total > r[axis];
+                    bufDesc(in[k]) + " must have the dtype of output " +
+                    bufDesc(out[0]));
+      inputs.push_back(bufs_[in[k]].shape);
     }
-    if (tooMany || total != r[axis])
-      return fail(where + ": the inputs' sizes along axis " +
-                  std::to_string(axis) + " add up to " +
-                  (tooMany ? "more than " + std::to_string(r[axis])
-                           : std::to_string(total)) +
-                  ", but output " + bufDesc(out[0]) + " has " +
-                  std::to_string(r[axis]));
-    return Status::ok();
+    Shape expect;
+    return ruleShape(shapes::concat(inputs, A.getInt("axis"), &expect), expect,
+                     "the inputs joined along the axis");
   }
   case K::Slice: {
     MC_RETURN_IF_ERROR(counts(1, 1));
-    const Shape &a = bufs_[in[0]].shape, &r = bufs_[out[0]].shape;
-    if (bufs_[in[0]].dtype != bufs_[out[0]].dtype || a.size() != r.size())
+    if (bufs_[in[0]].dtype != bufs_[out[0]].dtype)
       return fail(where + ": output " + bufDesc(out[0]) +
-                  " must have the dtype and rank of input 0, " +
-                  bufDesc(in[0]));
+                  " must have the dtype of input 0, " + bufDesc(in[0]));
+    const Shape &a = bufs_[in[0]].shape;
     std::vector<int64_t> start, strides;
     MC_RETURN_IF_ERROR(vec(A.getInts("start"), "start", a.size(), 0,
                            "one per input dim", &start));
     MC_RETURN_IF_ERROR(vec(A.getInts("strides"), "strides", a.size(), 1,
                            "one per input dim", &strides));
-    for (size_t d = 0; d < a.size(); ++d) {
-      int64_t s = start[d], st = strides[d], n = r[d];
-      // start + (n - 1) * stride < dim, without overflow.
-      bool ok = n == 0 ? s <= a[d]
-                       : s < a[d] && (n - 1) <= (a[d] - 1 - s) / st;
-      if (!ok)
-        return fail(where + ": dim " + std::to_string(d) + ": start " +
-                    std::to_string(s) + " + (" + std::to_string(n) +
-                    " - 1) * stride " + std::to_string(st) +
-                    " must be < the size " + std::to_string(a[d]) +
-                    " of input " + bufDesc(in[0]) + " (output " +
-                    bufDesc(out[0]) + " gives the counts)");
-    }
-    return Status::ok();
+    Shape expect;
+    Status rule = shapes::slice(a, start, A.getInts("limit"), strides, &expect);
+    return ruleShape(rule, expect,
+                     "ceil((limit - start) / stride) per dim of input " +
+                         bufDesc(in[0]));
   }
   case K::Gather: {
     MC_RETURN_IF_ERROR(counts(2, 1));
@@ -929,18 +862,13 @@ Status Verifier::checkModelOps(OpId kind, const fb::Step &step,
                                {DType::I32, DType::I64}, "i32, i64"));
     const Shape &a = bufs_[in[0]].shape, &idx = bufs_[in[1]].shape;
     int64_t axis = A.getInt("axis");
-    MC_RETURN_IF_ERROR(axisIn(axis, a.size(), in[0], "input 0"));
-    if (axis < 0)
-      axis += int64_t(a.size());
     if (bufs_[out[0]].dtype != bufs_[in[0]].dtype)
       return fail(where + ": output " + bufDesc(out[0]) +
                   " must have the dtype of input 0, " + bufDesc(in[0]));
-    Shape expect(a.begin(), a.begin() + axis);
-    expect.insert(expect.end(), idx.begin(), idx.end());
-    expect.insert(expect.end(), a.begin() + axis + 1, a.end());
-    if (bufs_[out[0]].shape != expect)
-      return shapeErr(expect, "data shape[:axis] + indices shape + data "
-                              "shape[axis+1:]");
+    Shape expect;
+    MC_RETURN_IF_ERROR(ruleShape(shapes::gather(a, idx, axis, &expect), expect,
+                                 "data shape[:axis] + indices shape + data "
+                                 "shape[axis+1:]"));
     if (a[axis] == 0 && numElements(idx) > 0)
       return fail(where + ": input 0 " + bufDesc(in[0]) +
                   " has size 0 along axis " + std::to_string(axis) +
@@ -959,15 +887,9 @@ Status Verifier::checkModelOps(OpId kind, const fb::Step &step,
         vec(A.getInts("low"), "low", a.size(), 0, "one per input dim", &low));
     MC_RETURN_IF_ERROR(
         vec(A.getInts("high"), "high", a.size(), 0, "one per input dim", &high));
-    Shape expect(a.size());
-    for (size_t d = 0; d < a.size(); ++d)
-      if (__builtin_add_overflow(a[d], low[d], &expect[d]) ||
-          __builtin_add_overflow(expect[d], high[d], &expect[d]))
-        return fail(where + ": dim " + std::to_string(d) +
-                    ": input size + low + high overflows");
-    if (r != expect)
-      return shapeErr(expect, "input shape + low + high");
-    return Status::ok();
+    Shape expect;
+    return ruleShape(shapes::pad(a, low, high, &expect), expect,
+                     "input shape + low + high");
   }
   case K::Conv2d: {
     MC_RETURN_IF_ERROR(counts(2, 1));
@@ -977,9 +899,6 @@ Status Verifier::checkModelOps(OpId kind, const fb::Step &step,
         return fail(where + ": " + bufDesc(b) +
                     " must have the dtype of input 0, " + bufDesc(in[0]));
     const Shape &x = bufs_[in[0]].shape, &w = bufs_[in[1]].shape;
-    if (x.size() != 4 || w.size() != 4)
-      return fail(where + ": input " + bufDesc(in[0]) + " and weight " +
-                  bufDesc(in[1]) + " must be rank 4 (NCHW and OIHW)");
     std::vector<int64_t> strides, padding, dilation;
     MC_RETURN_IF_ERROR(vec(A.getInts("strides"), "strides", 2, 1, "[h, w]",
                            &strides, INT32_MAX));
@@ -987,40 +906,14 @@ Status Verifier::checkModelOps(OpId kind, const fb::Step &step,
                            "[top, left, bottom, right]", &padding, INT32_MAX));
     MC_RETURN_IF_ERROR(vec(A.getInts("dilation"), "dilation", 2, 1, "[h, w]",
                            &dilation, INT32_MAX));
-    int64_t groups = A.getInt("groups");
-    int64_t c = x[1], o = w[0];
-    if (groups < 1 || c % groups != 0 || o % groups != 0)
-      return fail(where + ": groups " + std::to_string(groups) +
-                  " must be >= 1 and divide the input channels " +
-                  std::to_string(c) + " and the output channels " +
-                  std::to_string(o));
-    if (w[1] != c / groups)
-      return fail(where + ": weight " + bufDesc(in[1]) + " dim 1 is " +
-                  std::to_string(w[1]) + ", expected C / groups = " +
-                  std::to_string(c / groups) + " for input " +
-                  bufDesc(in[0]));
-    if (w[2] < 1 || w[3] < 1)
-      return fail(where + ": weight " + bufDesc(in[1]) +
-                  " has an empty kernel");
-    Shape expect{x[0], o, 0, 0};
-    for (int i = 0; i < 2; ++i) {
-      // __int128: attributes are untrusted and may be huge.
-      __int128 eff = __int128(dilation[i]) * (w[2 + i] - 1) + 1;
-      __int128 padded = __int128(x[2 + i]) + padding[i] + padding[i + 2];
-      __int128 n = padded < eff ? 0 : (padded - eff) / strides[i] + 1;
-      if (n < 1)
-        return fail(where + ": the " + (i ? "width" : "height") +
-                    " of the dilated kernel (" +
-                    std::to_string(int64_t(std::min<__int128>(eff, INT64_MAX))) +
-                    ") exceeds the padded input (" +
-                    std::to_string(
-                        int64_t(std::min<__int128>(padded, INT64_MAX))) +
-                    "): no output position");
-      expect[2 + i] = int64_t(n); // n <= padded, fits
-    }
-    if (bufs_[out[0]].shape != expect)
-      return shapeErr(expect, "[N, O, (H + pad_top + pad_bottom - "
-                              "dilation*(KH-1) - 1) / stride + 1, same for W]");
+    Shape expect;
+    MC_RETURN_IF_ERROR(ruleShape(
+        shapes::conv2d(x, w, strides, padding, dilation, A.getInt("groups"),
+                       &expect),
+        expect,
+        "[N, O, (H + pad_top + pad_bottom - dilation*(KH-1) - 1) / stride + "
+        "1, same for W]"));
+    int64_t o = w[0];
     if (__int128(w[1]) * w[2] * w[3] > INT32_MAX ||
         __int128(expect[2]) * expect[3] > INT32_MAX || o > INT32_MAX ||
         w[2] > INT32_MAX || w[3] > INT32_MAX)
@@ -1035,11 +928,6 @@ Status Verifier::checkModelOps(OpId kind, const fb::Step &step,
     if (bufs_[out[0]].dtype != bufs_[in[0]].dtype)
       return fail(where + ": output " + bufDesc(out[0]) +
                   " must have the dtype of input 0, " + bufDesc(in[0]));
-    const Shape &x = bufs_[in[0]].shape, &r = bufs_[out[0]].shape;
-    if (x.size() != 4 || r.size() != 4 || r[0] != x[0] || r[1] != x[1])
-      return fail(where + ": input " + bufDesc(in[0]) + " and output " +
-                  bufDesc(out[0]) +
-                  " must be rank 4 (NCHW) with equal N and C");
     std::vector<int64_t> kernel, strides, padding, dilation;
     MC_RETURN_IF_ERROR(
         vec(A.getInts("kernel"), "kernel", 2, 1, "[h, w]", &kernel, INT32_MAX));
@@ -1049,30 +937,14 @@ Status Verifier::checkModelOps(OpId kind, const fb::Step &step,
                            "[top, left, bottom, right]", &padding, INT32_MAX));
     MC_RETURN_IF_ERROR(vec(A.getInts("dilation"), "dilation", 2, 1, "[h, w]",
                            &dilation, INT32_MAX));
-    for (int i = 0; i < 2; ++i) {
-      const char *dim = i ? "width" : "height";
-      __int128 eff = __int128(dilation[i]) * (kernel[i] - 1) + 1;
-      __int128 padded = __int128(x[2 + i]) + padding[i] + padding[i + 2];
-      if (padded < eff)
-        return fail(where + ": the " + dim + " of the dilated window (" +
-                    std::to_string(int64_t(std::min<__int128>(eff, INT64_MAX))) +
-                    ") exceeds the padded input (" +
-                    std::to_string(
-                        int64_t(std::min<__int128>(padded, INT64_MAX))) +
-                    ")");
-      __int128 lo = (padded - eff) / strides[i] + 1;
-      __int128 hi = (padded - eff + strides[i] - 1) / strides[i] + 1;
-      // ceil_mode (as PyTorch): the last window must start inside the input
-      // or the leading padding.
-      if ((hi - 1) * strides[i] >= __int128(x[2 + i]) + padding[i])
-        --hi;
-      if (r[2 + i] < lo || r[2 + i] > hi)
-        return fail(where + ": output " + bufDesc(out[0]) + ": " + dim +
-                    " " + std::to_string(r[2 + i]) + " is not in [" +
-                    std::to_string(int64_t(lo)) + ", " +
-                    std::to_string(int64_t(hi)) +
-                    "] (floor and ceil mode of the pooling formula)");
-    }
+    Shape expect;
+    MC_RETURN_IF_ERROR(ruleShape(
+        shapes::pool2d(bufs_[in[0]].shape, kernel, strides, padding, dilation,
+                       A.getBool("ceil_mode"), &expect),
+        expect,
+        std::string("[N, C, (H + pad_top + pad_bottom - dilation*(KH-1) - 1) "
+                    "/ stride + 1, same for W], rounded ") +
+            (A.getBool("ceil_mode") ? "up (ceil_mode)" : "down")));
     return Status::ok();
   }
   case K::BatchNorm:
@@ -1085,8 +957,6 @@ Status Verifier::checkModelOps(OpId kind, const fb::Step &step,
     const Shape &x = bufs_[in[0]].shape;
     int64_t axis = A.getInt(bn ? "feature_axis" : "axis");
     MC_RETURN_IF_ERROR(axisIn(axis, x.size(), in[0], "input 0"));
-    if (axis < 0)
-      axis += int64_t(x.size());
     Shape param = bn ? Shape{x[axis]} : Shape(x.begin() + axis, x.end());
     static const char *const bnNames[] = {"scale", "offset", "mean",
                                           "variance"};

@@ -4,6 +4,7 @@
 #include "KernelUtil.h"
 #include "VecMath.h"
 #include "modelc/kernels.h"
+#include "modelc/shapes.h"
 
 #include <algorithm>
 #include <cblas.h>
@@ -76,11 +77,16 @@ Status checkConv(const ConstTensor &input, const ConstTensor &weight,
                          ", weight " + shapeString(weight.shape) +
                          " and result " + shapeString(out.shape) +
                          " must all be rank 4 (NCHW, OIHW)");
-  if (p.strideH < 1 || p.strideW < 1 || p.dilationH < 1 || p.dilationW < 1 ||
-      p.padTop < 0 || p.padLeft < 0 || p.padBottom < 0 || p.padRight < 0 ||
-      p.groups < 1)
-    return Status::error("conv2d: strides, dilations and groups must be >= 1 "
-                         "and paddings >= 0");
+  Shape expect;
+  Status rule = shapes::conv2d(
+      input.shape, weight.shape, {p.strideH, p.strideW},
+      {p.padTop, p.padLeft, p.padBottom, p.padRight},
+      {p.dilationH, p.dilationW}, p.groups, &expect);
+  if (!rule)
+    return Status::error("conv2d: " + rule.message());
+  if (out.shape != expect)
+    return Status::error("conv2d: result shape " + shapeString(out.shape) +
+                         ", expected " + shapeString(expect));
   d->n = input.shape[0];
   d->c = input.shape[1];
   d->h = input.shape[2];
@@ -89,29 +95,10 @@ Status checkConv(const ConstTensor &input, const ConstTensor &weight,
   d->kh = weight.shape[2];
   d->kw = weight.shape[3];
   d->groups = p.groups;
-  if (d->c % p.groups != 0 || d->o % p.groups != 0 ||
-      weight.shape[1] != d->c / p.groups)
-    return Status::error("conv2d: weight " + shapeString(weight.shape) +
-                         " with groups " + str(p.groups) +
-                         " does not fit input " + shapeString(input.shape) +
-                         " (groups must divide C and O; weight dim 1 must be "
-                         "C / groups)");
   d->cg = d->c / p.groups;
   d->og = d->o / p.groups;
-  int64_t effH = p.dilationH * (d->kh - 1) + 1,
-          effW = p.dilationW * (d->kw - 1) + 1;
-  d->oh = (d->h + p.padTop + p.padBottom - effH) / p.strideH + 1;
-  d->ow = (d->w + p.padLeft + p.padRight - effW) / p.strideW + 1;
-  if (d->kh < 1 || d->kw < 1 || d->h + p.padTop + p.padBottom < effH ||
-      d->w + p.padLeft + p.padRight < effW)
-    return Status::error("conv2d: the (dilated) kernel of weight " +
-                         shapeString(weight.shape) +
-                         " does not fit in the padded input " +
-                         shapeString(input.shape));
-  Shape expect{d->n, d->o, d->oh, d->ow};
-  if (out.shape != expect)
-    return Status::error("conv2d: result shape " + shapeString(out.shape) +
-                         ", expected " + shapeString(expect));
+  d->oh = expect[2];
+  d->ow = expect[3];
   if (d->cg * d->kh * d->kw > INT_MAX || d->oh * d->ow > INT_MAX ||
       d->og > INT_MAX)
     return Status::error("conv2d: a dimension exceeds the BLAS int range");
@@ -360,6 +347,32 @@ Status checkPool(const char *op, const ConstTensor &input,
     return Status::error(std::string(op) +
                          ": kernel, strides and dilations must be >= 1 and "
                          "paddings >= 0");
+  // ceil_mode is the caller's choice, so either size of the shape library's
+  // formula is fine (the kernel itself reads only positions inside the
+  // input, so it does not hold callers to the rule's padding limit).
+  int64_t kernel[2] = {p.kernelH, p.kernelW}, stride[2] = {p.strideH, p.strideW},
+          dil[2] = {p.dilationH, p.dilationW};
+  int64_t padBegin[2] = {p.padTop, p.padLeft},
+          padEnd[2] = {p.padBottom, p.padRight};
+  for (int i = 0; i < 2; ++i) {
+    int64_t in = input.shape[2 + i], got = out.shape[2 + i];
+    int64_t lo = shapes::pooledSize(in, kernel[i], stride[i], padBegin[i],
+                                    padEnd[i], dil[i], false);
+    int64_t hi = shapes::pooledSize(in, kernel[i], stride[i], padBegin[i],
+                                    padEnd[i], dil[i], true);
+    if (lo < 1)
+      return Status::error(std::string(op) + ": the window " +
+                           shapes::str({kernel[0], kernel[1]}) +
+                           " does not fit the padded input " +
+                           shapeString(input.shape));
+    if (got != lo && got != hi)
+      return Status::error(std::string(op) + ": result " +
+                           shapeString(out.shape) + " has " +
+                           (i ? "width " : "height ") + str(got) +
+                           ", expected " + str(lo) +
+                           (hi != lo ? " (or " + str(hi) + " in ceil mode)"
+                                     : std::string()));
+  }
   return Status::ok();
 }
 

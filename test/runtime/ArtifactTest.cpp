@@ -236,11 +236,11 @@ TEST(Artifact, SemanticErrorsNameStepBufferAndExpectation) {
 
   p = plannedMlp();
   setBool(p.steps[0], "transpose_b", true);
-  expectRefused(p, "are not [..., M, K] x [..., K, N]");
+  expectRefused(p, "contracting dimensions differ");
 
   p = plannedMlp();
   setInts(p.steps[1], "dims", {0});
-  expectRefused(p, "cannot broadcast to output dim 0");
+  expectRefused(p, "cannot broadcast to result dimension 0");
 
   p = plannedMlp();
   setInt(p.steps[4], "axis", 2);

@@ -85,12 +85,14 @@ Plan modelOpsPlan() {
   setInts(maxp, "strides", {2, 2});
   setInts(maxp, "padding", {1, 1, 1, 1});
   setInts(maxp, "dilation", {1, 1});
+  setBool(maxp, "ceil_mode", true); // 8 -> 5 (floor would be 4)
   uint32_t ap = b.buf("ap", F, {1, 4, 3, 3});
   PlanStep &avgp = b.step(K::AvgPool2d, {mp}, ap);
   setInts(avgp, "kernel", {2, 2});
   setInts(avgp, "strides", {2, 2});
   setInts(avgp, "padding", {0, 0, 0, 0});
   setInts(avgp, "dilation", {1, 1});
+  setBool(avgp, "ceil_mode", true); // 5 -> 3 (floor would be 2)
   setBool(avgp, "count_include_pad", false);
   uint32_t w2 = b.constF32("w2", {2, 4, 1, 1}, 6);
   uint32_t c2 = b.buf("c2", F, {1, 2, 3, 3});
@@ -120,7 +122,7 @@ Plan modelOpsPlan() {
   uint32_t gam = b.constF32("gamma", {6}, 9), bet = b.constF32("beta", {6}, 10);
   uint32_t ln = b.buf("ln", F, {2, 3, 6});
   PlanStep &lns = b.step(K::LayerNorm, {e, gam, bet}, ln);
-  setInt(lns, "axis", -1);
+  setInt(lns, "axis", 2); // the last; the dialect takes no negative axes
   setFloat(lns, "epsilon", 1e-5);
   uint32_t g1 = b.buf("g1", F, {2, 3, 6}), g2 = b.buf("g2", F, {2, 3, 6});
   setBool(b.step(K::Gelu, {ln}, g1), "tanh_approximation", true);
@@ -143,7 +145,7 @@ Plan modelOpsPlan() {
          int64_t(rt::CompareOp::Lt));
   b.step(K::Not, {cmp}, ncmp);
   b.step(K::Select, {ncmp, t, m}, sel);
-  setInt(b.step(K::LogSoftmax, {t}, ls), "axis", -1);
+  setInt(b.step(K::LogSoftmax, {t}, ls), "axis", 2);
   uint32_t rm = b.buf("rmin", F, {2, 1, 6});
   PlanStep &rms = b.step(K::ReduceMin, {t}, rm);
   setInts(rms, "dims", {1});
@@ -495,16 +497,17 @@ TEST(ModelOps, VerifierRefusesMalformedSteps) {
                    "[1, 4, 9, 8]");
   fresh();
   setInt(at(K::Conv2d, 2), "groups", 3);
-  expectRefused(p, "groups 3 must be >= 1 and divide the input channels 4 "
-                   "and the output channels 4");
+  expectRefused(p, "groups 3 must divide the input channels 4 and the output "
+                   "channels 4");
   fresh();
   setInt(at(K::Conv2d, 2), "groups", 2); // weight dim 1 is 1, C/groups is 2
-  expectRefused(p, "dim 1 is 1, expected C / groups = 2");
+  expectRefused(p, "weight [4, 1, 3, 3] expects 2 input channels (1 per "
+                   "group x 2 groups)");
   fresh();
   setInts(at(K::Conv2d), "padding", {0, 0, 0, 0});
   setInts(at(K::Conv2d), "dilation", {5, 1}); // 11 > 8
-  expectRefused(p, "the height of the dilated kernel (11) exceeds the padded "
-                   "input (8): no output position");
+  expectRefused(p, "the kernel [3, 3] does not fit the padded input "
+                   "[1, 3, 8, 8]");
   fresh();
   p.buffers[bufNamed(p, "w1")].dtype = DType::I32;
   expectRefused(p, "buffer 4 'w1' i32[4, 3, 3, 3] must have the dtype of "
@@ -513,15 +516,14 @@ TEST(ModelOps, VerifierRefusesMalformedSteps) {
   setInts(at(K::Conv2d), "strides", {int64_t(1) << 40, 1});
   expectRefused(p, "entry 0 is 1099511627776, expected <= 2147483647");
 
-  // Pooling: output size in [floor, ceil] of the formula.
+  // Pooling: output size by the formula, in the step's ceil_mode.
   fresh();
   p.buffers[bufNamed(p, "mp")].shape = {1, 4, 6, 5};
   expectRefused(p, "(mc.max_pool2d at model.py:4): output buffer 12 'mp' "
-                   "f32[1, 4, 6, 5]: height 6 is not in [4, 5] (floor and "
-                   "ceil mode of the pooling formula)");
+                   "f32[1, 4, 6, 5]: expected shape [1, 4, 5, 5]");
   fresh();
-  p.buffers[bufNamed(p, "ap")].shape = {1, 4, 3, 1};
-  expectRefused(p, "width 1 is not in [2, 3]");
+  p.buffers[bufNamed(p, "ap")].shape = {1, 4, 3, 2}; // floor, but ceil_mode
+  expectRefused(p, "expected shape [1, 4, 3, 3]");
   fresh();
   setInts(at(K::MaxPool2d), "kernel", {3, 0});
   expectRefused(p, "kernel [3, 0]: entry 1 is 0, expected >= 1");
@@ -531,8 +533,8 @@ TEST(ModelOps, VerifierRefusesMalformedSteps) {
                    "right])");
   fresh();
   setInts(at(K::MaxPool2d), "kernel", {11, 3});
-  expectRefused(p, "the height of the dilated window (11) exceeds the padded "
-                   "input (10)");
+  expectRefused(p, "the window [11, 3] does not fit the padded input "
+                   "[1, 4, 8, 8]");
   // Ceil mode may not add a window that starts in the trailing padding:
   // 5 with kernel 2, stride 2, padding 1: floor 3, ceil 4 -> 3.
   {
@@ -547,7 +549,8 @@ TEST(ModelOps, VerifierRefusesMalformedSteps) {
     b.p.inputs = {{"x", x}};
     b.p.outputs = {{"y", y}};
     ASSERT_TRUE(codegen::planMemory(b.p));
-    expectRefused(b.p, "height 4 is not in [3, 3]");
+    setBool(s, "ceil_mode", true);
+    expectRefused(b.p, "expected shape [1, 1, 3, 3]");
   }
 
   // Norms.
@@ -559,7 +562,7 @@ TEST(ModelOps, VerifierRefusesMalformedSteps) {
                    "axis)");
   fresh();
   setInt(at(K::BatchNorm), "feature_axis", 4);
-  expectRefused(p, "axis 4 is out of range [-4, 4) for input 0");
+  expectRefused(p, "axis 4 is out of range for rank 4 (input 0");
   fresh();
   setFloat(at(K::BatchNorm), "epsilon", -1);
   expectRefused(p, "epsilon -1.000000 must be finite and >= 0");
@@ -582,13 +585,20 @@ TEST(ModelOps, VerifierRefusesMalformedSteps) {
                    "shape + data shape[axis+1:])");
   fresh();
   setInt(at(K::Gather), "axis", -3);
-  expectRefused(p, "axis -3 is out of range [-2, 2)");
+  expectRefused(p, "axis -3 is out of range for rank 2");
+  fresh();
+  setInt(at(K::Gather), "axis", -2); // once taken; the dialect never did
+  expectRefused(p, "axis -2 is out of range for rank 2");
 
   // Slice.
   fresh();
-  setInts(at(K::Slice), "start", {0, 1, 3}); // 3 + (2 - 1) * 3 = 6, not < 6
+  setInts(at(K::Slice), "limit", {2, 4, 7}); // past the size 6
   expectRefused(p, "(mc.slice at model.py:");
-  expectRefused(p, "dim 2: start 3 + (2 - 1) * stride 3 must be < the size 6");
+  expectRefused(p, "dimension 2 of size 6 cannot be sliced from 1 to 7 (needs "
+                   "0 <= start <= limit <= size)");
+  fresh();
+  setInts(at(K::Slice), "start", {0, 1, 3}); // 1 element in [3, 5), not 2
+  expectRefused(p, "expected shape [2, 2, 1]");
   fresh();
   setInts(at(K::Slice), "strides", {1, 0, 3});
   expectRefused(p, "strides [1, 0, 3]: entry 1 is 0, expected >= 1");
@@ -610,17 +620,18 @@ TEST(ModelOps, VerifierRefusesMalformedSteps) {
   // Concat.
   fresh();
   at(K::Concat).inputs.pop_back(); // 4 + 4 != 9
-  expectRefused(p, "the inputs' sizes along axis 1 add up to 8, but output");
+  expectRefused(p, "expected shape [2, 8, 6] (the inputs joined along the "
+                   "axis)");
   fresh();
   setInt(at(K::Concat), "axis", 2);
-  expectRefused(p, "must have the dtype, rank and sizes (except along axis "
-                   "2) of output");
+  expectRefused(p, "input 2 [2, 1, 6] differs from input 0 [2, 4, 6] in "
+                   "dimension 1, which is not the axis");
   fresh();
   at(K::Concat).inputs = {};
   expectRefused(p, "expected at least 1 input and 1 output, found 0 and 1");
   fresh();
   setInt(at(K::Concat), "axis", 3);
-  expectRefused(p, "axis 3 is out of range [-3, 3) for output");
+  expectRefused(p, "axis 3 is out of range for rank 3");
 
   // Compare / Select / Not and the elementwise dtypes.
   fresh();

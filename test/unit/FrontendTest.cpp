@@ -1,6 +1,7 @@
 // Eager frontend: ops against plain loops, broadcasting, nn naming, errors.
 #include "frontend/nn.h"
 
+#include <functional>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -111,6 +112,34 @@ TEST(Frontend, ErrorsNameWhatWasWrong) {
   EXPECT_THROW((void)(a + Tensor::zeros({2, 3}, DType::I32)), Error);
   EXPECT_THROW(nn::Linear(0, 3), Error);
   EXPECT_THROW(Tensor().shape(), Error);
+}
+
+// The eager ops take their shape rules, and messages, from the shape
+// library (modelc/shapes.h) that the dialect and the verifier use.
+TEST(Frontend, ShapeErrorsComeFromTheShapeLibrary) {
+  auto message = [](const std::function<void()>& f) -> std::string {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  Tensor x = Tensor::zeros({1, 1, 8, 8});
+  EXPECT_EQ(message([&] { maxPool2d(x, {2, 2}, {1, 1}, {2, 2, 2, 2}); }),
+            "max_pool2d: padding [2, 2, 2, 2] must be at most half the "
+            "kernel [2, 2]");
+  EXPECT_EQ(message([&] {
+              matmul(Tensor::zeros({2, 3}), Tensor::zeros({4, 3}));
+            }),
+            "matmul: contracting dimensions differ: lhs [2, 3] has K = 3, "
+            "rhs [4, 3] has K = 4");
+  // Negative dims are Python-style here, normalized before the rule.
+  EXPECT_EQ(concat({Tensor::zeros({2, 3}), Tensor::zeros({2, 5})}, -1).shape(),
+            (Shape{2, 8}));
+  EXPECT_EQ(maxPool2d(x, {3, 3}, {2, 2}, {0}, {1, 1}, /*ceilMode=*/true)
+                .shape(),
+            (Shape{1, 1, 4, 4}));
 }
 
 /// The message of the Error that F throws ("" when it throws none).

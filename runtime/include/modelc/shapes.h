@@ -1,0 +1,78 @@
+// The shape rules of the mc ops, written once: pure functions over
+// dimension lists, with no MLIR, shared by the dialect (ir/ShapeInference),
+// the artifact verifier, the CPU kernels and the eager frontend.
+//
+// Each rule returns an error Status whose message says what was expected and
+// what was found (without the op's name: callers prefix it), or ok and the
+// result shape in `*out`. Inputs may be untrusted (the artifact verifier
+// passes attributes read from a file): no rule overflows or divides by zero.
+// Axes are never negative here: callers that accept Python-style negative
+// axes normalize them first.
+#ifndef MODELC_SHAPES_H
+#define MODELC_SHAPES_H
+
+#include "modelc/status.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mc::rt::shapes {
+
+using Dims = std::vector<int64_t>;
+
+/// "[2, 3]".
+std::string str(const Dims &dims);
+
+/// `axis` indexes a dimension of a rank-`rank` shape: 0 <= axis < rank.
+Status checkAxis(int64_t axis, size_t rank);
+
+/// `input` broadcasts to `result` through `dims` (dims[i] is the result
+/// dimension of input dimension i).
+Status broadcastInDim(const Dims &input, const Dims &dims,
+                      const Dims &result);
+
+Status transpose(const Dims &input, const Dims &permutation, Dims *out);
+
+/// Reduces `dims` (unique, in any order); keepdim leaves them as size 1.
+Status reduce(const Dims &input, const Dims &dims, bool keepdim, Dims *out);
+
+/// [..., M, K] x [..., K, N] (before the transposes) with equal batch dims.
+Status matmul(const Dims &lhs, const Dims &rhs, bool transposeA,
+              bool transposeB, Dims *out);
+
+Status concat(const std::vector<Dims> &inputs, int64_t axis, Dims *out);
+
+/// Elements start, start + stride, ... below limit, per dimension.
+Status slice(const Dims &input, const Dims &start, const Dims &limit,
+             const Dims &strides, Dims *out);
+
+/// input[:axis] + indices + input[axis+1:].
+Status gather(const Dims &input, const Dims &indices, int64_t axis,
+              Dims *out);
+
+Status pad(const Dims &input, const Dims &low, const Dims &high, Dims *out);
+
+/// NCHW conv: input [N, C, H, W], weight [O, C/groups, KH, KW]; strides and
+/// dilation [h, w], padding [top, left, bottom, right].
+Status conv2d(const Dims &input, const Dims &weight, const Dims &strides,
+              const Dims &padding, const Dims &dilation, int64_t groups,
+              Dims *out);
+
+/// NCHW pooling; ceil_mode follows PyTorch (a window must start inside the
+/// input or the leading padding), and so does the padding limit (at most
+/// half the dilated kernel, so no window lies in the padding alone).
+Status pool2d(const Dims &input, const Dims &kernel, const Dims &strides,
+              const Dims &padding, const Dims &dilation, bool ceilMode,
+              Dims *out);
+
+/// Output size of one pooled/convolved dimension (PyTorch's formula); 0 when
+/// the dilated kernel does not fit the padded input. Arguments as checked by
+/// conv2d/pool2d (stride, dilation >= 1; sizes and padding >= 0).
+int64_t pooledSize(int64_t input, int64_t kernel, int64_t stride,
+                   int64_t padBegin, int64_t padEnd, int64_t dilation,
+                   bool ceilMode);
+
+} // namespace mc::rt::shapes
+
+#endif // MODELC_SHAPES_H

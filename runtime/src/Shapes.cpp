@@ -1,0 +1,317 @@
+// The shape rules of the mc ops (see modelc/shapes.h).
+#include "modelc/shapes.h"
+
+#include <algorithm>
+
+namespace mc::rt::shapes {
+
+namespace {
+
+std::string num(int64_t v) { return std::to_string(v); }
+
+Status err(std::string message) { return Status::error(std::move(message)); }
+
+/// a + b without overflow; false when it would.
+bool addOk(int64_t a, int64_t b, int64_t *sum) {
+  return !__builtin_add_overflow(a, b, sum);
+}
+
+/// Checks the [h, w] / [top, left, bottom, right] attribute lengths shared
+/// by conv and pooling.
+Status checkWindowAttrs(const Dims &strides, const Dims &padding,
+                        const Dims &dilation) {
+  if (strides.size() != 2 || dilation.size() != 2 || padding.size() != 4)
+    return err("expects strides and dilation [h, w] and padding "
+               "[top, left, bottom, right], got " +
+               str(strides) + ", " + str(dilation) + " and " + str(padding));
+  for (int64_t v : strides)
+    if (v < 1)
+      return err("strides " + str(strides) + " must be >= 1");
+  for (int64_t v : dilation)
+    if (v < 1)
+      return err("dilation " + str(dilation) + " must be >= 1");
+  for (int64_t v : padding)
+    if (v < 0)
+      return err("padding " + str(padding) + " must be >= 0");
+  return Status::ok();
+}
+
+/// The dilated extent of a kernel, dilation * (kernel - 1) + 1, exactly.
+__int128 dilatedKernel(int64_t kernel, int64_t dilation) {
+  return __int128(dilation) * (__int128(kernel) - 1) + 1;
+}
+
+} // namespace
+
+std::string str(const Dims &dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i)
+    s += (i ? ", " : "") + num(dims[i]);
+  return s + "]";
+}
+
+Status checkAxis(int64_t axis, size_t rank) {
+  if (axis < 0 || axis >= int64_t(rank))
+    return err("axis " + num(axis) + " is out of range for rank " +
+               std::to_string(rank));
+  return Status::ok();
+}
+
+Status broadcastInDim(const Dims &input, const Dims &dims,
+                      const Dims &result) {
+  if (dims.size() != input.size())
+    return err("dims " + str(dims) + " has " + std::to_string(dims.size()) +
+               " entries, expected the input rank " +
+               std::to_string(input.size()));
+  std::vector<bool> seen(result.size(), false);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    int64_t d = dims[i];
+    if (d < 0 || d >= int64_t(result.size()))
+      return err("dims[" + std::to_string(i) + "] = " + num(d) +
+                 " is out of range for result rank " +
+                 std::to_string(result.size()));
+    if (seen[d])
+      return err("dims " + str(dims) + " maps two input dimensions to result "
+                 "dimension " + num(d));
+    seen[d] = true;
+    if (input[i] != 1 && input[i] != result[d])
+      return err("input dimension " + std::to_string(i) + " of size " +
+                 num(input[i]) + " cannot broadcast to result dimension " +
+                 num(d) + " of size " + num(result[d]));
+  }
+  return Status::ok();
+}
+
+Status transpose(const Dims &input, const Dims &permutation, Dims *out) {
+  if (permutation.size() != input.size())
+    return err("permutation " + str(permutation) + " has " +
+               std::to_string(permutation.size()) +
+               " entries, expected the input rank " +
+               std::to_string(input.size()));
+  std::vector<bool> seen(input.size(), false);
+  Dims result;
+  for (int64_t p : permutation) {
+    if (p < 0 || p >= int64_t(input.size()) || seen[p])
+      return err("permutation " + str(permutation) +
+                 " is not a permutation of [0, " +
+                 std::to_string(input.size()) + ")");
+    seen[p] = true;
+    result.push_back(input[p]);
+  }
+  *out = std::move(result);
+  return Status::ok();
+}
+
+Status reduce(const Dims &input, const Dims &dims, bool keepdim, Dims *out) {
+  std::vector<bool> reduced(input.size(), false);
+  for (int64_t d : dims) {
+    if (d < 0 || d >= int64_t(input.size()))
+      return err("reduction dimension " + num(d) +
+                 " is out of range for rank " + std::to_string(input.size()));
+    if (reduced[d])
+      return err("reduction dimension " + num(d) + " appears twice in " +
+                 str(dims));
+    reduced[d] = true;
+  }
+  Dims result;
+  for (size_t i = 0; i < input.size(); ++i) {
+    if (!reduced[i])
+      result.push_back(input[i]);
+    else if (keepdim)
+      result.push_back(1);
+  }
+  *out = std::move(result);
+  return Status::ok();
+}
+
+Status matmul(const Dims &lhs, const Dims &rhs, bool transposeA,
+              bool transposeB, Dims *out) {
+  if (lhs.size() < 2 || rhs.size() < 2)
+    return err("expects operands of rank >= 2, got lhs " + str(lhs) +
+               " and rhs " + str(rhs));
+  if (lhs.size() != rhs.size())
+    return err("expects operands of equal rank (broadcast batch dimensions "
+               "explicitly), got lhs " +
+               str(lhs) + " and rhs " + str(rhs));
+  size_t r = lhs.size();
+  if (!std::equal(lhs.begin(), lhs.end() - 2, rhs.begin()))
+    return err("expects equal batch dimensions, got lhs " + str(lhs) +
+               " and rhs " + str(rhs));
+  int64_t m = transposeA ? lhs[r - 1] : lhs[r - 2];
+  int64_t kA = transposeA ? lhs[r - 2] : lhs[r - 1];
+  int64_t kB = transposeB ? rhs[r - 1] : rhs[r - 2];
+  int64_t n = transposeB ? rhs[r - 2] : rhs[r - 1];
+  if (kA != kB)
+    return err("contracting dimensions differ: lhs " + str(lhs) +
+               (transposeA ? " (transposed)" : "") + " has K = " + num(kA) +
+               ", rhs " + str(rhs) + (transposeB ? " (transposed)" : "") +
+               " has K = " + num(kB));
+  Dims result(lhs.begin(), lhs.end() - 2);
+  result.push_back(m);
+  result.push_back(n);
+  *out = std::move(result);
+  return Status::ok();
+}
+
+Status concat(const std::vector<Dims> &inputs, int64_t axis, Dims *out) {
+  if (inputs.empty())
+    return err("expects at least one input");
+  const Dims &first = inputs.front();
+  MC_RETURN_IF_ERROR(checkAxis(axis, first.size()));
+  Dims result(first);
+  result[axis] = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Dims &shape = inputs[i];
+    if (shape.size() != first.size())
+      return err("input " + std::to_string(i) + " has rank " +
+                 std::to_string(shape.size()) + ", expected " +
+                 std::to_string(first.size()));
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (int64_t(d) != axis && shape[d] != first[d])
+        return err("input " + std::to_string(i) + " " + str(shape) +
+                   " differs from input 0 " + str(first) + " in dimension " +
+                   std::to_string(d) + ", which is not the axis");
+    if (!addOk(result[axis], shape[axis], &result[axis]))
+      return err("the sizes along axis " + num(axis) + " overflow");
+  }
+  *out = std::move(result);
+  return Status::ok();
+}
+
+Status slice(const Dims &input, const Dims &start, const Dims &limit,
+             const Dims &strides, Dims *out) {
+  size_t r = input.size();
+  if (start.size() != r || limit.size() != r || strides.size() != r)
+    return err("start, limit and strides need " + std::to_string(r) +
+               " entries (the input rank), got " +
+               std::to_string(start.size()) + ", " +
+               std::to_string(limit.size()) + " and " +
+               std::to_string(strides.size()));
+  Dims result;
+  for (size_t d = 0; d < r; ++d) {
+    if (strides[d] < 1)
+      return err("stride " + num(strides[d]) + " in dimension " +
+                 std::to_string(d) + " must be >= 1");
+    if (start[d] < 0 || start[d] > limit[d] || limit[d] > input[d])
+      return err("dimension " + std::to_string(d) + " of size " +
+                 num(input[d]) + " cannot be sliced from " + num(start[d]) +
+                 " to " + num(limit[d]) +
+                 " (needs 0 <= start <= limit <= size)");
+    // ceil((limit - start) / stride), without overflow.
+    int64_t span = limit[d] - start[d];
+    result.push_back(span / strides[d] + (span % strides[d] != 0));
+  }
+  *out = std::move(result);
+  return Status::ok();
+}
+
+Status gather(const Dims &input, const Dims &indices, int64_t axis,
+              Dims *out) {
+  MC_RETURN_IF_ERROR(checkAxis(axis, input.size()));
+  Dims result(input.begin(), input.begin() + axis);
+  result.insert(result.end(), indices.begin(), indices.end());
+  result.insert(result.end(), input.begin() + axis + 1, input.end());
+  *out = std::move(result);
+  return Status::ok();
+}
+
+Status pad(const Dims &input, const Dims &low, const Dims &high, Dims *out) {
+  if (low.size() != input.size() || high.size() != input.size())
+    return err("low and high need " + std::to_string(input.size()) +
+               " entries (the input rank), got " +
+               std::to_string(low.size()) + " and " +
+               std::to_string(high.size()));
+  Dims result(input.size());
+  for (size_t d = 0; d < input.size(); ++d) {
+    if (low[d] < 0 || high[d] < 0)
+      return err("padding of dimension " + std::to_string(d) +
+                 " is negative (low " + num(low[d]) + ", high " +
+                 num(high[d]) + ")");
+    if (!addOk(input[d], low[d], &result[d]) ||
+        !addOk(result[d], high[d], &result[d]))
+      return err("padding of dimension " + std::to_string(d) +
+                 " overflows (size " + num(input[d]) + ", low " +
+                 num(low[d]) + ", high " + num(high[d]) + ")");
+  }
+  *out = std::move(result);
+  return Status::ok();
+}
+
+int64_t pooledSize(int64_t input, int64_t kernel, int64_t stride,
+                   int64_t padBegin, int64_t padEnd, int64_t dilation,
+                   bool ceilMode) {
+  // __int128: the verifier passes attributes straight from a file.
+  __int128 span = __int128(input) + padBegin + padEnd -
+                  dilatedKernel(kernel, dilation);
+  if (span < 0)
+    return 0;
+  __int128 out = (span + (ceilMode ? stride - 1 : 0)) / stride + 1;
+  // PyTorch: the last window must start inside the input or the leading
+  // padding, not in the trailing padding.
+  if (ceilMode && (out - 1) * stride >= __int128(input) + padBegin)
+    --out;
+  // Only absurd attributes (sizes near INT64_MAX) get here; no real shape
+  // matches the saturated value.
+  return out > INT64_MAX ? INT64_MAX : int64_t(out);
+}
+
+Status conv2d(const Dims &input, const Dims &weight, const Dims &strides,
+              const Dims &padding, const Dims &dilation, int64_t groups,
+              Dims *out) {
+  if (input.size() != 4 || weight.size() != 4)
+    return err("expects input [N, C, H, W] and weight [O, C/groups, KH, "
+               "KW], got " +
+               str(input) + " and " + str(weight));
+  MC_RETURN_IF_ERROR(checkWindowAttrs(strides, padding, dilation));
+  if (groups < 1 || input[1] % groups != 0 || weight[0] % groups != 0)
+    return err("groups " + num(groups) + " must divide the input channels " +
+               num(input[1]) + " and the output channels " + num(weight[0]));
+  // weight[1] * groups == input[1], without overflow.
+  if (weight[1] != input[1] / groups)
+    return err("weight " + str(weight) + " expects " +
+               (weight[1] > INT64_MAX / groups
+                    ? std::string("more than ") + num(INT64_MAX)
+                    : num(weight[1] * groups)) +
+               " input channels (" + num(weight[1]) + " per group x " +
+               num(groups) + " groups), input " + str(input) + " has " +
+               num(input[1]));
+  int64_t oh = pooledSize(input[2], weight[2], strides[0], padding[0],
+                          padding[2], dilation[0], false);
+  int64_t ow = pooledSize(input[3], weight[3], strides[1], padding[1],
+                          padding[3], dilation[1], false);
+  if (weight[2] < 1 || weight[3] < 1 || oh < 1 || ow < 1)
+    return err("the kernel " + str(Dims(weight.begin() + 2, weight.end())) +
+               " does not fit the padded input " + str(input));
+  *out = Dims{input[0], weight[0], oh, ow};
+  return Status::ok();
+}
+
+Status pool2d(const Dims &input, const Dims &kernel, const Dims &strides,
+              const Dims &padding, const Dims &dilation, bool ceilMode,
+              Dims *out) {
+  if (input.size() != 4)
+    return err("expects input [N, C, H, W], got " + str(input));
+  if (kernel.size() != 2 || kernel[0] < 1 || kernel[1] < 1)
+    return err("kernel " + str(kernel) + " must be [h, w] with sizes >= 1");
+  MC_RETURN_IF_ERROR(checkWindowAttrs(strides, padding, dilation));
+  for (int i = 0; i < 2; ++i) {
+    __int128 eff = dilatedKernel(kernel[i], dilation[i]);
+    if (__int128(padding[i]) * 2 > eff || __int128(padding[i + 2]) * 2 > eff) {
+      bool dilated = dilation[0] != 1 || dilation[1] != 1;
+      return err("padding " + str(padding) + " must be at most half the " +
+                 (dilated ? "dilated " : "") + "kernel " + str(kernel) +
+                 (dilated ? " (dilation " + str(dilation) + ")" : ""));
+    }
+  }
+  int64_t oh = pooledSize(input[2], kernel[0], strides[0], padding[0],
+                          padding[2], dilation[0], ceilMode);
+  int64_t ow = pooledSize(input[3], kernel[1], strides[1], padding[1],
+                          padding[3], dilation[1], ceilMode);
+  if (oh < 1 || ow < 1)
+    return err("the window " + str(kernel) + " does not fit the padded input " +
+               str(input));
+  *out = Dims{input[0], input[1], oh, ow};
+  return Status::ok();
+}
+
+} // namespace mc::rt::shapes

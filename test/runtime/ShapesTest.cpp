@@ -1,0 +1,316 @@
+// The shape library (modelc/shapes.h): each rule's result on ordinary
+// shapes, each of its errors, and the drift it ended: a negative axis is
+// refused by the rule and so by the artifact verifier, as by the dialect.
+#include "TestUtil.h"
+#include "modelc/model.h"
+#include "modelc/shapes.h"
+
+#include <climits>
+#include <gtest/gtest.h>
+
+using namespace mc;
+using namespace mc::rt::shapes;
+using mc::rt::Status;
+
+namespace {
+
+/// The error message of `s`, or "ok".
+std::string msg(const Status &s) { return s ? "ok" : s.message(); }
+
+TEST(Shapes, Str) {
+  EXPECT_EQ(str({}), "[]");
+  EXPECT_EQ(str({2, 3}), "[2, 3]");
+}
+
+TEST(Shapes, CheckAxis) {
+  EXPECT_TRUE(checkAxis(0, 3));
+  EXPECT_TRUE(checkAxis(2, 3));
+  EXPECT_EQ(msg(checkAxis(3, 3)), "axis 3 is out of range for rank 3");
+  // Python-style negative axes are the frontend's to normalize.
+  EXPECT_EQ(msg(checkAxis(-1, 3)), "axis -1 is out of range for rank 3");
+  EXPECT_EQ(msg(checkAxis(0, 0)), "axis 0 is out of range for rank 0");
+}
+
+TEST(Shapes, BroadcastInDim) {
+  EXPECT_TRUE(broadcastInDim({3, 1}, {1, 2}, {2, 3, 4}));
+  EXPECT_TRUE(broadcastInDim({}, {}, {2, 3}));
+  EXPECT_EQ(msg(broadcastInDim({3}, {0, 1}, {3, 3})),
+            "dims [0, 1] has 2 entries, expected the input rank 1");
+  EXPECT_EQ(msg(broadcastInDim({3}, {2}, {3, 3})),
+            "dims[0] = 2 is out of range for result rank 2");
+  EXPECT_EQ(msg(broadcastInDim({3}, {-1}, {3, 3})),
+            "dims[0] = -1 is out of range for result rank 2");
+  EXPECT_EQ(msg(broadcastInDim({3, 3}, {1, 1}, {3, 3})),
+            "dims [1, 1] maps two input dimensions to result dimension 1");
+  EXPECT_EQ(msg(broadcastInDim({2}, {1}, {2, 3})),
+            "input dimension 0 of size 2 cannot broadcast to result "
+            "dimension 1 of size 3");
+}
+
+TEST(Shapes, Transpose) {
+  Dims out;
+  ASSERT_TRUE(transpose({2, 3, 4}, {2, 0, 1}, &out));
+  EXPECT_EQ(out, (Dims{4, 2, 3}));
+  EXPECT_EQ(msg(transpose({2, 3}, {0}, &out)),
+            "permutation [0] has 1 entries, expected the input rank 2");
+  EXPECT_EQ(msg(transpose({2, 3}, {0, 0}, &out)),
+            "permutation [0, 0] is not a permutation of [0, 2)");
+  EXPECT_EQ(msg(transpose({2, 3}, {-1, 0}, &out)),
+            "permutation [-1, 0] is not a permutation of [0, 2)");
+}
+
+TEST(Shapes, Reduce) {
+  Dims out;
+  ASSERT_TRUE(reduce({2, 3, 4}, {2, 0}, false, &out));
+  EXPECT_EQ(out, (Dims{3}));
+  ASSERT_TRUE(reduce({2, 3, 4}, {0, 2}, true, &out));
+  EXPECT_EQ(out, (Dims{1, 3, 1}));
+  ASSERT_TRUE(reduce({2, 3}, {}, false, &out));
+  EXPECT_EQ(out, (Dims{2, 3}));
+  EXPECT_EQ(msg(reduce({2, 3}, {2}, false, &out)),
+            "reduction dimension 2 is out of range for rank 2");
+  EXPECT_EQ(msg(reduce({2, 3}, {-1}, false, &out)),
+            "reduction dimension -1 is out of range for rank 2");
+  EXPECT_EQ(msg(reduce({2, 3}, {1, 1}, false, &out)),
+            "reduction dimension 1 appears twice in [1, 1]");
+}
+
+TEST(Shapes, Matmul) {
+  Dims out;
+  ASSERT_TRUE(matmul({5, 2, 3}, {5, 3, 4}, false, false, &out));
+  EXPECT_EQ(out, (Dims{5, 2, 4}));
+  ASSERT_TRUE(matmul({3, 2}, {4, 3}, true, true, &out));
+  EXPECT_EQ(out, (Dims{2, 4}));
+  EXPECT_EQ(msg(matmul({3}, {3, 4}, false, false, &out)),
+            "expects operands of rank >= 2, got lhs [3] and rhs [3, 4]");
+  EXPECT_EQ(msg(matmul({1, 2, 3}, {3, 4}, false, false, &out)),
+            "expects operands of equal rank (broadcast batch dimensions "
+            "explicitly), got lhs [1, 2, 3] and rhs [3, 4]");
+  EXPECT_EQ(msg(matmul({2, 2, 3}, {5, 3, 4}, false, false, &out)),
+            "expects equal batch dimensions, got lhs [2, 2, 3] and rhs "
+            "[5, 3, 4]");
+  EXPECT_EQ(msg(matmul({2, 3}, {4, 3}, false, false, &out)),
+            "contracting dimensions differ: lhs [2, 3] has K = 3, rhs [4, 3] "
+            "has K = 4");
+  EXPECT_EQ(msg(matmul({2, 3}, {4, 3}, true, false, &out)),
+            "contracting dimensions differ: lhs [2, 3] (transposed) has K = "
+            "2, rhs [4, 3] has K = 4");
+}
+
+TEST(Shapes, Concat) {
+  Dims out;
+  ASSERT_TRUE(concat({{2, 3}, {2, 5}}, 1, &out));
+  EXPECT_EQ(out, (Dims{2, 8}));
+  ASSERT_TRUE(concat({{0, 3}, {4, 3}}, 0, &out));
+  EXPECT_EQ(out, (Dims{4, 3}));
+  EXPECT_EQ(msg(concat({}, 0, &out)), "expects at least one input");
+  EXPECT_EQ(msg(concat({{2, 3}}, 2, &out)),
+            "axis 2 is out of range for rank 2");
+  EXPECT_EQ(msg(concat({{2, 3}, {2, 3}}, -1, &out)),
+            "axis -1 is out of range for rank 2");
+  EXPECT_EQ(msg(concat({{2, 3}, {2}}, 1, &out)),
+            "input 1 has rank 1, expected 2");
+  EXPECT_EQ(msg(concat({{2, 3}, {4, 3}}, 1, &out)),
+            "input 1 [4, 3] differs from input 0 [2, 3] in dimension 0, "
+            "which is not the axis");
+  EXPECT_EQ(msg(concat({{INT64_MAX}, {1}}, 0, &out)),
+            "the sizes along axis 0 overflow");
+}
+
+TEST(Shapes, Slice) {
+  Dims out;
+  // ceil((limit - start) / stride): 4 of [0, 7) by 2, 1 of [1, 2).
+  ASSERT_TRUE(slice({7, 3}, {0, 1}, {7, 2}, {2, 1}, &out));
+  EXPECT_EQ(out, (Dims{4, 1}));
+  ASSERT_TRUE(slice({4}, {4}, {4}, {1}, &out));
+  EXPECT_EQ(out, (Dims{0}));
+  EXPECT_EQ(msg(slice({4, 4}, {0}, {1, 1}, {1, 1}, &out)),
+            "start, limit and strides need 2 entries (the input rank), got "
+            "1, 2 and 2");
+  EXPECT_EQ(msg(slice({4}, {0}, {4}, {0}, &out)),
+            "stride 0 in dimension 0 must be >= 1");
+  EXPECT_EQ(msg(slice({4}, {-1}, {4}, {1}, &out)),
+            "dimension 0 of size 4 cannot be sliced from -1 to 4 (needs 0 <= "
+            "start <= limit <= size)");
+  EXPECT_EQ(msg(slice({4}, {3}, {2}, {1}, &out)),
+            "dimension 0 of size 4 cannot be sliced from 3 to 2 (needs 0 <= "
+            "start <= limit <= size)");
+  EXPECT_EQ(msg(slice({4}, {0}, {5}, {1}, &out)),
+            "dimension 0 of size 4 cannot be sliced from 0 to 5 (needs 0 <= "
+            "start <= limit <= size)");
+  // No overflow in the count.
+  ASSERT_TRUE(slice({INT64_MAX}, {0}, {INT64_MAX}, {INT64_MAX}, &out));
+  EXPECT_EQ(out, (Dims{1}));
+}
+
+TEST(Shapes, Gather) {
+  Dims out;
+  ASSERT_TRUE(gather({10, 4}, {2, 3}, 0, &out));
+  EXPECT_EQ(out, (Dims{2, 3, 4}));
+  ASSERT_TRUE(gather({10, 4, 5}, {}, 1, &out));
+  EXPECT_EQ(out, (Dims{10, 5}));
+  EXPECT_EQ(msg(gather({10, 4}, {2}, 2, &out)),
+            "axis 2 is out of range for rank 2");
+  EXPECT_EQ(msg(gather({10, 4}, {2}, -1, &out)),
+            "axis -1 is out of range for rank 2");
+}
+
+TEST(Shapes, Pad) {
+  Dims out;
+  ASSERT_TRUE(pad({2, 3}, {0, 1}, {1, 2}, &out));
+  EXPECT_EQ(out, (Dims{3, 6}));
+  EXPECT_EQ(msg(pad({2, 3}, {0}, {1, 2}, &out)),
+            "low and high need 2 entries (the input rank), got 1 and 2");
+  EXPECT_EQ(msg(pad({2, 3}, {0, -1}, {0, 0}, &out)),
+            "padding of dimension 1 is negative (low -1, high 0)");
+  EXPECT_EQ(msg(pad({2}, {INT64_MAX}, {0}, &out)),
+            "padding of dimension 0 overflows (size 2, low "
+            "9223372036854775807, high 0)");
+}
+
+TEST(Shapes, Conv2d) {
+  Dims out;
+  // ResNet stem: 224 -> (224 + 6 - 7) / 2 + 1 = 112.
+  ASSERT_TRUE(conv2d({1, 3, 224, 224}, {64, 3, 7, 7}, {2, 2}, {3, 3, 3, 3},
+                     {1, 1}, 1, &out));
+  EXPECT_EQ(out, (Dims{1, 64, 112, 112}));
+  // Grouped, dilated, asymmetric: H (9 + 1 - 5) / 1 + 1 = 6, W 8 - 3 + 1.
+  ASSERT_TRUE(conv2d({2, 4, 9, 8}, {6, 2, 3, 3}, {1, 1}, {1, 0, 0, 0},
+                     {2, 1}, 2, &out));
+  EXPECT_EQ(out, (Dims{2, 6, 6, 6}));
+  EXPECT_EQ(msg(conv2d({3, 8, 8}, {4, 3, 3, 3}, {1, 1}, {0, 0, 0, 0}, {1, 1},
+                       1, &out)),
+            "expects input [N, C, H, W] and weight [O, C/groups, KH, KW], "
+            "got [3, 8, 8] and [4, 3, 3, 3]");
+  EXPECT_EQ(msg(conv2d({1, 3, 8, 8}, {4, 3, 3, 3}, {1}, {0, 0, 0, 0}, {1, 1},
+                       1, &out)),
+            "expects strides and dilation [h, w] and padding [top, left, "
+            "bottom, right], got [1], [1, 1] and [0, 0, 0, 0]");
+  EXPECT_EQ(msg(conv2d({1, 3, 8, 8}, {4, 3, 3, 3}, {0, 1}, {0, 0, 0, 0},
+                       {1, 1}, 1, &out)),
+            "strides [0, 1] must be >= 1");
+  EXPECT_EQ(msg(conv2d({1, 3, 8, 8}, {4, 3, 3, 3}, {1, 1}, {0, 0, 0, 0},
+                       {1, 0}, 1, &out)),
+            "dilation [1, 0] must be >= 1");
+  EXPECT_EQ(msg(conv2d({1, 3, 8, 8}, {4, 3, 3, 3}, {1, 1}, {0, -1, 0, 0},
+                       {1, 1}, 1, &out)),
+            "padding [0, -1, 0, 0] must be >= 0");
+  EXPECT_EQ(msg(conv2d({1, 4, 8, 8}, {6, 1, 3, 3}, {1, 1}, {0, 0, 0, 0},
+                       {1, 1}, 3, &out)),
+            "groups 3 must divide the input channels 4 and the output "
+            "channels 6");
+  EXPECT_EQ(msg(conv2d({1, 4, 8, 8}, {6, 1, 3, 3}, {1, 1}, {0, 0, 0, 0},
+                       {1, 1}, 2, &out)),
+            "weight [6, 1, 3, 3] expects 2 input channels (1 per group x 2 "
+            "groups), input [1, 4, 8, 8] has 4");
+  EXPECT_EQ(msg(conv2d({1, 3, 2, 2}, {4, 3, 3, 3}, {1, 1}, {0, 0, 0, 0},
+                       {1, 1}, 1, &out)),
+            "the kernel [3, 3] does not fit the padded input [1, 3, 2, 2]");
+  // Attributes straight from a file: no overflow.
+  EXPECT_EQ(msg(conv2d({1, 3, 8, 8}, {4, 3, 3, 3}, {1, 1}, {0, 0, 0, 0},
+                       {INT64_MAX, 1}, 1, &out)),
+            "the kernel [3, 3] does not fit the padded input [1, 3, 8, 8]");
+}
+
+TEST(Shapes, PooledSizeFollowsPyTorch) {
+  // 7 -> kernel 3, stride 2: floor 3, ceil 3; 8 -> floor 3, ceil 4.
+  EXPECT_EQ(pooledSize(7, 3, 2, 0, 0, 1, false), 3);
+  EXPECT_EQ(pooledSize(7, 3, 2, 0, 0, 1, true), 3);
+  EXPECT_EQ(pooledSize(8, 3, 2, 0, 0, 1, false), 3);
+  EXPECT_EQ(pooledSize(8, 3, 2, 0, 0, 1, true), 4);
+  // Ceil mode drops a window that would start in the trailing padding:
+  // 5, kernel 2, stride 2, padding 1: floor 3, ceil 4 -> 3.
+  EXPECT_EQ(pooledSize(5, 2, 2, 1, 1, 1, true), 3);
+  EXPECT_EQ(pooledSize(6, 2, 2, 1, 1, 1, true), 4);
+  // Dilation 2: the window spans 5.
+  EXPECT_EQ(pooledSize(9, 3, 1, 0, 0, 2, false), 5);
+  // Does not fit: 0.
+  EXPECT_EQ(pooledSize(2, 3, 1, 0, 0, 1, false), 0);
+  EXPECT_EQ(pooledSize(INT64_MAX, 1, 1, INT64_MAX, INT64_MAX, 1, false),
+            INT64_MAX);
+}
+
+TEST(Shapes, Pool2d) {
+  Dims out;
+  // ResNet: 112, kernel 3, stride 2, padding 1 -> 56.
+  ASSERT_TRUE(pool2d({1, 64, 112, 112}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1},
+                     false, &out));
+  EXPECT_EQ(out, (Dims{1, 64, 56, 56}));
+  ASSERT_TRUE(pool2d({1, 2, 8, 8}, {3, 3}, {2, 2}, {0, 0, 0, 0}, {1, 1}, true,
+                     &out));
+  EXPECT_EQ(out, (Dims{1, 2, 4, 4}));
+  // PyTorch bounds the padding by half the dilated kernel: kernel 2,
+  // dilation 2 spans 3, so padding 1 is fine.
+  ASSERT_TRUE(pool2d({1, 1, 6, 6}, {2, 2}, {1, 1}, {1, 1, 1, 1}, {2, 2},
+                     false, &out));
+  EXPECT_EQ(out, (Dims{1, 1, 6, 6}));
+  EXPECT_EQ(msg(pool2d({2, 8, 8}, {2, 2}, {1, 1}, {0, 0, 0, 0}, {1, 1}, false,
+                       &out)),
+            "expects input [N, C, H, W], got [2, 8, 8]");
+  EXPECT_EQ(msg(pool2d({1, 1, 8, 8}, {2}, {1, 1}, {0, 0, 0, 0}, {1, 1}, false,
+                       &out)),
+            "kernel [2] must be [h, w] with sizes >= 1");
+  EXPECT_EQ(msg(pool2d({1, 1, 8, 8}, {2, 0}, {1, 1}, {0, 0, 0, 0}, {1, 1},
+                       false, &out)),
+            "kernel [2, 0] must be [h, w] with sizes >= 1");
+  EXPECT_EQ(msg(pool2d({1, 1, 8, 8}, {2, 2}, {0, 1}, {0, 0, 0, 0}, {1, 1},
+                       false, &out)),
+            "strides [0, 1] must be >= 1");
+  EXPECT_EQ(msg(pool2d({1, 1, 8, 8}, {2, 2}, {1, 1}, {2, 2, 2, 2}, {1, 1},
+                       false, &out)),
+            "padding [2, 2, 2, 2] must be at most half the kernel [2, 2]");
+  EXPECT_EQ(msg(pool2d({1, 1, 8, 8}, {2, 2}, {1, 1}, {2, 0, 0, 0}, {2, 2},
+                       false, &out)),
+            "padding [2, 0, 0, 0] must be at most half the dilated kernel "
+            "[2, 2] (dilation [2, 2])");
+  EXPECT_EQ(msg(pool2d({1, 4, 2, 2}, {3, 3}, {1, 1}, {0, 0, 0, 0}, {1, 1},
+                       false, &out)),
+            "the window [3, 3] does not fit the padded input [1, 4, 2, 2]");
+}
+
+// The drift the library ended: the verifier used to take axes in
+// [-rank, rank) where the dialect (and now the rule) takes [0, rank).
+TEST(Shapes, VerifierRefusesANegativeAxisLikeTheDialect) {
+  codegen::Plan p;
+  auto buf = [&](const char *name, rt::Shape shape) {
+    codegen::PlanBuffer b;
+    b.name = name;
+    b.dtype = rt::DType::F32;
+    b.shape = std::move(shape);
+    p.buffers.push_back(b);
+    return uint32_t(p.buffers.size() - 1);
+  };
+  uint32_t a = buf("a", {2, 3}), b = buf("b", {2, 5}), c = buf("c", {2, 8});
+  codegen::PlanStep &s =
+      test::addStep(p, rt::OpId::Concat, {a, b}, c, "model.py:1");
+  p.entry = "cat";
+  p.inputs = {{"a", a}, {"b", b}};
+  p.outputs = {{"c", c}};
+  ASSERT_TRUE(codegen::planMemory(p));
+  auto verify = [&](int64_t axis) {
+    test::eraseAttr(s, "axis");
+    test::setInt(s, "axis", axis);
+    std::vector<uint8_t> bytes;
+    Status w = codegen::writeArtifactToBytes(p, &bytes);
+    if (!w)
+      return w;
+    std::unique_ptr<rt::Model> model;
+    return rt::Model::loadMemory(bytes.data(), bytes.size(), "cat.mcpk",
+                                 &model);
+  };
+  // The same shape as the rule gives.
+  Dims expect;
+  ASSERT_TRUE(concat({{2, 3}, {2, 5}}, 1, &expect));
+  EXPECT_EQ(expect, (Dims{2, 8}));
+  EXPECT_TRUE(verify(1)) << msg(verify(1));
+  Status st = verify(-1);
+  ASSERT_FALSE(st);
+  // The writer runs the verifier on what it writes.
+  EXPECT_NE(st.message().find("step 0 (mc.concat at model.py:1): "
+                              "output buffer 2 'c' f32[2, 8]: axis -1 is out "
+                              "of range for rank 2"),
+            std::string::npos)
+      << st.message();
+}
+
+} // namespace
