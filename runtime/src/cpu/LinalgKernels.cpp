@@ -11,6 +11,22 @@ int64_t at(const std::vector<int64_t>& v, size_t i, int64_t dflt) {
   return i < v.size() ? v[i] : dflt;
 }
 
+/// The strides [h, w], padding [top, left, bottom, right] and dilation
+/// [h, w] that conv2d and the pools share.
+template <class Params> void readWindow(const OpAttrs& attrs, Params& p) {
+  std::vector<int64_t> s = attrs.getInts("strides"),
+                       pad = attrs.getInts("padding"),
+                       d = attrs.getInts("dilation");
+  p.strideH = at(s, 0, 1);
+  p.strideW = at(s, 1, 1);
+  p.padTop = at(pad, 0, 0);
+  p.padLeft = at(pad, 1, 0);
+  p.padBottom = at(pad, 2, 0);
+  p.padRight = at(pad, 3, 0);
+  p.dilationH = at(d, 0, 1);
+  p.dilationW = at(d, 1, 1);
+}
+
 Status matmulKernel(const KernelRequest& r, BoundKernel* out, size_t*) {
   *out = [ta = r.attrs.getBool("transpose_a"),
           tb = r.attrs.getBool("transpose_b"), a = r.inputs[0],
@@ -22,18 +38,8 @@ Status matmulKernel(const KernelRequest& r, BoundKernel* out, size_t*) {
 
 Status conv2dKernel(const KernelRequest& r, BoundKernel* out,
                     size_t* workspaceBytes) {
-  std::vector<int64_t> s = r.attrs.getInts("strides"),
-                       p = r.attrs.getInts("padding"),
-                       d = r.attrs.getInts("dilation");
   Conv2dParams c;
-  c.strideH = at(s, 0, 1);
-  c.strideW = at(s, 1, 1);
-  c.padTop = at(p, 0, 0);
-  c.padLeft = at(p, 1, 0);
-  c.padBottom = at(p, 2, 0);
-  c.padRight = at(p, 3, 0);
-  c.dilationH = at(d, 0, 1);
-  c.dilationW = at(d, 1, 1);
+  readWindow(r.attrs, c);
   c.groups = r.attrs.getInt("groups", 1);
   size_t floats = conv2dWorkspaceSize(r.inputs[0].shape, r.inputs[1].shape,
                                       r.output.shape, c);
@@ -46,20 +52,11 @@ Status conv2dKernel(const KernelRequest& r, BoundKernel* out,
 }
 
 Pool2dParams poolParams(const OpAttrs& attrs) {
-  std::vector<int64_t> k = attrs.getInts("kernel"), s = attrs.getInts("strides"),
-                       p = attrs.getInts("padding"),
-                       d = attrs.getInts("dilation");
+  std::vector<int64_t> k = attrs.getInts("kernel");
   Pool2dParams q;
   q.kernelH = at(k, 0, 1);
   q.kernelW = at(k, 1, 1);
-  q.strideH = at(s, 0, 1);
-  q.strideW = at(s, 1, 1);
-  q.padTop = at(p, 0, 0);
-  q.padLeft = at(p, 1, 0);
-  q.padBottom = at(p, 2, 0);
-  q.padRight = at(p, 3, 0);
-  q.dilationH = at(d, 0, 1);
-  q.dilationW = at(d, 1, 1);
+  readWindow(attrs, q);
   return q;
 }
 
