@@ -8,6 +8,7 @@
 
 #include "modelc/fileio.h"
 #include "modelc/labels.h"
+#include "modelc/device.h"
 #include "modelc/model.h"
 #include "modelc/npy.h"
 
@@ -39,6 +40,7 @@ const char kTrainUsage[] =
     "--epochs E\n"
     "         [--checkpoint DIR] [--checkpoint-every N] [--resume]\n"
     "         [--shuffle SEED] [--log-csv FILE] [--plot FILE.svg] [--quiet]\n"
+    "         [--device cpu|cuda[:N]|auto]\n"
     "\n"
     "Trains with a compiled training step: each input of the artifact is one\n"
     "batch (leading dimension B) cut from the --data file of that name (N\n"
@@ -57,6 +59,7 @@ const char kCheckpointFile[] = "checkpoint.mcst";
 
 struct Options {
   std::string model;
+  std::string device = "auto"; // --device
   std::vector<std::pair<std::string, std::string>> data;
   long long batch = 0, epochs = 0, checkpointEvery = 0;
   std::string checkpointDir, csv, plot;
@@ -382,7 +385,9 @@ Status Trainer::setup() {
   Status st = rt::Model::loadFile(opt_.model, &model_);
   if (!st)
     return st;
-  MC_RETURN_IF_ERROR(rt::Session::create(*model_, &session_));
+  std::unique_ptr<rt::Device> device;
+  MC_RETURN_IF_ERROR(rt::createDevice(opt_.device, &device));
+  MC_RETURN_IF_ERROR(rt::Session::create(*model_, std::move(device), &session_));
   const auto &outs = model_->outputs();
   if (outs.empty())
     return Status::error(opt_.model +
@@ -726,10 +731,12 @@ int Trainer::run() {
         return fail(tool_, "step " + std::to_string(global_ + 1) + ": " +
                                st.message());
       }
-      const void *out;
-      size_t bytes;
-      (void)session_->output(0, &out, &bytes);
-      double loss = floatAt(model_->outputs()[0].dtype, out);
+      // The loss, copied out (works on every device).
+      uint8_t out[8] = {};
+      const rt::TensorInfo &lossInfo = model_->outputs()[0];
+      if (lossInfo.byteSize <= sizeof(out))
+        (void)session_->copyOutput(0, out, lossInfo.byteSize);
+      double loss = floatAt(lossInfo.dtype, out);
       ++step_;
       ++global_;
       ++epochSteps_;
@@ -886,6 +893,8 @@ int trainMain(int argc, char **argv) {
         opt.shuffle = true;
       } else if (value("--log-csv")) {
         opt.csv = v;
+      } else if (value("--device")) {
+        opt.device = v;
       } else if (value("--plot")) {
         opt.plot = v;
       } else if (a == "--resume") {
