@@ -176,6 +176,16 @@ Status Verifier::checkAttrs(OpId op, const fb::Step &step,
   return Status::ok();
 }
 
+// The runtime's element types are the schema's, value for value (the loader
+// casts one to the other).
+static_assert(uint8_t(fb::DType::F32) == uint8_t(DType::F32) &&
+                  uint8_t(fb::DType::F16) == uint8_t(DType::F16) &&
+                  uint8_t(fb::DType::BF16) == uint8_t(DType::BF16) &&
+                  uint8_t(fb::DType::I32) == uint8_t(DType::I32) &&
+                  uint8_t(fb::DType::I64) == uint8_t(DType::I64) &&
+                  uint8_t(fb::DType::I1) == uint8_t(DType::I1) &&
+                  uint8_t(fb::DType::MAX) == uint8_t(DType::I1),
+              "the schema's DType and the runtime's are one encoding");
 static_assert(uint8_t(fb::AttrKind::Bool) == uint8_t(AttrKind::Bool) &&
                   uint8_t(fb::AttrKind::Int) == uint8_t(AttrKind::Int) &&
                   uint8_t(fb::AttrKind::Float) == uint8_t(AttrKind::Float) &&

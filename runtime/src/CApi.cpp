@@ -24,6 +24,15 @@ struct mc_session_s {
   std::unique_ptr<Session> session;
 };
 
+// The C API's element types are the runtime's, value for value.
+static_assert(int(MC_DTYPE_F32) == int(mc::rt::DType::F32) &&
+                  int(MC_DTYPE_F16) == int(mc::rt::DType::F16) &&
+                  int(MC_DTYPE_BF16) == int(mc::rt::DType::BF16) &&
+                  int(MC_DTYPE_I32) == int(mc::rt::DType::I32) &&
+                  int(MC_DTYPE_I64) == int(mc::rt::DType::I64) &&
+                  int(MC_DTYPE_I1) == int(mc::rt::DType::I1),
+              "mc_dtype_t and rt::DType are one encoding");
+
 namespace {
 
 mc_status_t toC(const Status &s) {
