@@ -2,6 +2,7 @@
 // zero padding, 64-byte aligned data section, trailer with the table CRC.
 #include "codegen/ArtifactWriter.h"
 #include "codegen/MemoryPlanner.h"
+#include "modelc/fileio.h"
 #include "modelc/model.h"
 
 #include <cerrno>
@@ -211,44 +212,7 @@ Status writeArtifact(const Plan &plan, const std::string &path,
                      const WriteOptions &options) {
   std::vector<uint8_t> bytes;
   MC_RETURN_IF_ERROR(writeArtifactToBytes(plan, &bytes, options));
-  // Same directory as the target, so rename() is atomic.
-  std::string tmp = path + ".tmp.XXXXXX";
-  int fd = ::mkstemp(tmp.data());
-  if (fd < 0)
-    return Status::error(
-        path + ": cannot create a temporary file: " + std::strerror(errno));
-  auto failWith = [&](const char *what) {
-    std::string msg = path + ": " + what + ": " + std::strerror(errno);
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return Status::error(msg);
-  };
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + done,
-                        std::min<size_t>(bytes.size() - done, 1u << 30));
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return failWith("write failed");
-    done += size_t(n);
-  }
-  mode_t mask = ::umask(0);
-  ::umask(mask);
-  if (::fchmod(fd, 0666 & ~mask) != 0)
-    return failWith("chmod failed");
-  if (::fsync(fd) != 0)
-    return failWith("fsync failed");
-  if (::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    return Status::error(path + ": close failed: " + std::strerror(errno));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::string msg = path + ": rename failed: " + std::strerror(errno);
-    ::unlink(tmp.c_str());
-    return Status::error(msg);
-  }
-  return Status::ok();
+  return rt::writeFileAtomically(path, bytes.data(), bytes.size());
 }
 
 } // namespace mc::codegen

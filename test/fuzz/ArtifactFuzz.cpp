@@ -1,0 +1,62 @@
+// libFuzzer target: the artifact loader and verifier, then a session and a
+// run of whatever it accepts (what modelc-run does with a file). Whatever
+// the bytes, loading returns a status; an accepted artifact creates a
+// session (every step has a kernel) and runs without crashing. The seeds'
+// table checksums are repaired before loading, half the time, so mutations
+// get past the CRC to the semantic checks. Run by scripts/fuzz.
+#include "modelc/model.h"
+
+#include <zlib.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+/// Rewrites the trailer's CRC-32 of the size prefix and table (layout in
+/// docs/artifact-format.md), so a mutant reaches the semantic checks.
+void repairTableCrc(std::vector<uint8_t> &b) {
+  if (b.size() < 4 + 16)
+    return;
+  uint32_t n = uint32_t(b[0]) | uint32_t(b[1]) << 8 | uint32_t(b[2]) << 16 |
+               uint32_t(b[3]) << 24;
+  if (uint64_t(n) + 4 > b.size() - 16)
+    return;
+  uint32_t crc = uint32_t(::crc32(::crc32(0, nullptr, 0), b.data(), n + 4));
+  uint8_t *t = b.data() + b.size() - 16;
+  for (int i = 0; i < 4; ++i)
+    t[i] = uint8_t(crc >> (8 * i));
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  using namespace mc::rt;
+  if (size == 0)
+    return 0;
+  // The first byte picks whether the checksum is repaired.
+  bool repair = data[0] & 1;
+  std::vector<uint8_t> bytes(data + 1, data + size);
+  if (repair)
+    repairTableCrc(bytes);
+  std::unique_ptr<Model> model;
+  if (!Model::loadMemory(bytes.data(), bytes.size(), "fuzz.mcpk", &model))
+    return 0;
+  // Keep each execution small: big arenas are legal but slow to fill.
+  if (model->table().arena_size() > (64u << 20) ||
+      model->stateSize() > (64u << 20))
+    return 0;
+  std::unique_ptr<Session> s;
+  if (!Session::create(*model, &s))
+    std::abort(); // an accepted artifact has a kernel for every step
+  for (size_t k = 0; k < model->inputs().size(); ++k) {
+    const TensorInfo &info = model->inputs()[k];
+    std::vector<uint8_t> zeros(info.byteSize);
+    if (!s->setInput(k, info.dtype, info.shape, zeros.data(), zeros.size()))
+      std::abort(); // the signature's own shapes are accepted
+  }
+  (void)s->run(); // may fail (e.g. a gather index), never crash
+  return 0;
+}
