@@ -59,7 +59,7 @@ Shape broadcastShape(const char* op, const Shape& a, const Shape& b) {
   return out;
 }
 
-Tensor binaryOp(OpKind kind, rt::BinaryOp op, const char* name, Tensor a,
+Tensor binaryOp(OpKind kind, rt::OpId op, const char* name, Tensor a,
                 Tensor b) {
   requireDefined(name, a);
   requireDefined(name, b);
@@ -80,7 +80,7 @@ Tensor binaryOp(OpKind kind, rt::BinaryOp op, const char* name, Tensor a,
   return out;
 }
 
-Tensor unaryOp(OpKind kind, rt::UnaryOp op, const char* name,
+Tensor unaryOp(OpKind kind, rt::OpId op, const char* name,
                const Tensor& a) {
   requireDefined(name, a);
   Tensor out = Tensor::empty(a.shape(), a.dtype());
@@ -89,7 +89,7 @@ Tensor unaryOp(OpKind kind, rt::UnaryOp op, const char* name,
   return out;
 }
 
-Tensor reduceOp(OpKind kind, rt::ReduceOp op, const char* name,
+Tensor reduceOp(OpKind kind, rt::OpId op, const char* name,
                 const Tensor& a, const std::vector<int64_t>& dims,
                 bool keepdim) {
   requireDefined(name, a);
@@ -116,41 +116,41 @@ Tensor scalarLike(const Tensor& a, double s) {
 } // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  return binaryOp(OpKind::Add, rt::BinaryOp::Add, "add", a, b);
+  return binaryOp(OpKind::Add, rt::OpId::Add, "add", a, b);
 }
 Tensor sub(const Tensor& a, const Tensor& b) {
-  return binaryOp(OpKind::Sub, rt::BinaryOp::Sub, "sub", a, b);
+  return binaryOp(OpKind::Sub, rt::OpId::Sub, "sub", a, b);
 }
 Tensor mul(const Tensor& a, const Tensor& b) {
-  return binaryOp(OpKind::Mul, rt::BinaryOp::Mul, "mul", a, b);
+  return binaryOp(OpKind::Mul, rt::OpId::Mul, "mul", a, b);
 }
 Tensor div(const Tensor& a, const Tensor& b) {
-  return binaryOp(OpKind::Div, rt::BinaryOp::Div, "div", a, b);
+  return binaryOp(OpKind::Div, rt::OpId::Div, "div", a, b);
 }
 Tensor maximum(const Tensor& a, const Tensor& b) {
-  return binaryOp(OpKind::Maximum, rt::BinaryOp::Maximum, "maximum", a, b);
+  return binaryOp(OpKind::Maximum, rt::OpId::Maximum, "maximum", a, b);
 }
 
 Tensor neg(const Tensor& a) {
-  return unaryOp(OpKind::Neg, rt::UnaryOp::Neg, "neg", a);
+  return unaryOp(OpKind::Neg, rt::OpId::Neg, "neg", a);
 }
 Tensor exp(const Tensor& a) {
-  return unaryOp(OpKind::Exp, rt::UnaryOp::Exp, "exp", a);
+  return unaryOp(OpKind::Exp, rt::OpId::Exp, "exp", a);
 }
 Tensor log(const Tensor& a) {
-  return unaryOp(OpKind::Log, rt::UnaryOp::Log, "log", a);
+  return unaryOp(OpKind::Log, rt::OpId::Log, "log", a);
 }
 Tensor tanh(const Tensor& a) {
-  return unaryOp(OpKind::Tanh, rt::UnaryOp::Tanh, "tanh", a);
+  return unaryOp(OpKind::Tanh, rt::OpId::Tanh, "tanh", a);
 }
 Tensor sigmoid(const Tensor& a) {
-  return unaryOp(OpKind::Sigmoid, rt::UnaryOp::Sigmoid, "sigmoid", a);
+  return unaryOp(OpKind::Sigmoid, rt::OpId::Sigmoid, "sigmoid", a);
 }
 Tensor relu(const Tensor& a) {
-  return unaryOp(OpKind::Relu, rt::UnaryOp::Relu, "relu", a);
+  return unaryOp(OpKind::Relu, rt::OpId::Relu, "relu", a);
 }
 Tensor sqrt(const Tensor& a) {
-  return unaryOp(OpKind::Sqrt, rt::UnaryOp::Sqrt, "sqrt", a);
+  return unaryOp(OpKind::Sqrt, rt::OpId::Sqrt, "sqrt", a);
 }
 
 Tensor operator+(const Tensor& a, double s) { return add(a, scalarLike(a, s)); }
@@ -272,15 +272,15 @@ Tensor transpose(const Tensor& a, const std::vector<int64_t>& permutation) {
 }
 
 Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
-  return reduceOp(OpKind::ReduceSum, rt::ReduceOp::Sum, "sum", a, dims,
+  return reduceOp(OpKind::ReduceSum, rt::OpId::ReduceSum, "sum", a, dims,
                   keepdim);
 }
 Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
-  return reduceOp(OpKind::ReduceMean, rt::ReduceOp::Mean, "mean", a, dims,
+  return reduceOp(OpKind::ReduceMean, rt::OpId::ReduceMean, "mean", a, dims,
                   keepdim);
 }
 Tensor amax(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
-  return reduceOp(OpKind::ReduceMax, rt::ReduceOp::Max, "amax", a, dims,
+  return reduceOp(OpKind::ReduceMax, rt::OpId::ReduceMax, "amax", a, dims,
                   keepdim);
 }
 
@@ -328,11 +328,11 @@ double relativeError(const Tensor& a, const Tensor& b) {
 namespace mc {
 namespace {
 
-Tensor unaryRecorded(OpKind kind, rt::UnaryOp op, const char* name,
+Tensor unaryRecorded(OpKind kind, rt::OpId op, const char* name,
                      const Tensor& a, bool tanh = false) {
   requireDefined(name, a);
   Tensor out = Tensor::empty(a.shape(), a.dtype());
-  check(rt::unary(op, a.view(), out.mutView()));
+  check(rt::unary(op, a.view(), out.mutView(), tanh));
   OpRecord r{kind, {a}, out};
   r.tanhApproximation = tanh;
   emit(std::move(r));
@@ -401,25 +401,23 @@ std::vector<int64_t> expectPadding(const char* name, std::vector<int64_t> p) {
 } // namespace
 
 Tensor abs(const Tensor& a) {
-  return unaryRecorded(OpKind::Abs, rt::UnaryOp::Abs, "abs", a);
+  return unaryRecorded(OpKind::Abs, rt::OpId::Abs, "abs", a);
 }
 Tensor erf(const Tensor& a) {
-  return unaryRecorded(OpKind::Erf, rt::UnaryOp::Erf, "erf", a);
+  return unaryRecorded(OpKind::Erf, rt::OpId::Erf, "erf", a);
 }
 Tensor gelu(const Tensor& a, bool tanhApproximation) {
-  return unaryRecorded(OpKind::Gelu,
-                       tanhApproximation ? rt::UnaryOp::GeluTanh
-                                         : rt::UnaryOp::Gelu,
-                       "gelu", a, tanhApproximation);
+  return unaryRecorded(OpKind::Gelu, rt::OpId::Gelu, "gelu", a,
+                       tanhApproximation);
 }
 Tensor logicalNot(const Tensor& a) {
-  return unaryRecorded(OpKind::Not, rt::UnaryOp::Not, "logical_not", a);
+  return unaryRecorded(OpKind::Not, rt::OpId::Not, "logical_not", a);
 }
 Tensor pow(const Tensor& a, const Tensor& b) {
-  return binaryOp(OpKind::Pow, rt::BinaryOp::Pow, "pow", a, b);
+  return binaryOp(OpKind::Pow, rt::OpId::Pow, "pow", a, b);
 }
 Tensor minimum(const Tensor& a, const Tensor& b) {
-  return binaryOp(OpKind::Minimum, rt::BinaryOp::Minimum, "minimum", a, b);
+  return binaryOp(OpKind::Minimum, rt::OpId::Minimum, "minimum", a, b);
 }
 
 Tensor clamp(const Tensor& a, double lo, double hi) {
@@ -488,7 +486,7 @@ Tensor logSoftmax(const Tensor& a, int64_t axis) {
 }
 
 Tensor amin(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
-  return reduceOp(OpKind::ReduceMin, rt::ReduceOp::Min, "amin", a, dims,
+  return reduceOp(OpKind::ReduceMin, rt::OpId::ReduceMin, "amin", a, dims,
                   keepdim);
 }
 

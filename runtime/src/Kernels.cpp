@@ -24,68 +24,77 @@ using detail::unsupportedDType;
 
 namespace {
 
-const char *unaryName(UnaryOp op) {
+/// The kernel's name for `op`, or nullptr when unary() does not implement it.
+const char *unaryName(OpId op, bool tanhApproximation) {
   switch (op) {
-  case UnaryOp::Neg:
+  case OpId::Neg:
     return "neg";
-  case UnaryOp::Exp:
+  case OpId::Exp:
     return "exp";
-  case UnaryOp::Log:
+  case OpId::Log:
     return "log";
-  case UnaryOp::Tanh:
+  case OpId::Tanh:
     return "tanh";
-  case UnaryOp::Sigmoid:
+  case OpId::Sigmoid:
     return "sigmoid";
-  case UnaryOp::Relu:
+  case OpId::Relu:
     return "relu";
-  case UnaryOp::Sqrt:
+  case OpId::Sqrt:
     return "sqrt";
-  case UnaryOp::Abs:
+  case OpId::Abs:
     return "abs";
-  case UnaryOp::Erf:
+  case OpId::Erf:
     return "erf";
-  case UnaryOp::Gelu:
-    return "gelu";
-  case UnaryOp::GeluTanh:
-    return "gelu_tanh";
-  case UnaryOp::Not:
+  case OpId::Gelu:
+    return tanhApproximation ? "gelu_tanh" : "gelu";
+  case OpId::Not:
     return "not";
+  default:
+    return nullptr;
   }
-  return "unary";
 }
 
-const char *binaryName(BinaryOp op) {
+/// The kernel's name for `op`, or nullptr when binary() does not implement it.
+const char *binaryName(OpId op) {
   switch (op) {
-  case BinaryOp::Add:
+  case OpId::Add:
     return "add";
-  case BinaryOp::Sub:
+  case OpId::Sub:
     return "sub";
-  case BinaryOp::Mul:
+  case OpId::Mul:
     return "mul";
-  case BinaryOp::Div:
+  case OpId::Div:
     return "div";
-  case BinaryOp::Maximum:
+  case OpId::Maximum:
     return "maximum";
-  case BinaryOp::Pow:
+  case OpId::Pow:
     return "pow";
-  case BinaryOp::Minimum:
+  case OpId::Minimum:
     return "minimum";
+  default:
+    return nullptr;
   }
-  return "binary";
 }
 
-const char *reduceName(ReduceOp op) {
+/// The kernel's name for `op`, or nullptr when reduce() does not implement it.
+const char *reduceName(OpId op) {
   switch (op) {
-  case ReduceOp::Sum:
+  case OpId::ReduceSum:
     return "reduce_sum";
-  case ReduceOp::Mean:
+  case OpId::ReduceMean:
     return "reduce_mean";
-  case ReduceOp::Max:
+  case OpId::ReduceMax:
     return "reduce_max";
-  case ReduceOp::Min:
+  case OpId::ReduceMin:
     return "reduce_min";
+  default:
+    return nullptr;
   }
-  return "reduce";
+}
+
+Status unimplementedOp(const char *kernel, OpId op) {
+  return Status::error(std::string(kernel) + ": op '" + opName(op) +
+                       "' is not implemented by this kernel");
 }
 
 /// y = f(x) elementwise, split among threads when large.
@@ -111,31 +120,32 @@ void vecMap(const ConstTensor &a, const MutTensor &out, int64_t grain, L loop) {
 }
 
 template <typename T>
-Status unaryInt(UnaryOp op, const ConstTensor &a, const MutTensor &out) {
+Status unaryInt(OpId op, const ConstTensor &a, const MutTensor &out,
+                bool tanhApproximation) {
   using U = std::make_unsigned_t<T>;
   const T *x = static_cast<const T *>(a.data);
   T *y = static_cast<T *>(out.data);
   int64_t n = numElements(a.shape);
-  if (op == UnaryOp::Neg) {
+  if (op == OpId::Neg) {
     // Two's complement wrap (no UB on the minimum value).
     for (int64_t i = 0; i < n; ++i)
       y[i] = T(U(0) - U(x[i]));
-  } else if (op == UnaryOp::Relu) {
+  } else if (op == OpId::Relu) {
     for (int64_t i = 0; i < n; ++i)
       y[i] = x[i] < 0 ? T(0) : x[i];
-  } else if (op == UnaryOp::Abs) {
+  } else if (op == OpId::Abs) {
     // abs(min) wraps to min, like NumPy and PyTorch.
     for (int64_t i = 0; i < n; ++i)
       y[i] = x[i] < 0 ? T(U(0) - U(x[i])) : x[i];
   } else {
-    return unsupportedDType(unaryName(op), a.dtype,
-                            op == UnaryOp::Not ? "i1" : "f32");
+    return unsupportedDType(unaryName(op, tanhApproximation), a.dtype,
+                            op == OpId::Not ? "i1" : "f32");
   }
   return Status::ok();
 }
 
 template <typename T>
-Status binaryInt(BinaryOp op, const ConstTensor &a, const ConstTensor &b,
+Status binaryInt(OpId op, const ConstTensor &a, const ConstTensor &b,
                  const MutTensor &out) {
   using U = std::make_unsigned_t<T>;
   const T *x = static_cast<const T *>(a.data);
@@ -143,19 +153,19 @@ Status binaryInt(BinaryOp op, const ConstTensor &a, const ConstTensor &b,
   T *y = static_cast<T *>(out.data);
   int64_t n = numElements(a.shape);
   switch (op) {
-  case BinaryOp::Add: // wrap around, like the hardware and NumPy
+  case OpId::Add: // wrap around, like the hardware and NumPy
     for (int64_t i = 0; i < n; ++i)
       y[i] = T(U(x[i]) + U(z[i]));
     break;
-  case BinaryOp::Sub:
+  case OpId::Sub:
     for (int64_t i = 0; i < n; ++i)
       y[i] = T(U(x[i]) - U(z[i]));
     break;
-  case BinaryOp::Mul:
+  case OpId::Mul:
     for (int64_t i = 0; i < n; ++i)
       y[i] = T(U(x[i]) * U(z[i]));
     break;
-  case BinaryOp::Div:
+  case OpId::Div:
     // Truncates toward zero; min / -1 wraps. Division by zero is an error,
     // not a SIGFPE.
     for (int64_t i = 0; i < n; ++i)
@@ -165,16 +175,18 @@ Status binaryInt(BinaryOp op, const ConstTensor &a, const ConstTensor &b,
     for (int64_t i = 0; i < n; ++i)
       y[i] = z[i] == -1 ? T(U(0) - U(x[i])) : T(x[i] / z[i]);
     break;
-  case BinaryOp::Maximum:
+  case OpId::Maximum:
     for (int64_t i = 0; i < n; ++i)
       y[i] = x[i] < z[i] ? z[i] : x[i];
     break;
-  case BinaryOp::Minimum:
+  case OpId::Minimum:
     for (int64_t i = 0; i < n; ++i)
       y[i] = z[i] < x[i] ? z[i] : x[i];
     break;
-  case BinaryOp::Pow:
+  case OpId::Pow:
     return unsupportedDType("pow", a.dtype, "f32");
+  default:
+    return unimplementedOp("binary", op);
   }
   return Status::ok();
 }
@@ -331,20 +343,24 @@ void reduceLoop(const T *x, T *y, const Odometer &keptDims,
 
 } // namespace
 
-Status unary(UnaryOp op, const ConstTensor &a, const MutTensor &out) {
+Status unary(OpId op, const ConstTensor &a, const MutTensor &out,
+             bool tanhApproximation) {
+  const char *name = unaryName(op, tanhApproximation);
+  if (!name)
+    return unimplementedOp("unary", op);
   {
     bool narrow = false;
     const ConstTensor *const ins[] = {&a};
     Status st = detail::viaF32(
-        unaryName(op), ins, out, &narrow,
-        [&](const ConstTensor *in, const MutTensor &o) { return unary(op, in[0], o); });
+        name, ins, out, &narrow, [&](const ConstTensor *in, const MutTensor &o) {
+          return unary(op, in[0], o, tanhApproximation);
+        });
     if (narrow || !st)
       return st;
   }
-  const char *name = unaryName(op);
   MC_RETURN_IF_ERROR(
       sameTypeAndShape(name, "result", a.dtype, a.shape, out.dtype, out.shape));
-  if (op == UnaryOp::Not) {
+  if (op == OpId::Not) {
     if (a.dtype != DType::I1)
       return unsupportedDType(name, a.dtype, "i1");
     const uint8_t *x = static_cast<const uint8_t *>(a.data);
@@ -354,67 +370,71 @@ Status unary(UnaryOp op, const ConstTensor &a, const MutTensor &out) {
     return Status::ok();
   }
   if (a.dtype == DType::I32)
-    return unaryInt<int32_t>(op, a, out);
+    return unaryInt<int32_t>(op, a, out, tanhApproximation);
   if (a.dtype == DType::I64)
-    return unaryInt<int64_t>(op, a, out);
+    return unaryInt<int64_t>(op, a, out, tanhApproximation);
   if (a.dtype != DType::F32)
     return unsupportedDType(name, a.dtype,
-                            op == UnaryOp::Neg || op == UnaryOp::Relu ||
-                                    op == UnaryOp::Abs
+                            op == OpId::Neg || op == OpId::Relu ||
+                                    op == OpId::Abs
                                 ? "f32, i32, i64"
                                 : "f32");
   switch (op) {
-  case UnaryOp::Neg:
+  case OpId::Neg:
     mapF32(a, out, [](float x) { return -x; });
     break;
-  case UnaryOp::Exp:
+  case OpId::Exp:
     vecMap(a, out, kParallelGrain / 4, vec::expF32);
     break;
-  case UnaryOp::Log:
+  case OpId::Log:
     mapF32(a, out, [](float x) { return std::log(x); });
     break;
-  case UnaryOp::Tanh:
+  case OpId::Tanh:
     mapF32(a, out, [](float x) { return std::tanh(x); });
     break;
-  case UnaryOp::Sigmoid:
+  case OpId::Sigmoid:
     vecMap(a, out, kParallelGrain / 4, vec::sigmoidF32);
     break;
-  case UnaryOp::Relu: // NaN stays NaN
+  case OpId::Relu: // NaN stays NaN
     vecMap(a, out, kParallelGrain, vec::reluF32);
     break;
-  case UnaryOp::Sqrt:
+  case OpId::Sqrt:
     mapF32(a, out, [](float x) { return std::sqrt(x); });
     break;
-  case UnaryOp::Abs:
+  case OpId::Abs:
     mapF32(a, out, [](float x) { return std::fabs(x); });
     break;
-  case UnaryOp::Erf:
+  case OpId::Erf:
     vecMap(a, out, kParallelGrain / 8, vec::erfF32);
     break;
-  case UnaryOp::Gelu: // x * Phi(x) = 0.5 * x * (1 + erf(x / sqrt(2)))
-    vecMap(a, out, kParallelGrain / 8, vec::geluF32);
+  case OpId::Gelu:
+    if (tanhApproximation) // PyTorch's approximate='tanh', through exp
+      vecMap(a, out, kParallelGrain / 4, vec::geluTanhF32);
+    else // x * Phi(x) = 0.5 * x * (1 + erf(x / sqrt(2)))
+      vecMap(a, out, kParallelGrain / 8, vec::geluF32);
     break;
-  case UnaryOp::GeluTanh: // PyTorch's approximate='tanh', through exp
-    vecMap(a, out, kParallelGrain / 4, vec::geluTanhF32);
+  case OpId::Not: // handled above
     break;
-  case UnaryOp::Not: // handled above
-    break;
+  default: // rejected by unaryName above
+    return unimplementedOp("unary", op);
   }
   return Status::ok();
 }
 
-Status binary(BinaryOp op, const ConstTensor &a, const ConstTensor &b,
+Status binary(OpId op, const ConstTensor &a, const ConstTensor &b,
               const MutTensor &out) {
+  const char *name = binaryName(op);
+  if (!name)
+    return unimplementedOp("binary", op);
   {
     bool narrow = false;
     const ConstTensor *const ins[] = {&a, &b};
     Status st = detail::viaF32(
-        binaryName(op), ins, out, &narrow,
+        name, ins, out, &narrow,
         [&](const ConstTensor *in, const MutTensor &o) { return binary(op, in[0], in[1], o); });
     if (narrow || !st)
       return st;
   }
-  const char *name = binaryName(op);
   MC_RETURN_IF_ERROR(
       sameTypeAndShape(name, "rhs", a.dtype, a.shape, b.dtype, b.shape));
   MC_RETURN_IF_ERROR(
@@ -425,40 +445,42 @@ Status binary(BinaryOp op, const ConstTensor &a, const ConstTensor &b,
     return binaryInt<int64_t>(op, a, b, out);
   if (a.dtype != DType::F32)
     return unsupportedDType(name, a.dtype,
-                            op == BinaryOp::Pow ? "f32" : "f32, i32, i64");
+                            op == OpId::Pow ? "f32" : "f32, i32, i64");
   const float *x = static_cast<const float *>(a.data);
   const float *z = static_cast<const float *>(b.data);
   float *y = static_cast<float *>(out.data);
   int64_t n = numElements(a.shape);
-  parallelFor(n, op == BinaryOp::Pow ? kParallelGrain / 8 : kParallelGrain,
+  parallelFor(n, op == OpId::Pow ? kParallelGrain / 8 : kParallelGrain,
               [&](int64_t lo, int64_t hi) {
     const float *xs = x + lo, *zs = z + lo;
     float *ys = y + lo;
     int64_t m = hi - lo;
     switch (op) {
-    case BinaryOp::Add:
+    case OpId::Add:
       vec::addF32(xs, zs, ys, m);
       break;
-    case BinaryOp::Sub:
+    case OpId::Sub:
       vec::subF32(xs, zs, ys, m);
       break;
-    case BinaryOp::Mul:
+    case OpId::Mul:
       vec::mulF32(xs, zs, ys, m);
       break;
-    case BinaryOp::Div:
+    case OpId::Div:
       vec::divF32(xs, zs, ys, m);
       break;
-    case BinaryOp::Maximum: // propagates NaN from either side
+    case OpId::Maximum: // propagates NaN from either side
       for (int64_t i = 0; i < m; ++i)
         ys[i] = (std::isnan(xs[i]) || xs[i] > zs[i]) ? xs[i] : zs[i];
       break;
-    case BinaryOp::Minimum: // propagates NaN from either side
+    case OpId::Minimum: // propagates NaN from either side
       for (int64_t i = 0; i < m; ++i)
         ys[i] = (std::isnan(xs[i]) || xs[i] < zs[i]) ? xs[i] : zs[i];
       break;
-    case BinaryOp::Pow:
+    case OpId::Pow:
       for (int64_t i = 0; i < m; ++i)
         ys[i] = std::pow(xs[i], zs[i]);
+      break;
+    default: // rejected by binaryName above
       break;
     }
   });
@@ -580,25 +602,27 @@ Status transpose(const ConstTensor &a, const std::vector<int64_t> &perm,
                                 out.data);
 }
 
-Status reduce(ReduceOp op, const ConstTensor &a,
+Status reduce(OpId op, const ConstTensor &a,
               const std::vector<int64_t> &dims, bool keepdim,
               const MutTensor &out) {
+  const char *name = reduceName(op);
+  if (!name)
+    return unimplementedOp("reduce", op);
   {
     bool narrow = false;
     const ConstTensor *const ins[] = {&a};
     Status st = detail::viaF32(
-        reduceName(op), ins, out, &narrow,
+        name, ins, out, &narrow,
         [&](const ConstTensor *in, const MutTensor &o) { return reduce(op, in[0], dims, keepdim, o); });
     if (narrow || !st)
       return st;
   }
-  const char *name = reduceName(op);
   MC_RETURN_IF_ERROR(checkRank(name, "operand", a.shape));
   if (a.dtype != out.dtype)
     return Status::error(std::string(name) + ": result dtype " +
                          dtypeName(out.dtype) + " does not match operand " +
                          dtypeName(a.dtype));
-  bool minMax = op == ReduceOp::Max || op == ReduceOp::Min;
+  bool minMax = op == OpId::ReduceMax || op == OpId::ReduceMin;
   bool intMinMax =
       minMax && (a.dtype == DType::I32 || a.dtype == DType::I64);
   if (a.dtype != DType::F32 && !intMinMax)
@@ -643,13 +667,13 @@ Status reduce(ReduceOp op, const ConstTensor &a,
   if (a.dtype == DType::F32) {
     const float *x = static_cast<const float *>(a.data);
     float *y = static_cast<float *>(out.data);
-    if (op == ReduceOp::Max) {
+    if (op == OpId::ReduceMax) {
       reduceLoop<float, float>(
           x, y, kept, red, nOut, nRed,
           [] { return -std::numeric_limits<float>::infinity(); },
           [](float m, float v) { return (std::isnan(m) || m >= v) ? m : v; },
           [](float m) { return m; });
-    } else if (op == ReduceOp::Min) {
+    } else if (op == OpId::ReduceMin) {
       reduceLoop<float, float>(
           x, y, kept, red, nOut, nRed,
           [] { return std::numeric_limits<float>::infinity(); },
@@ -657,7 +681,7 @@ Status reduce(ReduceOp op, const ConstTensor &a,
           [](float m) { return m; });
     } else {
       // Accumulate in double: the sum does not depend on reduction size.
-      double scale = op == ReduceOp::Mean ? 1.0 / double(nRed) : 1.0;
+      double scale = op == OpId::ReduceMean ? 1.0 / double(nRed) : 1.0;
       reduceLoop<float, double>(
           x, y, kept, red, nOut, nRed, [] { return 0.0; },
           [](double s, float v) { return s + double(v); },
@@ -667,7 +691,7 @@ Status reduce(ReduceOp op, const ConstTensor &a,
   }
   auto intLoop = [&](auto tag) {
     using T = decltype(tag);
-    if (op == ReduceOp::Min)
+    if (op == OpId::ReduceMin)
       reduceLoop<T, T>(
           static_cast<const T *>(a.data), static_cast<T *>(out.data), kept,
           red, nOut, nRed, [] { return std::numeric_limits<T>::max(); },

@@ -7,6 +7,7 @@
 #include "modelc/kernels.h"
 
 #include <functional>
+#include <initializer_list>
 #include <gtest/gtest.h>
 
 using namespace mc;
@@ -84,17 +85,22 @@ TEST_P(LowPrecision, UnaryOps) {
   DType t = GetParam();
   std::vector<float> v = randomFloats(257, 1, -4, 4);
   std::vector<float> pos = randomFloats(257, 2, 0.01f, 8);
-  for (UnaryOp op : {UnaryOp::Neg, UnaryOp::Exp, UnaryOp::Log, UnaryOp::Tanh,
-                     UnaryOp::Sigmoid, UnaryOp::Relu, UnaryOp::Sqrt,
-                     UnaryOp::Abs, UnaryOp::Erf, UnaryOp::Gelu,
-                     UnaryOp::GeluTanh}) {
-    bool positive = op == UnaryOp::Log || op == UnaryOp::Sqrt;
+  // {op, tanh approximation} (only Gelu has a tanh form).
+  for (std::pair<OpId, bool> c : std::initializer_list<std::pair<OpId, bool>>{
+           {OpId::Neg, false}, {OpId::Exp, false}, {OpId::Log, false},
+           {OpId::Tanh, false}, {OpId::Sigmoid, false}, {OpId::Relu, false},
+           {OpId::Sqrt, false}, {OpId::Abs, false}, {OpId::Erf, false},
+           {OpId::Gelu, false}, {OpId::Gelu, true}}) {
+    OpId op = c.first;
+    bool tanh = c.second;
+    bool positive = op == OpId::Log || op == OpId::Sqrt;
     expectRoundedF32(
         t, {{{257}, positive ? pos : v}}, {257},
         [&](const std::vector<ConstTensor> &in, const MutTensor &o) {
-          return unary(op, in[0], o);
+          return unary(op, in[0], o, tanh);
         },
-        false, "unary " + std::to_string(int(op)));
+        false,
+        "unary " + std::string(opName(op)) + (tanh ? " (tanh)" : ""));
   }
 }
 
@@ -102,11 +108,11 @@ TEST_P(LowPrecision, BinaryOpsInPlaceToo) {
   DType t = GetParam();
   std::vector<float> a = randomFloats(100, 3, -4, 4),
                      b = randomFloats(100, 4, 0.5f, 4);
-  for (BinaryOp op : {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul,
-                      BinaryOp::Div, BinaryOp::Maximum, BinaryOp::Pow,
-                      BinaryOp::Minimum})
+  for (OpId op : {OpId::Add, OpId::Sub, OpId::Mul,
+                      OpId::Div, OpId::Maximum, OpId::Pow,
+                      OpId::Minimum})
     expectRoundedF32(
-        t, {{{10, 10}, op == BinaryOp::Pow ? b : a}, {{10, 10}, b}}, {10, 10},
+        t, {{{10, 10}, op == OpId::Pow ? b : a}, {{10, 10}, b}}, {10, 10},
         [&](const std::vector<ConstTensor> &in, const MutTensor &o) {
           return binary(op, in[0], in[1], o);
         },
@@ -118,7 +124,7 @@ TEST_P(LowPrecision, BinaryOpsInPlaceToo) {
   for (int i = 0; i < 100; ++i)
     sum[i] = widen(t, x[i]) + widen(t, y[i]);
   expect = narrowBits(t, sum);
-  ASSERT_TRUE(binary(BinaryOp::Add, {t, {100}, x.data()}, {t, {100}, y.data()},
+  ASSERT_TRUE(binary(OpId::Add, {t, {100}, x.data()}, {t, {100}, y.data()},
                      {t, {100}, x.data()}));
   EXPECT_EQ(x, expect);
 }
@@ -129,7 +135,7 @@ TEST_P(LowPrecision, RoundsOnceToNearestEven) {
   float ulp = t == DType::F16 ? 0x1p-10f : 0x1p-7f;
   std::vector<float> a{1.0f, 1.0f + ulp}, b{ulp / 2, ulp / 2};
   std::vector<uint16_t> x = narrowBits(t, a), y = narrowBits(t, b), z(2);
-  ASSERT_TRUE(binary(BinaryOp::Add, {t, {2}, x.data()}, {t, {2}, y.data()},
+  ASSERT_TRUE(binary(OpId::Add, {t, {2}, x.data()}, {t, {2}, y.data()},
                      {t, {2}, z.data()}));
   // 1 + ulp/2 ties to 1 (even); 1 + ulp + ulp/2 ties to 1 + 2 ulp (even).
   uint16_t one = t == DType::F16 ? 0x3c00 : 0x3f80;
@@ -138,19 +144,19 @@ TEST_P(LowPrecision, RoundsOnceToNearestEven) {
   // Overflow rounds to infinity; NaN stays NaN.
   std::vector<float> big{t == DType::F16 ? 60000.0f : 3e38f}, nan{NAN};
   x = narrowBits(t, big);
-  ASSERT_TRUE(binary(BinaryOp::Add, {t, {1}, x.data()}, {t, {1}, x.data()},
+  ASSERT_TRUE(binary(OpId::Add, {t, {1}, x.data()}, {t, {1}, x.data()},
                      {t, {1}, z.data()}));
   EXPECT_TRUE(std::isinf(widen(t, z[0])));
   x = narrowBits(t, nan);
-  ASSERT_TRUE(unary(UnaryOp::Exp, {t, {1}, x.data()}, {t, {1}, z.data()}));
+  ASSERT_TRUE(unary(OpId::Exp, {t, {1}, x.data()}, {t, {1}, z.data()}));
   EXPECT_TRUE(std::isnan(widen(t, z[0])));
 }
 
 TEST_P(LowPrecision, ReductionsAndSoftmax) {
   DType t = GetParam();
   std::vector<float> v = randomFloats(2 * 3 * 40, 5, -3, 3);
-  for (ReduceOp op :
-       {ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max, ReduceOp::Min})
+  for (OpId op :
+       {OpId::ReduceSum, OpId::ReduceMean, OpId::ReduceMax, OpId::ReduceMin})
     expectRoundedF32(
         t, {{{2, 3, 40}, v}}, {2, 1, 40},
         [&](const std::vector<ConstTensor> &in, const MutTensor &o) {
@@ -159,7 +165,7 @@ TEST_P(LowPrecision, ReductionsAndSoftmax) {
         false, "reduce " + std::to_string(int(op)));
   expectRoundedF32(t, {{{2, 3, 40}, v}}, {},
                    [&](const std::vector<ConstTensor> &in, const MutTensor &o) {
-                     return reduce(ReduceOp::Sum, in[0], {0, 1, 2}, false, o);
+                     return reduce(OpId::ReduceSum, in[0], {0, 1, 2}, false, o);
                    });
   for (int64_t axis : {0, 2, -2}) {
     expectRoundedF32(t, {{{2, 3, 40}, v}}, {2, 3, 40},
@@ -286,7 +292,7 @@ TEST_P(LowPrecision, MixedFloatDTypesAreRefused) {
   DType other = t == DType::F16 ? DType::BF16 : DType::F16;
   std::vector<uint16_t> x(4), y(4);
   std::vector<float> f(4);
-  Status st = binary(BinaryOp::Add, {t, {4}, x.data()}, {DType::F32, {4}, f.data()},
+  Status st = binary(OpId::Add, {t, {4}, x.data()}, {DType::F32, {4}, f.data()},
                      {t, {4}, y.data()});
   EXPECT_NE(st.message().find(std::string("add: operands mix ") +
                               dtypeName(t) + " and f32"),
@@ -299,7 +305,7 @@ TEST_P(LowPrecision, MixedFloatDTypesAreRefused) {
             std::string::npos)
       << st.message();
   // Shape errors still name the problem.
-  st = unary(UnaryOp::Exp, {t, {4}, x.data()}, {t, {3}, y.data()});
+  st = unary(OpId::Exp, {t, {4}, x.data()}, {t, {3}, y.data()});
   EXPECT_NE(st.message().find("does not match"), std::string::npos)
       << st.message();
 }

@@ -134,18 +134,18 @@ TEST(Kernels, UnaryF32MatchesReference) {
   std::vector<float> a = randomFloats(257, 1, -5, 5),
                      pos = randomFloats(257, 2, 0.01f, 9);
   struct Case {
-    UnaryOp op;
+    OpId op;
     double (*ref)(double);
     bool positive;
   } cases[] = {
-      {UnaryOp::Neg, [](double x) { return -x; }, false},
-      {UnaryOp::Exp, [](double x) { return std::exp(x); }, false},
-      {UnaryOp::Log, [](double x) { return std::log(x); }, true},
-      {UnaryOp::Tanh, [](double x) { return std::tanh(x); }, false},
-      {UnaryOp::Sigmoid, [](double x) { return 1 / (1 + std::exp(-x)); },
+      {OpId::Neg, [](double x) { return -x; }, false},
+      {OpId::Exp, [](double x) { return std::exp(x); }, false},
+      {OpId::Log, [](double x) { return std::log(x); }, true},
+      {OpId::Tanh, [](double x) { return std::tanh(x); }, false},
+      {OpId::Sigmoid, [](double x) { return 1 / (1 + std::exp(-x)); },
        false},
-      {UnaryOp::Relu, [](double x) { return x < 0 ? 0.0 : x; }, false},
-      {UnaryOp::Sqrt, [](double x) { return std::sqrt(x); }, true},
+      {OpId::Relu, [](double x) { return x < 0 ? 0.0 : x; }, false},
+      {OpId::Sqrt, [](double x) { return std::sqrt(x); }, true},
   };
   for (const Case &c : cases) {
     const std::vector<float> &x = c.positive ? pos : a;
@@ -158,10 +158,10 @@ TEST(Kernels, UnaryF32MatchesReference) {
   }
   // Sigmoid does not overflow for large |x|; relu keeps NaN.
   std::vector<float> big{-1000.f, 1000.f, NAN}, out(3);
-  ASSERT_TRUE(unary(UnaryOp::Sigmoid, cin(big, {3}), mout(out, {3})));
+  ASSERT_TRUE(unary(OpId::Sigmoid, cin(big, {3}), mout(out, {3})));
   EXPECT_EQ(out[0], 0.0f);
   EXPECT_EQ(out[1], 1.0f);
-  ASSERT_TRUE(unary(UnaryOp::Relu, cin(big, {3}), mout(out, {3})));
+  ASSERT_TRUE(unary(OpId::Relu, cin(big, {3}), mout(out, {3})));
   EXPECT_TRUE(std::isnan(out[2]));
 }
 
@@ -169,12 +169,12 @@ TEST(Kernels, UnaryIntAndUnsupportedDTypes) {
   std::vector<int32_t> a{-3, 0, 5, std::numeric_limits<int32_t>::min()}, y(4);
   ConstTensor ta{DType::I32, {4}, a.data()};
   MutTensor ty{DType::I32, {4}, y.data()};
-  ASSERT_TRUE(unary(UnaryOp::Neg, ta, ty));
+  ASSERT_TRUE(unary(OpId::Neg, ta, ty));
   EXPECT_EQ(
       y, (std::vector<int32_t>{3, 0, -5, std::numeric_limits<int32_t>::min()}));
-  ASSERT_TRUE(unary(UnaryOp::Relu, ta, ty));
+  ASSERT_TRUE(unary(OpId::Relu, ta, ty));
   EXPECT_EQ(y, (std::vector<int32_t>{0, 0, 5, 0}));
-  Status s = unary(UnaryOp::Exp, ta, ty);
+  Status s = unary(OpId::Exp, ta, ty);
   ASSERT_FALSE(s);
   EXPECT_NE(s.message().find("exp"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("i32"), std::string::npos) << s.message();
@@ -182,26 +182,40 @@ TEST(Kernels, UnaryIntAndUnsupportedDTypes) {
   // with f32 in one op is refused.
   std::vector<uint16_t> h(4);
   std::vector<float> hf(4);
-  s = unary(UnaryOp::Tanh, {DType::F16, {4}, h.data()},
+  s = unary(OpId::Tanh, {DType::F16, {4}, h.data()},
             {DType::F32, {4}, hf.data()});
   EXPECT_NE(s.message().find("tanh: operands mix f16 and f32"),
             std::string::npos)
       << s.message();
   std::vector<float> f(4), g(5);
-  s = unary(UnaryOp::Neg, cin(f, {4}), mout(g, {5}));
+  s = unary(OpId::Neg, cin(f, {4}), mout(g, {5}));
   EXPECT_NE(s.message().find("does not match"), std::string::npos);
+  // An OpId a kernel does not implement is an error naming the op.
+  std::vector<float> f2(4);
+  s = unary(OpId::Add, cin(f, {4}), mout(f2, {4}));
+  EXPECT_NE(s.message().find("unary: op 'add' is not implemented"),
+            std::string::npos)
+      << s.message();
+  s = binary(OpId::Neg, cin(f, {4}), cin(f, {4}), mout(f2, {4}));
+  EXPECT_NE(s.message().find("binary: op 'neg' is not implemented"),
+            std::string::npos)
+      << s.message();
+  s = reduce(OpId::Add, cin(f, {4}), {0}, true, mout(f2, {1}));
+  EXPECT_NE(s.message().find("reduce: op 'add' is not implemented"),
+            std::string::npos)
+      << s.message();
 }
 
 TEST(Kernels, BinaryMatchesReference) {
   std::vector<float> a = randomFloats(100, 3, -4, 4),
                      b = randomFloats(100, 4, 0.5f, 4), y(100);
   using F = std::function<double(double, double)>;
-  std::pair<BinaryOp, F> cases[] = {
-      {BinaryOp::Add, [](double x, double z) { return x + z; }},
-      {BinaryOp::Sub, [](double x, double z) { return x - z; }},
-      {BinaryOp::Mul, [](double x, double z) { return x * z; }},
-      {BinaryOp::Div, [](double x, double z) { return x / z; }},
-      {BinaryOp::Maximum, [](double x, double z) { return std::max(x, z); }},
+  std::pair<OpId, F> cases[] = {
+      {OpId::Add, [](double x, double z) { return x + z; }},
+      {OpId::Sub, [](double x, double z) { return x - z; }},
+      {OpId::Mul, [](double x, double z) { return x * z; }},
+      {OpId::Div, [](double x, double z) { return x / z; }},
+      {OpId::Maximum, [](double x, double z) { return std::max(x, z); }},
   };
   for (auto &[op, ref] : cases) {
     ASSERT_TRUE(
@@ -211,26 +225,26 @@ TEST(Kernels, BinaryMatchesReference) {
   }
   std::vector<float> n{NAN, 1}, m{1, NAN}, o(2);
   ASSERT_TRUE(
-      binary(BinaryOp::Maximum, cin(n, {2}), cin(m, {2}), mout(o, {2})));
+      binary(OpId::Maximum, cin(n, {2}), cin(m, {2}), mout(o, {2})));
   EXPECT_TRUE(std::isnan(o[0]) && std::isnan(o[1]));
 
   std::vector<int64_t> ia{7, -7, 9, std::numeric_limits<int64_t>::max()},
       ib{2, 2, -3, 1}, iy(4);
   ConstTensor ta{DType::I64, {4}, ia.data()}, tb{DType::I64, {4}, ib.data()};
   MutTensor ty{DType::I64, {4}, iy.data()};
-  ASSERT_TRUE(binary(BinaryOp::Div, ta, tb, ty));
+  ASSERT_TRUE(binary(OpId::Div, ta, tb, ty));
   EXPECT_EQ(iy, (std::vector<int64_t>{3, -3, -3,
                                       std::numeric_limits<int64_t>::max()}));
-  ASSERT_TRUE(binary(BinaryOp::Add, ta, tb, ty)); // wraps, no UB
+  ASSERT_TRUE(binary(OpId::Add, ta, tb, ty)); // wraps, no UB
   EXPECT_EQ(iy[3], std::numeric_limits<int64_t>::min());
   ib[1] = 0;
-  Status s = binary(BinaryOp::Div, ta, tb, ty);
+  Status s = binary(OpId::Div, ta, tb, ty);
   EXPECT_NE(s.message().find("division by zero"), std::string::npos);
   std::vector<uint8_t> bo(4);
-  s = binary(BinaryOp::Add, {DType::I1, {4}, bo.data()},
+  s = binary(OpId::Add, {DType::I1, {4}, bo.data()},
              {DType::I1, {4}, bo.data()}, {DType::I1, {4}, bo.data()});
   EXPECT_NE(s.message().find("add: unsupported dtype i1"), std::string::npos);
-  s = binary(BinaryOp::Add, cin(a, {10, 10}), cin(b, {100}), mout(y, {10, 10}));
+  s = binary(OpId::Add, cin(a, {10, 10}), cin(b, {100}), mout(y, {10, 10}));
   EXPECT_FALSE(s);
 }
 
@@ -367,7 +381,7 @@ TEST(Kernels, ReduceOverEveryDimSetWithAndWithoutKeepdim) {
   std::vector<float> a = randomFloats(60, 6, -3, 3);
   for (int mask = 0; mask < 8; ++mask)
     for (bool keep : {false, true})
-      for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max}) {
+      for (OpId op : {OpId::ReduceSum, OpId::ReduceMean, OpId::ReduceMax}) {
         std::vector<int64_t> dims;
         Shape os;
         for (int d = 0; d < 3; ++d) {
@@ -382,7 +396,7 @@ TEST(Kernels, ReduceOverEveryDimSetWithAndWithoutKeepdim) {
         std::vector<float> y(numElements(os));
         ASSERT_TRUE(reduce(op, cin(a, s), dims, keep, mout(y, os)));
         // Reference: accumulate each input element into its output slot.
-        std::vector<double> ref(y.size(), op == ReduceOp::Max ? -INFINITY : 0);
+        std::vector<double> ref(y.size(), op == OpId::ReduceMax ? -INFINITY : 0);
         std::vector<int> count(y.size(), 0);
         for (int64_t i = 0; i < 60; ++i) {
           std::vector<int64_t> idx = unravel(i, s), oi;
@@ -392,26 +406,26 @@ TEST(Kernels, ReduceOverEveryDimSetWithAndWithoutKeepdim) {
             else if (keep)
               oi.push_back(0);
           int64_t o = ravel(oi, os);
-          ref[o] = op == ReduceOp::Max ? std::max(ref[o], double(a[i]))
+          ref[o] = op == OpId::ReduceMax ? std::max(ref[o], double(a[i]))
                                        : ref[o] + a[i];
           ++count[o];
         }
         for (size_t o = 0; o < y.size(); ++o) {
-          double r = op == ReduceOp::Mean ? ref[o] / count[o] : ref[o];
+          double r = op == OpId::ReduceMean ? ref[o] / count[o] : ref[o];
           EXPECT_NEAR(y[o], r, 1e-5) << "mask " << mask << " keep " << keep;
         }
       }
   std::vector<int32_t> ia{1, 9, -4, 3, 8, 2}, iy(2);
-  ASSERT_TRUE(reduce(ReduceOp::Max, {DType::I32, {2, 3}, ia.data()}, {1}, false,
+  ASSERT_TRUE(reduce(OpId::ReduceMax, {DType::I32, {2, 3}, ia.data()}, {1}, false,
                      {DType::I32, {2}, iy.data()}));
   EXPECT_EQ(iy, (std::vector<int32_t>{9, 8}));
-  Status st = reduce(ReduceOp::Sum, {DType::I32, {2, 3}, ia.data()}, {1}, false,
+  Status st = reduce(OpId::ReduceSum, {DType::I32, {2, 3}, ia.data()}, {1}, false,
                      {DType::I32, {2}, iy.data()});
   EXPECT_NE(st.message().find("reduce_sum: unsupported dtype i32"),
             std::string::npos);
   std::vector<float> y(5);
-  EXPECT_FALSE(reduce(ReduceOp::Sum, cin(a, s), {1, 0}, false, mout(y, {5})));
-  EXPECT_FALSE(reduce(ReduceOp::Sum, cin(a, s), {0, 1}, false, mout(y, {4})));
+  EXPECT_FALSE(reduce(OpId::ReduceSum, cin(a, s), {1, 0}, false, mout(y, {5})));
+  EXPECT_FALSE(reduce(OpId::ReduceSum, cin(a, s), {0, 1}, false, mout(y, {4})));
 }
 
 TEST(Kernels, SoftmaxEveryAxisIsStable) {

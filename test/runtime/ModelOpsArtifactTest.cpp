@@ -249,31 +249,30 @@ std::map<uint32_t, std::vector<uint8_t>> interpret(const Plan &p) {
                          A.getInt("axis"), A.getFloat("epsilon"), out);
       break;
     case K::Relu:
-      st = rt::unary(rt::UnaryOp::Relu, in(s.inputs[0]), out);
+      st = rt::unary(rt::OpId::Relu, in(s.inputs[0]), out);
       break;
     case K::Gather:
       st = rt::gather(in(s.inputs[0]), in(s.inputs[1]), A.getInt("axis"),
                       out);
       break;
     case K::Gelu:
-      st = rt::unary(A.getBool("tanh_approximation") ? rt::UnaryOp::GeluTanh
-                                                      : rt::UnaryOp::Gelu,
-                     in(s.inputs[0]), out);
+      st = rt::unary(rt::OpId::Gelu, in(s.inputs[0]), out,
+                     A.getBool("tanh_approximation"));
       break;
     case K::Abs:
-      st = rt::unary(rt::UnaryOp::Abs, in(s.inputs[0]), out);
+      st = rt::unary(rt::OpId::Abs, in(s.inputs[0]), out);
       break;
     case K::Erf:
-      st = rt::unary(rt::UnaryOp::Erf, in(s.inputs[0]), out);
+      st = rt::unary(rt::OpId::Erf, in(s.inputs[0]), out);
       break;
     case K::Not:
-      st = rt::unary(rt::UnaryOp::Not, in(s.inputs[0]), out);
+      st = rt::unary(rt::OpId::Not, in(s.inputs[0]), out);
       break;
     case K::Pow:
-      st = rt::binary(rt::BinaryOp::Pow, in(s.inputs[0]), in(s.inputs[1]), out);
+      st = rt::binary(rt::OpId::Pow, in(s.inputs[0]), in(s.inputs[1]), out);
       break;
     case K::Minimum:
-      st = rt::binary(rt::BinaryOp::Minimum, in(s.inputs[0]), in(s.inputs[1]),
+      st = rt::binary(rt::OpId::Minimum, in(s.inputs[0]), in(s.inputs[1]),
                       out);
       break;
     case K::Clamp:
@@ -293,7 +292,7 @@ std::map<uint32_t, std::vector<uint8_t>> interpret(const Plan &p) {
       st = rt::logSoftmax(in(s.inputs[0]), A.getInt("axis"), out);
       break;
     case K::ReduceMin:
-      st = rt::reduce(rt::ReduceOp::Min, in(s.inputs[0]), A.getInts("dims"),
+      st = rt::reduce(rt::OpId::ReduceMin, in(s.inputs[0]), A.getInts("dims"),
                       A.getBool("keepdim"), out);
       break;
     case K::Concat: {

@@ -45,21 +45,20 @@ struct MutTensor {
   void* data;
 };
 
-/// Abs: f32, i32, i64. Erf, Gelu (x * Phi(x), exact erf form), GeluTanh
-/// (PyTorch's approximate='tanh' form): f32. Not: i1 only.
-enum class UnaryOp {
-  Neg, Exp, Log, Tanh, Sigmoid, Relu, Sqrt,
-  Abs, Erf, Gelu, GeluTanh, Not,
-};
-/// Pow: f32 (std::pow semantics). Minimum: f32/i32/i64, NaN propagates.
-enum class BinaryOp { Add, Sub, Mul, Div, Maximum, Pow, Minimum };
-/// Min: f32 (also i32/i64).
-enum class ReduceOp { Sum, Mean, Max, Min };
+/// Elementwise and reduction kernels are selected by the op registry's OpId.
+/// unary: Neg, Exp, Log, Tanh, Sigmoid, Relu, Sqrt, Abs (f32, i32, i64), Erf,
+/// Gelu (x * Phi(x), exact erf form; PyTorch's approximate='tanh' form when
+/// tanhApproximation): f32. Not: i1 only.
+/// binary: Add, Sub, Mul, Div, Maximum, Minimum (f32/i32/i64, NaN propagates),
+/// Pow (f32, std::pow semantics).
+/// reduce: ReduceSum, ReduceMean, ReduceMax, ReduceMin (Max/Min also i32/i64).
+/// Any other OpId is an error naming the op.
 
 /// out = op(a); same shape and dtype. f32 for all ops; i32/i64 for Neg, Relu.
-Status unary(UnaryOp op, const ConstTensor& a, const MutTensor& out);
+Status unary(OpId op, const ConstTensor& a, const MutTensor& out,
+             bool tanhApproximation = false);
 /// out = op(a, b); all three have one shape and dtype. f32, i32, i64.
-Status binary(BinaryOp op, const ConstTensor& a, const ConstTensor& b,
+Status binary(OpId op, const ConstTensor& a, const ConstTensor& b,
               const MutTensor& out);
 /// Element type conversion between any two of the six dtypes (f->int
 /// truncates toward zero, x->i1 is x != 0, f32->f16/bf16 rounds to nearest
@@ -74,7 +73,7 @@ Status transpose(const ConstTensor& a, const std::vector<int64_t>& perm,
                  const MutTensor& out);
 /// Reduce over `dims` (sorted, unique); out has those dims removed, or kept
 /// as size 1 when keepdim. f32 (Max also i32/i64).
-Status reduce(ReduceOp op, const ConstTensor& a,
+Status reduce(OpId op, const ConstTensor& a,
               const std::vector<int64_t>& dims, bool keepdim,
               const MutTensor& out);
 /// Numerically stable softmax along `axis` (max subtracted). f32.

@@ -41,13 +41,13 @@ Status floatMapKernel(const KernelRequest& r, BoundKernel* out, size_t*) {
   return Status::ok();
 }
 
-template <UnaryOp Op>
+template <OpId Op>
 Status unaryKernel(const KernelRequest& r, BoundKernel* out, size_t*) {
   *out = [a = r.inputs[0], o = r.output](void*) { return unary(Op, a, o); };
   return Status::ok();
 }
 
-template <BinaryOp Op>
+template <OpId Op>
 Status binaryKernel(const KernelRequest& r, BoundKernel* out, size_t*) {
   *out = [a = r.inputs[0], b = r.inputs[1], o = r.output](void*) {
     return binary(Op, a, b, o);
@@ -66,9 +66,8 @@ Status castKernel(const KernelRequest& r, BoundKernel* out, size_t*) {
 }
 
 Status geluKernel(const KernelRequest& r, BoundKernel* out, size_t*) {
-  UnaryOp op = r.attrs.getBool("tanh_approximation") ? UnaryOp::GeluTanh
-                                                     : UnaryOp::Gelu;
-  *out = [op, a = r.inputs[0], o = r.output](void*) { return unary(op, a, o); };
+  *out = [tanh = r.attrs.getBool("tanh_approximation"), a = r.inputs[0],
+          o = r.output](void*) { return unary(OpId::Gelu, a, o, tanh); };
   return Status::ok();
 }
 
@@ -99,23 +98,23 @@ float hardswish(float x) { return x * std::min(std::max(x + 3.f, 0.f), 6.f) / 6.
 MC_REGISTER_KERNEL(cpu, Hardswish, floatMapKernel<hardswish>);
 MC_REGISTER_KERNEL(cpu, Copy, copyKernel);
 MC_REGISTER_KERNEL(cpu, Cast, castKernel);
-MC_REGISTER_KERNEL(cpu, Add, binaryKernel<BinaryOp::Add>);
-MC_REGISTER_KERNEL(cpu, Sub, binaryKernel<BinaryOp::Sub>);
-MC_REGISTER_KERNEL(cpu, Mul, binaryKernel<BinaryOp::Mul>);
-MC_REGISTER_KERNEL(cpu, Div, binaryKernel<BinaryOp::Div>);
-MC_REGISTER_KERNEL(cpu, Maximum, binaryKernel<BinaryOp::Maximum>);
-MC_REGISTER_KERNEL(cpu, Minimum, binaryKernel<BinaryOp::Minimum>);
-MC_REGISTER_KERNEL(cpu, Pow, binaryKernel<BinaryOp::Pow>);
-MC_REGISTER_KERNEL(cpu, Neg, unaryKernel<UnaryOp::Neg>);
-MC_REGISTER_KERNEL(cpu, Exp, unaryKernel<UnaryOp::Exp>);
-MC_REGISTER_KERNEL(cpu, Log, unaryKernel<UnaryOp::Log>);
-MC_REGISTER_KERNEL(cpu, Tanh, unaryKernel<UnaryOp::Tanh>);
-MC_REGISTER_KERNEL(cpu, Sigmoid, unaryKernel<UnaryOp::Sigmoid>);
-MC_REGISTER_KERNEL(cpu, Relu, unaryKernel<UnaryOp::Relu>);
-MC_REGISTER_KERNEL(cpu, Sqrt, unaryKernel<UnaryOp::Sqrt>);
-MC_REGISTER_KERNEL(cpu, Abs, unaryKernel<UnaryOp::Abs>);
-MC_REGISTER_KERNEL(cpu, Erf, unaryKernel<UnaryOp::Erf>);
-MC_REGISTER_KERNEL(cpu, Not, unaryKernel<UnaryOp::Not>);
+MC_REGISTER_KERNEL(cpu, Add, binaryKernel<OpId::Add>);
+MC_REGISTER_KERNEL(cpu, Sub, binaryKernel<OpId::Sub>);
+MC_REGISTER_KERNEL(cpu, Mul, binaryKernel<OpId::Mul>);
+MC_REGISTER_KERNEL(cpu, Div, binaryKernel<OpId::Div>);
+MC_REGISTER_KERNEL(cpu, Maximum, binaryKernel<OpId::Maximum>);
+MC_REGISTER_KERNEL(cpu, Minimum, binaryKernel<OpId::Minimum>);
+MC_REGISTER_KERNEL(cpu, Pow, binaryKernel<OpId::Pow>);
+MC_REGISTER_KERNEL(cpu, Neg, unaryKernel<OpId::Neg>);
+MC_REGISTER_KERNEL(cpu, Exp, unaryKernel<OpId::Exp>);
+MC_REGISTER_KERNEL(cpu, Log, unaryKernel<OpId::Log>);
+MC_REGISTER_KERNEL(cpu, Tanh, unaryKernel<OpId::Tanh>);
+MC_REGISTER_KERNEL(cpu, Sigmoid, unaryKernel<OpId::Sigmoid>);
+MC_REGISTER_KERNEL(cpu, Relu, unaryKernel<OpId::Relu>);
+MC_REGISTER_KERNEL(cpu, Sqrt, unaryKernel<OpId::Sqrt>);
+MC_REGISTER_KERNEL(cpu, Abs, unaryKernel<OpId::Abs>);
+MC_REGISTER_KERNEL(cpu, Erf, unaryKernel<OpId::Erf>);
+MC_REGISTER_KERNEL(cpu, Not, unaryKernel<OpId::Not>);
 MC_REGISTER_KERNEL(cpu, Gelu, geluKernel);
 MC_REGISTER_KERNEL(cpu, Clamp, clampKernel);
 MC_REGISTER_KERNEL(cpu, Compare, compareKernel);

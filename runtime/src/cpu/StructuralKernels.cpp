@@ -45,7 +45,7 @@ Status padKernel(const KernelRequest& r, BoundKernel* out, size_t*) {
   return Status::ok();
 }
 
-template <ReduceOp Op>
+template <OpId Op>
 Status reduceKernel(const KernelRequest& r, BoundKernel* out, size_t*) {
   // The kernel walks dims in order; the dialect allows any order.
   std::vector<int64_t> dims = r.attrs.getInts("dims");
@@ -90,10 +90,10 @@ MC_REGISTER_KERNEL(cpu, Concat, concatKernel);
 MC_REGISTER_KERNEL(cpu, Slice, sliceKernel);
 MC_REGISTER_KERNEL(cpu, Gather, gatherKernel);
 MC_REGISTER_KERNEL(cpu, Pad, padKernel);
-MC_REGISTER_KERNEL(cpu, ReduceSum, reduceKernel<ReduceOp::Sum>);
-MC_REGISTER_KERNEL(cpu, ReduceMean, reduceKernel<ReduceOp::Mean>);
-MC_REGISTER_KERNEL(cpu, ReduceMax, reduceKernel<ReduceOp::Max>);
-MC_REGISTER_KERNEL(cpu, ReduceMin, reduceKernel<ReduceOp::Min>);
+MC_REGISTER_KERNEL(cpu, ReduceSum, reduceKernel<OpId::ReduceSum>);
+MC_REGISTER_KERNEL(cpu, ReduceMean, reduceKernel<OpId::ReduceMean>);
+MC_REGISTER_KERNEL(cpu, ReduceMax, reduceKernel<OpId::ReduceMax>);
+MC_REGISTER_KERNEL(cpu, ReduceMin, reduceKernel<OpId::ReduceMin>);
 MC_REGISTER_KERNEL(cpu, Softmax, softmaxKernel);
 MC_REGISTER_KERNEL(cpu, LogSoftmax, logSoftmaxKernel);
 MC_REGISTER_KERNEL(cpu, BatchNorm, batchNormKernel);
