@@ -68,17 +68,17 @@ struct EagerBuilder {
 
   Tensor compare(derivatives::Cmp dir, const Tensor& x, const Tensor& y) {
     switch (dir) {
-    case derivatives::Cmp::EQ:
+    case derivatives::Cmp::Eq:
       return eq(x, y);
-    case derivatives::Cmp::NE:
+    case derivatives::Cmp::Ne:
       return ne(x, y);
-    case derivatives::Cmp::LT:
+    case derivatives::Cmp::Lt:
       return lt(x, y);
-    case derivatives::Cmp::LE:
+    case derivatives::Cmp::Le:
       return le(x, y);
-    case derivatives::Cmp::GT:
+    case derivatives::Cmp::Gt:
       return gt(x, y);
-    case derivatives::Cmp::GE:
+    case derivatives::Cmp::Ge:
       return ge(x, y);
     }
     throw Error("autograd: unknown comparison");

@@ -44,7 +44,8 @@
 namespace mc::derivatives {
 
 using Dims = std::vector<int64_t>;
-enum class Cmp { EQ, NE, LT, LE, GT, GE };
+/// Comparison directions: the registry's one enum (mc.compare's).
+using Cmp = rt::CompareOp;
 /// One gradient per operand, in operand order.
 template <class B> using Grads = std::vector<typename B::Value>;
 
@@ -277,9 +278,9 @@ template <class B>
 Grads<B> extremum(B& b, typename B::Value g, typename B::Value lhs,
                   typename B::Value rhs, bool isMax) {
   using detail::mask;
-  auto wins = mask(b, isMax ? Cmp::GT : Cmp::LT, lhs, rhs, g);
-  auto half = detail::scale(b, mask(b, Cmp::EQ, lhs, rhs, g), 0.5);
-  auto loses = mask(b, isMax ? Cmp::LT : Cmp::GT, lhs, rhs, g);
+  auto wins = mask(b, isMax ? Cmp::Gt : Cmp::Lt, lhs, rhs, g);
+  auto half = detail::scale(b, mask(b, Cmp::Eq, lhs, rhs, g), 0.5);
+  auto loses = mask(b, isMax ? Cmp::Lt : Cmp::Gt, lhs, rhs, g);
   return {b.mul(g, b.add(wins, half)), b.mul(g, b.add(loses, half))};
 }
 
@@ -290,7 +291,7 @@ Grads<B> pow(B& b, typename B::Value g, typename B::Value a,
   auto ga = b.mul(g, b.mul(p, b.pow(a, b.sub(p, b.splatLike(p, 1.0)))));
   // d/dp a^p = a^p * log(a), taken as 0 where a == 0 (PyTorch does so for
   // p >= 0; for p < 0 the true value is infinite anyway).
-  auto isZero = b.compare(Cmp::EQ, a, b.splatLike(a, 0.0));
+  auto isZero = b.compare(Cmp::Eq, a, b.splatLike(a, 0.0));
   auto safeA = b.select(isZero, b.splatLike(a, 1.0), a);
   return {ga, b.mul(b.mul(g, y), b.log(safeA))};
 }
@@ -325,7 +326,7 @@ Grads<B> sigmoid(B& b, typename B::Value g, typename B::Value y) {
 /// threshold_backward: the gradient flows where the input is > 0.
 template <class B>
 Grads<B> relu(B& b, typename B::Value g, typename B::Value x) {
-  return {b.mul(g, detail::mask(b, Cmp::GT, x, b.splatLike(x, 0.0), g))};
+  return {b.mul(g, detail::mask(b, Cmp::Gt, x, b.splatLike(x, 0.0), g))};
 }
 
 /// `y` is sqrt(x).
@@ -337,8 +338,8 @@ Grads<B> sqrt(B& b, typename B::Value g, typename B::Value y) {
 template <class B>
 Grads<B> abs(B& b, typename B::Value g, typename B::Value x) {
   auto zero = b.splatLike(x, 0.0);
-  auto sign = b.sub(detail::mask(b, Cmp::GT, x, zero, g),
-                    detail::mask(b, Cmp::LT, x, zero, g));
+  auto sign = b.sub(detail::mask(b, Cmp::Gt, x, zero, g),
+                    detail::mask(b, Cmp::Lt, x, zero, g));
   return {b.mul(g, sign)};
 }
 
@@ -376,8 +377,8 @@ Grads<B> gelu(B& b, typename B::Value g, typename B::Value x,
 template <class B>
 Grads<B> clamp(B& b, typename B::Value g, typename B::Value x, double lo,
                double hi) {
-  auto inside = b.mul(detail::mask(b, Cmp::GE, x, b.splatLike(x, lo), g),
-                      detail::mask(b, Cmp::LE, x, b.splatLike(x, hi), g));
+  auto inside = b.mul(detail::mask(b, Cmp::Ge, x, b.splatLike(x, lo), g),
+                      detail::mask(b, Cmp::Le, x, b.splatLike(x, hi), g));
   return {b.mul(g, inside)};
 }
 
@@ -495,12 +496,12 @@ Grads<B> gather(B& b, typename B::Value g, const Dims& dataShape,
   // Indices as a column, negative ones counted from the end.
   auto idx = b.reshape(indices, {k, 1});
   auto negative =
-      b.compare(Cmp::LT, idx, b.intConstant(indices, {k, 1}, Dims(k, 0)));
+      b.compare(Cmp::Lt, idx, b.intConstant(indices, {k, 1}, Dims(k, 0)));
   idx = b.select(
       negative, b.add(idx, b.intConstant(indices, {k, 1}, Dims(k, size))), idx);
   auto classes = b.intConstant(indices, {1, size}, detail::iota(0, size));
   auto oneHot =
-      b.castLike(b.compare(Cmp::EQ, b.broadcastInDim(idx, {k, size}, {0, 1}),
+      b.castLike(b.compare(Cmp::Eq, b.broadcastInDim(idx, {k, size}, {0, 1}),
                            b.broadcastInDim(classes, {k, size}, {0, 1})),
                  g);
   // g as [pre, K, post] -> [pre * post, K] x [K, size] -> back.
@@ -538,7 +539,7 @@ Grads<B> reduceExtremum(B& b, typename B::Value g, typename B::Value x,
                         typename B::Value y, const Dims& dims, bool keepdim) {
   Dims shape = b.shape(x);
   auto extreme = detail::expandReduced(b, y, shape, dims, keepdim);
-  auto mask = detail::mask(b, Cmp::EQ, x, extreme, g);
+  auto mask = detail::mask(b, Cmp::Eq, x, extreme, g);
   auto count = detail::expand(b, b.reduceSum(mask, dims, true), shape);
   auto gb = detail::expandReduced(b, g, shape, dims, keepdim);
   return {b.div(b.mul(gb, mask), count)};
@@ -670,7 +671,7 @@ Grads<B> maxPool2d(B& b, typename B::Value g, typename B::Value x,
       Dims limit{ys[0], ys[1], start[2] + (ys[2] - 1) * strides[0] + 1,
                  start[3] + (ys[3] - 1) * strides[1] + 1};
       Dims step{1, 1, strides[0], strides[1]};
-      V m = detail::mask(b, Cmp::EQ, b.slice(xp, start, limit, step), y, g);
+      V m = detail::mask(b, Cmp::Eq, b.slice(xp, start, limit, step), y, g);
       if (kh || kw) {
         m = b.mul(m, b.sub(b.splatLike(m, 1.0), taken));
         taken = b.add(taken, m);
@@ -719,9 +720,9 @@ Grads<B> avgPool2d(B& b, typename B::Value g, typename B::Value x,
 /// hardswish_backward: 0 below -3, x / 3 + 0.5 up to 3, 1 above.
 template <class B>
 Grads<B> hardswish(B& b, typename B::Value g, typename B::Value x) {
-  auto from = detail::mask(b, Cmp::GE, x, b.splatLike(x, -3.0), g);
-  auto upTo = detail::mask(b, Cmp::LE, x, b.splatLike(x, 3.0), g);
-  auto above = detail::mask(b, Cmp::GT, x, b.splatLike(x, 3.0), g);
+  auto from = detail::mask(b, Cmp::Ge, x, b.splatLike(x, -3.0), g);
+  auto upTo = detail::mask(b, Cmp::Le, x, b.splatLike(x, 3.0), g);
+  auto above = detail::mask(b, Cmp::Gt, x, b.splatLike(x, 3.0), g);
   auto ramp = b.add(detail::scale(b, x, 1.0 / 3.0), b.splatLike(x, 0.5));
   auto d = b.mul(from, b.add(b.mul(upTo, ramp), above));
   return {b.mul(g, d)};

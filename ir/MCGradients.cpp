@@ -30,17 +30,17 @@ bool isFloatTensor(Value v) {
 
 ComparisonDirection direction(rules::Cmp c) {
   switch (c) {
-  case rules::Cmp::EQ:
+  case rules::Cmp::Eq:
     return ComparisonDirection::EQ;
-  case rules::Cmp::NE:
+  case rules::Cmp::Ne:
     return ComparisonDirection::NE;
-  case rules::Cmp::LT:
+  case rules::Cmp::Lt:
     return ComparisonDirection::LT;
-  case rules::Cmp::LE:
+  case rules::Cmp::Le:
     return ComparisonDirection::LE;
-  case rules::Cmp::GT:
+  case rules::Cmp::Gt:
     return ComparisonDirection::GT;
-  case rules::Cmp::GE:
+  case rules::Cmp::Ge:
     return ComparisonDirection::GE;
   }
   llvm_unreachable("unknown comparison");
