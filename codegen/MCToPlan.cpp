@@ -327,9 +327,12 @@ private:
             return failure();
           // The artifact stores reduce dims sorted (its canonical form, which
           // the verifier checks); the dialect accepts any order.
-          if (auto* dims = const_cast<rt::OpAttr*>(attrs->find("dims"));
-              dims && id != rt::OpId::BroadcastInDim)
-            std::sort(dims->ints.begin(), dims->ints.end());
+          bool isReduce = id == rt::OpId::ReduceSum ||
+                          id == rt::OpId::ReduceMean ||
+                          id == rt::OpId::ReduceMax || id == rt::OpId::ReduceMin;
+          for (rt::OpAttr& a : attrs->all())
+            if (isReduce && a.name == "dims")
+              std::sort(a.ints.begin(), a.ints.end());
           PlanStep& s = addStep(id, op);
           s.attrs = std::move(*attrs);
           return withResult(s, op);

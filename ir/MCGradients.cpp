@@ -28,22 +28,10 @@ bool isFloatTensor(Value v) {
   return t && llvm::isa<FloatType>(t.getElementType());
 }
 
+/// The rules' directions are the registry's rt::CompareOp, one encoding with
+/// the dialect's (static_assert in MCOps.cpp).
 ComparisonDirection direction(rules::Cmp c) {
-  switch (c) {
-  case rules::Cmp::Eq:
-    return ComparisonDirection::EQ;
-  case rules::Cmp::Ne:
-    return ComparisonDirection::NE;
-  case rules::Cmp::Lt:
-    return ComparisonDirection::LT;
-  case rules::Cmp::Le:
-    return ComparisonDirection::LE;
-  case rules::Cmp::Gt:
-    return ComparisonDirection::GT;
-  case rules::Cmp::Ge:
-    return ComparisonDirection::GE;
-  }
-  llvm_unreachable("unknown comparison");
+  return static_cast<ComparisonDirection>(static_cast<int>(c));
 }
 
 /// The builder of DerivativeRules.h over mc ops, located at the op being

@@ -37,6 +37,22 @@ uint32_t readLE32(const uint8_t *p) {
          uint32_t(p[3]) << 24;
 }
 
+std::vector<OpAttr> decodeAttrs(const fb::Step &step) {
+  std::vector<OpAttr> attrs;
+  if (const auto *list = step.attrs())
+    for (const fb::Attr *a : *list) {
+      OpAttr x;
+      x.name = a->name() ? a->name()->str() : "";
+      x.kind = AttrKind(a->kind());
+      x.i = a->i();
+      x.f = a->f();
+      if (a->ints())
+        x.ints.assign(a->ints()->begin(), a->ints()->end());
+      attrs.push_back(std::move(x));
+    }
+  return attrs;
+}
+
 namespace {
 
 std::string hex32(uint32_t v) {
@@ -134,37 +150,31 @@ private:
 Status Verifier::checkAttrs(OpId op, const fb::Step &step,
                             const std::string &where) {
   const OpInfo &info = opInfo(op);
-  std::vector<OpAttr> attrs;
   if (const auto *list = step.attrs())
-    for (const fb::Attr *a : *list) {
-      std::string name = a->name() ? a->name()->str() : "";
-      const AttrSpec *spec = nullptr;
-      for (const AttrSpec &s : info.attrs)
-        if (name == s.name)
-          spec = &s;
-      if (!spec)
-        return fail(where + ": unknown attribute '" + name + "' of mc." +
-                    info.mnemonic);
-      for (const OpAttr &seen : attrs)
-        if (seen.name == name)
-          return fail(where + ": attribute '" + name + "' appears twice");
-      if (uint8_t(a->kind()) != uint8_t(spec->kind))
-        return fail(where + ": attribute '" + name + "' has kind " +
-                    std::to_string(int(a->kind())) + ", expected " +
-                    std::to_string(int(spec->kind)));
+    for (const fb::Attr *a : *list)
       if (!aligned8(a->ints()))
         return fail(where + ": attribute vector is misaligned (corrupt file)");
-      OpAttr x;
-      x.name = name;
-      x.kind = spec->kind;
-      x.i = a->i();
-      x.f = a->f();
-      x.ints = toInts(a->ints());
-      if (x.kind == AttrKind::Bool && x.i != 0 && x.i != 1)
-        return fail(where + ": boolean attribute '" + name + "' is " +
-                    std::to_string(x.i) + ", expected 0 or 1");
-      attrs.push_back(std::move(x));
-    }
+  std::vector<OpAttr> attrs = decodeAttrs(step);
+  for (size_t k = 0; k < attrs.size(); ++k) {
+    const OpAttr &x = attrs[k];
+    const AttrSpec *spec = nullptr;
+    for (const AttrSpec &s : info.attrs)
+      if (x.name == s.name)
+        spec = &s;
+    if (!spec)
+      return fail(where + ": unknown attribute '" + x.name + "' of mc." +
+                  info.mnemonic);
+    for (size_t j = 0; j < k; ++j)
+      if (attrs[j].name == x.name)
+        return fail(where + ": attribute '" + x.name + "' appears twice");
+    if (x.kind != spec->kind)
+      return fail(where + ": attribute '" + x.name + "' has kind " +
+                  std::to_string(int(x.kind)) + ", expected " +
+                  std::to_string(int(spec->kind)));
+    if (x.kind == AttrKind::Bool && x.i != 0 && x.i != 1)
+      return fail(where + ": boolean attribute '" + x.name + "' is " +
+                  std::to_string(x.i) + ", expected 0 or 1");
+  }
   for (const AttrSpec &s : info.attrs) {
     bool present = false;
     for (const OpAttr &a : attrs)

@@ -1,6 +1,7 @@
 // Recognizing class-label inputs in an artifact, and checking label values
 // (see modelc/labels.h).
 #include "modelc/labels.h"
+#include "ArtifactVerifier.h"
 #include "modelc/kernels.h"
 
 #include <cstring>
@@ -33,11 +34,7 @@ OpId opOf(const fb::Step *s) {
 
 /// The integer attribute `name` of a step; `dflt` when absent.
 int64_t intAttr(const fb::Step *s, const char *name, int64_t dflt) {
-  if (s->attrs())
-    for (const fb::Attr *a : *s->attrs())
-      if (a->name() && a->name()->str() == name)
-        return a->i();
-  return dflt;
+  return OpAttrs(decodeAttrs(*s)).getInt(name, dflt);
 }
 
 } // namespace

@@ -1,5 +1,6 @@
 // The executor: one arena per session, per-step tensor views built once at
 // creation, so run() only dispatches to the kernels (no allocation).
+#include "ArtifactVerifier.h"
 #include "modelc/checkpoint.h"
 #include "modelc/device.h"
 #include "modelc/model.h"
@@ -34,25 +35,19 @@ struct InputSlot {
   std::vector<uint8_t> staging;
 };
 
+/// `index` names one of `count` inputs or outputs (`what`).
+Status checkIndex(const char *what, size_t index, size_t count) {
+  if (index < count)
+    return Status::ok();
+  return Status::error(std::string(what) + " index " + std::to_string(index) +
+                       " is out of range (the model has " +
+                       std::to_string(count) + " " + what + "s)");
+}
+
 bool overlaps(uint64_t ao, uint64_t as, uint64_t bo, uint64_t bs) {
   return as && bs && ao < bo + bs && bo < ao + as;
 }
 
-std::vector<OpAttr> decodeAttrs(const fb::Step &st) {
-  std::vector<OpAttr> attrs;
-  if (const auto *list = st.attrs())
-    for (const fb::Attr *a : *list) {
-      OpAttr x;
-      x.name = a->name() ? a->name()->str() : "";
-      x.kind = AttrKind(a->kind());
-      x.i = a->i();
-      x.f = a->f();
-      if (a->ints())
-        x.ints.assign(a->ints()->begin(), a->ints()->end());
-      attrs.push_back(std::move(x));
-    }
-  return attrs;
-}
 
 /// MODELC_PROFILE=1 (any value but empty or "0"): run() times every step;
 /// when the session ends, a table of time per op kind and the slowest steps
@@ -266,10 +261,7 @@ Status Session::create(const Model &model, std::unique_ptr<Device> device,
 Status Session::setInput(size_t index, DType dtype, const Shape &shape,
                          const void *data, size_t byteSize) {
   const auto &infos = model_.inputs();
-  if (index >= infos.size())
-    return Status::error("input index " + std::to_string(index) +
-                         " is out of range (the model has " +
-                         std::to_string(infos.size()) + " inputs)");
+  MC_RETURN_IF_ERROR(checkIndex("input", index, infos.size()));
   const TensorInfo &info = infos[index];
   if (dtype != info.dtype || shape != info.shape) {
     bool validDType = uint8_t(dtype) <= uint8_t(DType::I1);
@@ -339,10 +331,7 @@ Status Session::run() {
 Status Session::output(size_t index, const void **data,
                        size_t *byteSize) const {
   const auto &infos = model_.outputs();
-  if (index >= infos.size())
-    return Status::error("output index " + std::to_string(index) +
-                         " is out of range (the model has " +
-                         std::to_string(infos.size()) + " outputs)");
+  MC_RETURN_IF_ERROR(checkIndex("output", index, infos.size()));
   const fb::Buffer *b = model_.table().buffers()->Get(infos[index].buffer);
   if (!impl_->device->hostAccessible())
     return Status::error("output '" + infos[index].name + "' lives on device " +
@@ -357,10 +346,7 @@ Status Session::output(size_t index, const void **data,
 
 Status Session::copyOutput(size_t index, void *dst, size_t byteSize) const {
   const auto &infos = model_.outputs();
-  if (index >= infos.size())
-    return Status::error("output index " + std::to_string(index) +
-                         " is out of range (the model has " +
-                         std::to_string(infos.size()) + " outputs)");
+  MC_RETURN_IF_ERROR(checkIndex("output", index, infos.size()));
   const TensorInfo &info = infos[index];
   if (byteSize != info.byteSize)
     return Status::error("output '" + info.name + "': expected a " +
