@@ -91,6 +91,14 @@ LogicalResult runCompilePipeline(ModuleOp module,
     pipeline.ampLevel = options.training.ampLevel;
     buildCompilePipeline(pm, pipeline);
   }
+  // The pipeline checks the first target's contract; the graph must meet
+  // every other named target's too, since each gets its executables.
+  for (size_t i = 1; i < targets->size(); ++i) {
+    VerifyContractPassOptions contract;
+    contract.target = (*targets)[i]->name();
+    contract.entry = options.entry;
+    pm.addPass(createVerifyContractPass(contract));
+  }
   for (const Target* t : *targets)
     t->buildLoweringPipeline(pm);
   return pm.run(module);

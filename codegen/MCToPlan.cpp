@@ -3,6 +3,7 @@
 #include "codegen/MCToPlan.h"
 
 #include "ir/MCDialect.h"
+#include "ir/RegistryOps.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -91,53 +92,6 @@ FailureOr<std::vector<uint8_t>> constantBytes(ElementsAttr attr,
   return failure();
 }
 
-/// The op's attributes, as the registry declares them (ODS names and kinds),
-/// in the artifact's generic form.
-FailureOr<rt::OpAttrs> stepAttributes(Operation* op, const rt::OpInfo& info) {
-  rt::OpAttrs out;
-  for (const rt::AttrSpec& spec : info.attrs) {
-    std::optional<Attribute> attr = op->getInherentAttr(spec.name);
-    if (!attr || !*attr) {
-      if (spec.optional) {
-        out.all().push_back(rt::OpAttr::boolean(spec.name, false));
-        continue;
-      }
-      return op->emitOpError() << "has no attribute '" << spec.name << "'";
-    }
-    switch (spec.kind) {
-    case rt::AttrKind::Bool:
-      if (auto b = llvm::dyn_cast<BoolAttr>(*attr))
-        out.all().push_back(rt::OpAttr::boolean(spec.name, b.getValue()));
-      else
-        out.all().push_back(
-            rt::OpAttr::boolean(spec.name, llvm::isa<UnitAttr>(*attr)));
-      continue;
-    case rt::AttrKind::Int:
-      if (auto i = llvm::dyn_cast<IntegerAttr>(*attr)) {
-        out.all().push_back(rt::OpAttr::integer(spec.name, i.getInt()));
-        continue;
-      }
-      break;
-    case rt::AttrKind::Float:
-      if (auto f = llvm::dyn_cast<FloatAttr>(*attr)) {
-        out.all().push_back(rt::OpAttr::real(spec.name, f.getValueAsDouble()));
-        continue;
-      }
-      break;
-    case rt::AttrKind::Ints:
-      if (auto a = llvm::dyn_cast<DenseI64ArrayAttr>(*attr)) {
-        out.all().push_back(rt::OpAttr::list(
-            spec.name, std::vector<int64_t>(a.asArrayRef().begin(),
-                                            a.asArrayRef().end())));
-        continue;
-      }
-      break;
-    }
-    return op->emitOpError() << "attribute '" << spec.name << "' is " << *attr
-                             << ", which the op registry does not encode";
-  }
-  return out;
-}
 
 class Lowering {
 public:
@@ -322,7 +276,7 @@ private:
             return op->emitOpError()
                    << "has no lowering to runtime steps (run "
                       "--mc-verify-contract for the rules)";
-          auto attrs = stepAttributes(op, rt::opInfo(id));
+          auto attrs = registryAttributes(op, rt::opInfo(id));
           if (failed(attrs))
             return failure();
           // The artifact stores reduce dims sorted (its canonical form, which

@@ -101,10 +101,9 @@ Tensor reduceOp(OpKind kind, rt::OpId op, const char* name,
   checkShape(name, rt::shapes::reduce(a.shape(), norm, keepdim, &outShape));
   Tensor out = Tensor::empty(outShape, a.dtype());
   check(rt::reduce(op, a.view(), norm, keepdim, out.mutView()));
-  OpRecord r{kind, {a}, out};
-  r.ints = norm;
-  r.keepdim = keepdim;
-  emit(std::move(r));
+  emit(OpRecord{kind, {a}, out,
+                {rt::OpAttr::list("dims", norm),
+                 rt::OpAttr::boolean("keepdim", keepdim)}});
   return out;
 }
 
@@ -170,10 +169,9 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transposeA,
                                           transposeB, &outShape));
   Tensor out = Tensor::empty(outShape, a.dtype());
   check(rt::matmul(a.view(), b.view(), transposeA, transposeB, out.mutView()));
-  OpRecord rec{OpKind::Matmul, {a, b}, out};
-  rec.transposeA = transposeA;
-  rec.transposeB = transposeB;
-  emit(std::move(rec));
+  emit(OpRecord{OpKind::Matmul, {a, b}, out,
+                {rt::OpAttr::boolean("transpose_a", transposeA),
+                 rt::OpAttr::boolean("transpose_b", transposeB)}});
   return out;
 }
 
@@ -202,9 +200,8 @@ Tensor broadcastInDim(const Tensor& a, const Shape& shape,
              rt::shapes::broadcastInDim(a.shape(), dims, shape));
   Tensor out = Tensor::empty(shape, a.dtype());
   check(rt::broadcastInDim(a.view(), dims, out.mutView()));
-  OpRecord rec{OpKind::BroadcastInDim, {a}, out};
-  rec.ints = dims;
-  emit(std::move(rec));
+  emit(OpRecord{OpKind::BroadcastInDim, {a}, out,
+                {rt::OpAttr::list("dims", dims)}});
   return out;
 }
 
@@ -265,9 +262,8 @@ Tensor transpose(const Tensor& a, const std::vector<int64_t>& permutation) {
   checkShape("transpose", rt::shapes::transpose(a.shape(), perm, &outShape));
   Tensor out = Tensor::empty(outShape, a.dtype());
   check(rt::transpose(a.view(), perm, out.mutView()));
-  OpRecord rec{OpKind::Transpose, {a}, out};
-  rec.ints = perm;
-  emit(std::move(rec));
+  emit(OpRecord{OpKind::Transpose, {a}, out,
+                {rt::OpAttr::list("permutation", perm)}});
   return out;
 }
 
@@ -289,9 +285,7 @@ Tensor softmax(const Tensor& a, int64_t axis) {
   int64_t ax = normalizeDim("softmax", axis, a.rank());
   Tensor out = Tensor::empty(a.shape(), a.dtype());
   check(rt::softmax(a.view(), ax, out.mutView()));
-  OpRecord rec{OpKind::Softmax, {a}, out};
-  rec.axis = ax;
-  emit(std::move(rec));
+  emit(OpRecord{OpKind::Softmax, {a}, out, {rt::OpAttr::integer("axis", ax)}});
   return out;
 }
 
@@ -334,7 +328,8 @@ Tensor unaryRecorded(OpKind kind, rt::OpId op, const char* name,
   Tensor out = Tensor::empty(a.shape(), a.dtype());
   check(rt::unary(op, a.view(), out.mutView(), tanh));
   OpRecord r{kind, {a}, out};
-  r.tanhApproximation = tanh;
+  if (kind == OpKind::Gelu)
+    r.attrs.all().push_back(rt::OpAttr::boolean("tanh_approximation", tanh));
   emit(std::move(r));
   return out;
 }
@@ -361,9 +356,8 @@ Tensor compareOp(rt::CompareOp op, const char* name,
                 a.describe() + " and " + b.describe() + ")");
   Tensor out = Tensor::empty(a.shape(), DType::I1);
   check(rt::compare(op, a.view(), b.view(), out.mutView()));
-  OpRecord r{OpKind::Compare, {a, b}, out};
-  r.direction = op;
-  emit(std::move(r));
+  emit(OpRecord{OpKind::Compare, {a, b}, out,
+                {rt::OpAttr::integer("direction", static_cast<int64_t>(op))}});
   return out;
 }
 
@@ -427,10 +421,8 @@ Tensor clamp(const Tensor& a, double lo, double hi) {
                 std::to_string(hi));
   Tensor out = Tensor::empty(a.shape(), a.dtype());
   check(rt::clamp(a.view(), lo, hi, out.mutView()));
-  OpRecord r{OpKind::Clamp, {a}, out};
-  r.minValue = lo;
-  r.maxValue = hi;
-  emit(std::move(r));
+  emit(OpRecord{OpKind::Clamp, {a}, out,
+                {rt::OpAttr::real("min", lo), rt::OpAttr::real("max", hi)}});
   return out;
 }
 
@@ -479,9 +471,8 @@ Tensor logSoftmax(const Tensor& a, int64_t axis) {
   int64_t ax = normalizeDim("log_softmax", axis, a.rank());
   Tensor out = Tensor::empty(a.shape(), a.dtype());
   check(rt::logSoftmax(a.view(), ax, out.mutView()));
-  OpRecord rec{OpKind::LogSoftmax, {a}, out};
-  rec.axis = ax;
-  emit(std::move(rec));
+  emit(OpRecord{OpKind::LogSoftmax, {a}, out,
+                {rt::OpAttr::integer("axis", ax)}});
   return out;
 }
 
@@ -510,9 +501,8 @@ Tensor concat(const std::vector<Tensor>& tensors, int64_t axis) {
   checkShape("concat", rt::shapes::concat(shapes, ax, &outShape));
   Tensor out = Tensor::empty(outShape, first.dtype());
   check(rt::concat(views, ax, out.mutView()));
-  OpRecord rec{OpKind::Concat, tensors, out};
-  rec.axis = ax;
-  emit(std::move(rec));
+  emit(OpRecord{OpKind::Concat, tensors, out,
+                {rt::OpAttr::integer("axis", ax)}});
   return out;
 }
 
@@ -542,10 +532,10 @@ Tensor slice(const Tensor& a, const std::vector<int64_t>& start,
                                         &outShape));
   Tensor out = Tensor::empty(outShape, a.dtype());
   check(rt::slice(a.view(), start, step, out.mutView()));
-  OpRecord rec{OpKind::Slice, {a}, out};
-  rec.start = start;
-  rec.strides = step;
-  emit(std::move(rec));
+  emit(OpRecord{OpKind::Slice, {a}, out,
+                {rt::OpAttr::list("start", start),
+                 rt::OpAttr::list("limit", limit),
+                 rt::OpAttr::list("strides", step)}});
   return out;
 }
 
@@ -582,9 +572,8 @@ Tensor gather(const Tensor& a, const Tensor& indices, int64_t axis) {
              rt::shapes::gather(a.shape(), indices.shape(), ax, &outShape));
   Tensor out = Tensor::empty(outShape, a.dtype());
   check(rt::gather(a.view(), indices.view(), ax, out.mutView()));
-  OpRecord rec{OpKind::Gather, {a, indices}, out};
-  rec.axis = ax;
-  emit(std::move(rec));
+  emit(OpRecord{OpKind::Gather, {a, indices}, out,
+                {rt::OpAttr::integer("axis", ax)}});
   return out;
 }
 
@@ -602,11 +591,9 @@ Tensor pad(const Tensor& a, const std::vector<int64_t>& low,
   checkShape("pad", rt::shapes::pad(a.shape(), low, high, &outShape));
   Tensor out = Tensor::empty(outShape, a.dtype());
   check(rt::pad(a.view(), low, high, value, out.mutView()));
-  OpRecord rec{OpKind::Pad, {a}, out};
-  rec.low = low;
-  rec.high = high;
-  rec.padValue = value;
-  emit(std::move(rec));
+  emit(OpRecord{OpKind::Pad, {a}, out,
+                {rt::OpAttr::list("low", low), rt::OpAttr::list("high", high),
+                 rt::OpAttr::real("value", value)}});
   return out;
 }
 
@@ -675,12 +662,11 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
     throw Error("conv2d: bias must be [" + std::to_string(w[0]) + "], got " +
                 bias.describe());
   check(rt::conv2d(input.view(), weight.view(), p, out.mutView()));
-  OpRecord rec{OpKind::Conv2d, {input, weight}, out};
-  rec.strides = strides;
-  rec.padding = padding;
-  rec.dilation = dilation;
-  rec.groups = groups;
-  emit(std::move(rec));
+  emit(OpRecord{OpKind::Conv2d, {input, weight}, out,
+                {rt::OpAttr::list("strides", strides),
+                 rt::OpAttr::list("padding", padding),
+                 rt::OpAttr::list("dilation", dilation),
+                 rt::OpAttr::integer("groups", groups)}});
   if (!bias.defined())
     return out;
   return add(out, broadcastInDim(bias, out.shape(), {1}));
@@ -717,13 +703,15 @@ static Tensor pool2d(bool isMax, const Tensor& input,
     check(rt::maxPool2d(input.view(), p, out.mutView()));
   else
     check(rt::avgPool2d(input.view(), p, countIncludePad, out.mutView()));
-  OpRecord rec{isMax ? OpKind::MaxPool2d : OpKind::AvgPool2d, {input}, out};
-  rec.kernel = kernel;
-  rec.strides = strides;
-  rec.padding = padding;
-  rec.dilation = dilation;
-  rec.ceilMode = ceilMode;
-  rec.countIncludePad = countIncludePad;
+  OpRecord rec{isMax ? OpKind::MaxPool2d : OpKind::AvgPool2d, {input}, out,
+               {rt::OpAttr::list("kernel", kernel),
+                rt::OpAttr::list("strides", strides),
+                rt::OpAttr::list("padding", padding),
+                rt::OpAttr::list("dilation", dilation),
+                rt::OpAttr::boolean("ceil_mode", ceilMode)}};
+  if (!isMax)
+    rec.attrs.all().push_back(
+        rt::OpAttr::boolean("count_include_pad", countIncludePad));
   emit(std::move(rec));
   return out;
 }
@@ -757,10 +745,9 @@ Tensor batchNorm(const Tensor& x, const Tensor& scale, const Tensor& offset,
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   check(rt::batchNorm(x.view(), scale.view(), offset.view(), mean.view(),
                       variance.view(), epsilon, ax, out.mutView()));
-  OpRecord rec{OpKind::BatchNorm, {x, scale, offset, mean, variance}, out};
-  rec.epsilon = epsilon;
-  rec.axis = ax;
-  emit(std::move(rec));
+  emit(OpRecord{OpKind::BatchNorm, {x, scale, offset, mean, variance}, out,
+                {rt::OpAttr::real("epsilon", epsilon),
+                 rt::OpAttr::integer("feature_axis", ax)}});
   return out;
 }
 
@@ -797,10 +784,9 @@ Tensor layerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   check(rt::layerNorm(x.view(), gamma.view(), beta.view(), ax, epsilon,
                       out.mutView()));
-  OpRecord rec{OpKind::LayerNorm, {x, gamma, beta}, out};
-  rec.epsilon = epsilon;
-  rec.axis = ax;
-  emit(std::move(rec));
+  emit(OpRecord{OpKind::LayerNorm, {x, gamma, beta}, out,
+                {rt::OpAttr::integer("axis", ax),
+                 rt::OpAttr::real("epsilon", epsilon)}});
   return out;
 }
 

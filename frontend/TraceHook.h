@@ -15,29 +15,15 @@ class Module;
 /// from ODS).
 using OpKind = rt::OpId;
 
-/// One op as it ran: inputs, output, and the attributes of its kind
-/// (ints: broadcast dims / permutation / reduce dims; flags: transposes,
-/// keepdim; axis: softmax, log_softmax, concat, gather, norms).
+/// One op as it ran: its registry id, inputs, output and attributes,
+/// named and typed as ODS declares them (the form artifact steps carry), so
+/// the tracer builds any op by its registry entry and eager autograd hands
+/// the attributes to the same derivative dispatch mc-autodiff uses.
 struct OpRecord {
   OpKind kind;
   std::vector<Tensor> inputs;
   Tensor output;
-  std::vector<int64_t> ints;
-  bool transposeA = false, transposeB = false, keepdim = false;
-  int64_t axis = 0;
-  // Ops of real models (same meaning as in codegen's PlanStep).
-  bool tanhApproximation = false;          // Gelu
-  double minValue = 0, maxValue = 0;       // Clamp
-  rt::CompareOp direction = rt::CompareOp::Eq;
-  std::vector<int64_t> start, strides;     // Slice (strides: Conv2d, pools)
-  std::vector<int64_t> low, high;          // Pad
-  double padValue = 0;                     // Pad
-  std::vector<int64_t> padding, dilation;  // Conv2d, pools
-  std::vector<int64_t> kernel;             // pools
-  int64_t groups = 1;                      // Conv2d
-  bool ceilMode = false;                   // pools
-  bool countIncludePad = false;            // AvgPool2d
-  double epsilon = 0;                      // BatchNorm, LayerNorm
+  rt::OpAttrs attrs;
 };
 
 class TraceHook {

@@ -728,17 +728,117 @@ Grads<B> hardswish(B& b, typename B::Value g, typename B::Value x) {
   return {b.mul(g, d)};
 }
 
-/// The one dispatch, by registry id, of the ops whose rule needs only the
-/// result's gradient, the operands and the result (no attributes): eager
-/// autograd and mc-autodiff's default (DifferentiableOpInterface) both come
-/// here. A new op of that kind adds its rule above and one case here.
-/// nullopt when `op` is not one of them.
+/// The one dispatch, by registry id, of every op's rule: eager autograd
+/// (frontend/Autograd.cpp) and mc-autodiff (DifferentiableOpInterface's
+/// default, ir/MCGradients.cpp) both come here, with the op's operands, its
+/// result `y` and its attributes under their ODS names (rt::OpAttrs, the
+/// form steps carry too). A new op adds its rule above and one case here.
+/// nullopt when `op` has no rule.
 template <class B, class V = typename B::Value>
 std::optional<Grads<B>> byOpId(B& b, rt::OpId op, V g, const std::vector<V>& in,
-                               V y) {
+                               V y, const rt::OpAttrs& attrs) {
+  using rt::OpId;
+  auto ints = [&](const char* name) { return attrs.getInts(name); };
+  auto integer = [&](const char* name) { return attrs.getInt(name); };
+  auto real = [&](const char* name) { return attrs.getFloat(name); };
+  auto flag = [&](const char* name) { return attrs.getBool(name); };
   switch (op) {
-  case rt::OpId::Hardswish:
+  // Elementwise.
+  case OpId::Add:
+    return add(b, g);
+  case OpId::Sub:
+    return sub(b, g);
+  case OpId::Mul:
+    return mul(b, g, in[0], in[1]);
+  case OpId::Div:
+    return div(b, g, in[1], y);
+  case OpId::Maximum:
+    return extremum(b, g, in[0], in[1], true);
+  case OpId::Minimum:
+    return extremum(b, g, in[0], in[1], false);
+  case OpId::Pow:
+    return pow(b, g, in[0], in[1], y);
+  case OpId::Neg:
+    return neg(b, g);
+  case OpId::Exp:
+    return exp(b, g, y);
+  case OpId::Log:
+    return log(b, g, in[0]);
+  case OpId::Tanh:
+    return tanh(b, g, y);
+  case OpId::Sigmoid:
+    return sigmoid(b, g, y);
+  case OpId::Relu:
+    return relu(b, g, in[0]);
+  case OpId::Sqrt:
+    return sqrt(b, g, y);
+  case OpId::Abs:
+    return abs(b, g, in[0]);
+  case OpId::Erf:
+    return erf(b, g, in[0]);
+  case OpId::Hardswish:
     return hardswish(b, g, in[0]);
+  case OpId::Gelu:
+    return gelu(b, g, in[0], flag("tanh_approximation"));
+  case OpId::Clamp:
+    return clamp(b, g, in[0], real("min"), real("max"));
+  case OpId::Compare: // i1 results: the drivers never ask
+  case OpId::Not:
+    return none<B>(in.size());
+  case OpId::Select:
+    return select(b, g, in[0]);
+  case OpId::Cast:
+    return cast(b, g, in[0]);
+  // Shape.
+  case OpId::BroadcastInDim:
+    return broadcastInDim(b, g, b.shape(in[0]), ints("dims"));
+  case OpId::Reshape:
+    return reshape(b, g, b.shape(in[0]));
+  case OpId::Transpose:
+    return transpose(b, g, ints("permutation"));
+  case OpId::Concat: {
+    std::vector<Dims> shapes;
+    for (const V& v : in)
+      shapes.push_back(b.shape(v));
+    return concat(b, g, shapes, integer("axis"));
+  }
+  case OpId::Slice:
+    return slice(b, g, b.shape(in[0]), ints("start"), ints("strides"));
+  case OpId::Pad:
+    return pad(b, g, b.shape(in[0]), ints("low"));
+  case OpId::Gather:
+    return gather(b, g, b.shape(in[0]), in[1], integer("axis"));
+  // Reductions.
+  case OpId::ReduceSum:
+    return reduceSum(b, g, b.shape(in[0]), ints("dims"), flag("keepdim"));
+  case OpId::ReduceMean:
+    return reduceMean(b, g, b.shape(in[0]), ints("dims"), flag("keepdim"));
+  case OpId::ReduceMax:
+  case OpId::ReduceMin:
+    return reduceExtremum(b, g, in[0], y, ints("dims"), flag("keepdim"));
+  // Linear algebra and NN.
+  case OpId::Matmul:
+    return matmul(b, g, in[0], in[1], flag("transpose_a"),
+                  flag("transpose_b"));
+  case OpId::Softmax:
+    return softmax(b, g, y, integer("axis"));
+  case OpId::LogSoftmax:
+    return logSoftmax(b, g, y, integer("axis"));
+  case OpId::LayerNorm:
+    return layerNorm(b, g, in[0], in[1], integer("axis"), real("epsilon"));
+  case OpId::BatchNorm:
+    return batchNorm(b, g, in[0], in[1], in[3], in[4], real("epsilon"),
+                     integer("feature_axis"));
+  case OpId::Conv2d:
+    return conv2d(b, g, in[0], in[1], ints("strides"), ints("padding"),
+                  ints("dilation"), integer("groups"));
+  case OpId::MaxPool2d:
+    return maxPool2d(b, g, in[0], y, ints("kernel"), ints("strides"),
+                     ints("padding"), ints("dilation"));
+  case OpId::AvgPool2d:
+    return avgPool2d(b, g, in[0], ints("kernel"), ints("strides"),
+                     ints("padding"), ints("dilation"),
+                     flag("count_include_pad"));
   default:
     return std::nullopt;
   }

@@ -1,8 +1,11 @@
-// Reverse-mode derivatives of the mc ops (DifferentiableOpInterface): each
-// op's buildGradients calls its rule in ir/DerivativeRules.h, the one eager
-// autograd uses too, through a builder that emits mc ops.
+// Reverse-mode derivatives of the mc ops (DifferentiableOpInterface): every
+// op's buildGradients is the interface's default, which reads the op's
+// attributes in registry form and calls the one dispatch of rules in
+// ir/DerivativeRules.h (derivatives::byOpId) that eager autograd uses too,
+// through a builder that emits mc ops. No op has a case here.
 #include "ir/DerivativeRules.h"
 #include "ir/MCDialect.h"
+#include "ir/RegistryOps.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -176,107 +179,21 @@ LogicalResult differentiate(Operation* op, OpBuilder& b, ValueRange resultGrads,
 
 } // namespace
 
-/// Defines OP::buildGradients as `differentiate` with the rule expression
-/// RULE, which sees the builder `e`, the result gradient `g` and the op.
-#define MC_GRADIENT(OP, RULE)                                                  \
-  LogicalResult OP::buildGradients(OpBuilder& b, ValueRange resultGrads,       \
-                                   SmallVectorImpl<Value>& operandGrads) {     \
-    return differentiate(*this, b, resultGrads, operandGrads,                  \
-                         [&](GradBuilder& e, Value g) { return RULE; });       \
-  }
-
-// Elementwise.
-MC_GRADIENT(AddOp, rules::add(e, g))
-MC_GRADIENT(SubOp, rules::sub(e, g))
-MC_GRADIENT(MulOp, rules::mul(e, g, getLhs(), getRhs()))
-MC_GRADIENT(DivOp, rules::div(e, g, getRhs(), getResult()))
-MC_GRADIENT(MaximumOp, rules::extremum(e, g, getLhs(), getRhs(), true))
-MC_GRADIENT(MinimumOp, rules::extremum(e, g, getLhs(), getRhs(), false))
-MC_GRADIENT(PowOp, rules::pow(e, g, getLhs(), getRhs(), getResult()))
-MC_GRADIENT(NegOp, rules::neg(e, g))
-MC_GRADIENT(ExpOp, rules::exp(e, g, getResult()))
-MC_GRADIENT(LogOp, rules::log(e, g, getInput()))
-MC_GRADIENT(TanhOp, rules::tanh(e, g, getResult()))
-MC_GRADIENT(SigmoidOp, rules::sigmoid(e, g, getResult()))
-MC_GRADIENT(ReluOp, rules::relu(e, g, getInput()))
-MC_GRADIENT(SqrtOp, rules::sqrt(e, g, getResult()))
-MC_GRADIENT(AbsOp, rules::abs(e, g, getInput()))
-MC_GRADIENT(ErfOp, rules::erf(e, g, getInput()))
-MC_GRADIENT(GeluOp, rules::gelu(e, g, getInput(), getTanhApproximation()))
-MC_GRADIENT(ClampOp, rules::clamp(e, g, getInput(), getMin().convertToDouble(),
-                                  getMax().convertToDouble()))
-// i1 results: the driver never calls these rules.
-MC_GRADIENT(CompareOp, rules::none<GradBuilder>(2))
-MC_GRADIENT(NotOp, rules::none<GradBuilder>(1))
-MC_GRADIENT(SelectOp, rules::select(e, g, getPred()))
-MC_GRADIENT(CastOp, rules::cast(e, g, getInput()))
-
-// Shape.
-MC_GRADIENT(BroadcastInDimOp,
-            rules::broadcastInDim(e, g, e.shape(getInput()), dims(getDims())))
-MC_GRADIENT(ReshapeOp, rules::reshape(e, g, e.shape(getInput())))
-MC_GRADIENT(TransposeOp, rules::transpose(e, g, dims(getPermutation())))
-MC_GRADIENT(ConcatOp, ([&] {
-              std::vector<Dims> shapes;
-              for (Value in : getInputs())
-                shapes.push_back(e.shape(in));
-              return rules::concat(e, g, shapes,
-                                   static_cast<int64_t>(getAxis()));
-            }()))
-MC_GRADIENT(SliceOp, rules::slice(e, g, e.shape(getInput()), dims(getStart()),
-                                  dims(getStrides())))
-MC_GRADIENT(PadOp, rules::pad(e, g, e.shape(getInput()), dims(getLow())))
-MC_GRADIENT(GatherOp, rules::gather(e, g, e.shape(getInput()), getIndices(),
-                                    static_cast<int64_t>(getAxis())))
-
-// Reductions.
-MC_GRADIENT(ReduceSumOp, rules::reduceSum(e, g, e.shape(getInput()),
-                                          dims(getDims()), getKeepdim()))
-MC_GRADIENT(ReduceMeanOp, rules::reduceMean(e, g, e.shape(getInput()),
-                                            dims(getDims()), getKeepdim()))
-MC_GRADIENT(ReduceMaxOp, rules::reduceExtremum(e, g, getInput(), getResult(),
-                                               dims(getDims()), getKeepdim()))
-MC_GRADIENT(ReduceMinOp, rules::reduceExtremum(e, g, getInput(), getResult(),
-                                               dims(getDims()), getKeepdim()))
-
-// Linear algebra and NN.
-MC_GRADIENT(MatmulOp, rules::matmul(e, g, getLhs(), getRhs(), getTransposeA(),
-                                    getTransposeB()))
-MC_GRADIENT(SoftmaxOp,
-            rules::softmax(e, g, getResult(), static_cast<int64_t>(getAxis())))
-MC_GRADIENT(LogSoftmaxOp, rules::logSoftmax(e, g, getResult(),
-                                            static_cast<int64_t>(getAxis())))
-MC_GRADIENT(LayerNormOp, rules::layerNorm(e, g, getInput(), getGamma(),
-                                          static_cast<int64_t>(getAxis()),
-                                          getEpsilon().convertToDouble()))
-MC_GRADIENT(BatchNormOp,
-            rules::batchNorm(e, g, getInput(), getScale(), getMean(),
-                             getVariance(), getEpsilon().convertToDouble(),
-                             static_cast<int64_t>(getFeatureAxis())))
-MC_GRADIENT(Conv2dOp,
-            rules::conv2d(e, g, getInput(), getWeight(), dims(getStrides()),
-                          dims(getPadding()), dims(getDilation()),
-                          static_cast<int64_t>(getGroups())))
-MC_GRADIENT(MaxPool2dOp,
-            rules::maxPool2d(e, g, getInput(), getResult(), dims(getKernel()),
-                             dims(getStrides()), dims(getPadding()),
-                             dims(getDilation())))
-MC_GRADIENT(AvgPool2dOp,
-            rules::avgPool2d(e, g, getInput(), dims(getKernel()),
-                             dims(getStrides()), dims(getPadding()),
-                             dims(getDilation()), getCountIncludePad()))
-
 LogicalResult mc::buildRegisteredGradients(Operation* op, OpBuilder& b,
                                            ValueRange resultGrads,
                                            SmallVectorImpl<Value>& operandGrads) {
   rt::OpId id;
   if (!rt::findOp(op->getName().getStringRef(), &id))
     return op->emitOpError() << "is not in the op registry";
+  FailureOr<rt::OpAttrs> attrs = registryAttributes(op, rt::opInfo(id));
+  if (failed(attrs))
+    return failure();
   std::vector<Value> in(op->getOperands().begin(), op->getOperands().end());
   bool known = true;
   LogicalResult result = differentiate(
       op, b, resultGrads, operandGrads, [&](GradBuilder& e, Value g) {
-        auto grads = rules::byOpId(e, id, g, in, Value(op->getResult(0)));
+        auto grads =
+            rules::byOpId(e, id, g, in, Value(op->getResult(0)), *attrs);
         known = grads.has_value();
         return grads ? *grads : Grads(in.size());
       });

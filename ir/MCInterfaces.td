@@ -13,12 +13,11 @@ def MC_DifferentiableOpInterface : OpInterface<"DifferentiableOpInterface"> {
     (derivatives.yaml) and match the eager autograd of
     `frontend/Autograd.cpp`, so a compiled gradient equals the eager one.
 
-    A new op joins autodiff by implementing this interface: either by
-    listing the interface as a trait, which uses the default below (the
-    op's rule found by its registry id in `ir/DerivativeRules.h`,
-    `derivatives::byOpId`, the dispatch eager autograd shares), or, for ops
-    whose rule reads attributes, with `DeclareOpInterfaceMethods` and an
-    `MC_GRADIENT` line in `MCGradients.cpp`. The pass has no per-op switch.
+    A new op joins autodiff by listing this interface as a trait and adding
+    its rule to `ir/DerivativeRules.h`: the default below reads the op's
+    attributes in registry form (ODS names) and calls the op's rule through
+    `derivatives::byOpId`, the one dispatch eager autograd shares. Neither
+    the pass nor `MCGradients.cpp` has a per-op case.
   }];
   let methods = [
     InterfaceMethod<[{

@@ -37,7 +37,7 @@ def MC_ConstantOp : MC_Op<"constant", [ConstantLike, Pure,
 
 class MC_BinaryOp<string mnemonic, Type operandType, list<Trait> traits = []>
     : MC_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType,
-                                            DeclareOpInterfaceMethods<MC_DifferentiableOpInterface, ["buildGradients"]>])> {
+                                            MC_DifferentiableOpInterface])> {
   let arguments = (ins operandType:$lhs, operandType:$rhs);
   let results = (outs operandType:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
@@ -118,7 +118,7 @@ def MC_MaximumOp : MC_BinaryOp<"maximum", MC_NumericTensor, [Commutative]> {
 
 class MC_UnaryOp<string mnemonic, Type operandType, string expr>
     : MC_Op<mnemonic, [Pure, SameOperandsAndResultType,
-                       DeclareOpInterfaceMethods<MC_DifferentiableOpInterface, ["buildGradients"]>]> {
+                       MC_DifferentiableOpInterface]> {
   let summary = "elementwise " # expr;
   let description = "Computes `" # expr # "` for each element.\n\n"
       "```mlir\n%0 = mc." # mnemonic # " %x : tensor<4x8xf32>\n```";
@@ -159,7 +159,7 @@ def MC_SqrtOp : MC_UnaryOp<"sqrt", MC_FloatTensor, "sqrt(x)"> {
 }
 
 def MC_CastOp : MC_Op<"cast", [Pure, SameOperandsAndResultShape,
-    DeclareOpInterfaceMethods<MC_DifferentiableOpInterface, ["buildGradients"]>]> {
+    MC_DifferentiableOpInterface]> {
   let mcFusible = 1;
   let summary = "element type conversion";
   let description = [{
@@ -204,7 +204,7 @@ def MC_CopyOp : MC_Op<"copy", [Pure, SameOperandsAndResultType]> {
 
 def MC_BroadcastInDimOp : MC_Op<"broadcast_in_dim", [Pure,
     AllElementTypesMatch<["input", "result"]>,
-    DeclareOpInterfaceMethods<MC_DifferentiableOpInterface, ["buildGradients"]>]> {
+    MC_DifferentiableOpInterface]> {
   let mcFusible = 1;
   let summary = "explicit broadcast";
   let description = [{
@@ -228,7 +228,7 @@ def MC_BroadcastInDimOp : MC_Op<"broadcast_in_dim", [Pure,
 
 def MC_ReshapeOp : MC_Op<"reshape", [Pure,
     AllElementTypesMatch<["input", "result"]>,
-    DeclareOpInterfaceMethods<MC_DifferentiableOpInterface, ["buildGradients"]>]> {
+    MC_DifferentiableOpInterface]> {
   let mcStep = 0;
   let summary = "reshape to a type with the same number of elements";
   let description = [{
@@ -248,7 +248,7 @@ def MC_ReshapeOp : MC_Op<"reshape", [Pure,
 }
 
 def MC_TransposeOp : MC_Op<"transpose", [Pure, InferTypeOpAdaptor,
-    DeclareOpInterfaceMethods<MC_DifferentiableOpInterface, ["buildGradients"]>]> {
+    MC_DifferentiableOpInterface]> {
   let summary = "permute dimensions";
   let description = [{
     Result dimension `i` is operand dimension `permutation[i]`. A transpose of
@@ -273,7 +273,7 @@ def MC_TransposeOp : MC_Op<"transpose", [Pure, InferTypeOpAdaptor,
 
 class MC_ReduceOp<string mnemonic, Type operandType, string what>
     : MC_Op<mnemonic, [Pure, InferTypeOpAdaptor,
-                       DeclareOpInterfaceMethods<MC_DifferentiableOpInterface, ["buildGradients"]>]> {
+                       MC_DifferentiableOpInterface]> {
   let summary = what # " over dimensions";
   let description = what # " over `dims` (unique, in range; printed sorted). "
       "Those dimensions are removed from the result, or kept with size 1 "
@@ -305,7 +305,7 @@ def MC_ReduceMaxOp : MC_ReduceOp<"reduce_max", MC_NumericTensor, "maximum"> {
 //===----------------------------------------------------------------------===//
 
 def MC_MatmulOp : MC_Op<"matmul", [Pure, InferTypeOpAdaptor,
-    DeclareOpInterfaceMethods<MC_DifferentiableOpInterface, ["buildGradients"]>]> {
+    MC_DifferentiableOpInterface]> {
   let mcCpuTypes = "f32,f16,bf16";
   let mcAmp = "low";
   let summary = "batched matrix multiplication";
@@ -329,7 +329,7 @@ def MC_MatmulOp : MC_Op<"matmul", [Pure, InferTypeOpAdaptor,
 }
 
 def MC_SoftmaxOp : MC_Op<"softmax", [Pure, SameOperandsAndResultType,
-    DeclareOpInterfaceMethods<MC_DifferentiableOpInterface, ["buildGradients"]>]> {
+    MC_DifferentiableOpInterface]> {
   let mcCpuTypes = "f32,f16,bf16";
   let mcAmp = "f32";
   let summary = "softmax along one axis";
@@ -364,7 +364,7 @@ def MC_NotOp : MC_UnaryOp<"not", MC_BoolTensor, "logical not"> {
 }
 
 def MC_GeluOp : MC_Op<"gelu", [Pure, SameOperandsAndResultType,
-    DeclareOpInterfaceMethods<MC_DifferentiableOpInterface, ["buildGradients"]>]> {
+    MC_DifferentiableOpInterface]> {
   let mcCpuTypes = "f32,f16,bf16";
   let mcFusible = 1;
   let summary = "GELU activation";
@@ -430,7 +430,7 @@ def MC_MinimumOp : MC_BinaryOp<"minimum", MC_NumericTensor, [Commutative]> {
 }
 
 def MC_ClampOp : MC_Op<"clamp", [Pure, SameOperandsAndResultType,
-    DeclareOpInterfaceMethods<MC_DifferentiableOpInterface, ["buildGradients"]>]> {
+    MC_DifferentiableOpInterface]> {
   let mcCpuTypes = "f32,f16,bf16,i32,i64";
   let mcFusible = 1;
   let summary = "clamp to [min, max]";
@@ -451,7 +451,7 @@ def MC_ClampOp : MC_Op<"clamp", [Pure, SameOperandsAndResultType,
 }
 
 def MC_CompareOp : MC_Op<"compare", [Pure, SameTypeOperands,
-    SameOperandsAndResultShape, DeclareOpInterfaceMethods<MC_DifferentiableOpInterface, ["buildGradients"]>]> {
+    SameOperandsAndResultShape, MC_DifferentiableOpInterface]> {
   let mcCpuTypes = "f32,f16,bf16,i32,i64,i1";
   let mcFusible = 1;
   let summary = "elementwise comparison";
@@ -472,7 +472,7 @@ def MC_CompareOp : MC_Op<"compare", [Pure, SameTypeOperands,
 }
 
 def MC_SelectOp : MC_Op<"select", [Pure, AllTypesMatch<["on_true", "on_false", "result"]>,
-    AllShapesMatch<["pred", "result"]>, DeclareOpInterfaceMethods<MC_DifferentiableOpInterface, ["buildGradients"]>]> {
+    AllShapesMatch<["pred", "result"]>, MC_DifferentiableOpInterface]> {
   let mcFusible = 1;
   let summary = "elementwise choice";
   let description = [{
@@ -491,7 +491,7 @@ def MC_SelectOp : MC_Op<"select", [Pure, AllTypesMatch<["on_true", "on_false", "
 }
 
 def MC_LogSoftmaxOp : MC_Op<"log_softmax", [Pure, SameOperandsAndResultType,
-    DeclareOpInterfaceMethods<MC_DifferentiableOpInterface, ["buildGradients"]>]> {
+    MC_DifferentiableOpInterface]> {
   let mcCpuTypes = "f32,f16,bf16";
   let mcAmp = "f32";
   let summary = "log of softmax along one axis";
@@ -514,7 +514,7 @@ def MC_ReduceMinOp : MC_ReduceOp<"reduce_min", MC_NumericTensor, "minimum"> {
 }
 
 def MC_ConcatOp : MC_Op<"concat", [Pure, InferTypeOpAdaptor,
-    DeclareOpInterfaceMethods<MC_DifferentiableOpInterface, ["buildGradients"]>]> {
+    MC_DifferentiableOpInterface]> {
   let summary = "concatenation along one axis";
   let description = [{
     Joins one or more tensors of one element type and rank along `axis`;
@@ -532,7 +532,7 @@ def MC_ConcatOp : MC_Op<"concat", [Pure, InferTypeOpAdaptor,
 }
 
 def MC_SliceOp : MC_Op<"slice", [Pure, InferTypeOpAdaptor,
-    DeclareOpInterfaceMethods<MC_DifferentiableOpInterface, ["buildGradients"]>]> {
+    MC_DifferentiableOpInterface]> {
   let summary = "strided slice with static bounds";
   let description = [{
     Per dimension `d`, takes the elements `start[d], start[d] + strides[d],
@@ -554,7 +554,7 @@ def MC_SliceOp : MC_Op<"slice", [Pure, InferTypeOpAdaptor,
 }
 
 def MC_GatherOp : MC_Op<"gather", [Pure, InferTypeOpAdaptor,
-    DeclareOpInterfaceMethods<MC_DifferentiableOpInterface, ["buildGradients"]>]> {
+    MC_DifferentiableOpInterface]> {
   let summary = "take along one axis (ONNX Gather, embedding lookup)";
   let description = [{
     `result[i..., j..., k...] = input[i..., indices[j...], k...]` where `i`
@@ -574,7 +574,7 @@ def MC_GatherOp : MC_Op<"gather", [Pure, InferTypeOpAdaptor,
 }
 
 def MC_PadOp : MC_Op<"pad", [Pure, InferTypeOpAdaptor,
-    DeclareOpInterfaceMethods<MC_DifferentiableOpInterface, ["buildGradients"]>]> {
+    MC_DifferentiableOpInterface]> {
   let summary = "constant padding";
   let description = [{
     Adds `low[d]` elements before and `high[d]` after dimension `d` (both
@@ -594,7 +594,7 @@ def MC_PadOp : MC_Op<"pad", [Pure, InferTypeOpAdaptor,
 }
 
 def MC_Conv2dOp : MC_Op<"conv2d", [Pure, InferTypeOpAdaptor,
-    DeclareOpInterfaceMethods<MC_DifferentiableOpInterface, ["buildGradients"]>]> {
+    MC_DifferentiableOpInterface]> {
   let mcCpuTypes = "f32,f16,bf16";
   let mcAmp = "low";
   let summary = "2-D convolution, NCHW";
@@ -624,7 +624,7 @@ def MC_Conv2dOp : MC_Op<"conv2d", [Pure, InferTypeOpAdaptor,
 
 class MC_Pool2dOp<string mnemonic, string what, dag extraArgs, string extraFormat>
     : MC_Op<mnemonic, [Pure, InferTypeOpAdaptor,
-                       DeclareOpInterfaceMethods<MC_DifferentiableOpInterface, ["buildGradients"]>]> {
+                       MC_DifferentiableOpInterface]> {
   let summary = what # " pooling, NCHW";
   let arguments = !con((ins MC_FloatTensor:$input, DenseI64ArrayAttr:$kernel,
                             DenseI64ArrayAttr:$strides,
@@ -672,7 +672,7 @@ def MC_AvgPool2dOp : MC_Pool2dOp<"avg_pool2d", "average",
 def MC_BatchNormOp : MC_Op<"batch_norm", [Pure,
     AllTypesMatch<["input", "result"]>,
     AllTypesMatch<["scale", "offset", "mean", "variance"]>,
-    DeclareOpInterfaceMethods<MC_DifferentiableOpInterface, ["buildGradients"]>]> {
+    MC_DifferentiableOpInterface]> {
   let mcCpuTypes = "f32,f16,bf16";
   let mcAmp = "f32";
   let summary = "batch normalization, inference form";
@@ -700,7 +700,7 @@ def MC_BatchNormOp : MC_Op<"batch_norm", [Pure,
 
 def MC_LayerNormOp : MC_Op<"layer_norm", [Pure,
     AllTypesMatch<["input", "result"]>, AllTypesMatch<["gamma", "beta"]>,
-    DeclareOpInterfaceMethods<MC_DifferentiableOpInterface, ["buildGradients"]>]> {
+    MC_DifferentiableOpInterface]> {
   let mcCpuTypes = "f32,f16,bf16";
   let mcAmp = "f32";
   let summary = "layer normalization";

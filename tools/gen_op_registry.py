@@ -25,15 +25,18 @@ TENSOR_TYPES = {
     "MC_Tensor": "",
 }
 
-# ODS attribute constraint -> registry attribute kind.
+# ODS attribute constraint -> (registry attribute kind, storage). The
+# storage names the MLIR attribute that holds the value, so code on the
+# compiler side (ir/RegistryOps.cpp) rebuilds an op from a registry record:
+# unit (present = true), bool, i32, i64, f32, f64, i64s (DenseI64ArrayAttr).
 ATTR_KINDS = {
-    "UnitAttr": "Bool",
-    "BoolAttr": "Bool",
-    "I64Attr": "Int",
-    "I32Attr": "Int",
-    "F64Attr": "Float",
-    "F32Attr": "Float",
-    "DenseI64ArrayAttr": "Ints",
+    "UnitAttr": ("Bool", "unit"),
+    "BoolAttr": ("Bool", "bool"),
+    "I64Attr": ("Int", "i64"),
+    "I32Attr": ("Int", "i32"),
+    "F64Attr": ("Float", "f64"),
+    "F32Attr": ("Float", "f32"),
+    "DenseI64ArrayAttr": ("Ints", "i64s"),
 }
 
 
@@ -70,9 +73,9 @@ def main():
             constraint = arg["def"]
             sup = superclasses(constraint)
             if "Attr" in sup or constraint.endswith("Attr"):
-                if "EnumAttrInfo" in sup or "IntEnumAttr" in sup or \
-                        "EnumAttr" in sup:
-                    kind = "Int"  # enums travel as their integer value
+                if "I32EnumAttr" in sup or "I64EnumAttr" in sup:
+                    # Enums travel as their integer value.
+                    kind = ("Int", "i32" if "I32EnumAttr" in sup else "i64")
                 elif constraint in ATTR_KINDS:
                     kind = ATTR_KINDS[constraint]
                 elif "ElementsAttrBase" in sup or constraint == "ElementsAttr":
@@ -85,7 +88,7 @@ def main():
                 optional = constraint == "UnitAttr" or \
                     "OptionalAttr" in sup or "DefaultValuedAttr" in sup
                 if kind:
-                    attrs.append((arg_name, kind, optional))
+                    attrs.append((arg_name, kind[0], kind[1], optional))
             else:
                 operands += 1
                 variadic |= "Variadic" in sup
@@ -113,7 +116,9 @@ def main():
         "// registry.up-to-date fails when this copy is stale.",
         "//",
         "// MC_OP(Id, \"mnemonic\"): every mc op, sorted by mnemonic.",
-        "// MC_OP_ATTR(Id, \"name\", Kind, optional): its attributes.",
+        "// MC_OP_ATTR(Id, \"name\", Kind, optional, \"storage\"): its",
+        "//            attributes; storage: unit, bool, i32, i64, f32, f64 or",
+        "//            i64s, the MLIR attribute that holds the value.",
         "// MC_OP_INFO(Id, operands (-1: variadic), isStep, AmpClass,",
         "//            fusible, \"cpu element types\", \"element types of",
         "//            operand 0 in the dialect\" (\"\" = any))",
@@ -124,9 +129,9 @@ def main():
         lines.append(f'MC_OP({o["id"]}, "{o["mnemonic"]}")')
     lines += ["#undef MC_OP", "#endif", "", "#ifdef MC_OP_ATTR"]
     for o in ops:
-        for name, kind, optional in o["attrs"]:
+        for name, kind, storage, optional in o["attrs"]:
             lines.append(f'MC_OP_ATTR({o["id"]}, "{name}", {kind}, '
-                         f'{"true" if optional else "false"})')
+                         f'{"true" if optional else "false"}, "{storage}")')
     lines += ["#undef MC_OP_ATTR", "#endif", "", "#ifdef MC_OP_INFO"]
     for o in ops:
         lines.append(

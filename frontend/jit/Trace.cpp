@@ -3,6 +3,7 @@
 #include "frontend/TraceHook.h"
 
 #include "ir/MCDialect.h"
+#include "ir/RegistryOps.h"
 #include "ir/SourceLimits.h"
 #include "modelc/fileio.h"
 
@@ -210,176 +211,16 @@ public:
       in.push_back(valueOf(t));
     Location l = loc();
     Type resultType = tensorType(ctx, r.output);
-    Value out;
-    switch (r.kind) {
-    case OpKind::Add:
-      out = mc::AddOp::create(builder, l, in[0], in[1]);
-      break;
-    case OpKind::Sub:
-      out = mc::SubOp::create(builder, l, in[0], in[1]);
-      break;
-    case OpKind::Mul:
-      out = mc::MulOp::create(builder, l, in[0], in[1]);
-      break;
-    case OpKind::Div:
-      out = mc::DivOp::create(builder, l, in[0], in[1]);
-      break;
-    case OpKind::Maximum:
-      out = mc::MaximumOp::create(builder, l, in[0], in[1]);
-      break;
-    case OpKind::Neg:
-      out = mc::NegOp::create(builder, l, in[0]);
-      break;
-    case OpKind::Exp:
-      out = mc::ExpOp::create(builder, l, in[0]);
-      break;
-    case OpKind::Log:
-      out = mc::LogOp::create(builder, l, in[0]);
-      break;
-    case OpKind::Tanh:
-      out = mc::TanhOp::create(builder, l, in[0]);
-      break;
-    case OpKind::Sigmoid:
-      out = mc::SigmoidOp::create(builder, l, in[0]);
-      break;
-    case OpKind::Relu:
-      out = mc::ReluOp::create(builder, l, in[0]);
-      break;
-    case OpKind::Sqrt:
-      out = mc::SqrtOp::create(builder, l, in[0]);
-      break;
-    case OpKind::Cast:
-      out = mc::CastOp::create(builder, l, resultType, in[0]);
-      break;
-    case OpKind::BroadcastInDim:
-      out = mc::BroadcastInDimOp::create(builder, l, resultType, in[0],
-                                                 r.ints);
-      break;
-    case OpKind::Reshape:
-      out = mc::ReshapeOp::create(builder, l, resultType, in[0]);
-      break;
-    case OpKind::Transpose:
-      out = mc::TransposeOp::create(builder, l, resultType, in[0], r.ints);
-      break;
-    case OpKind::ReduceSum:
-      out = mc::ReduceSumOp::create(builder, l, resultType, in[0], r.ints,
-                                            r.keepdim);
-      break;
-    case OpKind::ReduceMean:
-      out = mc::ReduceMeanOp::create(builder, l, resultType, in[0], r.ints,
-                                             r.keepdim);
-      break;
-    case OpKind::ReduceMax:
-      out = mc::ReduceMaxOp::create(builder, l, resultType, in[0], r.ints,
-                                            r.keepdim);
-      break;
-    case OpKind::Softmax:
-      out = mc::SoftmaxOp::create(builder, l, in[0], r.axis);
-      break;
-    case OpKind::Matmul:
-      out = mc::MatmulOp::create(builder, l, resultType, in[0], in[1],
-                                         r.transposeA, r.transposeB);
-      break;
-    case OpKind::Abs:
-      out = mc::AbsOp::create(builder, l, in[0]);
-      break;
-    case OpKind::Erf:
-      out = mc::ErfOp::create(builder, l, in[0]);
-      break;
-    case OpKind::Not:
-      out = mc::NotOp::create(builder, l, in[0]);
-      break;
-    case OpKind::Gelu:
-      out = mc::GeluOp::create(builder, l, in[0], r.tanhApproximation);
-      break;
-    case OpKind::Pow:
-      out = mc::PowOp::create(builder, l, in[0], in[1]);
-      break;
-    case OpKind::Minimum:
-      out = mc::MinimumOp::create(builder, l, in[0], in[1]);
-      break;
-    case OpKind::Clamp:
-      out = mc::ClampOp::create(builder, l, in[0],
-                                        llvm::APFloat(r.minValue),
-                                        llvm::APFloat(r.maxValue));
-      break;
-    case OpKind::Compare:
-      out = mc::CompareOp::create(builder, 
-          l, resultType,
-          static_cast<mc::ComparisonDirection>(static_cast<int>(r.direction)),
-          in[0], in[1]);
-      break;
-    case OpKind::Select:
-      out = mc::SelectOp::create(builder, l, resultType, in[0], in[1], in[2]);
-      break;
-    case OpKind::LogSoftmax:
-      out = mc::LogSoftmaxOp::create(builder, l, in[0], r.axis);
-      break;
-    case OpKind::ReduceMin:
-      out = mc::ReduceMinOp::create(builder, l, resultType, in[0], r.ints,
-                                            r.keepdim);
-      break;
-    case OpKind::Concat:
-      out = mc::ConcatOp::create(builder, l, resultType, in, r.axis);
-      break;
-    case OpKind::Slice: {
-      SmallVector<int64_t> limit;
-      for (size_t d = 0; d < r.start.size(); ++d) {
-        int64_t count = r.output.shape()[d];
-        limit.push_back(count == 0 ? r.start[d]
-                                   : r.start[d] + (count - 1) * r.strides[d] + 1);
-      }
-      out = mc::SliceOp::create(builder, l, resultType, in[0], r.start, limit,
-                                        r.strides);
-      break;
+    // Every op by its registry entry: ODS names its attributes, so the
+    // tracer has no per-op case.
+    std::string error;
+    Operation* op =
+        buildRegistryOp(builder, l, r.kind, in, resultType, r.attrs, &error);
+    if (!op) {
+      failedMessage = "cannot trace " + error;
+      return;
     }
-    case OpKind::Gather:
-      out = mc::GatherOp::create(builder, l, resultType, in[0], in[1], r.axis);
-      break;
-    case OpKind::Pad:
-      out = mc::PadOp::create(builder, l, resultType, in[0], r.low, r.high,
-                                      llvm::APFloat(r.padValue));
-      break;
-    case OpKind::Conv2d:
-      out = mc::Conv2dOp::create(builder, l, resultType, in[0], in[1],
-                                         r.strides, r.padding, r.dilation,
-                                         r.groups);
-      break;
-    case OpKind::MaxPool2d:
-      out = mc::MaxPool2dOp::create(builder, l, resultType, in[0], r.kernel,
-                                            r.strides, r.padding, r.dilation,
-                                            r.ceilMode);
-      break;
-    case OpKind::AvgPool2d:
-      out = mc::AvgPool2dOp::create(builder, l, resultType, in[0], r.kernel,
-                                            r.strides, r.padding, r.dilation,
-                                            r.ceilMode, r.countIncludePad);
-      break;
-    case OpKind::BatchNorm:
-      out = mc::BatchNormOp::create(builder, 
-          l, resultType, in[0], in[1], in[2], in[3], in[4],
-          llvm::APFloat(r.epsilon), r.axis);
-      break;
-    case OpKind::LayerNorm:
-      out = mc::LayerNormOp::create(builder, l, resultType, in[0], in[1], in[2],
-                                            r.axis,
-                                            llvm::APFloat(r.epsilon));
-      break;
-    default: {
-      // Ops without attributes need no case: built by their registry name.
-      const rt::OpInfo& info = rt::opInfo(r.kind);
-      if (!info.attrs.empty()) {
-        failedMessage = std::string("the tracer has no case for mc.") +
-                        info.mnemonic + ", which has attributes";
-        return;
-      }
-      OperationState state(l, std::string("mc.") + info.mnemonic);
-      state.addOperands(in);
-      state.addTypes(resultType);
-      out = builder.create(state)->getResult(0);
-      break;
-    }
-    }
+    Value out = op->getResult(0);
     if (out.getType() != resultType) {
       failedMessage = "traced op produced type mismatch";
       return;

@@ -153,3 +153,10 @@ func.func @real_model_nn(%x: tensor<1x4x9x9xf32>, %w: tensor<8x2x3x3xf32>, %c: t
   %5 = mc.layer_norm %s, %g, %g, axis = 2, epsilon = 1.0e-05 : tensor<2x5x16xf32>, tensor<16xf32>
   return %4, %1, %3, %4, %5 : tensor<1x8x4x4xf32>, tensor<1x4x5x5xf32>, tensor<1x4x4x4xf32>, tensor<1x8x4x4xf32>, tensor<2x5x16xf32>
 }
+
+// CHECK-LABEL: func @copy
+func.func @copy(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  // CHECK: mc.copy %{{.*}} : tensor<2x3xf32>
+  %0 = mc.copy %x : tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}

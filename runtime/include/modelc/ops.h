@@ -7,6 +7,7 @@
 #define MODELC_OPS_H
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,7 +36,9 @@ enum class AttrKind : uint8_t { Bool, Int, Float, Ints };
 struct AttrSpec {
   const char* name;
   AttrKind kind;
-  bool optional; // unit attributes: absent means false
+  bool optional;       // unit attributes: absent means false
+  const char* storage; // the MLIR attribute holding it: unit, bool, i32,
+                       // i64, f32, f64, i64s (compiler side only)
 };
 
 struct OpInfo {
@@ -59,9 +62,9 @@ inline std::vector<OpInfo> buildOpTable() {
 #include "modelc/ops.inc"
 #define MC_OP(id, name) table[size_t(OpId::id)].mnemonic = name;
 #include "modelc/ops.inc"
-#define MC_OP_ATTR(id, name, kind, optional)                                   \
+#define MC_OP_ATTR(id, name, kind, optional, storage)                          \
   table[size_t(OpId::id)].attrs.push_back(                                     \
-      AttrSpec{name, AttrKind::kind, optional});
+      AttrSpec{name, AttrKind::kind, optional, storage});
 #include "modelc/ops.inc"
   return table;
 }
@@ -116,6 +119,7 @@ class OpAttrs {
 public:
   OpAttrs() = default;
   explicit OpAttrs(std::vector<OpAttr> attrs) : attrs_(std::move(attrs)) {}
+  OpAttrs(std::initializer_list<OpAttr> attrs) : attrs_(attrs) {}
 
   const OpAttr* find(std::string_view name) const {
     for (const OpAttr& a : attrs_)

@@ -1,0 +1,37 @@
+// Between mc ops and the op registry's generic records (modelc/ops.h): an
+// op's attributes as rt::OpAttrs (ODS names, registry kinds), and an op
+// built back from its registry id, operands, result type and attributes.
+// Codegen writes steps with the first; the tracer builds every op with the
+// second, and mc-autodiff hands the first to the one derivative dispatch.
+// A new op needs neither a case here nor in their callers.
+#ifndef MODELC_IR_REGISTRYOPS_H
+#define MODELC_IR_REGISTRYOPS_H
+
+#include "modelc/ops.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Operation.h"
+
+#include <string>
+
+namespace mc {
+
+/// `op`'s attributes as the registry declares them for `info` (absent unit
+/// attributes read false). An op error when one is missing or not of its
+/// declared storage.
+llvm::FailureOr<rt::OpAttrs> registryAttributes(mlir::Operation* op,
+                                                const rt::OpInfo& info);
+
+/// Builds `mc.<mnemonic of id>` with `operands`, one result of
+/// `resultType` and `attrs`, converted to the MLIR attributes ODS declares
+/// (the registry's storage column). Null, with `*error` set, when `attrs`
+/// names an attribute the op does not have, lacks a required one or gives
+/// one of the wrong kind. The op is not verified here.
+mlir::Operation* buildRegistryOp(mlir::OpBuilder& builder, mlir::Location loc,
+                                 rt::OpId id, mlir::ValueRange operands,
+                                 mlir::Type resultType,
+                                 const rt::OpAttrs& attrs, std::string* error);
+
+} // namespace mc
+
+#endif // MODELC_IR_REGISTRYOPS_H
