@@ -59,7 +59,8 @@ flatbuffers::DetachedBuffer buildTable(const Plan &plan,
     const PlanBuffer &pb = plan.buffers[i];
     buffers.push_back(fb::CreateBuffer(
         b, b.CreateString(pb.name), fb::DType(pb.dtype),
-        b.CreateVector(pb.shape), pb.kind, offsets[i], pb.byteSize()));
+        b.CreateVector(pb.shape), pb.kind, offsets[i], pb.byteSize(),
+        pb.batchScale.empty() ? 0 : b.CreateVector(pb.batchScale)));
   }
   std::vector<flatbuffers::Offset<fb::Step>> steps;
   for (const PlanStep &s : plan.steps) {
@@ -97,9 +98,11 @@ flatbuffers::DetachedBuffer buildTable(const Plan &plan,
       bool ok = s.buffer < plan.buffers.size();
       const PlanBuffer *pb = ok ? &plan.buffers[s.buffer] : nullptr;
       std::vector<int64_t> shape = ok ? pb->shape : std::vector<int64_t>();
+      bool scaled = ok && !pb->batchScale.empty();
       out.push_back(fb::CreateTensorSig(
           b, b.CreateString(s.name), s.buffer,
-          ok ? fb::DType(pb->dtype) : fb::DType::F32, b.CreateVector(shape)));
+          ok ? fb::DType(pb->dtype) : fb::DType::F32, b.CreateVector(shape),
+          scaled ? b.CreateVector(pb->batchScale) : 0));
     }
     return b.CreateVector(out);
   };
@@ -113,7 +116,11 @@ flatbuffers::DetachedBuffer buildTable(const Plan &plan,
       b.CreateString(rt::modelcVersion()), b.CreateString(plan.entry),
       b.CreateVector(targets), inputs, outputs, b.CreateVector(buffers),
       b.CreateVector(steps), plan.arenaSize, dataOffset, dataSize, dataCrc,
-      plan.stateSize, stateDataOffset, b.CreateVector(executables));
+      plan.stateSize, stateDataOffset, b.CreateVector(executables),
+      plan.batch.dynamic()
+          ? fb::CreateBatchBounds(b, plan.batch.min, plan.batch.max,
+                                  plan.batch.opt)
+          : 0);
   fb::FinishSizePrefixedModelBuffer(b, model);
   return b.Release();
 }

@@ -31,8 +31,19 @@ struct PlanBuffer {
   /// (see layoutConstants), state-region offset for State buffers (see
   /// layoutState).
   uint64_t offset = 0;
+  /// A dynamic batch (Plan::batch): empty for a static buffer, else one
+  /// entry per dim, 0 for a static dim and c > 0 for a dim of c * batch.
+  /// `shape` always holds the sizes at batch = Plan::batch.max, so the
+  /// planner sizes every buffer at the upper bound.
+  std::vector<int64_t> batchScale;
 
   uint64_t byteSize() const;
+};
+
+/// The bounds of a dynamic batch; max == 0 when every shape is static.
+struct PlanBatch {
+  int64_t min = 0, max = 0, opt = 0;
+  bool dynamic() const { return max > 0; }
 };
 
 /// One step: an op of the registry with its attributes in the artifact's
@@ -78,6 +89,7 @@ struct Plan {
   /// Copy into one), after every read of them in the plan's step order.
   std::vector<PlanSignature> inputs;
   std::vector<PlanSignature> outputs;
+  PlanBatch batch;
   uint64_t arenaSize = 0; // filled by the planner
   /// Bytes of the state region (State buffers: parameters, optimizer
   /// moments, counters), filled by the planner; 0 without State buffers.

@@ -96,7 +96,7 @@ TEST(Artifact, LayoutMatchesTheSpec) {
   EXPECT_EQ(std::string(b.end() - 8, b.end() - 1), "MCPKEND");
   const fb::Model *m = fb::GetSizePrefixedModel(b.data());
   EXPECT_EQ(m->schema_version_major(), 2u);
-  EXPECT_EQ(m->schema_version_minor(), 0u);
+  EXPECT_EQ(m->schema_version_minor(), rt::kSchemaVersionMinor);
   EXPECT_EQ(m->producer()->str(), "modelc");
   EXPECT_EQ(m->data_offset() % 64, 0u);
   EXPECT_GE(m->data_offset(), 4u + n);
@@ -199,7 +199,8 @@ TEST(Artifact, WrongIdentifierVersionAndTrailer) {
   std::vector<uint8_t> v2;
   ASSERT_TRUE(codegen::writeArtifactToBytes(plannedMlp(), &v2, o));
   st = load(v2);
-  EXPECT_NE(st.message().find("schema version 3.0 is not supported: this "
+  EXPECT_NE(st.message().find("schema version 3." + std::to_string(rt::kSchemaVersionMinor) +
+                              " is not supported: this "
                               "runtime reads major version 2"),
             std::string::npos)
       << st.message();

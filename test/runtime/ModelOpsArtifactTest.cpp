@@ -370,7 +370,7 @@ TEST(ModelOps, EveryNewKindRunsThroughTheArtifact) {
   ASSERT_TRUE(st) << st.message();
   const fb::Model *t = fb::GetSizePrefixedModel(bytes.data());
   EXPECT_EQ(t->schema_version_major(), 2u);
-  EXPECT_EQ(t->schema_version_minor(), 0u);
+  EXPECT_EQ(t->schema_version_minor(), rt::kSchemaVersionMinor);
   std::set<K> kinds;
   for (const PlanStep &s : p.steps)
     kinds.insert(s.op);
@@ -424,8 +424,8 @@ TEST(ModelOps, GatherIndexOutOfRangeIsARunError) {
 }
 
 TEST(ModelOps, OtherMinorVersionsStillLoad) {
-  // Schema 2.0 reads any minor of its major: the mlp with its minor version
-  // patched from 0 to 1 loads and runs. (Files of major 1 are refused by
+  // Schema 2.x reads any minor of its major: the mlp with its minor version
+  // patched from the current one to the next loads and runs. (Files of major 1 are refused by
   // design since 2.0; see ArtifactTest.)
   std::vector<uint8_t> b = mlpArtifact();
   const fb::Model *m = fb::GetSizePrefixedModel(b.data());
@@ -434,13 +434,13 @@ TEST(ModelOps, OtherMinorVersionsStillLoad) {
           fb::Model::VT_SCHEMA_VERSION_MINOR);
   ASSERT_NE(field, nullptr);
   size_t at = size_t(field - b.data());
-  ASSERT_EQ(b[at], 0);
-  b[at] = 1;
+  ASSERT_EQ(b[at], rt::kSchemaVersionMinor);
+  b[at] = rt::kSchemaVersionMinor + 1;
   fixTableCrc(b);
   std::unique_ptr<Model> model;
   Status st = load(b, &model);
   ASSERT_TRUE(st) << st.message();
-  EXPECT_EQ(model->table().schema_version_minor(), 1u);
+  EXPECT_EQ(model->table().schema_version_minor(), rt::kSchemaVersionMinor + 1);
   std::unique_ptr<Session> s;
   ASSERT_TRUE(Session::create(*model, &s));
   std::vector<float> x = mlpInput();

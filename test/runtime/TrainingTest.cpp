@@ -258,7 +258,7 @@ TEST(State, ArtifactRoundTrip) {
   ASSERT_FALSE(b.empty());
   const fb::Model *t = fb::GetSizePrefixedModel(b.data());
   EXPECT_EQ(t->schema_version_major(), 2u);
-  EXPECT_EQ(t->schema_version_minor(), 0u);
+  EXPECT_EQ(t->schema_version_minor(), rt::kSchemaVersionMinor);
   EXPECT_EQ(t->state_size(), 132u);
   EXPECT_EQ(t->state_data_offset() % 64, 0u);
   // Constants: 96 + 48 + 4 bytes at 0, 128, 192; the image follows at 256.

@@ -14,7 +14,7 @@ namespace mc::rt {
 /// op family) and added per-target executables; 1.x files are refused with
 /// "recompile with modelc >= 0.2" (docs/artifact-format.md).
 inline constexpr uint32_t kSchemaVersionMajor = 2;
-inline constexpr uint32_t kSchemaVersionMinor = 0;
+inline constexpr uint32_t kSchemaVersionMinor = 1;
 /// The first modelc version that writes schema 2.
 inline constexpr char kFirstSchema2Version[] = "0.2.0";
 
