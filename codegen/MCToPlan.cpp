@@ -2,6 +2,7 @@
 // op, weights into the data section, reshapes as views.
 #include "codegen/MCToPlan.h"
 
+#include "ir/Batch.h"
 #include "ir/MCDialect.h"
 #include "ir/RegistryOps.h"
 #include "passes/Passes.h"
@@ -99,6 +100,8 @@ public:
 
   FailureOr<Plan> run(func::FuncOp fn) {
     plan.entry = fn.getSymName().str();
+    if (auto bounds = getBatchBounds(fn))
+      plan.batch = PlanBatch{bounds->min, bounds->max, bounds->opt};
     Block& body = fn.getBody().front();
     for (auto [i, arg] : llvm::enumerate(body.getArguments())) {
       std::string name = "arg" + std::to_string(i);
@@ -134,8 +137,27 @@ private:
     PlanBuffer b;
     b.name = std::move(name);
     b.dtype = *dtype;
-    b.shape.assign(type.getShape().begin(), type.getShape().end());
     b.kind = kind;
+    // A `?` is the batch: the buffer is planned at its upper bound and
+    // records which dims scale with it.
+    for (int64_t d : type.getShape()) {
+      bool dynamic = ShapedType::isDynamic(d);
+      if (dynamic && !plan.batch.dynamic()) {
+        emitError(v.getLoc()) << "value of type " << type
+                              << " has a dynamic dim, but the function has "
+                                 "no batch bounds (mc.batch)";
+        return failure();
+      }
+      if (dynamic && kind != fb::BufferKind::Arena) {
+        emitError(v.getLoc()) << "constant of type " << type
+                              << " cannot depend on the batch";
+        return failure();
+      }
+      b.shape.push_back(dynamic ? plan.batch.max : d);
+    }
+    if (!type.hasStaticShape())
+      for (int64_t d : type.getShape())
+        b.batchScale.push_back(ShapedType::isDynamic(d) ? 1 : 0);
     plan.buffers.push_back(std::move(b));
     uint32_t id = plan.buffers.size() - 1;
     buffers[v] = id;
@@ -430,6 +452,7 @@ private:
         out.name = name;
         out.dtype = b.dtype;
         out.shape = b.shape;
+        out.batchScale = b.batchScale;
         out.kind = fb::BufferKind::Arena;
         plan.buffers.push_back(std::move(out));
         id = plan.buffers.size() - 1;
@@ -509,16 +532,27 @@ FailureOr<Plan> lowerToPlan(ModuleOp module, StringRef entry) {
 std::string formatPlan(const Plan& plan) {
   std::string s;
   llvm::raw_string_ostream os(s);
+  // A dim of the batch prints as "?" (its size at the upper bound is
+  // what the arena holds).
   auto shapeOf = [](const PlanBuffer& b) {
     std::string r = std::string(rt::dtypeName(b.dtype)) + "[";
-    for (size_t i = 0; i < b.shape.size(); ++i)
-      r += (i ? ", " : "") + std::to_string(b.shape[i]);
+    for (size_t i = 0; i < b.shape.size(); ++i) {
+      int64_t scale = i < b.batchScale.size() ? b.batchScale[i] : 0;
+      r += (i ? ", " : "") +
+           (scale ? (scale == 1 ? "" : std::to_string(scale) + "*") +
+                        std::string("?")
+                  : std::to_string(b.shape[i]));
+    }
     return r + "]";
   };
   os << "plan @" << plan.entry << " (targets:";
   for (auto& t : plan.targets)
     os << " " << t;
-  os << "), arena " << plan.arenaSize << " bytes\n";
+  os << "), arena " << plan.arenaSize << " bytes";
+  if (plan.batch.dynamic())
+    os << ", batch " << plan.batch.min << ".." << plan.batch.max << " (opt "
+       << plan.batch.opt << ")";
+  os << "\n";
   os << "buffers:\n";
   for (auto [i, b] : llvm::enumerate(plan.buffers)) {
     os << "  #" << i << " " << shapeOf(b) << " "

@@ -11,7 +11,10 @@ def MC_Dialect : Dialect {
   let summary = "modelc's tensor dialect: traced models with value semantics";
   let description = [{
     `mc` holds models traced from modelc's eager frontend or imported from
-    ONNX. Values are ranked tensors with static shapes and value semantics;
+    ONNX. Values are ranked tensors with value semantics. Shapes are static,
+    except for one symbol per function, the batch: every `?` of a function
+    is the same size, known at run time and bounded by the function's
+    `mc.batch = array<i64: MIN, MAX, OPT>` attribute;
     broadcasts are explicit (`mc.broadcast_in_dim`), so no pass ever guesses
     how shapes line up, and `mc.cast` is the only op that changes an element
     type. Named parameters live in `ml_program.global` symbols and are read
@@ -20,6 +23,8 @@ def MC_Dialect : Dialect {
     Element types: `f32`, `f16`, `bf16`, `i32`, `i64`, `i1`.
   }];
   let hasConstantMaterializer = 1;
+  // `mc.batch` on a function: the bounds of its dynamic batch (ir/Batch.h).
+  let hasOperationAttrVerify = 1;
   let dependentDialects = ["::mlir::ml_program::MLProgramDialect"];
 }
 

@@ -1,5 +1,6 @@
 // The mc dialect: registration and constant materialization.
 #include "ir/MCDialect.h"
+#include "ir/Batch.h"
 
 #include "mlir/Transforms/InliningUtils.h"
 
@@ -35,4 +36,11 @@ Operation* mc::MCDialect::materializeConstant(OpBuilder& builder,
   if (!elements || elements.getType() != type)
     return nullptr;
   return ConstantOp::create(builder, loc, elements);
+}
+
+LogicalResult mc::MCDialect::verifyOperationAttribute(Operation* op,
+                                                      NamedAttribute attr) {
+  if (attr.getName() == kBatchAttrName)
+    return verifyBatchAttribute(op, attr.getValue());
+  return success();
 }

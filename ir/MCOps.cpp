@@ -166,12 +166,16 @@ OpFoldResult BroadcastInDimOp::fold(FoldAdaptor) {
 
 LogicalResult ReshapeOp::verify() {
   auto in = tensorType(getInput());
-  if (in.getNumElements() != getType().getNumElements())
-    return emitOpError() << "cannot reshape " << in << " ("
-                         << in.getNumElements() << " elements) to "
-                         << getType() << " (" << getType().getNumElements()
-                         << " elements)";
-  return success();
+  if (in.hasStaticShape() && getType().hasStaticShape()) {
+    if (in.getNumElements() != getType().getNumElements())
+      return emitOpError() << "cannot reshape " << in << " ("
+                           << in.getNumElements() << " elements) to "
+                           << getType() << " (" << getType().getNumElements()
+                           << " elements)";
+    return success();
+  }
+  return verifyReshape(in.getShape(), getType().getShape(),
+                       [&] { return emitOpError(); });
 }
 
 OpFoldResult ReshapeOp::fold(FoldAdaptor) {
@@ -459,6 +463,10 @@ LogicalResult BatchNormOp::verify() {
   if (axis < 0 || axis >= in.getRank())
     return emitOpError() << "feature_axis " << axis
                          << " is out of range for rank " << in.getRank();
+  if (in.isDynamicDim(axis))
+    return emitOpError() << "feature_axis " << axis
+                         << " is the batch (?), whose size is only known at "
+                            "run time";
   if (scale.getRank() != 1 || scale.getDimSize(0) != in.getDimSize(axis))
     return emitOpError() << "expects scale, offset, mean and variance of "
                             "shape ["

@@ -4,6 +4,8 @@
 
 #include "modelc/shapes.h"
 
+#include "mlir/IR/BuiltinTypeInterfaces.h"
+
 using namespace mlir;
 using llvm::SmallVector;
 
@@ -13,7 +15,15 @@ namespace shapes = rt::shapes;
 
 namespace {
 
-shapes::Dims dims(ArrayRef<int64_t> a) { return shapes::Dims(a.begin(), a.end()); }
+/// Shapes and attributes as the library reads them: a dynamic dim (`?`, the
+/// batch) is its kBatch.
+shapes::Dims dims(ArrayRef<int64_t> a) {
+  shapes::Dims out(a.begin(), a.end());
+  for (int64_t& d : out)
+    if (ShapedType::isDynamic(d))
+      d = shapes::kBatch;
+  return out;
+}
 
 /// The library's result, or failure after reporting its message.
 FailureOr<SmallVector<int64_t>> report(const rt::Status &status,
@@ -23,7 +33,11 @@ FailureOr<SmallVector<int64_t>> report(const rt::Status &status,
     emitError() << status.message();
     return failure();
   }
-  return SmallVector<int64_t>(out.begin(), out.end());
+  SmallVector<int64_t> shape(out.begin(), out.end());
+  for (int64_t& d : shape)
+    if (shapes::isBatch(d))
+      d = ShapedType::kDynamic;
+  return shape;
 }
 
 } // namespace
@@ -62,6 +76,14 @@ LogicalResult verifyBroadcastInDim(ArrayRef<int64_t> input,
                                    EmitErrorFn emitError) {
   rt::Status s =
       shapes::broadcastInDim(dims(input), dims(broadcastDims), dims(result));
+  if (!s)
+    return emitError() << s.message();
+  return success();
+}
+
+LogicalResult verifyReshape(ArrayRef<int64_t> input, ArrayRef<int64_t> result,
+                            EmitErrorFn emitError) {
+  rt::Status s = shapes::reshape(dims(input), dims(result));
   if (!s)
     return emitError() << s.message();
   return success();

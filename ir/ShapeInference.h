@@ -26,6 +26,12 @@ mlir::FailureOr<llvm::SmallVector<int64_t>>
 inferReduceShape(llvm::ArrayRef<int64_t> input, llvm::ArrayRef<int64_t> dims,
                  bool keepdim, EmitErrorFn emitError);
 
+/// Checks `input` reshapes to `result` (the same element count; a dynamic
+/// batch dim on both sides or neither).
+mlir::LogicalResult verifyReshape(llvm::ArrayRef<int64_t> input,
+                                  llvm::ArrayRef<int64_t> result,
+                                  EmitErrorFn emitError);
+
 /// Checks `input` broadcasts to `result` through `dims`.
 mlir::LogicalResult verifyBroadcastInDim(llvm::ArrayRef<int64_t> input,
                                          llvm::ArrayRef<int64_t> dims,

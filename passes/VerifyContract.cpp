@@ -1,5 +1,6 @@
 // mc-verify-contract: checks that a module is something codegen accepts.
 #include "passes/Passes.h"
+#include "ir/Batch.h"
 #include "modelc/ops.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -86,15 +87,20 @@ bool isSupportedElementType(Type t) {
 
 /// Checks one tensor type; `what` names the value in the message. The size
 /// is checked where a value is defined (CHECKSIZE), not again at each use.
+/// With `batch` (the entry function's bounds), a `?` is the batch and the
+/// size is checked at its upper bound.
 LogicalResult checkTensorType(Operation* op, Type type, const Twine& what,
-                              bool checkSize = true) {
+                              bool checkSize = true,
+                              std::optional<mc::BatchBounds> batch = {}) {
   auto tensor = llvm::dyn_cast<RankedTensorType>(type);
   if (!tensor)
     return op->emitOpError() << what << " has type " << type
                              << "; codegen needs ranked tensors";
-  if (!tensor.hasStaticShape())
-    return op->emitOpError() << what << " has a dynamic shape " << type
-                             << "; codegen needs static shapes";
+  if (!tensor.hasStaticShape() && !batch)
+    return op->emitOpError()
+           << what << " has a dynamic shape " << type
+           << "; codegen needs static shapes, or batch bounds on the entry "
+              "function (mc.batch; modelc compile --batch=MIN..MAX)";
   if (!isSupportedElementType(tensor.getElementType()))
     return op->emitOpError() << what << " has element type "
                              << tensor.getElementType()
@@ -109,7 +115,8 @@ LogicalResult checkTensorType(Operation* op, Type type, const Twine& what,
   int64_t bytes = std::max<int64_t>(
       1, tensor.getElementType().getIntOrFloatBitWidth() / 8);
   for (int64_t d : tensor.getShape())
-    if (__builtin_mul_overflow(bytes, d, &bytes))
+    if (__builtin_mul_overflow(bytes, ShapedType::isDynamic(d) ? batch->max : d,
+                               &bytes))
       return op->emitOpError() << what << " of type " << type
                                << " is too large: its size in bytes "
                                   "overflows int64";
@@ -120,6 +127,8 @@ struct VerifyContractPass
     : mc::impl::VerifyContractPassBase<VerifyContractPass> {
   using Base::Base;
   const mc::TargetContract* contract = nullptr;
+  /// The entry function's batch bounds, when it has a dynamic batch.
+  std::optional<mc::BatchBounds> batch;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -162,12 +171,30 @@ struct VerifyContractPass
   LogicalResult checkEntry(func::FuncOp fn) {
     // The signature first: when it is wrong, every op would repeat it.
     FunctionType type = fn.getFunctionType();
-    for (auto [i, t] : llvm::enumerate(type.getInputs()))
-      if (failed(checkTensorType(fn, t,
-                                 "argument " + Twine(i) + argName(fn, i))))
+    batch = mc::getBatchBounds(fn);
+    if (fn->hasAttr(mc::kBatchAttrName) && !batch)
+      return failure(); // the dialect's verifier has said why
+    bool batchArgument = false;
+    for (auto [i, t] : llvm::enumerate(type.getInputs())) {
+      std::string what = ("argument " + Twine(i) + argName(fn, i)).str();
+      if (failed(checkTensorType(fn, t, what, true, batch)))
         return failure();
+      // The runtime learns the batch from the inputs: only their leading
+      // dim may be it.
+      auto tensor = llvm::cast<RankedTensorType>(t);
+      for (int64_t d = 1; d < tensor.getRank(); ++d)
+        if (tensor.isDynamicDim(d))
+          return fn.emitOpError()
+                 << what << " has type " << t << ": only the leading "
+                 << "(batch) dimension of an input may be dynamic";
+      batchArgument |= tensor.getRank() > 0 && tensor.isDynamicDim(0);
+    }
+    if (batch && !batchArgument)
+      return fn.emitOpError()
+             << "has batch bounds (mc.batch) but no argument with a dynamic "
+                "leading dimension, so the runtime could not learn the batch";
     for (auto [i, t] : llvm::enumerate(type.getResults()))
-      if (failed(checkTensorType(fn, t, "result " + Twine(i))))
+      if (failed(checkTensorType(fn, t, "result " + Twine(i), true, batch)))
         return failure();
     // Inputs and outputs are found by name at run time (--input x=...).
     if (failed(checkUniqueNames(fn, "argument", fn.getNumArguments(),
@@ -246,10 +273,11 @@ struct VerifyContractPass
                 "global_store and func.return";
     for (auto [i, v] : llvm::enumerate(op->getOperands()))
       if (failed(checkTensorType(op, v.getType(), "operand " + Twine(i),
-                                 /*checkSize=*/false)))
+                                 /*checkSize=*/false, batch)))
         return failure();
     for (auto [i, v] : llvm::enumerate(op->getResults()))
-      if (failed(checkTensorType(op, v.getType(), "result " + Twine(i))))
+      if (failed(checkTensorType(op, v.getType(), "result " + Twine(i), true,
+                                 batch)))
         return failure();
     Type et =
         llvm::cast<RankedTensorType>(op->getResult(0).getType()).getElementType();

@@ -9,6 +9,9 @@ namespace {
 
 std::string num(int64_t v) { return std::to_string(v); }
 
+/// A dimension's size: "?" for the batch.
+std::string sizeText(int64_t v) { return isBatch(v) ? "?" : num(v); }
+
 Status err(std::string message) { return Status::error(std::move(message)); }
 
 /// a + b without overflow; false when it would.
@@ -41,13 +44,71 @@ __int128 dilatedKernel(int64_t kernel, int64_t dilation) {
   return __int128(dilation) * (__int128(kernel) - 1) + 1;
 }
 
+/// Refuses the batch where a rule needs the size.
+Status notBatch(int64_t d, const std::string &what) {
+  if (isBatch(d))
+    return err(what + " cannot be the batch (?): its size is only known "
+                      "at run time");
+  return Status::ok();
+}
+
 } // namespace
+
+bool hasBatch(const Dims &dims) {
+  return std::any_of(dims.begin(), dims.end(), isBatch);
+}
+
+Dims resolve(const Dims &dims, int64_t batch) {
+  Dims out(dims);
+  for (int64_t &d : out)
+    if (isBatch(d))
+      d = batch;
+  return out;
+}
 
 std::string str(const Dims &dims) {
   std::string s = "[";
   for (size_t i = 0; i < dims.size(); ++i)
     s += (i ? ", " : "") + num(dims[i]);
   return s + "]";
+}
+
+std::string shapeStr(const Dims &dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i)
+    s += (i ? ", " : "") + sizeText(dims[i]);
+  return s + "]";
+}
+
+Status reshape(const Dims &input, const Dims &result) {
+  auto count = [](const Dims &d, int *batches, __int128 *product) {
+    *batches = 0;
+    *product = 1;
+    for (int64_t v : d) {
+      if (isBatch(v)) {
+        ++*batches;
+        continue;
+      }
+      if (v < 0)
+        return false;
+      *product *= v;
+      if (*product > INT64_MAX)
+        *product = __int128(INT64_MAX) + 1; // saturate: only equality matters
+    }
+    return true;
+  };
+  int bi = 0, br = 0;
+  __int128 pi = 0, pr = 0;
+  if (!count(input, &bi, &pi) || !count(result, &br, &pr))
+    return err("cannot reshape " + shapeStr(input) + " to " + shapeStr(result) +
+               ": sizes must be >= 0");
+  if (bi > 1 || br > 1)
+    return err("cannot reshape " + shapeStr(input) + " to " + shapeStr(result) +
+               ": a shape holds the batch (?) at most once");
+  if (bi != br || pi != pr)
+    return err("cannot reshape " + shapeStr(input) + " to " + shapeStr(result) +
+               ": the element counts differ");
+  return Status::ok();
 }
 
 Status checkAxis(int64_t axis, size_t rank) {
@@ -76,8 +137,8 @@ Status broadcastInDim(const Dims &input, const Dims &dims,
     seen[d] = true;
     if (input[i] != 1 && input[i] != result[d])
       return err("input dimension " + std::to_string(i) + " of size " +
-                 num(input[i]) + " cannot broadcast to result dimension " +
-                 num(d) + " of size " + num(result[d]));
+                 sizeText(input[i]) + " cannot broadcast to result dimension " +
+                 num(d) + " of size " + sizeText(result[d]));
   }
   return Status::ok();
 }
@@ -127,24 +188,24 @@ Status reduce(const Dims &input, const Dims &dims, bool keepdim, Dims *out) {
 Status matmul(const Dims &lhs, const Dims &rhs, bool transposeA,
               bool transposeB, Dims *out) {
   if (lhs.size() < 2 || rhs.size() < 2)
-    return err("expects operands of rank >= 2, got lhs " + str(lhs) +
-               " and rhs " + str(rhs));
+    return err("expects operands of rank >= 2, got lhs " + shapeStr(lhs) +
+               " and rhs " + shapeStr(rhs));
   if (lhs.size() != rhs.size())
     return err("expects operands of equal rank (broadcast batch dimensions "
                "explicitly), got lhs " +
-               str(lhs) + " and rhs " + str(rhs));
+               shapeStr(lhs) + " and rhs " + shapeStr(rhs));
   size_t r = lhs.size();
   if (!std::equal(lhs.begin(), lhs.end() - 2, rhs.begin()))
-    return err("expects equal batch dimensions, got lhs " + str(lhs) +
-               " and rhs " + str(rhs));
+    return err("expects equal batch dimensions, got lhs " + shapeStr(lhs) +
+               " and rhs " + shapeStr(rhs));
   int64_t m = transposeA ? lhs[r - 1] : lhs[r - 2];
   int64_t kA = transposeA ? lhs[r - 2] : lhs[r - 1];
   int64_t kB = transposeB ? rhs[r - 1] : rhs[r - 2];
   int64_t n = transposeB ? rhs[r - 2] : rhs[r - 1];
   if (kA != kB)
-    return err("contracting dimensions differ: lhs " + str(lhs) +
+    return err("contracting dimensions differ: lhs " + shapeStr(lhs) +
                (transposeA ? " (transposed)" : "") + " has K = " + num(kA) +
-               ", rhs " + str(rhs) + (transposeB ? " (transposed)" : "") +
+               ", rhs " + shapeStr(rhs) + (transposeB ? " (transposed)" : "") +
                " has K = " + num(kB));
   Dims result(lhs.begin(), lhs.end() - 2);
   result.push_back(m);
@@ -166,10 +227,13 @@ Status concat(const std::vector<Dims> &inputs, int64_t axis, Dims *out) {
       return err("input " + std::to_string(i) + " has rank " +
                  std::to_string(shape.size()) + ", expected " +
                  std::to_string(first.size()));
+    MC_RETURN_IF_ERROR(notBatch(shape[axis], "the concatenation axis " +
+                                                 num(axis) + " of input " +
+                                                 std::to_string(i)));
     for (size_t d = 0; d < shape.size(); ++d)
       if (int64_t(d) != axis && shape[d] != first[d])
-        return err("input " + std::to_string(i) + " " + str(shape) +
-                   " differs from input 0 " + str(first) + " in dimension " +
+        return err("input " + std::to_string(i) + " " + shapeStr(shape) +
+                   " differs from input 0 " + shapeStr(first) + " in dimension " +
                    std::to_string(d) + ", which is not the axis");
     if (!addOk(result[axis], shape[axis], &result[axis]))
       return err("the sizes along axis " + num(axis) + " overflow");
@@ -192,6 +256,17 @@ Status slice(const Dims &input, const Dims &start, const Dims &limit,
     if (strides[d] < 1)
       return err("stride " + num(strides[d]) + " in dimension " +
                  std::to_string(d) + " must be >= 1");
+    if (isBatch(input[d]) || isBatch(limit[d])) {
+      if (!isBatch(input[d]) || !isBatch(limit[d]) || start[d] != 0 ||
+          strides[d] != 1)
+        return err("dimension " + std::to_string(d) + " of size " +
+                   shapeStr({input[d]}) + " is sliced from " + num(start[d]) +
+                   " to " + shapeStr({limit[d]}) + " by " + num(strides[d]) +
+                   "; the batch (?) can only be taken whole (start 0, "
+                   "limit -1, stride 1)");
+      result.push_back(kBatch);
+      continue;
+    }
     if (start[d] < 0 || start[d] > limit[d] || limit[d] > input[d])
       return err("dimension " + std::to_string(d) + " of size " +
                  num(input[d]) + " cannot be sliced from " + num(start[d]) +
@@ -227,6 +302,13 @@ Status pad(const Dims &input, const Dims &low, const Dims &high, Dims *out) {
       return err("padding of dimension " + std::to_string(d) +
                  " is negative (low " + num(low[d]) + ", high " +
                  num(high[d]) + ")");
+    if (isBatch(input[d])) {
+      if (low[d] || high[d])
+        return err("dimension " + std::to_string(d) +
+                   " is the batch (?), which cannot be padded");
+      result[d] = kBatch;
+      continue;
+    }
     if (!addOk(input[d], low[d], &result[d]) ||
         !addOk(result[d], high[d], &result[d]))
       return err("padding of dimension " + std::to_string(d) +
@@ -261,19 +343,23 @@ Status conv2d(const Dims &input, const Dims &weight, const Dims &strides,
   if (input.size() != 4 || weight.size() != 4)
     return err("expects input [N, C, H, W] and weight [O, C/groups, KH, "
                "KW], got " +
-               str(input) + " and " + str(weight));
+               shapeStr(input) + " and " + shapeStr(weight));
   MC_RETURN_IF_ERROR(checkWindowAttrs(strides, padding, dilation));
+  for (size_t d = 1; d < 4; ++d)
+    MC_RETURN_IF_ERROR(notBatch(input[d], "input dimension " + num(d)));
+  for (int64_t w : weight)
+    MC_RETURN_IF_ERROR(notBatch(w, "a weight dimension"));
   if (groups < 1 || input[1] % groups != 0 || weight[0] % groups != 0)
     return err("groups " + num(groups) + " must divide the input channels " +
                num(input[1]) + " and the output channels " + num(weight[0]));
   // weight[1] * groups == input[1], without overflow.
   if (weight[1] != input[1] / groups)
-    return err("weight " + str(weight) + " expects " +
+    return err("weight " + shapeStr(weight) + " expects " +
                (weight[1] > INT64_MAX / groups
                     ? std::string("more than ") + num(INT64_MAX)
                     : num(weight[1] * groups)) +
                " input channels (" + num(weight[1]) + " per group x " +
-               num(groups) + " groups), input " + str(input) + " has " +
+               num(groups) + " groups), input " + shapeStr(input) + " has " +
                num(input[1]));
   int64_t oh = pooledSize(input[2], weight[2], strides[0], padding[0],
                           padding[2], dilation[0], false);
@@ -281,7 +367,7 @@ Status conv2d(const Dims &input, const Dims &weight, const Dims &strides,
                           padding[3], dilation[1], false);
   if (weight[2] < 1 || weight[3] < 1 || oh < 1 || ow < 1)
     return err("the kernel " + str(Dims(weight.begin() + 2, weight.end())) +
-               " does not fit the padded input " + str(input));
+               " does not fit the padded input " + shapeStr(input));
   *out = Dims{input[0], weight[0], oh, ow};
   return Status::ok();
 }
@@ -290,7 +376,9 @@ Status pool2d(const Dims &input, const Dims &kernel, const Dims &strides,
               const Dims &padding, const Dims &dilation, bool ceilMode,
               Dims *out) {
   if (input.size() != 4)
-    return err("expects input [N, C, H, W], got " + str(input));
+    return err("expects input [N, C, H, W], got " + shapeStr(input));
+  for (size_t d = 1; d < 4; ++d)
+    MC_RETURN_IF_ERROR(notBatch(input[d], "input dimension " + num(d)));
   if (kernel.size() != 2 || kernel[0] < 1 || kernel[1] < 1)
     return err("kernel " + str(kernel) + " must be [h, w] with sizes >= 1");
   MC_RETURN_IF_ERROR(checkWindowAttrs(strides, padding, dilation));
@@ -309,7 +397,7 @@ Status pool2d(const Dims &input, const Dims &kernel, const Dims &strides,
                           padding[3], dilation[1], ceilMode);
   if (oh < 1 || ow < 1)
     return err("the window " + str(kernel) + " does not fit the padded input " +
-               str(input));
+               shapeStr(input));
   *out = Dims{input[0], input[1], oh, ow};
   return Status::ok();
 }

@@ -13,10 +13,38 @@ func.func @forward(%x: tensor<4x8xf32> {mc.name = "x"}) -> tensor<4x3xf32> {
 
 // -----
 
-// expected-error @+1 {{argument 0 ('x') has a dynamic shape 'tensor<?x8xf32>'; codegen needs static shapes}}
+// expected-error @+1 {{argument 0 ('x') has a dynamic shape 'tensor<?x8xf32>'; codegen needs static shapes, or batch bounds on the entry function (mc.batch; modelc compile --batch=MIN..MAX)}}
 func.func @dynamic(%x: tensor<?x8xf32> {mc.name = "x"}) -> tensor<?x8xf32> {
   %0 = mc.relu %x : tensor<?x8xf32>
   return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+// A dynamic batch with its bounds is accepted; the pass changes nothing.
+// CHECK-LABEL: func @dynamic_batch
+// CHECK-SAME: mc.batch = array<i64: 1, 64, 64>
+func.func @dynamic_batch(%x: tensor<?x8xf32> {mc.name = "x"}) -> tensor<?x8xf32> attributes {mc.batch = array<i64: 1, 64, 64>} {
+  %0 = mc.relu %x : tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+// The runtime learns the batch from the inputs' leading dims: no other
+// input dim may be dynamic.
+// expected-error @+1 {{argument 0 ('x') has type 'tensor<8x?xf32>': only the leading (batch) dimension of an input may be dynamic}}
+func.func @dynamic_inner(%x: tensor<8x?xf32> {mc.name = "x"}) -> tensor<8x?xf32> attributes {mc.batch = array<i64: 1, 64, 64>} {
+  %0 = mc.relu %x : tensor<8x?xf32>
+  return %0 : tensor<8x?xf32>
+}
+
+// -----
+
+// expected-error @+1 {{has batch bounds (mc.batch) but no argument with a dynamic leading dimension, so the runtime could not learn the batch}}
+func.func @bounds_without_batch(%x: tensor<4x8xf32> {mc.name = "x"}) -> tensor<4x8xf32> attributes {mc.batch = array<i64: 1, 64, 64>} {
+  %0 = mc.relu %x : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
 }
 
 // -----

@@ -314,3 +314,82 @@ TEST(Shapes, VerifierRefusesANegativeAxisLikeTheDialect) {
 }
 
 } // namespace
+
+namespace {
+
+// The batch (kBatch, the dialect's `?`): rules pass it through, broadcast
+// into it from 1, and refuse what would need its size, in words that name
+// it.
+TEST(Shapes, TheBatchPassesThroughAndIsRefusedWhereItsSizeMatters) {
+  const int64_t B = kBatch;
+  Dims out;
+  EXPECT_EQ(shapeStr({B, 4}), "[?, 4]");
+  EXPECT_EQ(str({B, 4}), "[-1, 4]"); // attributes are numbers
+  EXPECT_TRUE(hasBatch({2, B}));
+  EXPECT_FALSE(hasBatch({2, 3}));
+  EXPECT_EQ(resolve({B, 4, B}, 7), (Dims{7, 4, 7}));
+  // Passes through.
+  ASSERT_TRUE(matmul({B, 8}, {8, 3}, false, false, &out));
+  EXPECT_EQ(out, (Dims{B, 3}));
+  ASSERT_TRUE(matmul({B, 8}, {B, 3}, true, false, &out)); // a weight gradient
+  EXPECT_EQ(out, (Dims{8, 3}));
+  ASSERT_TRUE(reduce({B, 8}, {0}, false, &out));
+  EXPECT_EQ(out, (Dims{8}));
+  ASSERT_TRUE(transpose({B, 8}, {1, 0}, &out));
+  EXPECT_EQ(out, (Dims{8, B}));
+  ASSERT_TRUE(conv2d({B, 4, 9, 9}, {8, 2, 3, 3}, {2, 2}, {1, 1, 0, 0},
+                     {1, 1}, 2, &out));
+  EXPECT_EQ(out, (Dims{B, 8, 4, 4}));
+  ASSERT_TRUE(pool2d({B, 4, 9, 9}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1},
+                     false, &out));
+  EXPECT_EQ(out, (Dims{B, 4, 5, 5}));
+  ASSERT_TRUE(gather({100, 16}, {B, 5}, 0, &out)); // an embedding
+  EXPECT_EQ(out, (Dims{B, 5, 16}));
+  ASSERT_TRUE(slice({B, 8}, {0, 2}, {B, 8}, {1, 2}, &out));
+  EXPECT_EQ(out, (Dims{B, 3}));
+  ASSERT_TRUE(pad({B, 8}, {0, 1}, {0, 1}, &out));
+  EXPECT_EQ(out, (Dims{B, 10}));
+  ASSERT_TRUE(concat({{B, 2}, {B, 3}}, 1, &out));
+  EXPECT_EQ(out, (Dims{B, 5}));
+  EXPECT_TRUE(broadcastInDim({1, 8}, {0, 1}, {B, 8}));
+  EXPECT_TRUE(broadcastInDim({}, {}, {B, 8}));
+  EXPECT_TRUE(reshape({B, 2, 4}, {B, 8}));
+  // Refused.
+  EXPECT_EQ(msg(broadcastInDim({8}, {0}, {B})),
+            "input dimension 0 of size 8 cannot broadcast to result "
+            "dimension 0 of size ?");
+  EXPECT_FALSE(matmul({B, 8}, {4, 3}, false, false, &out));
+  EXPECT_FALSE(matmul({B, 8}, {8, 3}, true, false, &out)); // ? against 8
+  EXPECT_EQ(msg(reshape({B, 8}, {8, 8})),
+            "cannot reshape [?, 8] to [8, 8]: the element counts differ");
+  EXPECT_EQ(msg(reshape({B, 8}, {B, 4})),
+            "cannot reshape [?, 8] to [?, 4]: the element counts differ");
+  EXPECT_EQ(msg(reshape({B, 8}, {B, B})),
+            "cannot reshape [?, 8] to [?, ?]: a shape holds the batch (?) at "
+            "most once");
+  EXPECT_EQ(msg(concat({{B, 2}, {B, 2}}, 0, &out)),
+            "the concatenation axis 0 of input 0 cannot be the batch (?): its "
+            "size is only known at run time");
+  EXPECT_EQ(msg(slice({B, 8}, {1, 0}, {B, 8}, {1, 1}, &out)),
+            "dimension 0 of size [?] is sliced from 1 to [?] by 1; the batch "
+            "(?) can only be taken whole (start 0, limit -1, stride 1)");
+  EXPECT_EQ(msg(slice({B, 8}, {0, 0}, {4, 8}, {1, 1}, &out)),
+            "dimension 0 of size [?] is sliced from 0 to [4] by 1; the batch "
+            "(?) can only be taken whole (start 0, limit -1, stride 1)");
+  EXPECT_EQ(msg(pad({B, 8}, {1, 0}, {0, 0}, &out)),
+            "dimension 0 is the batch (?), which cannot be padded");
+  EXPECT_EQ(msg(conv2d({1, B, 9, 9}, {8, 2, 3, 3}, {1, 1}, {0, 0, 0, 0},
+                       {1, 1}, 1, &out)),
+            "input dimension 1 cannot be the batch (?): its size is only "
+            "known at run time");
+  EXPECT_EQ(msg(conv2d({B, 2, 9, 9}, {8, B, 3, 3}, {1, 1}, {0, 0, 0, 0},
+                       {1, 1}, 1, &out)),
+            "a weight dimension cannot be the batch (?): its size is only "
+            "known at run time");
+  EXPECT_EQ(msg(pool2d({1, 4, B, 9}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1},
+                       false, &out)),
+            "input dimension 2 cannot be the batch (?): its size is only "
+            "known at run time");
+}
+
+} // namespace

@@ -6,7 +6,9 @@
 #include "codegen/MCToPlan.h"
 #include "frontend/jit/Trace.h"
 #include "frontend/onnx/OnnxImporter.h"
+#include "ir/Batch.h"
 #include "ir/SourceLimits.h"
+#include "passes/Passes.h"
 #include "modelc/fileio.h"
 #include "tools/runcli/RunCli.h"
 
@@ -49,6 +51,10 @@ commands:
       --input-shape NAME=1x3x224x224
                                  static shape of an ONNX input (needed for
                                  dynamic dimensions; repeatable)
+      --batch=MIN..MAX[@OPT]     a dynamic batch: the model's `?` leading
+                                 input dims run any batch in [MIN, MAX] from
+                                 one artifact (memory planned at MAX; OPT,
+                                 default MAX, is what tuning favours)
       --amp=bf16|f16             mixed precision, inference or training (off
                                  by default); --amp-level=O1|O2 (O1)
       --train                    compile a training step: the input computes
@@ -127,7 +133,7 @@ int finishStdout(int rc) {
 } // namespace
 
 int compileMain(int argc, char** argv) {
-  std::string input, output, emit = "artifact", shapeSpec;
+  std::string input, output, emit = "artifact", shapeSpec, batchSpec;
   codegen::CompileOptions options;
   OnnxImportOptions onnxOptions;
   std::string badNumber, trainFlag;
@@ -206,6 +212,7 @@ int compileMain(int argc, char** argv) {
       options.verbose = true;
     } else if (value("-o", output) || value("--target", options.target) ||
                value("--entry", options.entry) || value("--emit", emit)) {
+    } else if (value("--batch", batchSpec)) {
     } else if (value("--input-shape", shapeSpec)) {
       try {
         parseOnnxInputShape(shapeSpec, onnxOptions);
@@ -258,6 +265,18 @@ int compileMain(int argc, char** argv) {
   bool isOnnx = llvm::StringRef(input).ends_with(".onnx");
   if (!isOnnx && !onnxOptions.inputShapes.empty())
     return fail("compile: --input-shape applies to .onnx inputs only");
+  std::optional<BatchBounds> batch;
+  if (!batchSpec.empty()) {
+    std::string why;
+    batch = parseBatchBounds(batchSpec, &why);
+    if (!batch)
+      return fail("compile: " + why);
+    if (isOnnx)
+      return fail("compile: --batch is not supported for ONNX models yet; "
+                  "freeze the batch with --input-shape");
+    if (options.train)
+      return fail("compile: --batch with --train is not supported yet");
+  }
   std::unique_ptr<MLIRContext> context;
   std::optional<jit::TracedModule> imported;
   if (isOnnx) {
@@ -286,6 +305,12 @@ int compileMain(int argc, char** argv) {
       return 1; // the parser reported FILE:LINE:COL
   }
   ModuleOp module = isOnnx ? imported->module() : *parsed;
+  if (batch) {
+    Operation* fn = findEntryFunction(module, options.entry);
+    if (!fn)
+      return 1; // reported
+    setBatchBounds(fn, *batch);
+  }
   if (options.verbose)
     llvm::errs() << "modelc: " << (isOnnx ? "imported " : "parsed ") << input
                  << "\n";

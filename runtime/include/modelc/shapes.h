@@ -8,6 +8,14 @@
 // passes attributes read from a file): no rule overflows or divides by zero.
 // Axes are never negative here: callers that accept Python-style negative
 // axes normalize them first.
+//
+// A dimension may be the batch, kBatch (-1): a size not known until run
+// time, between the model's batch bounds, the same in every tensor of the
+// model (the dialect's `?`, one symbol per function). Rules treat it as a
+// size equal only to itself: it passes through, broadcasts from 1, and is
+// refused where a rule would need its value (a slice or pad inside it,
+// concatenation along it, conv channels or spatial dims). Kernels and the
+// eager frontend only ever see concrete sizes.
 #ifndef MODELC_SHAPES_H
 #define MODELC_SHAPES_H
 
@@ -21,8 +29,19 @@ namespace mc::rt::shapes {
 
 using Dims = std::vector<int64_t>;
 
-/// "[2, 3]".
+/// The batch dimension (see above). Only the size at that position is
+/// symbolic; a shape holds it at most once.
+inline constexpr int64_t kBatch = -1;
+inline bool isBatch(int64_t d) { return d == kBatch; }
+/// Whether `dims` holds the batch.
+bool hasBatch(const Dims &dims);
+/// `dims` with the batch replaced by `batch`.
+Dims resolve(const Dims &dims, int64_t batch);
+
+/// "[2, 3]": a list of numbers (attributes).
 std::string str(const Dims &dims);
+/// "[?, 3]": a shape, whose batch prints as "?".
+std::string shapeStr(const Dims &dims);
 
 /// `axis` indexes a dimension of a rank-`rank` shape: 0 <= axis < rank.
 Status checkAxis(int64_t axis, size_t rank);
@@ -33,6 +52,9 @@ Status broadcastInDim(const Dims &input, const Dims &dims,
                       const Dims &result);
 
 Status transpose(const Dims &input, const Dims &permutation, Dims *out);
+/// `input` reshaped to `result`: the same element count (both hold the
+/// batch, or neither, and the same product of the static sizes).
+Status reshape(const Dims &input, const Dims &result);
 
 /// Reduces `dims` (unique, in any order); keepdim leaves them as size 1.
 Status reduce(const Dims &input, const Dims &dims, bool keepdim, Dims *out);
@@ -43,7 +65,8 @@ Status matmul(const Dims &lhs, const Dims &rhs, bool transposeA,
 
 Status concat(const std::vector<Dims> &inputs, int64_t axis, Dims *out);
 
-/// Elements start, start + stride, ... below limit, per dimension.
+/// Elements start, start + stride, ... below limit, per dimension. The
+/// batch is only taken whole: start 0, stride 1 and limit kBatch.
 Status slice(const Dims &input, const Dims &start, const Dims &limit,
              const Dims &strides, Dims *out);
 

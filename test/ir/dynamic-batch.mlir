@@ -1,0 +1,36 @@
+// RUN: modelc-opt %s | FileCheck %s
+// RUN: modelc-opt %s --emit-bytecode | modelc-opt | FileCheck %s
+
+// A dynamic batch: every `?` of a function is its batch, bounded by the
+// function's mc.batch = array<i64: MIN, MAX, OPT>. The shape rules pass it
+// through (matmul rows, broadcasts from 1, reductions, reshape with the
+// batch on both sides, conv and pooling over N, a whole-batch slice).
+
+// CHECK-LABEL: func @cnn
+// CHECK-SAME: mc.batch = array<i64: 1, 64, 32>
+func.func @cnn(%x: tensor<?x4x9x9xf32>, %w: tensor<8x2x3x3xf32>, %v: tensor<72x10xf32>, %c: tensor<8xf32>) -> (tensor<?x10xf32>, tensor<10xf32>, tensor<?x8x4x4xf32>) attributes {mc.batch = array<i64: 1, 64, 32>} {
+  // CHECK: mc.conv2d {{.*}} -> tensor<?x8x4x4xf32>
+  %0 = mc.conv2d %x, %w, strides = [2, 2], padding = [1, 1, 0, 0], dilation = [1, 1], groups = 2 : (tensor<?x4x9x9xf32>, tensor<8x2x3x3xf32>) -> tensor<?x8x4x4xf32>
+  // CHECK: mc.batch_norm {{.*}} : tensor<?x8x4x4xf32>, tensor<8xf32>
+  %1 = mc.batch_norm %0, %c, %c, %c, %c, epsilon = 1.0e-05, feature_axis = 1 : tensor<?x8x4x4xf32>, tensor<8xf32>
+  // CHECK: mc.max_pool2d {{.*}} -> tensor<?x8x3x3xf32>
+  %2 = mc.max_pool2d %1, kernel = [2, 2], strides = [1, 1], padding = [0, 0, 0, 0], dilation = [1, 1] : (tensor<?x8x4x4xf32>) -> tensor<?x8x3x3xf32>
+  // CHECK: mc.reshape {{.*}} : (tensor<?x8x3x3xf32>) -> tensor<?x72xf32>
+  %3 = mc.reshape %2 : (tensor<?x8x3x3xf32>) -> tensor<?x72xf32>
+  // CHECK: mc.matmul {{.*}} -> tensor<?x10xf32>
+  %4 = mc.matmul %3, %v : tensor<?x72xf32>, tensor<72x10xf32> -> tensor<?x10xf32>
+  // CHECK: mc.softmax {{.*}} : tensor<?x10xf32>
+  %5 = mc.softmax %4, axis = 1 : tensor<?x10xf32>
+  // CHECK: mc.slice {{.*}} limit = [-1, 5]{{.*}} -> tensor<?x5xf32>
+  %6 = mc.slice %5, start = [0, 0], limit = [-1, 5], strides = [1, 1] : (tensor<?x10xf32>) -> tensor<?x5xf32>
+  // A reduction over the batch gives a static shape.
+  // CHECK: mc.reduce_sum {{.*}} -> tensor<10xf32>
+  %7 = mc.reduce_sum %5, dims = [0] : (tensor<?x10xf32>) -> tensor<10xf32>
+  // CHECK: mc.transpose {{.*}} -> tensor<10x?xf32>
+  %8 = mc.transpose %5, permutation = [1, 0] : (tensor<?x10xf32>) -> tensor<10x?xf32>
+  %one = mc.constant dense<1.0> : tensor<f32>
+  // CHECK: mc.broadcast_in_dim {{.*}} -> tensor<?x10xf32>
+  %9 = mc.broadcast_in_dim %one, dims = [] : (tensor<f32>) -> tensor<?x10xf32>
+  %10 = mc.add %5, %9 : tensor<?x10xf32>
+  return %10, %7, %1 : tensor<?x10xf32>, tensor<10xf32>, tensor<?x8x4x4xf32>
+}
