@@ -46,6 +46,10 @@ struct EagerBuilder {
   Tensor splatLike(const Tensor& like, double v) {
     return Tensor::scalar(v, like.dtype());
   }
+  /// Eager shapes are concrete: no rule asks for a symbolic batch here.
+  Tensor batchCount(const Tensor& like) {
+    throw Error("autograd: eager tensors have no symbolic batch");
+  }
   Tensor constant(const Tensor& like, const Dims& shape,
                   const std::vector<double>& values) {
     std::vector<float> f(values.begin(), values.end());

@@ -28,10 +28,15 @@
 //   conv2d(x, w, Dims strides, Dims padding /*t, l, b, r*/, Dims dilation,
 //          int64_t groups)
 //   gather(x, Value indices, int64_t axis)
+//   batchCount(Value like)           the run-time batch size, splat like
+//                                    `like` (compiled graphs with a dynamic
+//                                    batch; shapes hold it as
+//                                    rt::shapes::kBatch)
 #ifndef MODELC_IR_DERIVATIVERULES_H
 #define MODELC_IR_DERIVATIVERULES_H
 
 #include "modelc/ops.h"
+#include "modelc/shapes.h"
 
 #include <algorithm>
 #include <cmath>
@@ -522,14 +527,23 @@ Grads<B> reduceSum(B& b, typename B::Value g, const Dims& inShape,
   return {detail::expandReduced(b, g, inShape, dims, keepdim)};
 }
 
+/// Divides by the count of the reduced elements; over a dynamic batch, by
+/// the run-time batch size too, so a partial batch's mean loss is the mean
+/// over its real samples.
 template <class B>
 Grads<B> reduceMean(B& b, typename B::Value g, const Dims& inShape,
                     const Dims& dims, bool keepdim) {
   int64_t n = 1;
-  for (int64_t d : dims)
-    n *= inShape[d];
+  bool overBatch = false;
+  for (int64_t d : dims) {
+    if (rt::shapes::isBatch(inShape[d]))
+      overBatch = true;
+    else
+      n *= inShape[d];
+  }
   auto gx = detail::expandReduced(b, g, inShape, dims, keepdim);
-  return {b.div(gx, b.splatLike(gx, static_cast<double>(n)))};
+  auto mean = b.div(gx, b.splatLike(gx, static_cast<double>(n)));
+  return {overBatch ? b.div(mean, b.batchCount(gx)) : mean};
 }
 
 /// reduce_max / reduce_min (amax / amin), `y` their result: the gradient is

@@ -26,6 +26,24 @@ ArrayRef<int64_t> shapeOf(Value v) { return tensorType(v).getShape(); }
 
 Dims dims(ArrayRef<int64_t> a) { return Dims(a.begin(), a.end()); }
 
+/// A shape as the rules see it: the dynamic batch (`?`) is kBatch.
+Dims ruleDims(ArrayRef<int64_t> a) {
+  Dims out = dims(a);
+  for (int64_t& d : out)
+    if (ShapedType::isDynamic(d))
+      d = rt::shapes::kBatch;
+  return out;
+}
+
+/// The tensor type of a rules' shape (kBatch back to `?`).
+RankedTensorType typeOf(const Dims& shape, Type element) {
+  SmallVector<int64_t> out(shape.begin(), shape.end());
+  for (int64_t& d : out)
+    if (rt::shapes::isBatch(d))
+      d = ShapedType::kDynamic;
+  return RankedTensorType::get(out, element);
+}
+
 bool isFloatTensor(Value v) {
   auto t = llvm::dyn_cast<RankedTensorType>(v.getType());
   return t && llvm::isa<FloatType>(t.getElementType());
@@ -46,7 +64,7 @@ public:
 
   GradBuilder(OpBuilder& b, Location loc) : b(b), loc(loc) {}
 
-  Dims shape(Value v) { return dims(shapeOf(v)); }
+  Dims shape(Value v) { return ruleDims(shapeOf(v)); }
   bool isFloat(Value v) { return isFloatTensor(v); }
 
   Value add(Value x, Value y) { return AddOp::create(b, loc, x, y); }
@@ -61,13 +79,35 @@ public:
   Value tanh(Value x) { return TanhOp::create(b, loc, x); }
   Value erf(Value x) { return ErfOp::create(b, loc, x); }
 
+  /// A static `like` gets a splat constant of its shape; one with the
+  /// dynamic batch, a rank-0 constant broadcast to its type.
   Value splatLike(Value like, double v) {
-    return constant(like, shape(like), {v});
+    if (tensorType(like).hasStaticShape())
+      return constant(like, shape(like), {v});
+    return BroadcastInDimOp::create(b, loc, like.getType(),
+                                    constant(like, {}, {v}), ArrayRef<int64_t>{});
+  }
+  /// The run-time batch size, splat like `like`: the sum of a batch of
+  /// ones (f32, exact to 2^24, then cast to like's element type).
+  Value batchCount(Value like) {
+    Type f32 = b.getF32Type();
+    auto one = ConstantOp::create(
+        b, loc, DenseElementsAttr::get(RankedTensorType::get({}, f32),
+                                       APFloat(1.0f)));
+    Value ones = BroadcastInDimOp::create(
+        b, loc, RankedTensorType::get({ShapedType::kDynamic}, f32), one,
+        ArrayRef<int64_t>{});
+    Value n = ReduceSumOp::create(b, loc, ones, ArrayRef<int64_t>{0}, false);
+    Value splat = BroadcastInDimOp::create(
+        b, loc, RankedTensorType::get(shapeOf(like), f32), n,
+        ArrayRef<int64_t>{});
+    return castLike(splat, like);
   }
   /// `values` (one for a splat) in the float element type of `like`.
   Value constant(Value like, const Dims& shape,
                  const std::vector<double>& values) {
-    auto type = RankedTensorType::get(shape, tensorType(like).getElementType());
+    auto type = typeOf(shape, tensorType(like).getElementType());
+    assert(type.hasStaticShape() && "constants have static shapes");
     const llvm::fltSemantics& sem =
         llvm::cast<FloatType>(type.getElementType()).getFloatSemantics();
     SmallVector<APFloat> floats;
@@ -108,13 +148,13 @@ public:
   }
 
   Value reshape(Value x, const Dims& shape) {
-    if (shapeOf(x) == ArrayRef<int64_t>(shape))
+    auto type = typeOf(shape, tensorType(x).getElementType());
+    if (type == x.getType())
       return x;
-    auto type = RankedTensorType::get(shape, tensorType(x).getElementType());
     return ReshapeOp::create(b, loc, type, x);
   }
   Value broadcastInDim(Value x, const Dims& shape, const Dims& dims) {
-    auto type = RankedTensorType::get(shape, tensorType(x).getElementType());
+    auto type = typeOf(shape, tensorType(x).getElementType());
     return BroadcastInDimOp::create(b, loc, type, x, dims);
   }
   Value transpose(Value x, const Dims& perm) {

@@ -2,10 +2,12 @@
 #include "frontend/jit/Trace.h"
 #include "frontend/TraceHook.h"
 
+#include "ir/Batch.h"
 #include "ir/MCDialect.h"
 #include "ir/RegistryOps.h"
 #include "ir/SourceLimits.h"
 #include "modelc/fileio.h"
+#include "modelc/shapes.h"
 
 #include "mlir/Bytecode/BytecodeWriter.h"
 #include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
@@ -23,6 +25,7 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstring>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -159,6 +162,31 @@ DenseElementsAttr denseValue(MLIRContext* ctx, const Tensor& t) {
   return DenseElementsAttr::getFromRawBuffer(type, raw);
 }
 
+/// What one run of a traced function recorded: each op's kind, attributes
+/// and result shape, in order. The dynamic-batch trace compares a run at
+/// another batch against the real one.
+class ShapeProbe : public TraceHook {
+public:
+  struct Entry {
+    OpKind kind;
+    rt::OpAttrs attrs;
+    Shape output;
+  };
+  std::vector<Entry> entries;
+  void record(const OpRecord& r) override {
+    entries.push_back({r.kind, r.attrs, r.output.shape()});
+  }
+  // Buffers are not updated by a probe run (a tracer's assign never is).
+  void assign(const Tensor&, const Tensor&) override {}
+};
+
+/// The dynamic batch of a trace: the batch of the real run (b1), and the
+/// probe run at another batch (b2) it is compared with.
+struct BatchTrace {
+  int64_t b1 = 0, b2 = 0;
+  const std::vector<ShapeProbe::Entry>* probe = nullptr;
+};
+
 class Tracer : public TraceHook {
 public:
   Tracer(MLIRContext* ctx, ModuleOp module, func::FuncOp fn,
@@ -210,22 +238,127 @@ public:
     for (const Tensor& t : r.inputs)
       in.push_back(valueOf(t));
     Location l = loc();
-    Type resultType = tensorType(ctx, r.output);
+    RankedTensorType resultType = tensorType(ctx, r.output);
+    const rt::OpAttrs* attrs = &r.attrs;
+    rt::OpAttrs batchAttrs;
+    if (batch.probe) {
+      if (failed(applyBatch(r, l, resultType, batchAttrs)))
+        return;
+      attrs = &batchAttrs;
+    }
     // Every op by its registry entry: ODS names its attributes, so the
     // tracer has no per-op case.
     std::string error;
     Operation* op =
-        buildRegistryOp(builder, l, r.kind, in, resultType, r.attrs, &error);
+        buildRegistryOp(builder, l, r.kind, in, resultType, *attrs, &error);
     if (!op) {
       failedMessage = "cannot trace " + error;
       return;
     }
+    if (batch.probe && failed(verifyWithBatch(op, r.kind, l)))
+      return;
     Value out = op->getResult(0);
     if (out.getType() != resultType) {
       failedMessage = "traced op produced type mismatch";
       return;
     }
     bind(r.output, out);
+  }
+
+  /// The dynamic batch of record `r`: its result's dims that changed by
+  /// exactly the batch between the two runs become `?`, and so does a
+  /// slice limit at the batch. Fails, setting failedMessage, where the runs
+  /// differ otherwise.
+  LogicalResult applyBatch(const OpRecord& r, Location l,
+                           RankedTensorType& resultType, rt::OpAttrs& attrs) {
+    size_t index = recorded++;
+    std::string where = std::string("mc.") + rt::opName(r.kind) + " (op " +
+                        std::to_string(index) + " at " + locationText(l) +
+                        ")";
+    auto differ = [&](const std::string& what) {
+      failedMessage = "with a dynamic batch, " + where + " " + what +
+                      " at batch " + std::to_string(batch.b1) + " and " +
+                      std::to_string(batch.b2) +
+                      "; the traced function must run the same ops, with "
+                      "the same attributes, at every batch size";
+      return failure();
+    };
+    if (index >= batch.probe->size() ||
+        (*batch.probe)[index].kind != r.kind)
+      return differ("is not the op the run at the other batch size ran");
+    const ShapeProbe::Entry& other = (*batch.probe)[index];
+    Shape shape = r.output.shape();
+    if (other.output.size() != shape.size())
+      return differ("has results of different ranks");
+    SmallVector<int64_t> dims(shape.begin(), shape.end());
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] == other.output[d])
+        continue;
+      if (shape[d] == batch.b1 && other.output[d] == batch.b2) {
+        dims[d] = ShapedType::kDynamic;
+        continue;
+      }
+      failedMessage =
+          "with a dynamic batch, dimension " + std::to_string(d) +
+          " of the result of " + where + " is " + std::to_string(shape[d]) +
+          " at batch " + std::to_string(batch.b1) + " and " +
+          std::to_string(other.output[d]) + " at batch " +
+          std::to_string(batch.b2) +
+          ": only dims equal to the batch may depend on it (a multiple of "
+          "it, as in a [B * S, E] flatten, is not supported yet)";
+      return failure();
+    }
+    resultType = RankedTensorType::get(dims, resultType.getElementType());
+    attrs = r.attrs;
+    for (rt::OpAttr& a : attrs.all()) {
+      const rt::OpAttr* o = other.attrs.find(a.name);
+      if (!o)
+        return differ("has attribute '" + a.name + "' in one run only");
+      if (a.kind == o->kind && a.i == o->i && a.ints == o->ints &&
+          (a.f == o->f || (a.f != a.f && o->f != o->f)))
+        continue;
+      // A slice to the end of the batch: its limit is the batch.
+      bool ok = a.name == "limit" && r.kind == OpKind::Slice &&
+                a.ints.size() == o->ints.size();
+      for (size_t k = 0; ok && k < a.ints.size(); ++k) {
+        if (a.ints[k] == o->ints[k])
+          continue;
+        ok = a.ints[k] == batch.b1 && o->ints[k] == batch.b2;
+        a.ints[k] = rt::shapes::kBatch;
+      }
+      if (!ok)
+        return differ("has a different attribute '" + a.name + "'");
+    }
+    return success();
+  }
+
+  /// With a dynamic batch an op can be valid at every batch size seen and
+  /// still need one (a slice of rows 1..3): the op's verifier says so, and
+  /// its message becomes the trace's error.
+  LogicalResult verifyWithBatch(Operation* op, OpKind kind, Location l) {
+    std::string message;
+    LogicalResult ok = success();
+    {
+      ScopedDiagnosticHandler capture(ctx, [&](Diagnostic& d) {
+        if (message.empty())
+          message = d.str();
+        return success();
+      });
+      ok = verify(op, /*verifyRecursively=*/false);
+    }
+    if (succeeded(ok))
+      return success();
+    failedMessage = std::string("with a dynamic batch, mc.") +
+                    rt::opName(kind) + " (op " +
+                    std::to_string(recorded - 1) + " at " + locationText(l) +
+                    ") is invalid: " + message;
+    return failure();
+  }
+
+  static std::string locationText(Location l) {
+    if (auto name = llvm::dyn_cast<NameLoc>(l))
+      return name.getName().str();
+    return "the function";
   }
 
   void assign(const Tensor& state, const Tensor& value) override {
@@ -282,6 +415,8 @@ private:
 
 public:
   std::string functionName;
+  BatchTrace batch;
+  size_t recorded = 0;
 
 private:
 
@@ -320,6 +455,78 @@ private:
   std::vector<Tensor> keepAlive; // so no traced TensorImpl address is reused
 };
 
+/// `t` with `batch` rows along dim 0, taken cyclically from its own, so
+/// what the rows hold (indices, labels) stays valid.
+Tensor withBatch(const Tensor& t, int64_t batch) {
+  Shape shape = t.shape();
+  int64_t rows = shape[0];
+  size_t rowBytes = rows ? t.byteSize() / static_cast<size_t>(rows) : 0;
+  shape[0] = batch;
+  Tensor out = Tensor::empty(shape, t.dtype());
+  auto* dst = static_cast<char*>(out.rawData());
+  const auto* src = static_cast<const char*>(t.rawData());
+  for (int64_t r = 0; r < batch; ++r)
+    std::memcpy(dst + r * rowBytes, src + (r % rows) * rowBytes, rowBytes);
+  return out;
+}
+
+/// Checks the dynamic batch's bounds against the examples and runs the
+/// function once at another batch size, recording what it runs. Returns the
+/// batch pair the tracer compares.
+BatchTrace probeBatch(
+    const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
+    const std::vector<Tensor>& examples, const DynamicBatch& bounds,
+    ShapeProbe& probe) {
+  int64_t opt = bounds.opt ? bounds.opt : bounds.max;
+  if (bounds.min < 1 || bounds.min > opt || opt > bounds.max)
+    throw Error("jit::trace: dynamic batch bounds [" +
+                std::to_string(bounds.min) + ", " +
+                std::to_string(bounds.max) + "] with opt " +
+                std::to_string(opt) +
+                " must satisfy 1 <= min <= opt <= max");
+  if (bounds.min == bounds.max)
+    throw Error("jit::trace: dynamic batch bounds [" +
+                std::to_string(bounds.min) + ", " +
+                std::to_string(bounds.max) +
+                "] allow one batch size; trace without dynamicBatch");
+  BatchTrace b;
+  for (size_t i = 0; i < examples.size(); ++i) {
+    const Tensor& t = examples[i];
+    if (t.rank() == 0)
+      throw Error("jit::trace: with a dynamic batch, example input " +
+                  std::to_string(i) + " is a scalar; every input needs the "
+                  "batch as its leading dimension");
+    int64_t rows = t.shape()[0];
+    if (i == 0)
+      b.b1 = rows;
+    else if (rows != b.b1)
+      throw Error("jit::trace: with a dynamic batch, example input " +
+                  std::to_string(i) + " " + t.describe() + " has " +
+                  std::to_string(rows) + " rows, input 0 has " +
+                  std::to_string(b.b1) +
+                  "; every input's leading dimension is the batch");
+  }
+  if (b.b1 < bounds.min || b.b1 > bounds.max)
+    throw Error("jit::trace: the examples' batch " + std::to_string(b.b1) +
+                " is outside the dynamic batch bounds [" +
+                std::to_string(bounds.min) + ", " +
+                std::to_string(bounds.max) + "]");
+  b.b2 = b.b1 < bounds.max ? b.b1 + 1 : b.b1 - 1;
+  std::vector<Tensor> other;
+  for (const Tensor& t : examples)
+    other.push_back(withBatch(t, b.b2));
+  setActiveTraceHook(&probe);
+  try {
+    fn(other);
+  } catch (...) {
+    setActiveTraceHook(nullptr);
+    throw;
+  }
+  setActiveTraceHook(nullptr);
+  b.probe = &probe.entries;
+  return b;
+}
+
 } // namespace
 
 TracedModule traceFunction(
@@ -351,6 +558,17 @@ TracedModule traceFunction(
       throw Error("jit::trace: an example input is undefined");
     inputTypes.push_back(tensorType(ctx, t));
   }
+  ShapeProbe probe;
+  BatchTrace batch;
+  if (options.dynamicBatch) {
+    batch = probeBatch(fn, examples, *options.dynamicBatch, probe);
+    for (Type& t : inputTypes) {
+      auto tensor = llvm::cast<RankedTensorType>(t);
+      SmallVector<int64_t> dims(tensor.getShape());
+      dims[0] = ShapedType::kDynamic;
+      t = RankedTensorType::get(dims, tensor.getElementType());
+    }
+  }
   b.setInsertionPointToEnd(module.getBody());
   auto func = func::FuncOp::create(b, unknown, options.functionName,
                                      b.getFunctionType(inputTypes, {}));
@@ -362,6 +580,7 @@ TracedModule traceFunction(
 
   Tracer tracer(ctx, module, func, parameters, options.buffers, modules);
   tracer.functionName = options.functionName;
+  tracer.batch = batch;
   // Inputs are fresh views, so an input that is also a parameter or another
   // input still becomes its own block argument.
   std::vector<Tensor> inputs;
@@ -382,6 +601,13 @@ TracedModule traceFunction(
   setActiveTraceHook(nullptr);
   if (!tracer.failedMessage.empty())
     throw Error("jit::trace: " + tracer.failedMessage);
+  if (batch.probe && tracer.recorded != batch.probe->size())
+    throw Error("jit::trace: with a dynamic batch, the function ran " +
+                std::to_string(tracer.recorded) + " ops at batch " +
+                std::to_string(batch.b1) + " and " +
+                std::to_string(batch.probe->size()) + " at batch " +
+                std::to_string(batch.b2) +
+                "; it must run the same ops at every batch size");
   tracer.storeAssignments();
 
   SmallVector<Value> results;
@@ -401,9 +627,18 @@ TracedModule traceFunction(
                        b.getStringAttr(nameAt(options.outputNames, i,
                                               outputs.size(), "out",
                                               "output")));
+  if (options.dynamicBatch) {
+    const DynamicBatch& d = *options.dynamicBatch;
+    setBatchBounds(func, BatchBounds{d.min, d.max, d.opt ? d.opt : d.max});
+  }
   if (failed(verify(module)))
-    throw Error("jit::trace: the traced module does not verify (see the "
-                "diagnostics above)");
+    throw Error(std::string("jit::trace: the traced module does not verify "
+                            "(see the diagnostics above)") +
+                (options.dynamicBatch
+                     ? "; with a dynamic batch, a tensor the function makes "
+                       "with a batch-sized shape (not from an op on its "
+                       "inputs) is captured as a constant of one batch size"
+                     : ""));
   return tm;
 }
 

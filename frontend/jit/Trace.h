@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,12 @@ class ModuleOp;
 } // namespace mlir
 
 namespace mc::jit {
+
+/// The bounds of a dynamic batch (see TraceOptions::dynamicBatch).
+struct DynamicBatch {
+  int64_t min = 1, max = 1;
+  int64_t opt = 0; // the size tuning favours; 0: max
+};
 
 struct TraceOptions {
   std::string functionName = "forward";
@@ -28,6 +35,15 @@ struct TraceOptions {
   /// function assigns (TraceHook::assign) become mutable and are stored
   /// when it returns.
   std::vector<std::pair<std::string, Tensor>> buffers;
+  /// A dynamic batch: every input's leading dim (the examples' batch, which
+  /// must lie in the bounds) becomes `?`, and so does every dim that follows
+  /// it. The function runs twice, at the examples' batch and at one more
+  /// (or one less), and a dim that changes by exactly the batch is the
+  /// batch; the two runs must record the same ops with the same attributes
+  /// (a slice's limit at the batch becomes "to the end"), and a dim that
+  /// scales otherwise (a [B * S, E] flatten) is refused for now. The
+  /// function gets `mc.batch = array<i64: min, max, opt>`.
+  std::optional<DynamicBatch> dynamicBatch;
 };
 
 /// A traced (or loaded) mc module and the MLIR context that owns it.

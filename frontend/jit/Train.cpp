@@ -154,6 +154,7 @@ TrainingStep compileTraining(nn::Module& model, const LossFn& lossFn,
   // Buffers are state: BatchNorm in training mode updates its running
   // statistics in the step; in eval mode they are read-only globals.
   trace.buffers = model.namedBuffers();
+  trace.dynamicBatch = options.dynamicBatch;
   TracedModule traced = traceFunction(
       [&](const std::vector<Tensor>& batch) {
         return std::vector<Tensor>{lossFn(model(batch[0]), batch)};

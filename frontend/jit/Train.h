@@ -4,6 +4,7 @@
 #ifndef MODELC_FRONTEND_JIT_TRAIN_H
 #define MODELC_FRONTEND_JIT_TRAIN_H
 
+#include "frontend/jit/Trace.h"
 #include "frontend/nn.h"
 #include "passes/Passes.h"
 
@@ -25,6 +26,10 @@ struct TrainingOptions {
   std::vector<std::string> batchNames = {"x", "y"};
   /// Keep the compiled step's .mlir (after the pipeline) for inspection.
   std::string dumpMlir;
+  /// A dynamic batch (TraceOptions::dynamicBatch): one step runs any batch
+  /// size in the bounds, and the loss of a partial batch is the mean over
+  /// its real samples, so an epoch can end with one.
+  std::optional<DynamicBatch> dynamicBatch;
 };
 
 /// A compiled training step with its state (parameters, optimizer moments,

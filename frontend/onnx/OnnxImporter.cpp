@@ -1203,6 +1203,15 @@ jit::TracedModule Importer::run() {
     std::string what = "input '" + name + "'";
     if (!input.type().has_tensor_type())
       throw Error(what + " is not a tensor");
+    if (options_.batch && (options_.inputShapes.count(name) ||
+                           !input.type().tensor_type().has_shape() ||
+                           input.type().tensor_type().shape().dim_size() == 0 ||
+                           input.type().tensor_type().shape().dim(0)
+                               .has_dim_value()))
+      throw Error("--batch: " + what + " has no symbolic leading dimension "
+                  "(a dim_param such as 'batch', not fixed by --input-shape); "
+                  "with a dynamic batch, every input's leading dimension is "
+                  "the batch");
     const auto& tt = input.type().tensor_type();
     DType dtype = dtypeOf(tt.elem_type(), what);
     auto given = options_.inputShapes.find(name);
@@ -1233,6 +1242,10 @@ jit::TracedModule Importer::run() {
           shape.push_back(v);
         } else if (fixed) {
           shape.push_back(dim.dim_value());
+        } else if (d == 0 && options_.batch) {
+          // Traced at the size tuning favours; the probe run varies it.
+          const jit::DynamicBatch& b = *options_.batch;
+          shape.push_back(b.opt ? b.opt : b.max);
         } else {
           throw Error(what + " has a dynamic dimension " + std::to_string(d) +
                       (dim.has_dim_param() ? " ('" + dim.dim_param() + "')"
@@ -1247,6 +1260,7 @@ jit::TracedModule Importer::run() {
     inputNames.push_back(name);
   }
   traceOptions.inputNames = inputNames;
+  traceOptions.dynamicBatch = options_.batch;
   for (const auto& output : graph.output())
     traceOptions.outputNames.push_back(output.name());
 

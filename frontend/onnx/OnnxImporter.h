@@ -17,6 +17,10 @@ struct OnnxImportOptions {
   /// fixes a dimension, the shape given must agree with it.
   std::map<std::string, Shape> inputShapes;
   std::string functionName = "forward";
+  /// A dynamic batch: the symbolic leading dim of every input (not fixed by
+  /// inputShapes) becomes the function's `?` batch with these bounds (see
+  /// jit::TraceOptions::dynamicBatch); each input must have one.
+  std::optional<jit::DynamicBatch> batch;
 };
 
 /// Parses "NAME=1x3x224x224" (the argument of --input-shape) into

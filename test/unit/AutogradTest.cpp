@@ -10,6 +10,7 @@
 #include "modelc/npy.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -529,7 +530,7 @@ void save(const std::string& path, const Tensor& t) {
 TEST(Autograd, EveryOpMatchesPyTorch) {
   if (!haveTorch())
     GTEST_SKIP() << "python3-torch is not installed";
-  std::string dir = ::testing::TempDir() + "/autograd_vs_torch";
+  std::string dir = ::testing::TempDir() + "/autograd_vs_torch." + std::to_string(::getpid());
   ASSERT_EQ(std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()), 0);
   std::ofstream script(dir + "/check.py");
   script << "import numpy as np, torch, sys\n"
@@ -581,7 +582,7 @@ TEST(Autograd, EveryOpMatchesPyTorch) {
 TEST(Modules, BatchNorm2dTrainingMatchesTorch) {
   if (!haveTorch())
     GTEST_SKIP() << "python3-torch is not installed";
-  std::string dir = ::testing::TempDir() + "/batchnorm_vs_torch";
+  std::string dir = ::testing::TempDir() + "/batchnorm_vs_torch." + std::to_string(::getpid());
   ASSERT_EQ(std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()), 0);
   nn::BatchNorm2d bn(3, 1e-5, 0.1);
   bn.weight = randnIn({3}, 0.5, 2, 131);
@@ -635,7 +636,7 @@ TEST(Modules, BatchNorm2dTrainingMatchesTorch) {
 TEST(Optim, TenStepsMatchTorchOptim) {
   if (!haveTorch())
     GTEST_SKIP() << "python3-torch is not installed";
-  std::string dir = ::testing::TempDir() + "/optim_vs_torch";
+  std::string dir = ::testing::TempDir() + "/optim_vs_torch." + std::to_string(::getpid());
   ASSERT_EQ(std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()), 0);
   Tensor w0 = randnIn({4, 3}, -1, 1, 7);
   Tensor x = randnIn({5, 3}, -1, 1, 8);

@@ -11,6 +11,7 @@
 #include "modelc/npy.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -56,7 +57,7 @@ std::pair<int, std::string> run(const std::string& cmd) {
 class Digits : public ::testing::Test {
 protected:
   void SetUp() override {
-    dir = ::testing::TempDir() + "/digits";
+    dir = ::testing::TempDir() + "/digits." + std::to_string(::getpid());
     ASSERT_EQ(std::system(("mkdir -p " + dir).c_str()), 0);
     auto [rc, out] = run(python() + " " + script() + " export " + dir);
     if (rc == 77)

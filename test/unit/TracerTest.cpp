@@ -222,3 +222,108 @@ TEST(Tracer, HookSeesEagerOpsOnlyWhileInstalled) {
 }
 
 } // namespace
+
+namespace {
+
+// A dynamic batch: the inputs' leading dim and every dim that follows it
+// become `?`, the function gets its bounds, and what would bake one batch
+// size in is refused with the op and the sizes.
+TEST(Tracer, DynamicBatchMakesTheBatchSymbolic) {
+  auto mlp = makeMlp();
+  jit::TraceOptions options;
+  options.dynamicBatch = jit::DynamicBatch{1, 64, 32};
+  jit::TracedModule tm = jit::trace(*mlp, Tensor::randn({4, 6}), options);
+  std::string text = tm.str();
+  EXPECT_TRUE(contains(text, "func.func @forward(%arg0: tensor<?x6xf32> "
+                             "{mc.name = \"x\"}) -> (tensor<?x3xf32> "
+                             "{mc.name = \"out\"}) attributes {mc.batch = "
+                             "array<i64: 1, 64, 32>}"))
+      << text;
+  EXPECT_TRUE(contains(text, "dims = [1] : (tensor<5xf32>) -> tensor<?x5xf32>"))
+      << text;
+  EXPECT_FALSE(contains(text, "4x")) << text;
+}
+
+TEST(Tracer, DynamicBatchKeepsWholeBatchSlicesAndReductions) {
+  jit::TraceOptions options;
+  options.dynamicBatch = jit::DynamicBatch{2, 16, 0};
+  jit::TracedModule tm = jit::traceFunction(
+      [](const std::vector<Tensor>& in) {
+        Tensor s = slice(in[0], {0, 1}, {in[0].shape()[0], 3}, {1, 1});
+        return std::vector<Tensor>{mean(s, {0}), sum(in[0], {1})};
+      },
+      {Tensor::randn({5, 4})}, {}, {}, options);
+  std::string text = tm.str();
+  EXPECT_TRUE(contains(text, "limit = [-1, 4]")) << text;
+  EXPECT_TRUE(contains(text, "-> tensor<?x3xf32>")) << text;
+  EXPECT_TRUE(contains(text, "(tensor<?x3xf32>) -> tensor<3xf32>")) << text;
+  EXPECT_TRUE(contains(text, "(tensor<?x4xf32>) -> tensor<?xf32>")) << text;
+  EXPECT_TRUE(contains(text, "mc.batch = array<i64: 2, 16, 16>")) << text;
+}
+
+std::string traceError(const std::function<std::vector<Tensor>(
+                           const std::vector<Tensor>&)>& fn,
+                       const std::vector<Tensor>& examples,
+                       jit::DynamicBatch bounds) {
+  jit::TraceOptions options;
+  options.dynamicBatch = bounds;
+  try {
+    jit::traceFunction(fn, examples, {}, {}, options);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Tracer, DynamicBatchRefusesWhatDependsOnTheBatchOtherwise) {
+  auto identity = [](const std::vector<Tensor>& in) { return in; };
+  EXPECT_EQ(traceError(identity, {Tensor::randn({4, 3})}, {8, 16, 0}),
+            "jit::trace: the examples' batch 4 is outside the dynamic batch "
+            "bounds [8, 16]");
+  EXPECT_EQ(traceError(identity, {Tensor::randn({4, 3})}, {4, 4, 0}),
+            "jit::trace: dynamic batch bounds [4, 4] allow one batch size; "
+            "trace without dynamicBatch");
+  EXPECT_EQ(traceError(identity, {Tensor::randn({4, 3})}, {5, 16, 2}),
+            "jit::trace: dynamic batch bounds [5, 16] with opt 2 must "
+            "satisfy 1 <= min <= opt <= max");
+  EXPECT_EQ(traceError(identity,
+                       {Tensor::randn({4, 3}), Tensor::randn({5, 3})},
+                       {1, 16, 0}),
+            "jit::trace: with a dynamic batch, example input 1 "
+            "f32[5, 3] has 5 rows, input 0 has 4; every input's leading "
+            "dimension is the batch");
+  // A [B, S, E] -> [B * S, E] flatten: a multiple of the batch.
+  std::string flatten = traceError(
+      [](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{reshape(in[0], {-1, 3})};
+      },
+      {Tensor::randn({4, 2, 3})}, {1, 16, 0});
+  EXPECT_TRUE(contains(flatten,
+                       "dimension 0 of the result of mc.reshape (op 0 at "
+                       "forward) is 8 at batch 4 and 10 at batch 5: "
+                       "only dims equal to the batch may depend on it"))
+      << flatten;
+  // A slice that keeps the first two rows bakes a size in.
+  std::string rows = traceError(
+      [](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{slice(in[0], {1, 0}, {3, 3}, {1, 1})};
+      },
+      {Tensor::randn({4, 3})}, {1, 16, 0});
+  EXPECT_EQ(rows, "jit::trace: with a dynamic batch, mc.slice (op 0 at "
+                  "forward) is invalid: 'mc.slice' op dimension 0 of size "
+                  "[?] is sliced from 1 to [4] by 1; the batch (?) can only "
+                  "be taken whole (start 0, limit -1, stride 1)");
+  // Different ops at different batch sizes.
+  std::string branch = traceError(
+      [](const std::vector<Tensor>& in) {
+        Tensor x = in[0];
+        return std::vector<Tensor>{x.shape()[0] % 2 ? relu(x) : exp(x)};
+      },
+      {Tensor::randn({4, 3})}, {1, 16, 0});
+  EXPECT_TRUE(contains(branch, "with a dynamic batch, mc.exp (op 0 at "
+                               "forward) is not the op the run at the "
+                               "other batch size ran at batch 4 and 5"))
+      << branch;
+}
+
+} // namespace

@@ -272,10 +272,7 @@ int compileMain(int argc, char** argv) {
     if (!batch)
       return fail("compile: " + why);
     if (isOnnx)
-      return fail("compile: --batch is not supported for ONNX models yet; "
-                  "freeze the batch with --input-shape");
-    if (options.train)
-      return fail("compile: --batch with --train is not supported yet");
+      onnxOptions.batch = jit::DynamicBatch{batch->min, batch->max, batch->opt};
   }
   std::unique_ptr<MLIRContext> context;
   std::optional<jit::TracedModule> imported;
@@ -305,7 +302,7 @@ int compileMain(int argc, char** argv) {
       return 1; // the parser reported FILE:LINE:COL
   }
   ModuleOp module = isOnnx ? imported->module() : *parsed;
-  if (batch) {
+  if (batch && !isOnnx) {
     Operation* fn = findEntryFunction(module, options.entry);
     if (!fn)
       return 1; // reported

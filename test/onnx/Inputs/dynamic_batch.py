@@ -1,0 +1,90 @@
+"""Exports a model with a symbolic batch dimension ("batch") and writes, for
+each batch size asked for, an input and PyTorch's output: the references of
+test/onnx/dynamic-batch.test, where one modelc artifact compiled with
+--batch=MIN..MAX runs every size.
+
+usage: dynamic_batch.py NAME OUTDIR --batches 1,7,32,64
+writes OUTDIR/NAME.onnx, OUTDIR/x_B.npy and OUTDIR/ref_B.npy per batch B.
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+import torch
+from torch import nn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import models  # noqa: E402  (the CNN and the shared seed conventions)
+
+
+class Mlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(64, 128), nn.ReLU(),
+                                 nn.Linear(128, 32), nn.GELU(),
+                                 nn.Linear(32, 10), nn.LogSoftmax(dim=1))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def build(name):
+    """(model, input shape without the batch)"""
+    if name == "mlp":
+        return Mlp(), (64,)
+    if name == "cnn":
+        return models.Cnn(), (3, 17, 17)
+    if name == "resnet18":
+        import torchvision
+        return torchvision.models.resnet18(weights=None), (3, 64, 64)
+    if name == "transformer":
+        layer = nn.TransformerEncoderLayer(d_model=64, nhead=4,
+                                           dim_feedforward=128,
+                                           batch_first=True)
+        model = nn.TransformerEncoder(layer, num_layers=1,
+                                      enable_nested_tensor=False)
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(torch.randn_like(p) * 0.05)
+        return model, (8, 64)
+    sys.exit(f"dynamic_batch.py: unknown model '{name}'")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("name")
+    parser.add_argument("outdir")
+    parser.add_argument("--batches", default="1,7,32,64")
+    parser.add_argument("--opset", type=int, default=17)
+    args = parser.parse_args()
+
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    model, shape = build(args.name)
+    model.eval()
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 1.5)
+    os.makedirs(args.outdir, exist_ok=True)
+    path = os.path.join(args.outdir, args.name + ".onnx")
+    example = torch.from_numpy(rng.standard_normal((3,) + shape)
+                               .astype(np.float32))
+    torch.onnx.export(model, (example,), path, opset_version=args.opset,
+                      input_names=["x"], output_names=["y"],
+                      dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+    for b in (int(v) for v in args.batches.split(",")):
+        x = rng.standard_normal((b,) + shape).astype(np.float32)
+        with torch.no_grad():
+            y = model(torch.from_numpy(x))
+        np.save(os.path.join(args.outdir, f"x_{b}.npy"), x)
+        np.save(os.path.join(args.outdir, f"ref_{b}.npy"),
+                y.numpy().astype(np.float32))
+    print(f"{args.name}: exported with a symbolic batch; references for "
+          f"batches {args.batches}")
+
+
+if __name__ == "__main__":
+    main()
