@@ -19,6 +19,7 @@
 #include <string>
 #include <sys/wait.h>
 #include <vector>
+#include <zlib.h>
 
 extern char **environ;
 
@@ -190,6 +191,29 @@ inline std::vector<uint8_t> mlpArtifact() {
   if (!codegen::planMemory(p) || !codegen::writeArtifactToBytes(p, &bytes))
     return {};
   return bytes;
+}
+
+/// `plan`'s artifact bytes without the writer's self-check, so the loader's
+/// own verifier is what must object (empty when writing fails).
+inline std::vector<uint8_t> writeUnchecked(const codegen::Plan &plan) {
+  std::vector<uint8_t> b;
+  codegen::WriteOptions o;
+  o.verify = false;
+  if (!codegen::writeArtifactToBytes(plan, &b, o))
+    return {};
+  return b;
+}
+
+/// Recomputes the trailer's table checksum after an edit of the table
+/// (a no-op on a file too short to hold it).
+inline void fixTableCrc(std::vector<uint8_t> &b) {
+  uint32_t n = uint32_t(b[0]) | uint32_t(b[1]) << 8 | uint32_t(b[2]) << 16 |
+               uint32_t(b[3]) << 24;
+  if (4 + uint64_t(n) + 16 > b.size())
+    return;
+  uint32_t crc = uint32_t(::crc32(0, b.data(), uInt(4 + n)));
+  for (int i = 0; i < 4; ++i)
+    b[b.size() - 16 + i] = uint8_t(crc >> (8 * i));
 }
 
 /// Max relative error ||a-b|| / ||b||.
