@@ -24,68 +24,6 @@ using K = rt::OpId;
 
 namespace {
 
-constexpr int64_t kMin = 1, kMax = 64, kOpt = 32;
-constexpr int kDIn = 8, kDHidden = 16;
-
-/// x f32[B, 8], y f32[B, 16] -> h = relu(x @ w + b + y);
-/// probs = softmax(h, 1); colmean = reduce_mean(h, dims 0) (divides by the
-/// runtime B); total = reduce_sum(probs, dims [0, 1]) (about B).
-/// `dynamic`: shapes at kMax with batch scales and bounds [1, 64] (opt 32);
-/// else every shape static at `batch`.
-Plan mlpAt(int64_t batch, bool dynamic) {
-  Plan p;
-  p.entry = "dyn_mlp";
-  p.targets = {"cpu"};
-  int64_t rows = dynamic ? kMax : batch;
-  if (dynamic)
-    p.batch = codegen::PlanBatch{kMin, kMax, kOpt};
-  auto buf = [&](std::string name, Shape shape, std::vector<int64_t> scale = {},
-                 fb::BufferKind kind = fb::BufferKind::Arena) {
-    codegen::PlanBuffer b;
-    b.name = std::move(name);
-    b.shape = std::move(shape);
-    b.kind = kind;
-    if (dynamic)
-      b.batchScale = std::move(scale);
-    p.buffers.push_back(b);
-    return uint32_t(p.buffers.size() - 1);
-  };
-  const std::vector<int64_t> rowScale{1, 0};
-  uint32_t x = buf("x", {rows, kDIn}, rowScale);
-  uint32_t y = buf("y", {rows, kDHidden}, rowScale);
-  uint32_t w = buf("w", {kDIn, kDHidden}, {}, fb::BufferKind::Constant);
-  uint32_t b = buf("b", {kDHidden}, {}, fb::BufferKind::Constant);
-  p.buffers[w].data = floatBytes(randomFloats(kDIn * kDHidden, 31));
-  p.buffers[b].data = floatBytes(randomFloats(kDHidden, 32));
-  uint32_t h = buf("h", {rows, kDHidden}, rowScale);
-  uint32_t bb = buf("bb", {rows, kDHidden}, rowScale);
-  uint32_t h2 = buf("h2", {rows, kDHidden}, rowScale);
-  uint32_t h3 = buf("h3", {rows, kDHidden}, rowScale);
-  uint32_t h4 = buf("h4", {rows, kDHidden}, rowScale);
-  uint32_t probs = buf("probs", {rows, kDHidden}, rowScale);
-  uint32_t colmean = buf("colmean", {kDHidden});
-  uint32_t total = buf("total", {});
-  auto step = [&](K op, std::vector<uint32_t> in, uint32_t out) -> PlanStep & {
-    return addStep(p, op, std::move(in), out,
-                   "dyn.py:" + std::to_string(p.steps.size() + 1));
-  };
-  step(K::Matmul, {x, w}, h);
-  setInts(step(K::BroadcastInDim, {b}, bb), "dims", {1});
-  step(K::Add, {h, bb}, h2);
-  step(K::Add, {h2, y}, h3);
-  step(K::Relu, {h3}, h4);
-  setInt(step(K::Softmax, {h4}, probs), "axis", 1);
-  PlanStep &m = step(K::ReduceMean, {h4}, colmean);
-  setInts(m, "dims", {0});
-  setBool(m, "keepdim", false);
-  PlanStep &s = step(K::ReduceSum, {probs}, total);
-  setInts(s, "dims", {0, 1});
-  setBool(s, "keepdim", false);
-  p.inputs = {{"x", x}, {"y", y}};
-  p.outputs = {{"probs", probs}, {"colmean", colmean}, {"total", total}};
-  return p;
-}
-
 struct Outputs {
   std::vector<float> probs, colmean, total;
 };
@@ -141,8 +79,10 @@ std::unique_ptr<Model> load(const std::vector<uint8_t> &bytes) {
 /// every output read back at the session's batch.
 Outputs runAt(Session &s, int64_t batch, std::vector<float> *xOut = nullptr,
               std::vector<float> *yOut = nullptr) {
-  std::vector<float> x = randomFloats(size_t(batch) * kDIn, 40 + unsigned(batch), -2, 2);
-  std::vector<float> y = randomFloats(size_t(batch) * kDHidden, 140 + unsigned(batch));
+  std::vector<float> x =
+      randomFloats(size_t(batch) * kDIn, 40 + unsigned(batch), -2, 2);
+  std::vector<float> y =
+      randomFloats(size_t(batch) * kDHidden, 140 + unsigned(batch));
   Outputs o;
   Status st = s.setInput(0, DType::F32, {batch, kDIn}, x.data(), x.size() * 4);
   EXPECT_TRUE(st) << st.message();
@@ -191,7 +131,7 @@ uint32_t bufferNamed(const Plan &p, const std::string &name) {
 } // namespace
 
 TEST(DynamicBatch, ModelReportsBoundsAndSymbolicSignature) {
-  std::unique_ptr<Model> m = load(artifact(mlpAt(0, true)));
+  std::unique_ptr<Model> m = load(artifact(batchMlpPlan(0, true)));
   ASSERT_TRUE(m);
   EXPECT_TRUE(m->dynamicBatch());
   rt::BatchBounds b = m->batch();
@@ -205,7 +145,7 @@ TEST(DynamicBatch, ModelReportsBoundsAndSymbolicSignature) {
   EXPECT_EQ(x.byteSizeAt(7), size_t(7 * kDIn * 4));
   EXPECT_EQ(x.typeString(), "f32[?, 8]");
   EXPECT_FALSE(m->outputs()[1].dynamic()); // colmean: reduced over the batch
-  std::unique_ptr<Model> s = load(artifact(mlpAt(4, false)));
+  std::unique_ptr<Model> s = load(artifact(batchMlpPlan(4, false)));
   ASSERT_TRUE(s);
   EXPECT_FALSE(s->dynamicBatch());
   EXPECT_EQ(s->batch().max, 0);
@@ -217,11 +157,11 @@ TEST(DynamicBatch, ModelReportsBoundsAndSymbolicSignature) {
 // static artifact's at that batch bit for bit, and the reference within f32
 // tolerance; the mean over the batch divides by the runtime batch.
 TEST(DynamicBatch, RunsEveryBatchLikeTheStaticPlan) {
-  std::unique_ptr<Model> dyn = load(artifact(mlpAt(0, true)));
+  std::unique_ptr<Model> dyn = load(artifact(batchMlpPlan(0, true)));
   ASSERT_TRUE(dyn);
   std::unique_ptr<Session> s;
   ASSERT_TRUE(Session::create(*dyn, &s));
-  EXPECT_EQ(s->batch(), kOpt); // bound at opt before any run
+  EXPECT_EQ(s->batch(), kDynOpt); // bound at opt before any run
   for (int64_t batch : {1, 7, 32, 64, 7, 2, 1, 64}) {
     SCOPED_TRACE("batch " + std::to_string(batch));
     std::vector<float> x, y;
@@ -235,7 +175,7 @@ TEST(DynamicBatch, RunsEveryBatchLikeTheStaticPlan) {
     ASSERT_EQ(got.total.size(), 1u);
     EXPECT_NEAR(got.total[0], float(batch), 1e-4 * batch); // rows sum to 1
 
-    std::unique_ptr<Model> fixed = load(artifact(mlpAt(batch, false)));
+    std::unique_ptr<Model> fixed = load(artifact(batchMlpPlan(batch, false)));
     ASSERT_TRUE(fixed);
     std::unique_ptr<Session> ss;
     ASSERT_TRUE(Session::create(*fixed, &ss));
@@ -247,7 +187,7 @@ TEST(DynamicBatch, RunsEveryBatchLikeTheStaticPlan) {
 }
 
 TEST(DynamicBatch, OutputBytesFollowTheBatch) {
-  std::unique_ptr<Model> m = load(artifact(mlpAt(0, true)));
+  std::unique_ptr<Model> m = load(artifact(batchMlpPlan(0, true)));
   ASSERT_TRUE(m);
   std::unique_ptr<Session> s;
   ASSERT_TRUE(Session::create(*m, &s));
@@ -266,7 +206,7 @@ TEST(DynamicBatch, OutputBytesFollowTheBatch) {
 }
 
 TEST(DynamicBatch, InputsOutsideTheBoundsOrDisagreeingAreRefused) {
-  std::unique_ptr<Model> m = load(artifact(mlpAt(0, true)));
+  std::unique_ptr<Model> m = load(artifact(batchMlpPlan(0, true)));
   ASSERT_TRUE(m);
   std::unique_ptr<Session> s;
   ASSERT_TRUE(Session::create(*m, &s));
@@ -305,22 +245,23 @@ TEST(DynamicBatch, InputsOutsideTheBoundsOrDisagreeingAreRefused) {
 
 // One negative test per verifier rule of the dynamic batch.
 TEST(DynamicBatch, VerifierRefusesBadBounds) {
-  for (codegen::PlanBatch b : {codegen::PlanBatch{0, 64, 32},
-                               codegen::PlanBatch{8, 64, 4},
-                               codegen::PlanBatch{1, 64, 65}}) {
-    Plan p = mlpAt(0, true);
+  for (codegen::PlanBatch b :
+       {codegen::PlanBatch{0, 64, 32}, codegen::PlanBatch{8, 64, 4},
+        codegen::PlanBatch{1, 64, 65}}) {
+    Plan p = batchMlpPlan(0, true);
     p.batch = b;
     expectRefused(p, "batch bounds min " + std::to_string(b.min) + ", opt " +
-                         std::to_string(b.opt) + ", max 64 are invalid: need "
+                         std::to_string(b.opt) +
+                         ", max 64 are invalid: need "
                          "1 <= min <= opt <= max <= 2147483647");
   }
-  Plan big = mlpAt(0, true);
+  Plan big = batchMlpPlan(0, true);
   big.batch = {1, int64_t(1) << 31, 1};
   expectRefused(big, "max 2147483648 are invalid");
 }
 
 TEST(DynamicBatch, VerifierRefusesAScaledConstant) {
-  Plan p = mlpAt(0, true);
+  Plan p = batchMlpPlan(0, true);
   uint32_t b = bufferNamed(p, "b");
   p.buffers[b].batchScale = {1};
   p.buffers[b].shape = {64};
@@ -331,15 +272,15 @@ TEST(DynamicBatch, VerifierRefusesAScaledConstant) {
 }
 
 TEST(DynamicBatch, VerifierRefusesAShapeOtherThanScaleTimesMax) {
-  Plan p = mlpAt(0, true);
+  Plan p = batchMlpPlan(0, true);
   uint32_t h = bufferNamed(p, "h");
   p.buffers[h].shape = {32, kDHidden};
   expectRefused(p, "'h': dimension 0 is 1 * batch, so its stored size must be "
                    "1 * 64 (the batch's max), but shape [32, 16] has 32");
-  Plan q = mlpAt(0, true);
+  Plan q = batchMlpPlan(0, true);
   q.buffers[bufferNamed(q, "h")].batchScale = {1};
   expectRefused(q, "'h': batch_scale [1] has 1 entries, expected 2");
-  Plan r = mlpAt(0, true);
+  Plan r = batchMlpPlan(0, true);
   r.buffers[bufferNamed(r, "h")].batchScale = {-1, 0};
   expectRefused(r, "'h': batch_scale [-1, 0]: entry 0 is -1, expected >= 0");
 }
@@ -347,7 +288,7 @@ TEST(DynamicBatch, VerifierRefusesAShapeOtherThanScaleTimesMax) {
 TEST(DynamicBatch, VerifierRefusesASignatureScaleMismatch) {
   // The writer copies each buffer's scale into its signature, so edit the
   // table: output 'probs' says [2, 0] while its buffer says [1, 0].
-  std::vector<uint8_t> bytes = artifact(mlpAt(0, true));
+  std::vector<uint8_t> bytes = artifact(batchMlpPlan(0, true));
   ASSERT_FALSE(bytes.empty());
   const fb::Model *m = fb::GetSizePrefixedModel(bytes.data());
   const auto *scale = m->outputs()->Get(0)->batch_scale();
@@ -366,7 +307,7 @@ TEST(DynamicBatch, VerifierRefusesASignatureScaleMismatch) {
 }
 
 TEST(DynamicBatch, VerifierRefusesAnInputOfScaleTwo) {
-  Plan p = mlpAt(0, true);
+  Plan p = batchMlpPlan(0, true);
   // x is [2B, 8]: its rows must be a multiple of the batch, which an input
   // cannot say.
   uint32_t x = bufferNamed(p, "x");
@@ -377,14 +318,14 @@ TEST(DynamicBatch, VerifierRefusesAnInputOfScaleTwo) {
 }
 
 TEST(DynamicBatch, VerifierRefusesAScaleWithoutBounds) {
-  Plan p = mlpAt(0, true);
+  Plan p = batchMlpPlan(0, true);
   p.batch = {};
   expectRefused(p, "'x': batch_scale [1, 0] makes a dim dynamic, but the "
                    "model has no batch bounds (Model.batch)");
 }
 
 TEST(DynamicBatch, VerifierRefusesBoundsWithoutABatchInput) {
-  Plan p = mlpAt(64, false); // static shapes
+  Plan p = batchMlpPlan(64, false); // static shapes
   p.batch = {1, 64, 32};
   expectRefused(p, "the model has batch bounds [1, 64] but no input has a "
                    "batch dimension");
@@ -393,7 +334,7 @@ TEST(DynamicBatch, VerifierRefusesBoundsWithoutABatchInput) {
 // A step valid at the max but not at the min: a slice of fixed limits over
 // the batch dim. The message says at which batch it fails.
 TEST(DynamicBatch, VerifierChecksStepsAtTheLowerBoundToo) {
-  Plan p = mlpAt(0, true);
+  Plan p = batchMlpPlan(0, true);
   p.batch = {4, 64, 32};
   uint32_t probs = bufferNamed(p, "probs");
   codegen::PlanBuffer first;
