@@ -350,8 +350,8 @@ Status Verifier::checkBatchScale(const fb::Buffer &fbuf,
   for (size_t d = 0; d < b.scale.size(); ++d) {
     int64_t c = b.scale[d], atMax = 0;
     if (c < 0)
-      return fail(label + ": batch_scale " + shapeString(b.scale) +
-                  ": entry " + std::to_string(d) + " is " + std::to_string(c) +
+      return fail(label + ": batch_scale " + shapeString(b.scale) + ": entry " +
+                  std::to_string(d) + " is " + std::to_string(c) +
                   ", expected >= 0");
     if (c > 0 && (__builtin_mul_overflow(c, batch_->max(), &atMax) ||
                   b.shape[d] != atMax))
@@ -378,8 +378,7 @@ Status Verifier::checkSteps() {
   for (BufInfo &b : bufs_)
     b.shape = shapes::atBatch(b.shape, b.scale, lo);
   batchNote_ = " at batch " + std::to_string(lo) + " (the lower bound of [" +
-               std::to_string(lo) + ", " + std::to_string(batch_->max()) +
-               "])";
+               std::to_string(lo) + ", " + std::to_string(batch_->max()) + "])";
   for (flatbuffers::uoffset_t i = 0; i < steps->size(); ++i)
     MC_RETURN_IF_ERROR(checkStep(i, *steps->Get(i)));
   return Status::ok();
@@ -554,9 +553,8 @@ Status Verifier::checkSignature(
     batchInput |= input && !scale.empty();
   }
   if (batch_ && std::strcmp(what, "input") == 0 && !batchInput)
-    return fail("the model has batch bounds [" +
-                std::to_string(batch_->min()) + ", " +
-                std::to_string(batch_->max()) +
+    return fail("the model has batch bounds [" + std::to_string(batch_->min()) +
+                ", " + std::to_string(batch_->max()) +
                 "] but no input has a batch dimension, so a run could not "
                 "tell its batch size");
   return Status::ok();

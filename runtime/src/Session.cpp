@@ -84,11 +84,11 @@ Status checkInputShape(const TensorInfo &info, const BatchBounds &bounds,
   *batch = 0;
   bool validDType = uint8_t(dtype) <= uint8_t(DType::I1);
   auto mismatch = [&] {
-    return Status::error(
-        "input '" + info.name + "': expected " + info.typeString() + ", got " +
-        (validDType ? std::string(dtypeName(dtype))
-                    : "dtype " + std::to_string(int(dtype))) +
-        shapeString(shape));
+    return Status::error("input '" + info.name + "': expected " +
+                         info.typeString() + ", got " +
+                         (validDType ? std::string(dtypeName(dtype))
+                                     : "dtype " + std::to_string(int(dtype))) +
+                         shapeString(shape));
   };
   if (dtype != info.dtype || shape.size() != info.shape.size())
     return mismatch();
@@ -108,18 +108,15 @@ Status checkInputShape(const TensorInfo &info, const BatchBounds &bounds,
                            std::to_string(bounds.max) + "]; got " +
                            std::to_string(shape[d]));
     if (batchDim >= 0 && shape[d] != *batch)
-      return Status::error("input '" + info.name + "': dimensions " +
-                           std::to_string(batchDim) + " and " +
-                           std::to_string(d) +
-                           " are both the batch, but are " +
-                           std::to_string(*batch) + " and " +
-                           std::to_string(shape[d]));
+      return Status::error(
+          "input '" + info.name + "': dimensions " + std::to_string(batchDim) +
+          " and " + std::to_string(d) + " are both the batch, but are " +
+          std::to_string(*batch) + " and " + std::to_string(shape[d]));
     batchDim = int64_t(d);
     *batch = shape[d];
   }
   return Status::ok();
 }
-
 
 /// MODELC_PROFILE=1 (any value but empty or "0"): run() times every step;
 /// when the session ends, a table of time per op kind and the slowest steps
@@ -143,9 +140,7 @@ struct Session::Impl {
   /// (evicting the least recently used one), growing the workspace as
   /// needed.
   Status select(int64_t batch);
-  const std::vector<StepExec> &steps() const {
-    return bindings[current].steps;
-  }
+  const std::vector<StepExec> &steps() const { return bindings[current].steps; }
 
   const Model *model = nullptr;
   std::string name;
@@ -167,8 +162,7 @@ struct Session::Impl {
   std::vector<InputSlot> inputs;
 };
 
-Status Session::Impl::bind(int64_t batch, Binding *out,
-                           size_t *scratch) const {
+Status Session::Impl::bind(int64_t batch, Binding *out, size_t *scratch) const {
   const fb::Model &t = model->table();
   const auto &buffers = *t.buffers();
   auto bufPtr = [&](uint32_t i) -> uint8_t * {
@@ -201,8 +195,8 @@ Status Session::Impl::bind(int64_t batch, Binding *out,
     e.attrs = OpAttrs(decodeAttrs(*st));
     if (st->inputs())
       for (uint32_t i : *st->inputs())
-        e.in.push_back(ConstTensor{DType(buffers.Get(i)->dtype()), shapeOf(i),
-                                   bufPtr(i)});
+        e.in.push_back(
+            ConstTensor{DType(buffers.Get(i)->dtype()), shapeOf(i), bufPtr(i)});
     uint32_t o = st->outputs()->Get(0);
     e.out = MutTensor{DType(buffers.Get(o)->dtype()), shapeOf(o), bufPtr(o)};
     if (st->executable() >= 0)
@@ -212,9 +206,8 @@ Status Session::Impl::bind(int64_t batch, Binding *out,
                            dev.name() + " cannot run");
     KernelFactory factory = findKernel(dev.kind(), e.op);
     if (!factory)
-      return Status::error(stepWhere(*model, index) + ": device " +
-                           dev.name() + " has no kernel for mc." +
-                           opName(e.op));
+      return Status::error(stepWhere(*model, index) + ": device " + dev.name() +
+                           " has no kernel for mc." + opName(e.op));
     size_t bytes = 0;
     Status bound = factory(KernelRequest{e.op, e.attrs, e.in, e.out, dev},
                            &e.kernel, &bytes);
@@ -402,8 +395,8 @@ Status Session::setInput(size_t index, DType dtype, const Shape &shape,
   if (byteSize != expected)
     return Status::error("input '" + info.name + "': expected " +
                          std::to_string(expected) + " bytes for " +
-                         dtypeName(info.dtype) + shapeString(shape) +
-                         ", got " + std::to_string(byteSize));
+                         dtypeName(info.dtype) + shapeString(shape) + ", got " +
+                         std::to_string(byteSize));
   if (!data && byteSize)
     return Status::error("input '" + info.name + "': data is null");
   InputSlot &slot = impl_->inputs[index];

@@ -62,8 +62,10 @@ std::string symbolicStr(const Dims &shape, const Dims &scale) {
   std::string s = "[";
   for (size_t d = 0; d < shape.size(); ++d) {
     int64_t c = d < scale.size() ? scale[d] : 0;
-    s += (d ? ", " : "") +
-         (c == 0 ? num(shape[d]) : c == 1 ? "?" : num(c) + "*?");
+    std::string dim = c == 0 ? num(shape[d]) : "?";
+    if (c > 1)
+      dim = num(c) + "*?";
+    s += (d ? ", " : "") + dim;
   }
   return s + "]";
 }

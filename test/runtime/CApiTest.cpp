@@ -151,9 +151,9 @@ TEST(CApiDynamicBatch, BoundsAndOutputShapeOfARun) {
   EXPECT_EQ(info.dims[1], kDHidden);
   EXPECT_EQ(info.byte_size, size_t(7 * kDHidden * 4));
   std::vector<float> probs(7 * kDHidden);
-  ASSERT_EQ(msg(mc_session_copy_output(session, 0, probs.data(),
-                                       info.byte_size)),
-            "");
+  ASSERT_EQ(
+      msg(mc_session_copy_output(session, 0, probs.data(), info.byte_size)),
+      "");
   for (int i = 0; i < 7; ++i) { // softmax rows sum to 1
     float sum = 0;
     for (int j = 0; j < kDHidden; ++j)
@@ -161,8 +161,8 @@ TEST(CApiDynamicBatch, BoundsAndOutputShapeOfARun) {
     EXPECT_NEAR(sum, 1.f, 1e-5f) << "row " << i;
   }
   int64_t big[2] = {65, kDIn};
-  EXPECT_EQ(msg(mc_session_set_input(session, 0, MC_DTYPE_F32, 2, big,
-                                     x.data(), 65 * kDIn * 4)),
+  EXPECT_EQ(msg(mc_session_set_input(session, 0, MC_DTYPE_F32, 2, big, x.data(),
+                                     65 * kDIn * 4)),
             "input 'x': dimension 0 is the batch, which must be in [1, 64]; "
             "got 65");
   EXPECT_NE(msg(mc_session_output_info(session, 3, &info)).find("out of range"),

@@ -201,9 +201,9 @@ TEST_F(Cli, DynamicBatch) {
   EXPECT_EQ(probs.shape, (rt::Shape{7, kDHidden}));
   const float *pr = reinterpret_cast<const float *>(probs.data.data());
   for (int i = 0; i < 7; ++i) // the 7 rows of a softmax, not 7 of 64
-    EXPECT_NEAR(std::accumulate(pr + i * kDHidden, pr + (i + 1) * kDHidden,
-                                0.0),
-                1.0, 1e-5)
+    EXPECT_NEAR(
+        std::accumulate(pr + i * kDHidden, pr + (i + 1) * kDHidden, 0.0), 1.0,
+        1e-5)
         << "row " << i;
 
   r = with({"--bench", "5", "--batch", "64"});
@@ -220,17 +220,19 @@ TEST_F(Cli, DynamicBatch) {
                                       "times; pass --bench N too");
 
   // Inputs outside the bounds, or disagreeing, name the input and the file.
-  expectError(run({dyn, "-i", "x=" + x7, "-i", "y=" + npy("y8", {8, kDHidden})}),
-              "inputs 'x' (batch 7) and 'y' (batch 8) disagree on the batch "
-              "size");
+  expectError(
+      run({dyn, "-i", "x=" + x7, "-i", "y=" + npy("y8", {8, kDHidden})}),
+      "inputs 'x' (batch 7) and 'y' (batch 8) disagree on the batch "
+      "size");
   std::string x65 = npy("x65", {65, kDIn});
   expectError(run({dyn, "-i", "x=" + x65, "-i", "y=" + y7}),
               "input 'x': dimension 0 is the batch, which must be in [1, 64]; "
-              "got 65 from " + x65);
+              "got 65 from " +
+                  x65);
 
   // A static artifact times only its own batch.
-  std::vector<std::string> mlp{model, "-i", "x=" + dir + "/x.npy", "--bench",
-                               "3", "--batch"};
+  std::vector<std::string> mlp{model,     "-i", "x=" + dir + "/x.npy",
+                               "--bench", "3",  "--batch"};
   mlp.push_back("4");
   r = run(mlp);
   EXPECT_EQ(r.code(), 0) << r.err;

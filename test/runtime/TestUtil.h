@@ -154,11 +154,11 @@ inline codegen::Plan mlpPlan() {
 inline constexpr int64_t kDynMin = 1, kDynMax = 64, kDynOpt = 32;
 inline constexpr int kDIn = 8, kDHidden = 16;
 
-/// A dynamic batch (schema 2.1): x f32[B, 8], y f32[B, 16] -> h = relu(x @ w + b + y);
-/// probs = softmax(h, 1); colmean = reduce_mean(h, dims 0) (divides by the
-/// runtime B); total = reduce_sum(probs, dims [0, 1]) (about B).
-/// `dynamic`: shapes at kDynMax with batch scales and bounds [1, 64] (opt 32);
-/// else every shape static at `batch`.
+/// A dynamic batch (schema 2.1): x f32[B, 8], y f32[B, 16] -> h = relu(x @ w +
+/// b + y); probs = softmax(h, 1); colmean = reduce_mean(h, dims 0) (divides by
+/// the runtime B); total = reduce_sum(probs, dims [0, 1]) (about B). `dynamic`:
+/// shapes at kDynMax with batch scales and bounds [1, 64] (opt 32); else every
+/// shape static at `batch`.
 inline codegen::Plan batchMlpPlan(int64_t batch, bool dynamic) {
   codegen::Plan p;
   p.entry = "dyn_mlp";
@@ -166,7 +166,8 @@ inline codegen::Plan batchMlpPlan(int64_t batch, bool dynamic) {
   int64_t rows = dynamic ? kDynMax : batch;
   if (dynamic)
     p.batch = codegen::PlanBatch{kDynMin, kDynMax, kDynOpt};
-  auto buf = [&](std::string name, rt::Shape shape, std::vector<int64_t> scale = {},
+  auto buf = [&](std::string name, rt::Shape shape,
+                 std::vector<int64_t> scale = {},
                  fb::BufferKind kind = fb::BufferKind::Arena) {
     codegen::PlanBuffer b;
     b.name = std::move(name);

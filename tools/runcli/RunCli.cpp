@@ -279,9 +279,9 @@ Status loadInput(const rt::Model &model, const std::string &name,
   st = session.setInput(index, arr.dtype, arr.shape, arr.data.data(),
                         arr.data.size());
   if (!st)
-    return Status::error(
-        st.message() + (info.dtype == DType::BF16 ? " (as an f4 .npy)" : "") +
-        " from " + path);
+    return Status::error(st.message() +
+                         (info.dtype == DType::BF16 ? " (as an f4 .npy)" : "") +
+                         " from " + path);
   return Status::ok();
 }
 
@@ -300,23 +300,22 @@ rt::NpyArray cycleRows(const rt::NpyArray &arr, size_t dim, int64_t size) {
   for (size_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < size; ++i)
       std::memcpy(out.data.data() + (o * size_t(size) + size_t(i)) * row,
-                  arr.data.data() + (o * size_t(n) + size_t(i % n)) * row,
-                  row);
+                  arr.data.data() + (o * size_t(n) + size_t(i % n)) * row, row);
   return out;
 }
 
 /// Sets every input at batch `batch` for --bench (inputs without a batch
 /// dim stay as they are).
 Status setInputsAtBatch(const rt::Model &model,
-                        const std::vector<rt::NpyArray> &arrays,
-                        int64_t batch, rt::Session &session) {
+                        const std::vector<rt::NpyArray> &arrays, int64_t batch,
+                        rt::Session &session) {
   for (size_t i = 0; i < arrays.size(); ++i) {
     const rt::TensorInfo &info = model.inputs()[i];
     for (size_t d = 0; d < info.batchScale.size(); ++d)
       if (info.batchScale[d]) { // inputs: 1, the batch itself
         rt::NpyArray a = cycleRows(arrays[i], d, batch);
-        MC_RETURN_IF_ERROR(session.setInput(i, a.dtype, a.shape,
-                                            a.data.data(), a.data.size()));
+        MC_RETURN_IF_ERROR(session.setInput(i, a.dtype, a.shape, a.data.data(),
+                                            a.data.size()));
         break;
       }
   }
@@ -326,8 +325,7 @@ Status setInputsAtBatch(const rt::Model &model,
 /// The batch --bench times: `requested` (0: none given) checked against
 /// the model, else a dynamic model's opt; 0 for a static model (the size
 /// it was compiled for).
-Status benchBatch(const rt::Model &model, long long requested,
-                  int64_t *batch) {
+Status benchBatch(const rt::Model &model, long long requested, int64_t *batch) {
   *batch = 0;
   if (model.dynamicBatch()) {
     rt::BatchBounds b = model.batch();
@@ -597,8 +595,7 @@ int runOrForward(int argc, char **argv) {
         if (!parseInt(v, &batch) || batch < 1)
           return error(tool, "--batch needs a positive size, got '" + v + "'");
       } else if (a == "--input" || a == "--output-dir" || a == "--bench" ||
-                 a == "--device" || a == "--batch" ||
-                 a == "-i" || a == "-o") {
+                 a == "--device" || a == "--batch" || a == "-i" || a == "-o") {
         return error(tool, a + " needs a value");
       } else if (a.size() > 1 && a[0] == '-') {
         return error(tool, "unknown option '" + a + "' (see --help)");
