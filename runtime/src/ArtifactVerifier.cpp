@@ -96,7 +96,17 @@ struct BufInfo {
   Shape shape;
   fb::BufferKind kind = fb::BufferKind::Arena;
   uint64_t offset = 0, size = 0;
+  /// A dynamic batch: per dim 0 or c (the dim is c * batch); empty when
+  /// every dim is static (an all-zero batch_scale is stored empty here).
+  Shape scale;
 };
+
+/// A batch_scale vector, empty when it has no dynamic dim.
+Shape normalizedScale(const flatbuffers::Vector<int64_t> *v) {
+  Shape s = toInts(v);
+  bool anyScaled = std::any_of(s.begin(), s.end(), [](int64_t c) { return c; });
+  return anyScaled ? s : Shape();
+}
 
 class Verifier {
 public:
@@ -111,7 +121,16 @@ private:
     return Status::error(name_ + ": " + msg);
   }
   Status checkLayout();
+  /// Model.batch: 1 <= min <= opt <= max <= INT32_MAX.
+  Status checkBatchBounds();
   Status checkBuffers();
+  /// A buffer's batch_scale against its shape and kind (`label` names it).
+  Status checkBatchScale(const fb::Buffer &fbuf, const std::string &label,
+                         BufInfo &b);
+  /// Every step's rules; with a dynamic batch at the upper bound (the stored
+  /// shapes) and again at the lower one: the shape rules are linear in the
+  /// batch, so relations that hold at both bounds hold between them.
+  Status checkSteps();
   Status checkSignature(
       const char *what,
       const flatbuffers::Vector<flatbuffers::Offset<fb::TensorSig>> *sigs);
@@ -145,6 +164,10 @@ private:
   const fb::Model *model_ = nullptr;
   std::vector<BufInfo> bufs_;
   OpAttrs attrs_; // of the step being checked
+  const fb::BatchBounds *batch_ = nullptr; // null for a static model
+  /// Appended to a step's description while checking at a batch other than
+  /// the stored one.
+  std::string batchNote_;
 };
 
 Status Verifier::checkAttrs(OpId op, const fb::Step &step,
@@ -284,12 +307,80 @@ Status Verifier::run() {
                 ", bytes give " + hex32(computed) + " (corrupt file)");
   // 8. Semantics.
   MC_RETURN_IF_ERROR(checkLayout());
+  MC_RETURN_IF_ERROR(checkBatchBounds());
   MC_RETURN_IF_ERROR(checkBuffers());
   MC_RETURN_IF_ERROR(checkSignature("input", model_->inputs()));
   MC_RETURN_IF_ERROR(checkSignature("output", model_->outputs()));
-  if (const auto *steps = model_->steps())
-    for (flatbuffers::uoffset_t i = 0; i < steps->size(); ++i)
-      MC_RETURN_IF_ERROR(checkStep(i, *steps->Get(i)));
+  return checkSteps();
+}
+
+Status Verifier::checkBatchBounds() {
+  batch_ = model_->batch();
+  if (!batch_)
+    return Status::ok();
+  int64_t lo = batch_->min(), opt = batch_->opt(), hi = batch_->max();
+  if (!(1 <= lo && lo <= opt && opt <= hi && hi <= INT32_MAX))
+    return fail("batch bounds min " + std::to_string(lo) + ", opt " +
+                std::to_string(opt) + ", max " + std::to_string(hi) +
+                " are invalid: need 1 <= min <= opt <= max <= " +
+                std::to_string(INT32_MAX));
+  return Status::ok();
+}
+
+Status Verifier::checkBatchScale(const fb::Buffer &fbuf,
+                                 const std::string &label, BufInfo &b) {
+  if (!aligned8(fbuf.batch_scale()))
+    return fail(label + ": batch_scale vector is misaligned (corrupt file)");
+  b.scale = normalizedScale(fbuf.batch_scale());
+  if (b.scale.empty())
+    return Status::ok();
+  if (!batch_)
+    return fail(label + ": batch_scale " + shapeString(b.scale) +
+                " makes a dim dynamic, but the model has no batch bounds "
+                "(Model.batch)");
+  if (b.scale.size() != b.shape.size())
+    return fail(label + ": batch_scale " + shapeString(b.scale) + " has " +
+                std::to_string(b.scale.size()) + " entries, expected " +
+                std::to_string(b.shape.size()) + " (one per dim of " +
+                shapeString(b.shape) + ")");
+  if (b.kind != fb::BufferKind::Arena)
+    return fail(label + ": a " + fb::EnumNameBufferKind(b.kind) +
+                " buffer has batch_scale " + shapeString(b.scale) +
+                "; only Arena buffers may depend on the batch");
+  for (size_t d = 0; d < b.scale.size(); ++d) {
+    int64_t c = b.scale[d], atMax = 0;
+    if (c < 0)
+      return fail(label + ": batch_scale " + shapeString(b.scale) + ": entry " +
+                  std::to_string(d) + " is " + std::to_string(c) +
+                  ", expected >= 0");
+    if (c > 0 && (__builtin_mul_overflow(c, batch_->max(), &atMax) ||
+                  b.shape[d] != atMax))
+      return fail(label + ": dimension " + std::to_string(d) + " is " +
+                  std::to_string(c) + " * batch, so its stored size must be " +
+                  std::to_string(c) + " * " + std::to_string(batch_->max()) +
+                  " (the batch's max), but shape " + shapeString(b.shape) +
+                  " has " + std::to_string(b.shape[d]));
+  }
+  return Status::ok();
+}
+
+Status Verifier::checkSteps() {
+  const auto *steps = model_->steps();
+  if (!steps)
+    return Status::ok();
+  for (flatbuffers::uoffset_t i = 0; i < steps->size(); ++i)
+    MC_RETURN_IF_ERROR(checkStep(i, *steps->Get(i)));
+  if (!batch_ || batch_->min() == batch_->max())
+    return Status::ok();
+  // Byte sizes and offsets stay at the max: the overlap rules are about the
+  // slots the planner gave, which every batch uses a prefix of.
+  int64_t lo = batch_->min();
+  for (BufInfo &b : bufs_)
+    b.shape = shapes::atBatch(b.shape, b.scale, lo);
+  batchNote_ = " at batch " + std::to_string(lo) + " (the lower bound of [" +
+               std::to_string(lo) + ", " + std::to_string(batch_->max()) + "])";
+  for (flatbuffers::uoffset_t i = 0; i < steps->size(); ++i)
+    MC_RETURN_IF_ERROR(checkStep(i, *steps->Get(i)));
   return Status::ok();
 }
 
@@ -401,6 +492,7 @@ Status Verifier::checkBuffers() {
       return fail(label + ": unknown buffer kind " +
                   std::to_string(int(fbuf.kind())));
     }
+    MC_RETURN_IF_ERROR(checkBatchScale(fbuf, label, b));
     if (b.offset > limit || b.size > limit - b.offset)
       return fail(label + ": bytes [" + std::to_string(b.offset) + ", +" +
                   std::to_string(b.size) + ") exceed the " + region + " " +
@@ -412,9 +504,9 @@ Status Verifier::checkBuffers() {
 Status Verifier::checkSignature(
     const char *what,
     const flatbuffers::Vector<flatbuffers::Offset<fb::TensorSig>> *sigs) {
-  if (!sigs)
-    return Status::ok();
-  for (uint32_t i = 0; i < sigs->size(); ++i) {
+  bool batchInput = false; // some input has a dim of the batch
+  uint32_t count = sigs ? sigs->size() : 0;
+  for (uint32_t i = 0; i < count; ++i) {
     const fb::TensorSig &sig = *sigs->Get(i);
     std::string sname = sig.name() ? sig.name()->str() : "";
     std::string label =
@@ -445,7 +537,26 @@ Status Verifier::checkSignature(
       return fail(label + ": " + bufDesc(sig.buffer()) + " is a " +
                   fb::EnumNameBufferKind(b.kind) +
                   " buffer; inputs and outputs must be Arena buffers");
+    if (!aligned8(sig.batch_scale()))
+      return fail(label + ": batch_scale vector is misaligned (corrupt file)");
+    Shape scale = normalizedScale(sig.batch_scale());
+    if (scale != b.scale)
+      return fail(label + ": signature batch_scale " + shapeString(scale) +
+                  " differs from its " + bufDesc(sig.buffer()) +
+                  "'s batch_scale " + shapeString(b.scale));
+    bool input = std::strcmp(what, "input") == 0;
+    for (size_t d = 0; input && d < scale.size(); ++d)
+      if (scale[d] > 1)
+        return fail(label + ": dimension " + std::to_string(d) +
+                    " has batch scale " + std::to_string(scale[d]) +
+                    "; an input's dim is static (0) or the batch itself (1)");
+    batchInput |= input && !scale.empty();
   }
+  if (batch_ && std::strcmp(what, "input") == 0 && !batchInput)
+    return fail("the model has batch bounds [" + std::to_string(batch_->min()) +
+                ", " + std::to_string(batch_->max()) +
+                "] but no input has a batch dimension, so a run could not "
+                "tell its batch size");
   return Status::ok();
 }
 
@@ -455,7 +566,7 @@ Status Verifier::checkStep(size_t index, const fb::Step &step) {
   OpId kind = OpId::Copy;
   bool known = findOp(opText, &kind) && opInfo(kind).isStep;
   std::string where = "step " + std::to_string(index) + " (mc." + opText +
-                      (loc.empty() ? "" : " at " + loc) + ")";
+                      (loc.empty() ? "" : " at " + loc) + ")" + batchNote_;
   if (!known)
     return fail(where + ": unknown op '" + opText +
                 "' (this runtime knows the ops of modelc " + modelcVersion() +

@@ -57,6 +57,18 @@ template <typename F> mc_status_t guarded(F f) {
   }
 }
 
+/// Fills `out` from `t` with `shape` (its dims, -1 for a batch dim) and
+/// `bytes`.
+void fill(const TensorInfo &t, const mc::rt::Shape &shape, size_t bytes,
+          mc_tensor_info_t *out) {
+  out->name = t.name.c_str();
+  out->dtype = mc_dtype_t(t.dtype);
+  out->rank = int32_t(shape.size());
+  for (int i = 0; i < MC_MAX_RANK; ++i)
+    out->dims[i] = i < out->rank ? shape[i] : 0;
+  out->byte_size = bytes;
+}
+
 mc_status_t info(const std::vector<TensorInfo> &infos, size_t index,
                  const char *what, mc_tensor_info_t *out) {
   if (!out)
@@ -67,12 +79,11 @@ mc_status_t info(const std::vector<TensorInfo> &infos, size_t index,
                              " is out of range (the model has " +
                              std::to_string(infos.size()) + ")"));
   const TensorInfo &t = infos[index];
-  out->name = t.name.c_str();
-  out->dtype = mc_dtype_t(t.dtype);
-  out->rank = int32_t(t.shape.size());
-  for (int i = 0; i < MC_MAX_RANK; ++i)
-    out->dims[i] = i < out->rank ? t.shape[i] : 0;
-  out->byte_size = t.byteSize;
+  mc::rt::Shape dims = t.shape;
+  for (size_t d = 0; d < t.batchScale.size(); ++d)
+    if (t.batchScale[d])
+      dims[d] = -1;
+  fill(t, dims, t.byteSize, out);
   return nullptr;
 }
 
@@ -133,6 +144,20 @@ mc_status_t mc_model_output_info(const mc_model_t *model, size_t index,
   return info(model->model->outputs(), index, "output", out_info);
 }
 
+int mc_model_batch_bounds(const mc_model_t *model, int64_t *out_min,
+                          int64_t *out_max, int64_t *out_opt) {
+  mc::rt::BatchBounds b;
+  if (model)
+    b = model->model->batch();
+  if (out_min)
+    *out_min = b.min;
+  if (out_max)
+    *out_max = b.max;
+  if (out_opt)
+    *out_opt = b.opt;
+  return model && model->model->dynamicBatch() ? 1 : 0;
+}
+
 mc_status_t mc_model_find_input(const mc_model_t *model, const char *name,
                                 size_t *out_index) {
   if (!model || !name)
@@ -190,6 +215,20 @@ mc_status_t mc_session_output(const mc_session_t *session, size_t index,
   if (!session)
     return err("mc_session_output: null session");
   return toC(session->session->output(index, out_data, out_byte_size));
+}
+
+mc_status_t mc_session_output_info(const mc_session_t *session, size_t index,
+                                   mc_tensor_info_t *out_info) {
+  if (!session || !out_info)
+    return err("mc_session_output_info: null argument");
+  return guarded([&] {
+    const Session &s = *session->session;
+    mc::rt::Shape shape;
+    MC_RETURN_IF_ERROR(s.outputShape(index, &shape));
+    const TensorInfo &t = s.model().outputs()[index];
+    fill(t, shape, t.byteSizeAt(s.batch()), out_info);
+    return Status::ok();
+  });
 }
 
 mc_status_t mc_session_copy_output(const mc_session_t *session, size_t index,

@@ -2,6 +2,7 @@
 // memory, verify it, and keep it; the data section is then aligned in place.
 #include "modelc/model.h"
 #include "modelc/fileio.h"
+#include "modelc/shapes.h"
 #include "modelc/version.h"
 
 #include <cerrno>
@@ -105,6 +106,14 @@ Status Model::fromBytes(AlignedBytes bytes, const std::string &name,
         info.shape.assign(sig->shape()->begin(), sig->shape()->end());
       info.buffer = sig->buffer();
       info.byteSize = m->table_->buffers()->Get(sig->buffer())->size();
+      // The verifier has checked it against the buffer's; all zeros reads
+      // as static.
+      if (const auto *scale = sig->batch_scale())
+        for (int64_t c : *scale)
+          if (c) {
+            info.batchScale.assign(scale->begin(), scale->end());
+            break;
+          }
       into.push_back(std::move(info));
     }
   };
@@ -127,6 +136,25 @@ Status Model::fromBytes(AlignedBytes bytes, const std::string &name,
   }
   *out = std::move(m);
   return Status::ok();
+}
+
+Shape TensorInfo::shapeAt(int64_t batch) const {
+  return shapes::atBatch(shape, batchScale, batch);
+}
+
+size_t TensorInfo::byteSizeAt(int64_t batch) const {
+  if (!dynamic())
+    return byteSize;
+  return size_t(numElements(shapeAt(batch))) * dtypeSize(dtype);
+}
+
+std::string TensorInfo::typeString() const {
+  return dtypeName(dtype) + shapes::symbolicStr(shape, batchScale);
+}
+
+BatchBounds Model::batch() const {
+  const fb::BatchBounds *b = table_->batch();
+  return b ? BatchBounds{b->min(), b->max(), b->opt()} : BatchBounds{};
 }
 
 static Status findByName(const std::vector<TensorInfo> &infos,

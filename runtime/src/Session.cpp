@@ -1,9 +1,11 @@
-// The executor: one arena per session, per-step tensor views built once at
-// creation, so run() only dispatches to the kernels (no allocation).
+// The executor: one arena per session, per-step tensor views bound once per
+// batch size (at creation for a static model), so run() only dispatches to
+// the kernels (no allocation once the batch size has been seen).
 #include "ArtifactVerifier.h"
 #include "modelc/checkpoint.h"
 #include "modelc/device.h"
 #include "modelc/model.h"
+#include "modelc/shapes.h"
 
 #include <algorithm>
 #include <chrono>
@@ -24,9 +26,23 @@ struct StepExec {
   BoundKernel kernel;
 };
 
+/// The steps bound to their kernels with every shape resolved at one batch
+/// size (0 for a static model).
+struct Binding {
+  int64_t batch = 0;
+  uint64_t lastUse = 0; // for the LRU
+  std::vector<StepExec> steps;
+};
+
+/// How many batch sizes a session keeps bound; binding again costs a call
+/// of every kernel factory.
+constexpr size_t kMaxBindings = 4;
+
 struct InputSlot {
   uint8_t *arenaPtr = nullptr;
   bool set = false;
+  size_t bytes = 0;  // given by the last setInput
+  int64_t batch = 0; // its batch size; 0 when it has no batch dim
   /// Some step output shares this input's arena bytes (the planner reused
   /// them once the input was dead), so run() would clobber it: keep the
   /// caller's copy here and move it in at the start of each run, which keeps
@@ -48,6 +64,59 @@ bool overlaps(uint64_t ao, uint64_t as, uint64_t bo, uint64_t bs) {
   return as && bs && ao < bo + bs && bo < ao + as;
 }
 
+Shape toShape(const flatbuffers::Vector<int64_t> *v) {
+  return v ? Shape(v->begin(), v->end()) : Shape();
+}
+
+/// "model.mcpk: step 3 (mc.add at mlp.py:3)".
+std::string stepWhere(const Model &model, uint32_t index) {
+  const fb::Step *st = model.table().steps()->Get(index);
+  std::string loc = st->location() ? st->location()->str() : "";
+  return model.name() + ": step " + std::to_string(index) + " (mc." +
+         st->op()->str() + (loc.empty() ? "" : " at " + loc) + ")";
+}
+
+/// `shape` against input `info`'s signature: dtype, rank, static dims, and
+/// each batch dim inside `bounds`; `*batch` receives the batch size it
+/// gives (0 when it has no batch dim).
+Status checkInputShape(const TensorInfo &info, const BatchBounds &bounds,
+                       DType dtype, const Shape &shape, int64_t *batch) {
+  *batch = 0;
+  bool validDType = uint8_t(dtype) <= uint8_t(DType::I1);
+  auto mismatch = [&] {
+    return Status::error("input '" + info.name + "': expected " +
+                         info.typeString() + ", got " +
+                         (validDType ? std::string(dtypeName(dtype))
+                                     : "dtype " + std::to_string(int(dtype))) +
+                         shapeString(shape));
+  };
+  if (dtype != info.dtype || shape.size() != info.shape.size())
+    return mismatch();
+  int64_t batchDim = -1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (!info.dynamic() || info.batchScale[d] == 0) {
+      if (shape[d] != info.shape[d])
+        return mismatch();
+      continue;
+    }
+    // The verifier allows an input only scale 1: the dim is the batch.
+    std::string dim = "dimension " + std::to_string(d);
+    if (shape[d] < bounds.min || shape[d] > bounds.max)
+      return Status::error("input '" + info.name + "': " + dim +
+                           " is the batch, which must be in [" +
+                           std::to_string(bounds.min) + ", " +
+                           std::to_string(bounds.max) + "]; got " +
+                           std::to_string(shape[d]));
+    if (batchDim >= 0 && shape[d] != *batch)
+      return Status::error(
+          "input '" + info.name + "': dimensions " + std::to_string(batchDim) +
+          " and " + std::to_string(d) + " are both the batch, but are " +
+          std::to_string(*batch) + " and " + std::to_string(shape[d]));
+    batchDim = int64_t(d);
+    *batch = shape[d];
+  }
+  return Status::ok();
+}
 
 /// MODELC_PROFILE=1 (any value but empty or "0"): run() times every step;
 /// when the session ends, a table of time per op kind and the slowest steps
@@ -65,7 +134,15 @@ struct Session::Impl {
       printProfile();
   }
   void printProfile() const;
+  /// Binds every step with each buffer's shape at `batch`.
+  Status bind(int64_t batch, Binding *out, size_t *scratch) const;
+  /// Makes the binding at `batch` current: from the cache, or bound now
+  /// (evicting the least recently used one), growing the workspace as
+  /// needed.
+  Status select(int64_t batch);
+  const std::vector<StepExec> &steps() const { return bindings[current].steps; }
 
+  const Model *model = nullptr;
   std::string name;
   bool profile = false;
   uint64_t profiledRuns = 0;
@@ -77,13 +154,107 @@ struct Session::Impl {
   DeviceMemory constants; // a device copy of the data section, when the
                           // host's is not device-accessible
   DeviceMemory workspace; // kernel scratch, shared by the steps
-  std::vector<StepExec> steps;
+  size_t workspaceBytes = 0;
+  const uint8_t *constantData = nullptr; // the device's view of the weights
+  std::vector<Binding> bindings;         // at most kMaxBindings
+  size_t current = 0;                    // index into bindings
+  uint64_t useClock = 0;
   std::vector<InputSlot> inputs;
 };
 
+Status Session::Impl::bind(int64_t batch, Binding *out, size_t *scratch) const {
+  const fb::Model &t = model->table();
+  const auto &buffers = *t.buffers();
+  auto bufPtr = [&](uint32_t i) -> uint8_t * {
+    const fb::Buffer *b = buffers.Get(i);
+    if (b->kind() == fb::BufferKind::Constant)
+      return const_cast<uint8_t *>(constantData) + b->offset();
+    if (b->kind() == fb::BufferKind::State)
+      return state.get() + b->offset();
+    return arena.get() + b->offset();
+  };
+  auto shapeOf = [&](uint32_t i) {
+    const fb::Buffer *b = buffers.Get(i);
+    return shapes::atBatch(toShape(b->shape()), toShape(b->batch_scale()),
+                           batch);
+  };
+  Device &dev = *device;
+  out->batch = batch;
+  out->steps.clear();
+  *scratch = 0;
+  const auto *steps = t.steps();
+  if (!steps)
+    return Status::ok();
+  out->steps.reserve(steps->size());
+  std::string atBatch =
+      model->dynamicBatch() ? " at batch " + std::to_string(batch) : "";
+  for (uint32_t index = 0; index < steps->size(); ++index) {
+    const fb::Step *st = steps->Get(index);
+    StepExec e;
+    findOp(st->op()->string_view(), &e.op); // checked by the verifier
+    e.attrs = OpAttrs(decodeAttrs(*st));
+    if (st->inputs())
+      for (uint32_t i : *st->inputs())
+        e.in.push_back(
+            ConstTensor{DType(buffers.Get(i)->dtype()), shapeOf(i), bufPtr(i)});
+    uint32_t o = st->outputs()->Get(0);
+    e.out = MutTensor{DType(buffers.Get(o)->dtype()), shapeOf(o), bufPtr(o)};
+    if (st->executable() >= 0)
+      return Status::error(stepWhere(*model, index) + ": launches entry '" +
+                           (st->entry() ? st->entry()->str() : "") +
+                           "' of a generated executable, which device " +
+                           dev.name() + " cannot run");
+    KernelFactory factory = findKernel(dev.kind(), e.op);
+    if (!factory)
+      return Status::error(stepWhere(*model, index) + ": device " + dev.name() +
+                           " has no kernel for mc." + opName(e.op));
+    size_t bytes = 0;
+    Status bound = factory(KernelRequest{e.op, e.attrs, e.in, e.out, dev},
+                           &e.kernel, &bytes);
+    if (!bound)
+      return Status::error(stepWhere(*model, index) + atBatch + ": " +
+                           bound.message());
+    *scratch = std::max(*scratch, bytes);
+    out->steps.push_back(std::move(e));
+  }
+  return Status::ok();
+}
+
+Status Session::Impl::select(int64_t batch) {
+  ++useClock;
+  for (size_t i = 0; i < bindings.size(); ++i)
+    if (bindings[i].batch == batch) {
+      current = i;
+      bindings[i].lastUse = useClock;
+      return Status::ok();
+    }
+  Binding b;
+  size_t scratch = 0;
+  MC_RETURN_IF_ERROR(bind(batch, &b, &scratch));
+  // One scratch for all steps (they run one at a time), so run() does not
+  // allocate once bound. Binding at max first sizes it for every batch.
+  if (scratch > workspaceBytes) {
+    MC_RETURN_IF_ERROR(device->allocate(scratch, &workspace));
+    workspaceBytes = scratch;
+  }
+  b.lastUse = useClock;
+  if (bindings.size() < kMaxBindings) {
+    bindings.push_back(std::move(b));
+    current = bindings.size() - 1;
+    return Status::ok();
+  }
+  current = 0;
+  for (size_t i = 1; i < bindings.size(); ++i)
+    if (bindings[i].lastUse < bindings[current].lastUse)
+      current = i;
+  bindings[current] = std::move(b);
+  return Status::ok();
+}
+
 void Session::Impl::printProfile() const {
-  if (!profiledRuns || steps.empty())
+  if (!profiledRuns || bindings.empty() || steps().empty())
     return;
+  const std::vector<StepExec> &steps = this->steps();
   double total = 0;
   for (double t : stepSeconds)
     total += t;
@@ -178,71 +349,25 @@ Status Session::create(const Model &model, std::unique_ptr<Device> device,
     constants = impl.constants.get();
   }
   s->resetState();
-  // The verifier has checked every index, offset, shape and attribute used
-  // below.
+  impl.model = &model;
+  impl.constantData = constants;
+  // The verifier has checked every index, offset, shape and attribute the
+  // bindings use. A dynamic model binds at max first (the largest
+  // workspace), then at opt, the size it expects most.
+  BatchBounds bounds = model.batch();
+  MC_RETURN_IF_ERROR(impl.select(bounds.max));
+  if (bounds.opt != bounds.max)
+    MC_RETURN_IF_ERROR(impl.select(bounds.opt));
   const auto &buffers = *t.buffers();
-  auto bufPtr = [&](uint32_t i) -> uint8_t * {
-    const fb::Buffer *b = buffers.Get(i);
-    if (b->kind() == fb::BufferKind::Constant)
-      return const_cast<uint8_t *>(constants) + b->offset();
-    if (b->kind() == fb::BufferKind::State)
-      return impl.state.get() + b->offset();
-    return impl.arena.get() + b->offset();
-  };
-  auto shapeOf = [&](uint32_t i) {
-    const auto *v = buffers.Get(i)->shape();
-    return v ? Shape(v->begin(), v->end()) : Shape();
-  };
-  size_t scratch = 0;
-  if (const auto *steps = t.steps()) {
-    impl.steps.reserve(steps->size());
-    for (uint32_t index = 0; index < steps->size(); ++index) {
-      const fb::Step *st = steps->Get(index);
-      StepExec e;
-      findOp(st->op()->string_view(), &e.op); // checked by the verifier
-      e.attrs = OpAttrs(decodeAttrs(*st));
-      if (st->inputs())
-        for (uint32_t i : *st->inputs())
-          e.in.push_back(ConstTensor{DType(buffers.Get(i)->dtype()), shapeOf(i),
-                                     bufPtr(i)});
-      uint32_t o = st->outputs()->Get(0);
-      e.out = MutTensor{DType(buffers.Get(o)->dtype()), shapeOf(o), bufPtr(o)};
-      auto where = [&] {
-        std::string loc = st->location() ? st->location()->str() : "";
-        return model.name() + ": step " + std::to_string(index) + " (mc." +
-               opName(e.op) + (loc.empty() ? "" : " at " + loc) + ")";
-      };
-      if (st->executable() >= 0)
-        return Status::error(where() + ": launches entry '" +
-                             (st->entry() ? st->entry()->str() : "") +
-                             "' of a generated executable, which device " +
-                             dev.name() + " cannot run");
-      KernelFactory factory = findKernel(dev.kind(), e.op);
-      if (!factory)
-        return Status::error(where() + ": device " + dev.name() +
-                             " has no kernel for mc." + opName(e.op));
-      size_t bytes = 0;
-      Status bound = factory(KernelRequest{e.op, e.attrs, e.in, e.out, dev},
-                             &e.kernel, &bytes);
-      if (!bound)
-        return Status::error(where() + ": " + bound.message());
-      scratch = std::max(scratch, bytes);
-      impl.steps.push_back(std::move(e));
-    }
-  }
-  // One scratch for all steps (they run one at a time), so run() does not
-  // allocate.
-  if (scratch)
-    MC_RETURN_IF_ERROR(dev.allocate(scratch, &impl.workspace));
   impl.name = model.name();
   impl.profile = profileRequested();
   if (impl.profile)
-    impl.stepSeconds.assign(impl.steps.size(), 0.0);
+    impl.stepSeconds.assign(impl.steps().size(), 0.0);
   impl.inputs.resize(model.inputs().size());
   for (size_t i = 0; i < impl.inputs.size(); ++i) {
     const fb::Buffer *b = buffers.Get(model.inputs()[i].buffer);
     InputSlot &slot = impl.inputs[i];
-    slot.arenaPtr = bufPtr(model.inputs()[i].buffer);
+    slot.arenaPtr = impl.arena.get() + b->offset(); // inputs are Arena
     if (const auto *steps = t.steps())
       for (const fb::Step *st : *steps)
         for (uint32_t o : *st->outputs()) {
@@ -263,20 +388,15 @@ Status Session::setInput(size_t index, DType dtype, const Shape &shape,
   const auto &infos = model_.inputs();
   MC_RETURN_IF_ERROR(checkIndex("input", index, infos.size()));
   const TensorInfo &info = infos[index];
-  if (dtype != info.dtype || shape != info.shape) {
-    bool validDType = uint8_t(dtype) <= uint8_t(DType::I1);
+  int64_t batch = 0;
+  MC_RETURN_IF_ERROR(
+      checkInputShape(info, model_.batch(), dtype, shape, &batch));
+  size_t expected = info.byteSizeAt(batch);
+  if (byteSize != expected)
     return Status::error("input '" + info.name + "': expected " +
-                         dtypeName(info.dtype) + shapeString(info.shape) +
-                         ", got " +
-                         (validDType ? std::string(dtypeName(dtype))
-                                     : "dtype " + std::to_string(int(dtype))) +
-                         shapeString(shape));
-  }
-  if (byteSize != info.byteSize)
-    return Status::error("input '" + info.name + "': expected " +
-                         std::to_string(info.byteSize) + " bytes for " +
-                         dtypeName(info.dtype) + shapeString(info.shape) +
-                         ", got " + std::to_string(byteSize));
+                         std::to_string(expected) + " bytes for " +
+                         dtypeName(info.dtype) + shapeString(shape) + ", got " +
+                         std::to_string(byteSize));
   if (!data && byteSize)
     return Status::error("input '" + info.name + "': data is null");
   InputSlot &slot = impl_->inputs[index];
@@ -288,6 +408,8 @@ Status Session::setInput(size_t index, DType dtype, const Shape &shape,
                                                      byteSize));
   }
   slot.set = true;
+  slot.bytes = byteSize;
+  slot.batch = batch;
   return Status::ok();
 }
 
@@ -297,35 +419,61 @@ Status Session::run() {
     if (!impl.inputs[i].set)
       return Status::error("input '" + model_.inputs()[i].name +
                            "' was never set (expected " +
-                           dtypeName(model_.inputs()[i].dtype) +
-                           shapeString(model_.inputs()[i].shape) + ")");
+                           model_.inputs()[i].typeString() + ")");
+  if (model_.dynamicBatch()) {
+    // The verifier guarantees some input carries the batch.
+    size_t first = impl.inputs.size();
+    for (size_t i = 0; i < impl.inputs.size(); ++i) {
+      int64_t b = impl.inputs[i].batch;
+      if (!b)
+        continue;
+      if (first == impl.inputs.size())
+        first = i;
+      else if (b != impl.inputs[first].batch)
+        return Status::error(
+            "inputs '" + model_.inputs()[first].name + "' (batch " +
+            std::to_string(impl.inputs[first].batch) + ") and '" +
+            model_.inputs()[i].name + "' (batch " + std::to_string(b) +
+            ") disagree on the batch size");
+    }
+    if (first < impl.inputs.size())
+      MC_RETURN_IF_ERROR(impl.select(impl.inputs[first].batch));
+  }
   for (const InputSlot &slot : impl.inputs)
-    if (slot.clobbered && !slot.staging.empty())
+    if (slot.clobbered && slot.bytes)
       MC_RETURN_IF_ERROR(impl.device->copyToDevice(
-          slot.arenaPtr, slot.staging.data(), slot.staging.size()));
+          slot.arenaPtr, slot.staging.data(), slot.bytes));
   using Clock = std::chrono::steady_clock;
   Clock::time_point t0;
   if (impl.profile) {
     ++impl.profiledRuns;
     t0 = Clock::now();
   }
-  for (size_t i = 0; i < impl.steps.size(); ++i) {
-    Status st = impl.steps[i].kernel(impl.workspace.get());
+  const std::vector<StepExec> &steps = impl.steps();
+  for (size_t i = 0; i < steps.size(); ++i) {
+    Status st = steps[i].kernel(impl.workspace.get());
     if (impl.profile) {
       Clock::time_point t1 = Clock::now();
       impl.stepSeconds[i] += std::chrono::duration<double>(t1 - t0).count();
       t0 = t1;
     }
-    if (!st) {
-      const fb::Step *step = model_.table().steps()->Get(uint32_t(i));
-      std::string loc = step->location() ? step->location()->str() : "";
-      return Status::error(model_.name() + ": step " + std::to_string(i) +
-                           " (mc." + opName(impl.steps[i].op) +
-                           (loc.empty() ? "" : " at " + loc) +
-                           "): " + st.message());
-    }
+    if (!st)
+      return Status::error(stepWhere(model_, uint32_t(i)) + ": " +
+                           st.message());
   }
   return impl.device->synchronize();
+}
+
+int64_t Session::batch() const {
+  return model_.dynamicBatch() ? impl_->bindings[impl_->current].batch : 0;
+}
+
+Status Session::outputShape(size_t index, Shape *shape) const {
+  const auto &infos = model_.outputs();
+  MC_RETURN_IF_ERROR(checkIndex("output", index, infos.size()));
+  if (shape)
+    *shape = infos[index].shapeAt(batch());
+  return Status::ok();
 }
 
 Status Session::output(size_t index, const void **data,
@@ -340,7 +488,7 @@ Status Session::output(size_t index, const void **data,
   if (data)
     *data = impl_->arena.get() + b->offset();
   if (byteSize)
-    *byteSize = size_t(b->size());
+    *byteSize = infos[index].byteSizeAt(batch());
   return Status::ok();
 }
 
@@ -348,11 +496,13 @@ Status Session::copyOutput(size_t index, void *dst, size_t byteSize) const {
   const auto &infos = model_.outputs();
   MC_RETURN_IF_ERROR(checkIndex("output", index, infos.size()));
   const TensorInfo &info = infos[index];
-  if (byteSize != info.byteSize)
+  size_t expected = info.byteSizeAt(batch());
+  if (byteSize != expected)
     return Status::error("output '" + info.name + "': expected a " +
-                         std::to_string(info.byteSize) + "-byte buffer for " +
-                         dtypeName(info.dtype) + shapeString(info.shape) +
-                         ", got " + std::to_string(byteSize));
+                         std::to_string(expected) + "-byte buffer for " +
+                         dtypeName(info.dtype) +
+                         shapeString(info.shapeAt(batch())) + ", got " +
+                         std::to_string(byteSize));
   if (!dst && byteSize)
     return Status::error("output '" + info.name + "': destination is null");
   const fb::Buffer *b = model_.table().buffers()->Get(info.buffer);

@@ -111,6 +111,26 @@ Status reshape(const Dims &input, const Dims &result) {
   return Status::ok();
 }
 
+Dims atBatch(const Dims &shape, const Dims &scale, int64_t batch) {
+  Dims out = shape;
+  for (size_t d = 0; d < scale.size() && d < out.size(); ++d)
+    if (scale[d] > 0)
+      out[d] = scale[d] * batch;
+  return out;
+}
+
+std::string symbolicStr(const Dims &shape, const Dims &scale) {
+  std::string s = "[";
+  for (size_t d = 0; d < shape.size(); ++d) {
+    int64_t c = d < scale.size() ? scale[d] : 0;
+    std::string dim = c == 0 ? num(shape[d]) : "?";
+    if (c > 1)
+      dim = num(c) + "*?";
+    s += (d ? ", " : "") + dim;
+  }
+  return s + "]";
+}
+
 Status checkAxis(int64_t axis, size_t rank) {
   if (axis < 0 || axis >= int64_t(rank))
     return err("axis " + num(axis) + " is out of range for rank " +

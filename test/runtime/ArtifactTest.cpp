@@ -51,27 +51,6 @@ void expectMlpRuns(const Model &model) {
   }
 }
 
-/// Recomputes the trailer's table checksum after an edit of the table.
-void fixTableCrc(std::vector<uint8_t> &b) {
-  uint32_t n = uint32_t(b[0]) | uint32_t(b[1]) << 8 | uint32_t(b[2]) << 16 |
-               uint32_t(b[3]) << 24;
-  if (4 + uint64_t(n) + 16 > b.size())
-    return;
-  uint32_t crc = uint32_t(::crc32(0, b.data(), uInt(4 + n)));
-  for (int i = 0; i < 4; ++i)
-    b[b.size() - 16 + i] = uint8_t(crc >> (8 * i));
-}
-
-/// Writes `plan` without the writer's self-check, so the loader's own
-/// verifier is what must object.
-std::vector<uint8_t> unchecked(const codegen::Plan &plan) {
-  std::vector<uint8_t> b;
-  codegen::WriteOptions o;
-  o.verify = false;
-  EXPECT_TRUE(codegen::writeArtifactToBytes(plan, &b, o));
-  return b;
-}
-
 codegen::Plan plannedMlp() {
   codegen::Plan p = mlpPlan();
   EXPECT_TRUE(codegen::planMemory(p));
@@ -79,7 +58,7 @@ codegen::Plan plannedMlp() {
 }
 
 void expectRefused(const codegen::Plan &plan, const std::string &what) {
-  Status st = load(unchecked(plan));
+  Status st = load(writeUnchecked(plan));
   ASSERT_FALSE(st) << "expected: " << what;
   EXPECT_NE(st.message().find(what), std::string::npos) << st.message();
   EXPECT_EQ(st.message().rfind("t.mcpk: ", 0), 0u) << st.message();
@@ -265,7 +244,7 @@ TEST(Artifact, SemanticErrorsNameStepBufferAndExpectation) {
   expectRefused(p, "step 3 (mc.constant at mlp.py:4): unknown op 'constant'");
 
   { // An op name no registry knows, forged into the table.
-    std::vector<uint8_t> b = unchecked(plannedMlp());
+    std::vector<uint8_t> b = writeUnchecked(plannedMlp());
     uint32_t n = uint32_t(b[0]) | uint32_t(b[1]) << 8 | uint32_t(b[2]) << 16 |
                  uint32_t(b[3]) << 24;
     auto it = std::search(b.begin(), b.begin() + 4 + n, std::begin("relu"),

@@ -109,3 +109,75 @@ TEST(CApiLoad, BadFilesAndNullArguments) {
   EXPECT_NE(msg(mc_session_run(nullptr)), "");
   EXPECT_EQ(mc_model_num_inputs(nullptr), 0u);
 }
+
+// A dynamic batch through the C API: the bounds, -1 at the batch dims of
+// the model's info, and an output's concrete shape after a run at batch 7.
+TEST(CApiDynamicBatch, BoundsAndOutputShapeOfARun) {
+  mc::codegen::Plan p = batchMlpPlan(0, true);
+  ASSERT_TRUE(mc::codegen::planMemory(p));
+  std::vector<uint8_t> b;
+  ASSERT_TRUE(mc::codegen::writeArtifactToBytes(p, &b));
+  mc_model_t *model = nullptr;
+  ASSERT_EQ(msg(mc_model_load_memory(b.data(), b.size(), "dyn.mcpk", &model)),
+            "");
+  int64_t lo = 0, hi = 0, opt = 0;
+  EXPECT_EQ(mc_model_batch_bounds(model, &lo, &hi, &opt), 1);
+  EXPECT_EQ(lo, 1);
+  EXPECT_EQ(hi, 64);
+  EXPECT_EQ(opt, 32);
+  mc_tensor_info_t info;
+  ASSERT_EQ(msg(mc_model_input_info(model, 0, &info)), "");
+  EXPECT_EQ(info.dims[0], -1);
+  EXPECT_EQ(info.dims[1], kDIn);
+  EXPECT_EQ(info.byte_size, size_t(64 * kDIn * 4)); // at max
+  ASSERT_EQ(msg(mc_model_output_info(model, 1, &info)), "");
+  EXPECT_EQ(info.dims[0], kDHidden); // colmean: reduced over the batch
+
+  mc_session_t *session = nullptr;
+  ASSERT_EQ(msg(mc_session_create(model, &session)), "");
+  std::vector<float> x = randomFloats(7 * kDIn, 1), y(7 * kDHidden, 0.f);
+  int64_t xd[2] = {7, kDIn}, yd[2] = {7, kDHidden};
+  ASSERT_EQ(msg(mc_session_set_input(session, 0, MC_DTYPE_F32, 2, xd, x.data(),
+                                     x.size() * 4)),
+            "");
+  ASSERT_EQ(msg(mc_session_set_input(session, 1, MC_DTYPE_F32, 2, yd, y.data(),
+                                     y.size() * 4)),
+            "");
+  ASSERT_EQ(msg(mc_session_run(session)), "");
+  ASSERT_EQ(msg(mc_session_output_info(session, 0, &info)), "");
+  EXPECT_STREQ(info.name, "probs");
+  EXPECT_EQ(info.rank, 2);
+  EXPECT_EQ(info.dims[0], 7);
+  EXPECT_EQ(info.dims[1], kDHidden);
+  EXPECT_EQ(info.byte_size, size_t(7 * kDHidden * 4));
+  std::vector<float> probs(7 * kDHidden);
+  ASSERT_EQ(
+      msg(mc_session_copy_output(session, 0, probs.data(), info.byte_size)),
+      "");
+  for (int i = 0; i < 7; ++i) { // softmax rows sum to 1
+    float sum = 0;
+    for (int j = 0; j < kDHidden; ++j)
+      sum += probs[i * kDHidden + j];
+    EXPECT_NEAR(sum, 1.f, 1e-5f) << "row " << i;
+  }
+  int64_t big[2] = {65, kDIn};
+  EXPECT_EQ(msg(mc_session_set_input(session, 0, MC_DTYPE_F32, 2, big, x.data(),
+                                     65 * kDIn * 4)),
+            "input 'x': dimension 0 is the batch, which must be in [1, 64]; "
+            "got 65");
+  EXPECT_NE(msg(mc_session_output_info(session, 3, &info)).find("out of range"),
+            std::string::npos);
+  mc_session_free(session);
+  mc_model_free(model);
+}
+
+TEST_F(CApi, StaticModelHasNoBatchBounds) {
+  int64_t lo = 5, hi = 5, opt = 5;
+  EXPECT_EQ(mc_model_batch_bounds(model, &lo, &hi, &opt), 0);
+  EXPECT_EQ(lo + hi + opt, 0);
+  EXPECT_EQ(mc_model_batch_bounds(nullptr, nullptr, nullptr, nullptr), 0);
+  mc_tensor_info_t info;
+  ASSERT_EQ(msg(mc_session_output_info(session, 0, &info)), "");
+  EXPECT_EQ(info.dims[0], kBatch); // the signature's, run or not
+  EXPECT_EQ(info.byte_size, size_t(kBatch * kHidden * 4));
+}

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <fstream>
 #include <gtest/gtest.h>
+#include <numeric>
 #include <spawn.h>
 #include <sstream>
 #include <sys/wait.h>
@@ -159,4 +160,83 @@ TEST_F(Cli, OutputNamesCannotEscapeTheDirectory) {
   EXPECT_EQ(access((dir + "/out/_.._.._evil.npy").c_str(), F_OK), 0) << r.out;
   EXPECT_EQ(access((dir + "/out/_...npy").c_str(), F_OK), 0) << r.out;
   EXPECT_NE(access((dir + "/evil.npy").c_str(), F_OK), 0);
+}
+
+// A dynamic batch: --inspect shows the batch dim as "?" and the bounds; a
+// run takes inputs of any batch within them and writes outputs at it;
+// --bench --batch times a given size (default opt), and refuses a size
+// outside the bounds, or other than a static artifact's own.
+TEST_F(Cli, DynamicBatch) {
+  codegen::Plan p = batchMlpPlan(0, true);
+  ASSERT_TRUE(codegen::planMemory(p));
+  std::string dyn = dir + "/dyn.mcpk";
+  ASSERT_TRUE(codegen::writeArtifact(p, dyn));
+  Result r = run({"--inspect", dyn});
+  ASSERT_EQ(r.code(), 0) << r.err;
+  for (const char *s : {"batch:      1..64 (opt 32)\n", "x  ", "f32[?, 8]\n",
+                        "f32[?, 16]\n", "colmean", "f32[16]\n"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  r = run({"--inspect", model});
+  EXPECT_EQ(r.out.find("batch:"), std::string::npos) << r.out; // static
+
+  // An f32 .npy of `shape` in the test's directory (values in [-1, 1]).
+  auto npy = [&](const std::string &name, rt::Shape shape) {
+    std::string path = dir + "/" + name + ".npy";
+    std::vector<float> v = randomFloats(size_t(rt::numElements(shape)), 3);
+    EXPECT_TRUE(rt::writeNpy(path, rt::DType::F32, shape, v.data()));
+    return path;
+  };
+  std::string x7 = npy("x7", {7, kDIn}), y7 = npy("y7", {7, kDHidden});
+  std::vector<std::string> args{dyn, "-i", "x=" + x7, "-i", "y=" + y7};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> a = args;
+    a.insert(a.end(), more.begin(), more.end());
+    return run(a);
+  };
+  r = with({"-o", dir + "/out"});
+  ASSERT_EQ(r.code(), 0) << r.err;
+  EXPECT_NE(r.out.find("probs f32[7, 16] -> "), std::string::npos) << r.out;
+  rt::NpyArray probs;
+  ASSERT_TRUE(rt::readNpy(dir + "/out/probs.npy", &probs));
+  EXPECT_EQ(probs.shape, (rt::Shape{7, kDHidden}));
+  const float *pr = reinterpret_cast<const float *>(probs.data.data());
+  for (int i = 0; i < 7; ++i) // the 7 rows of a softmax, not 7 of 64
+    EXPECT_NEAR(
+        std::accumulate(pr + i * kDHidden, pr + (i + 1) * kDHidden, 0.0), 1.0,
+        1e-5)
+        << "row " << i;
+
+  r = with({"--bench", "5", "--batch", "64"});
+  ASSERT_EQ(r.code(), 0) << r.err;
+  EXPECT_NE(r.out.find("bench: 5 runs at batch 64 after"), std::string::npos)
+      << r.out;
+  r = with({"--bench", "5"});
+  ASSERT_EQ(r.code(), 0) << r.err;
+  EXPECT_NE(r.out.find("bench: 5 runs at batch 32 after"), std::string::npos)
+      << r.out;
+  expectError(with({"--bench", "5", "--batch", "65"}),
+              "--batch 65 is outside the artifact's batch bounds [1, 64]");
+  expectError(with({"--batch", "8"}), "--batch sets the batch size --bench "
+                                      "times; pass --bench N too");
+
+  // Inputs outside the bounds, or disagreeing, name the input and the file.
+  expectError(
+      run({dyn, "-i", "x=" + x7, "-i", "y=" + npy("y8", {8, kDHidden})}),
+      "inputs 'x' (batch 7) and 'y' (batch 8) disagree on the batch "
+      "size");
+  std::string x65 = npy("x65", {65, kDIn});
+  expectError(run({dyn, "-i", "x=" + x65, "-i", "y=" + y7}),
+              "input 'x': dimension 0 is the batch, which must be in [1, 64]; "
+              "got 65 from " +
+                  x65);
+
+  // A static artifact times only its own batch.
+  std::vector<std::string> mlp{model,     "-i", "x=" + dir + "/x.npy",
+                               "--bench", "3",  "--batch"};
+  mlp.push_back("4");
+  r = run(mlp);
+  EXPECT_EQ(r.code(), 0) << r.err;
+  mlp.back() = "8";
+  expectError(run(mlp), "--batch 8: the artifact was compiled for batch 4 "
+                        "(input 'x' is f32[4, 8]) and has no dynamic batch");
 }

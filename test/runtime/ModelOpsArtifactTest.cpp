@@ -330,26 +330,10 @@ Plan planned() {
   return p;
 }
 
-std::vector<uint8_t> unchecked(const Plan &plan) {
-  std::vector<uint8_t> b;
-  codegen::WriteOptions o;
-  o.verify = false;
-  EXPECT_TRUE(codegen::writeArtifactToBytes(plan, &b, o));
-  return b;
-}
-
 void expectRefused(const Plan &plan, const std::string &what) {
-  Status st = load(unchecked(plan));
+  Status st = load(writeUnchecked(plan));
   ASSERT_FALSE(st) << "expected: " << what;
   EXPECT_NE(st.message().find(what), std::string::npos) << st.message();
-}
-
-void fixTableCrc(std::vector<uint8_t> &b) {
-  uint32_t n = uint32_t(b[0]) | uint32_t(b[1]) << 8 | uint32_t(b[2]) << 16 |
-               uint32_t(b[3]) << 24;
-  uint32_t crc = uint32_t(::crc32(0, b.data(), uInt(4 + n)));
-  for (int i = 0; i < 4; ++i)
-    b[b.size() - 16 + i] = uint8_t(crc >> (8 * i));
 }
 
 void setInputs(Session &s) {

@@ -393,3 +393,12 @@ TEST(Shapes, TheBatchPassesThroughAndIsRefusedWhereItsSizeMatters) {
 }
 
 } // namespace
+// A dynamic batch: dims of c * batch resolve at a batch and print as "?".
+TEST(Shapes, AtBatchAndSymbolicStr) {
+  EXPECT_EQ(atBatch({64, 8, 128}, {1, 0, 2}, 7), (Dims{7, 8, 14}));
+  EXPECT_EQ(atBatch({4, 8}, {}, 7), (Dims{4, 8})); // static
+  EXPECT_EQ(symbolicStr({64, 784}, {1, 0}), "[?, 784]");
+  EXPECT_EQ(symbolicStr({128, 3}, {2, 0}), "[2*?, 3]");
+  EXPECT_EQ(symbolicStr({4, 8}, {}), "[4, 8]");
+  EXPECT_EQ(symbolicStr({}, {}), "[]");
+}

@@ -19,6 +19,7 @@
 #include <string>
 #include <sys/wait.h>
 #include <vector>
+#include <zlib.h>
 
 extern char **environ;
 
@@ -150,6 +151,70 @@ inline codegen::Plan mlpPlan() {
   return p;
 }
 
+inline constexpr int64_t kDynMin = 1, kDynMax = 64, kDynOpt = 32;
+inline constexpr int kDIn = 8, kDHidden = 16;
+
+/// A dynamic batch (schema 2.1): x f32[B, 8], y f32[B, 16] -> h = relu(x @ w +
+/// b + y); probs = softmax(h, 1); colmean = reduce_mean(h, dims 0) (divides by
+/// the runtime B); total = reduce_sum(probs, dims [0, 1]) (about B). `dynamic`:
+/// shapes at kDynMax with batch scales and bounds [1, 64] (opt 32); else every
+/// shape static at `batch`.
+inline codegen::Plan batchMlpPlan(int64_t batch, bool dynamic) {
+  codegen::Plan p;
+  p.entry = "dyn_mlp";
+  p.targets = {"cpu"};
+  int64_t rows = dynamic ? kDynMax : batch;
+  if (dynamic)
+    p.batch = codegen::PlanBatch{kDynMin, kDynMax, kDynOpt};
+  auto buf = [&](std::string name, rt::Shape shape,
+                 std::vector<int64_t> scale = {},
+                 fb::BufferKind kind = fb::BufferKind::Arena) {
+    codegen::PlanBuffer b;
+    b.name = std::move(name);
+    b.shape = std::move(shape);
+    b.kind = kind;
+    if (dynamic)
+      b.batchScale = std::move(scale);
+    p.buffers.push_back(b);
+    return uint32_t(p.buffers.size() - 1);
+  };
+  const std::vector<int64_t> rowScale{1, 0};
+  uint32_t x = buf("x", {rows, kDIn}, rowScale);
+  uint32_t y = buf("y", {rows, kDHidden}, rowScale);
+  uint32_t w = buf("w", {kDIn, kDHidden}, {}, fb::BufferKind::Constant);
+  uint32_t b = buf("b", {kDHidden}, {}, fb::BufferKind::Constant);
+  p.buffers[w].data = floatBytes(randomFloats(kDIn * kDHidden, 31));
+  p.buffers[b].data = floatBytes(randomFloats(kDHidden, 32));
+  uint32_t h = buf("h", {rows, kDHidden}, rowScale);
+  uint32_t bb = buf("bb", {rows, kDHidden}, rowScale);
+  uint32_t h2 = buf("h2", {rows, kDHidden}, rowScale);
+  uint32_t h3 = buf("h3", {rows, kDHidden}, rowScale);
+  uint32_t h4 = buf("h4", {rows, kDHidden}, rowScale);
+  uint32_t probs = buf("probs", {rows, kDHidden}, rowScale);
+  uint32_t colmean = buf("colmean", {kDHidden});
+  uint32_t total = buf("total", {});
+  auto step = [&](rt::OpId op, std::vector<uint32_t> in,
+                  uint32_t out) -> codegen::PlanStep & {
+    return addStep(p, op, std::move(in), out,
+                   "dyn.py:" + std::to_string(p.steps.size() + 1));
+  };
+  step(rt::OpId::Matmul, {x, w}, h);
+  setInts(step(rt::OpId::BroadcastInDim, {b}, bb), "dims", {1});
+  step(rt::OpId::Add, {h, bb}, h2);
+  step(rt::OpId::Add, {h2, y}, h3);
+  step(rt::OpId::Relu, {h3}, h4);
+  setInt(step(rt::OpId::Softmax, {h4}, probs), "axis", 1);
+  codegen::PlanStep &m = step(rt::OpId::ReduceMean, {h4}, colmean);
+  setInts(m, "dims", {0});
+  setBool(m, "keepdim", false);
+  codegen::PlanStep &s = step(rt::OpId::ReduceSum, {probs}, total);
+  setInts(s, "dims", {0, 1});
+  setBool(s, "keepdim", false);
+  p.inputs = {{"x", x}, {"y", y}};
+  p.outputs = {{"probs", probs}, {"colmean", colmean}, {"total", total}};
+  return p;
+}
+
 struct MlpResult {
   std::vector<float> probs, mean;
   float max = 0;
@@ -190,6 +255,29 @@ inline std::vector<uint8_t> mlpArtifact() {
   if (!codegen::planMemory(p) || !codegen::writeArtifactToBytes(p, &bytes))
     return {};
   return bytes;
+}
+
+/// `plan`'s artifact bytes without the writer's self-check, so the loader's
+/// own verifier is what must object (empty when writing fails).
+inline std::vector<uint8_t> writeUnchecked(const codegen::Plan &plan) {
+  std::vector<uint8_t> b;
+  codegen::WriteOptions o;
+  o.verify = false;
+  if (!codegen::writeArtifactToBytes(plan, &b, o))
+    return {};
+  return b;
+}
+
+/// Recomputes the trailer's table checksum after an edit of the table
+/// (a no-op on a file too short to hold it).
+inline void fixTableCrc(std::vector<uint8_t> &b) {
+  uint32_t n = uint32_t(b[0]) | uint32_t(b[1]) << 8 | uint32_t(b[2]) << 16 |
+               uint32_t(b[3]) << 24;
+  if (4 + uint64_t(n) + 16 > b.size())
+    return;
+  uint32_t crc = uint32_t(::crc32(0, b.data(), uInt(4 + n)));
+  for (int i = 0; i < 4; ++i)
+    b[b.size() - 16 + i] = uint8_t(crc >> (8 * i));
 }
 
 /// Max relative error ||a-b|| / ||b||.

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -30,7 +31,7 @@ namespace {
 
 const char kUsage[] =
     "usage: %s MODEL.mcpk --input NAME=FILE.npy ... [--output-dir DIR] "
-    "[--bench N] [--device cpu|cuda[:N]|auto]\n"
+    "[--bench N [--batch B]] [--device cpu|cuda[:N]|auto]\n"
     "       %s --inspect MODEL.mcpk\n"
     "       %s --compare A.npy B.npy [--rtol X]\n"
     "       %s --train MODEL.mcpk --data NAME=FILE.npy ... --batch B --epochs "
@@ -38,7 +39,9 @@ const char kUsage[] =
     "\n"
     "Runs a modelc artifact with the CPU runtime. Each output is written to\n"
     "DIR/<output name>.npy (bf16 outputs as f4). --bench N times N runs after\n"
-    "a few warm-up runs and prints the median and p90 latency. --device\n"
+    "a few warm-up runs and prints the median and p90 latency; for an\n"
+    "artifact with a dynamic batch it times batch B (default: the artifact's\n"
+    "opt), the rows of each --input repeated up to B. --device\n"
     "picks the device (default: the best one present; with --device auto\n"
     "it says which). --inspect\n"
     "describes the artifact; --compare prints ||a-b||/||b|| and max |a-b| and\n"
@@ -166,11 +169,15 @@ int inspect(const std::string &tool, const std::string &path,
     for (const flatbuffers::String *s : *t.targets())
       targets += (targets.empty() ? "" : ", ") + s->str();
   std::printf("targets:    %s\n", targets.empty() ? "-" : targets.c_str());
+  if (model->dynamicBatch()) {
+    rt::BatchBounds b = model->batch();
+    std::printf("batch:      %lld..%lld (opt %lld)\n", (long long)b.min,
+                (long long)b.max, (long long)b.opt);
+  }
   auto sigs = [](const char *title, const std::vector<rt::TensorInfo> &list) {
     std::printf("%s (%zu):\n", title, list.size());
     for (const rt::TensorInfo &i : list)
-      std::printf("  %-24s %s\n", i.name.c_str(),
-                  typeString(i.dtype, i.shape).c_str());
+      std::printf("  %-24s %s\n", i.name.c_str(), i.typeString().c_str());
   };
   sigs("inputs", model->inputs());
   sigs("outputs", model->outputs());
@@ -247,43 +254,144 @@ int compare(const std::string &tool, const std::string &a, const std::string &b,
   return 0;
 }
 
+/// Reads input `name` from `path` into `*arr` and sets it; the session
+/// checks the shape (a dynamic batch takes any size within its bounds).
 Status loadInput(const rt::Model &model, const std::string &name,
                  const std::string &path, rt::Session &session,
-                 std::set<size_t> &given) {
+                 std::set<size_t> &given, std::vector<rt::NpyArray> &arrays) {
   size_t index;
   MC_RETURN_IF_ERROR(model.findInput(name, &index));
   if (!given.insert(index).second)
     return Status::error("input '" + name + "' is given twice");
   const rt::TensorInfo &info = model.inputs()[index];
-  rt::NpyArray arr;
+  rt::NpyArray &arr = arrays[index];
   Status st = rt::readNpy(path, &arr);
   if (!st)
     return Status::error("input '" + name + "': " + st.message());
   // bf16 has no NumPy dtype: a bf16 input takes an f4 file, rounded (RNE).
-  if (info.dtype == DType::BF16 && arr.dtype == DType::F32 &&
-      arr.shape == info.shape) {
+  if (info.dtype == DType::BF16 && arr.dtype == DType::F32) {
     std::vector<uint8_t> bf(arr.data.size() / 2);
     MC_RETURN_IF_ERROR(rt::cast({DType::F32, arr.shape, arr.data.data()},
                                 {DType::BF16, arr.shape, bf.data()}));
     arr.dtype = DType::BF16;
     arr.data = std::move(bf);
   }
-  if (arr.dtype != info.dtype || arr.shape != info.shape)
+  st = session.setInput(index, arr.dtype, arr.shape, arr.data.data(),
+                        arr.data.size());
+  if (!st)
+    return Status::error(st.message() +
+                         (info.dtype == DType::BF16 ? " (as an f4 .npy)" : "") +
+                         " from " + path);
+  return Status::ok();
+}
+
+/// `arr` with its dim `dim` made `size` long by repeating its rows (row i
+/// is row i % n): inputs for --bench at a batch other than the file's.
+rt::NpyArray cycleRows(const rt::NpyArray &arr, size_t dim, int64_t size) {
+  rt::NpyArray out = arr;
+  int64_t n = arr.shape[dim];
+  out.shape[dim] = size;
+  size_t outer = 1, row = rt::dtypeSize(arr.dtype);
+  for (size_t d = 0; d < dim; ++d)
+    outer *= size_t(arr.shape[d]);
+  for (size_t d = dim + 1; d < arr.shape.size(); ++d)
+    row *= size_t(arr.shape[d]);
+  out.data.resize(outer * size_t(size) * row);
+  for (size_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < size; ++i)
+      std::memcpy(out.data.data() + (o * size_t(size) + size_t(i)) * row,
+                  arr.data.data() + (o * size_t(n) + size_t(i % n)) * row, row);
+  return out;
+}
+
+/// Sets every input at batch `batch` for --bench (inputs without a batch
+/// dim stay as they are).
+Status setInputsAtBatch(const rt::Model &model,
+                        const std::vector<rt::NpyArray> &arrays, int64_t batch,
+                        rt::Session &session) {
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    const rt::TensorInfo &info = model.inputs()[i];
+    for (size_t d = 0; d < info.batchScale.size(); ++d)
+      if (info.batchScale[d]) { // inputs: 1, the batch itself
+        rt::NpyArray a = cycleRows(arrays[i], d, batch);
+        MC_RETURN_IF_ERROR(session.setInput(i, a.dtype, a.shape, a.data.data(),
+                                            a.data.size()));
+        break;
+      }
+  }
+  return Status::ok();
+}
+
+/// The batch --bench times: `requested` (0: none given) checked against
+/// the model, else a dynamic model's opt; 0 for a static model (the size
+/// it was compiled for).
+Status benchBatch(const rt::Model &model, long long requested, int64_t *batch) {
+  *batch = 0;
+  if (model.dynamicBatch()) {
+    rt::BatchBounds b = model.batch();
+    *batch = requested ? requested : b.opt;
+    if (*batch < b.min || *batch > b.max)
+      return Status::error("--batch " + std::to_string(requested) +
+                           " is outside the artifact's batch bounds [" +
+                           std::to_string(b.min) + ", " +
+                           std::to_string(b.max) + "]");
+    return Status::ok();
+  }
+  if (!requested)
+    return Status::ok();
+  // A static artifact runs only at the batch it was compiled for: the
+  // leading dim of its first input.
+  const auto &inputs = model.inputs();
+  if (inputs.empty() || inputs[0].shape.empty())
+    return Status::error("--batch " + std::to_string(requested) +
+                         ": the artifact has static shapes and no batch "
+                         "dimension (recompile it with a dynamic batch)");
+  if (requested != inputs[0].shape[0])
     return Status::error(
-        "input '" + name + "': expected " + typeString(info.dtype, info.shape) +
-        (info.dtype == DType::BF16 ? " (as an f4 .npy)" : "") + ", got " +
-        typeString(arr.dtype, arr.shape) + " from " + path);
-  return session.setInput(index, arr.dtype, arr.shape, arr.data.data(),
-                          arr.data.size());
+        "--batch " + std::to_string(requested) +
+        ": the artifact was compiled for batch " +
+        std::to_string(inputs[0].shape[0]) + " (input '" + inputs[0].name +
+        "' is " + inputs[0].typeString() +
+        ") and has no dynamic batch; recompile it with one to time other "
+        "sizes");
+  return Status::ok();
+}
+
+/// Times `count` runs after a few warm-up ones and prints the median and p90.
+Status benchmark(rt::Session &session, long long count, int64_t batch) {
+  long long warmup = std::min(10LL, std::max(1LL, count / 10));
+  for (long long i = 0; i < warmup; ++i)
+    MC_RETURN_IF_ERROR(session.run());
+  std::vector<double> ms;
+  ms.reserve(size_t(count));
+  for (long long i = 0; i < count; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    Status st = session.run();
+    auto t1 = std::chrono::steady_clock::now();
+    MC_RETURN_IF_ERROR(st);
+    ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  auto pct = [&](double p) {
+    return ms[std::min(ms.size() - 1, size_t(p * double(ms.size() - 1) + 0.5))];
+  };
+  std::string at = batch ? " at batch " + std::to_string(batch) : "";
+  std::printf("bench: %lld runs%s after %lld warm-up: median %.4g ms, p90 "
+              "%.4g ms\n",
+              count, at.c_str(), warmup, pct(0.5), pct(0.9));
+  return Status::ok();
 }
 
 int run(const std::string &tool, const std::string &modelPath,
         const std::vector<std::pair<std::string, std::string>> &inputs,
-        const std::string &outDir, long long bench,
+        const std::string &outDir, long long bench, long long batch,
         const std::string &deviceSpec) {
   std::unique_ptr<rt::Model> model;
   Status st = rt::Model::loadFile(modelPath, &model);
   if (!st)
+    return error(tool, st.message());
+  int64_t benchAt = 0;
+  if (!(st = benchBatch(*model, batch, &benchAt)))
     return error(tool, st.message());
   std::unique_ptr<rt::Device> device;
   if (!(st = rt::createDevice(deviceSpec.empty() ? "auto" : deviceSpec,
@@ -297,46 +405,22 @@ int run(const std::string &tool, const std::string &modelPath,
   if (!st)
     return error(tool, st.message());
   std::set<size_t> given;
+  std::vector<rt::NpyArray> arrays(model->inputs().size());
   for (const auto &[name, path] : inputs) {
-    st = loadInput(*model, name, path, *session, given);
+    st = loadInput(*model, name, path, *session, given, arrays);
     if (!st)
       return error(tool, st.message());
   }
   for (size_t i = 0; i < model->inputs().size(); ++i)
     if (!given.count(i)) {
       const rt::TensorInfo &info = model->inputs()[i];
-      return error(tool, "input '" + info.name + "' (" +
-                             typeString(info.dtype, info.shape) +
+      return error(tool, "input '" + info.name + "' (" + info.typeString() +
                              ") is not given; pass --input " + info.name +
                              "=FILE.npy");
     }
   st = session->run();
   if (!st)
     return error(tool, st.message());
-  if (bench > 0) {
-    long long warmup = std::min(10LL, std::max(1LL, bench / 10));
-    for (long long i = 0; i < warmup; ++i)
-      if (!(st = session->run()))
-        return error(tool, st.message());
-    std::vector<double> ms;
-    ms.reserve(size_t(bench));
-    for (long long i = 0; i < bench; ++i) {
-      auto t0 = std::chrono::steady_clock::now();
-      st = session->run();
-      auto t1 = std::chrono::steady_clock::now();
-      if (!st)
-        return error(tool, st.message());
-      ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-    }
-    std::sort(ms.begin(), ms.end());
-    auto pct = [&](double p) {
-      return ms[std::min(ms.size() - 1,
-                         size_t(p * double(ms.size() - 1) + 0.5))];
-    };
-    std::printf("bench: %lld runs after %lld warm-up: median %.4g ms, p90 "
-                "%.4g ms\n",
-                bench, warmup, pct(0.5), pct(0.9));
-  }
   if (!outDir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(outDir, ec);
@@ -344,13 +428,17 @@ int run(const std::string &tool, const std::string &modelPath,
       return error(tool, outDir + ": cannot create the output directory: " +
                              ec.message());
   }
+  // The outputs of the run at the inputs' batch, before --bench may run
+  // another size.
   std::set<std::string> used;
   for (size_t i = 0; i < model->outputs().size(); ++i) {
     const rt::TensorInfo &info = model->outputs()[i];
-    std::vector<uint8_t> bytes(info.byteSize);
+    rt::Shape shape;
+    if (!(st = session->outputShape(i, &shape)))
+      return error(tool, st.message());
+    std::vector<uint8_t> bytes(info.byteSizeAt(session->batch()));
     if (!(st = session->copyOutput(i, bytes.data(), bytes.size())))
       return error(tool, st.message());
-    const void *data = bytes.data();
     std::string where = "(not written; pass --output-dir)";
     if (!outDir.empty()) {
       std::string file = sanitizeOutputName(info.name);
@@ -358,13 +446,20 @@ int run(const std::string &tool, const std::string &modelPath,
         file = sanitizeOutputName(info.name + "_" + std::to_string(k));
       used.insert(file);
       where = (std::filesystem::path(outDir) / (file + ".npy")).string();
-      if (!(st = rt::writeNpy(where, info.dtype, info.shape, data)))
+      if (!(st = rt::writeNpy(where, info.dtype, shape, bytes.data())))
         return error(tool, st.message());
     }
     std::printf("%s %s%s -> %s\n", info.name.c_str(),
-                typeString(info.dtype, info.shape).c_str(),
+                typeString(info.dtype, shape).c_str(),
                 info.dtype == DType::BF16 ? " (written as f4)" : "",
                 where.c_str());
+  }
+  if (bench > 0) {
+    if (benchAt && benchAt != session->batch() &&
+        !(st = setInputsAtBatch(*model, arrays, benchAt, *session)))
+      return error(tool, st.message());
+    if (!(st = benchmark(*session, bench, benchAt)))
+      return error(tool, st.message());
   }
   return 0;
 }
@@ -448,7 +543,7 @@ int runOrForward(int argc, char **argv) {
   return guarded(tool, [&]() -> int {
     std::string model, outDir;
     std::vector<std::pair<std::string, std::string>> inputs;
-    long long bench = 0;
+    long long bench = 0, batch = 0;
     std::string deviceSpec; // "": auto, silently
     for (int i = 1; i < argc; ++i) {
       std::string a = argv[i];
@@ -496,9 +591,11 @@ int runOrForward(int argc, char **argv) {
       } else if (value("--bench", &v)) {
         if (!parseInt(v, &bench) || bench < 1)
           return error(tool, "--bench needs a positive count, got '" + v + "'");
+      } else if (value("--batch", &v)) {
+        if (!parseInt(v, &batch) || batch < 1)
+          return error(tool, "--batch needs a positive size, got '" + v + "'");
       } else if (a == "--input" || a == "--output-dir" || a == "--bench" ||
-                 a == "--device" ||
-                 a == "-i" || a == "-o") {
+                 a == "--device" || a == "--batch" || a == "-i" || a == "-o") {
         return error(tool, a + " needs a value");
       } else if (a.size() > 1 && a[0] == '-') {
         return error(tool, "unknown option '" + a + "' (see --help)");
@@ -511,7 +608,10 @@ int runOrForward(int argc, char **argv) {
     }
     if (model.empty())
       return error(tool, "no model given (see --help)");
-    return run(tool, model, inputs, outDir, bench, deviceSpec);
+    if (batch && !bench)
+      return error(tool, "--batch sets the batch size --bench times; pass "
+                         "--bench N too (a run takes the batch of its inputs)");
+    return run(tool, model, inputs, outDir, bench, batch, deviceSpec);
   });
 }
 

@@ -45,12 +45,30 @@ private:
 Status verifyArtifact(const uint8_t *bytes, size_t size,
                       const std::string &name, bool checkTargets = true);
 
+/// The bounds of a dynamic batch (schema 2.1): one model runs every batch
+/// size in [min, max]; memory is planned at max; opt is the size the
+/// session binds first and `modelc-run --bench` times.
+struct BatchBounds {
+  int64_t min = 0, max = 0, opt = 0;
+};
+
 struct TensorInfo {
   std::string name;
   DType dtype = DType::F32;
+  /// With a dynamic batch, the shape and bytes at the batch's max.
   Shape shape;
   size_t byteSize = 0;
   uint32_t buffer = 0; // index into the model's buffers
+  /// Empty when every dim is static; else per dim 0 (static) or c > 0 (the
+  /// dim is c * batch). An input's entries are 0 or 1.
+  std::vector<int64_t> batchScale;
+
+  bool dynamic() const { return !batchScale.empty(); }
+  /// The shape and bytes at batch size `batch` (a static tensor's at any).
+  Shape shapeAt(int64_t batch) const;
+  size_t byteSizeAt(int64_t batch) const;
+  /// "f32[?, 784]" ("?" at a batch dim), "f32[4, 784]" when static.
+  std::string typeString() const;
 };
 
 /// A verified artifact, immutable once loaded; may be shared by threads.
@@ -68,6 +86,11 @@ public:
   const uint8_t *constantData() const { return constants_; }
   uint64_t constantBytes() const { return table_->data_size(); }
   uint64_t fileSize() const { return bytes_.size(); }
+
+  /// Whether the model runs a range of batch sizes (Model.batch present),
+  /// and that range; {0, 0, 0} for a static model.
+  bool dynamicBatch() const { return table_->batch() != nullptr; }
+  BatchBounds batch() const;
 
   const std::vector<TensorInfo> &inputs() const { return inputs_; }
   const std::vector<TensorInfo> &outputs() const { return outputs_; }
@@ -114,16 +137,26 @@ public:
   const Device &device() const;
 
   const Model &model() const { return model_; }
-  /// Copies `data` in; dtype, shape and byte size must match the signature.
+  /// Copies `data` in; dtype, rank and static dims must match the
+  /// signature, a batch dim must lie in the model's batch bounds, and the
+  /// byte size must be that of `shape`.
   Status setInput(size_t index, DType dtype, const Shape &shape,
                   const void *data, size_t byteSize);
-  /// Runs every step; fails naming any input never set. Does not allocate.
+  /// Runs every step; fails naming any input never set, or two inputs that
+  /// disagree on the batch size. Allocates only on the first run at a batch
+  /// size whose kernels are not bound (see batch()).
   Status run();
-  /// The output's bytes inside the arena, valid until the next run(); only
-  /// on devices whose memory the host reads (the CPU).
+  /// The batch size the kernels are bound for: the last run's (before any
+  /// run, the model's opt); 0 for a static model.
+  int64_t batch() const;
+  /// Output `index`'s shape at the current batch (its signature's for a
+  /// static model).
+  Status outputShape(size_t index, Shape *shape) const;
+  /// The output's bytes inside the arena at the current batch, valid until
+  /// the next run(); only on devices whose memory the host reads (the CPU).
   Status output(size_t index, const void **data, size_t *byteSize) const;
-  /// Copies output `index` into caller memory of exactly its byte size; on
-  /// every device.
+  /// Copies output `index` into caller memory of exactly its byte size at
+  /// the current batch; on every device.
   Status copyOutput(size_t index, void *dst, size_t byteSize) const;
 
   /// Copies State buffer `name` out / in; `byteSize` must be its size.

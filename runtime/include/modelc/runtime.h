@@ -37,6 +37,11 @@ typedef enum mc_dtype_e {
 
 #define MC_MAX_RANK 8
 
+/* A tensor's signature. For a model with a dynamic batch
+ * (mc_model_batch_bounds returns 1), the model's info has -1 in `dims` at
+ * each dim that depends on the batch, and `byte_size` is the size at the
+ * batch's max; mc_session_output_info gives the concrete shape and size of
+ * the session's last run. */
 typedef struct mc_tensor_info_s {
   const char* name; /* owned by the model */
   mc_dtype_t dtype;
@@ -62,6 +67,14 @@ mc_status_t mc_model_input_info(const mc_model_t* model, size_t index,
                                 mc_tensor_info_t* out_info);
 mc_status_t mc_model_output_info(const mc_model_t* model, size_t index,
                                  mc_tensor_info_t* out_info);
+/* A dynamic batch (schema 2.1): returns 1 when the model runs every batch
+ * size in [min, max] and stores the bounds and opt (the size a session
+ * binds first) in the non-NULL pointers; returns 0, storing 0s, for a
+ * static model (and for a NULL model). An input's batch dims are the -1
+ * entries of its info; mc_session_set_input takes any size in the bounds
+ * there. */
+int mc_model_batch_bounds(const mc_model_t* model, int64_t* out_min,
+                          int64_t* out_max, int64_t* out_opt);
 /* Index of the input/output called `name`; an error naming the known ones
  * when there is none. */
 mc_status_t mc_model_find_input(const mc_model_t* model, const char* name,
@@ -74,17 +87,24 @@ mc_status_t mc_session_create(const mc_model_t* model,
                               mc_session_t** out_session);
 void mc_session_free(mc_session_t* session);
 
-/* Copies `data` into the session. dtype, rank and dims must match the
- * signature exactly; the error names the input, what was expected and what
- * was given. */
+/* Copies `data` into the session. dtype, rank and static dims must match
+ * the signature exactly, a batch dim must lie within the model's batch
+ * bounds, and `byte_size` must be that of `dims`; the error names the
+ * input, what was expected and what was given. Every input of a run must
+ * give the same batch size. */
 mc_status_t mc_session_set_input(mc_session_t* session, size_t index,
                                  mc_dtype_t dtype, int32_t rank,
                                  const int64_t* dims, const void* data,
                                  size_t byte_size);
 /* Fails, naming it, if an input was never set. */
 mc_status_t mc_session_run(mc_session_t* session);
+/* Output `index`'s name, dtype, shape and byte size at the session's
+ * current batch (that of its last run; before any run, the model's opt).
+ * For a static model it equals mc_model_output_info. */
+mc_status_t mc_session_output_info(const mc_session_t* session, size_t index,
+                                   mc_tensor_info_t* out_info);
 /* Copies output `index` into `dst`, which must be exactly the output's
- * byte size (mc_model_output_info). Works on every device. */
+ * byte size (mc_session_output_info). Works on every device. */
 mc_status_t mc_session_copy_output(const mc_session_t* session, size_t index,
                                    void* dst, size_t byte_size);
 /* Points at the output inside the session; valid until the next run. Only

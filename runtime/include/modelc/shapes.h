@@ -43,6 +43,16 @@ std::string str(const Dims &dims);
 /// "[?, 3]": a shape, whose batch prints as "?".
 std::string shapeStr(const Dims &dims);
 
+/// A dynamic batch (schema 2.1): `scale` is empty for a static shape, else
+/// one entry per dim, 0 for a static dim and c > 0 for a dim of c * batch.
+/// The shape at `batch` (static dims kept from `shape`). Callers check
+/// that c * batch does not overflow (the verifier bounds it by the max).
+Dims atBatch(const Dims &shape, const Dims &scale, int64_t batch);
+
+/// "[?, 784]": `shape` with each dim of c * batch written "?" (c = 1) or
+/// "c*?".
+std::string symbolicStr(const Dims &shape, const Dims &scale);
+
 /// `axis` indexes a dimension of a rank-`rank` shape: 0 <= axis < rank.
 Status checkAxis(int64_t axis, size_t rank);
 
