@@ -51,12 +51,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   std::unique_ptr<Session> s;
   if (!Session::create(*model, &s))
     std::abort(); // an accepted artifact has a kernel for every step
-  for (size_t k = 0; k < model->inputs().size(); ++k) {
-    const TensorInfo &info = model->inputs()[k];
-    std::vector<uint8_t> zeros(info.byteSize);
-    if (!s->setInput(k, info.dtype, info.shape, zeros.data(), zeros.size()))
-      std::abort(); // the signature's own shapes are accepted
+  // A dynamic batch runs at its max (the stored shapes), then at its min:
+  // both bounds the verifier checked, and a rebinding in between.
+  std::vector<int64_t> batches{model->batch().max};
+  if (model->dynamicBatch() && model->batch().min != model->batch().max)
+    batches.push_back(model->batch().min);
+  for (int64_t batch : batches) {
+    for (size_t k = 0; k < model->inputs().size(); ++k) {
+      const TensorInfo &info = model->inputs()[k];
+      std::vector<uint8_t> zeros(info.byteSizeAt(batch));
+      if (!s->setInput(k, info.dtype, info.shapeAt(batch), zeros.data(),
+                       zeros.size()))
+        std::abort(); // the signature's shapes at a bound are accepted
+    }
+    (void)s->run(); // may fail (e.g. a gather index), never crash
   }
-  (void)s->run(); // may fail (e.g. a gather index), never crash
   return 0;
 }
