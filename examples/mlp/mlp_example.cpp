@@ -5,6 +5,8 @@
 //   OUT/eager.npy                  the eager output, the reference
 //   OUT/mlp_train.mlir             forward + cross-entropy on (x, y), the
 //                                  input of `modelc compile --train`
+// With --dynamic-batch MIN..MAX both graphs take any batch in the bounds
+// (the example's batch, --batch, must lie in them).
 #include "frontend/Loss.h"
 #include "frontend/jit/Trace.h"
 #include "frontend/nn.h"
@@ -13,19 +15,39 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 
 using namespace mc;
 
 int main(int argc, char** argv) {
+  const char* usage =
+      "usage: mlp-example OUT_DIR [--batch N] [--dynamic-batch MIN..MAX]\n";
   if (argc < 2 || std::string(argv[1]) == "--help") {
-    std::fprintf(stderr, "usage: mlp-example OUT_DIR [--batch N]\n");
+    std::fprintf(stderr, "%s", usage);
     return argc < 2 ? 1 : 0;
   }
   std::string dir = argv[1];
   int64_t batch = 8;
-  if (argc == 4 && std::string(argv[2]) == "--batch")
-    batch = std::atoll(argv[3]);
+  std::optional<jit::DynamicBatch> dynamic;
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--batch" && i + 1 < argc) {
+      batch = std::atoll(argv[++i]);
+    } else if (a == "--dynamic-batch" && i + 1 < argc) {
+      long long lo = 0, hi = 0;
+      if (std::sscanf(argv[++i], "%lld..%lld", &lo, &hi) != 2) {
+        std::fprintf(stderr, "mlp-example: error: --dynamic-batch takes "
+                             "MIN..MAX\n");
+        return 1;
+      }
+      dynamic = jit::DynamicBatch{lo, hi, 0};
+    } else {
+      std::fprintf(stderr, "mlp-example: error: unknown argument '%s'\n%s",
+                   a.c_str(), usage);
+      return 1;
+    }
+  }
   if (batch <= 0) {
     std::fprintf(stderr, "mlp-example: error: --batch must be positive\n");
     return 1;
@@ -48,6 +70,7 @@ int main(int argc, char** argv) {
     jit::TraceOptions options;
     options.inputNames = {"x"};
     options.outputNames = {"probs"};
+    options.dynamicBatch = dynamic;
     jit::TracedModule traced = jit::trace(*model, x, options);
     traced.save(dir + "/mlp.mlir");
     traced.save(dir + "/mlp.mlirbc", /*bytecode=*/true);
@@ -62,6 +85,7 @@ int main(int argc, char** argv) {
     jit::TraceOptions trainNames;
     trainNames.inputNames = {"x", "y"};
     trainNames.outputNames = {"loss"};
+    trainNames.dynamicBatch = dynamic;
     jit::traceFunction(
         [&](const std::vector<Tensor>& in) {
           return std::vector<Tensor>{crossEntropy(classifier(in[0]), in[1])};

@@ -13,6 +13,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -242,6 +244,77 @@ TEST_F(Digits, CompiledTrainingReachesPyTorchAccuracy) {
   EXPECT_GE(torchAcc, 0.95);
   // Same model, optimizer and data: modelc within 2 points of PyTorch.
   EXPECT_GE(f32, torchAcc - 0.02);
+}
+
+} // namespace
+
+namespace {
+
+/// Relative error of `a` against `b`: max |a - b| / max(max |b|, tiny).
+double relErr(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 1e-30;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    num = std::max(num, std::fabs(double(a[i]) - double(b[i])));
+    den = std::max(den, std::fabs(double(b[i])));
+  }
+  return a.size() == b.size() ? num / den : INFINITY;
+}
+
+// A dynamic batch keeps the last, partial batch: one epoch of SGD over the
+// 1500 training digits in batches of 64 takes 23 full steps and one of 28,
+// every sample once, and the trained parameters equal PyTorch's with
+// DataLoader(drop_last=False) from the same initial weights.
+TEST_F(Digits, PartialLastBatchTrainsOnEverySampleLikePyTorch) {
+  const int64_t kB = 64;
+  const double lr = 0.1;
+  Tensor x = load(dir + "/x_train.npy"), y = load(dir + "/y_train.npy");
+  manualSeed(0);
+  nn::Sequential model({std::make_shared<nn::Linear>(64, 64),
+                        std::make_shared<nn::ReLU>(),
+                        std::make_shared<nn::Linear>(64, 10)});
+  for (auto& [name, p] : model.namedParameters())
+    ASSERT_TRUE(rt::writeNpy(dir + "/init_" + name + ".npy", p.dtype(),
+                             p.shape(), p.rawData()));
+  jit::TrainingOptions options;
+  options.pipeline.optimizer = "sgd";
+  options.pipeline.lr = lr;
+  options.dynamicBatch = jit::DynamicBatch{1, kB, kB};
+  auto rows = [&](int64_t begin, int64_t end) {
+    return std::vector<Tensor>{sliceDim(x, 0, begin, end),
+                               sliceDim(y, 0, begin, end)};
+  };
+  jit::TrainingStep step = jit::compileTraining(
+      model,
+      [](const Tensor& out, const std::vector<Tensor>& b) {
+        return crossEntropy(out, b[1]);
+      },
+      rows(0, kB), options);
+  int64_t n = x.size(0), seen = 0, steps = 0;
+  for (int64_t begin = 0; begin < n; begin += kB) {
+    int64_t end = std::min(n, begin + kB);
+    float loss = step.step(rows(begin, end));
+    ASSERT_TRUE(std::isfinite(loss));
+    seen += end - begin;
+    ++steps;
+  }
+  EXPECT_EQ(seen, n);
+  EXPECT_EQ(steps, (n + kB - 1) / kB);
+  ASSERT_NE(n % kB, 0) << "the test needs a partial last batch";
+
+  auto [rc, out] = run(python() + " " + script() + " sgd-epoch " + dir + " " +
+                       std::to_string(kB) + " " + std::to_string(lr));
+  if (rc == 77)
+    GTEST_SKIP() << "PyTorch is not installed: " << out;
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(std::stoll(out), n) << "PyTorch's epoch saw every sample too";
+  for (const std::string& name : step.stateNames()) {
+    if (name.find("weight") == std::string::npos &&
+        name.find("bias") == std::string::npos)
+      continue;
+    Tensor ours = step.state(name);
+    Tensor ref = load(dir + "/torch_" + name + ".npy");
+    EXPECT_LT(relErr(ours.toVector(), ref.toVector()), 1e-5) << name;
+  }
 }
 
 } // namespace

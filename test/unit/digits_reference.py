@@ -5,6 +5,11 @@
     digits_reference.py torch DIR EPOCHS BATCH LR   train the same MLP in
                                       PyTorch, print its held-out accuracy
     digits_reference.py cnn DIR EPOCHS BATCH LR     the same for the CNN
+    digits_reference.py sgd-epoch DIR BATCH LR      one epoch of SGD on the
+                                      MLP from DIR/init_*.npy, in order,
+                                      with DataLoader(drop_last=False) (the
+                                      last batch partial); writes
+                                      DIR/torch_*.npy and prints the samples
 
 Exit code 77 (skip) when sklearn or torch is missing.
 """
@@ -88,9 +93,42 @@ def train_torch_cnn(d, epochs, batch, lr):
     print(f"{acc:.6f}")
 
 
+def sgd_epoch(d, batch, lr):
+    """One epoch, every sample once: the reference for a dynamic batch."""
+    try:
+        import torch
+    except ImportError as e:
+        print(f"SKIP: {e}")
+        sys.exit(77)
+    x = torch.tensor(np.load(f"{d}/x_train.npy"))
+    y = torch.tensor(np.load(f"{d}/y_train.npy"))
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(),
+                                torch.nn.Linear(64, 10))
+    names = ["0.weight", "0.bias", "2.weight", "2.bias"]
+    params = dict(model.named_parameters())
+    with torch.no_grad():
+        for n in names:
+            params[n].copy_(torch.tensor(np.load(f"{d}/init_{n}.npy")))
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    loader = torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(x, y), batch_size=batch,
+        shuffle=False, drop_last=False)
+    seen = 0
+    for xb, yb in loader:
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(xb), yb).backward()
+        opt.step()
+        seen += len(xb)
+    for n in names:
+        np.save(f"{d}/torch_{n}.npy", params[n].detach().numpy())
+    print(seen)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "export":
         export(sys.argv[2])
+    elif sys.argv[1] == "sgd-epoch":
+        sgd_epoch(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))
     elif sys.argv[1] == "cnn":
         train_torch_cnn(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]),
                         float(sys.argv[5]))

@@ -45,7 +45,10 @@ const char kTrainUsage[] =
     "Trains with a compiled training step: each input of the artifact is one\n"
     "batch (leading dimension B) cut from the --data file of that name (N\n"
     "rows along dim 0, the same N for every file); output 0 is the loss.\n"
-    "floor(N / B) steps make an epoch (the remainder is dropped); --shuffle\n"
+    "floor(N / B) steps make an epoch, the remainder dropped; with a dynamic\n"
+    "batch (compiled with --batch=MIN..MAX) a last, partial batch takes it,\n"
+    "its loss the mean over its samples, so an epoch sees every sample once\n"
+    "(unless fewer than MIN remain). --shuffle\n"
     "SEED draws a new seeded permutation of the rows every epoch.\n"
     "--checkpoint DIR saves DIR/checkpoint.mcst atomically at the end of each\n"
     "epoch, or every N steps with --checkpoint-every N; --resume continues\n"
@@ -365,6 +368,9 @@ private:
   std::vector<Feed> feeds_;
   int64_t samples_ = 0;
   long long stepsPerEpoch_ = 0;
+  /// The rows of an epoch's last step when it is a partial batch (a dynamic
+  /// batch only), else 0; and the samples this epoch has trained on.
+  long long lastBatch_ = 0, epochSamples_ = 0;
   // Position: the next step to run is step `step_` (0-based) of epoch
   // `epoch_` (0-based); `global_` steps have run in all.
   long long epoch_ = 0, step_ = 0, global_ = 0;
@@ -427,7 +433,18 @@ Status Trainer::loadData() {
                            typeString(info.dtype, info.shape) +
                            ", a scalar; training inputs need a leading batch "
                            "dimension");
-    if (info.shape[0] != opt_.batch)
+    if (model_->dynamicBatch()) {
+      rt::BatchBounds b = model_->batch();
+      if (info.batchScale.empty() || info.batchScale[0] != 1)
+        return Status::error("input '" + name + "' is " + info.typeString() +
+                             ": with a dynamic batch, every training input's "
+                             "leading dimension must be the batch");
+      if (opt_.batch < b.min || opt_.batch > b.max)
+        return Status::error("--batch " + std::to_string(opt_.batch) +
+                             " is outside the artifact's batch bounds [" +
+                             std::to_string(b.min) + ", " +
+                             std::to_string(b.max) + "]");
+    } else if (info.shape[0] != opt_.batch)
       return Status::error(
           "input '" + name + "' is " + typeString(info.dtype, info.shape) +
           ": its leading (batch) dimension is " +
@@ -463,8 +480,8 @@ Status Trainer::loadData() {
                            (info.dtype == DType::BF16 ? " (as f4)" : "") +
                            " (N samples of " + typeString(info.dtype, row) +
                            "), got " + typeString(f.array.dtype, got));
-    f.rowBytes = info.byteSize / size_t(opt_.batch);
-    f.batch.resize(info.byteSize);
+    f.rowBytes = info.byteSizeAt(opt_.batch) / size_t(opt_.batch);
+    f.batch.resize(info.byteSizeAt(opt_.batch));
     if (!feeds_.empty() && got[0] != samples_)
       return Status::error(
           "--data files disagree on the number of samples: " +
@@ -491,19 +508,30 @@ Status Trainer::loadData() {
           int64_t(f.array.data.size() / rt::dtypeSize(f.array.dtype)),
           classes[f.input],
           f.path + " (--data " + inputs[f.input].name + ")"));
-  stepsPerEpoch_ = samples_ / opt_.batch;
+  // With a dynamic batch the last step of an epoch takes the remaining
+  // samples (a partial batch, whose loss is the mean over them), unless
+  // fewer remain than the artifact's smallest batch.
+  long long rest = samples_ % opt_.batch;
+  lastBatch_ = rest && model_->dynamicBatch() && rest >= model_->batch().min
+                   ? rest
+                   : 0;
+  stepsPerEpoch_ = samples_ / opt_.batch + (lastBatch_ ? 1 : 0);
   if (stepsPerEpoch_ == 0)
     return Status::error("the data has " + std::to_string(samples_) +
                          " samples, fewer than one batch of " +
                          std::to_string(opt_.batch));
-  long long dropped = samples_ % opt_.batch;
+  long long dropped = lastBatch_ ? 0 : rest;
   if (dropped && !opt_.quiet)
     std::fprintf(stderr,
                  "%s: note: %lld samples in batches of %lld: %lld steps per "
                  "epoch; the last %lld sample(s) of each epoch's order are "
-                 "dropped\n",
+                 "dropped (%s)\n",
                  tool_.c_str(), (long long)samples_, opt_.batch,
-                 stepsPerEpoch_, dropped);
+                 stepsPerEpoch_, dropped,
+                 model_->dynamicBatch()
+                     ? "fewer than the artifact's smallest batch"
+                     : "the artifact's batch is static; compile it with "
+                       "--batch=1..B to keep them");
   return Status::ok();
 }
 
@@ -636,11 +664,13 @@ void Trainer::progress(bool force) {
     return;
   lastPrint_ = now;
   double secs = std::chrono::duration<double>(now - epochStart_).count();
-  double rate = secs > 0 ? double(epochSteps_ * opt_.batch) / secs : 0;
+  double rate = secs > 0 ? double(epochSamples_) / secs : 0;
   char line[256];
   int n = std::snprintf(line, sizeof line,
-                        "epoch %lld/%lld  step %lld/%lld  loss %.6g", epoch_ + 1,
-                        opt_.epochs, step_, stepsPerEpoch_,
+                        "epoch %lld/%lld  step %lld/%lld  samples %lld/%lld  "
+                        "loss %.6g",
+                        epoch_ + 1, opt_.epochs, step_, stepsPerEpoch_,
+                        epochSamples_, (long long)samples_,
                         lossCount_ ? lossSum_ / double(lossCount_) : NAN);
   if (hasLossScale_ && n > 0 && size_t(n) < sizeof line)
     n += std::snprintf(line + n, sizeof line - size_t(n), "  loss_scale %g",
@@ -708,18 +738,23 @@ int Trainer::run() {
     lossSum_ = 0;
     lossCount_ = 0;
     epochSteps_ = 0;
+    epochSamples_ = step_ * opt_.batch; // a resumed epoch's steps so far
     epochStart_ = lastPrint_ = std::chrono::steady_clock::now();
     for (; step_ < stepsPerEpoch_;) {
+      long long rows =
+          lastBatch_ && step_ == stepsPerEpoch_ - 1 ? lastBatch_ : opt_.batch;
       for (Feed &f : feeds_) {
-        for (long long j = 0; j < opt_.batch; ++j) {
+        for (long long j = 0; j < rows; ++j) {
           int64_t row = perm[size_t(step_ * opt_.batch + j)];
           std::memcpy(f.batch.data() + size_t(j) * f.rowBytes,
                       f.array.data.data() + size_t(row) * f.rowBytes,
                       f.rowBytes);
         }
         const rt::TensorInfo &info = model_->inputs()[f.input];
-        if (!(st = session_->setInput(f.input, info.dtype, info.shape,
-                                      f.batch.data(), f.batch.size())))
+        if (!(st = session_->setInput(
+                  f.input, info.dtype,
+                  model_->dynamicBatch() ? info.shapeAt(rows) : info.shape,
+                  f.batch.data(), size_t(rows) * f.rowBytes)))
           break;
       }
       if (st)
@@ -740,6 +775,7 @@ int Trainer::run() {
       ++step_;
       ++global_;
       ++epochSteps_;
+      epochSamples_ += rows;
       if (hasLossScale_) {
         uint8_t buf[4];
         if (session_->readState("loss_scale", buf,
@@ -752,8 +788,9 @@ int Trainer::run() {
               fmtLoss(loss) + "," + (hasLossScale_ ? fmtLoss(lossScale_) : "")});
       csvDirty_ = true;
       if (std::isfinite(loss)) {
-        lossSum_ += loss;
-        ++lossCount_;
+        // The epoch's mean loss weighs each step by its samples.
+        lossSum_ += loss * double(rows);
+        lossCount_ += rows;
         nonFinite = 0;
       } else {
         if (nonFinite++ == 0)
