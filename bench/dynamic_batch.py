@@ -6,7 +6,7 @@ once with --batch=1..64@32, and on artifacts compiled for exactly batch B
 dynamic / static (1.00 = no cost; < 1 faster) is what issue 8 asks about.
 
     bench/dynamic_batch.py [--build DIR] [--runs N] [--batches 1,64]
-                           [--models mlp,cnn,resnet18]
+                           [--models mlp,cnn,resnet18,transformer]
 
 Each model is exported by test/onnx/Inputs/dynamic_batch.py (PyTorch, a
 symbolic batch), and each artifact's output is checked against PyTorch's
@@ -25,7 +25,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 EXPORT = os.path.join(ROOT, "test", "onnx", "Inputs", "dynamic_batch.py")
-SHAPES = {"mlp": (64,), "cnn": (3, 17, 17), "resnet18": (3, 64, 64)}
+SHAPES = {"mlp": (64,), "cnn": (3, 17, 17), "resnet18": (3, 64, 64),
+          "transformer": (8, 64)}
 
 
 def log(msg):
@@ -63,7 +64,7 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--batches", default="1,64")
-    ap.add_argument("--models", default="mlp,cnn,resnet18")
+    ap.add_argument("--models", default="mlp,cnn,resnet18,transformer")
     args = ap.parse_args()
     bindir = os.path.join(args.build, "bin")
     batches = [int(b) for b in args.batches.split(",")]

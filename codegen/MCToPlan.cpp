@@ -140,8 +140,9 @@ private:
     b.kind = kind;
     // A `?` is the batch: the buffer is planned at its upper bound and
     // records which dims scale with it.
-    for (int64_t d : type.getShape()) {
-      bool dynamic = ShapedType::isDynamic(d);
+    SmallVector<int64_t> symbolic = symbolicShape(type);
+    for (int64_t d : symbolic) {
+      bool dynamic = d < 0;
       if (dynamic && !plan.batch.dynamic()) {
         emitError(v.getLoc()) << "value of type " << type
                               << " has a dynamic dim, but the function has "
@@ -153,11 +154,11 @@ private:
                               << " cannot depend on the batch";
         return failure();
       }
-      b.shape.push_back(dynamic ? plan.batch.max : d);
+      b.shape.push_back(dynamic ? -d * plan.batch.max : d);
     }
     if (!type.hasStaticShape())
-      for (int64_t d : type.getShape())
-        b.batchScale.push_back(ShapedType::isDynamic(d) ? 1 : 0);
+      for (int64_t d : symbolic)
+        b.batchScale.push_back(d < 0 ? -d : 0);
     plan.buffers.push_back(std::move(b));
     uint32_t id = plan.buffers.size() - 1;
     buffers[v] = id;

@@ -1,4 +1,5 @@
 #include "ir/Batch.h"
+#include "ir/MCDialect.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -46,6 +47,44 @@ LogicalResult verifyBatchAttribute(Operation* op, Attribute value) {
            << b.opt << " must satisfy 1 <= min <= opt <= max <= "
            << kMaxBatch;
   return success();
+}
+
+SmallVector<int64_t> symbolicShape(RankedTensorType type) {
+  SmallVector<int64_t> shape(type.getShape());
+  ArrayRef<int64_t> multiples;
+  if (auto enc = llvm::dyn_cast_or_null<BatchEncodingAttr>(type.getEncoding()))
+    multiples = enc.getMultiples();
+  size_t k = 0;
+  for (int64_t& d : shape)
+    if (ShapedType::isDynamic(d)) {
+      d = -(k < multiples.size() ? multiples[k] : 1);
+      ++k;
+    }
+  return shape;
+}
+
+SmallVector<int64_t> symbolicShape(Type type) {
+  return symbolicShape(llvm::cast<RankedTensorType>(type));
+}
+
+RankedTensorType symbolicType(ArrayRef<int64_t> shape, Type element) {
+  SmallVector<int64_t> dims(shape);
+  SmallVector<int64_t> multiples;
+  bool plain = true;
+  for (int64_t& d : dims)
+    if (d < 0) {
+      multiples.push_back(-d);
+      plain &= d == -1;
+      d = ShapedType::kDynamic;
+    }
+  Attribute encoding;
+  if (!plain)
+    encoding = BatchEncodingAttr::get(element.getContext(), multiples);
+  return RankedTensorType::get(dims, element, encoding);
+}
+
+RankedTensorType withElementType(RankedTensorType type, Type element) {
+  return RankedTensorType::get(type.getShape(), element, type.getEncoding());
 }
 
 std::optional<BatchBounds> parseBatchBounds(llvm::StringRef text,

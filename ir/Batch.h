@@ -6,6 +6,7 @@
 #ifndef MODELC_IR_BATCH_H
 #define MODELC_IR_BATCH_H
 
+#include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Operation.h"
 
 #include <cstdint>
@@ -27,6 +28,19 @@ void setBatchBounds(mlir::Operation* fn, const BatchBounds& bounds);
 /// The dialect's check of an `mc.batch` attribute on `op`.
 mlir::LogicalResult verifyBatchAttribute(mlir::Operation* op,
                                          mlir::Attribute value);
+
+/// The shape of `type` as the shape library (modelc/shapes.h) reads it: a
+/// `?` is -c, c times the batch (c from the type's #mc.batch encoding, 1
+/// without one).
+llvm::SmallVector<int64_t> symbolicShape(mlir::RankedTensorType type);
+llvm::SmallVector<int64_t> symbolicShape(mlir::Type type);
+/// The inverse: negative dims become `?`, with a #mc.batch encoding when a
+/// multiple is not 1.
+mlir::RankedTensorType symbolicType(llvm::ArrayRef<int64_t> shape,
+                                    mlir::Type element);
+/// `type` with another element type, its encoding kept.
+mlir::RankedTensorType withElementType(mlir::RankedTensorType type,
+                                       mlir::Type element);
 
 /// Parses "MIN..MAX" or "MIN..MAX@OPT" (OPT defaults to MAX); the message
 /// names what is wrong.

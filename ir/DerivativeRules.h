@@ -536,10 +536,12 @@ Grads<B> reduceMean(B& b, typename B::Value g, const Dims& inShape,
   int64_t n = 1;
   bool overBatch = false;
   for (int64_t d : dims) {
-    if (rt::shapes::isBatch(inShape[d]))
+    if (rt::shapes::isBatch(inShape[d])) {
       overBatch = true;
-    else
+      n *= rt::shapes::batchMultiple(inShape[d]);
+    } else {
       n *= inShape[d];
+    }
   }
   auto gx = detail::expandReduced(b, g, inShape, dims, keepdim);
   auto mean = b.div(gx, b.splatLike(gx, static_cast<double>(n)));

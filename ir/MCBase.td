@@ -26,6 +26,30 @@ def MC_Dialect : Dialect {
   // `mc.batch` on a function: the bounds of its dynamic batch (ir/Batch.h).
   let hasOperationAttrVerify = 1;
   let dependentDialects = ["::mlir::ml_program::MLProgramDialect"];
+  let useDefaultAttributePrinterParser = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Attributes
+//===----------------------------------------------------------------------===//
+
+def MC_BatchEncoding : AttrDef<MC_Dialect, "BatchEncoding"> {
+  let mnemonic = "batch";
+  let summary = "the multiple of the batch each dynamic dim of a tensor is";
+  let description = [{
+    A tensor type's encoding when a dynamic dim is a multiple of the
+    function's batch other than the batch itself: one entry per `?` of the
+    type, in order, each >= 1, not all 1 (a plain `?` is the batch).
+    `tensor<?x64xf32, #mc.batch<[8]>>` is `[8 * B, 64]`, the
+    `[B * S, E]` of a flattened sequence.
+
+    ```mlir
+    %0 = mc.reshape %x : (tensor<?x8x64xf32>) -> tensor<?x64xf32, #mc.batch<[8]>>
+    ```
+  }];
+  let parameters = (ins ArrayRefParameter<"int64_t", "multiples">:$multiples);
+  let assemblyFormat = "`<` `[` $multiples `]` `>`";
+  let genVerifyDecl = 1;
 }
 
 //===----------------------------------------------------------------------===//

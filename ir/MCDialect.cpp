@@ -2,12 +2,16 @@
 #include "ir/MCDialect.h"
 #include "ir/Batch.h"
 
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
 #include "mlir/Transforms/InliningUtils.h"
 
 using namespace mlir;
 
 #include "ir/MCOpsDialect.cpp.inc"
 #include "ir/MCEnums.cpp.inc"
+#define GET_ATTRDEF_CLASSES
+#include "ir/MCAttrs.cpp.inc"
 #include "ir/MCInterfaces.cpp.inc"
 
 namespace {
@@ -26,6 +30,10 @@ void mc::MCDialect::initialize() {
 #define GET_OP_LIST
 #include "ir/MCOps.cpp.inc"
       >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "ir/MCAttrs.cpp.inc"
+      >();
   addInterfaces<MCInlinerInterface>();
 }
 
@@ -42,5 +50,20 @@ LogicalResult mc::MCDialect::verifyOperationAttribute(Operation* op,
                                                       NamedAttribute attr) {
   if (attr.getName() == kBatchAttrName)
     return verifyBatchAttribute(op, attr.getValue());
+  return success();
+}
+
+LogicalResult
+mc::BatchEncodingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                              ArrayRef<int64_t> multiples) {
+  bool plain = true;
+  for (int64_t c : multiples) {
+    if (c < 1)
+      return emitError() << "#mc.batch multiples must be >= 1, got " << c;
+    plain &= c == 1;
+  }
+  if (plain)
+    return emitError() << "#mc.batch with every multiple 1 is a plain `?`; "
+                          "drop the encoding";
   return success();
 }

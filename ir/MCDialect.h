@@ -27,6 +27,9 @@ buildRegisteredGradients(::mlir::Operation* op, ::mlir::OpBuilder& builder,
 
 #include "ir/MCEnums.h.inc"
 
+#define GET_ATTRDEF_CLASSES
+#include "ir/MCAttrs.h.inc"
+
 #include "ir/MCInterfaces.h.inc"
 
 #define GET_OP_CLASSES

@@ -3,6 +3,7 @@
 // attributes in registry form and calls the one dispatch of rules in
 // ir/DerivativeRules.h (derivatives::byOpId) that eager autograd uses too,
 // through a builder that emits mc ops. No op has a case here.
+#include "ir/Batch.h"
 #include "ir/DerivativeRules.h"
 #include "ir/MCDialect.h"
 #include "ir/RegistryOps.h"
@@ -22,26 +23,12 @@ RankedTensorType tensorType(Value v) {
   return llvm::cast<RankedTensorType>(v.getType());
 }
 
-ArrayRef<int64_t> shapeOf(Value v) { return tensorType(v).getShape(); }
-
 Dims dims(ArrayRef<int64_t> a) { return Dims(a.begin(), a.end()); }
 
-/// A shape as the rules see it: the dynamic batch (`?`) is kBatch.
-Dims ruleDims(ArrayRef<int64_t> a) {
-  Dims out = dims(a);
-  for (int64_t& d : out)
-    if (ShapedType::isDynamic(d))
-      d = rt::shapes::kBatch;
-  return out;
-}
-
-/// The tensor type of a rules' shape (kBatch back to `?`).
+/// The tensor type of a rules' shape (a dim of the batch, -c, back to `?`).
 RankedTensorType typeOf(const Dims& shape, Type element) {
-  SmallVector<int64_t> out(shape.begin(), shape.end());
-  for (int64_t& d : out)
-    if (rt::shapes::isBatch(d))
-      d = ShapedType::kDynamic;
-  return RankedTensorType::get(out, element);
+  return symbolicType(SmallVector<int64_t>(shape.begin(), shape.end()),
+                      element);
 }
 
 bool isFloatTensor(Value v) {
@@ -64,7 +51,7 @@ public:
 
   GradBuilder(OpBuilder& b, Location loc) : b(b), loc(loc) {}
 
-  Dims shape(Value v) { return ruleDims(shapeOf(v)); }
+  Dims shape(Value v) { return dims(symbolicShape(v.getType())); }
   bool isFloat(Value v) { return isFloatTensor(v); }
 
   Value add(Value x, Value y) { return AddOp::create(b, loc, x, y); }
@@ -99,7 +86,7 @@ public:
         ArrayRef<int64_t>{});
     Value n = ReduceSumOp::create(b, loc, ones, ArrayRef<int64_t>{0}, false);
     Value splat = BroadcastInDimOp::create(
-        b, loc, RankedTensorType::get(shapeOf(like), f32), n,
+        b, loc, withElementType(tensorType(like), f32), n,
         ArrayRef<int64_t>{});
     return castLike(splat, like);
   }
@@ -133,15 +120,14 @@ public:
   }
 
   Value compare(rules::Cmp dir, Value x, Value y) {
-    auto type = RankedTensorType::get(shapeOf(x), b.getI1Type());
+    auto type = withElementType(tensorType(x), b.getI1Type());
     return CompareOp::create(b, loc, type, direction(dir), x, y);
   }
   Value select(Value pred, Value x, Value y) {
     return SelectOp::create(b, loc, x.getType(), pred, x, y);
   }
   Value castLike(Value x, Value like) {
-    auto type =
-        RankedTensorType::get(shapeOf(x), tensorType(like).getElementType());
+    auto type = withElementType(tensorType(x), tensorType(like).getElementType());
     if (type == x.getType())
       return x;
     return CastOp::create(b, loc, type, x);
@@ -159,9 +145,10 @@ public:
   }
   Value transpose(Value x, const Dims& perm) {
     SmallVector<int64_t> shape;
+    SmallVector<int64_t> in = symbolicShape(x.getType());
     for (int64_t p : perm)
-      shape.push_back(shapeOf(x)[p]);
-    auto type = RankedTensorType::get(shape, tensorType(x).getElementType());
+      shape.push_back(in[p]);
+    auto type = symbolicType(shape, tensorType(x).getElementType());
     return TransposeOp::create(b, loc, type, x, perm);
   }
   Value reduceSum(Value x, const Dims& dims, bool keepdim) {

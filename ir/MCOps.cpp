@@ -1,5 +1,6 @@
 // The mc ops: type inference, verifiers, folders and canonicalizations.
 #include "ir/MCDialect.h"
+#include "ir/Batch.h"
 #include "modelc/ops.h"
 #include "ir/ShapeInference.h"
 
@@ -146,8 +147,8 @@ void CastOp::getCanonicalizationPatterns(RewritePatternSet& results,
 //===----------------------------------------------------------------------===//
 
 LogicalResult BroadcastInDimOp::verify() {
-  return verifyBroadcastInDim(tensorType(getInput()).getShape(), getDims(),
-                              getType().getShape(),
+  return verifyBroadcastInDim(symbolicShape(getInput().getType()), getDims(),
+                              symbolicShape(getType()),
                               [&] { return emitOpError(); });
 }
 
@@ -174,7 +175,7 @@ LogicalResult ReshapeOp::verify() {
                            << " elements)";
     return success();
   }
-  return verifyReshape(in.getShape(), getType().getShape(),
+  return verifyReshape(symbolicShape(in), symbolicShape(getType()),
                        [&] { return emitOpError(); });
 }
 
@@ -197,11 +198,11 @@ LogicalResult TransposeOp::inferReturnTypes(
     SmallVectorImpl<Type>& inferred) {
   auto in = tensorType(adaptor.getInput());
   auto shape =
-      inferTransposeShape(in.getShape(), adaptor.getPermutation(),
+      inferTransposeShape(symbolicShape(in), adaptor.getPermutation(),
                           OptionalEmitter{location, getOperationName()});
   if (failed(shape))
     return failure();
-  inferred.push_back(RankedTensorType::get(*shape, in.getElementType()));
+  inferred.push_back(symbolicType(*shape, in.getElementType()));
   return success();
 }
 
@@ -248,12 +249,12 @@ static LogicalResult inferReduce(std::optional<Location> location,
                                  StringRef name, Adaptor adaptor,
                                  SmallVectorImpl<Type>& inferred) {
   auto in = tensorType(adaptor.getInput());
-  auto shape = inferReduceShape(in.getShape(), adaptor.getDims(),
+  auto shape = inferReduceShape(symbolicShape(in), adaptor.getDims(),
                                 adaptor.getKeepdim(),
                                 OptionalEmitter{location, name});
   if (failed(shape))
     return failure();
-  inferred.push_back(RankedTensorType::get(*shape, in.getElementType()));
+  inferred.push_back(symbolicType(*shape, in.getElementType()));
   return success();
 }
 
@@ -286,11 +287,11 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext*,
     return failure();
   }
   auto shape =
-      inferMatmulShape(lhs.getShape(), rhs.getShape(), adaptor.getTransposeA(),
+      inferMatmulShape(symbolicShape(lhs), symbolicShape(rhs), adaptor.getTransposeA(),
                        adaptor.getTransposeB(), emit);
   if (failed(shape))
     return failure();
-  inferred.push_back(RankedTensorType::get(*shape, lhs.getElementType()));
+  inferred.push_back(symbolicType(*shape, lhs.getElementType()));
   return success();
 }
 
@@ -329,6 +330,7 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext*,
                                          Adaptor adaptor,
                                          SmallVectorImpl<Type>& inferred) {
   OptionalEmitter emit{location, getOperationName()};
+  SmallVector<SmallVector<int64_t>> symbolic;
   SmallVector<ArrayRef<int64_t>> shapes;
   Type element;
   for (Value v : adaptor.getInputs()) {
@@ -339,12 +341,14 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext*,
       return failure();
     }
     element = t.getElementType();
-    shapes.push_back(t.getShape());
+    symbolic.push_back(symbolicShape(t));
   }
+  for (const SmallVector<int64_t>& s : symbolic)
+    shapes.push_back(s);
   auto shape = inferConcatShape(shapes, adaptor.getAxis(), emit);
   if (failed(shape))
     return failure();
-  inferred.push_back(RankedTensorType::get(*shape, element));
+  inferred.push_back(symbolicType(*shape, element));
   return success();
 }
 
@@ -353,12 +357,12 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext*,
                                         Adaptor adaptor,
                                         SmallVectorImpl<Type>& inferred) {
   auto in = tensorType(adaptor.getInput());
-  auto shape = inferSliceShape(in.getShape(), adaptor.getStart(),
+  auto shape = inferSliceShape(symbolicShape(in), adaptor.getStart(),
                                adaptor.getLimit(), adaptor.getStrides(),
                                OptionalEmitter{location, getOperationName()});
   if (failed(shape))
     return failure();
-  inferred.push_back(RankedTensorType::get(*shape, in.getElementType()));
+  inferred.push_back(symbolicType(*shape, in.getElementType()));
   return success();
 }
 
@@ -376,13 +380,13 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext*,
                                          Adaptor adaptor,
                                          SmallVectorImpl<Type>& inferred) {
   auto in = tensorType(adaptor.getInput());
-  auto shape = inferGatherShape(in.getShape(),
-                                tensorType(adaptor.getIndices()).getShape(),
+  auto shape = inferGatherShape(symbolicShape(in),
+                                symbolicShape(adaptor.getIndices().getType()),
                                 adaptor.getAxis(),
                                 OptionalEmitter{location, getOperationName()});
   if (failed(shape))
     return failure();
-  inferred.push_back(RankedTensorType::get(*shape, in.getElementType()));
+  inferred.push_back(symbolicType(*shape, in.getElementType()));
   return success();
 }
 
@@ -391,12 +395,12 @@ LogicalResult PadOp::inferReturnTypes(MLIRContext*,
                                       Adaptor adaptor,
                                       SmallVectorImpl<Type>& inferred) {
   auto in = tensorType(adaptor.getInput());
-  auto shape = inferPadShape(in.getShape(), adaptor.getLow(),
+  auto shape = inferPadShape(symbolicShape(in), adaptor.getLow(),
                              adaptor.getHigh(),
                              OptionalEmitter{location, getOperationName()});
   if (failed(shape))
     return failure();
-  inferred.push_back(RankedTensorType::get(*shape, in.getElementType()));
+  inferred.push_back(symbolicType(*shape, in.getElementType()));
   return success();
 }
 
@@ -412,13 +416,13 @@ LogicalResult Conv2dOp::inferReturnTypes(MLIRContext*,
            << in.getElementType() << " and " << w.getElementType();
     return failure();
   }
-  auto shape = inferConv2dShape(in.getShape(), w.getShape(),
+  auto shape = inferConv2dShape(symbolicShape(in), symbolicShape(w),
                                 adaptor.getStrides(), adaptor.getPadding(),
                                 adaptor.getDilation(), adaptor.getGroups(),
                                 emit);
   if (failed(shape))
     return failure();
-  inferred.push_back(RankedTensorType::get(*shape, in.getElementType()));
+  inferred.push_back(symbolicType(*shape, in.getElementType()));
   return success();
 }
 
@@ -428,12 +432,12 @@ static LogicalResult inferPool(std::optional<Location> location,
                                SmallVectorImpl<Type>& inferred) {
   auto in = tensorType(adaptor.getInput());
   auto shape = inferPool2dShape(
-      in.getShape(), adaptor.getKernel(), adaptor.getStrides(),
+      symbolicShape(in), adaptor.getKernel(), adaptor.getStrides(),
       adaptor.getPadding(), adaptor.getDilation(), adaptor.getCeilMode(),
       OptionalEmitter{location, name});
   if (failed(shape))
     return failure();
-  inferred.push_back(RankedTensorType::get(*shape, in.getElementType()));
+  inferred.push_back(symbolicType(*shape, in.getElementType()));
   return success();
 }
 

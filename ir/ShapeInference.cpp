@@ -33,11 +33,9 @@ FailureOr<SmallVector<int64_t>> report(const rt::Status &status,
     emitError() << status.message();
     return failure();
   }
-  SmallVector<int64_t> shape(out.begin(), out.end());
-  for (int64_t& d : shape)
-    if (shapes::isBatch(d))
-      d = ShapedType::kDynamic;
-  return shape;
+  // Symbolic: a dim of the batch stays -c; callers build the type with
+  // symbolicType (ir/Batch.h), which adds the #mc.batch encoding.
+  return SmallVector<int64_t>(out.begin(), out.end());
 }
 
 } // namespace

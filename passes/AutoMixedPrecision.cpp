@@ -26,7 +26,7 @@ bool isFloatTensor(Type t) {
 
 Type withElement(Type t, Type element) {
   auto r = llvm::cast<RankedTensorType>(t);
-  return RankedTensorType::get(r.getShape(), element);
+  return RankedTensorType::get(r.getShape(), element, r.getEncoding());
 }
 
 /// Widest of f32 > f16 ~ bf16 (f16 and bf16 mixed widen to f32).

@@ -114,9 +114,8 @@ LogicalResult checkTensorType(Operation* op, Type type, const Twine& what,
     return success();
   int64_t bytes = std::max<int64_t>(
       1, tensor.getElementType().getIntOrFloatBitWidth() / 8);
-  for (int64_t d : tensor.getShape())
-    if (__builtin_mul_overflow(bytes, ShapedType::isDynamic(d) ? batch->max : d,
-                               &bytes))
+  for (int64_t d : mc::symbolicShape(tensor))
+    if (__builtin_mul_overflow(bytes, d < 0 ? -d * batch->max : d, &bytes))
       return op->emitOpError() << what << " of type " << type
                                << " is too large: its size in bytes "
                                   "overflows int64";
@@ -187,6 +186,10 @@ struct VerifyContractPass
           return fn.emitOpError()
                  << what << " has type " << t << ": only the leading "
                  << "(batch) dimension of an input may be dynamic";
+      if (tensor.getEncoding())
+        return fn.emitOpError()
+               << what << " has type " << t << ": an input's leading dim is "
+               << "the batch itself, not a multiple of it";
       batchArgument |= tensor.getRank() > 0 && tensor.isDynamicDim(0);
     }
     if (batch && !batchArgument)

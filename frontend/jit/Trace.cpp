@@ -294,8 +294,10 @@ public:
     for (size_t d = 0; d < shape.size(); ++d) {
       if (shape[d] == other.output[d])
         continue;
-      if (shape[d] == batch.b1 && other.output[d] == batch.b2) {
-        dims[d] = ShapedType::kDynamic;
+      // c times the batch in both runs: a dim of the batch (-c).
+      int64_t c = multipleOfBatch(shape[d], other.output[d]);
+      if (c) {
+        dims[d] = -c;
         continue;
       }
       failedMessage =
@@ -304,11 +306,10 @@ public:
           " at batch " + std::to_string(batch.b1) + " and " +
           std::to_string(other.output[d]) + " at batch " +
           std::to_string(batch.b2) +
-          ": only dims equal to the batch may depend on it (a multiple of "
-          "it, as in a [B * S, E] flatten, is not supported yet)";
+          ": a dim may depend on the batch only as a multiple of it";
       return failure();
     }
-    resultType = RankedTensorType::get(dims, resultType.getElementType());
+    resultType = symbolicType(dims, resultType.getElementType());
     attrs = r.attrs;
     for (rt::OpAttr& a : attrs.all()) {
       const rt::OpAttr* o = other.attrs.find(a.name);
@@ -323,8 +324,9 @@ public:
       for (size_t k = 0; ok && k < a.ints.size(); ++k) {
         if (a.ints[k] == o->ints[k])
           continue;
-        ok = a.ints[k] == batch.b1 && o->ints[k] == batch.b2;
-        a.ints[k] = rt::shapes::kBatch;
+        int64_t c = multipleOfBatch(a.ints[k], o->ints[k]);
+        ok = c != 0;
+        a.ints[k] = -c;
       }
       if (!ok)
         return differ("has a different attribute '" + a.name + "'");
@@ -353,6 +355,14 @@ public:
                     std::to_string(recorded - 1) + " at " + locationText(l) +
                     ") is invalid: " + message;
     return failure();
+  }
+
+  /// c when `atB1` and `atB2` are c times the two runs' batches, else 0.
+  int64_t multipleOfBatch(int64_t atB1, int64_t atB2) const {
+    if (batch.b1 <= 0 || atB1 % batch.b1 != 0)
+      return 0;
+    int64_t c = atB1 / batch.b1;
+    return c >= 1 && atB2 == c * batch.b2 ? c : 0;
   }
 
   static std::string locationText(Location l) {

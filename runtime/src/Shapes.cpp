@@ -10,7 +10,11 @@ namespace {
 std::string num(int64_t v) { return std::to_string(v); }
 
 /// A dimension's size: "?" for the batch.
-std::string sizeText(int64_t v) { return isBatch(v) ? "?" : num(v); }
+std::string sizeText(int64_t v) {
+  if (!isBatch(v))
+    return num(v);
+  return v == kBatch ? "?" : num(batchMultiple(v)) + "*?";
+}
 
 Status err(std::string message) { return Status::error(std::move(message)); }
 
@@ -62,7 +66,7 @@ Dims resolve(const Dims &dims, int64_t batch) {
   Dims out(dims);
   for (int64_t &d : out)
     if (isBatch(d))
-      d = batch;
+      d = batchMultiple(d) * batch;
   return out;
 }
 
@@ -85,13 +89,9 @@ Status reshape(const Dims &input, const Dims &result) {
     *batches = 0;
     *product = 1;
     for (int64_t v : d) {
-      if (isBatch(v)) {
+      if (isBatch(v))
         ++*batches;
-        continue;
-      }
-      if (v < 0)
-        return false;
-      *product *= v;
+      *product *= isBatch(v) ? batchMultiple(v) : v;
       if (*product > INT64_MAX)
         *product = __int128(INT64_MAX) + 1; // saturate: only equality matters
     }
@@ -276,15 +276,18 @@ Status slice(const Dims &input, const Dims &start, const Dims &limit,
     if (strides[d] < 1)
       return err("stride " + num(strides[d]) + " in dimension " +
                  std::to_string(d) + " must be >= 1");
+    // A dim of the batch is taken whole: its limit is its size (-c). Once
+    // the batch is known (the runtime resolves shapes, not attributes), a
+    // limit of -c still means the whole dim.
     if (isBatch(input[d]) || isBatch(limit[d])) {
-      if (!isBatch(input[d]) || !isBatch(limit[d]) || start[d] != 0 ||
+      if ((isBatch(input[d]) && limit[d] != input[d]) || start[d] != 0 ||
           strides[d] != 1)
         return err("dimension " + std::to_string(d) + " of size " +
                    shapeStr({input[d]}) + " is sliced from " + num(start[d]) +
                    " to " + shapeStr({limit[d]}) + " by " + num(strides[d]) +
                    "; the batch (?) can only be taken whole (start 0, "
-                   "limit -1, stride 1)");
-      result.push_back(kBatch);
+                   "limit " + num(input[d]) + ", stride 1)");
+      result.push_back(input[d]);
       continue;
     }
     if (start[d] < 0 || start[d] > limit[d] || limit[d] > input[d])
@@ -326,7 +329,7 @@ Status pad(const Dims &input, const Dims &low, const Dims &high, Dims *out) {
       if (low[d] || high[d])
         return err("dimension " + std::to_string(d) +
                    " is the batch (?), which cannot be padded");
-      result[d] = kBatch;
+      result[d] = input[d];
       continue;
     }
     if (!addOk(input[d], low[d], &result[d]) ||

@@ -34,3 +34,20 @@ func.func @cnn(%x: tensor<?x4x9x9xf32>, %w: tensor<8x2x3x3xf32>, %v: tensor<72x1
   %10 = mc.add %5, %9 : tensor<?x10xf32>
   return %10, %7, %1 : tensor<?x10xf32>, tensor<10xf32>, tensor<?x8x4x4xf32>
 }
+
+// A multiple of the batch: [B, 8, 64] flattened to [8 * B, 64], carried by
+// the #mc.batch encoding through elementwise ops, matmul and back.
+// CHECK-LABEL: func @flatten
+// CHECK: mc.reshape %{{.*}} : (tensor<?x8x64xf32>) -> tensor<?x64xf32, #mc.batch<[8]>>
+// CHECK: mc.matmul {{.*}} -> tensor<?x32xf32, #mc.batch<[8]>>
+// CHECK: mc.relu %{{.*}} : tensor<?x32xf32, #mc.batch<[8]>>
+// CHECK: mc.reshape %{{.*}} : (tensor<?x32xf32, #mc.batch<[8]>>) -> tensor<?x8x32xf32>
+// CHECK: mc.transpose {{.*}} -> tensor<8x?x32xf32>
+func.func @flatten(%x: tensor<?x8x64xf32>, %w: tensor<64x32xf32>) -> tensor<8x?x32xf32> attributes {mc.batch = array<i64: 1, 64, 64>} {
+  %0 = mc.reshape %x : (tensor<?x8x64xf32>) -> tensor<?x64xf32, #mc.batch<[8]>>
+  %1 = mc.matmul %0, %w : tensor<?x64xf32, #mc.batch<[8]>>, tensor<64x32xf32> -> tensor<?x32xf32, #mc.batch<[8]>>
+  %2 = mc.relu %1 : tensor<?x32xf32, #mc.batch<[8]>>
+  %3 = mc.reshape %2 : (tensor<?x32xf32, #mc.batch<[8]>>) -> tensor<?x8x32xf32>
+  %4 = mc.transpose %3, permutation = [1, 0, 2] : (tensor<?x8x32xf32>) -> tensor<8x?x32xf32>
+  return %4 : tensor<8x?x32xf32>
+}

@@ -91,3 +91,33 @@ func.func @bad_bounds(%x: tensor<?x4xf32>) -> tensor<?x4xf32> attributes {mc.bat
 func.func @short_bounds(%x: tensor<?x4xf32>) -> tensor<?x4xf32> attributes {mc.batch = array<i64: 1, 4>} {
   return %x : tensor<?x4xf32>
 }
+
+// -----
+
+func.func @multiple_mismatch(%x: tensor<?x8x64xf32>) -> tensor<?x64xf32, #mc.batch<[4]>> {
+  // expected-error @+1 {{cannot reshape [?, 8, 64] to [4*?, 64]: the element counts differ}}
+  %0 = mc.reshape %x : (tensor<?x8x64xf32>) -> tensor<?x64xf32, #mc.batch<[4]>>
+  return %0 : tensor<?x64xf32, #mc.batch<[4]>>
+}
+
+// -----
+
+func.func @multiple_against_batch(%x: tensor<?x64xf32, #mc.batch<[8]>>, %y: tensor<?x64xf32>) -> tensor<?x64xf32, #mc.batch<[8]>> {
+  // expected-error @+1 {{requires the same encoding for all operands and results}}
+  %0 = "mc.add"(%x, %y) : (tensor<?x64xf32, #mc.batch<[8]>>, tensor<?x64xf32>) -> tensor<?x64xf32, #mc.batch<[8]>>
+  return %0 : tensor<?x64xf32, #mc.batch<[8]>>
+}
+
+// -----
+
+// expected-error @+1 {{#mc.batch with every multiple 1 is a plain `?`; drop the encoding}}
+func.func @plain_encoding(%x: tensor<?x64xf32, #mc.batch<[1]>>) -> tensor<?x64xf32, #mc.batch<[1]>> {
+  return %x : tensor<?x64xf32, #mc.batch<[1]>>
+}
+
+// -----
+
+// expected-error @+1 {{#mc.batch multiples must be >= 1, got 0}}
+func.func @zero_multiple(%x: tensor<?x64xf32, #mc.batch<[0]>>) -> tensor<?x64xf32, #mc.batch<[0]>> {
+  return %x : tensor<?x64xf32, #mc.batch<[0]>>
+}

@@ -41,6 +41,15 @@ func.func @dynamic_inner(%x: tensor<8x?xf32> {mc.name = "x"}) -> tensor<8x?xf32>
 
 // -----
 
+// An input's leading dim is the batch itself, not a multiple of it.
+// expected-error @+1 {{argument 0 ('x') has type 'tensor<?x8xf32, #mc.batch<[2]>>': an input's leading dim is the batch itself, not a multiple of it}}
+func.func @multiple_input(%x: tensor<?x8xf32, #mc.batch<[2]>> {mc.name = "x"}) -> tensor<?x8xf32, #mc.batch<[2]>> attributes {mc.batch = array<i64: 1, 64, 64>} {
+  %0 = mc.relu %x : tensor<?x8xf32, #mc.batch<[2]>>
+  return %0 : tensor<?x8xf32, #mc.batch<[2]>>
+}
+
+// -----
+
 // expected-error @+1 {{has batch bounds (mc.batch) but no argument with a dynamic leading dimension, so the runtime could not learn the batch}}
 func.func @bounds_without_batch(%x: tensor<4x8xf32> {mc.name = "x"}) -> tensor<4x8xf32> attributes {mc.batch = array<i64: 1, 64, 64>} {
   %0 = mc.relu %x : tensor<4x8xf32>

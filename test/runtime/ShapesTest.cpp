@@ -354,6 +354,22 @@ TEST(Shapes, TheBatchPassesThroughAndIsRefusedWhereItsSizeMatters) {
   EXPECT_TRUE(broadcastInDim({1, 8}, {0, 1}, {B, 8}));
   EXPECT_TRUE(broadcastInDim({}, {}, {B, 8}));
   EXPECT_TRUE(reshape({B, 2, 4}, {B, 8}));
+  // Multiples of the batch (-c): a [B, S, E] -> [B * S, E] flatten and back.
+  EXPECT_EQ(shapeStr({-8, 64}), "[8*?, 64]");
+  EXPECT_EQ(resolve({-8, 64}, 3), (Dims{24, 64}));
+  EXPECT_TRUE(reshape({B, 8, 64}, {-8, 64}));
+  EXPECT_TRUE(reshape({-8, 64}, {B, 8, 64}));
+  EXPECT_EQ(msg(reshape({B, 8, 64}, {-4, 64})),
+            "cannot reshape [?, 8, 64] to [4*?, 64]: the element counts "
+            "differ");
+  ASSERT_TRUE(matmul({-8, 64}, {64, 32}, false, false, &out));
+  EXPECT_EQ(out, (Dims{-8, 32}));
+  ASSERT_TRUE(slice({8, -4, 192}, {0, 0, 64}, {8, -4, 128}, {1, 1, 1}, &out));
+  EXPECT_EQ(out, (Dims{8, -4, 64}));
+  // Resolved (at run time), a limit of -c still takes the whole dim.
+  ASSERT_TRUE(slice({8, 12, 192}, {0, 0, 64}, {8, -4, 128}, {1, 1, 1}, &out));
+  EXPECT_EQ(out, (Dims{8, 12, 64}));
+  EXPECT_FALSE(slice({8, -4, 192}, {0, 0, 0}, {8, -1, 192}, {1, 1, 1}, &out));
   // Refused.
   EXPECT_EQ(msg(broadcastInDim({8}, {0}, {B})),
             "input dimension 0 of size 8 cannot broadcast to result "

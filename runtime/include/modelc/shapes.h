@@ -29,18 +29,21 @@ namespace mc::rt::shapes {
 
 using Dims = std::vector<int64_t>;
 
-/// The batch dimension (see above). Only the size at that position is
-/// symbolic; a shape holds it at most once.
+/// The batch dimension (see above); -c is c times the batch (the
+/// [B * S, E] of a flattened sequence), c >= 1. A shape holds at most one
+/// dim that depends on the batch.
 inline constexpr int64_t kBatch = -1;
-inline bool isBatch(int64_t d) { return d == kBatch; }
+inline bool isBatch(int64_t d) { return d < 0; }
+/// c of a dim of c times the batch.
+inline int64_t batchMultiple(int64_t d) { return -d; }
 /// Whether `dims` holds the batch.
 bool hasBatch(const Dims &dims);
-/// `dims` with the batch replaced by `batch`.
+/// `dims` with each -c replaced by c * `batch`.
 Dims resolve(const Dims &dims, int64_t batch);
 
 /// "[2, 3]": a list of numbers (attributes).
 std::string str(const Dims &dims);
-/// "[?, 3]": a shape, whose batch prints as "?".
+/// "[?, 3]": a shape, whose batch prints as "?" (c times it as "c*?").
 std::string shapeStr(const Dims &dims);
 
 /// A dynamic batch (schema 2.1): `scale` is empty for a static shape, else
@@ -63,7 +66,8 @@ Status broadcastInDim(const Dims &input, const Dims &dims,
 
 Status transpose(const Dims &input, const Dims &permutation, Dims *out);
 /// `input` reshaped to `result`: the same element count (both hold the
-/// batch, or neither, and the same product of the static sizes).
+/// batch, or neither, and the same product of the static sizes and the
+/// batch's multiples).
 Status reshape(const Dims &input, const Dims &result);
 
 /// Reduces `dims` (unique, in any order); keepdim leaves them as size 1.
@@ -75,8 +79,10 @@ Status matmul(const Dims &lhs, const Dims &rhs, bool transposeA,
 
 Status concat(const std::vector<Dims> &inputs, int64_t axis, Dims *out);
 
-/// Elements start, start + stride, ... below limit, per dimension. The
-/// batch is only taken whole: start 0, stride 1 and limit kBatch.
+/// Elements start, start + stride, ... below limit, per dimension. A dim of
+/// Elements start, start + stride, ... below limit, per dimension. A dim of
+/// the batch is only taken whole: start 0, stride 1 and limit its size (-c);
+/// on a resolved shape, a limit of -c still means the whole dim.
 Status slice(const Dims &input, const Dims &start, const Dims &limit,
              const Dims &strides, Dims *out);
 
