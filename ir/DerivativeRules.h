@@ -161,7 +161,8 @@ V scatterStrided(B& b, V g, const Dims& inShape, const Dims& start,
       split.push_back(1);
       hi[2 * d + 1] = s - 1;
       merged.push_back(out[d] * s);
-      placed[d] = out[d] > 0 ? (out[d] - 1) * s + 1 : 0;
+      // A dim of the batch (-c) is never strided: it is placed whole.
+      placed[d] = s == 1 ? out[d] : out[d] > 0 ? (out[d] - 1) * s + 1 : 0;
     }
     v = b.reshape(v, split);
     v = b.pad(v, lo, hi, 0.0);

@@ -368,10 +368,16 @@ Status conv2d(const Dims &input, const Dims &weight, const Dims &strides,
                "KW], got " +
                shapeStr(input) + " and " + shapeStr(weight));
   MC_RETURN_IF_ERROR(checkWindowAttrs(strides, padding, dilation));
-  for (size_t d = 1; d < 4; ++d)
+  for (size_t d = 2; d < 4; ++d)
     MC_RETURN_IF_ERROR(notBatch(input[d], "input dimension " + num(d)));
-  for (int64_t w : weight)
-    MC_RETURN_IF_ERROR(notBatch(w, "a weight dimension"));
+  for (size_t d : {0, 2, 3})
+    MC_RETURN_IF_ERROR(notBatch(weight[d], "weight dimension " + num(d)));
+  // The channels may be the batch (c times it): a weight gradient
+  // convolves over the batch. The checks below hold symbolically (-c).
+  if (isBatch(input[1]) != isBatch(weight[1]))
+    return err("input channels " + sizeText(input[1]) +
+               " and weight input channels " + sizeText(weight[1]) +
+               " must both be the batch or both be static");
   if (groups < 1 || input[1] % groups != 0 || weight[0] % groups != 0)
     return err("groups " + num(groups) + " must divide the input channels " +
                num(input[1]) + " and the output channels " + num(weight[0]));

@@ -47,7 +47,7 @@ func.func @reshape_two_batches(%x: tensor<?x8xf32>) -> tensor<?x?xf32> {
 // -----
 
 func.func @conv_batch_channels(%x: tensor<1x?x9x9xf32>, %w: tensor<8x2x3x3xf32>) -> tensor<1x8x7x7xf32> {
-  // expected-error @+2 {{input dimension 1 cannot be the batch (?): its size is only known at run time}}
+  // expected-error @+2 {{input channels ? and weight input channels 2 must both be the batch or both be static}}
   // expected-error @+1 {{failed to infer returned types}}
   %0 = mc.conv2d %x, %w, strides = [1, 1], padding = [0, 0, 0, 0], dilation = [1, 1], groups = 1 : (tensor<1x?x9x9xf32>, tensor<8x2x3x3xf32>) -> tensor<1x8x7x7xf32>
   return %0 : tensor<1x8x7x7xf32>

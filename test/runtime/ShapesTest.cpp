@@ -396,12 +396,23 @@ TEST(Shapes, TheBatchPassesThroughAndIsRefusedWhereItsSizeMatters) {
             "dimension 0 is the batch (?), which cannot be padded");
   EXPECT_EQ(msg(conv2d({1, B, 9, 9}, {8, 2, 3, 3}, {1, 1}, {0, 0, 0, 0},
                        {1, 1}, 1, &out)),
-            "input dimension 1 cannot be the batch (?): its size is only "
-            "known at run time");
-  EXPECT_EQ(msg(conv2d({B, 2, 9, 9}, {8, B, 3, 3}, {1, 1}, {0, 0, 0, 0},
+            "input channels ? and weight input channels 2 must both be the "
+            "batch or both be static");
+  EXPECT_EQ(msg(conv2d({B, 2, 9, 9}, {B, 2, 3, 3}, {1, 1}, {0, 0, 0, 0},
                        {1, 1}, 1, &out)),
-            "a weight dimension cannot be the batch (?): its size is only "
+            "weight dimension 0 cannot be the batch (?): its size is only "
             "known at run time");
+  EXPECT_EQ(msg(conv2d({1, 2, B, 9}, {8, 2, 3, 3}, {1, 1}, {0, 0, 0, 0},
+                       {1, 1}, 1, &out)),
+            "input dimension 2 cannot be the batch (?): its size is only "
+            "known at run time");
+  // A weight gradient: the batch in the channels (grouped: c times it).
+  ASSERT_TRUE(conv2d({3, B, 9, 9}, {8, B, 7, 7}, {1, 1}, {0, 0, 0, 0},
+                     {1, 1}, 1, &out));
+  EXPECT_EQ(out, (Dims{3, 8, 3, 3}));
+  ASSERT_TRUE(conv2d({3, -2, 9, 9}, {8, B, 7, 7}, {1, 1}, {0, 0, 0, 0},
+                     {1, 1}, 2, &out));
+  EXPECT_EQ(out, (Dims{3, 8, 3, 3}));
   EXPECT_EQ(msg(pool2d({1, 4, B, 9}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1},
                        false, &out)),
             "input dimension 2 cannot be the batch (?): its size is only "

@@ -318,3 +318,52 @@ TEST_F(Digits, PartialLastBatchTrainsOnEverySampleLikePyTorch) {
 }
 
 } // namespace
+
+namespace {
+
+// A CNN (conv, batch norm in training mode, max pool) compiled with a
+// dynamic batch trains like eager autograd on batches of 50, 50 and a
+// partial 17: conv and pool gradients over a batch known only at run time.
+TEST_F(Digits, CnnWithADynamicBatchTrainsLikeEagerOnPartialBatches) {
+  Tensor x = load(dir + "/x_train.npy"), y = load(dir + "/y_train.npy");
+  const std::vector<std::pair<int64_t, int64_t>> batches{
+      {0, 50}, {50, 100}, {100, 117}};
+  auto rows = [&](int64_t begin, int64_t end) {
+    return std::vector<Tensor>{reshape(sliceDim(x, 0, begin, end), {-1, 1, 8, 8}),
+                               sliceDim(y, 0, begin, end)};
+  };
+  auto eager = makeCnn();
+  std::vector<Tensor> params;
+  for (auto& [name, p] : eager->namedParameters())
+    params.push_back(const_cast<Tensor&>(p).setRequiresGrad());
+  optim::SGD sgd(params, {0.05});
+  for (auto [begin, end] : batches) {
+    std::vector<Tensor> b = rows(begin, end);
+    sgd.zeroGrad();
+    crossEntropy((*eager)(b[0]), b[1]).backward();
+    sgd.step();
+  }
+
+  auto compiled = makeCnn();
+  jit::TrainingOptions options;
+  options.pipeline.optimizer = "sgd";
+  options.pipeline.lr = 0.05;
+  options.dynamicBatch = jit::DynamicBatch{1, 50, 50};
+  jit::TrainingStep step = jit::compileTraining(
+      *compiled,
+      [](const Tensor& out, const std::vector<Tensor>& b) {
+        return crossEntropy(out, b[1]);
+      },
+      rows(0, 50), options);
+  for (auto [begin, end] : batches)
+    step.step(rows(begin, end));
+  step.copyParametersTo(*compiled);
+  auto ours = compiled->namedParameters(), ref = eager->namedParameters();
+  ASSERT_EQ(ours.size(), ref.size());
+  for (size_t i = 0; i < ours.size(); ++i)
+    EXPECT_LT(relErr(ours[i].second.toVector(), ref[i].second.toVector()),
+              1e-5)
+        << ours[i].first;
+}
+
+} // namespace
