@@ -72,6 +72,8 @@ commands:
   import IN.onnx -o OUT.mlir    import an ONNX model (opsets 13 to 17) as mc
                                  (.mlirbc: bytecode; no -o: stdout)
       --input-shape NAME=DIMS    as for compile
+      --batch=MIN..MAX[@OPT]     as for compile: the inputs' symbolic
+                                 leading dim becomes the function's batch
   run ART.mcpk --input NAME=FILE.npy ... --output-dir DIR [--bench N]
                                  run an artifact on the CPU runtime
   train ART.mcpk --data NAME=FILE.npy ... --batch B --epochs E [...]
@@ -370,7 +372,13 @@ int importMain(int argc, char** argv) {
         parseOnnxInputShape(next(), options);
       else if (a.rfind("--input-shape=", 0) == 0)
         parseOnnxInputShape(a.substr(14), options);
-      else if (!a.empty() && a[0] == '-')
+      else if (a == "--batch" || a.rfind("--batch=", 0) == 0) {
+        std::string spec = a == "--batch" ? next() : a.substr(8), why;
+        std::optional<BatchBounds> b = parseBatchBounds(spec, &why);
+        if (!b)
+          return fail("import: " + why);
+        options.batch = jit::DynamicBatch{b->min, b->max, b->opt};
+      } else if (!a.empty() && a[0] == '-')
         return fail("import: unknown option '" + a + "' (see modelc --help)");
       else if (input.empty())
         input = a;
