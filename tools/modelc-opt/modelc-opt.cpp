@@ -2,6 +2,7 @@
 #include "codegen/Target.h"
 #include "ir/MCDialect.h"
 #include "ir/SourceLimits.h"
+#include "modelc/fileio.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
@@ -22,15 +23,43 @@ int main(int argc, char** argv) {
   mlir::func::registerInlinerExtension(registry);
   auto [input, output] = mlir::registerAndParseCLIOptions(
       argc, argv, "modelc optimizer driver (mc dialect)\n", registry);
-  // The input's limits (regular file, size, nesting) before MLIR opens and
-  // parses it: a FIFO would hang the open, deep nesting overflow the stack.
-  if (input != "-") {
-    std::string error;
-    if (!mc::loadMlirSource(input, &error)) {
-      llvm::errs() << "modelc-opt: error: " << error << "\n";
+  mlir::MlirOptMainConfig config = mlir::MlirOptMainConfig::createFromCLOptions();
+  // Listings read no input: mlir-opt's own driver prints them.
+  if (config.shouldShowDialects() || config.shouldListPasses())
+    return mlir::asMainReturnCode(
+        mlir::MlirOptMain(argc, argv, input, output, registry));
+  // The input through modelc's limits (regular file, size, nesting), for
+  // standard input too, before MLIR parses it: a FIFO would hang the open,
+  // deep nesting overflow the parser's stack.
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> buffer = mc::loadMlirSource(input, &error);
+  if (!buffer) {
+    llvm::errs() << "modelc-opt: error: " << error << "\n";
+    return 1;
+  }
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (mlir::failed(mlir::MlirOptMain(os, std::move(buffer), registry, config)))
+    return 1;
+  os.flush();
+  // Whole or not at all: a full disk leaves the old file and no partial one.
+  if (output == "-") {
+    llvm::outs() << text;
+    llvm::outs().flush();
+    if (llvm::outs().has_error()) {
+      std::string why = llvm::outs().error().message();
+      llvm::outs().clear_error();
+      llvm::errs() << "modelc-opt: error: cannot write to standard output: "
+                   << why << "\n";
       return 1;
     }
+    return 0;
   }
-  return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, input, output, registry));
+  mc::rt::Status st =
+      mc::rt::writeFileAtomically(output, text.data(), text.size());
+  if (!st) {
+    llvm::errs() << "modelc-opt: error: " << st.message() << "\n";
+    return 1;
+  }
+  return 0;
 }
