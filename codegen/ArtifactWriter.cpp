@@ -62,25 +62,41 @@ flatbuffers::DetachedBuffer buildTable(const Plan &plan,
         b.CreateVector(pb.shape), pb.kind, offsets[i], pb.byteSize(),
         pb.batchScale.empty() ? 0 : b.CreateVector(pb.batchScale)));
   }
-  std::vector<flatbuffers::Offset<fb::Step>> steps;
-  for (const PlanStep &s : plan.steps) {
+  auto encodeAttrs = [&](const rt::OpAttrs &list) {
     std::vector<flatbuffers::Offset<fb::Attr>> attrs;
-    for (const rt::OpAttr &a : s.attrs.all())
+    for (const rt::OpAttr &a : list.all())
       attrs.push_back(fb::CreateAttr(
           b, b.CreateString(a.name), fb::AttrKind(a.kind), a.i, a.f,
           a.kind == rt::AttrKind::Ints ? b.CreateVector(a.ints)
                                        : flatbuffers::Offset<
                                              flatbuffers::Vector<int64_t>>()));
-    // AMP's decision travels with the step (empty strings are not stored).
-    auto optional = [&](const std::string &str) {
-      return str.empty() ? flatbuffers::Offset<flatbuffers::String>()
-                         : b.CreateString(str);
-    };
+    return b.CreateVector(attrs);
+  };
+  // AMP's decisions travel with the steps (empty strings are not stored).
+  auto optional = [&](const std::string &str) {
+    return str.empty() ? flatbuffers::Offset<flatbuffers::String>()
+                       : b.CreateString(str);
+  };
+  std::vector<flatbuffers::Offset<fb::Step>> steps;
+  for (const PlanStep &s : plan.steps) {
+    auto attrs = encodeAttrs(s.attrs);
+    flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::RegionOp>>>
+        body;
+    if (!s.body.empty()) {
+      std::vector<flatbuffers::Offset<fb::RegionOp>> ops;
+      for (const PlanRegionOp &r : s.body)
+        ops.push_back(fb::CreateRegionOp(
+            b, b.CreateString(rt::opName(r.op)), b.CreateVector(r.operands),
+            encodeAttrs(r.attrs), fb::DType(r.dtype),
+            b.CreateString(r.location), optional(r.precision),
+            optional(r.precisionReason)));
+      body = b.CreateVector(ops);
+    }
     steps.push_back(fb::CreateStep(
         b, b.CreateString(rt::opName(s.op)), b.CreateVector(s.inputs),
-        b.CreateVector(s.outputs), b.CreateVector(attrs),
-        b.CreateString(s.location), optional(s.precision),
-        optional(s.precisionReason), s.executable, optional(s.entry)));
+        b.CreateVector(s.outputs), attrs, b.CreateString(s.location),
+        optional(s.precision), optional(s.precisionReason), s.executable,
+        optional(s.entry), body));
   }
   std::vector<flatbuffers::Offset<fb::Executable>> executables;
   for (const PlanExecutable &e : plan.executables) {

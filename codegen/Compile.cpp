@@ -42,6 +42,42 @@ private:
   std::chrono::steady_clock::time_point start;
 };
 
+/// "modelc: plan: ..." for --verbose: steps, fused regions, bytes of
+/// intermediates the steps write per run, arena size; and the same counts
+/// as one step per op would give (each op of a region a step writing its
+/// whole result, as --no-fuse compiles it).
+void printPlanStats(const Plan& plan) {
+  std::vector<bool> isOutput(plan.buffers.size(), false);
+  for (const PlanSignature& o : plan.outputs)
+    if (o.buffer < isOutput.size())
+      isOutput[o.buffer] = true;
+  uint64_t written = 0, unfused = 0;
+  size_t regions = 0, regionOps = 0;
+  for (const PlanStep& s : plan.steps) {
+    for (uint32_t o : s.outputs)
+      if (plan.buffers[o].kind == fb::BufferKind::Arena && !isOutput[o])
+        written += plan.buffers[o].byteSize();
+    if (s.body.empty())
+      continue;
+    ++regions;
+    regionOps += s.body.size();
+    uint64_t elems = 1;
+    for (int64_t d : plan.buffers[s.outputs[0]].shape)
+      elems *= uint64_t(d);
+    for (size_t k = 0; k + 1 < s.body.size(); ++k)
+      unfused += elems * rt::dtypeSize(s.body[k].dtype);
+  }
+  unfused += written;
+  llvm::errs() << "modelc: plan: " << plan.steps.size() << " steps ("
+               << regions << " fused regions holding " << regionOps
+               << " ops; one step per op: "
+               << plan.steps.size() - regions + regionOps << "), "
+               << written << " bytes of intermediates written per run (one "
+               << "step per op: " << unfused << "), arena "
+               << plan.arenaSize << " bytes"
+               << (plan.batch.dynamic() ? " (at the max batch)" : "") << "\n";
+}
+
 } // namespace
 
 /// The targets of a --target value ("cpu", or a comma-separated list).
@@ -82,6 +118,7 @@ LogicalResult runCompilePipeline(ModuleOp module,
     TrainPipelineOptions training = options.training;
     training.target = (*targets)[0]->name();
     training.entry = options.entry;
+    training.fuse = options.fuse;
     buildTrainPipeline(pm, training);
   } else {
     CompilePipelineOptions pipeline;
@@ -89,6 +126,7 @@ LogicalResult runCompilePipeline(ModuleOp module,
     pipeline.entry = options.entry;
     pipeline.amp = options.training.amp;
     pipeline.ampLevel = options.training.ampLevel;
+    pipeline.fuse = options.fuse;
     buildCompilePipeline(pm, pipeline);
   }
   // The pipeline checks the first target's contract; the graph must meet
@@ -127,6 +165,8 @@ FailureOr<Plan> buildPlan(ModuleOp module, const CompileOptions& options) {
     module.emitError() << "memory planning failed: " << status.message();
     return failure();
   }
+  if (options.verbose)
+    printPlanStats(*plan);
   return plan;
 }
 

@@ -21,6 +21,8 @@ struct CompileOptions {
   /// instead of inference.
   bool train = false;
   TrainPipelineOptions training;
+  /// mc-fuse (`modelc compile --no-fuse` turns it off).
+  bool fuse = true;
 };
 
 /// Runs the compile pipeline (passes/Pipelines.cpp) on `module` in place.

@@ -289,6 +289,9 @@ private:
         .Case<ReshapeOp>([&](ReshapeOp r) -> LogicalResult {
           return lowerReshape(r);
         })
+        .Case<FusedOp>([&](FusedOp f) -> LogicalResult {
+          return lowerFused(f);
+        })
         .Default([&](Operation*) -> LogicalResult {
           // Every other mc op is one step: its registry identity and its
           // attributes in the artifact's generic form.
@@ -314,6 +317,64 @@ private:
           s.attrs = std::move(*attrs);
           return withResult(s, op);
         });
+  }
+
+  /// A fused region: one step whose body lists the region's ops (schema
+  /// 2.2, Step.body). A splat constant input is passed as its rank-0
+  /// scalar: the device broadcasts it, no full tensor is made.
+  LogicalResult lowerFused(FusedOp f) {
+    PlanStep s;
+    s.op = rt::OpId::Fused;
+    s.location = locationString(f.getLoc());
+    std::vector<bool> scalar;
+    for (Value v : f.getInputs()) {
+      auto pending = pendingSplats.find(v);
+      scalar.push_back(pending != pendingSplats.end());
+      s.inputs.push_back(scalar.back() ? pending->second : lookup(v));
+    }
+    Block& body = f.getBody().front();
+    llvm::DenseMap<Value, uint32_t> number;
+    for (auto [i, arg] : llvm::enumerate(body.getArguments()))
+      number[arg] = i;
+    uint32_t next = body.getNumArguments();
+    for (Operation& op : body.without_terminator()) {
+      rt::OpId id;
+      if (!rt::findOp(op.getName().getStringRef(), &id))
+        return op.emitOpError() << "is not in the op registry";
+      auto attrs = registryAttributes(&op, rt::opInfo(id));
+      if (failed(attrs))
+        return failure();
+      auto dtype = toDType(
+          llvm::cast<RankedTensorType>(op.getResult(0).getType())
+              .getElementType());
+      if (failed(dtype))
+        return op.emitOpError() << "has an unsupported element type";
+      PlanRegionOp r;
+      r.op = id;
+      r.attrs = std::move(*attrs);
+      r.dtype = *dtype;
+      r.location = locationString(op.getLoc());
+      for (Value v : op.getOperands())
+        r.operands.push_back(number.lookup(v));
+      // A broadcast of a splat is a broadcast of its scalar.
+      if (id == rt::OpId::BroadcastInDim && r.operands[0] < scalar.size() &&
+          scalar[r.operands[0]])
+        for (rt::OpAttr& a : r.attrs.all())
+          if (a.name == "dims")
+            a.ints.clear();
+      if (auto p = op.getAttrOfType<StringAttr>("mc.precision"))
+        r.precision = p.getValue().str();
+      if (auto why = op.getAttrOfType<StringAttr>("mc.precision_reason"))
+        r.precisionReason = why.getValue().str();
+      number[op.getResult(0)] = next++;
+      s.body.push_back(std::move(r));
+    }
+    auto yield = llvm::cast<YieldOp>(body.getTerminator());
+    if (s.body.empty() || number.lookup(yield.getValue()) != next - 1)
+      return f.emitOpError()
+             << "must yield the result of its last op (as mc-fuse makes it)";
+    plan.steps.push_back(std::move(s));
+    return withResult(plan.steps.back(), f);
   }
 
   /// A splat constant: a rank-0 constant (shared by every splat of the same
@@ -574,18 +635,10 @@ std::string formatPlan(const Plan& plan) {
   os << "\noutputs:";
   for (auto& out : plan.outputs)
     os << " " << out.name << "=#" << out.buffer;
-  os << "\nsteps:\n";
-  for (auto [i, st] : llvm::enumerate(plan.steps)) {
-    os << "  " << i << ": mc." << rt::opName(st.op) << " (";
-    for (size_t k = 0; k < st.inputs.size(); ++k)
-      os << (k ? ", " : "") << "#" << st.inputs[k];
-    os << ") -> (";
-    for (size_t k = 0; k < st.outputs.size(); ++k)
-      os << (k ? ", " : "") << "#" << st.outputs[k];
-    os << ")";
-    // Attributes as MLIR prints them: unit attributes by name when set.
+  // Attributes as MLIR prints them: unit attributes by name when set.
+  auto attrText = [](const rt::OpAttrs& list) {
     std::string attrs;
-    for (const rt::OpAttr& a : st.attrs.all()) {
+    for (const rt::OpAttr& a : list.all()) {
       std::string v;
       switch (a.kind) {
       case rt::AttrKind::Bool:
@@ -607,15 +660,38 @@ std::string formatPlan(const Plan& plan) {
         v += "]";
         break;
       }
-      attrs += (attrs.empty() ? "" : ", ") + a.name + (v.empty() ? "" : " = " + v);
+      attrs += (attrs.empty() ? "" : ", ") + a.name +
+               (v.empty() ? "" : " = " + v);
     }
-    if (!attrs.empty())
-      os << " {" << attrs << "}";
+    return attrs.empty() ? std::string() : " {" + attrs + "}";
+  };
+  os << "\nsteps:\n";
+  for (auto [i, st] : llvm::enumerate(plan.steps)) {
+    os << "  " << i << ": mc." << rt::opName(st.op) << " (";
+    for (size_t k = 0; k < st.inputs.size(); ++k)
+      os << (k ? ", " : "") << "#" << st.inputs[k];
+    os << ") -> (";
+    for (size_t k = 0; k < st.outputs.size(); ++k)
+      os << (k ? ", " : "") << "#" << st.outputs[k];
+    os << ")";
+    os << attrText(st.attrs);
+
     if (st.executable >= 0)
       os << " launch " << st.entry << " of executable " << st.executable;
     if (!st.precision.empty())
       os << " {" << st.precision << ": " << st.precisionReason << "}";
     os << "\n";
+    // A fused region: its ops on value numbers (%0.. the step's inputs).
+    for (auto [k, r] : llvm::enumerate(st.body)) {
+      os << "      %" << st.inputs.size() + k << " = mc." << rt::opName(r.op)
+         << "(";
+      for (size_t j = 0; j < r.operands.size(); ++j)
+        os << (j ? ", " : "") << "%" << r.operands[j];
+      os << ") : " << rt::dtypeName(r.dtype) << attrText(r.attrs);
+      if (!r.precision.empty())
+        os << " {" << r.precision << ": " << r.precisionReason << "}";
+      os << "\n";
+    }
   }
   return s;
 }

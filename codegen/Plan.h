@@ -46,6 +46,18 @@ struct PlanBatch {
   bool dynamic() const { return max > 0; }
 };
 
+/// One op of a fused region (see Step.body in runtime/schema/mcpk.fbs):
+/// operands are value numbers, the step's inputs first, then each body
+/// op's result in order.
+struct PlanRegionOp {
+  rt::OpId op = rt::OpId::Copy;
+  std::vector<uint32_t> operands;
+  rt::OpAttrs attrs;
+  rt::DType dtype = rt::DType::F32;
+  std::string location;
+  std::string precision, precisionReason;
+};
+
 /// One step: an op of the registry with its attributes in the artifact's
 /// generic form, or (executable >= 0) a launch of a generated kernel.
 struct PlanStep {
@@ -60,6 +72,8 @@ struct PlanStep {
   /// the device runs its own kernel for `op`.
   int32_t executable = -1;
   std::string entry;
+  /// op == Fused: the region's ops, the last one's result the output.
+  std::vector<PlanRegionOp> body;
 };
 
 /// Code a target generated (see codegen/Target.h), stored as the artifact's

@@ -89,6 +89,10 @@ class MC_Op<string mnemonic, list<Trait> traits = []>
   string mcAmp = "";
   // 1: an elementwise op that mc-fuse may put in a fused region.
   bit mcFusible = 0;
+  // 1: an op whose result mc-fuse may give an elementwise epilogue (bias,
+  // residual add, activation) in one fused region with it (matmul,
+  // conv2d): the backend computes the epilogue in the same call.
+  bit mcEpilogueAnchor = 0;
   // Element types the CPU target has kernels for, the type that picks the
   // kernel being the operands' (the result's when there are none); ""
   // means every type the op's ODS constraints accept.

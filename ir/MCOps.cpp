@@ -521,3 +521,60 @@ static_assert(static_cast<int>(mc::ComparisonDirection::EQ) ==
                   static_cast<int>(mc::ComparisonDirection::GE) ==
                       static_cast<int>(mc::rt::CompareOp::Ge),
               "ir/MCEnums.td and modelc/ops.h disagree on directions");
+
+//===----------------------------------------------------------------------===//
+// mc.fused
+//===----------------------------------------------------------------------===//
+
+LogicalResult FusedOp::verifyRegions() {
+  Block& body = getBody().front();
+  if (body.getNumArguments() != getInputs().size())
+    return emitOpError() << "has " << getInputs().size()
+                         << " inputs but its body takes "
+                         << body.getNumArguments() << " arguments";
+  for (auto [i, input, arg] :
+       llvm::enumerate(getInputs(), body.getArguments()))
+    if (input.getType() != arg.getType())
+      return emitOpError() << "input " << i << " has type " << input.getType()
+                           << " but body argument " << i << " has type "
+                           << arg.getType();
+  auto yield = body.empty() ? YieldOp() : llvm::dyn_cast<YieldOp>(body.back());
+  if (!yield)
+    return emitOpError() << "body must end with mc.yield";
+  if (yield.getValue().getType() != getResult().getType())
+    return emitOpError() << "yields " << yield.getValue().getType()
+                         << " but its result has type "
+                         << getResult().getType();
+  ArrayRef<int64_t> shape =
+      llvm::cast<RankedTensorType>(getResult().getType()).getShape();
+  bool first = true;
+  for (Operation& op : body.without_terminator()) {
+    rt::OpId id;
+    if (!llvm::isa<MCDialect>(op.getDialect()) ||
+        !rt::findOp(op.getName().getStringRef(), &id))
+      return op.emitOpError() << "cannot be in an mc.fused region (only mc "
+                                 "ops of the registry)";
+    const rt::OpInfo& info = rt::opInfo(id);
+    bool anchor = first && info.epilogueAnchor;
+    first = false;
+    if (!anchor && !info.fusible)
+      return op.emitOpError()
+             << "cannot be in an mc.fused region: only elementwise ops, "
+                "after at most one matmul or conv2d as the first op";
+    if (op.getNumResults() != 1 ||
+        llvm::cast<RankedTensorType>(op.getResult(0).getType()).getShape() !=
+            shape)
+      return op.emitOpError() << "computes a value of another shape than the "
+                                 "region's result "
+                              << getResult().getType();
+    // Elementwise ops read values of their own shape (their ODS traits
+    // say so), which is the region's; only a broadcast reads another.
+    for (Value v : op.getOperands())
+      if ((anchor || llvm::isa<BroadcastInDimOp>(op)) &&
+          !llvm::isa<BlockArgument>(v))
+        return op.emitOpError()
+               << "must take the region's inputs as operands (an anchor or a "
+                  "broadcast inside mc.fused reads only inputs)";
+  }
+  return success();
+}

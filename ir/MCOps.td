@@ -5,6 +5,7 @@
 include "ir/MCBase.td"
 include "ir/MCEnums.td"
 include "ir/MCInterfaces.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
@@ -306,6 +307,7 @@ def MC_ReduceMaxOp : MC_ReduceOp<"reduce_max", MC_NumericTensor, "maximum"> {
 
 def MC_MatmulOp : MC_Op<"matmul", [Pure, InferTypeOpAdaptor,
     MC_DifferentiableOpInterface]> {
+  let mcEpilogueAnchor = 1;
   let mcCpuTypes = "f32,f16,bf16";
   let mcAmp = "low";
   let summary = "batched matrix multiplication";
@@ -595,6 +597,7 @@ def MC_PadOp : MC_Op<"pad", [Pure, InferTypeOpAdaptor,
 
 def MC_Conv2dOp : MC_Op<"conv2d", [Pure, InferTypeOpAdaptor,
     MC_DifferentiableOpInterface]> {
+  let mcEpilogueAnchor = 1;
   let mcCpuTypes = "f32,f16,bf16";
   let mcAmp = "low";
   let summary = "2-D convolution, NCHW";
@@ -721,6 +724,53 @@ def MC_LayerNormOp : MC_Op<"layer_norm", [Pure,
     `:` type($input) `,` type($gamma)
   }];
   let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Fusion
+//===----------------------------------------------------------------------===//
+
+def MC_FusedOp : MC_Op<"fused", [IsolatedFromAbove, SingleBlock,
+    RecursiveMemoryEffects]> {
+  let summary = "a fused region: ops that run as one step";
+  let description = [{
+    What `mc-fuse` makes: a group of ops a backend runs as one step, one
+    pass over memory on the CPU and one kernel on a GPU. The body's block
+    arguments are the region's inputs (the op's operands, in order); its
+    `mc.yield` gives the result. Every value the body computes has the
+    result's shape; an input of another shape reaches the body's ops only
+    through a `mc.broadcast_in_dim` (or is rank 0, a scalar broadcast
+    everywhere). The body's first op may be an epilogue anchor (`mc.matmul`,
+    `mc.conv2d`, the registry's `mcEpilogueAnchor`); every other op is
+    elementwise (the registry's `mcFusible`).
+
+    ```mlir
+    %0 = mc.fused %x, %w, %b : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>) -> tensor<1x4x6x6xf32> {
+    ^bb0(%a: tensor<1x3x8x8xf32>, %k: tensor<4x3x3x3xf32>, %c: tensor<4xf32>):
+      %1 = mc.conv2d %a, %k, strides = [1, 1], padding = [0, 0, 0, 0], dilation = [1, 1], groups = 1
+          : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32>
+      %2 = mc.broadcast_in_dim %c, dims = [1] : (tensor<4xf32>) -> tensor<1x4x6x6xf32>
+      %3 = mc.add %1, %2 : tensor<1x4x6x6xf32>
+      %4 = mc.relu %3 : tensor<1x4x6x6xf32>
+      mc.yield %4 : tensor<1x4x6x6xf32>
+    }
+    ```
+  }];
+  let arguments = (ins Variadic<MC_Tensor>:$inputs);
+  let results = (outs MC_Tensor:$result);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $inputs attr-dict `:` functional-type($inputs, $result) $body
+  }];
+  let hasRegionVerifier = 1;
+}
+
+def MC_YieldOp : MC_Op<"yield", [Pure, Terminator, HasParent<"FusedOp">,
+    ReturnLike]> {
+  let mcStep = 0;
+  let summary = "the result of a fused region";
+  let arguments = (ins MC_Tensor:$value);
+  let assemblyFormat = "$value attr-dict `:` type($value)";
 }
 
 #endif // MC_OPS_TD

@@ -38,10 +38,12 @@ struct CompilePipelineOptions {
   /// Mixed precision for inference: "" (off), "bf16" or "f16".
   std::string amp;
   std::string ampLevel = "O1";
+  /// mc-fuse (fused regions and epilogues); off: one step per op.
+  bool fuse = true;
 };
 
 /// Appends the inference compile pipeline: inline, canonicalize, cse,
-/// contract check.
+/// batch-norm folding, AMP, fusion, contract check.
 void buildCompilePipeline(mlir::OpPassManager& pm,
                           const CompilePipelineOptions& options);
 
@@ -62,6 +64,8 @@ struct TrainPipelineOptions {
   std::string lossScaling = "auto";
   double scaleInit = 65536, scaleGrowth = 2, scaleBackoff = 0.5;
   int64_t scaleInterval = 2000;
+  /// mc-fuse on the finished step.
+  bool fuse = true;
 };
 
 /// Appends the training pipeline (see Pipelines.cpp for the order):

@@ -255,4 +255,99 @@ def LossScalingPass : Pass<"mc-loss-scaling", "mlir::ModuleOp"> {
                            "::mlir::ml_program::MLProgramDialect"];
 }
 
+def FusePass : Pass<"mc-fuse", "mlir::ModuleOp"> {
+  let summary = "group elementwise chains and epilogues into mc.fused regions";
+  let description = [{
+    Memory traffic, not arithmetic, makes an op-by-op model slow: every
+    unfused elementwise op reads and writes the whole tensor. This pass
+    groups producer-consumer chains of the entry function into `mc.fused`
+    regions, which a backend runs as one step (one pass over memory on the
+    CPU, one kernel on a GPU). Which ops may join is the op registry's
+    business (`mcFusible`, `mcEpilogueAnchor` in ir/MCOps.td), not a list
+    in the pass.
+
+    Rules (greedy, from each region's last op backwards, as XLA's
+    instruction fusion):
+
+    - An elementwise op (`mcFusible`) joins the region of its consumer when
+      every user of its result is already in that region: work is never
+      duplicated, and a value used outside is computed once, by its own
+      step. Its result must have the region's shape.
+    - A `mc.broadcast_in_dim` joins as a load: it only indexes, so it is
+      cloned into every region that reads it (its operand becomes a region
+      input) and the original stays if something else uses it.
+    - A splat constant is read as a region input (the backend broadcasts
+      the scalar; no full tensor is made).
+    - One `mc.matmul` or `mc.conv2d` (`mcEpilogueAnchor`) may lead a region
+      whose elementwise ops are its epilogue (bias, residual add,
+      activation), when the region consumes all of its result.
+    - Integer arithmetic (i32, i64) stays unfused; f32, f16, bf16 and i1
+      values fuse.
+    - Everything else is a boundary: library calls other than the anchor,
+      reductions, softmax, log_softmax, layer_norm and batch_norm (their
+      own kernels, never split), shape ops, globals and their stores
+      (state updates alias), and other regions.
+    - A region of one op stays that op.
+
+    Since every op of a region has all its users inside the region except
+    the last, grouping cannot create a cycle.
+
+    ```mlir
+    // Before:
+    %0 = mc.broadcast_in_dim %b, dims = [1] : (tensor<4xf32>) -> tensor<8x4xf32>
+    %1 = mc.add %x, %0 : tensor<8x4xf32>
+    %2 = mc.relu %1 : tensor<8x4xf32>
+    // After:
+    %2 = mc.fused %b, %x : (tensor<4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32> {
+    ^bb0(%a0: tensor<4xf32>, %a1: tensor<8x4xf32>):
+      %0 = mc.broadcast_in_dim %a0, dims = [1] : (tensor<4xf32>) -> tensor<8x4xf32>
+      %1 = mc.add %a1, %0 : tensor<8x4xf32>
+      %2 = mc.relu %1 : tensor<8x4xf32>
+      mc.yield %2 : tensor<8x4xf32>
+    }
+    ```
+  }];
+  let options = [
+    Option<"entry", "entry", "std::string", /*default=*/"\"\"",
+           "the entry function (default: the only public func.func)">,
+    Option<"epilogues", "epilogues", "bool", /*default=*/"true",
+           "let matmul and conv2d lead a region (their epilogue)">,
+  ];
+  let dependentDialects = ["::mc::MCDialect"];
+}
+
+def FoldBatchNormPass : Pass<"mc-fold-batch-norm", "mlir::ModuleOp"> {
+  let summary = "fold inference batch_norm into the conv2d before it";
+  let description = [{
+    For inference: `mc.batch_norm(mc.conv2d(x, W) [+ broadcast(b)])` whose
+    weight, statistics and parameters are constants (`mc.constant` or
+    `ml_program.global_load_const`) becomes `mc.conv2d(x, W') +
+    broadcast(b')` with, per output channel c,
+    `s = scale[c] / sqrt(variance[c] + epsilon)`, `W'[c] = W[c] * s` and
+    `b'[c] = (b[c] - mean[c]) * s + offset[c]` (b = 0 without a bias),
+    computed at compile time in double and rounded once to the weight's
+    type. f32 weights only; the folded convolution must be the batch
+    norm's only user of it (feature axis 1, NCHW). A batch norm that does
+    not match is left as it is.
+
+    ```mlir
+    // Before:
+    %0 = mc.conv2d %x, %w, ... : (...) -> tensor<1x4x6x6xf32>
+    %1 = mc.batch_norm %0, %s, %o, %m, %v, epsilon = 1.0e-05, feature_axis = 1
+        : tensor<1x4x6x6xf32>, tensor<4xf32>
+    // After:
+    %w2 = mc.constant dense<...> : tensor<4x3x3x3xf32>
+    %b2 = mc.constant dense<...> : tensor<4xf32>
+    %0 = mc.conv2d %x, %w2, ... : (...) -> tensor<1x4x6x6xf32>
+    %1 = mc.broadcast_in_dim %b2, dims = [1] : (tensor<4xf32>) -> tensor<1x4x6x6xf32>
+    %2 = mc.add %0, %1 : tensor<1x4x6x6xf32>
+    ```
+  }];
+  let options = [
+    Option<"entry", "entry", "std::string", /*default=*/"\"\"",
+           "the entry function (default: the only public func.func)">,
+  ];
+  let dependentDialects = ["::mc::MCDialect"];
+}
+
 #endif // MC_PASSES_TD

@@ -18,7 +18,13 @@ void mc::buildCompilePipeline(OpPassManager& pm,
   pm.addPass(createCSEPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createSymbolDCEPass());
-  // 3. Mixed precision for inference, when asked: decisions on the clean
+  // 3. Inference folding: a batch norm after a conv becomes the conv's
+  //    weight and bias (before AMP, so the folded weight is cast once).
+  FoldBatchNormPassOptions bn;
+  bn.entry = options.entry;
+  pm.addPass(createFoldBatchNormPass(bn));
+  pm.addPass(createCanonicalizerPass());
+  // 4. Mixed precision for inference, when asked: decisions on the clean
   //    graph; canonicalize again to fold cast chains it creates.
   if (!options.amp.empty()) {
     AutoMixedPrecisionPassOptions amp;
@@ -28,7 +34,14 @@ void mc::buildCompilePipeline(OpPassManager& pm,
     pm.addPass(createAutoMixedPrecisionPass(amp));
     pm.addPass(createCanonicalizerPass());
   }
-  // 4. Last, the contract: what reaches codegen has static shapes,
+  // 5. Fusion last among the rewrites: it groups the final ops (casts
+  //    included) into regions, and no pass after it looks inside them.
+  if (options.fuse) {
+    FusePassOptions fuse;
+    fuse.entry = options.entry;
+    pm.addPass(createFusePass(fuse));
+  }
+  // 6. Last, the contract: what reaches codegen has static shapes,
   //    supported types and a kernel for every op on the target.
   VerifyContractPassOptions contract;
   contract.target = options.target;
@@ -90,6 +103,13 @@ void mc::buildTrainPipeline(OpPassManager& pm,
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(createSymbolDCEPass());
+  // 7. Fusion of the whole step (forward, backward and the update's
+  //    elementwise math); the state stores stay outside every region.
+  if (o.fuse) {
+    FusePassOptions fuse;
+    fuse.entry = o.entry;
+    pm.addPass(createFusePass(fuse));
+  }
   VerifyContractPassOptions contract;
   contract.target = o.target;
   contract.entry = o.entry;
@@ -127,6 +147,8 @@ struct TrainPipelineCLOptions
   Option<double> scaleBackoff{*this, "loss-scale-backoff",
                               llvm::cl::init(0.5)};
   Option<std::string> entry{*this, "entry", llvm::cl::init("")};
+  Option<bool> fuse{*this, "fuse", llvm::cl::desc("run mc-fuse"),
+                    llvm::cl::init(true)};
 };
 
 struct CompilePipelineCLOptions
@@ -140,6 +162,8 @@ struct CompilePipelineCLOptions
   Option<std::string> entry{*this, "entry",
                             llvm::cl::desc("entry function name"),
                             llvm::cl::init("")};
+  Option<bool> fuse{*this, "fuse", llvm::cl::desc("run mc-fuse"),
+                    llvm::cl::init(true)};
 };
 } // namespace
 
@@ -147,13 +171,15 @@ void mc::registerAllPasses() {
   registerMCPasses();
   PassPipelineRegistration<CompilePipelineCLOptions>(
       "mc-compile-pipeline",
-      "inline, canonicalize, cse and check the codegen contract",
+      "inline, canonicalize, cse, fold batch norms, amp, fuse and check the "
+      "codegen contract",
       [](OpPassManager& pm, const CompilePipelineCLOptions& cl) {
         CompilePipelineOptions options;
         options.target = cl.target;
         options.entry = cl.entry;
         options.amp = cl.amp;
         options.ampLevel = cl.ampLevel;
+        options.fuse = cl.fuse;
         buildCompilePipeline(pm, options);
       });
   PassPipelineRegistration<TrainPipelineCLOptions>(
@@ -175,6 +201,7 @@ void mc::registerAllPasses() {
         o.beta1 = cl.beta1;
         o.beta2 = cl.beta2;
         o.eps = cl.eps;
+        o.fuse = cl.fuse;
         o.ampLowOps.assign(cl.ampLowOps.begin(), cl.ampLowOps.end());
         o.ampF32Ops.assign(cl.ampF32Ops.begin(), cl.ampF32Ops.end());
         o.ampLocations.assign(cl.ampLocations.begin(), cl.ampLocations.end());

@@ -248,8 +248,15 @@ struct VerifyContractPass
   }
 
   LogicalResult checkOp(Operation* op) {
-    if (llvm::isa<func::ReturnOp>(op))
+    if (llvm::isa<func::ReturnOp, mc::YieldOp>(op))
       return success();
+    // A fused region: its ops, each under the same rules.
+    if (auto fused = llvm::dyn_cast<mc::FusedOp>(op)) {
+      bool ok = true;
+      for (Operation& inner : fused.getBody().front())
+        ok &= succeeded(checkOp(&inner));
+      return success(ok);
+    }
     if (llvm::isa<ml_program::GlobalLoadOp, ml_program::GlobalStoreOp>(op)) {
       SymbolRefAttr ref =
           llvm::isa<ml_program::GlobalLoadOp>(op)

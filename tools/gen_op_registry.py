@@ -102,6 +102,7 @@ def main():
             "step": bool(rec["mcStep"]),
             "amp": rec["mcAmp"],
             "fusible": bool(rec["mcFusible"]),
+            "anchor": bool(rec["mcEpilogueAnchor"]),
             "cpu_types": rec["mcCpuTypes"],
             "types": types or "",
         })
@@ -119,6 +120,7 @@ def main():
         "// MC_OP_ATTR(Id, \"name\", Kind, optional, \"storage\"): its",
         "//            attributes; storage: unit, bool, i32, i64, f32, f64 or",
         "//            i64s, the MLIR attribute that holds the value.",
+        "// MC_OP_EPILOGUE_ANCHOR(Id): ops that may lead a fused region.",
         "// MC_OP_INFO(Id, operands (-1: variadic), isStep, AmpClass,",
         "//            fusible, \"cpu element types\", \"element types of",
         "//            operand 0 in the dialect\" (\"\" = any))",
@@ -132,7 +134,11 @@ def main():
         for name, kind, storage, optional in o["attrs"]:
             lines.append(f'MC_OP_ATTR({o["id"]}, "{name}", {kind}, '
                          f'{"true" if optional else "false"}, "{storage}")')
-    lines += ["#undef MC_OP_ATTR", "#endif", "", "#ifdef MC_OP_INFO"]
+    lines += ["#undef MC_OP_ATTR", "#endif", "", "#ifdef MC_OP_EPILOGUE_ANCHOR"]
+    for o in ops:
+        if o["anchor"]:
+            lines.append(f'MC_OP_EPILOGUE_ANCHOR({o["id"]})')
+    lines += ["#undef MC_OP_EPILOGUE_ANCHOR", "#endif", "", "#ifdef MC_OP_INFO"]
     for o in ops:
         lines.append(
             f'MC_OP_INFO({o["id"]}, {o["operands"]}, '

@@ -38,8 +38,13 @@ uint32_t readLE32(const uint8_t *p) {
 }
 
 std::vector<OpAttr> decodeAttrs(const fb::Step &step) {
+  return decodeAttrList(step.attrs());
+}
+
+std::vector<OpAttr> decodeAttrList(
+    const flatbuffers::Vector<flatbuffers::Offset<fb::Attr>> *list) {
   std::vector<OpAttr> attrs;
-  if (const auto *list = step.attrs())
+  if (list)
     for (const fb::Attr *a : *list) {
       OpAttr x;
       x.name = a->name() ? a->name()->str() : "";
@@ -138,7 +143,13 @@ private:
   /// The step's attributes against the op's registry entry: each declared
   /// one present (unit attributes may be absent) with its kind, no others.
   /// Fills attrs_.
-  Status checkAttrs(OpId op, const fb::Step &step, const std::string &where);
+  Status checkAttrs(OpId op,
+                    const flatbuffers::Vector<flatbuffers::Offset<fb::Attr>>
+                        *list,
+                    const std::string &where);
+  Status checkFused(const fb::Step &step, const std::vector<uint32_t> &in,
+                    const std::vector<uint32_t> &out,
+                    const std::string &where);
   Status checkStepKind(OpId kind, const fb::Step &step,
                        const std::vector<uint32_t> &in,
                        const std::vector<uint32_t> &out,
@@ -170,14 +181,15 @@ private:
   std::string batchNote_;
 };
 
-Status Verifier::checkAttrs(OpId op, const fb::Step &step,
-                            const std::string &where) {
+Status Verifier::checkAttrs(
+    OpId op, const flatbuffers::Vector<flatbuffers::Offset<fb::Attr>> *list,
+    const std::string &where) {
   const OpInfo &info = opInfo(op);
-  if (const auto *list = step.attrs())
+  if (list)
     for (const fb::Attr *a : *list)
       if (!aligned8(a->ints()))
         return fail(where + ": attribute vector is misaligned (corrupt file)");
-  std::vector<OpAttr> attrs = decodeAttrs(step);
+  std::vector<OpAttr> attrs = decodeAttrList(list);
   for (size_t k = 0; k < attrs.size(); ++k) {
     const OpAttr &x = attrs[k];
     const AttrSpec *spec = nullptr;
@@ -571,7 +583,10 @@ Status Verifier::checkStep(size_t index, const fb::Step &step) {
     return fail(where + ": unknown op '" + opText +
                 "' (this runtime knows the ops of modelc " + modelcVersion() +
                 "; was the file written by a newer compiler?)");
-  MC_RETURN_IF_ERROR(checkAttrs(kind, step, where));
+  MC_RETURN_IF_ERROR(checkAttrs(kind, step.attrs(), where));
+  if (kind != OpId::Fused && step.body() && step.body()->size())
+    return fail(where + ": has a fused-region body, but only mc.fused steps "
+                        "have one");
   if (step.executable() != -1) {
     const auto *exes = model_->executables();
     int64_t n = exes ? int64_t(exes->size()) : 0;
@@ -625,7 +640,10 @@ Status Verifier::checkStep(size_t index, const fb::Step &step) {
                   bufDesc(out[i]) +
                   ") is a State buffer; only Copy and elementwise kinds may "
                   "write state");
-  MC_RETURN_IF_ERROR(checkStepKind(kind, step, in, out, where));
+  if (kind == OpId::Fused)
+    MC_RETURN_IF_ERROR(checkFused(step, in, out, where));
+  else
+    MC_RETURN_IF_ERROR(checkStepKind(kind, step, in, out, where));
   // Outputs may not partly overlap an input: kernels other than the
   // elementwise ones read inputs after writing outputs. An exactly shared
   // buffer is fine for same-shape elementwise ops (in place).
@@ -650,6 +668,96 @@ Status Verifier::checkStep(size_t index, const fb::Step &step) {
                                                       : "arena"));
     }
   }
+  return Status::ok();
+}
+
+// A fused region (schema 2.2; rules at Step.body in mcpk.fbs): each body op
+// is checked by the same per-op rules as a step of its own, on virtual
+// buffers that stand for its values (the step's output shape, the op's
+// dtype). A rank-0 input read by an elementwise op stands for its splat.
+Status Verifier::checkFused(const fb::Step &step,
+                            const std::vector<uint32_t> &in,
+                            const std::vector<uint32_t> &out,
+                            const std::string &where) {
+  const auto *body = step.body();
+  if (!body || body->size() == 0)
+    return fail(where + ": a fused step needs a body (its region's ops)");
+  if (out.size() != 1)
+    return fail(where + ": expected 1 output, found " +
+                std::to_string(out.size()));
+  if (in.empty())
+    return fail(where + ": a fused step needs at least one input");
+  const Shape outShape = bufs_[out[0]].shape;
+  const Shape outScale = bufs_[out[0]].scale;
+  const size_t realBuffers = bufs_.size();
+  struct Restore {
+    std::vector<BufInfo> &bufs;
+    size_t n;
+    ~Restore() { bufs.resize(n); }
+  } restore{bufs_, realBuffers};
+  auto virtualBuffer = [&](DType t, const std::string &name) {
+    BufInfo b;
+    b.name = name;
+    b.dtype = t;
+    b.shape = outShape;
+    b.scale = outScale;
+    bufs_.push_back(b);
+    return uint32_t(bufs_.size() - 1);
+  };
+  // value number -> buffer index (inputs: their own buffers).
+  std::vector<uint32_t> value(in.begin(), in.end());
+  std::vector<uint32_t> splat(in.size(), UINT32_MAX);
+  for (flatbuffers::uoffset_t k = 0; k < body->size(); ++k) {
+    const fb::RegionOp *r = body->Get(k);
+    std::string opText = r->op() ? r->op()->str() : "";
+    std::string bwhere = where + ", body op " + std::to_string(k) + " (mc." +
+                         opText + ")";
+    OpId id;
+    if (!findOp(opText, &id) || !opInfo(id).isStep)
+      return fail(bwhere + ": unknown op '" + opText + "'");
+    const OpInfo &info = opInfo(id);
+    bool anchor = k == 0 && info.epilogueAnchor;
+    bool load = id == OpId::BroadcastInDim;
+    if (!anchor && !info.fusible)
+      return fail(bwhere + ": cannot be in a fused region (only elementwise "
+                           "ops, after at most one matmul or conv2d as the "
+                           "first op)");
+    if (!validDType(r->dtype()))
+      return fail(bwhere + ": invalid dtype " +
+                  std::to_string(int(r->dtype())));
+    std::vector<uint32_t> operands;
+    if (r->operands())
+      for (uint32_t v : *r->operands()) {
+        if (v >= value.size())
+          return fail(bwhere + ": operand value " + std::to_string(v) +
+                      " is not defined before it (the region has " +
+                      std::to_string(in.size()) + " inputs and " +
+                      std::to_string(k) + " earlier ops)");
+        if ((anchor || load) && v >= in.size())
+          return fail(bwhere + ": must read only the step's inputs (value " +
+                      std::to_string(v) + " is a body op's result)");
+        uint32_t b = value[v];
+        // A scalar input read by an elementwise op: its splat.
+        if (!anchor && !load && v < in.size() &&
+            bufs_[b].shape.empty() && !outShape.empty()) {
+          if (splat[v] == UINT32_MAX)
+            splat[v] = virtualBuffer(bufs_[b].dtype,
+                                     "splat of input " + std::to_string(v));
+          b = splat[v];
+        }
+        operands.push_back(b);
+      }
+    MC_RETURN_IF_ERROR(checkAttrs(id, r->attrs(), bwhere));
+    uint32_t result = virtualBuffer(DType(r->dtype()),
+                                    "value " + std::to_string(value.size()));
+    MC_RETURN_IF_ERROR(checkStepKind(id, step, operands, {result}, bwhere));
+    value.push_back(result);
+  }
+  if (bufs_[value.back()].dtype != bufs_[out[0]].dtype)
+    return fail(where + ": the body's last op computes " +
+                std::string(dtypeName(bufs_[value.back()].dtype)) +
+                ", but the output " + bufDesc(out[0]) + " is " +
+                dtypeName(bufs_[out[0]].dtype));
   return Status::ok();
 }
 

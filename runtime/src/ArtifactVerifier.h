@@ -16,6 +16,9 @@ uint32_t readLE32(const uint8_t *p);
 /// A step's attributes as the file holds them (the verifier checks them
 /// against the op registry; the session binds kernels to them).
 std::vector<OpAttr> decodeAttrs(const fb::Step &step);
+/// The attributes of a step or of a fused region's op.
+std::vector<OpAttr> decodeAttrList(
+    const flatbuffers::Vector<flatbuffers::Offset<fb::Attr>> *list);
 
 } // namespace mc::rt
 

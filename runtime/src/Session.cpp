@@ -21,6 +21,7 @@ namespace {
 struct StepExec {
   OpId op = OpId::Copy;
   OpAttrs attrs;
+  std::vector<RegionOp> body; // a fused step's region
   std::vector<ConstTensor> in; // shapes for the profile table
   MutTensor out{DType::F32, {}, nullptr};
   BoundKernel kernel;
@@ -204,13 +205,24 @@ Status Session::Impl::bind(int64_t batch, Binding *out, size_t *scratch) const {
                            (st->entry() ? st->entry()->str() : "") +
                            "' of a generated executable, which device " +
                            dev.name() + " cannot run");
+    if (const auto *body = st->body())
+      for (const fb::RegionOp *r : *body) {
+        RegionOp op{OpId::Copy, OpAttrs(decodeAttrList(r->attrs())), {},
+                    DType(r->dtype())};
+        findOp(r->op()->string_view(), &op.op); // checked by the verifier
+        if (r->operands())
+          op.operands.assign(r->operands()->begin(), r->operands()->end());
+        e.body.push_back(std::move(op));
+      }
     KernelFactory factory = findKernel(dev.kind(), e.op);
     if (!factory)
       return Status::error(stepWhere(*model, index) + ": device " + dev.name() +
                            " has no kernel for mc." + opName(e.op));
     size_t bytes = 0;
-    Status bound = factory(KernelRequest{e.op, e.attrs, e.in, e.out, dev},
-                           &e.kernel, &bytes);
+    Status bound = factory(
+        KernelRequest{e.op, e.attrs, e.in, e.out, dev,
+                      e.body.empty() ? nullptr : &e.body},
+        &e.kernel, &bytes);
     if (!bound)
       return Status::error(stepWhere(*model, index) + atBatch + ": " +
                            bound.message());

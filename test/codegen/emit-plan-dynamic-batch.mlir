@@ -1,4 +1,4 @@
-// RUN: modelc compile %s --batch=1..64@32 --emit=plan | FileCheck %s
+// RUN: modelc compile %s --batch=1..64@32 --no-fuse --emit=plan | FileCheck %s
 
 // A dynamic batch: `?` buffers are planned at the upper bound (64 rows), the
 // plan records the bounds, and constants stay static.

@@ -1,4 +1,4 @@
-// RUN: modelc compile %s --emit=plan | FileCheck %s
+// RUN: modelc compile %s --no-fuse --emit=plan | FileCheck %s
 
 // The CPU plan: one step per op, weights as constants, the reshape as a view
 // (no copy), and arena reuse: the broadcast's buffer is dead after the add,

@@ -160,3 +160,16 @@ func.func @copy(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
   %0 = mc.copy %x : tensor<2x3xf32>
   return %0 : tensor<2x3xf32>
 }
+
+// CHECK-LABEL: func @fused
+func.func @fused(%x: tensor<2x3xf32>, %b: tensor<3xf32>) -> tensor<2x3xf32> {
+  // CHECK: mc.fused %{{.*}}, %{{.*}} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32> {
+  // CHECK: mc.yield %{{.*}} : tensor<2x3xf32>
+  %0 = mc.fused %x, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32> {
+  ^bb0(%a: tensor<2x3xf32>, %c: tensor<3xf32>):
+    %1 = mc.broadcast_in_dim %c, dims = [1] : (tensor<3xf32>) -> tensor<2x3xf32>
+    %2 = mc.add %a, %1 : tensor<2x3xf32>
+    mc.yield %2 : tensor<2x3xf32>
+  }
+  return %0 : tensor<2x3xf32>
+}

@@ -1,10 +1,20 @@
-// RUN: modelc-opt %s --mc-compile-pipeline | FileCheck %s
-// RUN: modelc-opt %s --mc-compile-pipeline=entry=forward | FileCheck %s
+// RUN: modelc-opt %s --mc-compile-pipeline=fuse=false | FileCheck %s
+// RUN: modelc-opt %s --mc-compile-pipeline="entry=forward fuse=false" | FileCheck %s
+// RUN: modelc-opt %s --mc-compile-pipeline | FileCheck %s --check-prefix=FUSED
 // RUN: not modelc-opt %s --mc-compile-pipeline=entry=missing 2>&1 | FileCheck %s --check-prefix=MISSING
 // RUN: not modelc-opt %s --mc-compile-pipeline=target=tpu 2>&1 | FileCheck %s --check-prefix=TARGET
 
-// The inference pipeline: inline, fold, CSE, drop dead symbols, check the
-// contract.
+// The inference pipeline: inline, fold, CSE, drop dead symbols, fold batch
+// norms, fuse, check the contract.
+
+// With fusion (the default), the relu is the matmul's epilogue: one region.
+// FUSED-LABEL: func.func @forward
+// FUSED: %[[F:.*]] = mc.fused
+// FUSED-NEXT: ^bb0
+// FUSED-NEXT: mc.matmul
+// FUSED-NEXT: mc.relu
+// FUSED-NEXT: mc.yield
+// FUSED: return %[[F]], %[[F]]
 
 // MISSING: error: entry function 'missing' not found
 // TARGET: error: unknown target 'tpu'; known targets: cpu

@@ -46,6 +46,10 @@ TEST(RegistryOps, EveryOpOfTheRoundTripFileRebuildsFromItsRecord) {
     seen.insert(id);
     if (id == rt::OpId::Constant) // its value is data, not an attribute
       continue;
+    // Region ops are made by mc-fuse around existing ops, not from a
+    // record: they round-trip through the printer only.
+    if (id == rt::OpId::Fused || id == rt::OpId::Yield)
+      continue;
     FailureOr<rt::OpAttrs> attrs = mc::registryAttributes(op, rt::opInfo(id));
     ASSERT_TRUE(succeeded(attrs));
     OpBuilder b(op);

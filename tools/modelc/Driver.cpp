@@ -42,12 +42,16 @@ commands:
       --target=T[,T...]          codegen target(s) (default cpu; registered:
                                  cpu)
       --entry=NAME               entry function (default: the only public one)
-      --emit=mc|mc-opt|plan|artifact
+      --emit=mc|mc-opt|mc-fused|plan|artifact
                                  stop after parsing (mc), after the pass
-                                 pipeline (mc-opt), after memory planning
+                                 pipeline (mc-opt; mc-fused is the same, the
+                                 fused regions shown), after memory planning
                                  (plan), or write the .mcpk (artifact, default);
                                  text goes to -o or stdout
-      -v, --verbose              print each stage and its time
+      --no-fuse                  one step per op: no mc-fuse regions or
+                                 epilogues (batch norms still fold)
+      -v, --verbose              print each stage and its time, and the
+                                 steps, intermediate bytes and arena size
       --input-shape NAME=1x3x224x224
                                  static shape of an ONNX input (needed for
                                  dynamic dimensions; repeatable)
@@ -212,6 +216,8 @@ int compileMain(int argc, char** argv) {
       trainFlag = "--loss-scale-interval";
     } else if (a == "-v" || a == "--verbose") {
       options.verbose = true;
+    } else if (a == "--no-fuse") {
+      options.fuse = false;
     } else if (value("-o", output) || value("--target", options.target) ||
                value("--entry", options.entry) || value("--emit", emit)) {
     } else if (value("--batch", batchSpec)) {
@@ -256,9 +262,11 @@ int compileMain(int argc, char** argv) {
   if (input.empty())
     return fail("compile: no input file (usage: modelc compile IN.mlir -o "
                 "OUT.mcpk)");
+  if (emit == "mc-fused")
+    emit = "mc-opt";
   if (emit != "mc" && emit != "mc-opt" && emit != "plan" && emit != "artifact")
     return fail("compile: unknown --emit value '" + emit +
-                "' (expected mc, mc-opt, plan or artifact)");
+                "' (expected mc, mc-opt, mc-fused, plan or artifact)");
   // The targets are checked by the compile driver (codegen/Target.h),
   // which names the registered ones.
   if (emit == "artifact" && output.empty())

@@ -128,6 +128,19 @@ void printPrecision(const fb::Model &t) {
   if (t.steps()) {
     for (flatbuffers::uoffset_t i = 0; i < t.steps()->size(); ++i) {
       const fb::Step *s = t.steps()->Get(i);
+      // A fused step: each op of its region, as "fused/matmul".
+      if (s->body())
+        for (const fb::RegionOp *r : *s->body()) {
+          if (!r->precision())
+            continue;
+          ++counts[r->precision()->str()];
+          std::string op = std::string("fused/") + r->op()->c_str();
+          std::printf("  %-5u %-14s %-5s %-36s %s\n", i, op.c_str(),
+                      r->precision()->c_str(),
+                      r->precision_reason() ? r->precision_reason()->c_str()
+                                            : "",
+                      r->location() ? r->location()->c_str() : "");
+        }
       if (!s->precision())
         continue;
       ++counts[s->precision()->str()];
@@ -192,6 +205,45 @@ int inspect(const std::string &tool, const std::string &path,
     perKind += (perKind.empty() ? "" : ", ") + k + " " + std::to_string(n);
   std::printf("steps:      %zu%s%s%s\n", numSteps, perKind.empty() ? "" : " (",
               perKind.c_str(), perKind.empty() ? "" : ")");
+  // What fusion saved: each op of a fused region would be a step writing
+  // its whole result (one step per op, as `modelc compile --no-fuse`).
+  {
+    std::set<uint32_t> outputs;
+    if (t.outputs())
+      for (const fb::TensorSig *o : *t.outputs())
+        outputs.insert(o->buffer());
+    unsigned long long written = 0, unfusedWritten = 0;
+    size_t regions = 0, regionOps = 0;
+    if (t.steps() && t.buffers())
+      for (const fb::Step *s : *t.steps()) {
+        if (!s->outputs())
+          continue;
+        for (uint32_t o : *s->outputs()) {
+          const fb::Buffer *b = t.buffers()->Get(o);
+          if (b->kind() != fb::BufferKind::Arena || outputs.count(o))
+            continue;
+          written += b->size();
+          unfusedWritten += b->size();
+        }
+        if (s->body() && s->body()->size()) {
+          ++regions;
+          regionOps += s->body()->size();
+          const fb::Buffer *b = t.buffers()->Get(s->outputs()->Get(0));
+          uint64_t elems = rt::numElements(
+              std::vector<int64_t>(b->shape()->begin(), b->shape()->end()));
+          for (size_t k = 0; k + 1 < s->body()->size(); ++k)
+            unfusedWritten +=
+                elems * rt::dtypeSize(rt::DType(s->body()->Get(k)->dtype()));
+        }
+      }
+    std::printf("fusion:     %zu fused steps holding %zu ops (one step per "
+                "op: %zu steps)\n",
+                regions, regionOps, numSteps - regions + regionOps);
+    std::printf("written:    %llu bytes of intermediates per run (one step "
+                "per op: %llu)%s\n",
+                written, unfusedWritten,
+                model->dynamicBatch() ? ", at the max batch" : "");
+  }
   size_t constants = 0;
   unsigned long long weightBytes = 0;
   if (t.buffers())

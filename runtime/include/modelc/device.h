@@ -40,6 +40,16 @@ public:
   virtual Status synchronize() = 0;
 };
 
+/// One op of a fused region (an mc.fused step's body; rules at Step.body
+/// in runtime/schema/mcpk.fbs): value numbers are the step's inputs, then
+/// each op's result in order; every result has the step output's shape.
+struct RegionOp {
+  OpId op;
+  OpAttrs attrs;
+  std::vector<uint32_t> operands;
+  DType dtype;
+};
+
 /// What a kernel factory gets: one step of a session, its tensors in the
 /// device's memory (shapes and dtypes checked by the artifact verifier).
 struct KernelRequest {
@@ -48,6 +58,8 @@ struct KernelRequest {
   std::vector<ConstTensor> inputs;
   MutTensor output;
   Device& device;
+  /// op == Fused: the region's ops; null otherwise.
+  const std::vector<RegionOp>* body = nullptr;
 };
 
 /// A step bound to its tensors: run() calls it once per step. `workspace`

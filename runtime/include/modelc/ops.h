@@ -47,7 +47,9 @@ struct OpInfo {
   int operands;         // -1: variadic
   bool isStep;          // false: codegen handles it (constant, reshape)
   AmpClass amp;
-  bool fusible;
+  bool fusible;         // elementwise: mc-fuse may put it in a fused region
+  bool epilogueAnchor = false; // matmul, conv2d: may lead a fused region
+                               // whose elementwise rest is its epilogue
   const char* cpuTypes; // "f32,f16,bf16"; "" = whatever ODS accepts
   const char* types;    // element types of operand 0 in the dialect; "" = any
   std::vector<AttrSpec> attrs;
@@ -58,9 +60,11 @@ inline std::vector<OpInfo> buildOpTable() {
   std::vector<OpInfo> table;
 #define MC_OP_INFO(id, operands, step, amp, fusible, cpuTypes, types)          \
   table.push_back(OpInfo{OpId::id, nullptr, operands, step, amp, fusible,      \
-                         cpuTypes, types, {}});
+                         false, cpuTypes, types, {}});
 #include "modelc/ops.inc"
 #define MC_OP(id, name) table[size_t(OpId::id)].mnemonic = name;
+#include "modelc/ops.inc"
+#define MC_OP_EPILOGUE_ANCHOR(id) table[size_t(OpId::id)].epilogueAnchor = true;
 #include "modelc/ops.inc"
 #define MC_OP_ATTR(id, name, kind, optional, storage)                          \
   table[size_t(OpId::id)].attrs.push_back(                                     \

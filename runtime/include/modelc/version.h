@@ -12,9 +12,10 @@ namespace mc::rt {
 /// runtime refuses a major it does not know. 2.0 made steps generic (the op's
 /// mnemonic and typed attributes instead of an OpKind enum and one table per
 /// op family) and added per-target executables; 1.x files are refused with
-/// "recompile with modelc >= 0.2" (docs/artifact-format.md).
+/// "recompile with modelc >= 0.2" (docs/artifact-format.md). 2.1 added the
+/// dynamic batch, 2.2 fused regions (Step.body).
 inline constexpr uint32_t kSchemaVersionMajor = 2;
-inline constexpr uint32_t kSchemaVersionMinor = 1;
+inline constexpr uint32_t kSchemaVersionMinor = 2;
 /// The first modelc version that writes schema 2.
 inline constexpr char kFirstSchema2Version[] = "0.2.0";
 

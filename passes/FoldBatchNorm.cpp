@@ -1,0 +1,130 @@
+// mc-fold-batch-norm: an inference batch_norm after a conv2d folded into
+// the convolution's weight and a bias (rules in Passes.td).
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <cmath>
+#include <optional>
+
+namespace mc {
+#define GEN_PASS_DEF_FOLDBATCHNORMPASS
+#include "passes/Passes.h.inc"
+} // namespace mc
+
+using namespace mlir;
+
+namespace {
+
+/// The f32 values of a constant tensor: an mc.constant or the value of the
+/// immutable global an ml_program.global_load_const reads.
+std::optional<std::vector<double>> constantValues(Value v) {
+  Operation* def = v.getDefiningOp();
+  if (!def)
+    return std::nullopt;
+  Attribute value;
+  if (auto c = llvm::dyn_cast<mc::ConstantOp>(def)) {
+    value = c.getValue();
+  } else if (auto load = llvm::dyn_cast<ml_program::GlobalLoadConstOp>(def)) {
+    auto global = SymbolTable::lookupNearestSymbolFrom<ml_program::GlobalOp>(
+        def, load.getGlobalAttr());
+    if (!global || global.getIsMutable())
+      return std::nullopt;
+    value = global.getValueAttr();
+  }
+  auto dense = llvm::dyn_cast_or_null<DenseElementsAttr>(value);
+  if (!dense || !dense.getElementType().isF32())
+    return std::nullopt;
+  std::vector<double> out;
+  out.reserve(dense.getNumElements());
+  for (float f : dense.getValues<float>())
+    out.push_back(f);
+  return out;
+}
+
+struct FoldBatchNormPass
+    : mc::impl::FoldBatchNormPassBase<FoldBatchNormPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    auto fn = llvm::dyn_cast_or_null<func::FuncOp>(
+        mc::findEntryFunction(getOperation(), entry));
+    if (!fn)
+      return signalPassFailure();
+    SmallVector<mc::BatchNormOp> norms;
+    fn.walk([&](mc::BatchNormOp bn) { norms.push_back(bn); });
+    for (mc::BatchNormOp bn : norms)
+      fold(bn);
+  }
+
+  void fold(mc::BatchNormOp bn) {
+    if (bn.getFeatureAxis() != 1)
+      return;
+    // conv, or conv + broadcast(bias) along dim 1.
+    Value x = bn.getInput();
+    Operation* biasAdd = nullptr;
+    std::optional<std::vector<double>> bias;
+    if (auto add = x.getDefiningOp<mc::AddOp>()) {
+      for (int side = 0; side < 2 && !bias; ++side) {
+        auto bcast =
+            add->getOperand(1 - side).getDefiningOp<mc::BroadcastInDimOp>();
+        if (!bcast || bcast.getDims().size() != 1 || bcast.getDims()[0] != 1 ||
+            !add->getOperand(side).getDefiningOp<mc::Conv2dOp>())
+          continue;
+        bias = constantValues(bcast.getInput());
+        if (bias) {
+          biasAdd = add;
+          x = add->getOperand(side);
+        }
+      }
+    }
+    auto conv = x.getDefiningOp<mc::Conv2dOp>();
+    if (!conv || !conv->hasOneUse() || (biasAdd && !biasAdd->hasOneUse()))
+      return;
+    auto wType = llvm::cast<RankedTensorType>(conv.getWeight().getType());
+    auto w = constantValues(conv.getWeight());
+    auto scale = constantValues(bn.getScale());
+    auto offset = constantValues(bn.getOffset());
+    auto mean = constantValues(bn.getMean());
+    auto var = constantValues(bn.getVariance());
+    if (!w || !scale || !offset || !mean || !var || !wType.hasStaticShape())
+      return;
+    int64_t channels = wType.getDimSize(0);
+    if (int64_t(scale->size()) != channels ||
+        (bias && int64_t(bias->size()) != channels))
+      return;
+    double eps = bn.getEpsilon().convertToDouble();
+    int64_t per = channels ? int64_t(w->size()) / channels : 0;
+    std::vector<float> newW(w->size()), newB(channels);
+    for (int64_t c = 0; c < channels; ++c) {
+      double s = (*scale)[c] / std::sqrt((*var)[c] + eps);
+      for (int64_t k = 0; k < per; ++k)
+        newW[c * per + k] = float((*w)[c * per + k] * s);
+      double b0 = bias ? (*bias)[c] : 0.0;
+      newB[c] = float((b0 - (*mean)[c]) * s + (*offset)[c]);
+    }
+    OpBuilder b(bn);
+    Location loc = bn.getLoc();
+    auto bType = RankedTensorType::get({channels}, wType.getElementType());
+    auto wConst = b.create<mc::ConstantOp>(
+        loc, DenseElementsAttr::get(wType, llvm::ArrayRef<float>(newW)));
+    auto bConst = b.create<mc::ConstantOp>(
+        loc, DenseElementsAttr::get(bType, llvm::ArrayRef<float>(newB)));
+    auto newConv = llvm::cast<mc::Conv2dOp>(b.clone(*conv));
+    newConv->setOperand(1, wConst.getResult());
+    auto outType = bn.getResult().getType();
+    auto bcast = b.create<mc::BroadcastInDimOp>(
+        loc, outType, bConst.getResult(), b.getDenseI64ArrayAttr({1}));
+    auto sum = b.create<mc::AddOp>(loc, newConv.getResult(), bcast.getResult());
+    bn.getResult().replaceAllUsesWith(sum.getResult());
+    bn.erase();
+    if (biasAdd)
+      biasAdd->erase();
+    conv.erase();
+  }
+};
+
+} // namespace

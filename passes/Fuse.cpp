@@ -1,0 +1,230 @@
+// mc-fuse: producer-consumer chains of elementwise ops, and the epilogue of
+// a matmul or conv2d, grouped into mc.fused regions (rules in Passes.td).
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
+
+#include <queue>
+
+namespace mc {
+#define GEN_PASS_DEF_FUSEPASS
+#include "passes/Passes.h.inc"
+} // namespace mc
+
+using namespace mlir;
+
+namespace {
+
+/// The registry entry of an mc op; null for anything else.
+const mc::rt::OpInfo* registryInfo(Operation* op) {
+  mc::rt::OpId id;
+  if (!llvm::isa<mc::MCDialect>(op->getDialect()) ||
+      !mc::rt::findOp(op->getName().getStringRef(), &id))
+    return nullptr;
+  return &mc::rt::opInfo(id);
+}
+
+bool fusibleElementType(Type t) {
+  auto tensor = llvm::dyn_cast<RankedTensorType>(t);
+  if (!tensor)
+    return false;
+  Type e = tensor.getElementType();
+  return e.isF32() || e.isF16() || e.isBF16() || e.isInteger(1);
+}
+
+/// Whether every operand and result of `op` has an element type fused
+/// regions compute in.
+bool fusibleTypes(Operation* op) {
+  for (Type t : op->getOperandTypes())
+    if (!fusibleElementType(t))
+      return false;
+  for (Type t : op->getResultTypes())
+    if (!fusibleElementType(t))
+      return false;
+  return true;
+}
+
+ArrayRef<int64_t> shapeOf(Value v) {
+  return llvm::cast<RankedTensorType>(v.getType()).getShape();
+}
+
+bool isElementwise(Operation* op) {
+  const mc::rt::OpInfo* info = registryInfo(op);
+  return info && info->fusible && !llvm::isa<mc::BroadcastInDimOp>(op) &&
+         op->getNumResults() == 1 && fusibleTypes(op);
+}
+
+bool isAnchor(Operation* op) {
+  const mc::rt::OpInfo* info = registryInfo(op);
+  return info && info->epilogueAnchor && op->getNumResults() == 1 &&
+         fusibleTypes(op);
+}
+
+bool isSplatConstant(Operation* op) {
+  auto c = llvm::dyn_cast<mc::ConstantOp>(op);
+  if (!c)
+    return false;
+  auto dense = llvm::dyn_cast<DenseElementsAttr>(c.getValue());
+  return dense && dense.isSplat();
+}
+
+struct Group {
+  Operation* root = nullptr;
+  llvm::SmallPtrSet<Operation*, 16> members;
+  /// Broadcasts read by the group that other ops also use: cloned in.
+  llvm::SmallPtrSet<Operation*, 4> clonedLoads;
+  bool hasAnchor = false;
+};
+
+struct FusePass : mc::impl::FusePassBase<FusePass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    auto fn = llvm::dyn_cast_or_null<func::FuncOp>(
+        mc::findEntryFunction(getOperation(), entry));
+    if (!fn)
+      return signalPassFailure();
+    Block& block = fn.getBody().front();
+    llvm::DenseMap<Operation*, unsigned> position;
+    unsigned n = 0;
+    for (Operation& op : block)
+      position[&op] = n++;
+
+    llvm::DenseSet<Operation*> taken;
+    std::vector<Group> groups;
+    // Roots from the end: a region grows backwards from its last op, so a
+    // consumer claims its producers before they can start regions of
+    // their own.
+    for (Operation& op : llvm::reverse(block)) {
+      if (taken.contains(&op) || !isElementwise(&op))
+        continue;
+      Group g = grow(&op, position, taken);
+      if (g.members.size() + g.clonedLoads.size() < 2)
+        continue;
+      for (Operation* m : g.members)
+        taken.insert(m);
+      groups.push_back(std::move(g));
+    }
+    for (Group& g : groups)
+      outline(g, position);
+  }
+
+  /// The largest region ending at `root` under the rules.
+  Group grow(Operation* root,
+             const llvm::DenseMap<Operation*, unsigned>& position,
+             const llvm::DenseSet<Operation*>& taken) {
+    Group g;
+    g.root = root;
+    g.members.insert(root);
+    ArrayRef<int64_t> shape = shapeOf(root->getResult(0));
+    // Producers in decreasing program order: every user of a producer comes
+    // after it, so when it is considered, each of its users that will ever
+    // join has joined already.
+    auto later = [&](Operation* a, Operation* b) {
+      return position.lookup(a) < position.lookup(b);
+    };
+    std::priority_queue<Operation*, std::vector<Operation*>, decltype(later)>
+        queue(later);
+    llvm::SmallPtrSet<Operation*, 16> queued;
+    auto pushOperands = [&](Operation* op) {
+      for (Value v : op->getOperands()) {
+        Operation* def = v.getDefiningOp();
+        if (def && def->getBlock() == root->getBlock() &&
+            queued.insert(def).second)
+          queue.push(def);
+      }
+    };
+    pushOperands(root);
+    while (!queue.empty()) {
+      Operation* p = queue.top();
+      queue.pop();
+      if (taken.contains(p) || p->getNumResults() != 1 ||
+          shapeOf(p->getResult(0)) != shape)
+        continue;
+      bool allUsersInside = llvm::all_of(p->getUsers(), [&](Operation* u) {
+        return g.members.contains(u);
+      });
+      if (auto b = llvm::dyn_cast<mc::BroadcastInDimOp>(p)) {
+        if (!fusibleTypes(p))
+          continue;
+        // A load: its operand is read as an input. Cloned when something
+        // outside the region reads it too.
+        if (allUsersInside)
+          g.members.insert(p);
+        else
+          g.clonedLoads.insert(p);
+        continue;
+      }
+      if (!allUsersInside)
+        continue;
+      // Anchors and broadcasts inside a region read only its inputs.
+      bool readAsInput = llvm::any_of(p->getUsers(), [](Operation* u) {
+        return isAnchor(u) || llvm::isa<mc::BroadcastInDimOp>(u);
+      });
+      if (readAsInput)
+        continue;
+      if (isElementwise(p)) {
+        g.members.insert(p);
+        pushOperands(p);
+        continue;
+      }
+      if (epilogues && !g.hasAnchor && isAnchor(p)) {
+        g.members.insert(p);
+        g.hasAnchor = true;
+        continue;
+      }
+    }
+    // An anchor must be the region's first op: everything else in the
+    // region reads it, directly or not, or reads only inputs.
+    return g;
+  }
+
+  void outline(Group& g, const llvm::DenseMap<Operation*, unsigned>& position) {
+    SmallVector<Operation*> ops(g.members.begin(), g.members.end());
+    for (Operation* c : g.clonedLoads)
+      ops.push_back(c);
+    llvm::sort(ops, [&](Operation* a, Operation* b) {
+      return position.lookup(a) < position.lookup(b);
+    });
+    // An anchor leads: move it to the front (it reads only inputs, so the
+    // order of the rest is unchanged and still valid).
+    auto anchorIt = llvm::find_if(ops, [](Operation* op) {
+      return isAnchor(op);
+    });
+    if (g.hasAnchor && anchorIt != ops.end())
+      std::rotate(ops.begin(), anchorIt, anchorIt + 1);
+    llvm::SmallPtrSet<Operation*, 16> inRegion(ops.begin(), ops.end());
+    // Inputs: values defined outside the region, in order of first use.
+    llvm::SetVector<Value> inputs;
+    for (Operation* op : ops)
+      for (Value v : op->getOperands()) {
+        Operation* def = v.getDefiningOp();
+        if (!def || !inRegion.contains(def))
+          inputs.insert(v);
+      }
+    OpBuilder b(g.root);
+    Value result = g.root->getResult(0);
+    auto fused = b.create<mc::FusedOp>(g.root->getLoc(), result.getType(),
+                                       inputs.getArrayRef());
+    Block* body = b.createBlock(&fused.getBody());
+    IRMapping map;
+    for (Value v : inputs)
+      map.map(v, body->addArgument(v.getType(), v.getLoc()));
+    b.setInsertionPointToStart(body);
+    for (Operation* op : ops)
+      b.clone(*op, map);
+    b.create<mc::YieldOp>(g.root->getLoc(), map.lookup(result));
+    result.replaceAllUsesWith(fused.getResult());
+    for (Operation* op : llvm::reverse(ops))
+      if (!g.clonedLoads.contains(op))
+        op->erase();
+  }
+};
+
+} // namespace

@@ -1,0 +1,420 @@
+// The CPU kernel of a fused region (mc.fused, made by mc-fuse): one pass
+// over memory. The output is cut into tiles that stay in cache; for each
+// tile, the region's inputs are loaded (copied, broadcast or splat) into
+// per-thread tile buffers and the body's ops run on those buffers, one
+// after the other, through the same registered kernels an unfused step
+// runs, so a fused result is the unfused result bit for bit ("one source
+// of numerical truth"). Only the last op's tile is written to memory.
+//
+// A region led by a matmul or conv2d (its epilogue) runs the anchor first
+// (through oneDNN's post-ops when the epilogue is what the library can fuse,
+// else its own kernel into the output) and then the elementwise rest over
+// tiles of its result, in place.
+#include "modelc/device.h"
+#include "modelc/shapes.h"
+
+#include "../Parallel.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+namespace mc::rt {
+namespace {
+
+/// Elements per tile: the body's values for one tile stay in L1/L2.
+constexpr int64_t kTile = 2048;
+
+/// How a region input becomes a tile of output-shaped values.
+struct Load {
+  const uint8_t* data = nullptr;
+  size_t elemSize = 0;
+  /// Per output dim: the input's element stride (0 where it broadcasts).
+  std::vector<int64_t> strides;
+  bool contiguous = false; // the output's own layout: a plain copy
+  bool splat = false;      // one element everywhere
+};
+
+/// Copies elements [start, start + n) of the output-shaped view of `load`
+/// into dst.
+void loadTile(const Load& load, const Shape& outShape, int64_t start,
+              int64_t n, uint8_t* dst) {
+  size_t es = load.elemSize;
+  if (load.contiguous) {
+    std::memcpy(dst, load.data + start * es, n * es);
+    return;
+  }
+  if (load.splat) {
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(dst + i * es, load.data, es);
+    return;
+  }
+  // The multi-index of `start`, then runs along the last dim.
+  size_t rank = outShape.size();
+  std::vector<int64_t> idx(rank, 0);
+  int64_t rem = start, offset = 0;
+  for (size_t d = rank; d-- > 0;) {
+    idx[d] = rem % outShape[d];
+    rem /= outShape[d];
+    offset += idx[d] * load.strides[d];
+  }
+  int64_t inner = outShape[rank - 1], innerStride = load.strides[rank - 1];
+  int64_t done = 0;
+  while (done < n) {
+    int64_t run = std::min(n - done, inner - idx[rank - 1]);
+    uint8_t* out = dst + done * es;
+    if (innerStride == 0) {
+      for (int64_t i = 0; i < run; ++i)
+        std::memcpy(out + i * es, load.data + offset * es, es);
+    } else if (innerStride == 1) {
+      std::memcpy(out, load.data + offset * es, run * es);
+    } else {
+      for (int64_t i = 0; i < run; ++i)
+        std::memcpy(out + i * es, load.data + (offset + i * innerStride) * es,
+                    es);
+    }
+    done += run;
+    // Advance the multi-index by `run` (to the start of the next row).
+    offset += run * innerStride;
+    idx[rank - 1] += run;
+    for (size_t d = rank - 1; d > 0 && idx[d] == outShape[d]; --d) {
+      offset -= idx[d] * load.strides[d];
+      idx[d] = 0;
+      ++idx[d - 1];
+      offset += load.strides[d - 1];
+    }
+  }
+}
+
+/// Row-major element strides of `shape`.
+std::vector<int64_t> contiguousStrides(const Shape& shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;)
+    s[d - 1] = s[d] * shape[d];
+  return s;
+}
+
+/// The body's ops bound to the tile buffers of one thread, for tiles of
+/// one length.
+struct TilePlan {
+  std::vector<BoundKernel> kernels; // one per elementwise body op
+};
+
+struct FusedState {
+  Shape outShape;
+  int64_t total = 0;
+  size_t numInputs = 0;
+  /// Value numbers (inputs first, then body results) and their dtypes.
+  std::vector<DType> dtypes;
+  /// value -> the load that fills its tile (inputs and broadcasts), or -1.
+  std::vector<int> loadOf;
+  std::vector<Load> loads;
+  /// value -> byte offset of its tile buffer inside a thread's slot, or -1
+  /// (an input read only through broadcasts has no tile of its own).
+  std::vector<int64_t> tileOffset;
+  size_t slotBytes = 0;
+  int slots = 1;
+  /// The body ops run per tile (body index), after the anchor and loads.
+  std::vector<size_t> computeOps;
+  /// Per slot: plans for full tiles and for the last, shorter one.
+  std::vector<TilePlan> full, tail;
+  int64_t tailLength = 0;
+  // The anchor (body op 0 when it is a matmul or conv2d).
+  BoundKernel anchor;
+  size_t anchorWorkspace = 0;
+  int64_t anchorValue = -1;     // its value number
+  bool anchorInOutput = false;  // written straight into the output buffer
+  size_t anchorScratchOffset = 0, anchorScratchBytes = 0;
+  size_t slotsOffset = 0;
+  uint8_t* output = nullptr;
+  size_t outElemSize = 0;
+  int64_t resultValue = 0;
+  /// The region's ops, owned here: the bound kernels refer to them.
+  std::vector<RegionOp> body;
+};
+
+Status bindTilePlan(const KernelRequest& r, const std::vector<RegionOp>& body,
+                    FusedState& st, uint8_t* slot, int64_t length,
+                    TilePlan* plan) {
+  for (size_t k : st.computeOps) {
+    const RegionOp& op = body[k];
+    KernelFactory factory = findKernel(r.device.kind(), op.op);
+    if (!factory)
+      return Status::error(std::string("fused region: device ") +
+                           r.device.name() + " has no kernel for mc." +
+                           opName(op.op));
+    std::vector<ConstTensor> ins;
+    for (uint32_t v : op.operands)
+      ins.push_back(ConstTensor{st.dtypes[v], Shape{length},
+                                slot + st.tileOffset[v]});
+    int64_t value = int64_t(st.numInputs + k);
+    MutTensor out{op.dtype, Shape{length}, slot + st.tileOffset[value]};
+    BoundKernel kernel;
+    size_t scratch = 0;
+    Status s = factory(KernelRequest{op.op, op.attrs, ins, out, r.device},
+                       &kernel, &scratch);
+    if (!s)
+      return Status::error(std::string("fused region, mc.") + opName(op.op) +
+                           ": " + s.message());
+    if (scratch)
+      return Status::error(std::string("fused region: mc.") + opName(op.op) +
+                           " needs scratch memory, which a fused tile cannot "
+                           "give it");
+    plan->kernels.push_back(std::move(kernel));
+  }
+  return Status::ok();
+}
+
+Status fusedKernel(const KernelRequest& r, BoundKernel* out,
+                   size_t* workspaceBytes) {
+  if (!r.body || r.body->empty())
+    return Status::error("mc.fused: the step has no body");
+  const std::vector<RegionOp>& body = *r.body;
+  auto st = std::make_shared<FusedState>();
+  st->outShape = r.output.shape;
+  st->total = numElements(r.output.shape);
+  st->numInputs = r.inputs.size();
+  st->output = static_cast<uint8_t*>(r.output.data);
+  st->outElemSize = dtypeSize(r.output.dtype);
+  size_t numValues = r.inputs.size() + body.size();
+  st->dtypes.resize(numValues);
+  st->loadOf.assign(numValues, -1);
+  st->tileOffset.assign(numValues, -1);
+  st->resultValue = int64_t(numValues) - 1;
+  for (size_t i = 0; i < r.inputs.size(); ++i)
+    st->dtypes[i] = r.inputs[i].dtype;
+  for (size_t k = 0; k < body.size(); ++k)
+    st->dtypes[r.inputs.size() + k] = body[k].dtype;
+
+  // Value `v` is read as an output-shaped tile: an input of the output's
+  // shape is copied, one of rank 0 is splat.
+  auto directLoad = [&](uint32_t v) -> Status {
+    if (st->loadOf[v] >= 0)
+      return Status::ok();
+    const ConstTensor& in = r.inputs[v];
+    Load l;
+    l.data = static_cast<const uint8_t*>(in.data);
+    l.elemSize = dtypeSize(in.dtype);
+    if (in.shape == st->outShape)
+      l.contiguous = true;
+    else if (numElements(in.shape) == 1 && in.shape.empty())
+      l.splat = true;
+    else
+      return Status::error("mc.fused: input " + std::to_string(v) +
+                           " has shape " + shapeString(in.shape) +
+                           ", neither the output's " +
+                           shapeString(st->outShape) +
+                           " nor a scalar; broadcast it in the region");
+    st->loads.push_back(std::move(l));
+    st->loadOf[v] = int(st->loads.size() - 1);
+    return Status::ok();
+  };
+
+  size_t first = 0;
+  if (opInfo(body[0].op).epilogueAnchor) {
+    // The anchor: its registered kernel on the whole tensors, writing the
+    // output buffer when the dtypes agree, else scratch.
+    const RegionOp& a = body[0];
+    first = 1;
+    std::vector<ConstTensor> ins;
+    for (uint32_t v : a.operands) {
+      if (v >= r.inputs.size())
+        return Status::error("mc.fused: the anchor must read inputs only");
+      ins.push_back(r.inputs[v]);
+    }
+    st->anchorValue = int64_t(r.inputs.size());
+    st->anchorInOutput = a.dtype == r.output.dtype;
+    st->anchorScratchBytes =
+        st->anchorInOutput ? 0
+                           : size_t(st->total) * dtypeSize(a.dtype);
+    KernelFactory factory = findKernel(r.device.kind(), a.op);
+    if (!factory)
+      return Status::error(std::string("fused region: device ") +
+                           r.device.name() + " has no kernel for mc." +
+                           opName(a.op));
+    // The anchor's output is bound below, once the workspace layout is
+    // known; its own scratch comes first in the workspace.
+    (void)ins;
+  }
+  // Loads for broadcasts and for inputs read directly.
+  for (size_t k = first; k < body.size(); ++k) {
+    const RegionOp& op = body[k];
+    uint32_t value = uint32_t(r.inputs.size() + k);
+    if (op.op == OpId::BroadcastInDim) {
+      if (op.operands.size() != 1 || op.operands[0] >= r.inputs.size())
+        return Status::error("mc.fused: a broadcast must read an input");
+      const ConstTensor& in = r.inputs[op.operands[0]];
+      std::vector<int64_t> dims = op.attrs.getInts("dims");
+      Status rule = shapes::broadcastInDim(in.shape, dims, st->outShape);
+      if (!rule)
+        return Status::error("mc.fused: " + rule.message());
+      Load l;
+      l.data = static_cast<const uint8_t*>(in.data);
+      l.elemSize = dtypeSize(in.dtype);
+      l.strides.assign(st->outShape.size(), 0);
+      std::vector<int64_t> inStrides = contiguousStrides(in.shape);
+      for (size_t d = 0; d < dims.size(); ++d)
+        if (in.shape[d] != 1)
+          l.strides[dims[d]] = inStrides[d];
+      l.splat = std::all_of(l.strides.begin(), l.strides.end(),
+                            [](int64_t s) { return s == 0; });
+      l.contiguous = !l.splat && in.shape == st->outShape &&
+                     l.strides == contiguousStrides(st->outShape);
+      if (st->outShape.empty())
+        l.splat = true;
+      st->loads.push_back(std::move(l));
+      st->loadOf[value] = int(st->loads.size() - 1);
+      continue;
+    }
+    st->computeOps.push_back(k);
+    for (uint32_t v : op.operands) {
+      if (v >= value)
+        return Status::error("mc.fused: body op " + std::to_string(k) +
+                             " reads a value defined after it");
+      if (v < r.inputs.size())
+        MC_RETURN_IF_ERROR(directLoad(v));
+    }
+  }
+  // The anchor's result is read back from where it was written.
+  if (st->anchorValue >= 0) {
+    Load l;
+    l.data = st->anchorInOutput ? st->output : nullptr; // scratch: at run
+    l.elemSize = dtypeSize(body[0].dtype);
+    l.contiguous = true;
+    st->loads.push_back(l);
+    st->loadOf[st->anchorValue] = int(st->loads.size() - 1);
+  }
+  // Tile buffers: every value a compute op reads or writes.
+  for (size_t v = 0; v < numValues; ++v) {
+    bool used = v == size_t(st->resultValue);
+    for (size_t k : st->computeOps)
+      for (uint32_t o : body[k].operands)
+        used |= o == v;
+    for (size_t k : st->computeOps)
+      used |= v == r.inputs.size() + k;
+    if (!used)
+      continue;
+    st->tileOffset[v] = int64_t(st->slotBytes);
+    st->slotBytes += (size_t(kTile) * dtypeSize(st->dtypes[v]) + 63) / 64 * 64;
+  }
+  if (st->computeOps.empty())
+    return Status::error("mc.fused: the region computes nothing");
+  int64_t tiles = (st->total + kTile - 1) / kTile;
+  st->slots = int(std::max<int64_t>(
+      1, std::min<int64_t>(detail::maxThreads(), tiles)));
+  st->tailLength = st->total - (tiles - 1) * kTile;
+
+  // Workspace: [anchor scratch][anchor result if not in output][slots].
+  size_t offset = 0;
+  if (st->anchorValue >= 0) {
+    const RegionOp& a = body[0];
+    std::vector<ConstTensor> ins;
+    for (uint32_t v : a.operands)
+      ins.push_back(r.inputs[v]);
+    // Bound twice: first to learn its scratch, then into its place.
+    KernelFactory factory = findKernel(r.device.kind(), a.op);
+    size_t anchorScratch = 0;
+    BoundKernel probe;
+    MutTensor probeOut{a.dtype, st->outShape, st->output};
+    MC_RETURN_IF_ERROR(factory(KernelRequest{a.op, a.attrs, ins, probeOut,
+                                             r.device},
+                               &probe, &anchorScratch));
+    st->anchorWorkspace = anchorScratch;
+    offset = (anchorScratch + 63) / 64 * 64;
+    st->anchorScratchOffset = offset;
+    offset += (st->anchorScratchBytes + 63) / 64 * 64;
+    if (st->anchorInOutput) {
+      st->anchor = std::move(probe);
+    } else {
+      // Written into the workspace: bound at run time (the workspace's
+      // address is known only then), see below.
+      st->anchor = nullptr;
+    }
+  }
+  st->slotsOffset = offset;
+  *workspaceBytes = offset + st->slotBytes * size_t(st->slots);
+
+  // The tile kernels, bound to slot addresses relative to a null base and
+  // rebound on the first run (the workspace is the session's, fixed once
+  // allocated): see `ensureBound`.
+  st->body = body;
+  auto kernel = [st, inputs = r.inputs, &device = r.device,
+                 boundTo = static_cast<uint8_t*>(nullptr)](
+                    void* workspace) mutable -> Status {
+    uint8_t* ws = static_cast<uint8_t*>(workspace);
+    const std::vector<RegionOp>& bodyCopy = st->body;
+    OpAttrs none;
+    KernelRequest r{OpId::Fused, none, inputs,
+                    MutTensor{DType::F32, st->outShape, st->output}, device,
+                    &st->body};
+    if (boundTo != ws) {
+      // (Re)bind the tile kernels and a scratch-writing anchor to this
+      // workspace. Sessions keep one workspace, so this runs once.
+      st->full.assign(st->slots, {});
+      st->tail.assign(st->slots, {});
+      for (int s = 0; s < st->slots; ++s) {
+        uint8_t* slot = ws + st->slotsOffset + size_t(s) * st->slotBytes;
+        MC_RETURN_IF_ERROR(
+            bindTilePlan(r, bodyCopy, *st, slot, kTile, &st->full[s]));
+        MC_RETURN_IF_ERROR(bindTilePlan(r, bodyCopy, *st, slot,
+                                        st->tailLength, &st->tail[s]));
+      }
+      if (st->anchorValue >= 0 && !st->anchorInOutput) {
+        const RegionOp& a = bodyCopy[0];
+        std::vector<ConstTensor> ins;
+        for (uint32_t v : a.operands)
+          ins.push_back(r.inputs[v]);
+        MutTensor o{a.dtype, st->outShape, ws + st->anchorScratchOffset};
+        size_t scratch = 0;
+        MC_RETURN_IF_ERROR(findKernel(r.device.kind(), a.op)(
+            KernelRequest{a.op, a.attrs, ins, o, r.device}, &st->anchor,
+            &scratch));
+        st->loads[st->loadOf[st->anchorValue]].data =
+            ws + st->anchorScratchOffset;
+      }
+      boundTo = ws;
+    }
+    if (st->anchorValue >= 0)
+      MC_RETURN_IF_ERROR(st->anchor(ws));
+    int64_t tiles = (st->total + kTile - 1) / kTile;
+    int slots = st->slots;
+    std::vector<Status> failures(size_t(slots), Status::ok());
+    FusedState& S = *st;
+    detail::parallelFor(slots, 1, [&](int64_t b, int64_t e) {
+      for (int64_t s = b; s < e; ++s) {
+        uint8_t* slot = ws + S.slotsOffset + size_t(s) * S.slotBytes;
+        // Slot s takes tiles s, s + slots, ...: the same bits whatever the
+        // split, since each tile is computed alone.
+        for (int64_t t = s; t < tiles; t += slots) {
+          int64_t start = t * kTile;
+          int64_t n = std::min(kTile, S.total - start);
+          for (size_t v = 0; v < S.loadOf.size(); ++v)
+            if (S.loadOf[v] >= 0 && S.tileOffset[v] >= 0)
+              loadTile(S.loads[S.loadOf[v]], S.outShape, start, n,
+                       slot + S.tileOffset[v]);
+          const TilePlan& plan = n == kTile ? S.full[s] : S.tail[s];
+          for (const BoundKernel& k : plan.kernels) {
+            Status status = k(nullptr);
+            if (!status) {
+              failures[size_t(s)] = status;
+              return;
+            }
+          }
+          std::memcpy(S.output + start * S.outElemSize,
+                      slot + S.tileOffset[S.resultValue], n * S.outElemSize);
+        }
+      }
+    });
+    for (const Status& f : failures)
+      if (!f)
+        return f;
+    return Status::ok();
+  };
+  *out = std::move(kernel);
+  return Status::ok();
+}
+
+MC_REGISTER_KERNEL(cpu, Fused, fusedKernel);
+
+} // namespace
+} // namespace mc::rt

@@ -1,0 +1,101 @@
+// RUN: modelc-opt %s -split-input-file -verify-diagnostics
+
+// One negative test per verifier error of mc.fused.
+
+func.func @arity(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{has 1 inputs but its body takes 2 arguments}}
+  %0 = mc.fused %x : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<4xf32>, %b: tensor<4xf32>):
+    %1 = mc.neg %a : tensor<4xf32>
+    mc.yield %1 : tensor<4xf32>
+  }
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @arg_type(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{input 0 has type 'tensor<4xf32>' but body argument 0 has type 'tensor<4xf16>'}}
+  %0 = mc.fused %x : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<4xf16>):
+    %1 = mc.cast %a : tensor<4xf16> to tensor<4xf32>
+    mc.yield %1 : tensor<4xf32>
+  }
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @yield_type(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{yields 'tensor<4xf16>' but its result has type 'tensor<4xf32>'}}
+  %0 = mc.fused %x : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<4xf32>):
+    %1 = mc.cast %a : tensor<4xf32> to tensor<4xf16>
+    mc.yield %1 : tensor<4xf16>
+  }
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @not_fusible(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %0 = mc.fused %x : (tensor<4x4xf32>) -> tensor<4x4xf32> {
+  ^bb0(%a: tensor<4x4xf32>):
+    // expected-error @+1 {{cannot be in an mc.fused region: only elementwise ops, after at most one matmul or conv2d as the first op}}
+    %1 = mc.softmax %a, axis = 1 : tensor<4x4xf32>
+    mc.yield %1 : tensor<4x4xf32>
+  }
+  return %0 : tensor<4x4xf32>
+}
+
+// -----
+
+func.func @anchor_not_first(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %0 = mc.fused %x : (tensor<4x4xf32>) -> tensor<4x4xf32> {
+  ^bb0(%a: tensor<4x4xf32>):
+    %1 = mc.neg %a : tensor<4x4xf32>
+    // expected-error @+1 {{cannot be in an mc.fused region}}
+    %2 = mc.matmul %1, %a : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+    mc.yield %2 : tensor<4x4xf32>
+  }
+  return %0 : tensor<4x4xf32>
+}
+
+// -----
+
+func.func @other_shape(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %0 = mc.fused %x : (tensor<4x4xf32>) -> tensor<4x4xf32> {
+  ^bb0(%a: tensor<4x4xf32>):
+    // expected-error @+1 {{computes a value of another shape than the region's result}}
+    %1 = mc.broadcast_in_dim %a, dims = [1, 2] : (tensor<4x4xf32>) -> tensor<2x4x4xf32>
+    %2 = mc.neg %a : tensor<4x4xf32>
+    mc.yield %2 : tensor<4x4xf32>
+  }
+  return %0 : tensor<4x4xf32>
+}
+
+// -----
+
+func.func @broadcast_of_value(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = mc.fused %x : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<4xf32>):
+    %1 = mc.neg %a : tensor<4xf32>
+    // expected-error @+1 {{must take the region's inputs as operands}}
+    %2 = mc.broadcast_in_dim %1, dims = [0] : (tensor<4xf32>) -> tensor<4xf32>
+    mc.yield %2 : tensor<4xf32>
+  }
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+ml_program.global private @g(dense<1.0> : tensor<4xf32>) : tensor<4xf32>
+func.func @foreign(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = mc.fused %x : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<4xf32>):
+    // expected-error @+1 {{cannot be in an mc.fused region (only mc ops of the registry)}}
+    %1 = ml_program.global_load_const @g : tensor<4xf32>
+    mc.yield %1 : tensor<4xf32>
+  }
+  return %0 : tensor<4xf32>
+}

@@ -1,0 +1,213 @@
+// RUN: modelc-opt %s -split-input-file --mc-fuse | FileCheck %s
+// RUN: modelc-opt %s -split-input-file --mc-fuse="epilogues=false" | FileCheck %s --check-prefix=NOEPI
+
+// One test per rule of mc-fuse (passes/Passes.td), with the cases that must
+// not fuse.
+
+// A chain of elementwise ops, a broadcast load and a splat constant: one
+// region; the splat is an input, the broadcast is inside.
+// CHECK-LABEL: func.func @chain
+// CHECK: %[[C:.*]] = mc.constant dense<2.000000e+00> : tensor<8x4xf32>
+// CHECK: %[[F:.*]] = mc.fused %{{.*}}, %[[C]], %{{.*}} : (tensor<8x4xf32>, tensor<8x4xf32>, tensor<4xf32>) -> tensor<8x4xf32> {
+// CHECK-NEXT: ^bb0(%[[X:.*]]: tensor<8x4xf32>, %[[S:.*]]: tensor<8x4xf32>, %[[B:.*]]: tensor<4xf32>):
+// CHECK-NEXT:   %[[M:.*]] = mc.mul %[[X]], %[[S]]
+// CHECK-NEXT:   %[[BB:.*]] = mc.broadcast_in_dim %[[B]], dims = [1]
+// CHECK-NEXT:   %[[A:.*]] = mc.add %[[M]], %[[BB]]
+// CHECK-NEXT:   %[[R:.*]] = mc.relu %[[A]]
+// CHECK-NEXT:   mc.yield %[[R]] : tensor<8x4xf32>
+// CHECK-NEXT: }
+// CHECK-NEXT: return %[[F]]
+func.func @chain(%x: tensor<8x4xf32>, %b: tensor<4xf32>) -> tensor<8x4xf32> {
+  %c = mc.constant dense<2.0> : tensor<8x4xf32>
+  %0 = mc.mul %x, %c : tensor<8x4xf32>
+  %1 = mc.broadcast_in_dim %b, dims = [1] : (tensor<4xf32>) -> tensor<8x4xf32>
+  %2 = mc.add %0, %1 : tensor<8x4xf32>
+  %3 = mc.relu %2 : tensor<8x4xf32>
+  return %3 : tensor<8x4xf32>
+}
+
+// -----
+
+// A value used outside the region is not recomputed: the region stops
+// there and it stays its own op (never duplicate work).
+// CHECK-LABEL: func.func @shared_producer
+// CHECK: %[[E:.*]] = mc.exp %arg0
+// CHECK: %[[F:.*]] = mc.fused %[[E]]
+// CHECK:   mc.neg
+// CHECK:   mc.tanh
+// CHECK: }
+// CHECK: return %[[E]], %[[F]]
+func.func @shared_producer(%x: tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>) {
+  %0 = mc.exp %x : tensor<16xf32>
+  %1 = mc.neg %0 : tensor<16xf32>
+  %2 = mc.tanh %1 : tensor<16xf32>
+  return %0, %2 : tensor<16xf32>, tensor<16xf32>
+}
+
+// -----
+
+// A diamond whose producer's users are all in the region joins it.
+// CHECK-LABEL: func.func @diamond
+// CHECK: mc.fused %arg0 : (tensor<16xf32>) -> tensor<16xf32>
+// CHECK:   mc.sigmoid
+// CHECK:   mc.exp
+// CHECK:   mc.log
+// CHECK:   mc.mul
+// CHECK-NOT: mc.fused
+func.func @diamond(%x: tensor<16xf32>) -> tensor<16xf32> {
+  %0 = mc.sigmoid %x : tensor<16xf32>
+  %1 = mc.exp %0 : tensor<16xf32>
+  %2 = mc.log %0 : tensor<16xf32>
+  %3 = mc.mul %1, %2 : tensor<16xf32>
+  return %3 : tensor<16xf32>
+}
+
+// -----
+
+// A broadcast read by a region and by another op is cloned into the
+// region and kept for the other reader (a load is cheap to repeat).
+// CHECK-LABEL: func.func @shared_broadcast
+// CHECK: %[[BB:.*]] = mc.broadcast_in_dim %arg1
+// CHECK: mc.fused %arg1, %arg0
+// CHECK:   mc.broadcast_in_dim
+// CHECK:   mc.add
+// CHECK:   mc.relu
+// CHECK: }
+// CHECK: mc.reduce_sum %[[BB]]
+func.func @shared_broadcast(%x: tensor<8x4xf32>, %b: tensor<4xf32>) -> (tensor<8x4xf32>, tensor<4xf32>) {
+  %0 = mc.broadcast_in_dim %b, dims = [1] : (tensor<4xf32>) -> tensor<8x4xf32>
+  %1 = mc.add %x, %0 : tensor<8x4xf32>
+  %2 = mc.relu %1 : tensor<8x4xf32>
+  %3 = mc.reduce_sum %0, dims = [0] : (tensor<8x4xf32>) -> tensor<4xf32>
+  return %2, %3 : tensor<8x4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// Epilogue: matmul + bias + gelu is one region led by the matmul. Without
+// epilogues the matmul stays a step and the rest fuses.
+// CHECK-LABEL: func.func @matmul_epilogue
+// CHECK: mc.fused %arg0, %arg1, %arg2 : (tensor<8x16xf32>, tensor<16x4xf32>, tensor<4xf32>) -> tensor<8x4xf32>
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   mc.matmul
+// CHECK-NEXT:   mc.broadcast_in_dim
+// CHECK-NEXT:   mc.add
+// CHECK-NEXT:   mc.gelu
+// NOEPI-LABEL: func.func @matmul_epilogue
+// NOEPI: %[[MM:.*]] = mc.matmul
+// NOEPI: mc.fused %arg2, %[[MM]]
+func.func @matmul_epilogue(%x: tensor<8x16xf32>, %w: tensor<16x4xf32>, %b: tensor<4xf32>) -> tensor<8x4xf32> {
+  %0 = mc.matmul %x, %w : tensor<8x16xf32>, tensor<16x4xf32> -> tensor<8x4xf32>
+  %1 = mc.broadcast_in_dim %b, dims = [1] : (tensor<4xf32>) -> tensor<8x4xf32>
+  %2 = mc.add %0, %1 : tensor<8x4xf32>
+  %3 = mc.gelu %2 : tensor<8x4xf32>
+  return %3 : tensor<8x4xf32>
+}
+
+// -----
+
+// Conv epilogue with a residual add: conv, bias, residual, relu in one
+// region (ResNet's basic block tail).
+// CHECK-LABEL: func.func @conv_residual
+// CHECK: mc.fused %arg0, %arg1, %arg2, %arg3
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   mc.conv2d
+// CHECK-NEXT:   mc.broadcast_in_dim
+// CHECK-NEXT:   mc.add
+// CHECK-NEXT:   mc.add
+// CHECK-NEXT:   mc.relu
+func.func @conv_residual(%x: tensor<1x4x8x8xf32>, %w: tensor<4x4x3x3xf32>, %b: tensor<4xf32>, %r: tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32> {
+  %0 = mc.conv2d %x, %w, strides = [1, 1], padding = [1, 1, 1, 1], dilation = [1, 1], groups = 1 : (tensor<1x4x8x8xf32>, tensor<4x4x3x3xf32>) -> tensor<1x4x8x8xf32>
+  %1 = mc.broadcast_in_dim %b, dims = [1] : (tensor<4xf32>) -> tensor<1x4x8x8xf32>
+  %2 = mc.add %0, %1 : tensor<1x4x8x8xf32>
+  %3 = mc.add %2, %r : tensor<1x4x8x8xf32>
+  %4 = mc.relu %3 : tensor<1x4x8x8xf32>
+  return %4 : tensor<1x4x8x8xf32>
+}
+
+// -----
+
+// Only one anchor per region: the second matmul's output feeds the first
+// region as an input; a matmul whose result is also returned stays alone.
+// CHECK-LABEL: func.func @anchor_used_outside
+// CHECK: %[[MM:.*]] = mc.matmul
+// CHECK: mc.fused %[[MM]]
+// CHECK-NOT: mc.matmul
+// CHECK: return
+func.func @anchor_used_outside(%x: tensor<8x8xf32>) -> (tensor<8x8xf32>, tensor<8x8xf32>) {
+  %0 = mc.matmul %x, %x : tensor<8x8xf32>, tensor<8x8xf32> -> tensor<8x8xf32>
+  %1 = mc.relu %0 : tensor<8x8xf32>
+  %2 = mc.neg %1 : tensor<8x8xf32>
+  return %0, %2 : tensor<8x8xf32>, tensor<8x8xf32>
+}
+
+// -----
+
+// Boundaries: softmax, layer_norm and reductions stay single steps, never
+// split; integer arithmetic stays unfused; a lone op stays itself.
+// CHECK-LABEL: func.func @boundaries
+// CHECK-NOT: mc.fused
+// CHECK: mc.softmax
+// CHECK: mc.add %{{.*}} : tensor<4xi32>
+// CHECK: mc.relu %{{.*}} : tensor<4xi32>
+// CHECK: mc.exp
+// CHECK: mc.reduce_sum
+func.func @boundaries(%x: tensor<4x8xf32>, %i: tensor<4xi32>) -> (tensor<4x8xf32>, tensor<4xi32>, tensor<4xf32>) {
+  %0 = mc.softmax %x, axis = 1 : tensor<4x8xf32>
+  %1 = mc.add %i, %i : tensor<4xi32>
+  %2 = mc.relu %1 : tensor<4xi32>
+  %3 = mc.exp %x : tensor<4x8xf32>
+  %4 = mc.reduce_sum %3, dims = [1] : (tensor<4x8xf32>) -> tensor<4xf32>
+  return %0, %2, %4 : tensor<4x8xf32>, tensor<4xi32>, tensor<4xf32>
+}
+
+// -----
+
+// Casts and compare/select fuse (AMP's casts are memory traffic too); the
+// i1 mask stays inside the region.
+// CHECK-LABEL: func.func @mixed_types
+// CHECK: mc.fused
+// CHECK:   mc.cast
+// CHECK:   mc.compare
+// CHECK:   mc.select
+// CHECK:   mc.cast
+// CHECK: }
+// CHECK-NOT: mc.compare
+func.func @mixed_types(%x: tensor<16xf32>, %y: tensor<16xf32>) -> tensor<16xf32> {
+  %0 = mc.cast %x : tensor<16xf32> to tensor<16xbf16>
+  %1 = mc.cast %y : tensor<16xf32> to tensor<16xbf16>
+  %2 = mc.compare GT, %0, %1 : (tensor<16xbf16>, tensor<16xbf16>) -> tensor<16xi1>
+  %3 = mc.select %2, %0, %1 : tensor<16xi1>, tensor<16xbf16>
+  %4 = mc.cast %3 : tensor<16xbf16> to tensor<16xf32>
+  return %4 : tensor<16xf32>
+}
+
+// -----
+
+// Globals and their stores are boundaries: the update's math fuses, the
+// store reads the region's result (state updates alias, so they stay
+// outside).
+// CHECK-LABEL: func.func @state_update
+// CHECK: %[[W:.*]] = ml_program.global_load @w
+// CHECK: %[[F:.*]] = mc.fused %arg0, %{{.*}}, %[[W]]
+// CHECK: ml_program.global_store @w = %[[F]]
+ml_program.global private mutable @w(dense<1.0> : tensor<4xf32>) : tensor<4xf32>
+func.func @state_update(%g: tensor<4xf32>) -> tensor<4xf32> {
+  %w = ml_program.global_load @w : tensor<4xf32>
+  %lr = mc.constant dense<0.1> : tensor<4xf32>
+  %0 = mc.mul %g, %lr : tensor<4xf32>
+  %1 = mc.sub %w, %0 : tensor<4xf32>
+  ml_program.global_store @w = %1 : tensor<4xf32>
+  return %1 : tensor<4xf32>
+}
+
+// -----
+
+// A dynamic batch fuses like a static one.
+// CHECK-LABEL: func.func @dynamic
+// CHECK: mc.fused %arg0 : (tensor<?x4xf32>) -> tensor<?x4xf32>
+func.func @dynamic(%x: tensor<?x4xf32>) -> tensor<?x4xf32> attributes {mc.batch = array<i64: 1, 8, 8>} {
+  %0 = mc.neg %x : tensor<?x4xf32>
+  %1 = mc.exp %0 : tensor<?x4xf32>
+  return %1 : tensor<?x4xf32>
+}
