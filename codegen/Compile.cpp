@@ -60,17 +60,22 @@ void printPlanStats(const Plan& plan) {
     if (s.body.empty())
       continue;
     ++regions;
-    regionOps += s.body.size();
     uint64_t elems = 1;
     for (int64_t d : plan.buffers[s.outputs[0]].shape)
       elems *= uint64_t(d);
-    for (size_t k = 0; k + 1 < s.body.size(); ++k)
-      unfused += elems * rt::dtypeSize(s.body[k].dtype);
+    // A reshape is a view, not a step, unfused too.
+    for (size_t k = 0; k < s.body.size(); ++k) {
+      if (s.body[k].op == rt::OpId::Reshape)
+        continue;
+      ++regionOps;
+      if (k + 1 < s.body.size())
+        unfused += elems * rt::dtypeSize(s.body[k].dtype);
+    }
   }
   unfused += written;
   llvm::errs() << "modelc: plan: " << plan.steps.size() << " steps ("
                << regions << " fused regions holding " << regionOps
-               << " ops; one step per op: "
+               << " steps' ops; one step per op: "
                << plan.steps.size() - regions + regionOps << "), "
                << written << " bytes of intermediates written per run (one "
                << "step per op: " << unfused << "), arena "

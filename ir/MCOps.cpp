@@ -548,7 +548,21 @@ LogicalResult FusedOp::verifyRegions() {
   ArrayRef<int64_t> shape =
       llvm::cast<RankedTensorType>(getResult().getType()).getShape();
   bool first = true;
+  Operation* anchorOp = nullptr;
   for (Operation& op : body.without_terminator()) {
+    // The anchor's reshape: right after it, to the region's shape.
+    if (auto r = llvm::dyn_cast<ReshapeOp>(op)) {
+      if (!anchorOp || r.getInput().getDefiningOp() != anchorOp ||
+          &op != anchorOp->getNextNode())
+        return op.emitOpError()
+               << "in an mc.fused region may only reshape the anchor's "
+                  "result, right after it";
+      if (llvm::cast<RankedTensorType>(r.getType()).getShape() != shape)
+        return op.emitOpError() << "computes a value of another shape than "
+                                   "the region's result "
+                                << getResult().getType();
+      continue;
+    }
     rt::OpId id;
     if (!llvm::isa<MCDialect>(op.getDialect()) ||
         !rt::findOp(op.getName().getStringRef(), &id))
@@ -557,13 +571,18 @@ LogicalResult FusedOp::verifyRegions() {
     const rt::OpInfo& info = rt::opInfo(id);
     bool anchor = first && info.epilogueAnchor;
     first = false;
+    if (anchor)
+      anchorOp = &op;
     if (!anchor && !info.fusible)
       return op.emitOpError()
              << "cannot be in an mc.fused region: only elementwise ops, "
                 "after at most one matmul or conv2d as the first op";
+    bool reshaped = anchor && op.getNextNode() &&
+                    llvm::isa<ReshapeOp>(op.getNextNode());
     if (op.getNumResults() != 1 ||
-        llvm::cast<RankedTensorType>(op.getResult(0).getType()).getShape() !=
-            shape)
+        (!reshaped &&
+         llvm::cast<RankedTensorType>(op.getResult(0).getType()).getShape() !=
+             shape))
       return op.emitOpError() << "computes a value of another shape than the "
                                  "region's result "
                               << getResult().getType();

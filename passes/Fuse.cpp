@@ -111,8 +111,15 @@ struct FusePass : mc::impl::FusePassBase<FusePass> {
         taken.insert(m);
       groups.push_back(std::move(g));
     }
-    for (Group& g : groups)
+    llvm::SetVector<Operation*> clonedLoads;
+    for (Group& g : groups) {
       outline(g, position);
+      clonedLoads.insert(g.clonedLoads.begin(), g.clonedLoads.end());
+    }
+    // A broadcast every reader of which cloned it is dead now.
+    for (Operation* op : clonedLoads)
+      if (op->use_empty())
+        op->erase();
   }
 
   /// The largest region ending at `root` under the rules.
@@ -147,6 +154,23 @@ struct FusePass : mc::impl::FusePassBase<FusePass> {
       if (taken.contains(p) || p->getNumResults() != 1 ||
           shapeOf(p->getResult(0)) != shape)
         continue;
+      // An anchor seen through a reshape (a Linear on [B, S, D] is a matmul
+      // on [B*S, D] reshaped back): the reshape keeps the elements' order,
+      // so the epilogue runs on the anchor's result as it lies in memory.
+      if (auto r = llvm::dyn_cast<mc::ReshapeOp>(p)) {
+        Operation* a = r.getInput().getDefiningOp();
+        bool usersInside = llvm::all_of(p->getUsers(), [&](Operation* u) {
+          return g.members.contains(u) && !isAnchor(u) &&
+                 !llvm::isa<mc::BroadcastInDimOp>(u);
+        });
+        if (epilogues && !g.hasAnchor && a && !taken.contains(a) &&
+            isAnchor(a) && a->hasOneUse() && usersInside && fusibleTypes(p)) {
+          g.members.insert(p);
+          g.members.insert(a);
+          g.hasAnchor = true;
+        }
+        continue;
+      }
       bool allUsersInside = llvm::all_of(p->getUsers(), [&](Operation* u) {
         return g.members.contains(u);
       });
@@ -197,8 +221,15 @@ struct FusePass : mc::impl::FusePassBase<FusePass> {
     auto anchorIt = llvm::find_if(ops, [](Operation* op) {
       return isAnchor(op);
     });
-    if (g.hasAnchor && anchorIt != ops.end())
+    if (g.hasAnchor && anchorIt != ops.end()) {
       std::rotate(ops.begin(), anchorIt, anchorIt + 1);
+      // Its reshape, if any, right after it.
+      auto reshapeIt = llvm::find_if(ops, [](Operation* op) {
+        return llvm::isa<mc::ReshapeOp>(op);
+      });
+      if (reshapeIt != ops.end())
+        std::rotate(ops.begin() + 1, reshapeIt, reshapeIt + 1);
+    }
     llvm::SmallPtrSet<Operation*, 16> inRegion(ops.begin(), ops.end());
     // Inputs: values defined outside the region, in order of first use.
     llvm::SetVector<Value> inputs;

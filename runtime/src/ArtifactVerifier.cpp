@@ -707,17 +707,39 @@ Status Verifier::checkFused(const fb::Step &step,
   // value number -> buffer index (inputs: their own buffers).
   std::vector<uint32_t> value(in.begin(), in.end());
   std::vector<uint32_t> splat(in.size(), UINT32_MAX);
+  int anchorId = int(OpId::Copy);
   for (flatbuffers::uoffset_t k = 0; k < body->size(); ++k) {
     const fb::RegionOp *r = body->Get(k);
     std::string opText = r->op() ? r->op()->str() : "";
     std::string bwhere = where + ", body op " + std::to_string(k) + " (mc." +
                          opText + ")";
     OpId id;
-    if (!findOp(opText, &id) || !opInfo(id).isStep)
+    if (!findOp(opText, &id) || (!opInfo(id).isStep && id != OpId::Reshape))
       return fail(bwhere + ": unknown op '" + opText + "'");
     const OpInfo &info = opInfo(id);
     bool anchor = k == 0 && info.epilogueAnchor;
     bool load = id == OpId::BroadcastInDim;
+    // The anchor's reshape (body op 1): its bytes, seen at the output's
+    // shape.
+    if (id == OpId::Reshape) {
+      if (k != 1 || !opInfo(OpId(anchorId)).epilogueAnchor || !r->operands() ||
+          r->operands()->size() != 1 ||
+          r->operands()->Get(0) != uint32_t(in.size()))
+        return fail(bwhere + ": a fused region may reshape only its anchor's "
+                             "result, right after it");
+      uint32_t a = value.back();
+      if (numElements(bufs_[a].shape) != numElements(outShape) ||
+          DType(r->dtype()) != bufs_[a].dtype)
+        return fail(bwhere + ": reshapes the anchor's " + bufDesc(a) +
+                    " to the output shape " + shapeString(outShape) +
+                    " and element type " + dtypeName(DType(r->dtype())) +
+                    ": the element count or type differs");
+      value.push_back(virtualBuffer(DType(r->dtype()),
+                                    "value " + std::to_string(value.size())));
+      continue;
+    }
+    if (k == 0)
+      anchorId = int(id);
     if (!anchor && !info.fusible)
       return fail(bwhere + ": cannot be in a fused region (only elementwise "
                            "ops, after at most one matmul or conv2d as the "
@@ -750,6 +772,20 @@ Status Verifier::checkFused(const fb::Step &step,
     MC_RETURN_IF_ERROR(checkAttrs(id, r->attrs(), bwhere));
     uint32_t result = virtualBuffer(DType(r->dtype()),
                                     "value " + std::to_string(value.size()));
+    // A reshaped anchor computes its own shape (by its rule).
+    bool reshaped = anchor && body->size() > 1 && body->Get(1)->op() &&
+                    body->Get(1)->op()->str() == "reshape";
+    if (reshaped) {
+      std::vector<Shape> shapes;
+      for (uint32_t b : operands)
+        shapes.push_back(bufs_[b].shape);
+      Shape own;
+      Status rule = shapes::anchorResult(id, attrs_, shapes, &own);
+      if (!rule)
+        return fail(bwhere + ": " + rule.message());
+      bufs_[result].shape = own;
+      bufs_[result].scale.clear();
+    }
     MC_RETURN_IF_ERROR(checkStepKind(id, step, operands, {result}, bwhere));
     value.push_back(result);
   }

@@ -234,6 +234,21 @@ Status matmul(const Dims &lhs, const Dims &rhs, bool transposeA,
   return Status::ok();
 }
 
+Status anchorResult(OpId op, const OpAttrs &attrs,
+                    const std::vector<Dims> &operands, Dims *out) {
+  if (operands.size() != 2)
+    return err(std::string("mc.") + opName(op) + " takes 2 operands, got " +
+               num(int64_t(operands.size())));
+  if (op == OpId::Matmul)
+    return matmul(operands[0], operands[1], attrs.getBool("transpose_a"),
+                  attrs.getBool("transpose_b"), out);
+  if (op == OpId::Conv2d)
+    return conv2d(operands[0], operands[1], attrs.getInts("strides"),
+                  attrs.getInts("padding"), attrs.getInts("dilation"),
+                  attrs.getInt("groups", 1), out);
+  return err(std::string("mc.") + opName(op) + " is not an epilogue anchor");
+}
+
 Status concat(const std::vector<Dims> &inputs, int64_t axis, Dims *out) {
   if (inputs.empty())
     return err("expects at least one input");

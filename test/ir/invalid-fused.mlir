@@ -99,3 +99,29 @@ func.func @foreign(%x: tensor<4xf32>) -> tensor<4xf32> {
   }
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+func.func @reshape_not_of_anchor(%x: tensor<8xf32>) -> tensor<2x4xf32> {
+  %0 = mc.fused %x : (tensor<8xf32>) -> tensor<2x4xf32> {
+  ^bb0(%a: tensor<8xf32>):
+    // expected-error @+1 {{in an mc.fused region may only reshape the anchor's result, right after it}}
+    %1 = mc.reshape %a : (tensor<8xf32>) -> tensor<2x4xf32>
+    %2 = mc.neg %1 : tensor<2x4xf32>
+    mc.yield %2 : tensor<2x4xf32>
+  }
+  return %0 : tensor<2x4xf32>
+}
+
+// -----
+
+func.func @reshape_to_other_shape(%x: tensor<4x2xf32>, %w: tensor<2x4xf32>) -> tensor<4x4xf32> {
+  %0 = mc.fused %x, %w : (tensor<4x2xf32>, tensor<2x4xf32>) -> tensor<4x4xf32> {
+  ^bb0(%a: tensor<4x2xf32>, %b: tensor<2x4xf32>):
+    %1 = mc.matmul %a, %b : tensor<4x2xf32>, tensor<2x4xf32> -> tensor<4x4xf32>
+    // expected-error @+1 {{computes a value of another shape than the region's result}}
+    %2 = mc.reshape %1 : (tensor<4x4xf32>) -> tensor<2x8xf32>
+    mc.yield %1 : tensor<4x4xf32>
+  }
+  return %0 : tensor<4x4xf32>
+}

@@ -84,6 +84,26 @@ func.func @shared_broadcast(%x: tensor<8x4xf32>, %b: tensor<4xf32>) -> (tensor<8
 
 // -----
 
+// A broadcast that every reader cloned disappears.
+// CHECK-LABEL: func.func @broadcast_cloned_everywhere
+// CHECK-NOT: mc.broadcast_in_dim %arg1,
+// CHECK: mc.fused
+// CHECK: mc.reduce_sum
+// CHECK: mc.fused
+// CHECK-NOT: mc.broadcast_in_dim %arg1,
+// CHECK: return
+func.func @broadcast_cloned_everywhere(%x: tensor<8x4xf32>, %b: tensor<4xf32>) -> (tensor<8x4xf32>, tensor<8x4xf32>) {
+  %0 = mc.broadcast_in_dim %b, dims = [1] : (tensor<4xf32>) -> tensor<8x4xf32>
+  %1 = mc.add %x, %0 : tensor<8x4xf32>
+  %2 = mc.relu %1 : tensor<8x4xf32>
+  %s = mc.reduce_sum %2, dims = [0] : (tensor<8x4xf32>) -> tensor<4xf32>
+  %3 = mc.mul %2, %0 : tensor<8x4xf32>
+  %4 = mc.exp %3 : tensor<8x4xf32>
+  return %2, %4 : tensor<8x4xf32>, tensor<8x4xf32>
+}
+
+// -----
+
 // Epilogue: matmul + bias + gelu is one region led by the matmul. Without
 // epilogues the matmul stays a step and the rest fuses.
 // CHECK-LABEL: func.func @matmul_epilogue
@@ -102,6 +122,28 @@ func.func @matmul_epilogue(%x: tensor<8x16xf32>, %w: tensor<16x4xf32>, %b: tenso
   %2 = mc.add %0, %1 : tensor<8x4xf32>
   %3 = mc.gelu %2 : tensor<8x4xf32>
   return %3 : tensor<8x4xf32>
+}
+
+// -----
+
+// A Linear on [B, S, D]: the matmul runs on [B*S, D] and is reshaped back
+// before its bias. The reshape keeps the elements' order, so the matmul
+// still leads the region, its reshape right after it.
+// CHECK-LABEL: func.func @reshaped_anchor
+// CHECK: mc.fused %arg0, %arg1, %arg2
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   mc.matmul
+// CHECK-NEXT:   mc.reshape
+// CHECK-NEXT:   mc.broadcast_in_dim
+// CHECK-NEXT:   mc.add
+// CHECK-NEXT:   mc.relu
+func.func @reshaped_anchor(%x: tensor<8x16xf32>, %w: tensor<16x4xf32>, %b: tensor<4xf32>) -> tensor<2x4x4xf32> {
+  %0 = mc.matmul %x, %w : tensor<8x16xf32>, tensor<16x4xf32> -> tensor<8x4xf32>
+  %1 = mc.reshape %0 : (tensor<8x4xf32>) -> tensor<2x4x4xf32>
+  %2 = mc.broadcast_in_dim %b, dims = [2] : (tensor<4xf32>) -> tensor<2x4x4xf32>
+  %3 = mc.add %1, %2 : tensor<2x4x4xf32>
+  %4 = mc.relu %3 : tensor<2x4x4xf32>
+  return %4 : tensor<2x4x4xf32>
 }
 
 // -----

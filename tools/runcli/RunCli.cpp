@@ -227,17 +227,22 @@ int inspect(const std::string &tool, const std::string &path,
         }
         if (s->body() && s->body()->size()) {
           ++regions;
-          regionOps += s->body()->size();
           const fb::Buffer *b = t.buffers()->Get(s->outputs()->Get(0));
           uint64_t elems = rt::numElements(
               std::vector<int64_t>(b->shape()->begin(), b->shape()->end()));
-          for (size_t k = 0; k + 1 < s->body()->size(); ++k)
-            unfusedWritten +=
-                elems * rt::dtypeSize(rt::DType(s->body()->Get(k)->dtype()));
+          // A reshape is a view, not a step, unfused too.
+          for (size_t k = 0; k < s->body()->size(); ++k) {
+            const fb::RegionOp *r = s->body()->Get(k);
+            if (r->op() && r->op()->str() == "reshape")
+              continue;
+            ++regionOps;
+            if (k + 1 < s->body()->size())
+              unfusedWritten += elems * rt::dtypeSize(rt::DType(r->dtype()));
+          }
         }
       }
-    std::printf("fusion:     %zu fused steps holding %zu ops (one step per "
-                "op: %zu steps)\n",
+    std::printf("fusion:     %zu fused steps holding %zu steps' ops (one "
+                "step per op: %zu steps)\n",
                 regions, regionOps, numSteps - regions + regionOps);
     std::printf("written:    %llu bytes of intermediates per run (one step "
                 "per op: %llu)%s\n",

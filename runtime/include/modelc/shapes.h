@@ -19,6 +19,7 @@
 #ifndef MODELC_SHAPES_H
 #define MODELC_SHAPES_H
 
+#include "modelc/ops.h"
 #include "modelc/status.h"
 
 #include <cstdint>
@@ -97,6 +98,12 @@ Status pad(const Dims &input, const Dims &low, const Dims &high, Dims *out);
 Status conv2d(const Dims &input, const Dims &weight, const Dims &strides,
               const Dims &padding, const Dims &dilation, int64_t groups,
               Dims *out);
+
+/// The result of an epilogue anchor (matmul, conv2d; the registry's
+/// epilogueAnchor) from its operands' shapes and its attributes, by the
+/// rules above. Any other op is an error.
+Status anchorResult(OpId op, const OpAttrs &attrs,
+                    const std::vector<Dims> &operands, Dims *out);
 
 /// NCHW pooling; ceil_mode follows PyTorch (a window must start inside the
 /// input or the leading padding), and so does the padding limit (at most

@@ -129,6 +129,7 @@ struct FusedState {
   uint8_t* output = nullptr;
   size_t outElemSize = 0;
   int64_t resultValue = 0;
+  Shape anchorShape;
   /// The region's ops, owned here: the bound kernels refer to them.
   std::vector<RegionOp> body;
 };
@@ -211,6 +212,10 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
   };
 
   size_t first = 0;
+  // The anchor's own shape: the output's, or another one its reshape (body
+  // op 1) views as the output's.
+  Shape anchorShape = st->outShape;
+  bool reshaped = body.size() > 1 && body[1].op == OpId::Reshape;
   if (opInfo(body[0].op).epilogueAnchor) {
     // The anchor: its registered kernel on the whole tensors, writing the
     // output buffer when the dtypes agree, else scratch.
@@ -223,6 +228,19 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
       ins.push_back(r.inputs[v]);
     }
     st->anchorValue = int64_t(r.inputs.size());
+    if (reshaped) {
+      std::vector<Shape> shapes;
+      for (const ConstTensor& t : ins)
+        shapes.push_back(t.shape);
+      MC_RETURN_IF_ERROR(shapes::anchorResult(a.op, a.attrs, shapes,
+                                              &anchorShape));
+      if (numElements(anchorShape) != st->total)
+        return Status::error("mc.fused: the anchor's result " +
+                             shapeString(anchorShape) +
+                             " cannot be reshaped to the output " +
+                             shapeString(st->outShape));
+      first = 2;
+    }
     st->anchorInOutput = a.dtype == r.output.dtype;
     st->anchorScratchBytes =
         st->anchorInOutput ? 0
@@ -283,6 +301,8 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
     l.contiguous = true;
     st->loads.push_back(l);
     st->loadOf[st->anchorValue] = int(st->loads.size() - 1);
+    if (reshaped) // the same bytes
+      st->loadOf[st->anchorValue + 1] = st->loadOf[st->anchorValue];
   }
   // Tile buffers: every value a compute op reads or writes.
   for (size_t v = 0; v < numValues; ++v) {
@@ -315,7 +335,7 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
     KernelFactory factory = findKernel(r.device.kind(), a.op);
     size_t anchorScratch = 0;
     BoundKernel probe;
-    MutTensor probeOut{a.dtype, st->outShape, st->output};
+    MutTensor probeOut{a.dtype, anchorShape, st->output};
     MC_RETURN_IF_ERROR(factory(KernelRequest{a.op, a.attrs, ins, probeOut,
                                              r.device},
                                &probe, &anchorScratch));
@@ -338,6 +358,7 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
   // rebound on the first run (the workspace is the session's, fixed once
   // allocated): see `ensureBound`.
   st->body = body;
+  st->anchorShape = anchorShape;
   auto kernel = [st, inputs = r.inputs, &device = r.device,
                  boundTo = static_cast<uint8_t*>(nullptr)](
                     void* workspace) mutable -> Status {
@@ -364,7 +385,7 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
         std::vector<ConstTensor> ins;
         for (uint32_t v : a.operands)
           ins.push_back(r.inputs[v]);
-        MutTensor o{a.dtype, st->outShape, ws + st->anchorScratchOffset};
+        MutTensor o{a.dtype, st->anchorShape, ws + st->anchorScratchOffset};
         size_t scratch = 0;
         MC_RETURN_IF_ERROR(findKernel(r.device.kind(), a.op)(
             KernelRequest{a.op, a.attrs, ins, o, r.device}, &st->anchor,
