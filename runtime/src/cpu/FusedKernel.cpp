@@ -36,22 +36,24 @@ struct Load {
 };
 
 /// Copies elements [start, start + n) of the output-shaped view of `load`
-/// into dst.
-void loadTile(const Load& load, const Shape& outShape, int64_t start,
-              int64_t n, uint8_t* dst) {
-  size_t es = load.elemSize;
+/// into dst, for elements of type T (the element size picks T: a memcpy
+/// of a run-time size per element would be a libc call each).
+template <typename T>
+void loadTileAs(const Load& load, const Shape& outShape, int64_t start,
+                int64_t n, uint8_t* dstBytes) {
+  const T* src = reinterpret_cast<const T*>(load.data);
+  T* dst = reinterpret_cast<T*>(dstBytes);
   if (load.contiguous) {
-    std::memcpy(dst, load.data + start * es, n * es);
+    std::memcpy(dst, src + start, size_t(n) * sizeof(T));
     return;
   }
   if (load.splat) {
-    for (int64_t i = 0; i < n; ++i)
-      std::memcpy(dst + i * es, load.data, es);
+    std::fill(dst, dst + n, src[0]);
     return;
   }
   // The multi-index of `start`, then runs along the last dim.
   size_t rank = outShape.size();
-  std::vector<int64_t> idx(rank, 0);
+  int64_t idx[16] = {0};
   int64_t rem = start, offset = 0;
   for (size_t d = rank; d-- > 0;) {
     idx[d] = rem % outShape[d];
@@ -62,17 +64,14 @@ void loadTile(const Load& load, const Shape& outShape, int64_t start,
   int64_t done = 0;
   while (done < n) {
     int64_t run = std::min(n - done, inner - idx[rank - 1]);
-    uint8_t* out = dst + done * es;
-    if (innerStride == 0) {
+    T* out = dst + done;
+    if (innerStride == 0)
+      std::fill(out, out + run, src[offset]);
+    else if (innerStride == 1)
+      std::memcpy(out, src + offset, size_t(run) * sizeof(T));
+    else
       for (int64_t i = 0; i < run; ++i)
-        std::memcpy(out + i * es, load.data + offset * es, es);
-    } else if (innerStride == 1) {
-      std::memcpy(out, load.data + offset * es, run * es);
-    } else {
-      for (int64_t i = 0; i < run; ++i)
-        std::memcpy(out + i * es, load.data + (offset + i * innerStride) * es,
-                    es);
-    }
+        out[i] = src[offset + i * innerStride];
     done += run;
     // Advance the multi-index by `run` (to the start of the next row).
     offset += run * innerStride;
@@ -83,6 +82,20 @@ void loadTile(const Load& load, const Shape& outShape, int64_t start,
       ++idx[d - 1];
       offset += load.strides[d - 1];
     }
+  }
+}
+
+void loadTile(const Load& load, const Shape& outShape, int64_t start,
+              int64_t n, uint8_t* dst) {
+  switch (load.elemSize) {
+  case 1:
+    return loadTileAs<uint8_t>(load, outShape, start, n, dst);
+  case 2:
+    return loadTileAs<uint16_t>(load, outShape, start, n, dst);
+  case 4:
+    return loadTileAs<uint32_t>(load, outShape, start, n, dst);
+  default:
+    return loadTileAs<uint64_t>(load, outShape, start, n, dst);
   }
 }
 
@@ -174,6 +187,10 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
   auto st = std::make_shared<FusedState>();
   st->outShape = r.output.shape;
   st->total = numElements(r.output.shape);
+  if (st->outShape.size() > 16)
+    return Status::error("mc.fused: rank " +
+                         std::to_string(st->outShape.size()) +
+                         " is above the 16 dims a fused step supports");
   st->numInputs = r.inputs.size();
   st->output = static_cast<uint8_t*>(r.output.data);
   st->outElemSize = dtypeSize(r.output.dtype);
