@@ -89,7 +89,8 @@ flatbuffers::DetachedBuffer buildTable(const Plan &plan,
             b, b.CreateString(rt::opName(r.op)), b.CreateVector(r.operands),
             encodeAttrs(r.attrs), fb::DType(r.dtype),
             b.CreateString(r.location), optional(r.precision),
-            optional(r.precisionReason)));
+            optional(r.precisionReason), b.CreateVector(r.shape),
+            r.batchScale.empty() ? 0 : b.CreateVector(r.batchScale)));
       body = b.CreateVector(ops);
     }
     steps.push_back(fb::CreateStep(

@@ -326,6 +326,10 @@ private:
     PlanStep s;
     s.op = rt::OpId::Fused;
     s.location = locationString(f.getLoc());
+    auto stepAttrs = registryAttributes(f, rt::opInfo(rt::OpId::Fused));
+    if (failed(stepAttrs))
+      return failure();
+    s.attrs = std::move(*stepAttrs);
     std::vector<bool> scalar;
     for (Value v : f.getInputs()) {
       auto pending = pendingSplats.find(v);
@@ -366,6 +370,12 @@ private:
         r.precision = p.getValue().str();
       if (auto why = op.getAttrOfType<StringAttr>("mc.precision_reason"))
         r.precisionReason = why.getValue().str();
+      auto type = llvm::cast<RankedTensorType>(op.getResult(0).getType());
+      for (int64_t d : symbolicShape(type))
+        r.shape.push_back(d < 0 ? -d * plan.batch.max : d);
+      if (!type.hasStaticShape())
+        for (int64_t d : symbolicShape(type))
+          r.batchScale.push_back(d < 0 ? -d : 0);
       number[op.getResult(0)] = next++;
       s.body.push_back(std::move(r));
     }

@@ -56,6 +56,9 @@ struct PlanRegionOp {
   rt::DType dtype = rt::DType::F32;
   std::string location;
   std::string precision, precisionReason;
+  /// Its result's shape at the batch's max, and batch scale (as a
+  /// buffer's; empty when static).
+  std::vector<int64_t> shape, batchScale;
 };
 
 /// One step: an op of the registry with its attributes in the artifact's

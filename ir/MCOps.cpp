@@ -526,6 +526,40 @@ static_assert(static_cast<int>(mc::ComparisonDirection::EQ) ==
 // mc.fused
 //===----------------------------------------------------------------------===//
 
+/// An attention region: matmul, softmax and elementwise ops (broadcasts
+/// reading inputs), every value of the result's rank and leading dims,
+/// softmax over the last dim.
+static LogicalResult verifyAttentionBody(FusedOp fused, Block& body,
+                                         ArrayRef<int64_t> shape) {
+  if (shape.size() < 2)
+    return fused.emitOpError() << "with attention needs a result of rank >= 2";
+  size_t lead = shape.size() - 2;
+  for (Operation& op : body.without_terminator()) {
+    rt::OpId id;
+    if (!llvm::isa<MCDialect>(op.getDialect()) ||
+        !rt::findOp(op.getName().getStringRef(), &id) ||
+        !(rt::opInfo(id).fusible || llvm::isa<MatmulOp, SoftmaxOp>(op)))
+      return op.emitOpError() << "cannot be in an attention region (matmul, "
+                                 "softmax and elementwise ops)";
+    auto t = llvm::cast<RankedTensorType>(op.getResult(0).getType());
+    if (t.getRank() != int64_t(shape.size()) ||
+        t.getShape().take_front(lead) != shape.take_front(lead))
+      return op.emitOpError()
+             << "computes " << t << ", but every value of an attention region "
+             << "has the result's rank and leading dims";
+    if (auto sm = llvm::dyn_cast<SoftmaxOp>(op))
+      if (sm.getAxis() != uint64_t(t.getRank() - 1))
+        return op.emitOpError() << "in an attention region must be over the "
+                                   "last dim";
+    if (llvm::isa<BroadcastInDimOp>(op) &&
+        !llvm::isa<BlockArgument>(op.getOperand(0)))
+      return op.emitOpError() << "must take the region's inputs as operands "
+                                 "(a broadcast inside mc.fused reads only "
+                                 "inputs)";
+  }
+  return success();
+}
+
 LogicalResult FusedOp::verifyRegions() {
   Block& body = getBody().front();
   if (body.getNumArguments() != getInputs().size())
@@ -547,6 +581,8 @@ LogicalResult FusedOp::verifyRegions() {
                          << getResult().getType();
   ArrayRef<int64_t> shape =
       llvm::cast<RankedTensorType>(getResult().getType()).getShape();
+  if (getAttention())
+    return verifyAttentionBody(*this, body, shape);
   bool first = true;
   Operation* anchorOp = nullptr;
   for (Operation& op : body.without_terminator()) {

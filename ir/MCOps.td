@@ -744,6 +744,13 @@ def MC_FusedOp : MC_Op<"fused", [IsolatedFromAbove, SingleBlock,
     `mc.conv2d`, the registry's `mcEpilogueAnchor`); every other op is
     elementwise (the registry's `mcFusible`).
 
+    With `attention`, the region is the attention pattern mc-fuse
+    recognizes: `matmul(q, k)`, an optional scale and mask (elementwise,
+    broadcasts of inputs), `softmax` over the last dim, `matmul(p, v)`.
+    There every value has the result's rank and leading dims (the batch
+    and heads), so a backend may run it one `[S, T]` slice at a time, or as
+    one fused attention kernel.
+
     ```mlir
     %0 = mc.fused %x, %w, %b : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>) -> tensor<1x4x6x6xf32> {
     ^bb0(%a: tensor<1x3x8x8xf32>, %k: tensor<4x3x3x3xf32>, %c: tensor<4xf32>):
@@ -756,7 +763,7 @@ def MC_FusedOp : MC_Op<"fused", [IsolatedFromAbove, SingleBlock,
     }
     ```
   }];
-  let arguments = (ins Variadic<MC_Tensor>:$inputs);
+  let arguments = (ins Variadic<MC_Tensor>:$inputs, UnitAttr:$attention);
   let results = (outs MC_Tensor:$result);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{

@@ -10,6 +10,7 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 
+#include <optional>
 #include <queue>
 
 namespace mc {
@@ -80,6 +81,7 @@ struct Group {
   /// Broadcasts read by the group that other ops also use: cloned in.
   llvm::SmallPtrSet<Operation*, 4> clonedLoads;
   bool hasAnchor = false;
+  bool attention = false;
 };
 
 struct FusePass : mc::impl::FusePassBase<FusePass> {
@@ -92,9 +94,24 @@ struct FusePass : mc::impl::FusePassBase<FusePass> {
       return signalPassFailure();
     Block& block = fn.getBody().front();
     llvm::DenseMap<Operation*, unsigned> position;
-    unsigned n = 0;
-    for (Operation& op : block)
-      position[&op] = n++;
+    auto number = [&] {
+      position.clear();
+      unsigned n = 0;
+      for (Operation& op : block)
+        position[&op] = n++;
+    };
+    number();
+    // Attention first: its ops must not be claimed by elementwise regions.
+    if (attention) {
+      SmallVector<mc::SoftmaxOp> softmaxes;
+      for (Operation& op : block)
+        if (auto sm = llvm::dyn_cast<mc::SoftmaxOp>(op))
+          softmaxes.push_back(sm);
+      for (mc::SoftmaxOp sm : softmaxes)
+        if (auto g = matchAttention(sm))
+          outline(*g, position);
+      number();
+    }
 
     llvm::DenseSet<Operation*> taken;
     std::vector<Group> groups;
@@ -120,6 +137,97 @@ struct FusePass : mc::impl::FusePassBase<FusePass> {
     for (Operation* op : clonedLoads)
       if (op->use_empty())
         op->erase();
+  }
+
+  /// The attention pattern ending at `sm`'s consumer: matmul(q', k) ->
+  /// [scale] -> [mask] -> softmax(last dim) -> matmul(p, v), where q' may
+  /// be q scaled first; each intermediate used once, every value of the
+  /// result's rank and leading dims, scales and masks broadcasts of values
+  /// from outside (or splat constants).
+  std::optional<Group> matchAttention(mc::SoftmaxOp sm) {
+    auto type = llvm::cast<RankedTensorType>(sm.getType());
+    int64_t rank = type.getRank();
+    if (rank < 2 || sm.getAxis() != uint64_t(rank - 1) || !sm->hasOneUse())
+      return std::nullopt;
+    auto pv = llvm::dyn_cast<mc::MatmulOp>(*sm->getUsers().begin());
+    if (!pv || pv->getOperand(0) != sm.getResult() ||
+        pv->getOperand(1) == sm.getResult())
+      return std::nullopt;
+    ArrayRef<int64_t> lead = shapeOf(pv.getResult()).drop_back(2);
+    auto sameLead = [&](Value v) {
+      auto t = llvm::cast<RankedTensorType>(v.getType());
+      return t.getRank() == rank && t.getShape().drop_back(2) == lead &&
+             fusibleElementType(t);
+    };
+    Group g;
+    g.root = pv;
+    g.attention = true;
+    g.members.insert(pv);
+    g.members.insert(sm);
+    // A scale or mask operand: a splat constant (read as an input) or a
+    // broadcast of an outside value (cloned in when shared).
+    auto takeOperand = [&](Value v) -> bool {
+      Operation* def = v.getDefiningOp();
+      if (!def)
+        return sameLead(v);
+      if (isSplatConstant(def))
+        return true;
+      if (auto b = llvm::dyn_cast<mc::BroadcastInDimOp>(def)) {
+        if (!fusibleTypes(def))
+          return false;
+        if (def->hasOneUse())
+          g.members.insert(def);
+        else
+          g.clonedLoads.insert(def);
+        return true;
+      }
+      return sameLead(v) && !llvm::isa<mc::FusedOp>(def);
+    };
+    // Elementwise binary ops with one value operand: scale, mask.
+    auto scaleOrMask = [&](Operation* op, Value* through) -> bool {
+      if (!isElementwise(op) || op->getNumOperands() != 2 ||
+          !op->hasOneUse() || !sameLead(op->getResult(0)))
+        return false;
+      for (int side = 0; side < 2; ++side) {
+        Value main = op->getOperand(side), other = op->getOperand(1 - side);
+        if (llvm::isa<mc::DivOp, mc::SubOp>(op) && side != 0)
+          continue;
+        Operation* def = main.getDefiningOp();
+        if (!def || !def->hasOneUse())
+          continue;
+        if (!takeOperand(other))
+          continue;
+        g.members.insert(op);
+        *through = main;
+        return true;
+      }
+      return false;
+    };
+    Value v = sm.getInput();
+    for (int steps = 0; steps < 4; ++steps) {
+      Operation* def = v.getDefiningOp();
+      if (!def || llvm::isa<mc::MatmulOp>(def))
+        break;
+      if (!scaleOrMask(def, &v))
+        return std::nullopt;
+    }
+    auto qk = v.getDefiningOp<mc::MatmulOp>();
+    if (!qk || !qk->hasOneUse() || !sameLead(qk.getResult()))
+      return std::nullopt;
+    g.members.insert(qk);
+    // q scaled before the matmul (PyTorch's MultiheadAttention).
+    if (Operation* q = qk->getOperand(0).getDefiningOp()) {
+      Value through;
+      (void)scaleOrMask(q, &through); // else q is read as an input
+    }
+    for (Value operand : {qk->getOperand(0), qk->getOperand(1),
+                          pv->getOperand(1)})
+      if (!g.members.contains(operand.getDefiningOp()) && !sameLead(operand))
+        return std::nullopt;
+    for (Operation* m : g.members)
+      if (m->getBlock() != sm->getBlock())
+        return std::nullopt;
+    return g;
   }
 
   /// The largest region ending at `root` under the rules.
@@ -243,6 +351,8 @@ struct FusePass : mc::impl::FusePassBase<FusePass> {
     Value result = g.root->getResult(0);
     auto fused = b.create<mc::FusedOp>(g.root->getLoc(), result.getType(),
                                        inputs.getArrayRef());
+    if (g.attention)
+      fused.setAttention(true);
     Block* body = b.createBlock(&fused.getBody());
     IRMapping map;
     for (Value v : inputs)

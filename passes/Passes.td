@@ -288,6 +288,14 @@ def FusePass : Pass<"mc-fuse", "mlir::ModuleOp"> {
       own kernels, never split), shape ops, globals and their stores
       (state updates alias), and other regions.
     - A region of one op stays that op.
+    - The attention pattern, `matmul(q, k)`, an optional scale and mask
+      (elementwise ops whose other operand is a splat constant or a
+      broadcast), `softmax` over the last dim and `matmul(p, v)`, with an
+      optional scale of q before the first matmul, each intermediate used
+      once, becomes one region marked `attention` (found first, so its ops
+      are not claimed by elementwise regions). A backend gives it one
+      kernel; the CPU runs it one `[S, T]` slice of the batch and heads at a
+      time, the scores staying in cache.
 
     Since every op of a region has all its users inside the region except
     the last, grouping cannot create a cycle.
@@ -312,6 +320,8 @@ def FusePass : Pass<"mc-fuse", "mlir::ModuleOp"> {
            "the entry function (default: the only public func.func)">,
     Option<"epilogues", "epilogues", "bool", /*default=*/"true",
            "let matmul and conv2d lead a region (their epilogue)">,
+    Option<"attention", "attention", "bool", /*default=*/"true",
+           "mark the attention pattern as one region">,
   ];
   let dependentDialects = ["::mc::MCDialect"];
 }

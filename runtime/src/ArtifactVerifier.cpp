@@ -60,6 +60,14 @@ std::vector<OpAttr> decodeAttrList(
 
 namespace {
 
+/// A region op's registry id (Copy when unknown; the caller checks).
+int findOpId(const fb::RegionOp *r) {
+  OpId id = OpId::Copy;
+  if (r->op())
+    findOp(r->op()->string_view(), &id);
+  return int(id);
+}
+
 std::string hex32(uint32_t v) {
   char buf[16];
   std::snprintf(buf, sizeof buf, "0x%08x", v);
@@ -179,6 +187,8 @@ private:
   /// Appended to a step's description while checking at a batch other than
   /// the stored one.
   std::string batchNote_;
+  /// The batch the second pass checks at (0: shapes as stored).
+  int64_t checkBatch_ = 0;
 };
 
 Status Verifier::checkAttrs(
@@ -389,6 +399,7 @@ Status Verifier::checkSteps() {
   int64_t lo = batch_->min();
   for (BufInfo &b : bufs_)
     b.shape = shapes::atBatch(b.shape, b.scale, lo);
+  checkBatch_ = lo;
   batchNote_ = " at batch " + std::to_string(lo) + " (the lower bound of [" +
                std::to_string(lo) + ", " + std::to_string(batch_->max()) + "])";
   for (flatbuffers::uoffset_t i = 0; i < steps->size(); ++i)
@@ -673,12 +684,13 @@ Status Verifier::checkStep(size_t index, const fb::Step &step) {
 
 // A fused region (schema 2.2; rules at Step.body in mcpk.fbs): each body op
 // is checked by the same per-op rules as a step of its own, on virtual
-// buffers that stand for its values (the step's output shape, the op's
-// dtype). A rank-0 input read by an elementwise op stands for its splat.
+// buffers that stand for its values (the stored shape and dtype of each).
+// A rank-0 input read by an elementwise op stands for its splat.
 Status Verifier::checkFused(const fb::Step &step,
                             const std::vector<uint32_t> &in,
                             const std::vector<uint32_t> &out,
                             const std::string &where) {
+  const bool attention = attrs_.getBool("attention");
   const auto *body = step.body();
   if (!body || body->size() == 0)
     return fail(where + ": a fused step needs a body (its region's ops)");
@@ -688,26 +700,31 @@ Status Verifier::checkFused(const fb::Step &step,
   if (in.empty())
     return fail(where + ": a fused step needs at least one input");
   const Shape outShape = bufs_[out[0]].shape;
-  const Shape outScale = bufs_[out[0]].scale;
+  if (attention && outShape.size() < 2)
+    return fail(where + ": an attention region's output " + bufDesc(out[0]) +
+                " needs rank >= 2");
+  const size_t lead = attention ? outShape.size() - 2 : 0;
+  auto sameLead = [&](const Shape &sh) {
+    return sh.size() == outShape.size() &&
+           std::equal(sh.begin(), sh.begin() + lead, outShape.begin());
+  };
   const size_t realBuffers = bufs_.size();
   struct Restore {
     std::vector<BufInfo> &bufs;
     size_t n;
     ~Restore() { bufs.resize(n); }
   } restore{bufs_, realBuffers};
-  auto virtualBuffer = [&](DType t, const std::string &name) {
+  auto virtualBuffer = [&](DType t, const Shape &shape,
+                           const std::string &name) {
     BufInfo b;
     b.name = name;
     b.dtype = t;
-    b.shape = outShape;
-    b.scale = outScale;
+    b.shape = shape;
     bufs_.push_back(b);
     return uint32_t(bufs_.size() - 1);
   };
   // value number -> buffer index (inputs: their own buffers).
   std::vector<uint32_t> value(in.begin(), in.end());
-  std::vector<uint32_t> splat(in.size(), UINT32_MAX);
-  int anchorId = int(OpId::Copy);
   for (flatbuffers::uoffset_t k = 0; k < body->size(); ++k) {
     const fb::RegionOp *r = body->Get(k);
     std::string opText = r->op() ? r->op()->str() : "";
@@ -716,84 +733,108 @@ Status Verifier::checkFused(const fb::Step &step,
     OpId id;
     if (!findOp(opText, &id) || (!opInfo(id).isStep && id != OpId::Reshape))
       return fail(bwhere + ": unknown op '" + opText + "'");
-    const OpInfo &info = opInfo(id);
-    bool anchor = k == 0 && info.epilogueAnchor;
-    bool load = id == OpId::BroadcastInDim;
-    // The anchor's reshape (body op 1): its bytes, seen at the output's
-    // shape.
-    if (id == OpId::Reshape) {
-      if (k != 1 || !opInfo(OpId(anchorId)).epilogueAnchor || !r->operands() ||
-          r->operands()->size() != 1 ||
-          r->operands()->Get(0) != uint32_t(in.size()))
-        return fail(bwhere + ": a fused region may reshape only its anchor's "
-                             "result, right after it");
-      uint32_t a = value.back();
-      if (numElements(bufs_[a].shape) != numElements(outShape) ||
-          DType(r->dtype()) != bufs_[a].dtype)
-        return fail(bwhere + ": reshapes the anchor's " + bufDesc(a) +
-                    " to the output shape " + shapeString(outShape) +
-                    " and element type " + dtypeName(DType(r->dtype())) +
-                    ": the element count or type differs");
-      value.push_back(virtualBuffer(DType(r->dtype()),
-                                    "value " + std::to_string(value.size())));
-      continue;
-    }
-    if (k == 0)
-      anchorId = int(id);
-    if (!anchor && !info.fusible)
-      return fail(bwhere + ": cannot be in a fused region (only elementwise "
-                           "ops, after at most one matmul or conv2d as the "
-                           "first op)");
     if (!validDType(r->dtype()))
       return fail(bwhere + ": invalid dtype " +
                   std::to_string(int(r->dtype())));
-    std::vector<uint32_t> operands;
+    if (!aligned8(r->shape()) || !aligned8(r->batch_scale()))
+      return fail(bwhere + ": shape vector is misaligned (corrupt file)");
+    Shape shape = toInts(r->shape());
+    Shape scale = normalizedScale(r->batch_scale());
+    if (!scale.empty() && (!batch_ || scale.size() != shape.size()))
+      return fail(bwhere + ": batch_scale " + shapeString(scale) +
+                  " does not fit shape " + shapeString(shape) +
+                  (batch_ ? "" : " (the model has no dynamic batch)"));
+    for (int64_t d : shape)
+      if (d < 0)
+        return fail(bwhere + ": negative dim in shape " + shapeString(shape));
+    if (checkBatch_ && !scale.empty())
+      shape = shapes::atBatch(shape, scale, checkBatch_);
+    const OpInfo &info = opInfo(id);
+    bool anchor = !attention && k == 0 && info.epilogueAnchor;
+    bool reshapedAnchor = anchor && body->size() > 1 && body->Get(1)->op() &&
+                          body->Get(1)->op()->str() == "reshape";
+    bool load = id == OpId::BroadcastInDim;
+    std::vector<uint32_t> operandValues;
     if (r->operands())
-      for (uint32_t v : *r->operands()) {
-        if (v >= value.size())
-          return fail(bwhere + ": operand value " + std::to_string(v) +
-                      " is not defined before it (the region has " +
-                      std::to_string(in.size()) + " inputs and " +
-                      std::to_string(k) + " earlier ops)");
-        if ((anchor || load) && v >= in.size())
-          return fail(bwhere + ": must read only the step's inputs (value " +
-                      std::to_string(v) + " is a body op's result)");
-        uint32_t b = value[v];
-        // A scalar input read by an elementwise op: its splat.
-        if (!anchor && !load && v < in.size() &&
-            bufs_[b].shape.empty() && !outShape.empty()) {
-          if (splat[v] == UINT32_MAX)
-            splat[v] = virtualBuffer(bufs_[b].dtype,
-                                     "splat of input " + std::to_string(v));
-          b = splat[v];
-        }
-        operands.push_back(b);
-      }
-    MC_RETURN_IF_ERROR(checkAttrs(id, r->attrs(), bwhere));
-    uint32_t result = virtualBuffer(DType(r->dtype()),
-                                    "value " + std::to_string(value.size()));
-    // A reshaped anchor computes its own shape (by its rule).
-    bool reshaped = anchor && body->size() > 1 && body->Get(1)->op() &&
-                    body->Get(1)->op()->str() == "reshape";
-    if (reshaped) {
-      std::vector<Shape> shapes;
-      for (uint32_t b : operands)
-        shapes.push_back(bufs_[b].shape);
-      Shape own;
-      Status rule = shapes::anchorResult(id, attrs_, shapes, &own);
-      if (!rule)
-        return fail(bwhere + ": " + rule.message());
-      bufs_[result].shape = own;
-      bufs_[result].scale.clear();
+      operandValues.assign(r->operands()->begin(), r->operands()->end());
+    for (uint32_t v : operandValues)
+      if (v >= value.size())
+        return fail(bwhere + ": operand value " + std::to_string(v) +
+                    " is not defined before it (the region has " +
+                    std::to_string(in.size()) + " inputs and " +
+                    std::to_string(k) + " earlier ops)");
+    // The anchor's reshape (body op 1): its bytes, seen at the output's
+    // shape.
+    if (id == OpId::Reshape) {
+      if (attention || k != 1 || operandValues.size() != 1 ||
+          operandValues[0] != uint32_t(in.size()) ||
+          !opInfo(OpId(findOpId(body->Get(0)))).epilogueAnchor)
+        return fail(bwhere + ": a fused region may reshape only its anchor's "
+                             "result, right after it");
+      uint32_t a = value.back();
+      if (shape != outShape ||
+          numElements(bufs_[a].shape) != numElements(outShape) ||
+          DType(r->dtype()) != bufs_[a].dtype)
+        return fail(bwhere + ": reshapes the anchor's " + bufDesc(a) +
+                    " to " + shapeString(shape) + " " +
+                    dtypeName(DType(r->dtype())) + ", but the output is " +
+                    shapeString(outShape) + " and the element count or "
+                    "type must stay");
+      value.push_back(virtualBuffer(DType(r->dtype()), shape,
+                                    "value " + std::to_string(value.size())));
+      continue;
     }
+    bool allowed = attention ? (info.fusible || id == OpId::Matmul ||
+                                id == OpId::Softmax)
+                             : (anchor || info.fusible);
+    if (!allowed)
+      return fail(bwhere + ": cannot be in a" +
+                  (attention ? "n attention region (matmul, softmax and "
+                               "elementwise ops)"
+                             : " fused region (only elementwise ops, after at "
+                               "most one matmul or conv2d as the first op)"));
+    if (attention ? !sameLead(shape)
+                  : (shape != outShape && !reshapedAnchor))
+      return fail(bwhere + ": computes " + shapeString(shape) +
+                  (attention ? ", but every value of an attention region has "
+                               "the output's rank and leading dims: "
+                             : ", but every value of a fused region has the "
+                               "output's shape: ") +
+                  shapeString(outShape));
+    std::vector<uint32_t> operands;
+    for (uint32_t v : operandValues) {
+      if ((anchor || load) && v >= in.size())
+        return fail(bwhere + ": must read only the step's inputs (value " +
+                    std::to_string(v) + " is a body op's result)");
+      uint32_t b = value[v];
+      if (v < in.size() && !load) {
+        // A scalar input read by an elementwise op: its splat.
+        if (bufs_[b].shape.empty() && info.fusible && !shape.empty())
+          b = virtualBuffer(bufs_[b].dtype, shape,
+                            "splat of input " + std::to_string(v));
+        else if (attention && !sameLead(bufs_[b].shape))
+          return fail(bwhere + ": reads input " + bufDesc(b) +
+                      ", which lacks the output's rank and leading dims (" +
+                      shapeString(outShape) + "); broadcast it in the region");
+      }
+      operands.push_back(b);
+    }
+    MC_RETURN_IF_ERROR(checkAttrs(id, r->attrs(), bwhere));
+    if (attention && id == OpId::Softmax &&
+        attrs_.getInt("axis") != int64_t(shape.size()) - 1)
+      return fail(bwhere + ": an attention region's softmax must be over the "
+                           "last dim");
+    uint32_t result = virtualBuffer(DType(r->dtype()), shape,
+                                    "value " + std::to_string(value.size()));
     MC_RETURN_IF_ERROR(checkStepKind(id, step, operands, {result}, bwhere));
     value.push_back(result);
   }
-  if (bufs_[value.back()].dtype != bufs_[out[0]].dtype)
+  const BufInfo &last = bufs_[value.back()];
+  if (last.dtype != bufs_[out[0]].dtype || last.shape != outShape)
     return fail(where + ": the body's last op computes " +
-                std::string(dtypeName(bufs_[value.back()].dtype)) +
+                std::string(dtypeName(last.dtype)) + shapeString(last.shape) +
                 ", but the output " + bufDesc(out[0]) + " is " +
-                dtypeName(bufs_[out[0]].dtype));
+                dtypeName(bufs_[out[0]].dtype) + shapeString(outShape));
   return Status::ok();
 }
 

@@ -208,7 +208,9 @@ Status Session::Impl::bind(int64_t batch, Binding *out, size_t *scratch) const {
     if (const auto *body = st->body())
       for (const fb::RegionOp *r : *body) {
         RegionOp op{OpId::Copy, OpAttrs(decodeAttrList(r->attrs())), {},
-                    DType(r->dtype())};
+                    DType(r->dtype()),
+                    shapes::atBatch(toShape(r->shape()),
+                                    toShape(r->batch_scale()), batch)};
         findOp(r->op()->string_view(), &op.op); // checked by the verifier
         if (r->operands())
           op.operands.assign(r->operands()->begin(), r->operands()->end());

@@ -125,3 +125,65 @@ func.func @reshape_to_other_shape(%x: tensor<4x2xf32>, %w: tensor<2x4xf32>) -> t
   }
   return %0 : tensor<4x4xf32>
 }
+
+// -----
+
+func.func @attention_rank(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{with attention needs a result of rank >= 2}}
+  %0 = mc.fused %x {attention} : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<4xf32>):
+    %1 = mc.neg %a : tensor<4xf32>
+    mc.yield %1 : tensor<4xf32>
+  }
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @attention_op(%x: tensor<2x4x4xf32>) -> tensor<2x4x4xf32> {
+  %0 = mc.fused %x {attention} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32> {
+  ^bb0(%a: tensor<2x4x4xf32>):
+    // expected-error @+1 {{cannot be in an attention region (matmul, softmax and elementwise ops)}}
+    %1 = mc.log_softmax %a, axis = 2 : tensor<2x4x4xf32>
+    mc.yield %1 : tensor<2x4x4xf32>
+  }
+  return %0 : tensor<2x4x4xf32>
+}
+
+// -----
+
+func.func @attention_leading(%x: tensor<2x4x4xf32>) -> tensor<2x4x4xf32> {
+  %0 = mc.fused %x {attention} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32> {
+  ^bb0(%a: tensor<2x4x4xf32>):
+    // expected-error @+1 {{computes 'tensor<2x4x4x1xf32>', but every value of an attention region has the result's rank and leading dims}}
+    %1 = mc.broadcast_in_dim %a, dims = [0, 1, 2] : (tensor<2x4x4xf32>) -> tensor<2x4x4x1xf32>
+    %2 = mc.softmax %a, axis = 2 : tensor<2x4x4xf32>
+    mc.yield %2 : tensor<2x4x4xf32>
+  }
+  return %0 : tensor<2x4x4xf32>
+}
+
+// -----
+
+func.func @attention_softmax_axis(%x: tensor<2x4x4xf32>) -> tensor<2x4x4xf32> {
+  %0 = mc.fused %x {attention} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32> {
+  ^bb0(%a: tensor<2x4x4xf32>):
+    // expected-error @+1 {{in an attention region must be over the last dim}}
+    %1 = mc.softmax %a, axis = 1 : tensor<2x4x4xf32>
+    mc.yield %1 : tensor<2x4x4xf32>
+  }
+  return %0 : tensor<2x4x4xf32>
+}
+
+// -----
+
+func.func @attention_broadcast(%x: tensor<2x4x4xf32>) -> tensor<2x4x4xf32> {
+  %0 = mc.fused %x {attention} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32> {
+  ^bb0(%a: tensor<2x4x4xf32>):
+    %1 = mc.neg %a : tensor<2x4x4xf32>
+    // expected-error @+1 {{must take the region's inputs as operands}}
+    %2 = mc.broadcast_in_dim %1, dims = [0, 1, 2] : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+    mc.yield %2 : tensor<2x4x4xf32>
+  }
+  return %0 : tensor<2x4x4xf32>
+}

@@ -253,3 +253,48 @@ func.func @dynamic(%x: tensor<?x4xf32>) -> tensor<?x4xf32> attributes {mc.batch 
   %1 = mc.exp %0 : tensor<?x4xf32>
   return %1 : tensor<?x4xf32>
 }
+
+// -----
+
+// Attention: q scaled, q k^T, a mask, softmax over the last dim, p v: one
+// region marked attention; the scale is a splat input, the mask's
+// broadcast is cloned in.
+// CHECK-LABEL: func.func @attention
+// CHECK: %[[A:.*]] = mc.fused %{{.*}} {attention} : (tensor<4x16x32xf32>, tensor<4x16x32xf32>, tensor<4x32x16xf32>, tensor<16x16xf32>, tensor<4x16x32xf32>) -> tensor<4x16x32xf32> {
+// CHECK:   mc.mul
+// CHECK:   mc.matmul
+// CHECK:   mc.broadcast_in_dim
+// CHECK:   mc.add
+// CHECK:   mc.softmax
+// CHECK:   mc.matmul
+// CHECK:   mc.yield
+// CHECK: return %[[A]]
+// NOEPI-LABEL: func.func @attention
+// NOEPI: {attention}
+func.func @attention(%q: tensor<4x16x32xf32>, %kt: tensor<4x32x16xf32>, %v: tensor<4x16x32xf32>, %mask: tensor<16x16xf32>) -> tensor<4x16x32xf32> {
+  %s = mc.constant dense<0.176776695> : tensor<4x16x32xf32>
+  %0 = mc.mul %q, %s : tensor<4x16x32xf32>
+  %1 = mc.matmul %0, %kt : tensor<4x16x32xf32>, tensor<4x32x16xf32> -> tensor<4x16x16xf32>
+  %m = mc.broadcast_in_dim %mask, dims = [1, 2] : (tensor<16x16xf32>) -> tensor<4x16x16xf32>
+  %2 = mc.add %1, %m : tensor<4x16x16xf32>
+  %3 = mc.softmax %2, axis = 2 : tensor<4x16x16xf32>
+  %4 = mc.matmul %3, %v : tensor<4x16x16xf32>, tensor<4x16x32xf32> -> tensor<4x16x32xf32>
+  return %4 : tensor<4x16x32xf32>
+}
+
+// -----
+
+// Not attention: the scores are used twice (returned), and a softmax over
+// another dim.
+// CHECK-LABEL: func.func @not_attention
+// CHECK-NOT: attention
+// CHECK: return
+func.func @not_attention(%q: tensor<4x16x32xf32>, %kt: tensor<4x32x16xf32>, %v: tensor<4x16x32xf32>) -> (tensor<4x16x32xf32>, tensor<4x16x16xf32>, tensor<4x16x32xf32>) {
+  %0 = mc.matmul %q, %kt : tensor<4x16x32xf32>, tensor<4x32x16xf32> -> tensor<4x16x16xf32>
+  %1 = mc.softmax %0, axis = 2 : tensor<4x16x16xf32>
+  %2 = mc.matmul %1, %v : tensor<4x16x16xf32>, tensor<4x16x32xf32> -> tensor<4x16x32xf32>
+  %3 = mc.matmul %q, %kt : tensor<4x16x32xf32>, tensor<4x32x16xf32> -> tensor<4x16x16xf32>
+  %4 = mc.softmax %3, axis = 1 : tensor<4x16x16xf32>
+  %5 = mc.matmul %4, %v : tensor<4x16x16xf32>, tensor<4x16x32xf32> -> tensor<4x16x32xf32>
+  return %2, %0, %5 : tensor<4x16x32xf32>, tensor<4x16x16xf32>, tensor<4x16x32xf32>
+}

@@ -48,6 +48,7 @@ struct RegionOp {
   OpAttrs attrs;
   std::vector<uint32_t> operands;
   DType dtype;
+  Shape shape; // its result's, at the session's batch
 };
 
 /// What a kernel factory gets: one step of a session, its tensors in the

@@ -246,11 +246,7 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
     }
     st->anchorValue = int64_t(r.inputs.size());
     if (reshaped) {
-      std::vector<Shape> shapes;
-      for (const ConstTensor& t : ins)
-        shapes.push_back(t.shape);
-      MC_RETURN_IF_ERROR(shapes::anchorResult(a.op, a.attrs, shapes,
-                                              &anchorShape));
+      anchorShape = a.shape;
       if (numElements(anchorShape) != st->total)
         return Status::error("mc.fused: the anchor's result " +
                              shapeString(anchorShape) +
@@ -452,7 +448,208 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
   return Status::ok();
 }
 
-MC_REGISTER_KERNEL(cpu, Fused, fusedKernel);
+/// An attention region (matmul, scale, mask, softmax, matmul; the step's
+/// "attention" attribute): every value has the output's leading dims, so
+/// it runs one [S, T] slice of the leading dims at a time, the slice's
+/// scores and probabilities in scratch that stays in cache, through the
+/// same per-op kernels (sgemm for the matmuls). Each slice's kernels are
+/// bound once, on the first run (the workspace is fixed by then).
+struct AttentionState {
+  std::vector<RegionOp> body;
+  std::vector<ConstTensor> inputs;
+  MutTensor output{DType::F32, {}, nullptr};
+  size_t lead = 0;
+  int64_t slices = 1;
+  /// Per value: bytes of one slice; scratch offset (computed values but
+  /// the last, and broadcast loads), or -1.
+  std::vector<int64_t> sliceBytes, scratch;
+  /// Per value read through a broadcast or as a splat: how to fill a
+  /// slice.
+  std::vector<int> loadOf;
+  std::vector<Load> loads;
+  std::vector<Shape> shapes; // per value
+  size_t scratchBytes = 0;
+  std::vector<std::vector<BoundKernel>> kernels; // per slice
+  uint8_t* boundTo = nullptr;
+};
+
+Status attentionKernel(const KernelRequest& r, BoundKernel* out,
+                       size_t* workspaceBytes) {
+  auto st = std::make_shared<AttentionState>();
+  st->body = *r.body;
+  st->inputs = r.inputs;
+  st->output = r.output;
+  const Shape& outShape = r.output.shape;
+  if (outShape.size() < 2)
+    return Status::error("mc.fused (attention): the output needs rank >= 2");
+  st->lead = outShape.size() - 2;
+  for (size_t d = 0; d < st->lead; ++d)
+    st->slices *= outShape[d];
+  size_t numInputs = r.inputs.size(), numValues = numInputs + st->body.size();
+  st->shapes.resize(numValues);
+  st->sliceBytes.assign(numValues, 0);
+  st->scratch.assign(numValues, -1);
+  st->loadOf.assign(numValues, -1);
+  std::vector<DType> dtypes(numValues);
+  for (size_t i = 0; i < numInputs; ++i) {
+    st->shapes[i] = r.inputs[i].shape;
+    dtypes[i] = r.inputs[i].dtype;
+  }
+  auto sliceOf = [&](const Shape& sh) {
+    int64_t n = 1;
+    for (size_t d = st->lead; d < sh.size(); ++d)
+      n *= sh[d];
+    return n;
+  };
+  auto alloc = [&](size_t v) {
+    st->scratch[v] = int64_t(st->scratchBytes);
+    st->scratchBytes += (size_t(st->sliceBytes[v]) + 63) / 64 * 64;
+  };
+  for (size_t k = 0; k < st->body.size(); ++k) {
+    const RegionOp& op = st->body[k];
+    size_t v = numInputs + k;
+    st->shapes[v] = op.shape;
+    dtypes[v] = op.dtype;
+    if (op.shape.size() != outShape.size() ||
+        !std::equal(op.shape.begin(), op.shape.begin() + st->lead,
+                    outShape.begin()))
+      return Status::error("mc.fused (attention): body op " +
+                           std::to_string(k) + " computes " +
+                           shapeString(op.shape) +
+                           ", not the output's leading dims");
+    st->sliceBytes[v] = sliceOf(op.shape) * int64_t(dtypeSize(op.dtype));
+    if (op.op == OpId::BroadcastInDim) {
+      const ConstTensor& in = r.inputs.at(op.operands.at(0));
+      std::vector<int64_t> dims = op.attrs.getInts("dims");
+      MC_RETURN_IF_ERROR(shapes::broadcastInDim(in.shape, dims, op.shape));
+      Load l;
+      l.data = static_cast<const uint8_t*>(in.data);
+      l.elemSize = dtypeSize(in.dtype);
+      l.strides.assign(op.shape.size(), 0);
+      std::vector<int64_t> inStrides = contiguousStrides(in.shape);
+      for (size_t d = 0; d < dims.size(); ++d)
+        if (in.shape[d] != 1)
+          l.strides[dims[d]] = inStrides[d];
+      l.splat = std::all_of(l.strides.begin(), l.strides.end(),
+                            [](int64_t x) { return x == 0; });
+      st->loads.push_back(std::move(l));
+      st->loadOf[v] = int(st->loads.size() - 1);
+      alloc(v);
+      continue;
+    }
+    for (uint32_t o : op.operands) {
+      if (o >= v)
+        return Status::error("mc.fused (attention): body op " +
+                             std::to_string(k) +
+                             " reads a value defined after it");
+      // A scalar input read by an elementwise op: a splat slice.
+      if (o < numInputs && r.inputs[o].shape.empty() && st->loadOf[o] < 0) {
+        Load l;
+        l.data = static_cast<const uint8_t*>(r.inputs[o].data);
+        l.elemSize = dtypeSize(r.inputs[o].dtype);
+        l.splat = true;
+        st->loads.push_back(std::move(l));
+        st->loadOf[o] = int(st->loads.size() - 1);
+        st->shapes[o] = op.shape;
+        st->sliceBytes[o] = sliceOf(op.shape) * int64_t(l.elemSize);
+        alloc(o);
+      } else if (o < numInputs && st->loadOf[o] < 0 &&
+                 (r.inputs[o].shape.size() != outShape.size() ||
+                  !std::equal(r.inputs[o].shape.begin(),
+                              r.inputs[o].shape.begin() + st->lead,
+                              outShape.begin()))) {
+        return Status::error("mc.fused (attention): input " +
+                             std::to_string(o) + " " +
+                             shapeString(r.inputs[o].shape) +
+                             " lacks the output's leading dims");
+      } else if (o < numInputs && st->loadOf[o] < 0) {
+        st->sliceBytes[o] =
+            sliceOf(r.inputs[o].shape) * int64_t(dtypeSize(r.inputs[o].dtype));
+      }
+    }
+    if (k + 1 < st->body.size())
+      alloc(v);
+  }
+  if (st->body.back().shape != outShape)
+    return Status::error("mc.fused (attention): the last op computes " +
+                         shapeString(st->body.back().shape) +
+                         ", not the output " + shapeString(outShape));
+  *workspaceBytes = st->scratchBytes;
+  *out = [st, numInputs, &device = r.device](void* workspace) -> Status {
+    uint8_t* ws = static_cast<uint8_t*>(workspace);
+    AttentionState& S = *st;
+    auto sliceShape = [&](size_t v) {
+      return Shape(S.shapes[v].begin() + S.lead, S.shapes[v].end());
+    };
+    if (S.boundTo != ws) {
+      S.kernels.assign(size_t(S.slices), {});
+      for (int64_t b = 0; b < S.slices; ++b) {
+        auto ptr = [&](size_t v) -> uint8_t* {
+          if (S.scratch[v] >= 0)
+            return ws + S.scratch[v];
+          if (v + 1 == numInputs + S.body.size())
+            return static_cast<uint8_t*>(S.output.data) + b * S.sliceBytes[v];
+          return const_cast<uint8_t*>(
+                     static_cast<const uint8_t*>(S.inputs[v].data)) +
+                 b * S.sliceBytes[v];
+        };
+        for (size_t k = 0; k < S.body.size(); ++k) {
+          const RegionOp& op = S.body[k];
+          if (op.op == OpId::BroadcastInDim)
+            continue;
+          size_t v = numInputs + k;
+          std::vector<ConstTensor> ins;
+          for (uint32_t o : op.operands) {
+            DType t = o < numInputs ? S.inputs[o].dtype : S.body[o - numInputs].dtype;
+            ins.push_back(ConstTensor{t, sliceShape(o), ptr(o)});
+          }
+          MutTensor res{op.dtype, sliceShape(v), ptr(v)};
+          OpAttrs attrs = op.attrs;
+          for (OpAttr& a : attrs.all())
+            if (a.name == "axis")
+              a.i -= int64_t(S.lead);
+          KernelFactory f = findKernel(device.kind(), op.op);
+          if (!f)
+            return Status::error(std::string("attention region: no kernel "
+                                              "for mc.") + opName(op.op));
+          BoundKernel kernel;
+          size_t scratch = 0;
+          MC_RETURN_IF_ERROR(
+              f(KernelRequest{op.op, attrs, ins, res, device}, &kernel,
+                &scratch));
+          if (scratch)
+            return Status::error(std::string("attention region: mc.") +
+                                 opName(op.op) + " needs scratch memory");
+          S.kernels[size_t(b)].push_back(std::move(kernel));
+        }
+      }
+      S.boundTo = ws;
+    }
+    for (int64_t b = 0; b < S.slices; ++b) {
+      for (size_t v = 0; v < S.loadOf.size(); ++v)
+        if (S.loadOf[v] >= 0) {
+          int64_t n = S.sliceBytes[v] / int64_t(S.loads[S.loadOf[v]].elemSize);
+          loadTile(S.loads[S.loadOf[v]], S.shapes[v], b * n, n,
+                   ws + S.scratch[v]);
+        }
+      for (const BoundKernel& k : S.kernels[size_t(b)])
+        MC_RETURN_IF_ERROR(k(nullptr));
+    }
+    return Status::ok();
+  };
+  return Status::ok();
+}
+
+Status fusedOrAttentionKernel(const KernelRequest& r, BoundKernel* out,
+                              size_t* workspaceBytes) {
+  if (!r.body || r.body->empty())
+    return Status::error("mc.fused: the step has no body");
+  if (r.attrs.getBool("attention"))
+    return attentionKernel(r, out, workspaceBytes);
+  return fusedKernel(r, out, workspaceBytes);
+}
+
+MC_REGISTER_KERNEL(cpu, Fused, fusedOrAttentionKernel);
 
 } // namespace
 } // namespace mc::rt
