@@ -73,13 +73,54 @@ void printPlanStats(const Plan& plan) {
     }
   }
   unfused += written;
+  // The arena one step per op would need: the plan with every region
+  // expanded into its ops (each value a buffer; a reshape a view), planned
+  // by the same planner.
+  Plan expanded = plan;
+  expanded.steps.clear();
+  for (const PlanStep& s : plan.steps) {
+    if (s.body.empty()) {
+      expanded.steps.push_back(s);
+      continue;
+    }
+    std::vector<uint32_t> value = s.inputs;
+    for (size_t k = 0; k < s.body.size(); ++k) {
+      const PlanRegionOp& r = s.body[k];
+      if (r.op == rt::OpId::Reshape) {
+        value.push_back(value[r.operands[0]]);
+        continue;
+      }
+      uint32_t out = s.outputs[0];
+      if (k + 1 < s.body.size()) {
+        PlanBuffer b;
+        b.name = "region value";
+        b.dtype = r.dtype;
+        b.shape = r.shape;
+        b.batchScale = r.batchScale;
+        expanded.buffers.push_back(std::move(b));
+        out = uint32_t(expanded.buffers.size() - 1);
+      }
+      PlanStep step;
+      step.op = r.op;
+      step.attrs = r.attrs;
+      for (uint32_t v : r.operands)
+        step.inputs.push_back(value[v]);
+      step.outputs.push_back(out);
+      expanded.steps.push_back(std::move(step));
+      value.push_back(out);
+    }
+  }
+  uint64_t unfusedArena = 0;
+  if (planMemory(expanded))
+    unfusedArena = expanded.arenaSize;
   llvm::errs() << "modelc: plan: " << plan.steps.size() << " steps ("
                << regions << " fused regions holding " << regionOps
                << " steps' ops; one step per op: "
                << plan.steps.size() - regions + regionOps << "), "
                << written << " bytes of intermediates written per run (one "
                << "step per op: " << unfused << "), arena "
-               << plan.arenaSize << " bytes"
+               << plan.arenaSize << " bytes (one step per op: " << unfusedArena
+               << ")"
                << (plan.batch.dynamic() ? " (at the max batch)" : "") << "\n";
 }
 
