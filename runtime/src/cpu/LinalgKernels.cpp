@@ -1,5 +1,5 @@
 // CPU kernels of matmul, convolution and pooling (modelc/kernels.h computes
-// them through BLAS), registered per op.
+// them through BLAS; f32 convolutions through oneDNN), registered per op.
 #include "modelc/device.h"
 
 namespace mc::rt {
@@ -36,11 +36,17 @@ Status matmulKernel(const KernelRequest& r, BoundKernel* out, size_t*) {
   return Status::ok();
 }
 
+/// oneDNN's convolution where it takes the step (f32), else the im2col +
+/// BLAS reference (f16, bf16, empty tensors, a runtime without oneDNN).
 Status conv2dKernel(const KernelRequest& r, BoundKernel* out,
                     size_t* workspaceBytes) {
   Conv2dParams c;
   readWindow(r.attrs, c);
   c.groups = r.attrs.getInt("groups", 1);
+  if (r.inputs[0].dtype == DType::F32 &&
+      bindConv2d(r.inputs[0], r.inputs[1], c, Epilogue{}, r.output,
+                 r.isConstant(1), out, workspaceBytes))
+    return Status::ok();
   size_t floats = conv2dWorkspaceSize(r.inputs[0].shape, r.inputs[1].shape,
                                       r.output.shape, c);
   *workspaceBytes = floats * sizeof(float);
