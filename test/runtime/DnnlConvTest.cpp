@@ -4,6 +4,7 @@
 // side effects, and the conv2d step kernel falling back where oneDNN does
 // not take the step. Skips, visibly, in a runtime built without oneDNN.
 #include "TestUtil.h"
+#include "cpu/DnnlConv.h"
 #include "modelc/device.h"
 #include "modelc/kernels.h"
 
@@ -14,6 +15,7 @@ using namespace mc::rt;
 using mc::test::cin;
 using mc::test::mout;
 using mc::test::randomFloats;
+using detail::ConvLayout;
 
 namespace {
 
@@ -54,6 +56,15 @@ bool haveDnnl() {
   return bool(bindConv2d(cin(x, {1, 1, 3, 3}), cin(w, {1, 1, 1, 1}),
                          Conv2dParams{}, Epilogue{}, mout(y, {1, 1, 3, 3}),
                          true, &k, &ws));
+}
+
+/// Every activation layout the binder can pick, each tested on its own.
+const ConvLayout kLayouts[] = {ConvLayout::Auto, ConvLayout::Plain,
+                               ConvLayout::Blocked};
+std::string layoutName(ConvLayout l) {
+  return l == ConvLayout::Auto ? "auto"
+         : l == ConvLayout::Plain ? "plain NCHW"
+                                  : "blocked";
 }
 
 #define SKIP_WITHOUT_DNNL()                                                    \
@@ -118,15 +129,18 @@ TEST(DnnlConv, MatchesTheIm2colReferenceOverASweep) {
                        w = randomFloats(size_t(numElements(ws)), ++seed),
                        ref(size_t(numElements(ys)));
     ASSERT_TRUE(conv2d(cin(x, xs), cin(w, ws), k.p, mout(ref, ys)));
+    for (ConvLayout layout : kLayouts)
     for (bool constant : {true, false}) {
+      SCOPED_TRACE(layoutName(layout) + (constant ? ", constant weights" : ""));
       std::vector<float> y(ref.size(), NAN);
       BoundKernel bound;
       size_t bytes = 0;
-      Status st = bindConv2d(cin(x, xs), cin(w, ws), k.p, Epilogue{},
-                             mout(y, ys), constant, &bound, &bytes);
+      Status st = detail::bindConv2d(cin(x, xs), cin(w, ws), k.p, Epilogue{},
+                                     mout(y, ys), constant, layout, &bound,
+                                     &bytes);
       ASSERT_TRUE(st) << st.message();
       runBound(bound, bytes);
-      EXPECT_LT(relErr(y, ref), 1e-5) << "constant weights " << constant;
+      EXPECT_LT(relErr(y, ref), 1e-5);
       // Repeatable: a second call gives the same bits.
       std::vector<float> first = y;
       runBound(bound, bytes);
@@ -219,24 +233,30 @@ TEST(DnnlConv, EpiloguesMatchConvThenTheReferenceOps) {
       epi.residual = e.residual ? &residual : nullptr;
       epi.activation = e.activation;
       epi.geluTanh = e.geluTanh;
-      std::vector<float> y(count, NAN);
-      BoundKernel bound;
-      size_t bytes = 0;
-      Status st = bindConv2d(cin(x, xs), cin(w, ws), k.p, epi, mout(y, ys),
-                             true, &bound, &bytes);
-      ASSERT_TRUE(st) << st.message();
-      runBound(bound, bytes);
-      EXPECT_LT(relErr(y, ref), 1e-5);
-      runBound(bound, bytes); // the residual is read again, not accumulated
-      EXPECT_LT(relErr(y, ref), 1e-5);
-      if (e.residual) { // in place: the residual is the output buffer
-        std::vector<float> inPlace = r;
-        ConstTensor res = cin(inPlace, ys);
-        epi.residual = &res;
-        ASSERT_TRUE(bindConv2d(cin(x, xs), cin(w, ws), k.p, epi,
-                               mout(inPlace, ys), true, &bound, &bytes));
+      for (ConvLayout layout : kLayouts) {
+        SCOPED_TRACE(layoutName(layout));
+        std::vector<float> y(count, NAN);
+        BoundKernel bound;
+        size_t bytes = 0;
+        epi.residual = e.residual ? &residual : nullptr;
+        Status st = detail::bindConv2d(cin(x, xs), cin(w, ws), k.p, epi,
+                                       mout(y, ys), true, layout, &bound,
+                                       &bytes);
+        ASSERT_TRUE(st) << st.message();
         runBound(bound, bytes);
-        EXPECT_LT(relErr(inPlace, ref), 1e-5) << "in place";
+        EXPECT_LT(relErr(y, ref), 1e-5);
+        runBound(bound, bytes); // the residual is read again, not summed twice
+        EXPECT_LT(relErr(y, ref), 1e-5);
+        if (e.residual) { // in place: the residual is the output buffer
+          std::vector<float> inPlace = r;
+          ConstTensor res = cin(inPlace, ys);
+          epi.residual = &res;
+          ASSERT_TRUE(detail::bindConv2d(cin(x, xs), cin(w, ws), k.p, epi,
+                                         mout(inPlace, ys), true, layout,
+                                         &bound, &bytes));
+          runBound(bound, bytes);
+          EXPECT_LT(relErr(inPlace, ref), 1e-5) << "in place";
+        }
       }
     }
 }
