@@ -5,10 +5,12 @@
 // Layouts: our tensors are plain NCHW / OIHW in the arena. Weights take
 // the layout the primitive prefers (format `any`): reordered once at bind
 // when constant, per call into the workspace otherwise (a reorder is
-// O(weights), the convolution O(weights * N*OH*OW)). Source and
-// destination: see kPlainActivations.
+// O(weights), the convolution O(weights * N*OH*OW)); a session binds each
+// batch size on its own, so each binding holds its copy. Source and
+// destination: see blockedActivations.
 //
-// Threads: Debian's oneDNN runs on OpenMP; each call sets OpenMP's thread
+// Threads: Debian's oneDNN runs on OpenMP, as the runtime's parallel-for
+// does when built with it (Parallel.cpp): each call sets OpenMP's thread
 // count to the runtime's (MODELC_NUM_THREADS / OMP_NUM_THREADS / cores).
 // Scratch: oneDNN's scratchpad is user-managed and lives in the step
 // workspace with the reordered tensors, so a call does not allocate.
@@ -46,8 +48,7 @@ dnnl::stream &threadStream() {
 /// arena directly; oneDNN then runs its own im2col + sgemm) or reordered to
 /// and from the blocked layout its direct kernels want (nChw8c): see
 /// docs/decisions.md, "CPU convolution through oneDNN", for the
-/// measurements behind the choice.
-/// Blocked wins on every ResNet-18 shape with a 3x3 or 7x7 window (1.2-1.6x
+/// measurements behind the choice (modelc-conv-bench). Blocked wins on every ResNet-18 shape with a 3x3 or 7x7 window (1.2-1.6x
 /// faster than plain, reorders included); 1x1 convolutions are a plain
 /// sgemm already, and their reorders cost more than the blocked kernel
 /// saves.
@@ -208,10 +209,8 @@ Status bindConv2d(const ConstTensor &input, const ConstTensor &weight,
     const dnnl::engine &eng = cpuEngine();
     memory::desc srcUser(srcDims, f32, Tag::nchw),
         dstUser(dstDims, f32, Tag::nchw), weiUser(weiDims, f32, weiTag);
-    bool plain =
-        layout == ConvLayout::Plain ||
-        (layout == ConvLayout::Auto &&
-         !blockedActivations(weight.shape));
+    bool plain = layout == ConvLayout::Plain ||
+                 (layout == ConvLayout::Auto && !blockedActivations(weight.shape));
     memory::desc srcAny = plain ? srcUser : memory::desc(srcDims, f32, Tag::any),
                  dstAny = plain ? dstUser : memory::desc(dstDims, f32, Tag::any),
                  weiAny(weiDims, f32, Tag::any), biasMd;
