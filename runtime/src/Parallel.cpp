@@ -178,6 +178,11 @@ bool runChunks(int chunks, int64_t n, ChunkFn fn, void *ctx) {
   // The chunks of the pool's split, on OpenMP's threads: the team that
   // oneDNN's convolutions run on, so no second set of threads spins
   // against it.
+  // One caller at a time, as with the pool: another thread's kernel runs
+  // inline rather than oversubscribing the cores.
+  static std::atomic<bool> busy{false};
+  if (busy.exchange(true, std::memory_order_acquire))
+    return false;
   chunks = std::min(chunks, maxThreads());
 #pragma omp parallel num_threads(chunks)
   {
@@ -187,6 +192,7 @@ bool runChunks(int chunks, int64_t n, ChunkFn fn, void *ctx) {
       fn(ctx, n * c / chunks, n * (c + 1) / chunks);
     tInChunk = false;
   }
+  busy.store(false, std::memory_order_release);
   return true;
 #else
   return pool().run(chunks, n, fn, ctx);
