@@ -20,6 +20,10 @@
 #include <type_traits>
 #include <vector>
 
+#ifdef MODELC_PARALLEL_OPENMP
+#include <omp.h>
+#endif
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define MC_CPU_RELAX() _mm_pause()
@@ -151,10 +155,12 @@ private:
   int64_t n_ = 0;
 };
 
+#ifndef MODELC_PARALLEL_OPENMP
 Pool &pool() {
   static Pool p(configuredThreads());
   return p;
 }
+#endif
 
 } // namespace
 
@@ -168,7 +174,29 @@ int maxThreads() {
 bool runChunks(int chunks, int64_t n, ChunkFn fn, void *ctx) {
   if (tInChunk || chunks <= 1)
     return false;
+#ifdef MODELC_PARALLEL_OPENMP
+  // The chunks of the pool's split, on OpenMP's threads: the team that
+  // oneDNN's convolutions run on, so no second set of threads spins
+  // against it.
+  // One caller at a time, as with the pool: another thread's kernel runs
+  // inline rather than oversubscribing the cores.
+  static std::atomic<bool> busy{false};
+  if (busy.exchange(true, std::memory_order_acquire))
+    return false;
+  chunks = std::min(chunks, maxThreads());
+#pragma omp parallel num_threads(chunks)
+  {
+    int t = omp_get_thread_num(), team = omp_get_num_threads();
+    tInChunk = true;
+    for (int c = t; c < chunks; c += team)
+      fn(ctx, n * c / chunks, n * (c + 1) / chunks);
+    tInChunk = false;
+  }
+  busy.store(false, std::memory_order_release);
+  return true;
+#else
   return pool().run(chunks, n, fn, ctx);
+#endif
 }
 
 } // namespace mc::rt::detail

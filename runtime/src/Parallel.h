@@ -8,6 +8,13 @@
 // that follows; ResNet-18 ran 4x slower. This pool's workers spin only
 // briefly, yielding, then sleep.
 //
+// Except with oneDNN (MODELC_PARALLEL_OPENMP): its convolutions run on
+// libgomp's threads, and a second set of spinning threads next to them
+// made the elementwise steps between convolutions twice as slow. There the
+// same chunks run in an OpenMP parallel region instead: one team for
+// everything, as in PyTorch (docs/decisions.md, "CPU convolution through
+// oneDNN").
+//
 // Threads: MODELC_NUM_THREADS, else OMP_NUM_THREADS, else the number of
 // cores (read once, at the first parallel kernel).
 //

@@ -194,10 +194,13 @@ Status Session::Impl::bind(int64_t batch, Binding *out, size_t *scratch) const {
     StepExec e;
     findOp(st->op()->string_view(), &e.op); // checked by the verifier
     e.attrs = OpAttrs(decodeAttrs(*st));
+    std::vector<bool> constant;
     if (st->inputs())
-      for (uint32_t i : *st->inputs())
+      for (uint32_t i : *st->inputs()) {
         e.in.push_back(
             ConstTensor{DType(buffers.Get(i)->dtype()), shapeOf(i), bufPtr(i)});
+        constant.push_back(buffers.Get(i)->kind() == fb::BufferKind::Constant);
+      }
     uint32_t o = st->outputs()->Get(0);
     e.out = MutTensor{DType(buffers.Get(o)->dtype()), shapeOf(o), bufPtr(o)};
     if (st->executable() >= 0)
@@ -223,7 +226,7 @@ Status Session::Impl::bind(int64_t batch, Binding *out, size_t *scratch) const {
     size_t bytes = 0;
     Status bound = factory(
         KernelRequest{e.op, e.attrs, e.in, e.out, dev,
-                      e.body.empty() ? nullptr : &e.body},
+                      e.body.empty() ? nullptr : &e.body, constant},
         &e.kernel, &bytes);
     if (!bound)
       return Status::error(stepWhere(*model, index) + atBatch + ": " +

@@ -61,12 +61,19 @@ struct KernelRequest {
   Device& device;
   /// op == Fused: the region's ops; null otherwise.
   const std::vector<RegionOp>* body = nullptr;
+  /// constantInputs[i]: input i is a weight of the artifact's constant
+  /// section, filled before binding and never written while the session
+  /// lives, so a factory may preprocess it once (reorder, pack). Empty, or
+  /// shorter than inputs: not constant.
+  std::vector<bool> constantInputs = {};
+  bool isConstant(size_t i) const {
+    return i < constantInputs.size() && constantInputs[i];
+  }
 };
 
-/// A step bound to its tensors: run() calls it once per step. `workspace`
-/// is scratch of the size the factory asked for (shared by the steps, which
-/// run one at a time).
-using BoundKernel = std::function<Status(void* workspace)>;
+// A step's kernel is a BoundKernel (modelc/kernels.h): run() calls it once
+// per step with scratch of the size the factory asked for (shared by the
+// steps, which run one at a time).
 
 /// Checks a step once, when the session is created, and returns what run()
 /// calls; `workspaceBytes` (initially 0) is how much scratch it needs.

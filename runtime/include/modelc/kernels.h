@@ -21,6 +21,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <vector>
 
 namespace mc::rt {
@@ -144,10 +146,45 @@ size_t conv2dWorkspaceSize(const Shape& input, const Shape& weight,
                            const Shape& out, const Conv2dParams& params);
 /// conv2d with caller-owned scratch of at least conv2dWorkspaceSize floats,
 /// so that a session's run() does not allocate (the overload above
-/// allocates it).
+/// allocates it). The two conv2d overloads are the numerical reference;
+/// bindConv2d below is the fast path tested against them.
 Status conv2d(const ConstTensor& input, const ConstTensor& weight,
               const Conv2dParams& params, const MutTensor& out,
               float* workspace, size_t workspaceFloats);
+
+/// A kernel bound to its tensors once and called many times (a session
+/// calls it once per run); `workspace` is scratch of the size the binder
+/// asked for, shared with other kernels that never run at the same time.
+using BoundKernel = std::function<Status(void* workspace)>;
+
+/// What a fused region computes after its conv2d or matmul, in one call:
+/// out = activation(anchor + bias + residual); each part optional, and
+/// computed in f32 in that order (bias add, then residual add, then the
+/// activation), as the reference ops `binary` and `unary` would.
+struct Epilogue {
+  const ConstTensor* bias = nullptr;     // conv2d: [C_out]; matmul: [N]
+  const ConstTensor* residual = nullptr; // the anchor's output shape, dtype
+  /// Relu, Gelu (exact erf form, or the tanh form with geluTanh), Sigmoid,
+  /// Tanh, Hardswish, Exp, Abs.
+  std::optional<OpId> activation;
+  bool geluTanh = false;
+  bool empty() const { return !bias && !residual && !activation; }
+};
+
+/// Binds a conv2d whose epilogue runs inside the convolution (oneDNN with
+/// post-ops on the CPU): f32 NCHW tensors, any stride, padding, dilation
+/// and groups. `weightsConstant` promises that the weight's data is filled
+/// now and never changes while the kernel lives (weights in an artifact's
+/// constant section): they are then reordered once, here, into the
+/// library's preferred layout. The tensors' data pointers are captured;
+/// the bound kernel may be called any number of times. Returns a non-OK
+/// Status, without side effects, when this combination (dtype, shape,
+/// epilogue) is not supported, so that the caller falls back to conv2d
+/// followed by the epilogue op by op.
+Status bindConv2d(const ConstTensor& input, const ConstTensor& weight,
+                  const Conv2dParams& params, const Epilogue& epilogue,
+                  const MutTensor& out, bool weightsConstant,
+                  BoundKernel* bound, size_t* workspaceBytes);
 
 struct Pool2dParams {
   int64_t kernelH = 1, kernelW = 1;

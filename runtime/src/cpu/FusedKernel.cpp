@@ -10,6 +10,7 @@
 // (through oneDNN's post-ops when the epilogue is what the library can fuse,
 // else its own kernel into the output) and then the elementwise rest over
 // tiles of its result, in place.
+#include "CpuKernels.h"
 #include "modelc/device.h"
 #include "modelc/shapes.h"
 
@@ -179,8 +180,82 @@ Status bindTilePlan(const KernelRequest& r, const std::vector<RegionOp>& body,
   return Status::ok();
 }
 
+/// A conv2d region whose epilogue oneDNN computes in the convolution: conv,
+/// then in this order an optional per-channel bias (a broadcast of an input
+/// [C] along dim 1), an optional residual (an input of the output's shape)
+/// and an optional activation, all f32. False when the region is anything
+/// else or the library refuses it (then the generic path runs).
+bool bindConvEpilogue(const KernelRequest& r, BoundKernel* out,
+                      size_t* workspaceBytes) {
+  const std::vector<RegionOp>& body = *r.body;
+  const RegionOp& conv = body[0];
+  size_t n = r.inputs.size();
+  if (conv.op != OpId::Conv2d || conv.dtype != DType::F32 ||
+      r.output.dtype != DType::F32 || conv.operands.size() != 2)
+    return false;
+  Epilogue e;
+  uint32_t cur = uint32_t(n); // the value the epilogue has reached
+  std::vector<uint32_t> biasLoads; // broadcast values of a bias input
+  for (size_t k = 1; k < body.size(); ++k) {
+    const RegionOp& op = body[k];
+    uint32_t value = uint32_t(n + k);
+    if (op.dtype != DType::F32)
+      return false;
+    if (op.op == OpId::BroadcastInDim) {
+      std::vector<int64_t> dims = op.attrs.getInts("dims");
+      const ConstTensor& in = r.inputs[op.operands[0]];
+      if (e.bias || !biasLoads.empty() || dims != std::vector<int64_t>{1} ||
+          in.shape.size() != 1 || in.dtype != DType::F32)
+        return false;
+      biasLoads.push_back(value);
+      e.bias = &r.inputs[op.operands[0]];
+      continue;
+    }
+    if (op.op == OpId::Add && op.operands.size() == 2) {
+      uint32_t a = op.operands[0], b = op.operands[1];
+      uint32_t other = a == cur ? b : b == cur ? a : UINT32_MAX;
+      if (other == UINT32_MAX || e.activation)
+        return false;
+      if (!biasLoads.empty() && other == biasLoads[0] && !e.residual &&
+          cur == n) {
+        // the bias add, straight after the conv
+      } else if (other < n && !e.residual &&
+                 r.inputs[other].shape == r.output.shape &&
+                 r.inputs[other].dtype == DType::F32 &&
+                 (biasLoads.empty() || cur != n)) {
+        e.residual = &r.inputs[other];
+      } else {
+        return false;
+      }
+      cur = value;
+      continue;
+    }
+    if (op.operands.size() == 1 && op.operands[0] == cur && !e.activation &&
+        (op.op == OpId::Relu || op.op == OpId::Gelu ||
+         op.op == OpId::Sigmoid || op.op == OpId::Tanh ||
+         op.op == OpId::Hardswish)) {
+      e.activation = op.op;
+      e.geluTanh = op.attrs.getBool("tanh_approximation");
+      cur = value;
+      continue;
+    }
+    return false;
+  }
+  if (cur != n + body.size() - 1)
+    return false;
+  // A bias must have been added (else its broadcast feeds nothing).
+  if (e.bias && cur == n)
+    return false;
+  return bool(bindConv2d(r.inputs[conv.operands[0]], r.inputs[conv.operands[1]],
+                         conv2dParams(conv.attrs), e, r.output,
+                         r.isConstant(conv.operands[1]), out,
+                         workspaceBytes));
+}
+
 Status fusedKernel(const KernelRequest& r, BoundKernel* out,
                    size_t* workspaceBytes) {
+  if (bindConvEpilogue(r, out, workspaceBytes))
+    return Status::ok();
   if (!r.body || r.body->empty())
     return Status::error("mc.fused: the step has no body");
   const std::vector<RegionOp>& body = *r.body;
@@ -349,8 +424,11 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
     size_t anchorScratch = 0;
     BoundKernel probe;
     MutTensor probeOut{a.dtype, anchorShape, st->output};
+    std::vector<bool> constant;
+    for (uint32_t v : a.operands)
+      constant.push_back(r.isConstant(v));
     MC_RETURN_IF_ERROR(factory(KernelRequest{a.op, a.attrs, ins, probeOut,
-                                             r.device},
+                                             r.device, nullptr, constant},
                                &probe, &anchorScratch));
     st->anchorWorkspace = anchorScratch;
     offset = (anchorScratch + 63) / 64 * 64;

@@ -1,5 +1,6 @@
 // CPU kernels of matmul, convolution and pooling (modelc/kernels.h computes
-// them through BLAS), registered per op.
+// them through BLAS; f32 convolutions through oneDNN), registered per op.
+#include "CpuKernels.h"
 #include "modelc/device.h"
 
 namespace mc::rt {
@@ -36,11 +37,15 @@ Status matmulKernel(const KernelRequest& r, BoundKernel* out, size_t*) {
   return Status::ok();
 }
 
+/// oneDNN's convolution where it takes the step (f32), else the im2col +
+/// BLAS reference (f16, bf16, empty tensors, a runtime without oneDNN).
 Status conv2dKernel(const KernelRequest& r, BoundKernel* out,
                     size_t* workspaceBytes) {
-  Conv2dParams c;
-  readWindow(r.attrs, c);
-  c.groups = r.attrs.getInt("groups", 1);
+  Conv2dParams c = conv2dParams(r.attrs);
+  if (r.inputs[0].dtype == DType::F32 &&
+      bindConv2d(r.inputs[0], r.inputs[1], c, Epilogue{}, r.output,
+                 r.isConstant(1), out, workspaceBytes))
+    return Status::ok();
   size_t floats = conv2dWorkspaceSize(r.inputs[0].shape, r.inputs[1].shape,
                                       r.output.shape, c);
   *workspaceBytes = floats * sizeof(float);
@@ -75,6 +80,16 @@ Status avgPoolKernel(const KernelRequest& r, BoundKernel* out, size_t*) {
 }
 
 MC_REGISTER_KERNEL(cpu, Matmul, matmulKernel);
+} // namespace
+
+Conv2dParams conv2dParams(const OpAttrs& attrs) {
+  Conv2dParams c;
+  readWindow(attrs, c);
+  c.groups = attrs.getInt("groups", 1);
+  return c;
+}
+
+namespace {
 MC_REGISTER_KERNEL(cpu, Conv2d, conv2dKernel);
 MC_REGISTER_KERNEL(cpu, MaxPool2d, maxPoolKernel);
 MC_REGISTER_KERNEL(cpu, AvgPool2d, avgPoolKernel);

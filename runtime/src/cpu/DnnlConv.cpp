@@ -1,0 +1,342 @@
+// conv2d through oneDNN, with its epilogue (bias, residual, activation) as
+// post-ops: the CPU's fast convolution, tested against the im2col
+// reference (KernelsNN.cpp).
+//
+// Layouts: our tensors are plain NCHW / OIHW in the arena. Weights take
+// the layout the primitive prefers (format `any`): reordered once at bind
+// when constant, per call into the workspace otherwise (a reorder is
+// O(weights), the convolution O(weights * N*OH*OW)); a session binds each
+// batch size on its own, so each binding holds its copy. Source and
+// destination: see blockedActivations.
+//
+// Threads: Debian's oneDNN runs on OpenMP, as the runtime's parallel-for
+// does when built with it (Parallel.cpp): each call sets OpenMP's thread
+// count to the runtime's (MODELC_NUM_THREADS / OMP_NUM_THREADS / cores).
+// Scratch: oneDNN's scratchpad is user-managed and lives in the step
+// workspace with the reordered tensors, so a call does not allocate.
+#include "cpu/DnnlConv.h"
+#include "Parallel.h"
+#include "modelc/kernels.h"
+#include "modelc/shapes.h"
+
+#include <oneapi/dnnl/dnnl.hpp>
+#include <omp.h>
+
+#include <cstring>
+#include <memory>
+#include <unordered_map>
+
+namespace mc::rt {
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+
+const dnnl::engine &cpuEngine() {
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+/// A CPU stream is cheap but not meant to be shared between threads that
+/// execute at once: one per thread.
+dnnl::stream &threadStream() {
+  thread_local dnnl::stream stream(cpuEngine());
+  return stream;
+}
+
+/// Source and destination in plain NCHW (the primitive reads and writes the
+/// arena directly; oneDNN then runs its own im2col + sgemm) or reordered to
+/// and from the blocked layout its direct kernels want (nChw8c): see
+/// docs/decisions.md, "CPU convolution through oneDNN", for the
+/// measurements behind the choice (modelc-conv-bench). Blocked wins on every ResNet-18 shape with a 3x3 or 7x7 window (1.2-1.6x
+/// faster than plain, reorders included); 1x1 convolutions are a plain
+/// sgemm already, and their reorders cost more than the blocked kernel
+/// saves.
+bool blockedActivations(const Shape &weight) {
+  return weight[2] * weight[3] > 1;
+}
+
+bool eltwiseOf(const Epilogue &e, dnnl::algorithm *alg) {
+  switch (*e.activation) {
+  case OpId::Relu:
+    *alg = dnnl::algorithm::eltwise_relu;
+    return true;
+  case OpId::Gelu:
+    *alg = e.geluTanh ? dnnl::algorithm::eltwise_gelu_tanh
+                      : dnnl::algorithm::eltwise_gelu_erf;
+    return true;
+  case OpId::Sigmoid:
+    *alg = dnnl::algorithm::eltwise_logistic;
+    return true;
+  case OpId::Tanh:
+    *alg = dnnl::algorithm::eltwise_tanh;
+    return true;
+  case OpId::Hardswish:
+    *alg = dnnl::algorithm::eltwise_hardswish;
+    return true;
+  case OpId::Exp:
+    *alg = dnnl::algorithm::eltwise_exp;
+    return true;
+  case OpId::Abs:
+    *alg = dnnl::algorithm::eltwise_abs;
+    return true;
+  default:
+    return false;
+  }
+}
+
+constexpr size_t kAlign = 64;
+size_t alignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+/// A tensor the primitive reads or writes in another layout than ours: the
+/// reorder between the two and where the reordered copy lives.
+struct Staged {
+  dnnl::reorder reorder;
+  memory user, staged; // staged's handle: workspace + offset (per call)
+  size_t offset = 0;
+};
+
+/// Everything a bound call needs, shared by the copies of its BoundKernel.
+struct DnnlConv {
+  dnnl::convolution_forward conv;
+  std::unordered_map<int, memory> args;
+  memory src, dst, scratchpad;
+  std::optional<Staged> srcIn, weightIn, dstOut, residualIn;
+  memory constWeights; // owned: the weights reordered at bind
+  const void *residual = nullptr;
+  void *out = nullptr;
+  size_t outBytes = 0;
+  int threads = 1;
+
+  Status operator()(void *workspace) {
+    uint8_t *ws = static_cast<uint8_t *>(workspace);
+    if (omp_get_max_threads() != threads)
+      omp_set_num_threads(threads);
+    try {
+      dnnl::stream &s = threadStream();
+      scratchpad.set_data_handle(ws);
+      auto stage = [&](Staged &st, bool run) {
+        st.staged.set_data_handle(ws + st.offset);
+        if (run)
+          st.reorder.execute(s, {{DNNL_ARG_FROM, st.user},
+                                 {DNNL_ARG_TO, st.staged},
+                                 {DNNL_ARG_SCRATCHPAD, scratchpad}});
+      };
+      if (weightIn)
+        stage(*weightIn, true);
+      if (srcIn)
+        stage(*srcIn, true);
+      if (dstOut)
+        stage(*dstOut, false);
+      // The sum post-op adds what the destination holds: the residual.
+      if (residualIn)
+        stage(*residualIn, true);
+      else if (residual && residual != out)
+        std::memcpy(out, residual, outBytes);
+      conv.execute(s, args);
+      if (dstOut)
+        dstOut->reorder.execute(s, {{DNNL_ARG_FROM, dstOut->staged},
+                                    {DNNL_ARG_TO, dstOut->user},
+                                    {DNNL_ARG_SCRATCHPAD, scratchpad}});
+      s.wait();
+    } catch (const dnnl::error &e) {
+      return Status::error(std::string("conv2d (oneDNN): ") + e.what());
+    }
+    return Status::ok();
+  }
+};
+
+
+Status checkEpilogue(const Epilogue &e, const MutTensor &out,
+                     dnnl::algorithm *alg) {
+  if (e.bias && (e.bias->dtype != DType::F32 ||
+                 e.bias->shape != Shape{out.shape[1]}))
+    return Status::error("conv2d (oneDNN): bias " + shapeString(e.bias->shape) +
+                         " " + dtypeName(e.bias->dtype) + ", expected f32 [" +
+                         std::to_string(out.shape[1]) + "]");
+  if (e.residual &&
+      (e.residual->dtype != DType::F32 || e.residual->shape != out.shape))
+    return Status::error("conv2d (oneDNN): residual " +
+                         shapeString(e.residual->shape) + " " +
+                         dtypeName(e.residual->dtype) + ", expected f32 " +
+                         shapeString(out.shape));
+  if (e.activation && !eltwiseOf(e, alg))
+    return Status::error(std::string("conv2d (oneDNN): no fused activation "
+                                     "mc.") +
+                         opName(*e.activation));
+  return Status::ok();
+}
+
+} // namespace
+
+namespace detail {
+
+Status bindConv2d(const ConstTensor &input, const ConstTensor &weight,
+                  const Conv2dParams &p, const Epilogue &epilogue,
+                  const MutTensor &out, bool weightsConstant,
+                  ConvLayout layout, BoundKernel *bound,
+                  size_t *workspaceBytes) {
+  for (DType t : {input.dtype, weight.dtype, out.dtype})
+    if (t != DType::F32)
+      return Status::error(std::string("conv2d (oneDNN): dtype ") +
+                           dtypeName(t) + " is not supported (f32)");
+  if (input.shape.size() != 4 || weight.shape.size() != 4)
+    return Status::error("conv2d (oneDNN): input and weight must be rank 4");
+  Shape expect;
+  MC_RETURN_IF_ERROR(shapes::conv2d(
+      input.shape, weight.shape, {p.strideH, p.strideW},
+      {p.padTop, p.padLeft, p.padBottom, p.padRight},
+      {p.dilationH, p.dilationW}, p.groups, &expect));
+  if (out.shape != expect)
+    return Status::error("conv2d (oneDNN): result shape " +
+                         shapeString(out.shape) + ", expected " +
+                         shapeString(expect));
+  if (numElements(out.shape) == 0 || numElements(weight.shape) == 0)
+    return Status::error("conv2d (oneDNN): empty tensors run the reference");
+  dnnl::algorithm act = dnnl::algorithm::undef;
+  MC_RETURN_IF_ERROR(checkEpilogue(epilogue, out, &act));
+
+  const memory::dims srcDims(input.shape.begin(), input.shape.end()),
+      dstDims(out.shape.begin(), out.shape.end());
+  int64_t g = p.groups, o = weight.shape[0];
+  memory::dims weiDims =
+      g == 1 ? memory::dims(weight.shape.begin(), weight.shape.end())
+             : memory::dims{g, o / g, weight.shape[1], weight.shape[2],
+                            weight.shape[3]};
+  Tag weiTag = g == 1 ? Tag::oihw : Tag::goihw;
+  auto f32 = memory::data_type::f32;
+  try {
+    const dnnl::engine &eng = cpuEngine();
+    memory::desc srcUser(srcDims, f32, Tag::nchw),
+        dstUser(dstDims, f32, Tag::nchw), weiUser(weiDims, f32, weiTag);
+    bool plain = layout == ConvLayout::Plain ||
+                 (layout == ConvLayout::Auto && !blockedActivations(weight.shape));
+    memory::desc srcAny = plain ? srcUser : memory::desc(srcDims, f32, Tag::any),
+                 dstAny = plain ? dstUser : memory::desc(dstDims, f32, Tag::any),
+                 weiAny(weiDims, f32, Tag::any);
+    // The bias is a binary post-op on the f32 result, not the primitive's
+    // own bias (which seeds the accumulator): the sum rounds as conv2d then
+    // add do, so a fused region equals the unfused steps bit for bit.
+    memory::desc biasMd({1, o, 1, 1}, f32, Tag::nchw);
+    dnnl::convolution_forward::desc desc(
+        dnnl::prop_kind::forward_inference,
+        dnnl::algorithm::convolution_direct, srcAny, weiAny, memory::desc(),
+        dstAny, {p.strideH, p.strideW}, {p.dilationH - 1, p.dilationW - 1},
+        {p.padTop, p.padLeft}, {p.padBottom, p.padRight});
+    dnnl::post_ops ops;
+    if (epilogue.bias)
+      ops.append_binary(dnnl::algorithm::binary_add, biasMd);
+    if (epilogue.residual)
+      ops.append_sum(1.f);
+    if (epilogue.activation)
+      ops.append_eltwise(1.f, act, 0.f, 0.f);
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    attr.set_post_ops(ops);
+    dnnl::convolution_forward::primitive_desc pd(desc, attr, eng);
+    // oneDNN's reference implementation is what it falls back to when no
+    // optimized kernel takes this combination (a binary bias with a sum
+    // post-op, on this library): orders of magnitude slower than im2col,
+    // so refuse it and let the caller take its own path.
+    if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0)
+      return Status::error("conv2d (oneDNN): only the reference "
+                           "implementation takes this convolution and "
+                           "epilogue");
+
+    auto k = std::make_shared<DnnlConv>();
+    k->conv = dnnl::convolution_forward(pd);
+    size_t scratch = pd.scratchpad_desc().get_size();
+    size_t offset = 0; // of the staged tensors, after the scratchpad
+    // A reorder between our layout and the primitive's, its copy placed in
+    // the workspace after the earlier ones.
+    auto makeStage = [&](const memory::desc &from, const memory::desc &to,
+                         const void *userData, bool toUser) {
+      dnnl::primitive_attr rattr;
+      rattr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      dnnl::reorder::primitive_desc rpd(eng, from, eng, to, rattr);
+      scratch = std::max(scratch, rpd.scratchpad_desc().get_size());
+      const memory::desc &userMd = toUser ? to : from,
+                         &stagedMd = toUser ? from : to;
+      Staged st;
+      st.reorder = dnnl::reorder(rpd);
+      st.user = memory(userMd, eng, const_cast<void *>(userData));
+      st.staged = memory(stagedMd, eng, nullptr);
+      st.offset = offset;
+      offset += alignUp(stagedMd.get_size());
+      return st;
+    };
+
+    // Weights: reordered once now when constant, per call otherwise.
+    memory weights(weiUser, eng, const_cast<void *>(weight.data));
+    if (pd.weights_desc() != weiUser) {
+      if (weightsConstant) {
+        dnnl::reorder::primitive_desc rpd(eng, weiUser, eng, pd.weights_desc());
+        k->constWeights = memory(pd.weights_desc(), eng);
+        dnnl::stream s(eng);
+        dnnl::reorder(rpd).execute(s, weights, k->constWeights);
+        s.wait();
+        weights = k->constWeights;
+      } else {
+        k->weightIn = makeStage(weiUser, pd.weights_desc(), weight.data, false);
+        weights = k->weightIn->staged;
+      }
+    }
+    memory src(srcUser, eng, const_cast<void *>(input.data));
+    if (pd.src_desc() != srcUser) {
+      k->srcIn = makeStage(srcUser, pd.src_desc(), input.data, false);
+      src = k->srcIn->staged;
+    }
+    memory dst(dstUser, eng, out.data);
+    if (pd.dst_desc() != dstUser) {
+      k->dstOut = makeStage(pd.dst_desc(), dstUser, out.data, true);
+      dst = k->dstOut->staged;
+      if (epilogue.residual) { // into the staged destination
+        k->residualIn = makeStage(dstUser, pd.dst_desc(),
+                                  epilogue.residual->data, false);
+        offset -= alignUp(pd.dst_desc().get_size());
+        k->residualIn->offset = k->dstOut->offset;
+      }
+    }
+    // The staged tensors follow the scratchpad in the workspace.
+    size_t base = alignUp(scratch);
+    for (auto *st : {&k->srcIn, &k->weightIn, &k->dstOut, &k->residualIn})
+      if (*st)
+        (*st)->offset += base;
+    // One scratchpad, sized for the largest user: the primitive and the
+    // reorders run one after the other.
+    k->scratchpad =
+        scratch ? memory(memory::desc({memory::dim(scratch)},
+                                      memory::data_type::u8, Tag::a),
+                         eng, nullptr)
+                : memory(memory::desc(), eng, nullptr);
+    k->args = {{DNNL_ARG_SRC, src},
+               {DNNL_ARG_WEIGHTS, weights},
+               {DNNL_ARG_DST, dst},
+               {DNNL_ARG_SCRATCHPAD, k->scratchpad}};
+    if (epilogue.bias)
+      k->args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
+                      memory(biasMd, eng,
+                             const_cast<void *>(epilogue.bias->data)));
+    k->residual = epilogue.residual ? epilogue.residual->data : nullptr;
+    k->out = out.data;
+    k->outBytes = size_t(numElements(out.shape)) * sizeof(float);
+    k->threads = detail::maxThreads();
+    *workspaceBytes = base + offset;
+    *bound = [k](void *workspace) { return (*k)(workspace); };
+  } catch (const dnnl::error &e) {
+    return Status::error(std::string("conv2d (oneDNN): ") + e.what());
+  }
+  return Status::ok();
+}
+
+} // namespace detail
+
+Status bindConv2d(const ConstTensor &input, const ConstTensor &weight,
+                  const Conv2dParams &p, const Epilogue &epilogue,
+                  const MutTensor &out, bool weightsConstant,
+                  BoundKernel *bound, size_t *workspaceBytes) {
+  return detail::bindConv2d(input, weight, p, epilogue, out, weightsConstant,
+                            detail::ConvLayout::Auto, bound, workspaceBytes);
+}
+
+} // namespace mc::rt

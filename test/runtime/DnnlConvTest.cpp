@@ -1,0 +1,351 @@
+// bindConv2d (oneDNN on the CPU) against the reference: the im2col conv2d
+// over a sweep of shapes, each fused epilogue against conv2d followed by
+// the registered CPU kernels of add and the activation, refusals without
+// side effects, and the conv2d step kernel falling back where oneDNN does
+// not take the step. Skips, visibly, in a runtime built without oneDNN.
+#include "TestUtil.h"
+#include "cpu/DnnlConv.h"
+#include "modelc/device.h"
+#include "modelc/kernels.h"
+
+#include <algorithm>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+using namespace mc::rt;
+using mc::test::cin;
+using mc::test::mout;
+using mc::test::randomFloats;
+using detail::ConvLayout;
+
+namespace {
+
+struct ConvCase {
+  int64_t n, c, h, w, o, kh, kw;
+  Conv2dParams p;
+};
+
+Conv2dParams params(int64_t stride, int64_t pad, int64_t dilation = 1,
+                    int64_t groups = 1) {
+  Conv2dParams p;
+  p.strideH = p.strideW = stride;
+  p.padTop = p.padLeft = p.padBottom = p.padRight = pad;
+  p.dilationH = p.dilationW = dilation;
+  p.groups = groups;
+  return p;
+}
+
+Shape outShape(const ConvCase &k) {
+  const Conv2dParams &p = k.p;
+  return {k.n, k.o,
+          (k.h + p.padTop + p.padBottom - p.dilationH * (k.kh - 1) - 1) /
+                  p.strideH + 1,
+          (k.w + p.padLeft + p.padRight - p.dilationW * (k.kw - 1) - 1) /
+                  p.strideW + 1};
+}
+
+/// ||a - ref|| / ||ref|| in double; NaN never passes.
+double relErr(const std::vector<float> &a, const std::vector<float> &ref) {
+  std::vector<double> r(ref.begin(), ref.end());
+  return mc::test::relErr(a, r);
+}
+
+bool haveDnnl() {
+  std::vector<float> x(9, 1.f), w(1, 1.f), y(9);
+  BoundKernel k;
+  size_t ws = 0;
+  return bool(bindConv2d(cin(x, {1, 1, 3, 3}), cin(w, {1, 1, 1, 1}),
+                         Conv2dParams{}, Epilogue{}, mout(y, {1, 1, 3, 3}),
+                         true, &k, &ws));
+}
+
+/// Every activation layout the binder can pick, each tested on its own.
+const ConvLayout kLayouts[] = {ConvLayout::Auto, ConvLayout::Plain,
+                               ConvLayout::Blocked};
+std::string layoutName(ConvLayout l) {
+  return l == ConvLayout::Auto ? "auto"
+         : l == ConvLayout::Plain ? "plain NCHW"
+                                  : "blocked";
+}
+
+#define SKIP_WITHOUT_DNNL()                                                    \
+  if (!haveDnnl())                                                             \
+  GTEST_SKIP() << "this runtime was built without oneDNN"
+
+/// Runs a bound kernel on a workspace filled with NaN (it must not read
+/// what it did not write).
+void runBound(const BoundKernel &k, size_t bytes) {
+  std::vector<float> ws(bytes / sizeof(float) + 1, NAN);
+  Status st = k(ws.data());
+  ASSERT_TRUE(st) << st.message();
+}
+
+/// Runs the registered CPU kernel of `op` (the reference of every step).
+void runCpuKernel(OpId op, const OpAttrs &attrs,
+                  std::vector<ConstTensor> inputs, const MutTensor &out,
+                  std::vector<bool> constantInputs = {}) {
+  std::unique_ptr<Device> cpu;
+  ASSERT_TRUE(createDevice("cpu", &cpu));
+  KernelFactory f = findKernel("cpu", op);
+  ASSERT_NE(f, nullptr) << opName(op);
+  BoundKernel k;
+  size_t bytes = 0;
+  ASSERT_TRUE(f(KernelRequest{op, attrs, std::move(inputs), out, *cpu,
+                             nullptr, std::move(constantInputs)},
+                &k, &bytes));
+  std::vector<uint8_t> ws(bytes);
+  ASSERT_TRUE(k(ws.data()));
+}
+
+TEST(DnnlConv, MatchesTheIm2colReferenceOverASweep) {
+  SKIP_WITHOUT_DNNL();
+  Conv2dParams asym = params(2, 0);
+  asym.padTop = 1, asym.padLeft = 0, asym.padBottom = 2, asym.padRight = 3;
+  Conv2dParams rect = params(1, 0);
+  rect.strideH = 1, rect.strideW = 2, rect.padTop = rect.padBottom = 1;
+  const ConvCase cases[] = {
+      {1, 3, 17, 15, 8, 3, 3, params(1, 1)},        // odd sizes
+      {3, 8, 16, 16, 16, 3, 3, params(2, 1)},       // stride 2, batch 3
+      {1, 6, 13, 11, 5, 3, 3, asym},                // asymmetric padding
+      {3, 4, 12, 12, 6, 3, 3, params(1, 2, 2)},     // dilation 2
+      {1, 8, 10, 10, 12, 3, 3, params(1, 1, 1, 2)}, // groups 2
+      {3, 12, 9, 9, 12, 3, 3, params(1, 1, 1, 12)}, // depthwise
+      {1, 8, 14, 14, 24, 3, 3, params(2, 1, 1, 8)}, // depthwise x3
+      {3, 16, 7, 9, 32, 1, 1, params(1, 0)},        // 1x1
+      {1, 16, 14, 14, 8, 1, 1, params(2, 0)},       // 1x1 stride 2
+      {1, 3, 32, 32, 16, 7, 7, params(2, 3)},       // 7x7 stem
+      {3, 3, 23, 21, 8, 7, 7, params(2, 3)},        // 7x7, batch 3, odd
+      {1, 5, 9, 11, 7, 3, 5, rect},                 // 3x5, stride (1, 2)
+      {1, 64, 56, 56, 64, 3, 3, params(1, 1)},      // a ResNet-18 layer
+  };
+  unsigned seed = 100;
+  for (const ConvCase &k : cases) {
+    SCOPED_TRACE("case n" + std::to_string(k.n) + " c" + std::to_string(k.c) +
+                 " " + std::to_string(k.h) + "x" + std::to_string(k.w) +
+                 " o" + std::to_string(k.o) + " k" + std::to_string(k.kh) +
+                 "x" + std::to_string(k.kw) + " g" + std::to_string(k.p.groups));
+    Shape xs{k.n, k.c, k.h, k.w}, ws{k.o, k.c / k.p.groups, k.kh, k.kw},
+        ys = outShape(k);
+    std::vector<float> x = randomFloats(size_t(numElements(xs)), ++seed),
+                       w = randomFloats(size_t(numElements(ws)), ++seed),
+                       ref(size_t(numElements(ys)));
+    ASSERT_TRUE(conv2d(cin(x, xs), cin(w, ws), k.p, mout(ref, ys)));
+    for (ConvLayout layout : kLayouts)
+    for (bool constant : {true, false}) {
+      SCOPED_TRACE(layoutName(layout) + (constant ? ", constant weights" : ""));
+      std::vector<float> y(ref.size(), NAN);
+      BoundKernel bound;
+      size_t bytes = 0;
+      Status st = detail::bindConv2d(cin(x, xs), cin(w, ws), k.p, Epilogue{},
+                                     mout(y, ys), constant, layout, &bound,
+                                     &bytes);
+      ASSERT_TRUE(st) << st.message();
+      runBound(bound, bytes);
+      EXPECT_LT(relErr(y, ref), 1e-5);
+      // Repeatable: a second call gives the same bits.
+      std::vector<float> first = y;
+      runBound(bound, bytes);
+      EXPECT_EQ(y, first);
+    }
+  }
+}
+
+TEST(DnnlConv, NonConstantWeightsAreReadAtEveryCall) {
+  // Training binds State weights once and updates them between runs.
+  SKIP_WITHOUT_DNNL();
+  Shape xs{2, 8, 10, 10}, ws{16, 8, 3, 3}, ys{2, 16, 10, 10};
+  std::vector<float> x = randomFloats(size_t(numElements(xs)), 1),
+                     w = randomFloats(size_t(numElements(ws)), 2),
+                     y(size_t(numElements(ys))), ref(y.size());
+  Conv2dParams p = params(1, 1);
+  BoundKernel bound;
+  size_t bytes = 0;
+  ASSERT_TRUE(bindConv2d(cin(x, xs), cin(w, ws), p, Epilogue{}, mout(y, ys),
+                         false, &bound, &bytes));
+  runBound(bound, bytes);
+  std::vector<float> next = randomFloats(w.size(), 3);
+  std::copy(next.begin(), next.end(), w.begin()); // same storage, new values
+  runBound(bound, bytes);
+  ASSERT_TRUE(conv2d(cin(x, xs), cin(w, ws), p, mout(ref, ys)));
+  EXPECT_LT(relErr(y, ref), 1e-5);
+}
+
+struct EpilogueCase {
+  const char *name;
+  bool bias, residual;
+  std::optional<OpId> activation;
+  bool geluTanh = false;
+};
+
+TEST(DnnlConv, EpiloguesMatchConvThenTheReferenceOps) {
+  SKIP_WITHOUT_DNNL();
+  const EpilogueCase cases[] = {
+      {"bias", true, false, std::nullopt},
+      {"bias+residual", true, true, std::nullopt},
+      {"bias+relu", true, false, OpId::Relu},
+      {"bias+residual+relu", true, true, OpId::Relu},
+      {"residual+relu", false, true, OpId::Relu},
+      {"gelu", false, false, OpId::Gelu},
+      {"bias+gelu_tanh", true, false, OpId::Gelu, true},
+      {"hardswish", false, false, OpId::Hardswish},
+      {"bias+sigmoid", true, false, OpId::Sigmoid},
+      {"bias+residual+tanh", true, true, OpId::Tanh},
+  };
+  struct Shape4 {
+    ConvCase conv;
+  } shapes[] = {{{1, 8, 14, 14, 16, 3, 3, params(1, 1)}},
+                {{3, 16, 9, 9, 8, 1, 1, params(2, 0)}},
+                {{2, 8, 10, 10, 8, 3, 3, params(1, 1, 1, 8)}}};
+  unsigned seed = 200;
+  for (const Shape4 &s : shapes)
+    for (const EpilogueCase &e : cases) {
+      const ConvCase &k = s.conv;
+      SCOPED_TRACE(std::string(e.name) + ", groups " +
+                   std::to_string(k.p.groups));
+      Shape xs{k.n, k.c, k.h, k.w}, ws{k.o, k.c / k.p.groups, k.kh, k.kw},
+          ys = outShape(k);
+      size_t count = size_t(numElements(ys));
+      std::vector<float> x = randomFloats(size_t(numElements(xs)), ++seed),
+                         w = randomFloats(size_t(numElements(ws)), ++seed),
+                         b = randomFloats(size_t(k.o), ++seed, -2, 2),
+                         r = randomFloats(count, ++seed, -2, 2);
+      // The reference: conv2d, then each op by its registered CPU kernel.
+      std::vector<float> ref(count), bb(count), tmp(count);
+      ASSERT_TRUE(conv2d(cin(x, xs), cin(w, ws), k.p, mout(ref, ys)));
+      if (e.bias) {
+        ASSERT_TRUE(broadcastInDim(cin(b, {k.o}), {1}, mout(bb, ys)));
+        runCpuKernel(OpId::Add, {}, {cin(ref, ys), cin(bb, ys)},
+                     mout(tmp, ys));
+        ref.swap(tmp);
+      }
+      if (e.residual) {
+        runCpuKernel(OpId::Add, {}, {cin(ref, ys), cin(r, ys)},
+                     mout(tmp, ys));
+        ref.swap(tmp);
+      }
+      if (e.activation) {
+        OpAttrs attrs{OpAttr::boolean("tanh_approximation", e.geluTanh)};
+        runCpuKernel(*e.activation, attrs, {cin(ref, ys)}, mout(tmp, ys));
+        ref.swap(tmp);
+      }
+      ConstTensor bias = cin(b, {k.o}), residual = cin(r, ys);
+      Epilogue epi;
+      epi.bias = e.bias ? &bias : nullptr;
+      epi.residual = e.residual ? &residual : nullptr;
+      epi.activation = e.activation;
+      epi.geluTanh = e.geluTanh;
+      for (ConvLayout layout : kLayouts) {
+        SCOPED_TRACE(layoutName(layout));
+        std::vector<float> y(count, NAN);
+        BoundKernel bound;
+        size_t bytes = 0;
+        epi.residual = e.residual ? &residual : nullptr;
+        Status st = detail::bindConv2d(cin(x, xs), cin(w, ws), k.p, epi,
+                                       mout(y, ys), true, layout, &bound,
+                                       &bytes);
+        // A combination only oneDNN's reference implementation takes is
+        // refused (the fused kernel then runs conv2d and the ops itself),
+        // and nothing was written.
+        if (!st) {
+          EXPECT_NE(st.message().find("only the reference implementation"),
+                    std::string::npos)
+              << st.message();
+          EXPECT_TRUE(std::isnan(y[0]));
+          continue;
+        }
+        runBound(bound, bytes);
+        EXPECT_LT(relErr(y, ref), 1e-5);
+        runBound(bound, bytes); // the residual is read again, not summed twice
+        EXPECT_LT(relErr(y, ref), 1e-5);
+        if (e.residual) { // in place: the residual is the output buffer
+          std::vector<float> inPlace = r;
+          ConstTensor res = cin(inPlace, ys);
+          epi.residual = &res;
+          Status again = detail::bindConv2d(cin(x, xs), cin(w, ws), k.p, epi,
+                                            mout(inPlace, ys), true, layout,
+                                            &bound, &bytes);
+          ASSERT_TRUE(again) << again.message();
+          runBound(bound, bytes);
+          EXPECT_LT(relErr(inPlace, ref), 1e-5) << "in place";
+        }
+      }
+    }
+}
+
+TEST(DnnlConv, RefusesWithoutSideEffects) {
+  SKIP_WITHOUT_DNNL();
+  Shape xs{1, 4, 6, 6}, ws{4, 4, 3, 3}, ys{1, 4, 6, 6};
+  std::vector<float> x = randomFloats(144, 1), w = randomFloats(144, 2),
+                     y(144), b(3);
+  std::vector<uint16_t> h(144);
+  Conv2dParams p = params(1, 1);
+  BoundKernel bound;
+  size_t bytes = 12345;
+  auto refused = [&](const ConstTensor &in, const Epilogue &e,
+                     const char *what) {
+    Status st = bindConv2d(in, cin(w, ws), p, e, mout(y, ys), true, &bound,
+                           &bytes);
+    EXPECT_FALSE(st) << what;
+    EXPECT_FALSE(bound) << what;
+    EXPECT_EQ(bytes, 12345u) << what;
+  };
+  refused(ConstTensor{DType::F16, xs, h.data()}, Epilogue{}, "f16 input");
+  Epilogue log;
+  log.activation = OpId::Log;
+  refused(cin(x, xs), log, "log is no fused activation");
+  ConstTensor shortBias = cin(b, {3});
+  Epilogue bias;
+  bias.bias = &shortBias;
+  refused(cin(x, xs), bias, "bias of 3 for 4 channels");
+  ConstTensor wrongResidual = cin(x, {1, 4, 3, 12});
+  Epilogue residual;
+  residual.residual = &wrongResidual;
+  refused(cin(x, xs), residual, "residual of another shape");
+}
+
+TEST(DnnlConv, StepKernelFallsBackToTheReference) {
+  // bf16 is not taken by oneDNN here: the conv2d step still runs, through
+  // the im2col reference (widened to f32, rounded once).
+  Shape xs{2, 4, 7, 7}, ws{6, 4, 3, 3}, ys{2, 6, 7, 7};
+  std::vector<float> x = randomFloats(size_t(numElements(xs)), 5),
+                     w = randomFloats(size_t(numElements(ws)), 6),
+                     ref(size_t(numElements(ys)));
+  std::vector<uint16_t> xb(x.size()), wb(w.size()), yb(ref.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    xb[i] = floatToBf16(x[i]);
+  for (size_t i = 0; i < w.size(); ++i)
+    wb[i] = floatToBf16(w[i]);
+  OpAttrs attrs{OpAttr::list("padding", {1, 1, 1, 1})};
+  runCpuKernel(OpId::Conv2d, attrs,
+               {ConstTensor{DType::BF16, xs, xb.data()},
+                ConstTensor{DType::BF16, ws, wb.data()}},
+               MutTensor{DType::BF16, ys, yb.data()});
+  std::vector<uint16_t> refb(ref.size());
+  ASSERT_TRUE(conv2d(ConstTensor{DType::BF16, xs, xb.data()},
+                     ConstTensor{DType::BF16, ws, wb.data()}, params(1, 1),
+                     MutTensor{DType::BF16, ys, refb.data()}));
+  EXPECT_EQ(yb, refb);
+}
+
+TEST(DnnlConv, StepKernelMatchesTheReferenceAtEachBatch) {
+  // A dynamic-batch session binds the step again for each batch size.
+  for (int64_t n : {1, 3, 8}) {
+    Shape xs{n, 8, 12, 12}, ws{16, 8, 3, 3}, ys{n, 16, 6, 6};
+    std::vector<float> x = randomFloats(size_t(numElements(xs)), 7),
+                       w = randomFloats(size_t(numElements(ws)), 8),
+                       y(size_t(numElements(ys)), NAN), ref(y.size());
+    OpAttrs attrs{OpAttr::list("strides", {2, 2}),
+                  OpAttr::list("padding", {1, 1, 1, 1})};
+    ASSERT_TRUE(conv2d(cin(x, xs), cin(w, ws), params(2, 1), mout(ref, ys)));
+    for (bool constant : {false, true}) {
+      std::fill(y.begin(), y.end(), NAN);
+      runCpuKernel(OpId::Conv2d, attrs, {cin(x, xs), cin(w, ws)}, mout(y, ys),
+                   {false, constant});
+      EXPECT_LT(relErr(y, ref), 1e-5)
+          << "batch " << n << ", constant weights " << constant;
+    }
+  }
+}
+
+} // namespace
