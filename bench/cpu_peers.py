@@ -226,10 +226,12 @@ def modelc_time(modelc_run, art, x_path, out_dir, runs, env):
     return float(m.group(1)), np.load(os.path.join(out_dir, "y.npy"))
 
 
-def keep_best(results, key, new):
+def keep_best(results, key, new, tag=None):
     """Per engine, the fastest median over the rounds (this machine is shared
     and drifts: the best of a few medians is the steadiest figure); an error
     in any round voids the engine's cell."""
+    if tag and "ms" in new:
+        log(f"{tag}: {key}: {new['ms']:.2f} ms")
     old = results.get(key)
     if old is None or "na" in new:
         results[key] = new
@@ -293,17 +295,18 @@ def bench_model(args, ctx, name, model, batch, shape, tmp):
                 ms, got = modelc_time(ctx["modelc_run"], art, x_path,
                                       os.path.join(d, key), args.runs,
                                       ctx["env"])
-                keep_best(results, key, {"ms": ms, "err": rel_err(got, ref)})
+                keep_best(results, key, {"ms": ms, "err": rel_err(got, ref)},
+                          tag)
             except Unavailable as e:
                 keep_best(results, key, {"na": str(e)})
         log(f"{tag}: PyTorch {torch.__version__} eager")
         keep_best(results, "torch113",
                   {"ms": time_torch(model, x, args.runs, args.warmup),
-                   "err": 0.0})
+                   "err": 0.0}, tag)
         if spec_path:
             log(f"{tag}: peers, in {ctx['venv_py']}")
             for key, new in run_peers(args, ctx, spec_path, ref).items():
-                keep_best(results, key, new)
+                keep_best(results, key, new, tag)
     return results
 
 
