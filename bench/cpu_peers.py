@@ -49,7 +49,8 @@ cuDNN, NCCL, nvshmem, cuSPARSELt and triton (5.4 GB installed). Measured:
   2. Step 1 plus only the nvidia-* / cuda-toolkit requirements that torch
      names (read from its metadata), leaving out triton (1 GB, the GPU
      kernel compiler: inductor's CPU backend does not use it) and
-     cuda-bindings: `import torch` and torch.compile on the CPU work. 4.4 GB.
+     cuda-bindings: `import torch` and torch.compile on the CPU work. 4.5 GB
+     with onnxruntime, 60 s to make here from an empty pip cache.
   3. Plain `pip install torch` (with every dependency): the fallback.
 
 The script tries 1, then 2, then 3, checking `import torch` after each, so it
@@ -146,7 +147,7 @@ def ensure_venv(venv):
     t0 = time.time()
     if not os.path.exists(py):
         log(f"bench: creating the peers venv {venv} (python3 -m venv, then "
-            f"pip from PyPI: ~0.6 GB to download at best, ~3.5 GB when "
+            f"pip from PyPI: 0.6 GB to download, and several GB more if "
             f"torch needs its CUDA libraries)")
         os.makedirs(os.path.dirname(os.path.abspath(venv)), exist_ok=True)
         run([sys.executable, "-m", "venv", venv])
