@@ -360,4 +360,41 @@ def FoldBatchNormPass : Pass<"mc-fold-batch-norm", "mlir::ModuleOp"> {
   let dependentDialects = ["::mc::MCDialect"];
 }
 
+def FoldConstantsPass : Pass<"mc-fold-constants", "mlir::ModuleOp"> {
+  let summary = "compute constant subgraphs once, at compile time";
+  let description = [{
+    An op of the entry function whose operands are all constants
+    (`mc.constant`, or `ml_program.global_load_const` of an immutable
+    global) is computed at compile time by the runtime's own CPU kernel for
+    it (the same code that would run it: "one source of numerical truth")
+    and replaced by an `mc.constant`. Examples: the slices of
+    `MultiheadAttention`'s `in_proj_weight` (made at every run otherwise),
+    a causal mask built from `arange`, comparisons and `select`, a position
+    embedding gathered at constant positions.
+
+    Not folded: a `broadcast_in_dim` on its own (fusion reads the small
+    tensor; folding would write the large one into the file), results over
+    `max-bytes` (16 MiB by default), dynamic shapes, and an op whose kernel
+    fails at compile time (a gather index out of range stays a run-time
+    error). Parameters being trained are mutable globals, so training state
+    is never folded.
+
+    ```mlir
+    // Before:
+    %w = ml_program.global_load_const @in_proj_weight : tensor<192x64xf32>
+    %q = mc.slice %w, start = [0, 0], limit = [64, 64], strides = [1, 1]
+        : (tensor<192x64xf32>) -> tensor<64x64xf32>
+    // After:
+    %q = mc.constant dense<...> : tensor<64x64xf32>
+    ```
+  }];
+  let options = [
+    Option<"entry", "entry", "std::string", /*default=*/"\"\"",
+           "the entry function (default: the only public func.func)">,
+    Option<"maxBytes", "max-bytes", "int64_t", /*default=*/"16 << 20",
+           "the largest result folded, in bytes">,
+  ];
+  let dependentDialects = ["::mc::MCDialect"];
+}
+
 #endif // MC_PASSES_TD

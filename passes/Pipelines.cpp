@@ -18,8 +18,12 @@ void mc::buildCompilePipeline(OpPassManager& pm,
   pm.addPass(createCSEPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createSymbolDCEPass());
-  // 3. Inference folding: a batch norm after a conv becomes the conv's
-  //    weight and bias (before AMP, so the folded weight is cast once).
+  // 3. Inference folding: constant subgraphs computed once; a batch norm
+  //    after a conv becomes the conv's weight and bias (before AMP, so the
+  //    folded weight is cast once).
+  FoldConstantsPassOptions fold;
+  fold.entry = options.entry;
+  pm.addPass(createFoldConstantsPass(fold));
   FoldBatchNormPassOptions bn;
   bn.entry = options.entry;
   pm.addPass(createFoldBatchNormPass(bn));
@@ -55,6 +59,10 @@ void mc::buildTrainPipeline(OpPassManager& pm,
   pm.addPass(createInlinerPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  //    Constant subgraphs (masks, slices of frozen weights) once, now.
+  FoldConstantsPassOptions fold;
+  fold.entry = o.entry;
+  pm.addPass(createFoldConstantsPass(fold));
   // 2. Precision decisions on the forward pass only: autodiff then
   //    differentiates through the casts, so the gradients of the f32 master
   //    weights come out in f32 and the backward ops run in the precision

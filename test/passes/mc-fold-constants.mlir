@@ -1,0 +1,58 @@
+// RUN: modelc-opt %s -split-input-file --mc-fold-constants | FileCheck %s
+// RUN: modelc-opt %s -split-input-file --mc-fold-constants="max-bytes=16" | FileCheck %s --check-prefix=SMALL
+
+// Slices of a frozen weight become constants (computed by the runtime's
+// slice kernel); the op reading the input stays.
+// CHECK-LABEL: func.func @slices
+// CHECK-NOT: mc.slice
+// CHECK: %[[Q:.*]] = mc.constant dense<{{\[\[}}1.000000e+00, 2.000000e+00], [3.000000e+00, 4.000000e+00]]> : tensor<2x2xf32>
+// CHECK: mc.matmul %arg0, %[[Q]]
+// SMALL-LABEL: func.func @slices
+// SMALL: mc.slice
+ml_program.global private @w(dense<[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]> : tensor<3x2xf32>) : tensor<3x2xf32>
+func.func @slices(%x: tensor<2x2xf32>) -> tensor<2x2xf32> {
+  %w = ml_program.global_load_const @w : tensor<3x2xf32>
+  %0 = mc.slice %w, start = [0, 0], limit = [2, 2], strides = [1, 1] : (tensor<3x2xf32>) -> tensor<2x2xf32>
+  %1 = mc.matmul %x, %0 : tensor<2x2xf32>, tensor<2x2xf32> -> tensor<2x2xf32>
+  return %1 : tensor<2x2xf32>
+}
+
+// -----
+
+// A causal mask from constants: broadcasts, compare (i1) and select fold
+// into one constant; a broadcast on its own is left for fusion.
+// CHECK-LABEL: func.func @mask
+// CHECK-DAG: mc.constant dense<{{\[\[}}0.000000e+00, -1.000000e+09], [0.000000e+00, 0.000000e+00]]> : tensor<2x2xf32>
+// CHECK-DAG: %[[B:.*]] = mc.broadcast_in_dim %arg1
+// CHECK-NOT: mc.compare
+// CHECK-NOT: mc.select
+func.func @mask(%x: tensor<2x2xf32>, %b: tensor<2xf32>) -> (tensor<2x2xf32>, tensor<2x2xf32>) {
+  %row = mc.constant dense<[[0], [1]]> : tensor<2x1xi64>
+  %col = mc.constant dense<[[0, 1]]> : tensor<1x2xi64>
+  %r = mc.broadcast_in_dim %row, dims = [0, 1] : (tensor<2x1xi64>) -> tensor<2x2xi64>
+  %c = mc.broadcast_in_dim %col, dims = [0, 1] : (tensor<1x2xi64>) -> tensor<2x2xi64>
+  %gt = mc.compare GT, %c, %r : (tensor<2x2xi64>, tensor<2x2xi64>) -> tensor<2x2xi1>
+  %neg = mc.constant dense<-1.0e9> : tensor<2x2xf32>
+  %zero = mc.constant dense<0.0> : tensor<2x2xf32>
+  %m = mc.select %gt, %neg, %zero : tensor<2x2xi1>, tensor<2x2xf32>
+  %0 = mc.add %x, %m : tensor<2x2xf32>
+  %bb = mc.broadcast_in_dim %b, dims = [1] : (tensor<2xf32>) -> tensor<2x2xf32>
+  return %0, %bb : tensor<2x2xf32>, tensor<2x2xf32>
+}
+
+// -----
+
+// Not folded: a trained (mutable) weight, and a gather whose index is out
+// of range (a run-time error stays one).
+// CHECK-LABEL: func.func @not_folded
+// CHECK: mc.slice
+// CHECK: mc.gather
+ml_program.global private mutable @t(dense<1.0> : tensor<3x2xf32>) : tensor<3x2xf32>
+func.func @not_folded() -> (tensor<2x2xf32>, tensor<1x2xf32>) {
+  %t = ml_program.global_load @t : tensor<3x2xf32>
+  %0 = mc.slice %t, start = [0, 0], limit = [2, 2], strides = [1, 1] : (tensor<3x2xf32>) -> tensor<2x2xf32>
+  %w = mc.constant dense<1.0> : tensor<3x2xf32>
+  %i = mc.constant dense<[7]> : tensor<1xi64>
+  %1 = mc.gather %w, %i, axis = 0 : (tensor<3x2xf32>, tensor<1xi64>) -> tensor<1x2xf32>
+  return %0, %1 : tensor<2x2xf32>, tensor<1x2xf32>
+}
