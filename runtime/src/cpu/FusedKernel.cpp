@@ -549,6 +549,7 @@ struct AttentionState {
   size_t scratchBytes = 0;
   std::vector<std::vector<BoundKernel>> kernels; // per slice
   uint8_t* boundTo = nullptr;
+  int slots = 1;
 };
 
 Status attentionKernel(const KernelRequest& r, BoundKernel* out,
@@ -652,7 +653,11 @@ Status attentionKernel(const KernelRequest& r, BoundKernel* out,
     return Status::error("mc.fused (attention): the last op computes " +
                          shapeString(st->body.back().shape) +
                          ", not the output " + shapeString(outShape));
-  *workspaceBytes = st->scratchBytes;
+  // Slices run in parallel, one scratch per thread slot (slot s takes
+  // slices s, s + slots, ...).
+  st->slots = int(std::max<int64_t>(
+      1, std::min<int64_t>(detail::maxThreads(), st->slices)));
+  *workspaceBytes = st->scratchBytes * size_t(st->slots);
   *out = [st, numInputs, &device = r.device](void* workspace) -> Status {
     uint8_t* ws = static_cast<uint8_t*>(workspace);
     AttentionState& S = *st;
@@ -662,9 +667,10 @@ Status attentionKernel(const KernelRequest& r, BoundKernel* out,
     if (S.boundTo != ws) {
       S.kernels.assign(size_t(S.slices), {});
       for (int64_t b = 0; b < S.slices; ++b) {
+        uint8_t* slot = ws + size_t(b % S.slots) * S.scratchBytes;
         auto ptr = [&](size_t v) -> uint8_t* {
           if (S.scratch[v] >= 0)
-            return ws + S.scratch[v];
+            return slot + S.scratch[v];
           if (v + 1 == numInputs + S.body.size())
             return static_cast<uint8_t*>(S.output.data) + b * S.sliceBytes[v];
           return const_cast<uint8_t*>(
@@ -703,16 +709,31 @@ Status attentionKernel(const KernelRequest& r, BoundKernel* out,
       }
       S.boundTo = ws;
     }
-    for (int64_t b = 0; b < S.slices; ++b) {
-      for (size_t v = 0; v < S.loadOf.size(); ++v)
-        if (S.loadOf[v] >= 0) {
-          int64_t n = S.sliceBytes[v] / int64_t(S.loads[S.loadOf[v]].elemSize);
-          loadTile(S.loads[S.loadOf[v]], S.shapes[v], b * n, n,
-                   ws + S.scratch[v]);
+    std::vector<Status> failures(size_t(S.slots), Status::ok());
+    detail::parallelFor(S.slots, 1, [&](int64_t first, int64_t last) {
+      for (int64_t s = first; s < last; ++s) {
+        uint8_t* slot = ws + size_t(s) * S.scratchBytes;
+        for (int64_t b = s; b < S.slices; b += S.slots) {
+          for (size_t v = 0; v < S.loadOf.size(); ++v)
+            if (S.loadOf[v] >= 0) {
+              int64_t n =
+                  S.sliceBytes[v] / int64_t(S.loads[S.loadOf[v]].elemSize);
+              loadTile(S.loads[S.loadOf[v]], S.shapes[v], b * n, n,
+                       slot + S.scratch[v]);
+            }
+          for (const BoundKernel& k : S.kernels[size_t(b)]) {
+            Status status = k(nullptr);
+            if (!status) {
+              failures[size_t(s)] = status;
+              return;
+            }
+          }
         }
-      for (const BoundKernel& k : S.kernels[size_t(b)])
-        MC_RETURN_IF_ERROR(k(nullptr));
-    }
+      }
+    });
+    for (const Status& f : failures)
+      if (!f)
+        return f;
     return Status::ok();
   };
   return Status::ok();
