@@ -583,6 +583,29 @@ LogicalResult FusedOp::verifyRegions() {
       llvm::cast<RankedTensorType>(getResult().getType()).getShape();
   if (getAttention())
     return verifyAttentionBody(*this, body, shape);
+  // A trailing reduction may end the region: the values before it have its
+  // operand's shape, whose trailing dims it reduces.
+  Operation* reduction = nullptr;
+  if (!body.without_terminator().empty()) {
+    Operation& last = *std::prev(body.without_terminator().end());
+    if (llvm::isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp>(last)) {
+      reduction = &last;
+      auto in = llvm::cast<RankedTensorType>(last.getOperand(0).getType());
+      auto dims =
+          llvm::cast<DenseI64ArrayAttr>(last.getAttr("dims")).asArrayRef();
+      SmallVector<int64_t> sorted(dims.begin(), dims.end());
+      llvm::sort(sorted);
+      for (size_t i = 0; i < sorted.size(); ++i)
+        if (sorted[i] != in.getRank() - int64_t(sorted.size()) + int64_t(i))
+          return last.emitOpError()
+                 << "ends an mc.fused region but does not reduce the "
+                    "trailing dims of its operand";
+      if (sorted.empty())
+        return last.emitOpError() << "ends an mc.fused region but reduces "
+                                     "no dims";
+      shape = in.getShape();
+    }
+  }
   bool first = true;
   Operation* anchorOp = nullptr;
   for (Operation& op : body.without_terminator()) {
@@ -609,6 +632,8 @@ LogicalResult FusedOp::verifyRegions() {
     first = false;
     if (anchor)
       anchorOp = &op;
+    if (&op == reduction)
+      continue;
     if (!anchor && !info.fusible)
       return op.emitOpError()
              << "cannot be in an mc.fused region: only elementwise ops, "

@@ -67,6 +67,26 @@ bool isAnchor(Operation* op) {
          fusibleTypes(op);
 }
 
+/// A reduction over the trailing dims of its operand (keepdim or not):
+/// it may end a region, the region computing its operand tile by tile of
+/// whole rows.
+bool isTrailingReduce(Operation* op) {
+  if (!llvm::isa<mc::ReduceSumOp, mc::ReduceMeanOp, mc::ReduceMaxOp,
+                 mc::ReduceMinOp>(op) ||
+      !fusibleTypes(op))
+    return false;
+  auto in = llvm::cast<RankedTensorType>(op->getOperand(0).getType());
+  auto dims = llvm::cast<DenseI64ArrayAttr>(op->getAttr("dims")).asArrayRef();
+  SmallVector<int64_t> sorted(dims.begin(), dims.end());
+  llvm::sort(sorted);
+  if (sorted.empty())
+    return false;
+  for (size_t i = 0; i < sorted.size(); ++i)
+    if (sorted[i] != in.getRank() - int64_t(sorted.size()) + int64_t(i))
+      return false;
+  return true;
+}
+
 bool isSplatConstant(Operation* op) {
   auto c = llvm::dyn_cast<mc::ConstantOp>(op);
   if (!c)
@@ -119,7 +139,8 @@ struct FusePass : mc::impl::FusePassBase<FusePass> {
     // consumer claims its producers before they can start regions of
     // their own.
     for (Operation& op : llvm::reverse(block)) {
-      if (taken.contains(&op) || !isElementwise(&op))
+      if (taken.contains(&op) ||
+          !(isElementwise(&op) || isTrailingReduce(&op)))
         continue;
       Group g = grow(&op, position, taken);
       if (g.members.size() + g.clonedLoads.size() < 2)
@@ -237,7 +258,11 @@ struct FusePass : mc::impl::FusePassBase<FusePass> {
     Group g;
     g.root = root;
     g.members.insert(root);
-    ArrayRef<int64_t> shape = shapeOf(root->getResult(0));
+    // The region's values have the root's shape, or, under a trailing
+    // reduction, its operand's.
+    ArrayRef<int64_t> shape = isTrailingReduce(root)
+                                  ? shapeOf(root->getOperand(0))
+                                  : shapeOf(root->getResult(0));
     // Producers in decreasing program order: every user of a producer comes
     // after it, so when it is considered, each of its users that will ever
     // join has joined already.

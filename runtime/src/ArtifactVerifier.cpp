@@ -699,7 +699,31 @@ Status Verifier::checkFused(const fb::Step &step,
                 std::to_string(out.size()));
   if (in.empty())
     return fail(where + ": a fused step needs at least one input");
-  const Shape outShape = bufs_[out[0]].shape;
+  const Shape resultShape = bufs_[out[0]].shape;
+  // The shape every value of an elementwise region has: the output's, or,
+  // when a trailing reduction ends the region, its operand's.
+  Shape outShape = resultShape;
+  const fb::RegionOp *lastOp = body->Get(body->size() - 1);
+  int lastId = findOpId(lastOp);
+  bool reduction = !attention && (lastId == int(OpId::ReduceSum) ||
+                                  lastId == int(OpId::ReduceMean) ||
+                                  lastId == int(OpId::ReduceMax) ||
+                                  lastId == int(OpId::ReduceMin));
+  if (reduction) {
+    if (!lastOp->operands() || lastOp->operands()->size() != 1 ||
+        lastOp->operands()->Get(0) < in.size() ||
+        lastOp->operands()->Get(0) >= in.size() + body->size() - 1)
+      return fail(where + ": the reduction ending the region must read a "
+                          "value the region computes");
+    const fb::RegionOp *src =
+        body->Get(lastOp->operands()->Get(0) - uint32_t(in.size()));
+    if (!aligned8(src->shape()) || !aligned8(src->batch_scale()))
+      return fail(where + ": shape vector is misaligned (corrupt file)");
+    outShape = toInts(src->shape());
+    Shape scale = normalizedScale(src->batch_scale());
+    if (checkBatch_ && !scale.empty() && scale.size() == outShape.size())
+      outShape = shapes::atBatch(outShape, scale, checkBatch_);
+  }
   if (attention && outShape.size() < 2)
     return fail(where + ": an attention region's output " + bufDesc(out[0]) +
                 " needs rank >= 2");
@@ -784,9 +808,10 @@ Status Verifier::checkFused(const fb::Step &step,
                                     "value " + std::to_string(value.size())));
       continue;
     }
+    bool reduceOp = reduction && k + 1 == body->size();
     bool allowed = attention ? (info.fusible || id == OpId::Matmul ||
                                 id == OpId::Softmax)
-                             : (anchor || info.fusible);
+                             : (anchor || info.fusible || reduceOp);
     if (!allowed)
       return fail(bwhere + ": cannot be in a" +
                   (attention ? "n attention region (matmul, softmax and "
@@ -794,7 +819,7 @@ Status Verifier::checkFused(const fb::Step &step,
                              : " fused region (only elementwise ops, after at "
                                "most one matmul or conv2d as the first op)"));
     if (attention ? !sameLead(shape)
-                  : (shape != outShape && !reshapedAnchor))
+                  : (shape != outShape && !reshapedAnchor && !reduceOp))
       return fail(bwhere + ": computes " + shapeString(shape) +
                   (attention ? ", but every value of an attention region has "
                                "the output's rank and leading dims: "
@@ -820,6 +845,16 @@ Status Verifier::checkFused(const fb::Step &step,
       operands.push_back(b);
     }
     MC_RETURN_IF_ERROR(checkAttrs(id, r->attrs(), bwhere));
+    if (reduceOp) {
+      std::vector<int64_t> dims = attrs_.getInts("dims");
+      bool trailing = !dims.empty();
+      for (size_t i = 0; i < dims.size(); ++i)
+        trailing &= dims[i] == int64_t(outShape.size() - dims.size() + i);
+      if (!trailing)
+        return fail(bwhere + ": a reduction ending a fused region must "
+                             "reduce the trailing dims of " +
+                    shapeString(outShape) + ", not " + shapeString(dims));
+    }
     if (attention && id == OpId::Softmax &&
         attrs_.getInt("axis") != int64_t(shape.size()) - 1)
       return fail(bwhere + ": an attention region's softmax must be over the "
@@ -830,11 +865,11 @@ Status Verifier::checkFused(const fb::Step &step,
     value.push_back(result);
   }
   const BufInfo &last = bufs_[value.back()];
-  if (last.dtype != bufs_[out[0]].dtype || last.shape != outShape)
+  if (last.dtype != bufs_[out[0]].dtype || last.shape != resultShape)
     return fail(where + ": the body's last op computes " +
                 std::string(dtypeName(last.dtype)) + shapeString(last.shape) +
                 ", but the output " + bufDesc(out[0]) + " is " +
-                dtypeName(bufs_[out[0]].dtype) + shapeString(outShape));
+                dtypeName(bufs_[out[0]].dtype) + shapeString(resultShape));
   return Status::ok();
 }
 

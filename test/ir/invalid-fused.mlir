@@ -187,3 +187,16 @@ func.func @attention_broadcast(%x: tensor<2x4x4xf32>) -> tensor<2x4x4xf32> {
   }
   return %0 : tensor<2x4x4xf32>
 }
+
+// -----
+
+func.func @reduction_not_trailing(%x: tensor<4x8xf32>) -> tensor<8xf32> {
+  %0 = mc.fused %x : (tensor<4x8xf32>) -> tensor<8xf32> {
+  ^bb0(%a: tensor<4x8xf32>):
+    %1 = mc.exp %a : tensor<4x8xf32>
+    // expected-error @+1 {{ends an mc.fused region but does not reduce the trailing dims of its operand}}
+    %2 = mc.reduce_sum %1, dims = [0] : (tensor<4x8xf32>) -> tensor<8xf32>
+    mc.yield %2 : tensor<8xf32>
+  }
+  return %0 : tensor<8xf32>
+}

@@ -298,3 +298,25 @@ func.func @not_attention(%q: tensor<4x16x32xf32>, %kt: tensor<4x32x16xf32>, %v: 
   %5 = mc.matmul %4, %v : tensor<4x16x16xf32>, tensor<4x16x32xf32> -> tensor<4x16x32xf32>
   return %2, %0, %5 : tensor<4x16x32xf32>, tensor<4x16x16xf32>, tensor<4x16x32xf32>
 }
+
+// -----
+
+// A trailing reduction ends a region: exp, mul and the row sum run in one
+// pass (the region's values have the reduction's operand shape). A
+// reduction over a leading dim does not.
+// CHECK-LABEL: func.func @trailing_reduction
+// CHECK: %[[F:.*]] = mc.fused %arg0 : (tensor<4x8xf32>) -> tensor<4xf32> {
+// CHECK:   mc.exp
+// CHECK:   mc.mul
+// CHECK:   mc.reduce_sum
+// CHECK:   mc.yield
+// CHECK: %[[E:.*]] = mc.exp %arg0
+// CHECK: mc.reduce_sum %[[E]], dims = [0]
+func.func @trailing_reduction(%x: tensor<4x8xf32>) -> (tensor<4xf32>, tensor<8xf32>) {
+  %0 = mc.exp %x : tensor<4x8xf32>
+  %1 = mc.mul %0, %0 : tensor<4x8xf32>
+  %2 = mc.reduce_sum %1, dims = [1] : (tensor<4x8xf32>) -> tensor<4xf32>
+  %3 = mc.exp %x : tensor<4x8xf32>
+  %4 = mc.reduce_sum %3, dims = [0] : (tensor<4x8xf32>) -> tensor<8xf32>
+  return %2, %4 : tensor<4xf32>, tensor<8xf32>
+}

@@ -144,6 +144,15 @@ struct FusedState {
   size_t outElemSize = 0;
   int64_t resultValue = 0;
   Shape anchorShape;
+  /// Which of the anchor's operands are constant (its kernel's binding at
+  /// run time must ask for the workspace the probe sized).
+  std::vector<bool> anchorConstant;
+  /// Elements per tile (a multiple of rowLength).
+  int64_t tile = kTile;
+  /// A trailing reduction ends the region: each output element reduces
+  /// rowLength consecutive elements of the values before it; 1 otherwise.
+  bool reduction = false;
+  int64_t rowLength = 1;
   /// The region's ops, owned here: the bound kernels refer to them.
   std::vector<RegionOp> body;
 };
@@ -158,15 +167,24 @@ Status bindTilePlan(const KernelRequest& r, const std::vector<RegionOp>& body,
       return Status::error(std::string("fused region: device ") +
                            r.device.name() + " has no kernel for mc." +
                            opName(op.op));
+    // The reduction ending a region reduces each row of the tile.
+    bool reduce = st.reduction && k + 1 == body.size();
+    Shape inShape = reduce ? Shape{length / st.rowLength, st.rowLength}
+                           : Shape{length};
+    Shape outShape = reduce ? Shape{length / st.rowLength} : Shape{length};
+    OpAttrs attrs = op.attrs;
+    if (reduce)
+      attrs = OpAttrs{OpAttr::list("dims", {1}),
+                      OpAttr::boolean("keepdim", false)};
     std::vector<ConstTensor> ins;
     for (uint32_t v : op.operands)
-      ins.push_back(ConstTensor{st.dtypes[v], Shape{length},
+      ins.push_back(ConstTensor{st.dtypes[v], inShape,
                                 slot + st.tileOffset[v]});
     int64_t value = int64_t(st.numInputs + k);
-    MutTensor out{op.dtype, Shape{length}, slot + st.tileOffset[value]};
+    MutTensor out{op.dtype, outShape, slot + st.tileOffset[value]};
     BoundKernel kernel;
     size_t scratch = 0;
-    Status s = factory(KernelRequest{op.op, op.attrs, ins, out, r.device},
+    Status s = factory(KernelRequest{op.op, attrs, ins, out, r.device},
                        &kernel, &scratch);
     if (!s)
       return Status::error(std::string("fused region, mc.") + opName(op.op) +
@@ -261,7 +279,34 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
   const std::vector<RegionOp>& body = *r.body;
   auto st = std::make_shared<FusedState>();
   st->outShape = r.output.shape;
-  st->total = numElements(r.output.shape);
+  // A trailing reduction ending the region: the values before it have its
+  // operand's shape, and tiles hold whole rows of the reduced dims.
+  const RegionOp& lastOp = body.back();
+  if (lastOp.op == OpId::ReduceSum || lastOp.op == OpId::ReduceMean ||
+      lastOp.op == OpId::ReduceMax || lastOp.op == OpId::ReduceMin) {
+    uint32_t src = lastOp.operands.at(0);
+    if (src < r.inputs.size())
+      return Status::error("mc.fused: the reduction ending the region must "
+                           "read a value it computes");
+    st->reduction = true;
+    st->outShape = body[src - r.inputs.size()].shape;
+    std::vector<int64_t> dims = lastOp.attrs.getInts("dims");
+    for (size_t i = 0; i < dims.size(); ++i) {
+      if (dims[i] != int64_t(st->outShape.size() - dims.size() + i))
+        return Status::error("mc.fused: the reduction ending the region "
+                             "must reduce trailing dims");
+      st->rowLength *= st->outShape[size_t(dims[i])];
+    }
+    if (st->rowLength <= 0 ||
+        numElements(st->outShape) / st->rowLength !=
+            numElements(r.output.shape))
+      return Status::error("mc.fused: the reduction's output " +
+                           shapeString(r.output.shape) +
+                           " does not match its operand " +
+                           shapeString(st->outShape));
+    st->tile = std::max<int64_t>(1, kTile / st->rowLength) * st->rowLength;
+  }
+  st->total = numElements(st->outShape);
   if (st->outShape.size() > 16)
     return Status::error("mc.fused: rank " +
                          std::to_string(st->outShape.size()) +
@@ -329,7 +374,7 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
                              shapeString(st->outShape));
       first = 2;
     }
-    st->anchorInOutput = a.dtype == r.output.dtype;
+    st->anchorInOutput = a.dtype == r.output.dtype && !st->reduction;
     st->anchorScratchBytes =
         st->anchorInOutput ? 0
                            : size_t(st->total) * dtypeSize(a.dtype);
@@ -403,14 +448,15 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
     if (!used)
       continue;
     st->tileOffset[v] = int64_t(st->slotBytes);
-    st->slotBytes += (size_t(kTile) * dtypeSize(st->dtypes[v]) + 63) / 64 * 64;
+    st->slotBytes +=
+        (size_t(st->tile) * dtypeSize(st->dtypes[v]) + 63) / 64 * 64;
   }
   if (st->computeOps.empty())
     return Status::error("mc.fused: the region computes nothing");
-  int64_t tiles = (st->total + kTile - 1) / kTile;
+  int64_t tiles = (st->total + st->tile - 1) / st->tile;
   st->slots = int(std::max<int64_t>(
       1, std::min<int64_t>(detail::maxThreads(), tiles)));
-  st->tailLength = st->total - (tiles - 1) * kTile;
+  st->tailLength = st->total - (tiles - 1) * st->tile;
 
   // Workspace: [anchor scratch][anchor result if not in output][slots].
   size_t offset = 0;
@@ -427,6 +473,7 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
     std::vector<bool> constant;
     for (uint32_t v : a.operands)
       constant.push_back(r.isConstant(v));
+    st->anchorConstant = constant;
     MC_RETURN_IF_ERROR(factory(KernelRequest{a.op, a.attrs, ins, probeOut,
                                              r.device, nullptr, constant},
                                &probe, &anchorScratch));
@@ -467,7 +514,7 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
       for (int s = 0; s < st->slots; ++s) {
         uint8_t* slot = ws + st->slotsOffset + size_t(s) * st->slotBytes;
         MC_RETURN_IF_ERROR(
-            bindTilePlan(r, bodyCopy, *st, slot, kTile, &st->full[s]));
+            bindTilePlan(r, bodyCopy, *st, slot, st->tile, &st->full[s]));
         MC_RETURN_IF_ERROR(bindTilePlan(r, bodyCopy, *st, slot,
                                         st->tailLength, &st->tail[s]));
       }
@@ -479,8 +526,15 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
         MutTensor o{a.dtype, st->anchorShape, ws + st->anchorScratchOffset};
         size_t scratch = 0;
         MC_RETURN_IF_ERROR(findKernel(r.device.kind(), a.op)(
-            KernelRequest{a.op, a.attrs, ins, o, r.device}, &st->anchor,
-            &scratch));
+            KernelRequest{a.op, a.attrs, ins, o, r.device, nullptr,
+                          st->anchorConstant},
+            &st->anchor, &scratch));
+        if (scratch > st->anchorWorkspace)
+          return Status::error("mc.fused: the anchor's kernel asks for " +
+                               std::to_string(scratch) +
+                               " bytes of scratch at run time, " +
+                               std::to_string(st->anchorWorkspace) +
+                               " when bound");
         st->loads[st->loadOf[st->anchorValue]].data =
             ws + st->anchorScratchOffset;
       }
@@ -488,7 +542,7 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
     }
     if (st->anchorValue >= 0)
       MC_RETURN_IF_ERROR(st->anchor(ws));
-    int64_t tiles = (st->total + kTile - 1) / kTile;
+    int64_t tiles = (st->total + st->tile - 1) / st->tile;
     int slots = st->slots;
     std::vector<Status> failures(size_t(slots), Status::ok());
     FusedState& S = *st;
@@ -498,13 +552,13 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
         // Slot s takes tiles s, s + slots, ...: the same bits whatever the
         // split, since each tile is computed alone.
         for (int64_t t = s; t < tiles; t += slots) {
-          int64_t start = t * kTile;
-          int64_t n = std::min(kTile, S.total - start);
+          int64_t start = t * S.tile;
+          int64_t n = std::min(S.tile, S.total - start);
           for (size_t v = 0; v < S.loadOf.size(); ++v)
             if (S.loadOf[v] >= 0 && S.tileOffset[v] >= 0)
               loadTile(S.loads[S.loadOf[v]], S.outShape, start, n,
                        slot + S.tileOffset[v]);
-          const TilePlan& plan = n == kTile ? S.full[s] : S.tail[s];
+          const TilePlan& plan = n == S.tile ? S.full[s] : S.tail[s];
           for (const BoundKernel& k : plan.kernels) {
             Status status = k(nullptr);
             if (!status) {
@@ -512,8 +566,10 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
               return;
             }
           }
-          std::memcpy(S.output + start * S.outElemSize,
-                      slot + S.tileOffset[S.resultValue], n * S.outElemSize);
+          // Reduced, a tile of whole rows gives one element per row.
+          std::memcpy(S.output + start / S.rowLength * S.outElemSize,
+                      slot + S.tileOffset[S.resultValue],
+                      size_t(n / S.rowLength) * S.outElemSize);
         }
       }
     });
