@@ -469,7 +469,9 @@ TEST(Fused, VerifierRefusesMalformedBodyOps) {
   op(3).shape = {3, 2};
   expectRefused(p, relu + "computes [3, 2], but every value of a fused region "
                           "has the output's shape: [2, 3]");
-  // A broadcast loads an input, never a body value.
+  // A broadcast loads an input, never a body value. (The same error for an
+  // anchor cannot be reached: an anchor is body op 0, before which no body
+  // value is defined, so "is not defined before it" comes first.)
   fresh();
   bodyOp(p.steps[0], K::BroadcastInDim, {5}, F, {2, 3}, dims({0, 1}));
   expectRefused(p, "body op 4 (mc.broadcast_in_dim): must read only the "
