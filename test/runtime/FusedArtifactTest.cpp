@@ -1,0 +1,772 @@
+// Fused regions (schema 2.2) end to end: the verifier refuses each malformed
+// region (every error of Verifier::checkFused, and the per-op rules applied
+// to body ops) with a message naming the step and the body op; a region
+// run as one mc.fused step equals, bit for bit, the same ops run as one step
+// each (the plan "unfused" mechanically below): elementwise regions with
+// broadcast and splat loads, casts, compare and select, tails and many
+// tiles per thread; matmul- and conv2d-led epilogues; attention; and a
+// dynamic batch at several sizes.
+#include "Parallel.h" // detail::maxThreads: sizes the many-tiles region
+#include "TestUtil.h"
+#include "modelc/model.h"
+#include "modelc/shapes.h"
+
+#include <gtest/gtest.h>
+#include <memory>
+
+using namespace mc;
+using namespace mc::test;
+using codegen::Plan;
+using codegen::PlanRegionOp;
+using codegen::PlanStep;
+using rt::DType;
+using rt::Model;
+using rt::OpAttr;
+using rt::OpAttrs;
+using rt::Session;
+using rt::Shape;
+using rt::Status;
+using K = rt::OpId;
+
+namespace {
+
+constexpr DType F = DType::F32;
+
+/// A plan under construction: buffers (with batch scales when the plan has
+/// a dynamic batch), plain steps and fused steps.
+struct Builder {
+  Plan p;
+  Builder() {
+    p.entry = "fused";
+    p.targets = {"cpu"};
+  }
+  uint32_t buf(std::string name, DType t, Shape shape,
+               std::vector<int64_t> scale = {},
+               fb::BufferKind kind = fb::BufferKind::Arena) {
+    codegen::PlanBuffer b;
+    b.name = std::move(name);
+    b.dtype = t;
+    b.shape = std::move(shape);
+    b.batchScale = std::move(scale);
+    b.kind = kind;
+    p.buffers.push_back(std::move(b));
+    return uint32_t(p.buffers.size() - 1);
+  }
+  uint32_t input(const std::string &name, Shape shape,
+                 std::vector<int64_t> scale = {}) {
+    uint32_t i = buf(name, F, std::move(shape), std::move(scale));
+    p.inputs.push_back({name, i});
+    return i;
+  }
+  uint32_t output(const std::string &name, Shape shape,
+                  std::vector<int64_t> scale = {}) {
+    uint32_t i = buf(name, F, std::move(shape), std::move(scale));
+    p.outputs.push_back({name, i});
+    return i;
+  }
+  uint32_t constF32(const std::string &name, Shape shape, unsigned seed) {
+    uint32_t i = buf(name, F, shape, {}, fb::BufferKind::Constant);
+    p.buffers[i].data =
+        floatBytes(randomFloats(size_t(rt::numElements(shape)), seed));
+    return i;
+  }
+  /// A fused step reading `in` into `out`; its ops come from bodyOp.
+  PlanStep &fused(std::vector<uint32_t> in, uint32_t out,
+                  bool attention = false) {
+    PlanStep &s = addStep(p, K::Fused, std::move(in), out,
+                          "fused.py:" + std::to_string(p.steps.size() + 1));
+    if (attention)
+      setBool(s, "attention", true);
+    return s;
+  }
+};
+
+/// One op of a region (bodyOp appends it to a fused step).
+PlanRegionOp makeOp(K op, std::vector<uint32_t> operands, DType t,
+                    Shape shape, OpAttrs attrs = {},
+                    std::vector<int64_t> scale = {}) {
+  PlanRegionOp r;
+  r.op = op;
+  r.operands = std::move(operands);
+  r.attrs = std::move(attrs);
+  r.dtype = t;
+  r.shape = std::move(shape);
+  r.batchScale = std::move(scale);
+  return r;
+}
+
+/// Appends an op to fused step `s`'s region and returns its value number
+/// (the step's inputs are 0..n-1, then each body op's result).
+uint32_t bodyOp(PlanStep &s, K op, std::vector<uint32_t> operands, DType t,
+                Shape shape, OpAttrs attrs = {},
+                std::vector<int64_t> scale = {}) {
+  PlanRegionOp r = makeOp(op, std::move(operands), t, std::move(shape),
+                          std::move(attrs), std::move(scale));
+  r.location = s.location + "#" + std::to_string(s.body.size());
+  s.body.push_back(std::move(r));
+  return uint32_t(s.inputs.size() + s.body.size() - 1);
+}
+
+OpAttrs dims(std::vector<int64_t> d) {
+  return {OpAttr::list("dims", std::move(d))};
+}
+
+/// `fused` with each fused step expanded into one step per body op: what a
+/// fused step must equal bit for bit. Body values become arena buffers (the
+/// last op writes the step's output); a rank-0 input read by an elementwise
+/// op is broadcast to the op's shape first (the splat the fused kernel
+/// makes); the anchor's reshape is a view (an alias) of the anchor's result.
+Plan unfused(const Plan &fused) {
+  Plan p = fused;
+  p.steps.clear();
+  for (const PlanStep &s : fused.steps) {
+    if (s.op != K::Fused) {
+      p.steps.push_back(s);
+      continue;
+    }
+    auto newBuf = [&](std::string name, DType t, const Shape &shape,
+                      const std::vector<int64_t> &scale) {
+      codegen::PlanBuffer b;
+      b.name = std::move(name);
+      b.dtype = t;
+      b.shape = shape;
+      b.batchScale = scale;
+      p.buffers.push_back(std::move(b));
+      return uint32_t(p.buffers.size() - 1);
+    };
+    std::vector<uint32_t> value = s.inputs; // value number -> buffer
+    for (size_t k = 0; k < s.body.size(); ++k) {
+      const PlanRegionOp &r = s.body[k];
+      std::string name =
+          p.buffers[s.outputs[0]].name + "." + std::to_string(k);
+      bool last = k + 1 == s.body.size();
+      if (r.op == K::Reshape) {
+        EXPECT_FALSE(last) << "an output may not be an alias";
+        uint32_t view = newBuf(name, r.dtype, r.shape, r.batchScale);
+        p.buffers[view].aliasOf = value[r.operands[0]];
+        value.push_back(view);
+        continue;
+      }
+      uint32_t result =
+          last ? s.outputs[0] : newBuf(name, r.dtype, r.shape, r.batchScale);
+      std::vector<uint32_t> in;
+      for (uint32_t v : r.operands) {
+        uint32_t b = value[v];
+        if (v < s.inputs.size() && p.buffers[b].shape.empty() &&
+            !r.shape.empty() && rt::opInfo(r.op).fusible &&
+            r.op != K::BroadcastInDim) {
+          uint32_t splat = newBuf(name + ".splat" + std::to_string(v),
+                                  p.buffers[b].dtype, r.shape, r.batchScale);
+          setInts(addStep(p, K::BroadcastInDim, {b}, splat, r.location),
+                  "dims", {});
+          b = splat;
+        }
+        in.push_back(b);
+      }
+      addStep(p, r.op, in, result, r.location).attrs = r.attrs;
+      value.push_back(result);
+    }
+  }
+  return p;
+}
+
+/// Random f32 inputs of `plan` at `batch` (0: a static plan), one byte
+/// vector per plan input.
+std::vector<std::vector<uint8_t>> randomInputs(const Plan &plan, int64_t batch,
+                                               unsigned seed) {
+  std::vector<std::vector<uint8_t>> in;
+  for (const codegen::PlanSignature &sig : plan.inputs) {
+    const codegen::PlanBuffer &b = plan.buffers[sig.buffer];
+    EXPECT_EQ(b.dtype, F) << sig.name;
+    Shape shape = b.batchScale.empty()
+                      ? b.shape
+                      : rt::shapes::atBatch(b.shape, b.batchScale, batch);
+    in.push_back(floatBytes(
+        randomFloats(size_t(rt::numElements(shape)), seed++, -2, 2)));
+  }
+  return in;
+}
+
+/// Plans, writes (with the writer's self-check), loads and runs `plan` at
+/// `batch` (0: a static plan) on `inputs`; each output's bytes.
+std::vector<std::vector<uint8_t>>
+runPlan(Plan plan, const std::vector<std::vector<uint8_t>> &inputs,
+        int64_t batch = 0) {
+  std::vector<std::vector<uint8_t>> out;
+  Status st = codegen::planMemory(plan);
+  EXPECT_TRUE(st) << st.message();
+  std::vector<uint8_t> bytes;
+  st = codegen::writeArtifactToBytes(plan, &bytes);
+  EXPECT_TRUE(st) << st.message();
+  std::unique_ptr<Model> model;
+  st = Model::loadMemory(bytes.data(), bytes.size(), "fused.mcpk", &model);
+  EXPECT_TRUE(st) << st.message();
+  if (!st)
+    return out;
+  std::unique_ptr<Session> s;
+  st = Session::create(*model, &s);
+  EXPECT_TRUE(st) << st.message();
+  if (!st)
+    return out;
+  for (size_t i = 0; i < plan.inputs.size(); ++i) {
+    const codegen::PlanBuffer &b = plan.buffers[plan.inputs[i].buffer];
+    Shape shape = b.batchScale.empty()
+                      ? b.shape
+                      : rt::shapes::atBatch(b.shape, b.batchScale, batch);
+    st = s->setInput(i, b.dtype, shape, inputs[i].data(), inputs[i].size());
+    EXPECT_TRUE(st) << st.message();
+  }
+  st = s->run();
+  EXPECT_TRUE(st) << st.message();
+  for (size_t i = 0; i < plan.outputs.size(); ++i) {
+    Shape shape;
+    EXPECT_TRUE(s->outputShape(i, &shape));
+    const codegen::PlanBuffer &b = plan.buffers[plan.outputs[i].buffer];
+    std::vector<uint8_t> v(size_t(rt::numElements(shape)) *
+                           rt::dtypeSize(b.dtype));
+    st = s->copyOutput(i, v.data(), v.size());
+    EXPECT_TRUE(st) << st.message();
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+/// How far the fused run of a plan is from its unfused run.
+struct Diff {
+  bool bitExact = true;
+  double relErr = 0; // the largest over the outputs (all f32)
+};
+
+/// Runs `fused` and unfused(fused) at `batch` on the same random inputs.
+Diff compareRuns(const Plan &fused, int64_t batch = 0, unsigned seed = 7) {
+  Plan ref = unfused(fused);
+  EXPECT_GT(ref.steps.size(), fused.steps.size());
+  std::vector<std::vector<uint8_t>> in = randomInputs(fused, batch, seed);
+  std::vector<std::vector<uint8_t>> a = runPlan(fused, in, batch),
+                                    b = runPlan(ref, in, batch);
+  Diff d;
+  EXPECT_EQ(a.size(), fused.outputs.size());
+  EXPECT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    EXPECT_EQ(a[i].size(), b[i].size()) << fused.outputs[i].name;
+    if (a[i].size() != b[i].size() || a[i].empty())
+      continue;
+    d.bitExact &= std::memcmp(a[i].data(), b[i].data(), a[i].size()) == 0;
+    std::vector<float> x(a[i].size() / 4), y(b[i].size() / 4);
+    std::memcpy(x.data(), a[i].data(), a[i].size());
+    std::memcpy(y.data(), b[i].data(), b[i].size());
+    d.relErr = std::max(d.relErr, relError(x.data(), y));
+  }
+  return d;
+}
+
+/// The fused run equals the unfused one bit for bit.
+void expectFusedEqualsUnfused(const Plan &fused, int64_t batch = 0) {
+  Diff d = compareRuns(fused, batch);
+  EXPECT_TRUE(d.bitExact) << "relative error " << d.relErr
+                          << (batch ? " at batch " + std::to_string(batch)
+                                    : std::string());
+}
+
+Plan planned(Plan p) {
+  Status st = codegen::planMemory(p);
+  EXPECT_TRUE(st) << st.message();
+  return p;
+}
+
+void expectRefused(const Plan &plan, const std::string &what) {
+  std::vector<uint8_t> b = writeUnchecked(plan);
+  ASSERT_FALSE(b.empty());
+  std::unique_ptr<Model> m;
+  Status st = Model::loadMemory(b.data(), b.size(), "fused.mcpk", &m);
+  ASSERT_FALSE(st) << "expected: " << what;
+  EXPECT_NE(st.message().find(what), std::string::npos) << st.message();
+}
+
+// ---------------------------------------------------------------------------
+// The regions.
+
+/// Elementwise: out f32[2, 3] = relu((x + broadcast(bias [3], dims 1)) * s)
+/// with s a rank-0 input (a splat). Values: x 0, bias 1, s 2, then the
+/// broadcast 3, add 4, mul 5, relu 6. Buffers: x 0, bias 1, s 2, out 3.
+Plan elementwisePlan() {
+  Builder b;
+  uint32_t x = b.input("x", {2, 3}), bias = b.input("bias", {3}),
+           s = b.input("s", {});
+  uint32_t out = b.output("out", {2, 3});
+  PlanStep &f = b.fused({x, bias, s}, out);
+  uint32_t bb = bodyOp(f, K::BroadcastInDim, {1}, F, {2, 3}, dims({1}));
+  uint32_t a = bodyOp(f, K::Add, {0, bb}, F, {2, 3});
+  uint32_t m = bodyOp(f, K::Mul, {a, 2}, F, {2, 3});
+  bodyOp(f, K::Relu, {m}, F, {2, 3});
+  return b.p;
+}
+
+/// A matmul-led epilogue: out f32[2, 3, 8] = relu(reshape(a [6, 4] @ w
+/// [4, 8]) + broadcast(bias [8], dims 2)). Values: a 0, w 1, bias 2, then
+/// matmul 3, reshape 4, broadcast 5, add 6, relu 7. Buffers: a 0, w 1,
+/// bias 2, out 3.
+Plan matmulPlan() {
+  Builder b;
+  uint32_t a = b.input("a", {6, 4});
+  uint32_t w = b.constF32("w", {4, 8}, 1), bias = b.constF32("bias", {8}, 2);
+  uint32_t out = b.output("out", {2, 3, 8});
+  PlanStep &f = b.fused({a, w, bias}, out);
+  uint32_t mm = bodyOp(f, K::Matmul, {0, 1}, F, {6, 8});
+  uint32_t rs = bodyOp(f, K::Reshape, {mm}, F, {2, 3, 8});
+  uint32_t bb = bodyOp(f, K::BroadcastInDim, {2}, F, {2, 3, 8}, dims({2}));
+  uint32_t ad = bodyOp(f, K::Add, {rs, bb}, F, {2, 3, 8});
+  bodyOp(f, K::Relu, {ad}, F, {2, 3, 8});
+  return b.p;
+}
+
+/// Attention [B, S=5, T=7, D=4]: out = softmax(q @ k^T * scale +
+/// broadcast(mask [S, T], dims [1, 2]), axis 2) @ v, scale rank 0. Values:
+/// q 0, k 1, v 2, scale 3, mask 4, then scores 5, scaled 6, mask
+/// broadcast 7, masked 8, softmax 9, result 10. Buffers: q 0, k 1, v 2,
+/// scale 3, mask 4, out 5. With `dynamic`, B is the batch (bounds [1, B]).
+Plan attentionPlan(Builder &b, int64_t B = 3, bool dynamic = false) {
+  const int64_t S = 5, T = 7, D = 4;
+  std::vector<int64_t> sc = dynamic ? std::vector<int64_t>{1, 0, 0}
+                                    : std::vector<int64_t>{};
+  uint32_t q = b.input("q", {B, S, D}, sc), k = b.input("k", {B, T, D}, sc),
+           v = b.input("v", {B, T, D}, sc), scale = b.input("scale", {}),
+           mask = b.input("mask", {S, T});
+  uint32_t out = b.output("attn", {B, S, D}, sc);
+  PlanStep &f = b.fused({q, k, v, scale, mask}, out, /*attention=*/true);
+  uint32_t s = bodyOp(f, K::Matmul, {0, 1}, F, {B, S, T},
+                      {OpAttr::boolean("transpose_b", true)}, sc);
+  uint32_t m = bodyOp(f, K::Mul, {s, 3}, F, {B, S, T}, {}, sc);
+  uint32_t mb =
+      bodyOp(f, K::BroadcastInDim, {4}, F, {B, S, T}, dims({1, 2}), sc);
+  uint32_t a = bodyOp(f, K::Add, {m, mb}, F, {B, S, T}, {}, sc);
+  uint32_t p = bodyOp(f, K::Softmax, {a}, F, {B, S, T},
+                      {OpAttr::integer("axis", 2)}, sc);
+  bodyOp(f, K::Matmul, {p, 2}, F, {B, S, D}, {}, sc);
+  return b.p;
+}
+Plan attentionPlan() {
+  Builder b;
+  return attentionPlan(b);
+}
+
+OpAttrs convAttrs() {
+  return {OpAttr::list("strides", {1, 1}), OpAttr::list("padding", {1, 1, 1, 1}),
+          OpAttr::list("dilation", {1, 1}), OpAttr::integer("groups", 1)};
+}
+
+/// A conv2d-led epilogue on x f32[2, 3, 9, 10], weight [5, 3, 3, 3]: conv,
+/// then (each optional) + broadcast(bias [5], dims 1) and + residual (an
+/// input of the output's shape), the residual before the bias with
+/// `residualFirst`, then relu.
+Plan convPlan(bool bias, bool residual, bool residualFirst = false) {
+  Builder b;
+  const Shape o{2, 5, 9, 10};
+  uint32_t x = b.input("x", {2, 3, 9, 10});
+  std::vector<uint32_t> in{x, b.constF32("w", {5, 3, 3, 3}, 3)};
+  if (bias)
+    in.push_back(b.constF32("bias", {5}, 4));
+  if (residual)
+    in.push_back(b.input("res", o));
+  uint32_t out = b.output("out", o);
+  PlanStep &f = b.fused(in, out);
+  uint32_t v = bodyOp(f, K::Conv2d, {0, 1}, F, o, convAttrs());
+  uint32_t res = uint32_t(in.size() - 1);
+  if (residual && residualFirst)
+    v = bodyOp(f, K::Add, {v, res}, F, o);
+  if (bias) {
+    uint32_t bb = bodyOp(f, K::BroadcastInDim, {2}, F, o, dims({1}));
+    v = bodyOp(f, K::Add, {v, bb}, F, o);
+  }
+  if (residual && !residualFirst)
+    v = bodyOp(f, K::Add, {v, res}, F, o);
+  bodyOp(f, K::Relu, {v}, F, o);
+  return b.p;
+}
+
+} // namespace
+
+// ---------------------------------------------------------------------------
+// The verifier: every error of checkFused, on a valid plan changed once.
+
+TEST(Fused, TheBasePlansAreValid) {
+  for (const Plan &p : {elementwisePlan(), matmulPlan(), attentionPlan(),
+                        convPlan(true, false), convPlan(true, true)}) {
+    Plan q = planned(p);
+    std::vector<uint8_t> bytes;
+    Status st = codegen::writeArtifactToBytes(q, &bytes);
+    EXPECT_TRUE(st) << st.message();
+  }
+}
+
+TEST(Fused, VerifierRefusesMalformedSteps) {
+  Plan p;
+  auto fresh = [&] { p = planned(elementwisePlan()); };
+  auto body = [&]() -> std::vector<PlanRegionOp> & {
+    return p.steps[0].body;
+  };
+  fresh();
+  body().clear();
+  expectRefused(p, "step 0 (mc.fused at fused.py:1): a fused step needs a "
+                   "body (its region's ops)");
+  fresh();
+  p.steps[0].outputs = {3, 3};
+  expectRefused(p, "step 0 (mc.fused at fused.py:1): expected 1 output, "
+                   "found 2");
+  fresh();
+  p.steps[0].inputs.clear();
+  expectRefused(p, "a fused step needs at least one input");
+  // An attention region needs an output of rank >= 2.
+  fresh();
+  setBool(p.steps[0], "attention", true);
+  p.buffers[3].shape = {6};
+  expectRefused(p, "an attention region's output buffer 3 'out' f32[6] "
+                   "needs rank >= 2");
+  // Only mc.fused steps have a body (checked before the kind's rules).
+  fresh();
+  p.steps[0].op = K::Relu;
+  p.steps[0].inputs = {0};
+  p.steps[0].attrs = {};
+  expectRefused(p, "step 0 (mc.relu at fused.py:1): has a fused-region body, "
+                   "but only mc.fused steps have one");
+}
+
+TEST(Fused, VerifierRefusesMalformedBodyOps) {
+  Plan p;
+  auto fresh = [&] { p = planned(elementwisePlan()); };
+  auto op = [&](size_t k) -> PlanRegionOp & { return p.steps[0].body[k]; };
+  const std::string relu = "step 0 (mc.fused at fused.py:1), body op 3 "
+                           "(mc.relu): ";
+  fresh();
+  op(3).op = K::Constant; // a registry op, but not one a step may be
+  expectRefused(p, "step 0 (mc.fused at fused.py:1), body op 3 "
+                   "(mc.constant): unknown op 'constant'");
+  fresh();
+  op(3).op = K::Yield;
+  expectRefused(p, "body op 3 (mc.yield): unknown op 'yield'");
+  fresh();
+  op(3).dtype = DType(77);
+  expectRefused(p, relu + "invalid dtype 77");
+  // (The "shape vector is misaligned" error needs a corrupt file: the
+  // writer's flatbuffers always align int64 vectors, so no plan can make it.)
+  fresh();
+  op(3).batchScale = {1, 0};
+  expectRefused(p, relu + "batch_scale [1, 0] does not fit shape [2, 3] (the "
+                          "model has no dynamic batch)");
+  fresh();
+  op(3).shape = {2, -3};
+  expectRefused(p, relu + "negative dim in shape [2, -3]");
+  fresh();
+  op(1).operands = {0, 5};
+  expectRefused(p, "body op 1 (mc.add): operand value 5 is not defined before "
+                   "it (the region has 3 inputs and 1 earlier ops)");
+  fresh();
+  op(3).operands = {6}; // its own result
+  expectRefused(p, "body op 3 (mc.relu): operand value 6 is not defined "
+                   "before it (the region has 3 inputs and 3 earlier ops)");
+  // Every value of an elementwise region has the output's shape.
+  fresh();
+  op(3).shape = {3, 2};
+  expectRefused(p, relu + "computes [3, 2], but every value of a fused region "
+                          "has the output's shape: [2, 3]");
+  // A broadcast loads an input, never a body value. (The same error for an
+  // anchor cannot be reached: an anchor is body op 0, before which no body
+  // value is defined, so "is not defined before it" comes first.)
+  fresh();
+  bodyOp(p.steps[0], K::BroadcastInDim, {5}, F, {2, 3}, dims({0, 1}));
+  expectRefused(p, "body op 4 (mc.broadcast_in_dim): must read only the "
+                   "step's inputs (value 5 is a body op's result)");
+  // Only elementwise ops, after at most one anchor as the first op.
+  fresh();
+  bodyOp(p.steps[0], K::Softmax, {6}, F, {2, 3}, {OpAttr::integer("axis", 1)});
+  expectRefused(p, "body op 4 (mc.softmax): cannot be in a fused region (only "
+                   "elementwise ops, after at most one matmul or conv2d as "
+                   "the first op)");
+  fresh();
+  bodyOp(p.steps[0], K::Matmul, {6, 6}, F, {2, 3});
+  expectRefused(p, "body op 4 (mc.matmul): cannot be in a fused region");
+  fresh();
+  bodyOp(p.steps[0], K::Fused, {6}, F, {2, 3});
+  expectRefused(p, "body op 4 (mc.fused): cannot be in a fused region");
+  // A reshape only right after an anchor.
+  fresh();
+  bodyOp(p.steps[0], K::Reshape, {6}, F, {2, 3});
+  expectRefused(p, "body op 4 (mc.reshape): a fused region may reshape only "
+                   "its anchor's result, right after it");
+  // The last op computes the output.
+  fresh();
+  bodyOp(p.steps[0], K::Cast, {6}, DType::BF16, {2, 3});
+  expectRefused(p, "step 0 (mc.fused at fused.py:1): the body's last op "
+                   "computes bf16[2, 3], but the output buffer 3 'out' "
+                   "f32[2, 3] is f32[2, 3]");
+}
+
+TEST(Fused, VerifierRefusesMalformedAnchorRegions) {
+  Plan p;
+  auto fresh = [&] { p = planned(matmulPlan()); };
+  auto op = [&](size_t k) -> PlanRegionOp & { return p.steps[0].body[k]; };
+  const std::string reshape = "step 0 (mc.fused at fused.py:1), body op 1 "
+                              "(mc.reshape): ";
+  // The reshape changes neither the element count nor the type.
+  fresh();
+  op(1).shape = {2, 4, 8};
+  expectRefused(p, reshape + "reshapes the anchor's buffer 4 'value 3' "
+                             "f32[6, 8] to [2, 4, 8] f32, but the output is "
+                             "[2, 3, 8] and the element count or type must "
+                             "stay");
+  fresh();
+  op(1).dtype = DType::F16;
+  expectRefused(p, reshape + "reshapes the anchor's buffer 4 'value 3' "
+                             "f32[6, 8] to [2, 3, 8] f16");
+  // Not after an op that is not an anchor: a broadcast first, then the
+  // reshape of its result.
+  fresh();
+  op(0) = makeOp(K::BroadcastInDim, {2}, F, {2, 3, 8}, dims({2}));
+  expectRefused(p, reshape + "a fused region may reshape only its anchor's "
+                             "result, right after it");
+  // The per-op rules hold for the anchor: its shape is matmul's.
+  fresh();
+  op(0).shape = {6, 9};
+  expectRefused(p, "step 0 (mc.fused at fused.py:1), body op 0 (mc.matmul): "
+                   "output buffer 4 'value 3' f32[6, 9]: expected shape "
+                   "[6, 8]");
+  // The anchor's reshape reads the anchor, and only the anchor.
+  fresh();
+  op(1).operands = {0};
+  expectRefused(p, reshape + "a fused region may reshape only its anchor's "
+                             "result, right after it");
+}
+
+TEST(Fused, VerifierRefusesMalformedAttentionRegions) {
+  Plan p;
+  auto fresh = [&] { p = planned(attentionPlan()); };
+  auto op = [&](size_t k) -> PlanRegionOp & { return p.steps[0].body[k]; };
+  const std::string where = "step 0 (mc.fused at fused.py:1), body op ";
+  // Every value has the output's rank and leading dims.
+  fresh();
+  op(1).shape = {4, 5, 7};
+  expectRefused(p, where + "1 (mc.mul): computes [4, 5, 7], but every value "
+                           "of an attention region has the output's rank and "
+                           "leading dims: [3, 5, 4]");
+  fresh();
+  op(1).shape = {15, 7};
+  expectRefused(p, "body op 1 (mc.mul): computes [15, 7], but every value of "
+                   "an attention region");
+  // An input read directly (not broadcast) has them too.
+  fresh();
+  op(3).operands = {6, 4}; // the mask [5, 7] itself
+  expectRefused(p, where + "3 (mc.add): reads input buffer 4 'mask' f32[5, 7], "
+                           "which lacks the output's rank and leading dims "
+                           "([3, 5, 4]); broadcast it in the region");
+  // Softmax over the last dim only.
+  fresh();
+  op(4).attrs = {OpAttr::integer("axis", 1)};
+  expectRefused(p, where + "4 (mc.softmax): an attention region's softmax "
+                           "must be over the last dim");
+  // Matmul, softmax and elementwise ops only.
+  fresh();
+  op(4).op = K::LogSoftmax;
+  expectRefused(p, where + "4 (mc.log_softmax): cannot be in an attention "
+                           "region (matmul, softmax and elementwise ops)");
+  fresh();
+  op(3) = makeOp(K::Reshape, {6}, F, {3, 5, 7});
+  expectRefused(p, where + "3 (mc.reshape): a fused region may reshape only "
+                           "its anchor's result, right after it");
+  // The last op computes the output (here: a smaller output buffer).
+  fresh();
+  p.buffers[5].shape = {3, 5, 3};
+  expectRefused(p, "step 0 (mc.fused at fused.py:1): the body's last op "
+                   "computes f32[3, 5, 4], but the output buffer 5 'attn' "
+                   "f32[3, 5, 3] is f32[3, 5, 3]");
+}
+
+TEST(Fused, PerOpRulesApplyToBodyOps) {
+  Plan p;
+  auto fresh = [&] { p = planned(elementwisePlan()); };
+  auto op = [&](size_t k) -> PlanRegionOp & { return p.steps[0].body[k]; };
+  // An add of mismatched dtypes: x is i32 (same bytes), the bias f32.
+  fresh();
+  p.buffers[0].dtype = DType::I32;
+  expectRefused(p, "step 0 (mc.fused at fused.py:1), body op 1 (mc.add): "
+                   "input 1 buffer 4 'value 3' f32[2, 3] must have the dtype "
+                   "and shape of input 0, buffer 0 'x' i32[2, 3]");
+  // An input of another shape read without a broadcast (only a rank-0
+  // input is splat).
+  fresh();
+  op(1).operands = {0, 1};
+  expectRefused(p, "body op 1 (mc.add): input 1 buffer 1 'bias' f32[3] must "
+                   "have the dtype and shape of input 0");
+  // The splat of a rank-0 input keeps its dtype.
+  fresh();
+  p.buffers[2].dtype = DType::I32;
+  expectRefused(p, "body op 2 (mc.mul): input 1 buffer 6 'splat of input 2' "
+                   "i32[2, 3] must have the dtype and shape of input 0");
+  // A broadcast's rule.
+  fresh();
+  op(0).attrs = dims({0});
+  expectRefused(p, "body op 0 (mc.broadcast_in_dim): output buffer 4 "
+                   "'value 3' f32[2, 3]: ");
+  // Attributes: missing, unknown, of the wrong kind.
+  fresh();
+  op(0).attrs = {};
+  expectRefused(p, "body op 0 (mc.broadcast_in_dim): attribute 'dims' is "
+                   "missing");
+  fresh();
+  op(3).attrs = {OpAttr::integer("axis", 0)};
+  expectRefused(p, "body op 3 (mc.relu): unknown attribute 'axis' of mc.relu");
+  fresh();
+  op(2).operands = {4};
+  expectRefused(p, "body op 2 (mc.mul): expected 2 input(s) and 1 output(s), "
+                   "found 1 and 1");
+}
+
+TEST(Fused, DynamicBatchRegionsAreCheckedAtTheBounds) {
+  // A body op's batch_scale has one entry per dim; every value has the
+  // output's shape at the batch's min too.
+  Builder b;
+  b.p.batch = codegen::PlanBatch{1, 8, 8};
+  const std::vector<int64_t> rows{1, 0};
+  uint32_t x = b.input("x", {8, 6}, rows);
+  uint32_t out = b.output("out", {8, 6}, rows);
+  PlanStep &f = b.fused({x}, out);
+  uint32_t e = bodyOp(f, K::Exp, {0}, F, {8, 6}, {}, rows);
+  bodyOp(f, K::Relu, {e}, F, {8, 6}, {}, rows);
+  Plan p = planned(b.p);
+  std::vector<uint8_t> bytes;
+  ASSERT_TRUE(codegen::writeArtifactToBytes(p, &bytes));
+  p.steps[0].body[1].batchScale = {1};
+  expectRefused(p, "body op 1 (mc.relu): batch_scale [1] does not fit shape "
+                   "[8, 6]");
+  p = planned(b.p);
+  p.steps[0].body[1].batchScale = {};
+  expectRefused(p, "step 0 (mc.fused at fused.py:1) at batch 1 (the lower "
+                   "bound of [1, 8]), body op 1 (mc.relu): computes [8, 6], "
+                   "but every value of a fused region has the output's "
+                   "shape: [1, 6]");
+}
+
+// ---------------------------------------------------------------------------
+// Runs: one fused step against one step per op, on the same inputs.
+
+TEST(Fused, ElementwiseRegionEqualsUnfused) {
+  // out f32[2, 6, 5, 7] = select(c < y, c, y), c = f32(bf16((x + bias along
+  // dim 1) * s)), s a rank-0 input (a splat).
+  Builder b;
+  const Shape o{2, 6, 5, 7};
+  uint32_t x = b.input("x", o), bias = b.input("bias", {6}),
+           s = b.input("s", {}), y = b.input("y", o);
+  uint32_t out = b.output("out", o);
+  PlanStep &f = b.fused({x, bias, s, y}, out);
+  uint32_t bb = bodyOp(f, K::BroadcastInDim, {1}, F, o, dims({1}));
+  uint32_t a = bodyOp(f, K::Add, {0, bb}, F, o);
+  uint32_t m = bodyOp(f, K::Mul, {a, 2}, F, o);
+  uint32_t h = bodyOp(f, K::Cast, {m}, DType::BF16, o);
+  uint32_t c = bodyOp(f, K::Cast, {h}, F, o);
+  uint32_t lt =
+      bodyOp(f, K::Compare, {c, 3}, DType::I1, o,
+             {OpAttr::integer("direction", int64_t(rt::CompareOp::Lt))});
+  bodyOp(f, K::Select, {lt, c, 3}, F, o);
+  expectFusedEqualsUnfused(b.p);
+}
+
+TEST(Fused, MatmulEpilogueWithReshapeEqualsUnfused) {
+  expectFusedEqualsUnfused(matmulPlan());
+}
+
+// A conv2d region runs through oneDNN's post-ops when its epilogue is one
+// the library fuses (bindConvEpilogue); the unfused plan runs the same
+// convolution without post-ops, then its steps. The bias is a binary
+// post-op on the f32 result (not the primitive's bias, which would seed
+// the accumulator), so the two are equal bit for bit.
+TEST(Fused, ConvBiasReluThroughOneDnnPostOpsEqualsUnfused) {
+  Diff d = compareRuns(convPlan(/*bias=*/true, /*residual=*/false));
+  EXPECT_TRUE(d.bitExact) << "relative error " << d.relErr;
+  EXPECT_LT(d.relErr, 1e-6);
+}
+
+TEST(Fused, ConvResidualReluThroughOneDnnPostOpsIsClose) {
+  // The residual: a sum post-op over the output, which holds a copy of it.
+  // Not bit for bit: the same oneDNN implementation (jit:avx2 here) rounds
+  // conv + sum post-op otherwise than conv, then add (rel err about 1e-7
+  // here, as if the residual were summed into the accumulator before the
+  // products). Within f32's tolerance.
+  Diff d = compareRuns(convPlan(/*bias=*/false, /*residual=*/true));
+  EXPECT_LT(d.relErr, 1e-6);
+}
+
+TEST(Fused, ConvBiasResidualReluEqualsUnfused) {
+  // A binary bias with a sum post-op finds only oneDNN's reference
+  // implementation, which the binder refuses: the generic path (the conv
+  // alone, then the rest over tiles of its result).
+  expectFusedEqualsUnfused(convPlan(/*bias=*/true, /*residual=*/true));
+}
+
+TEST(Fused, ConvResidualBeforeBiasEqualsUnfused) {
+  // Not an order oneDNN's post-ops take: the generic path.
+  expectFusedEqualsUnfused(
+      convPlan(/*bias=*/true, /*residual=*/true, /*residualFirst=*/true));
+}
+
+TEST(Fused, AttentionRegionEqualsUnfused) {
+  expectFusedEqualsUnfused(attentionPlan());
+}
+
+namespace {
+/// out f32[rows, cols] = gelu(tanh(x + broadcast(r [cols], dims 1)) *
+/// broadcast(c [rows], dims 0)) - exp(y): rows of `cols` elements cross
+/// the 2048-element tiles' boundaries.
+Plan tiledPlan(int64_t rows, int64_t cols) {
+  Builder b;
+  const Shape o{rows, cols};
+  uint32_t x = b.input("x", o), r = b.input("r", {cols}),
+           c = b.input("c", {rows}), y = b.input("y", o);
+  uint32_t out = b.output("out", o);
+  PlanStep &f = b.fused({x, r, c, y}, out);
+  uint32_t rb = bodyOp(f, K::BroadcastInDim, {1}, F, o, dims({1}));
+  uint32_t cb = bodyOp(f, K::BroadcastInDim, {2}, F, o, dims({0}));
+  uint32_t a = bodyOp(f, K::Add, {0, rb}, F, o);
+  uint32_t t = bodyOp(f, K::Tanh, {a}, F, o);
+  uint32_t m = bodyOp(f, K::Mul, {t, cb}, F, o);
+  uint32_t g = bodyOp(f, K::Gelu, {m}, F, o,
+                      {OpAttr::boolean("tanh_approximation", false)});
+  uint32_t e = bodyOp(f, K::Exp, {3}, F, o);
+  bodyOp(f, K::Sub, {g, e}, F, o);
+  return b.p;
+}
+} // namespace
+
+TEST(Fused, TailTileEqualsUnfused) {
+  // 5000 elements: two full tiles of 2048 and a tail of 904.
+  expectFusedEqualsUnfused(tiledPlan(5, 1000));
+}
+
+TEST(Fused, ManyTilesPerThreadEqualsUnfused) {
+  // More than three tiles per thread slot, and a tail.
+  int64_t threads = rt::detail::maxThreads();
+  int64_t rows = (3 * threads + 1) * 2048 / 997 + 2;
+  ASSERT_GT(rows * 997, 3 * threads * 2048);
+  ASSERT_NE(rows * 997 % 2048, 0);
+  expectFusedEqualsUnfused(tiledPlan(rows, 997));
+}
+
+TEST(Fused, DynamicBatchEqualsUnfused) {
+  // Two fused steps, batch bounds [1, 8]: a matmul-led epilogue over rows
+  // and an attention region whose leading dim is the batch.
+  Builder b;
+  b.p.batch = codegen::PlanBatch{1, 8, 8};
+  const std::vector<int64_t> rows{1, 0};
+  uint32_t x = b.input("x", {8, 4}, rows), y = b.input("y", {8, 6}, rows);
+  uint32_t w = b.constF32("w", {4, 6}, 5), bias = b.constF32("bias", {6}, 6);
+  uint32_t h = b.output("h", {8, 6}, rows);
+  PlanStep &f = b.fused({x, w, bias, y}, h);
+  uint32_t mm = bodyOp(f, K::Matmul, {0, 1}, F, {8, 6}, {}, rows);
+  uint32_t bb =
+      bodyOp(f, K::BroadcastInDim, {2}, F, {8, 6}, dims({1}), rows);
+  uint32_t a = bodyOp(f, K::Add, {mm, bb}, F, {8, 6}, {}, rows);
+  uint32_t m = bodyOp(f, K::Mul, {a, 3}, F, {8, 6}, {}, rows);
+  bodyOp(f, K::Sigmoid, {m}, F, {8, 6}, {}, rows);
+  Plan p = attentionPlan(b, 8, /*dynamic=*/true);
+  ASSERT_EQ(p.steps.size(), 2u);
+  for (int64_t batch : {1, 3, 8})
+    expectFusedEqualsUnfused(p, batch);
+}
