@@ -281,6 +281,9 @@ def FusePass : Pass<"mc-fuse", "mlir::ModuleOp"> {
     - One `mc.matmul` or `mc.conv2d` (`mcEpilogueAnchor`) may lead a region
       whose elementwise ops are its epilogue (bias, residual add,
       activation), when the region consumes all of its result.
+    - A reduction over the trailing dims of a value the region computes
+      may end it (the region computes that value a tile of whole rows at a
+      time): the region's other values have the reduction's operand shape.
     - Integer arithmetic (i32, i64) stays unfused; f32, f16, bf16 and i1
       values fuse.
     - Everything else is a boundary: library calls other than the anchor,

@@ -199,10 +199,12 @@ Status bindTilePlan(const KernelRequest& r, const std::vector<RegionOp>& body,
 }
 
 /// A conv2d region whose epilogue oneDNN computes in the convolution: conv,
-/// then in this order an optional per-channel bias (a broadcast of an input
-/// [C] along dim 1), an optional residual (an input of the output's shape)
-/// and an optional activation, all f32. False when the region is anything
-/// else or the library refuses it (then the generic path runs).
+/// then an optional per-channel bias (a broadcast of an input [C] along
+/// dim 1) and an optional relu, all f32. False when the region is
+/// anything else or the library refuses it (then the generic path runs).
+/// A residual is left to the generic path: oneDNN's sum post-op rounds
+/// conv + residual otherwise than conv, then add, and fused must equal
+/// unfused bit for bit.
 bool bindConvEpilogue(const KernelRequest& r, BoundKernel* out,
                       size_t* workspaceBytes) {
   const std::vector<RegionOp>& body = *r.body;
@@ -237,21 +239,16 @@ bool bindConvEpilogue(const KernelRequest& r, BoundKernel* out,
       if (!biasLoads.empty() && other == biasLoads[0] && !e.residual &&
           cur == n) {
         // the bias add, straight after the conv
-      } else if (other < n && !e.residual &&
-                 r.inputs[other].shape == r.output.shape &&
-                 r.inputs[other].dtype == DType::F32 &&
-                 (biasLoads.empty() || cur != n)) {
-        e.residual = &r.inputs[other];
       } else {
         return false;
       }
       cur = value;
       continue;
     }
+    // Relu only: oneDNN's gelu, sigmoid, tanh and hardswish are other
+    // approximations than the runtime's kernels (those run over tiles).
     if (op.operands.size() == 1 && op.operands[0] == cur && !e.activation &&
-        (op.op == OpId::Relu || op.op == OpId::Gelu ||
-         op.op == OpId::Sigmoid || op.op == OpId::Tanh ||
-         op.op == OpId::Hardswish)) {
+        op.op == OpId::Relu) {
       e.activation = op.op;
       e.geluTanh = op.attrs.getBool("tanh_approximation");
       cur = value;
