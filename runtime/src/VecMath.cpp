@@ -155,7 +155,61 @@ MC_CLONES void scaleShiftF32(const float *x, float m, float a, float b,
     y[i] = (x[i] - m) * a + b;
 }
 
+/// Rows longer than this (floats) do not stay in a core's cache between
+/// passes: softmax reads them twice (online), not three times.
+constexpr int64_t kOnlineSoftmaxRow = 64 * 1024;
+
+/// Online softmax (Milakov and Gimelshein, 2018): one pass keeps, per lane,
+/// a running max and the sum of exp(x - max) rescaled whenever the max
+/// grows; the lanes are merged; a second pass writes exp(x - max) / sum.
+MC_CLONES void softmaxRowOnline(const float *x, float *y, int64_t n) {
+  float m[kLanes], s[kLanes];
+  for (int i = 0; i < kLanes; ++i) {
+    m[i] = -std::numeric_limits<float>::infinity();
+    s[i] = 0.0f;
+  }
+  bool nan = false;
+  auto step = [&](int i, float v) {
+    if (std::isnan(v)) {
+      nan = true;
+    } else if (v > m[i]) {
+      // -inf -> v: the old sum (of nothing) is 0 either way.
+      s[i] = (m[i] == -std::numeric_limits<float>::infinity()
+                  ? 0.0f
+                  : s[i] * fastExp(m[i] - v)) +
+             1.0f;
+      m[i] = v;
+    } else if (v != -std::numeric_limits<float>::infinity()) {
+      s[i] += fastExp(v - m[i]);
+    }
+  };
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int i = 0; i < kLanes; ++i)
+      step(i, x[j + i]);
+  for (; j < n; ++j)
+    step(0, x[j]);
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int i = 0; i < kLanes; ++i)
+    mx = std::max(mx, m[i]);
+  if (nan || mx == -std::numeric_limits<float>::infinity()) {
+    // A NaN anywhere, or a row of -inf (0/0, as the three-pass kernel).
+    for (int64_t k = 0; k < n; ++k)
+      y[k] = std::numeric_limits<float>::quiet_NaN();
+    return;
+  }
+  float sum = 0.0f;
+  for (int i = 0; i < kLanes; ++i)
+    if (m[i] != -std::numeric_limits<float>::infinity())
+      sum += s[i] * fastExp(m[i] - mx);
+  float inv = 1.0f / sum;
+  for (int64_t k = 0; k < n; ++k)
+    y[k] = fastExp(x[k] - mx) * inv;
+}
+
 MC_CLONES void softmaxRow(const float *x, float *y, int64_t n) {
+  if (n > kOnlineSoftmaxRow)
+    return softmaxRowOnline(x, y, n);
   bool nan;
   float m = rowMax(x, n, &nan);
   if (nan) {

@@ -90,7 +90,10 @@ void scaleShiftF32(const float *x, float m, float a, float b, float *y,
 
 /// One row of softmax / log_softmax (contiguous, n >= 1): max subtracted; a
 /// NaN anywhere makes the row NaN. The sum of exponentials is accumulated in
-/// 16 float lanes combined pairwise (the same order on every run).
+/// 16 float lanes combined pairwise (the same order on every run). A row that
+/// fits in cache (up to 64 Ki floats) takes three passes over it (max, exp
+/// and sum, scale); a longer softmax row takes two (online softmax: the max
+/// and the rescaled sum together, then the output).
 void softmaxRow(const float *x, float *y, int64_t n);
 void logSoftmaxRow(const float *x, float *y, int64_t n);
 /// One row of layer norm: mean and biased variance of x (double lanes), y =

@@ -457,6 +457,38 @@ TEST(Kernels, SoftmaxEveryAxisIsStable) {
   EXPECT_FALSE(softmax(cin(a, s), 3, mout(y, s)));
 }
 
+TEST(Kernels, SoftmaxOfARowLongerThanTheCacheIsOnlineAndExact) {
+  // 100000 floats, over the 64 Ki the three-pass row kernel takes: the
+  // online kernel (one pass for max and sum, one for the output) against a
+  // double reference; the max in the middle, so the running sums rescale.
+  const int64_t n = 100000;
+  std::vector<float> a = randomFloats(size_t(n), 11, -20, 20);
+  a[n / 2] = 80.f;
+  std::vector<float> y(static_cast<size_t>(n));
+  ASSERT_TRUE(softmax(cin(a, {1, n}), 1, mout(y, {1, n})));
+  double mx = *std::max_element(a.begin(), a.end()), sum = 0, err2 = 0,
+         ref2 = 0;
+  for (float v : a)
+    sum += std::exp(double(v) - mx);
+  for (int64_t i = 0; i < n; ++i) {
+    double ref = std::exp(double(a[size_t(i)]) - mx) / sum;
+    err2 += (y[size_t(i)] - ref) * (y[size_t(i)] - ref);
+    ref2 += ref * ref;
+  }
+  EXPECT_LT(std::sqrt(err2 / ref2), 1e-6);
+  // -inf entries contribute nothing; a NaN makes the row NaN.
+  std::vector<float> b(size_t(n), -INFINITY);
+  b[7] = 1.f;
+  b[n - 1] = 1.f;
+  ASSERT_TRUE(softmax(cin(b, {n}), 0, mout(y, {n})));
+  EXPECT_FLOAT_EQ(y[7], 0.5f);
+  EXPECT_FLOAT_EQ(y[size_t(n - 1)], 0.5f);
+  EXPECT_EQ(y[8], 0.f);
+  b[100] = NAN;
+  ASSERT_TRUE(softmax(cin(b, {n}), 0, mout(y, {n})));
+  EXPECT_TRUE(std::isnan(y[7]));
+}
+
 // --- matmul ---
 
 TEST(Kernels, BatchedMatmulAllTransposeCombos) {
