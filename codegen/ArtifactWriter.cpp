@@ -137,6 +137,11 @@ flatbuffers::DetachedBuffer buildTable(const Plan &plan,
       plan.batch.dynamic()
           ? fb::CreateBatchBounds(b, plan.batch.min, plan.batch.max,
                                   plan.batch.opt)
+          : 0,
+      plan.unfused.steps
+          ? fb::CreatePlanStats(b, plan.unfused.steps,
+                                plan.unfused.intermediateBytes,
+                                plan.unfused.arenaSize)
           : 0);
   fb::FinishSizePrefixedModelBuffer(b, model);
   return b.Release();

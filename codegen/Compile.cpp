@@ -42,42 +42,37 @@ private:
   std::chrono::steady_clock::time_point start;
 };
 
-/// "modelc: plan: ..." for --verbose: steps, fused regions, bytes of
-/// intermediates the steps write per run, arena size; and the same counts
-/// as one step per op would give (each op of a region a step writing its
-/// whole result, as --no-fuse compiles it).
-void printPlanStats(const Plan& plan) {
+/// Bytes of intermediates a plan's steps write per run: every Arena output
+/// but the model's outputs.
+uint64_t intermediateBytes(const Plan& plan) {
   std::vector<bool> isOutput(plan.buffers.size(), false);
   for (const PlanSignature& o : plan.outputs)
     if (o.buffer < isOutput.size())
       isOutput[o.buffer] = true;
-  uint64_t written = 0, unfused = 0;
-  size_t regions = 0, regionOps = 0;
-  for (const PlanStep& s : plan.steps) {
+  uint64_t written = 0;
+  for (const PlanStep& s : plan.steps)
     for (uint32_t o : s.outputs)
-      if (plan.buffers[o].kind == fb::BufferKind::Arena && !isOutput[o])
+      if (o < plan.buffers.size() &&
+          plan.buffers[o].kind == fb::BufferKind::Arena && !isOutput[o])
         written += plan.buffers[o].byteSize();
-    if (s.body.empty())
-      continue;
-    ++regions;
-    uint64_t elems = 1;
-    for (int64_t d : plan.buffers[s.outputs[0]].shape)
-      elems *= uint64_t(d);
-    // A reshape is a view, not a step, unfused too.
-    for (size_t k = 0; k < s.body.size(); ++k) {
-      if (s.body[k].op == rt::OpId::Reshape)
-        continue;
-      ++regionOps;
-      if (k + 1 < s.body.size())
-        unfused += elems * rt::dtypeSize(s.body[k].dtype);
-    }
+  return written;
+}
+
+/// The plan with every fused region expanded into one step per op (each
+/// value a buffer; a reshape a view), planned by the same planner: what
+/// fusion saved, for --verbose and `modelc inspect`.
+Plan::Stats unfusedStats(const Plan& plan) {
+  Plan expanded;
+  expanded.entry = plan.entry;
+  expanded.batch = plan.batch;
+  expanded.inputs = plan.inputs;
+  expanded.outputs = plan.outputs;
+  expanded.buffers.reserve(plan.buffers.size());
+  for (const PlanBuffer& b : plan.buffers) {
+    PlanBuffer copy = b;
+    copy.data.clear(); // sizes come from shapes; weights are not needed
+    expanded.buffers.push_back(std::move(copy));
   }
-  unfused += written;
-  // The arena one step per op would need: the plan with every region
-  // expanded into its ops (each value a buffer; a reshape a view), planned
-  // by the same planner.
-  Plan expanded = plan;
-  expanded.steps.clear();
   for (const PlanStep& s : plan.steps) {
     if (s.body.empty()) {
       expanded.steps.push_back(s);
@@ -102,7 +97,6 @@ void printPlanStats(const Plan& plan) {
       }
       PlanStep step;
       step.op = r.op;
-      step.attrs = r.attrs;
       for (uint32_t v : r.operands)
         step.inputs.push_back(value[v]);
       step.outputs.push_back(out);
@@ -110,17 +104,29 @@ void printPlanStats(const Plan& plan) {
       value.push_back(out);
     }
   }
-  uint64_t unfusedArena = 0;
-  if (planMemory(expanded))
-    unfusedArena = expanded.arenaSize;
+  Plan::Stats stats;
+  if (!planMemory(expanded))
+    return stats;
+  stats.steps = expanded.steps.size();
+  stats.intermediateBytes = intermediateBytes(expanded);
+  stats.arenaSize = expanded.arenaSize;
+  return stats;
+}
+
+/// "modelc: plan: ..." for --verbose: steps, fused regions, bytes of
+/// intermediates written per run and arena size, each next to what one step
+/// per op would give.
+void printPlanStats(const Plan& plan) {
+  size_t regions = 0;
+  for (const PlanStep& s : plan.steps)
+    regions += !s.body.empty();
   llvm::errs() << "modelc: plan: " << plan.steps.size() << " steps ("
-               << regions << " fused regions holding " << regionOps
-               << " steps' ops; one step per op: "
-               << plan.steps.size() - regions + regionOps << "), "
-               << written << " bytes of intermediates written per run (one "
-               << "step per op: " << unfused << "), arena "
-               << plan.arenaSize << " bytes (one step per op: " << unfusedArena
-               << ")"
+               << regions << " fused regions; one step per op: "
+               << plan.unfused.steps << "), " << intermediateBytes(plan)
+               << " bytes of intermediates written per run (one step per op: "
+               << plan.unfused.intermediateBytes << "), arena "
+               << plan.arenaSize << " bytes (one step per op: "
+               << plan.unfused.arenaSize << ")"
                << (plan.batch.dynamic() ? " (at the max batch)" : "") << "\n";
 }
 
@@ -211,6 +217,7 @@ FailureOr<Plan> buildPlan(ModuleOp module, const CompileOptions& options) {
     module.emitError() << "memory planning failed: " << status.message();
     return failure();
   }
+  plan->unfused = unfusedStats(*plan);
   if (options.verbose)
     printPlanStats(*plan);
   return plan;

@@ -111,6 +111,12 @@ struct Plan {
   /// Bytes of the state region (State buffers: parameters, optimizer
   /// moments, counters), filled by the planner; 0 without State buffers.
   uint64_t stateSize = 0;
+  /// The same model with one step per op (regions expanded), planned by
+  /// the same planner: steps, bytes of intermediates written per run,
+  /// arena. Filled by buildPlan; steps == 0 when not computed.
+  struct Stats {
+    uint64_t steps = 0, intermediateBytes = 0, arenaSize = 0;
+  } unfused;
 };
 
 } // namespace mc::codegen

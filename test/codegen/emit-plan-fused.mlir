@@ -5,7 +5,7 @@
 // body lists the region's ops on value numbers (%0..%2 are the step's
 // inputs); softmax stays its own step. --verbose counts what fusion saved.
 
-// CHECK: modelc: plan: 2 steps (1 fused regions holding 4 steps' ops; one step per op: 5), 24 bytes of intermediates written per run (one step per op: 96), arena 128 bytes (one step per op: 192)
+// CHECK: modelc: plan: 2 steps (1 fused regions; one step per op: 5), 24 bytes of intermediates written per run (one step per op: 96), arena 128 bytes (one step per op: 192)
 // CHECK: steps:
 // CHECK-NEXT: 0: mc.fused (#0, #1, #2) -> (#3)
 // CHECK-NEXT:   %3 = mc.matmul(%0, %1) : f32 {transpose_b}

@@ -194,7 +194,12 @@ int inspect(const std::string &tool, const std::string &path,
   };
   sigs("inputs", model->inputs());
   sigs("outputs", model->outputs());
-  std::printf("arena:      %llu bytes\n", (unsigned long long)t.arena_size());
+  if (const fb::PlanStats *u = t.unfused())
+    std::printf("arena:      %llu bytes (one step per op: %llu)\n",
+                (unsigned long long)t.arena_size(),
+                (unsigned long long)u->arena_size());
+  else
+    std::printf("arena:      %llu bytes\n", (unsigned long long)t.arena_size());
   std::map<std::string, int> kinds;
   size_t numSteps = t.steps() ? t.steps()->size() : 0;
   if (t.steps())
@@ -205,49 +210,38 @@ int inspect(const std::string &tool, const std::string &path,
     perKind += (perKind.empty() ? "" : ", ") + k + " " + std::to_string(n);
   std::printf("steps:      %zu%s%s%s\n", numSteps, perKind.empty() ? "" : " (",
               perKind.c_str(), perKind.empty() ? "" : ")");
-  // What fusion saved: each op of a fused region would be a step writing
-  // its whole result (one step per op, as `modelc compile --no-fuse`).
+  // What fusion saved: the compiler records the same model planned with one
+  // step per op (schema 2.2, Model.unfused).
   {
     std::set<uint32_t> outputs;
     if (t.outputs())
       for (const fb::TensorSig *o : *t.outputs())
         outputs.insert(o->buffer());
-    unsigned long long written = 0, unfusedWritten = 0;
-    size_t regions = 0, regionOps = 0;
+    unsigned long long written = 0;
+    size_t regions = 0;
     if (t.steps() && t.buffers())
       for (const fb::Step *s : *t.steps()) {
-        if (!s->outputs())
-          continue;
-        for (uint32_t o : *s->outputs()) {
-          const fb::Buffer *b = t.buffers()->Get(o);
-          if (b->kind() != fb::BufferKind::Arena || outputs.count(o))
-            continue;
-          written += b->size();
-          unfusedWritten += b->size();
-        }
-        if (s->body() && s->body()->size()) {
-          ++regions;
-          const fb::Buffer *b = t.buffers()->Get(s->outputs()->Get(0));
-          uint64_t elems = rt::numElements(
-              std::vector<int64_t>(b->shape()->begin(), b->shape()->end()));
-          // A reshape is a view, not a step, unfused too.
-          for (size_t k = 0; k < s->body()->size(); ++k) {
-            const fb::RegionOp *r = s->body()->Get(k);
-            if (r->op() && r->op()->str() == "reshape")
-              continue;
-            ++regionOps;
-            if (k + 1 < s->body()->size())
-              unfusedWritten += elems * rt::dtypeSize(rt::DType(r->dtype()));
+        regions += s->body() && s->body()->size();
+        if (s->outputs())
+          for (uint32_t o : *s->outputs()) {
+            const fb::Buffer *b = t.buffers()->Get(o);
+            if (b->kind() == fb::BufferKind::Arena && !outputs.count(o))
+              written += b->size();
           }
-        }
       }
-    std::printf("fusion:     %zu fused steps holding %zu steps' ops (one "
-                "step per op: %zu steps)\n",
-                regions, regionOps, numSteps - regions + regionOps);
-    std::printf("written:    %llu bytes of intermediates per run (one step "
-                "per op: %llu)%s\n",
-                written, unfusedWritten,
-                model->dynamicBatch() ? ", at the max batch" : "");
+    const char *atMax = model->dynamicBatch() ? ", at the max batch" : "";
+    if (const fb::PlanStats *u = t.unfused()) {
+      std::printf("fusion:     %zu fused steps (one step per op: %llu "
+                  "steps)\n",
+                  regions, (unsigned long long)u->steps());
+      std::printf("written:    %llu bytes of intermediates per run (one step "
+                  "per op: %llu)%s\n",
+                  written, (unsigned long long)u->intermediate_bytes(), atMax);
+    } else {
+      std::printf("fusion:     %zu fused steps\n", regions);
+      std::printf("written:    %llu bytes of intermediates per run%s\n",
+                  written, atMax);
+    }
   }
   size_t constants = 0;
   unsigned long long weightBytes = 0;
