@@ -62,6 +62,11 @@ uint64_t intermediateBytes(const Plan& plan) {
 /// value a buffer; a reshape a view), planned by the same planner: what
 /// fusion saved, for --verbose and `modelc inspect`.
 Plan::Stats unfusedStats(const Plan& plan) {
+  bool fused = llvm::any_of(plan.steps,
+                            [](const PlanStep& s) { return !s.body.empty(); });
+  if (!fused) // already one step per op: no second planning
+    return Plan::Stats{plan.steps.size(), intermediateBytes(plan),
+                       plan.arenaSize};
   Plan expanded;
   expanded.entry = plan.entry;
   expanded.batch = plan.batch;

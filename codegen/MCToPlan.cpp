@@ -24,73 +24,11 @@ using namespace mlir;
 namespace mc::codegen {
 namespace {
 
-FailureOr<rt::DType> toDType(Type t) {
-  if (t.isF32())
-    return rt::DType::F32;
-  if (t.isF16())
-    return rt::DType::F16;
-  if (t.isBF16())
-    return rt::DType::BF16;
-  if (t.isInteger(32))
-    return rt::DType::I32;
-  if (t.isInteger(64))
-    return rt::DType::I64;
-  if (t.isInteger(1))
-    return rt::DType::I1;
-  return failure();
-}
-
 std::string locationString(Location loc) {
   std::string s;
   llvm::raw_string_ostream os(s);
   loc.print(os);
   return s;
-}
-
-/// The raw little-endian bytes of a constant, in the runtime's layout (i1
-/// as one byte per element).
-FailureOr<std::vector<uint8_t>> constantBytes(ElementsAttr attr,
-                                              Operation* op) {
-  auto type = llvm::cast<RankedTensorType>(attr.getType());
-  Type et = type.getElementType();
-  int64_t n = type.getNumElements();
-  std::vector<uint8_t> out;
-  if (auto dense = llvm::dyn_cast<DenseElementsAttr>(attr)) {
-    if (et.isInteger(1)) {
-      out.reserve(n);
-      for (bool b : dense.getValues<bool>())
-        out.push_back(b ? 1 : 0);
-      return out;
-    }
-    size_t width = et.getIntOrFloatBitWidth() / 8;
-    out.resize(n * width);
-    ArrayRef<char> raw = dense.getRawData();
-    if (dense.isSplat()) {
-      for (int64_t i = 0; i < n; ++i)
-        std::memcpy(out.data() + i * width, raw.data(), width);
-    } else {
-      std::memcpy(out.data(), raw.data(), out.size());
-    }
-    return out;
-  }
-  if (auto resource = llvm::dyn_cast<DenseResourceElementsAttr>(attr)) {
-    auto blob = resource.getRawHandle().getBlob();
-    if (!blob) {
-      op->emitOpError() << "refers to a dense resource with no data";
-      return failure();
-    }
-    ArrayRef<char> raw = blob->getData();
-    size_t width = et.isInteger(1) ? 1 : et.getIntOrFloatBitWidth() / 8;
-    if (raw.size() != static_cast<size_t>(n) * width) {
-      op->emitOpError() << "dense resource holds " << raw.size()
-                        << " bytes, expected " << n * width;
-      return failure();
-    }
-    out.assign(raw.begin(), raw.end());
-    return out;
-  }
-  op->emitOpError() << "has a constant kind codegen cannot read: " << attr;
-  return failure();
 }
 
 
@@ -128,7 +66,7 @@ private:
   FailureOr<uint32_t> newBuffer(Value v, std::string name,
                                 fb::BufferKind kind) {
     auto type = llvm::cast<RankedTensorType>(v.getType());
-    auto dtype = toDType(type.getElementType());
+    auto dtype = elementDType(type.getElementType());
     if (failed(dtype)) {
       emitError(v.getLoc()) << "unsupported element type "
                             << type.getElementType();
@@ -154,15 +92,24 @@ private:
                               << " cannot depend on the batch";
         return failure();
       }
-      b.shape.push_back(dynamic ? -d * plan.batch.max : d);
     }
-    if (!type.hasStaticShape())
-      for (int64_t d : symbolic)
-        b.batchScale.push_back(d < 0 ? -d : 0);
+    shapeAtMax(type, &b.shape, &b.batchScale);
     plan.buffers.push_back(std::move(b));
     uint32_t id = plan.buffers.size() - 1;
     buffers[v] = id;
     return id;
+  }
+
+  /// A type's shape at the batch's upper bound, and which dims scale with
+  /// the batch (empty when every dim is static): what buffers and region
+  /// values record.
+  void shapeAtMax(RankedTensorType type, std::vector<int64_t>* shape,
+                  std::vector<int64_t>* scale) const {
+    for (int64_t d : symbolicShape(type)) {
+      shape->push_back(d < 0 ? -d * plan.batch.max : d);
+      if (!type.hasStaticShape())
+        scale->push_back(d < 0 ? -d : 0);
+    }
   }
 
   /// The value's SSA name ("%3"). One AsmState for the whole function:
@@ -181,7 +128,7 @@ private:
 
   FailureOr<uint32_t> constantBuffer(Value v, ElementsAttr value,
                                      std::string name, Operation* op) {
-    auto bytes = constantBytes(value, op);
+    auto bytes = elementsBytes(value, op);
     if (failed(bytes))
       return failure();
     auto id = newBuffer(v, std::move(name), fb::BufferKind::Constant);
@@ -307,9 +254,7 @@ private:
             return failure();
           // The artifact stores reduce dims sorted (its canonical form, which
           // the verifier checks); the dialect accepts any order.
-          bool isReduce = id == rt::OpId::ReduceSum ||
-                          id == rt::OpId::ReduceMean ||
-                          id == rt::OpId::ReduceMax || id == rt::OpId::ReduceMin;
+          bool isReduce = rt::isReduction(id);
           for (rt::OpAttr& a : attrs->all())
             if (isReduce && a.name == "dims")
               std::sort(a.ints.begin(), a.ints.end());
@@ -348,7 +293,7 @@ private:
       auto attrs = registryAttributes(&op, rt::opInfo(id));
       if (failed(attrs))
         return failure();
-      auto dtype = toDType(
+      auto dtype = elementDType(
           llvm::cast<RankedTensorType>(op.getResult(0).getType())
               .getElementType());
       if (failed(dtype))
@@ -370,12 +315,8 @@ private:
         r.precision = p.getValue().str();
       if (auto why = op.getAttrOfType<StringAttr>("mc.precision_reason"))
         r.precisionReason = why.getValue().str();
-      auto type = llvm::cast<RankedTensorType>(op.getResult(0).getType());
-      for (int64_t d : symbolicShape(type))
-        r.shape.push_back(d < 0 ? -d * plan.batch.max : d);
-      if (!type.hasStaticShape())
-        for (int64_t d : symbolicShape(type))
-          r.batchScale.push_back(d < 0 ? -d : 0);
+      shapeAtMax(llvm::cast<RankedTensorType>(op.getResult(0).getType()),
+                 &r.shape, &r.batchScale);
       number[op.getResult(0)] = next++;
       s.body.push_back(std::move(r));
     }
@@ -400,12 +341,12 @@ private:
     if (it != splats.end()) {
       src = it->second;
     } else {
-      auto bytes = constantBytes(scalar, c);
+      auto bytes = elementsBytes(scalar, c);
       if (failed(bytes))
         return failure();
       PlanBuffer b;
       b.name = valueName(c.getResult()) + ".splat";
-      b.dtype = *toDType(type.getElementType());
+      b.dtype = *elementDType(type.getElementType());
       b.kind = fb::BufferKind::Constant;
       b.data = std::move(*bytes);
       plan.buffers.push_back(std::move(b));
@@ -452,11 +393,11 @@ private:
     auto value = llvm::dyn_cast_or_null<ElementsAttr>(global.getValueAttr());
     if (!value)
       return global.emitOpError() << "has no initial tensor value";
-    auto bytes = constantBytes(value, global);
+    auto bytes = elementsBytes(value, global);
     if (failed(bytes))
       return failure();
     auto type = llvm::cast<RankedTensorType>(value.getType());
-    auto dtype = toDType(type.getElementType());
+    auto dtype = elementDType(type.getElementType());
     if (failed(dtype))
       return global.emitOpError() << "has an unsupported element type";
     PlanBuffer b;

@@ -588,7 +588,9 @@ LogicalResult FusedOp::verifyRegions() {
   Operation* reduction = nullptr;
   if (!body.without_terminator().empty()) {
     Operation& last = *std::prev(body.without_terminator().end());
-    if (llvm::isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp>(last)) {
+    rt::OpId lastId;
+    if (rt::findOp(last.getName().getStringRef(), &lastId) &&
+        rt::isReduction(lastId)) {
       reduction = &last;
       auto in = llvm::cast<RankedTensorType>(last.getOperand(0).getType());
       auto dims =

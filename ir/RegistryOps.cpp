@@ -1,8 +1,10 @@
 #include "ir/RegistryOps.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/Diagnostics.h"
 
+#include <cstring>
 #include <string_view>
 
 using namespace mlir;
@@ -148,6 +150,69 @@ Operation* buildRegistryOp(OpBuilder& builder, Location loc, rt::OpId id,
       state.addAttribute(spec.name, attr);
   }
   return builder.create(state);
+}
+
+FailureOr<rt::DType> elementDType(Type t) {
+  if (t.isF32())
+    return rt::DType::F32;
+  if (t.isF16())
+    return rt::DType::F16;
+  if (t.isBF16())
+    return rt::DType::BF16;
+  if (t.isInteger(32))
+    return rt::DType::I32;
+  if (t.isInteger(64))
+    return rt::DType::I64;
+  if (t.isInteger(1))
+    return rt::DType::I1;
+  return failure();
+}
+
+FailureOr<std::vector<uint8_t>> elementsBytes(ElementsAttr attr,
+                                              Operation* op) {
+  auto type = llvm::cast<RankedTensorType>(attr.getType());
+  Type et = type.getElementType();
+  int64_t n = type.getNumElements();
+  std::vector<uint8_t> out;
+  if (auto dense = llvm::dyn_cast<DenseElementsAttr>(attr)) {
+    if (et.isInteger(1)) {
+      out.reserve(n);
+      for (bool b : dense.getValues<bool>())
+        out.push_back(b ? 1 : 0);
+      return out;
+    }
+    size_t width = et.getIntOrFloatBitWidth() / 8;
+    out.resize(n * width);
+    ArrayRef<char> raw = dense.getRawData();
+    if (dense.isSplat()) {
+      for (int64_t i = 0; i < n; ++i)
+        std::memcpy(out.data() + i * width, raw.data(), width);
+    } else {
+      std::memcpy(out.data(), raw.data(), out.size());
+    }
+    return out;
+  }
+  if (auto resource = llvm::dyn_cast<DenseResourceElementsAttr>(attr)) {
+    auto blob = resource.getRawHandle().getBlob();
+    if (!blob) {
+      if (op)
+        op->emitOpError() << "refers to a dense resource with no data";
+      return failure();
+    }
+    ArrayRef<char> raw = blob->getData();
+    size_t width = et.isInteger(1) ? 1 : et.getIntOrFloatBitWidth() / 8;
+    if (raw.size() != static_cast<size_t>(n) * width) {
+      if (op)
+        op->emitOpError() << "dense resource holds " << raw.size()
+                          << " bytes, expected " << n * width;
+      return failure();
+    }
+    out.assign(raw.begin(), raw.end());
+    return out;
+  }
+  if (op)
+    op->emitOpError() << "has a constant kind codegen cannot read: " << attr;
+  return failure();
 }
 
 } // namespace mc

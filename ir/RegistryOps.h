@@ -7,12 +7,15 @@
 #ifndef MODELC_IR_REGISTRYOPS_H
 #define MODELC_IR_REGISTRYOPS_H
 
+#include "modelc/kernels.h"
 #include "modelc/ops.h"
 
+#include "mlir/IR/BuiltinAttributeInterfaces.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Operation.h"
 
 #include <string>
+#include <vector>
 
 namespace mc {
 
@@ -31,6 +34,16 @@ mlir::Operation* buildRegistryOp(mlir::OpBuilder& builder, mlir::Location loc,
                                  rt::OpId id, mlir::ValueRange operands,
                                  mlir::Type resultType,
                                  const rt::OpAttrs& attrs, std::string* error);
+
+/// The runtime's element type of an MLIR element type (f32, f16, bf16, i32,
+/// i64, i1); failure for any other.
+llvm::FailureOr<rt::DType> elementDType(mlir::Type type);
+
+/// The raw little-endian bytes of a constant in the runtime's layout (i1 as
+/// one byte per element, a splat expanded): dense elements or a dense
+/// resource. On failure, an error on `op` (none when `op` is null).
+llvm::FailureOr<std::vector<uint8_t>> elementsBytes(mlir::ElementsAttr attr,
+                                                    mlir::Operation* op);
 
 } // namespace mc
 

@@ -11,7 +11,6 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseMap.h"
 
-#include <cstring>
 #include <memory>
 #include <optional>
 
@@ -24,22 +23,6 @@ using namespace mlir;
 namespace rt = mc::rt;
 
 namespace {
-
-std::optional<rt::DType> dtypeOf(Type t) {
-  if (t.isF32())
-    return rt::DType::F32;
-  if (t.isF16())
-    return rt::DType::F16;
-  if (t.isBF16())
-    return rt::DType::BF16;
-  if (t.isInteger(32))
-    return rt::DType::I32;
-  if (t.isInteger(64))
-    return rt::DType::I64;
-  if (t.isInteger(1))
-    return rt::DType::I1;
-  return std::nullopt;
-}
 
 /// A constant's value in the runtime's layout (i1: one byte per element).
 struct HostTensor {
@@ -104,10 +87,10 @@ struct FoldConstantsPass : mc::impl::FoldConstantsPassBase<FoldConstantsPass> {
         op->getNumOperands() == 0 || llvm::isa<mc::FusedOp>(op))
       return false;
     auto type = llvm::dyn_cast<RankedTensorType>(op->getResult(0).getType());
-    if (!type || !type.hasStaticShape() || !dtypeOf(type.getElementType()))
+    if (!type || !type.hasStaticShape() || failed(mc::elementDType(type.getElementType())))
       return false;
     uint64_t bytes = uint64_t(type.getNumElements()) *
-                     rt::dtypeSize(*dtypeOf(type.getElementType()));
+                     rt::dtypeSize(*mc::elementDType(type.getElementType()));
     if (bytes > uint64_t(maxBytes))
       return false;
     for (Value v : op->getOperands())
@@ -126,7 +109,7 @@ struct FoldConstantsPass : mc::impl::FoldConstantsPassBase<FoldConstantsPass> {
       auto global = SymbolTable::lookupNearestSymbolFrom<ml_program::GlobalOp>(
           def, load.getGlobalAttr());
       return global && !global.getIsMutable() &&
-             llvm::isa_and_nonnull<DenseElementsAttr>(global.getValueAttr());
+             llvm::isa_and_nonnull<ElementsAttr>(global.getValueAttr());
     }
     return llvm::isa<mc::BroadcastInDimOp>(def) && isFoldable(def);
   }
@@ -145,25 +128,18 @@ struct FoldConstantsPass : mc::impl::FoldConstantsPassBase<FoldConstantsPass> {
                  .getValueAttr();
     else
       return evaluate(def); // a broadcast of a constant
-    auto dense = llvm::dyn_cast_or_null<DenseElementsAttr>(attr);
-    if (!dense)
+    auto elements = llvm::dyn_cast_or_null<ElementsAttr>(attr);
+    if (!elements)
       return nullptr;
-    auto type = llvm::cast<RankedTensorType>(dense.getType());
+    auto type = llvm::cast<RankedTensorType>(elements.getType());
+    auto dtype = mc::elementDType(type.getElementType());
+    auto bytes = mc::elementsBytes(elements, /*op=*/nullptr);
+    if (failed(dtype) || failed(bytes))
+      return nullptr; // left for run time
     auto t = std::make_shared<HostTensor>();
-    t->dtype = *dtypeOf(type.getElementType());
+    t->dtype = *dtype;
     t->shape.assign(type.getShape().begin(), type.getShape().end());
-    int64_t n = type.getNumElements();
-    if (t->dtype == rt::DType::I1) {
-      for (bool x : dense.getValues<bool>())
-        t->bytes.push_back(x ? 1 : 0);
-    } else {
-      size_t width = rt::dtypeSize(t->dtype);
-      t->bytes.resize(size_t(n) * width);
-      ArrayRef<char> raw = dense.getRawData();
-      for (int64_t i = 0; i < n; ++i)
-        std::memcpy(t->bytes.data() + i * width,
-                    raw.data() + (dense.isSplat() ? 0 : i * width), width);
-    }
+    t->bytes = std::move(*bytes);
     values[v] = t;
     return t;
   }
@@ -194,7 +170,7 @@ struct FoldConstantsPass : mc::impl::FoldConstantsPassBase<FoldConstantsPass> {
     }
     auto type = llvm::cast<RankedTensorType>(op->getResult(0).getType());
     auto out = std::make_shared<HostTensor>();
-    out->dtype = *dtypeOf(type.getElementType());
+    out->dtype = *mc::elementDType(type.getElementType());
     out->shape.assign(type.getShape().begin(), type.getShape().end());
     out->bytes.resize(size_t(type.getNumElements()) *
                       rt::dtypeSize(out->dtype));

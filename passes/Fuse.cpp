@@ -71,9 +71,8 @@ bool isAnchor(Operation* op) {
 /// it may end a region, the region computing its operand tile by tile of
 /// whole rows.
 bool isTrailingReduce(Operation* op) {
-  if (!llvm::isa<mc::ReduceSumOp, mc::ReduceMeanOp, mc::ReduceMaxOp,
-                 mc::ReduceMinOp>(op) ||
-      !fusibleTypes(op))
+  const mc::rt::OpInfo* info = registryInfo(op);
+  if (!info || !mc::rt::isReduction(info->id) || !fusibleTypes(op))
     return false;
   auto in = llvm::cast<RankedTensorType>(op->getOperand(0).getType());
   auto dims = llvm::cast<DenseI64ArrayAttr>(op->getAttr("dims")).asArrayRef();

@@ -704,11 +704,7 @@ Status Verifier::checkFused(const fb::Step &step,
   // when a trailing reduction ends the region, its operand's.
   Shape outShape = resultShape;
   const fb::RegionOp *lastOp = body->Get(body->size() - 1);
-  int lastId = findOpId(lastOp);
-  bool reduction = !attention && (lastId == int(OpId::ReduceSum) ||
-                                  lastId == int(OpId::ReduceMean) ||
-                                  lastId == int(OpId::ReduceMax) ||
-                                  lastId == int(OpId::ReduceMin));
+  bool reduction = !attention && isReduction(OpId(findOpId(lastOp)));
   if (reduction) {
     if (!lastOp->operands() || lastOp->operands()->size() != 1 ||
         lastOp->operands()->Get(0) < in.size() ||

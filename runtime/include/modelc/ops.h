@@ -81,6 +81,11 @@ inline const std::vector<OpInfo>& opTable() {
 }
 inline const OpInfo& opInfo(OpId id) { return opTable()[size_t(id)]; }
 inline const char* opName(OpId id) { return opInfo(id).mnemonic; }
+/// reduce_sum, reduce_mean, reduce_max, reduce_min.
+inline bool isReduction(OpId id) {
+  return id == OpId::ReduceSum || id == OpId::ReduceMean ||
+         id == OpId::ReduceMax || id == OpId::ReduceMin;
+}
 /// The op called `mnemonic` ("gelu"; "mc.gelu" also accepted); false when
 /// there is none.
 inline bool findOp(std::string_view mnemonic, OpId* out) {

@@ -108,6 +108,28 @@ std::vector<int64_t> contiguousStrides(const Shape& shape) {
   return s;
 }
 
+/// The load of `in` broadcast to `shape` along `dims` (broadcast_in_dim's
+/// rule): the input's strides where it has the dim, 0 where it repeats.
+Status broadcastLoad(const ConstTensor& in, const std::vector<int64_t>& dims,
+                     const Shape& shape, Load* l) {
+  Status rule = shapes::broadcastInDim(in.shape, dims, shape);
+  if (!rule)
+    return Status::error("mc.fused: " + rule.message());
+  l->data = static_cast<const uint8_t*>(in.data);
+  l->elemSize = dtypeSize(in.dtype);
+  l->strides.assign(shape.size(), 0);
+  std::vector<int64_t> inStrides = contiguousStrides(in.shape);
+  for (size_t d = 0; d < dims.size(); ++d)
+    if (in.shape[d] != 1)
+      l->strides[size_t(dims[d])] = inStrides[d];
+  l->splat = shape.empty() ||
+             std::all_of(l->strides.begin(), l->strides.end(),
+                         [](int64_t x) { return x == 0; });
+  l->contiguous = !l->splat && in.shape == shape &&
+                  l->strides == contiguousStrides(shape);
+  return Status::ok();
+}
+
 /// The body's ops bound to the tile buffers of one thread, for tiles of
 /// one length.
 struct TilePlan {
@@ -279,8 +301,7 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
   // A trailing reduction ending the region: the values before it have its
   // operand's shape, and tiles hold whole rows of the reduced dims.
   const RegionOp& lastOp = body.back();
-  if (lastOp.op == OpId::ReduceSum || lastOp.op == OpId::ReduceMean ||
-      lastOp.op == OpId::ReduceMax || lastOp.op == OpId::ReduceMin) {
+  if (isReduction(lastOp.op)) {
     uint32_t src = lastOp.operands.at(0);
     if (src < r.inputs.size())
       return Status::error("mc.fused: the reduction ending the region must "
@@ -391,25 +412,10 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
     if (op.op == OpId::BroadcastInDim) {
       if (op.operands.size() != 1 || op.operands[0] >= r.inputs.size())
         return Status::error("mc.fused: a broadcast must read an input");
-      const ConstTensor& in = r.inputs[op.operands[0]];
-      std::vector<int64_t> dims = op.attrs.getInts("dims");
-      Status rule = shapes::broadcastInDim(in.shape, dims, st->outShape);
-      if (!rule)
-        return Status::error("mc.fused: " + rule.message());
       Load l;
-      l.data = static_cast<const uint8_t*>(in.data);
-      l.elemSize = dtypeSize(in.dtype);
-      l.strides.assign(st->outShape.size(), 0);
-      std::vector<int64_t> inStrides = contiguousStrides(in.shape);
-      for (size_t d = 0; d < dims.size(); ++d)
-        if (in.shape[d] != 1)
-          l.strides[dims[d]] = inStrides[d];
-      l.splat = std::all_of(l.strides.begin(), l.strides.end(),
-                            [](int64_t s) { return s == 0; });
-      l.contiguous = !l.splat && in.shape == st->outShape &&
-                     l.strides == contiguousStrides(st->outShape);
-      if (st->outShape.empty())
-        l.splat = true;
+      MC_RETURN_IF_ERROR(broadcastLoad(r.inputs[op.operands[0]],
+                                       op.attrs.getInts("dims"),
+                                       st->outShape, &l));
       st->loads.push_back(std::move(l));
       st->loadOf[value] = int(st->loads.size() - 1);
       continue;
@@ -651,19 +657,10 @@ Status attentionKernel(const KernelRequest& r, BoundKernel* out,
                            ", not the output's leading dims");
     st->sliceBytes[v] = sliceOf(op.shape) * int64_t(dtypeSize(op.dtype));
     if (op.op == OpId::BroadcastInDim) {
-      const ConstTensor& in = r.inputs.at(op.operands.at(0));
-      std::vector<int64_t> dims = op.attrs.getInts("dims");
-      MC_RETURN_IF_ERROR(shapes::broadcastInDim(in.shape, dims, op.shape));
       Load l;
-      l.data = static_cast<const uint8_t*>(in.data);
-      l.elemSize = dtypeSize(in.dtype);
-      l.strides.assign(op.shape.size(), 0);
-      std::vector<int64_t> inStrides = contiguousStrides(in.shape);
-      for (size_t d = 0; d < dims.size(); ++d)
-        if (in.shape[d] != 1)
-          l.strides[dims[d]] = inStrides[d];
-      l.splat = std::all_of(l.strides.begin(), l.strides.end(),
-                            [](int64_t x) { return x == 0; });
+      MC_RETURN_IF_ERROR(broadcastLoad(r.inputs.at(op.operands.at(0)),
+                                       op.attrs.getInts("dims"), op.shape,
+                                       &l));
       st->loads.push_back(std::move(l));
       st->loadOf[v] = int(st->loads.size() - 1);
       alloc(v);
