@@ -615,9 +615,24 @@ Status Verifier::checkStep(size_t index, const fb::Step &step) {
     if (!found)
       return fail(where + ": entry '" + entry + "' is not an entry point of "
                   "executable " + std::to_string(step.executable()));
+    const fb::Launch *l = step.launch();
+    if (!l)
+      return fail(where + ": launches entry '" + entry +
+                  "' without a launch (Step.launch)");
+    if (l->block() < 1 || l->block() > 1024 || l->per_block() < 1)
+      return fail(where + ": launch of '" + entry + "' has block " +
+                  std::to_string(l->block()) + " and per_block " +
+                  std::to_string(l->per_block()) +
+                  " (a block is 1..1024 threads covering at least one unit)");
+    if (l->shared_bytes() > (228u << 10))
+      return fail(where + ": launch of '" + entry + "' asks for " +
+                  std::to_string(l->shared_bytes()) +
+                  " bytes of shared memory (at most 228 KiB per block)");
   } else if (step.entry() && step.entry()->size()) {
     return fail(where + ": names entry '" + step.entry()->str() +
                 "' but no executable");
+  } else if (step.launch()) {
+    return fail(where + ": has a launch but no executable");
   }
   std::vector<uint32_t> in, out;
   if (step.inputs())

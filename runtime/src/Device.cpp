@@ -9,6 +9,17 @@ namespace mc::rt {
 
 Device::~Device() = default;
 
+Status Device::loadExecutables(const std::vector<ExecutableView>& e) {
+  return Status::ok();
+}
+
+Status Device::bindGenerated(const KernelRequest& request, BoundKernel*) {
+  return Status::error("device " + name() + " cannot launch generated "
+                       "kernels (entry '" +
+                       (request.generated ? request.generated->entry : "") +
+                       "')");
+}
+
 namespace {
 
 std::map<std::pair<std::string, OpId>, KernelFactory>& kernels() {

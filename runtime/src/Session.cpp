@@ -203,11 +203,27 @@ Status Session::Impl::bind(int64_t batch, Binding *out, size_t *scratch) const {
       }
     uint32_t o = st->outputs()->Get(0);
     e.out = MutTensor{DType(buffers.Get(o)->dtype()), shapeOf(o), bufPtr(o)};
-    if (st->executable() >= 0)
-      return Status::error(stepWhere(*model, index) + ": launches entry '" +
-                           (st->entry() ? st->entry()->str() : "") +
-                           "' of a generated executable, which device " +
-                           dev.name() + " cannot run");
+    // A generated kernel runs on a device of its executable's target; any
+    // other device runs its own kernel for the op (a file compiled for
+    // several targets keeps every step's op, attributes and body).
+    GeneratedKernel generated;
+    bool launch = false;
+    if (st->executable() >= 0) {
+      const fb::Executable *exe =
+          t.executables()->Get(uint32_t(st->executable()));
+      std::vector<std::string> runs = dev.targets();
+      launch = exe->target() && std::find(runs.begin(), runs.end(),
+                                          exe->target()->str()) != runs.end();
+      if (launch) {
+        generated.executable = uint32_t(st->executable());
+        generated.entry = st->entry() ? st->entry()->str() : "";
+        generated.batch = batch;
+        if (const fb::Launch *l = st->launch())
+          generated.launch = LaunchInfo{l->block(), l->per_block(),
+                                        l->shared_bytes(), l->units(),
+                                        l->units_per_batch()};
+      }
+    }
     if (const auto *body = st->body())
       for (const fb::RegionOp *r : *body) {
         RegionOp op{OpId::Copy, OpAttrs(decodeAttrList(r->attrs())), {},
@@ -219,15 +235,23 @@ Status Session::Impl::bind(int64_t batch, Binding *out, size_t *scratch) const {
           op.operands.assign(r->operands()->begin(), r->operands()->end());
         e.body.push_back(std::move(op));
       }
-    KernelFactory factory = findKernel(dev.kind(), e.op);
-    if (!factory)
-      return Status::error(stepWhere(*model, index) + ": device " + dev.name() +
-                           " has no kernel for mc." + opName(e.op));
+    KernelRequest request{e.op, e.attrs, e.in, e.out, dev,
+                          e.body.empty() ? nullptr : &e.body, constant};
+    request.stepIndex = index;
+    request.location = st->location() ? st->location()->str() : "";
     size_t bytes = 0;
-    Status bound = factory(
-        KernelRequest{e.op, e.attrs, e.in, e.out, dev,
-                      e.body.empty() ? nullptr : &e.body, constant},
-        &e.kernel, &bytes);
+    Status bound;
+    if (launch) {
+      request.generated = &generated;
+      bound = dev.bindGenerated(request, &e.kernel);
+    } else {
+      KernelFactory factory = findKernel(dev.kind(), e.op);
+      if (!factory)
+        return Status::error(stepWhere(*model, index) + ": device " +
+                             dev.name() + " has no kernel for mc." +
+                             opName(e.op));
+      bound = factory(request, &e.kernel, &bytes);
+    }
     if (!bound)
       return Status::error(stepWhere(*model, index) + atBatch + ": " +
                            bound.message());
@@ -344,13 +368,22 @@ Status Session::create(const Model &model, std::unique_ptr<Device> device,
     return Status::error(model.name() + ": no device given");
   const fb::Model &t = model.table();
   // The file's targets against the device's, before any allocation.
+  // A file compiled for several targets runs on a device of any of them.
   std::vector<std::string> runs = device->targets();
-  if (const auto *targets = t.targets())
-    for (const flatbuffers::String *target : *targets)
-      if (std::find(runs.begin(), runs.end(), target->str()) == runs.end())
-        return Status::error(model.name() + ": the artifact targets '" +
-                             target->str() + "', which device " +
-                             device->name() + " does not run");
+  if (const auto *targets = t.targets()) {
+    std::string names;
+    bool runnable = targets->size() == 0;
+    for (const flatbuffers::String *target : *targets) {
+      runnable |= std::find(runs.begin(), runs.end(), target->str()) !=
+                  runs.end();
+      names += (names.empty() ? "'" : ", '") + target->str() + "'";
+    }
+    if (!runnable)
+      return Status::error(model.name() + ": the artifact targets " + names +
+                           ", which device " + device->name() +
+                           " does not run (recompile with --target naming " +
+                           "one of its targets)");
+  }
   std::unique_ptr<Session> s(new Session(model));
   Impl &impl = *s->impl_;
   Device &dev = *device;
@@ -366,6 +399,22 @@ Status Session::create(const Model &model, std::unique_ptr<Device> device,
     constants = impl.constants.get();
   }
   s->resetState();
+  std::vector<ExecutableView> executables;
+  if (const auto *exes = t.executables())
+    for (const fb::Executable *e : *exes) {
+      ExecutableView v;
+      v.target = e->target() ? e->target()->str() : "";
+      v.format = e->format() ? e->format()->str() : "";
+      if (e->entry_points())
+        for (const flatbuffers::String *n : *e->entry_points())
+          v.entryPoints.push_back(n->str());
+      if (e->data()) {
+        v.data = e->data()->data();
+        v.size = e->data()->size();
+      }
+      executables.push_back(std::move(v));
+    }
+  MC_RETURN_IF_ERROR(dev.loadExecutables(executables));
   impl.model = &model;
   impl.constantData = constants;
   // The verifier has checked every index, offset, shape and attribute the

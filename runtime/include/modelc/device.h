@@ -38,6 +38,45 @@ public:
   /// Waits for everything queued on the device; reports asynchronous
   /// errors.
   virtual Status synchronize() = 0;
+
+  /// Called once per session, before any step is bound, with every one of
+  /// the artifact's executables, in the file's order (a device loads those
+  /// of its targets: cubins, PTX, and ignores the rest). The views point
+  /// into the artifact, which outlives the session.
+  virtual Status loadExecutables(const std::vector<struct ExecutableView>& e);
+  /// Binds a step that launches a generated kernel (request.generated is
+  /// set); devices without generated code refuse.
+  virtual Status bindGenerated(const struct KernelRequest& request,
+                               BoundKernel* out);
+};
+
+/// One of the artifact's executables (Model.executables).
+struct ExecutableView {
+  std::string target, format;
+  std::vector<std::string> entryPoints;
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+};
+
+/// How a generated kernel is launched (Step.launch in mcpk.fbs): blocks of
+/// `block` threads, each covering `perBlock` units, for
+/// units + unitsPerBatch * batch units in all.
+struct LaunchInfo {
+  uint32_t block = 0, perBlock = 0, sharedBytes = 0;
+  uint64_t units = 0, unitsPerBatch = 0;
+  uint64_t unitsAt(int64_t batch) const {
+    return units + unitsPerBatch * uint64_t(batch < 0 ? 0 : batch);
+  }
+};
+
+/// A step that launches entry `entry` of executable `executable` (an index
+/// into the artifact's executables, as passed to loadExecutables).
+struct GeneratedKernel {
+  uint32_t executable = 0;
+  std::string entry;
+  LaunchInfo launch;
+  /// The session's batch, the kernel's last argument (0: static model).
+  int64_t batch = 0;
 };
 
 /// One op of a fused region (an mc.fused step's body; rules at Step.body
@@ -66,6 +105,12 @@ struct KernelRequest {
   /// lives, so a factory may preprocess it once (reorder, pack). Empty, or
   /// shorter than inputs: not constant.
   std::vector<bool> constantInputs = {};
+  /// A launch of a generated kernel of this device's target; null for the
+  /// device's own kernels (see Device::bindGenerated).
+  const GeneratedKernel* generated = nullptr;
+  /// The step's index and source location, for errors.
+  uint32_t stepIndex = 0;
+  std::string location = {};
   bool isConstant(size_t i) const {
     return i < constantInputs.size() && constantInputs[i];
   }

@@ -13,9 +13,10 @@ namespace mc::rt {
 /// mnemonic and typed attributes instead of an OpKind enum and one table per
 /// op family) and added per-target executables; 1.x files are refused with
 /// "recompile with modelc >= 0.2" (docs/artifact-format.md). 2.1 added the
-/// dynamic batch, 2.2 fused regions (Step.body).
+/// dynamic batch, 2.2 fused regions (Step.body), 2.3 the launch of a
+/// generated kernel (Step.launch).
 inline constexpr uint32_t kSchemaVersionMajor = 2;
-inline constexpr uint32_t kSchemaVersionMinor = 2;
+inline constexpr uint32_t kSchemaVersionMinor = 3;
 /// The first modelc version that writes schema 2.
 inline constexpr char kFirstSchema2Version[] = "0.2.0";
 
