@@ -93,11 +93,16 @@ flatbuffers::DetachedBuffer buildTable(const Plan &plan,
             r.batchScale.empty() ? 0 : b.CreateVector(r.batchScale)));
       body = b.CreateVector(ops);
     }
+    flatbuffers::Offset<fb::Launch> launch = 0;
+    if (s.executable >= 0)
+      launch = fb::CreateLaunch(b, s.launch.block, s.launch.perBlock,
+                                s.launch.units, s.launch.unitsPerBatch,
+                                s.launch.sharedBytes);
     steps.push_back(fb::CreateStep(
         b, b.CreateString(rt::opName(s.op)), b.CreateVector(s.inputs),
         b.CreateVector(s.outputs), attrs, b.CreateString(s.location),
         optional(s.precision), optional(s.precisionReason), s.executable,
-        optional(s.entry), body));
+        optional(s.entry), body, launch));
   }
   std::vector<flatbuffers::Offset<fb::Executable>> executables;
   for (const PlanExecutable &e : plan.executables) {

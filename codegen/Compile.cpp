@@ -142,9 +142,29 @@ static FailureOr<std::vector<const Target*>>
 resolveTargets(ModuleOp module, const std::string& spec) {
   registerTargets();
   std::vector<const Target*> out;
-  for (StringRef name : llvm::split(StringRef(spec), ',')) {
-    name = name.trim();
+  // "cpu,cuda:sm_80,sm_90": a target's options follow its name after ':';
+  // the items after it that are not target names continue its options.
+  std::vector<std::pair<std::string, std::string>> items;
+  for (StringRef item : llvm::split(StringRef(spec), ',')) {
+    item = item.trim();
+    auto [name, opts] = item.split(':');
+    if (!items.empty() && !item.contains(':') && !lookupTarget(name) &&
+        !items.back().second.empty()) {
+      items.back().second += "," + item.str();
+      continue;
+    }
+    items.push_back({name.str(), opts.str()});
+  }
+  for (const auto& [nameText, opts] : items) {
+    StringRef name = nameText;
     const Target* t = lookupTarget(name);
+    if (t && !opts.empty()) {
+      std::string error;
+      if (failed(t->configure(opts, &error))) {
+        module.emitError() << "target '" << name << "': " << error;
+        return failure();
+      }
+    }
     if (!t) {
       std::string known;
       for (const std::string& n : targetNames())
@@ -176,6 +196,10 @@ LogicalResult runCompilePipeline(ModuleOp module,
     training.target = (*targets)[0]->name();
     training.entry = options.entry;
     training.fuse = options.fuse;
+    for (const Target* t : *targets) {
+      training.fuseEpilogues &= t->fusesEpilogues();
+      training.fuseAttention &= t->fusesAttention();
+    }
     buildTrainPipeline(pm, training);
   } else {
     CompilePipelineOptions pipeline;
@@ -184,6 +208,10 @@ LogicalResult runCompilePipeline(ModuleOp module,
     pipeline.amp = options.training.amp;
     pipeline.ampLevel = options.training.ampLevel;
     pipeline.fuse = options.fuse;
+    for (const Target* t : *targets) {
+      pipeline.fuseEpilogues &= t->fusesEpilogues();
+      pipeline.fuseAttention &= t->fusesAttention();
+    }
     buildCompilePipeline(pm, pipeline);
   }
   // The pipeline checks the first target's contract; the graph must meet

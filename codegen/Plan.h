@@ -5,6 +5,7 @@
 #define MODELC_CODEGEN_PLAN_H
 
 #include "mcpk_generated.h"
+#include "modelc/device.h"
 #include "modelc/kernels.h"
 #include "modelc/ops.h"
 
@@ -75,6 +76,8 @@ struct PlanStep {
   /// the device runs its own kernel for `op`.
   int32_t executable = -1;
   std::string entry;
+  /// How the device launches `entry` (Step.launch).
+  rt::LaunchInfo launch;
   /// op == Fused: the region's ops, the last one's result the output.
   std::vector<PlanRegionOp> body;
 };

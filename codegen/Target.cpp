@@ -1,6 +1,7 @@
 // The target registry and the CPU target (see Target.h).
 #include "codegen/Target.h"
 
+#include "codegen/cuda/CudaTarget.h"
 #include "passes/Passes.h"
 
 #include <mutex>
@@ -40,6 +41,9 @@ void registerTargets() {
   std::call_once(once, [] {
     add(std::make_unique<CpuTarget>(), [](rt::OpId op) {
       return lookupTarget("cpu")->elementTypes(op);
+    });
+    add(cuda::createCudaTarget(), [](rt::OpId op) {
+      return lookupTarget("cuda")->elementTypes(op);
     });
   });
 }

@@ -33,6 +33,18 @@ public:
   /// Turns the module's generated kernels into executables of `plan`
   /// (cubins, PTX) and points steps at their entry points; the CPU target
   /// generates none (its steps run the runtime's registered kernels).
+  /// Applies the options of `--target name:options` ("sm_80,sm_90" for
+  /// cuda); targets without options refuse any.
+  virtual mlir::LogicalResult configure(llvm::StringRef options,
+                                        std::string* error) const {
+    *error = "takes no options (got '" + options.str() + "')";
+    return mlir::failure();
+  }
+  /// Whether this target runs the regions mc-fuse makes with a matmul or
+  /// conv2d anchor (epilogues), and attention regions; when a target of the
+  /// compile does not, mc-fuse leaves them as separate steps.
+  virtual bool fusesEpilogues() const { return true; }
+  virtual bool fusesAttention() const { return true; }
   virtual mlir::LogicalResult serializeExecutables(mlir::ModuleOp module,
                                                    Plan& plan) const {
     return mlir::success();

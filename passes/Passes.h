@@ -40,6 +40,9 @@ struct CompilePipelineOptions {
   std::string ampLevel = "O1";
   /// mc-fuse (fused regions and epilogues); off: one step per op.
   bool fuse = true;
+  /// mc-fuse's epilogues and attention options (off when a target of the
+  /// compile does not run such regions, e.g. cuda).
+  bool fuseEpilogues = true, fuseAttention = true;
 };
 
 /// Appends the inference compile pipeline: inline, canonicalize, cse,
@@ -66,6 +69,7 @@ struct TrainPipelineOptions {
   int64_t scaleInterval = 2000;
   /// mc-fuse on the finished step.
   bool fuse = true;
+  bool fuseEpilogues = true, fuseAttention = true;
 };
 
 /// Appends the training pipeline (see Pipelines.cpp for the order):

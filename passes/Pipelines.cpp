@@ -43,6 +43,8 @@ void mc::buildCompilePipeline(OpPassManager& pm,
   if (options.fuse) {
     FusePassOptions fuse;
     fuse.entry = options.entry;
+    fuse.epilogues = options.fuseEpilogues;
+    fuse.attention = options.fuseAttention;
     pm.addPass(createFusePass(fuse));
   }
   // 6. Last, the contract: what reaches codegen has static shapes,
@@ -116,6 +118,8 @@ void mc::buildTrainPipeline(OpPassManager& pm,
   if (o.fuse) {
     FusePassOptions fuse;
     fuse.entry = o.entry;
+    fuse.epilogues = o.fuseEpilogues;
+    fuse.attention = o.fuseAttention;
     pm.addPass(createFusePass(fuse));
   }
   VerifyContractPassOptions contract;

@@ -302,13 +302,16 @@ Status Verifier::run() {
   if (checkTargets_) {
     std::vector<std::string> offered = offeredTargets();
     std::string holds, offers;
+    // A file compiled for several targets runs where any of them does.
     bool runnable = true;
-    if (const auto *targets = model_->targets())
+    if (const auto *targets = model_->targets()) {
+      runnable = targets->size() == 0;
       for (const flatbuffers::String *t : *targets) {
         holds += (holds.empty() ? "" : ", ") + t->str();
-        runnable &= std::find(offered.begin(), offered.end(), t->str()) !=
+        runnable |= std::find(offered.begin(), offered.end(), t->str()) !=
                     offered.end();
       }
+    }
     if (const auto *exes = model_->executables())
       for (const fb::Executable *e : *exes)
         if (e->format())

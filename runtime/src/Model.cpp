@@ -41,7 +41,8 @@ AlignedBytes &AlignedBytes::operator=(AlignedBytes &&o) noexcept {
 }
 AlignedBytes::~AlignedBytes() { std::free(data_); }
 
-Status Model::loadFile(const std::string &path, std::unique_ptr<Model> *out) {
+Status Model::loadFile(const std::string &path, std::unique_ptr<Model> *out,
+                       bool checkTargets) {
   int fd = -1;
   uint64_t size = 0;
   MC_RETURN_IF_ERROR(openRegularFile(path, kMaxInputFileBytes, &fd, &size));
@@ -54,7 +55,7 @@ Status Model::loadFile(const std::string &path, std::unique_ptr<Model> *out) {
       ::close(fd);
       // The verifier words the refusal (the zeros stand for the rest of
       // the file, which it does not reach).
-      return st ? verifyArtifact(head, sizeof head, path) : st;
+      return st ? verifyArtifact(head, sizeof head, path, checkTargets) : st;
     }
   }
   AlignedBytes bytes{size_t(size)};
@@ -68,7 +69,7 @@ Status Model::loadFile(const std::string &path, std::unique_ptr<Model> *out) {
   Status st = readExactly(fd, bytes.data() + done, bytes.size() - done, path);
   ::close(fd);
   MC_RETURN_IF_ERROR(st);
-  return fromBytes(std::move(bytes), path, out);
+  return fromBytes(std::move(bytes), path, out, checkTargets);
 }
 
 Status Model::loadMemory(const void *data, size_t size, const std::string &name,
@@ -85,10 +86,11 @@ Status Model::loadMemory(const void *data, size_t size, const std::string &name,
 }
 
 Status Model::fromBytes(AlignedBytes bytes, const std::string &name,
-                        std::unique_ptr<Model> *out) {
+                        std::unique_ptr<Model> *out, bool checkTargets) {
   if (!out)
     return Status::error(name + ": no output model given");
-  MC_RETURN_IF_ERROR(verifyArtifact(bytes.data(), bytes.size(), name));
+  MC_RETURN_IF_ERROR(
+      verifyArtifact(bytes.data(), bytes.size(), name, checkTargets));
   std::unique_ptr<Model> m(new Model());
   m->name_ = name;
   m->bytes_ = std::move(bytes);

@@ -3,6 +3,7 @@
 
 #include "codegen/ArtifactWriter.h"
 #include "codegen/Compile.h"
+#include "codegen/cuda/CudaTarget.h"
 #include "codegen/MCToPlan.h"
 #include "frontend/jit/Trace.h"
 #include "frontend/onnx/OnnxImporter.h"
@@ -40,13 +41,17 @@ commands:
   compile IN.mlir -o OUT.mcpk   compile a traced model (.mlir text or bytecode)
                                  or an ONNX model (IN.onnx, imported first)
       --target=T[,T...]          codegen target(s) (default cpu; registered:
-                                 cpu)
+                                 cpu, cuda[:sm_80,sm_90]); cuda generates a
+                                 kernel per step that is not a cuBLASLt or
+                                 cuDNN call, and a cubin per architecture
       --entry=NAME               entry function (default: the only public one)
-      --emit=mc|mc-opt|mc-fused|plan|artifact
+      --emit=mc|mc-opt|mc-fused|plan|gpu|ptx|artifact
                                  stop after parsing (mc), after the pass
                                  pipeline (mc-opt; mc-fused is the same, the
                                  fused regions shown), after memory planning
                                  (plan), or write the .mcpk (artifact, default);
+                                 gpu and ptx (cuda target): the generated
+                                 kernels in the gpu dialect, or their PTX;
                                  text goes to -o or stdout
       --no-fuse                  one step per op: no mc-fuse regions or
                                  epilogues (batch norms still fold)
@@ -264,9 +269,15 @@ int compileMain(int argc, char** argv) {
                 "OUT.mcpk)");
   if (emit == "mc-fused")
     emit = "mc-opt";
-  if (emit != "mc" && emit != "mc-opt" && emit != "plan" && emit != "artifact")
+  if (emit != "mc" && emit != "mc-opt" && emit != "plan" && emit != "gpu" &&
+      emit != "ptx" && emit != "artifact")
     return fail("compile: unknown --emit value '" + emit +
-                "' (expected mc, mc-opt, mc-fused, plan or artifact)");
+                "' (expected mc, mc-opt, mc-fused, plan, gpu, ptx or "
+                "artifact)");
+  if ((emit == "gpu" || emit == "ptx") &&
+      !llvm::StringRef(options.target).contains("cuda"))
+    return fail("compile: --emit=" + emit +
+                " shows generated GPU kernels; it needs --target cuda");
   // The targets are checked by the compile driver (codegen/Target.h),
   // which names the registered ones.
   if (emit == "artifact" && output.empty())
@@ -335,9 +346,24 @@ int compileMain(int argc, char** argv) {
     module.print(os);
     return writeText(output, text, error) ? 0 : fail(error);
   }
+  std::string ptx;
+  OwningOpRef<ModuleOp> kernels;
+  codegen::cuda::options().ptx = emit == "ptx" ? &ptx : nullptr;
+  codegen::cuda::options().emitKernels = emit == "gpu" ? &kernels : nullptr;
   auto plan = codegen::buildPlan(module, options);
+  codegen::cuda::options().ptx = nullptr;
+  codegen::cuda::options().emitKernels = nullptr;
   if (failed(plan))
     return 1;
+  if (emit == "ptx")
+    return writeText(output, ptx, error) ? 0 : fail(error);
+  if (emit == "gpu") {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    if (kernels)
+      kernels->print(os);
+    return writeText(output, text, error) ? 0 : fail(error);
+  }
   if (emit == "plan")
     return writeText(output, codegen::formatPlan(*plan), error) ? 0
                                                                 : fail(error);

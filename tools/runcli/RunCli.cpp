@@ -163,7 +163,8 @@ void printPrecision(const fb::Model &t) {
 int inspect(const std::string &tool, const std::string &path,
             bool precision) {
   std::unique_ptr<rt::Model> model;
-  Status st = rt::Model::loadFile(path, &model);
+  // Inspecting needs no device of the file's targets.
+  Status st = rt::Model::loadFile(path, &model, /*checkTargets=*/false);
   if (!st)
     return error(tool, st.message());
   const fb::Model &t = model->table();
@@ -182,6 +183,19 @@ int inspect(const std::string &tool, const std::string &path,
     for (const flatbuffers::String *s : *t.targets())
       targets += (targets.empty() ? "" : ", ") + s->str();
   std::printf("targets:    %s\n", targets.empty() ? "-" : targets.c_str());
+  if (const auto *exes = t.executables())
+    for (const fb::Executable *e : *exes) {
+      size_t launched = 0;
+      if (const auto *steps = t.steps())
+        for (const fb::Step *s : *steps)
+          launched += s->executable() >= 0;
+      std::printf("executable: %s %s, %zu bytes, %u entry points (%zu steps "
+                  "launch generated kernels)\n",
+                  str(e->target()).c_str(), str(e->format()).c_str(),
+                  size_t(e->data() ? e->data()->size() : 0),
+                  e->entry_points() ? e->entry_points()->size() : 0u,
+                  launched);
+    }
   if (model->dynamicBatch()) {
     rt::BatchBounds b = model->batch();
     std::printf("batch:      %lld..%lld (opt %lld)\n", (long long)b.min,

@@ -74,7 +74,10 @@ struct TensorInfo {
 /// A verified artifact, immutable once loaded; may be shared by threads.
 class Model {
 public:
-  static Status loadFile(const std::string &path, std::unique_ptr<Model> *out);
+  /// `checkTargets` false: load a file this machine cannot run (to
+  /// inspect it).
+  static Status loadFile(const std::string &path, std::unique_ptr<Model> *out,
+                         bool checkTargets = true);
   /// Copies the bytes.
   static Status loadMemory(const void *data, size_t size,
                            const std::string &name,
@@ -111,7 +114,7 @@ public:
 private:
   Model() = default;
   static Status fromBytes(AlignedBytes bytes, const std::string &name,
-                          std::unique_ptr<Model> *out);
+                          std::unique_ptr<Model> *out, bool checkTargets = true);
 
   std::string name_;
   AlignedBytes bytes_; // the whole file

@@ -1,0 +1,306 @@
+// The CUDA target (`--target cuda[:sm_80,sm_90]`, docs/cuda.md): a kernel
+// generated in MLIR's gpu dialect for every step that is not a library call
+// (matmul through cuBLASLt, conv2d through cuDNN), lowered through NVVM and
+// LLVM's NVPTX backend to PTX, assembled by ptxas into one cubin per
+// architecture. The artifact holds the cubins and the PTX (which the driver
+// compiles for newer GPUs); every executable holds the same entry points.
+#include "codegen/cuda/CudaTarget.h"
+
+#include "codegen/cuda/KernelGen.h"
+
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVM.h"
+#include "mlir/Conversion/GPUToNVVM/GPUToNVVM.h"
+#include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
+#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdlib>
+#include <mutex>
+
+using namespace mlir;
+
+namespace mc::codegen::cuda {
+namespace {
+
+/// The CUDA toolkit: $MODELC_CUDA_PATH, else $CUDA_PATH, else
+/// /usr/local/cuda.
+std::string toolkitPath() {
+  for (const char* var : {"MODELC_CUDA_PATH", "CUDA_PATH"})
+    if (const char* v = std::getenv(var); v && *v)
+      return v;
+  return "/usr/local/cuda";
+}
+
+void appendKernelRegistry(MLIRContext& context) {
+  static std::once_flag once;
+  DialectRegistry registry;
+  arith::registerConvertArithToLLVMInterface(registry);
+  cf::registerConvertControlFlowToLLVMInterface(registry);
+  registerConvertFuncToLLVMInterface(registry);
+  registerConvertMathToLLVMInterface(registry);
+  registerConvertMemRefToLLVMInterface(registry);
+  registerConvertNVVMToLLVMInterface(registry);
+  NVVM::registerConvertGpuToNVVMInterface(registry);
+  NVVM::registerNVVMTargetInterfaceExternalModels(registry);
+  registerBuiltinDialectTranslation(registry);
+  registerGPUDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  registerNVVMDialectTranslation(registry);
+  context.appendDialectRegistry(registry);
+  loadKernelDialects(context);
+  context.loadDialect<cf::ControlFlowDialect, LLVM::LLVMDialect,
+                      NVVM::NVVMDialect>();
+}
+
+/// Expands gpu.subgroup_reduce into shuffles of a 32-lane warp (the NVVM
+/// conversion refuses the op itself).
+struct LowerSubgroupReduce
+    : PassWrapper<LowerSubgroupReduce, OperationPass<gpu::GPUModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(LowerSubgroupReduce)
+  StringRef getArgument() const override { return "mc-lower-subgroup-reduce"; }
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    populateGpuBreakDownSubgroupReducePatterns(patterns, 32);
+    populateGpuLowerSubgroupReduceToShufflePatterns(patterns, 32);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+/// Runs ptxas on `ptx` for `arch`; on failure the error holds the command
+/// that reproduces it, with the PTX kept on disk.
+LogicalResult assemble(Location loc, const std::string& ptx,
+                       const std::string& arch, std::vector<uint8_t>* cubin) {
+  std::string ptxas = toolkitPath() + "/bin/ptxas";
+  if (!llvm::sys::fs::can_execute(ptxas))
+    return emitError(loc) << "ptxas not found at " << ptxas
+                          << " (the cuda target needs the CUDA toolkit; set "
+                             "MODELC_CUDA_PATH to its directory)";
+  SmallString<128> in, out, err;
+  int fd;
+  if (llvm::sys::fs::createTemporaryFile("modelc-kernels", "ptx", fd, in))
+    return emitError(loc) << "cannot create a temporary file for ptxas";
+  {
+    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
+    os << ptx;
+  }
+  llvm::sys::fs::createTemporaryFile("modelc-kernels-" + arch, "cubin", out);
+  llvm::sys::fs::createTemporaryFile("modelc-ptxas", "log", err);
+  SmallVector<StringRef> argv = {ptxas, "-arch=" + arch, "-O3", in, "-o", out};
+  std::string command = llvm::join(argv, " ");
+  std::optional<StringRef> redirects[] = {std::nullopt, StringRef(err),
+                                          StringRef(err)};
+  std::string execError;
+  int rc = llvm::sys::ExecuteAndWait(ptxas, argv, std::nullopt, redirects,
+                                     /*secondsToWait=*/300, 0, &execError);
+  auto log = llvm::MemoryBuffer::getFile(err);
+  std::string logText = log ? (*log)->getBuffer().str() : "";
+  llvm::sys::fs::remove(err);
+  if (rc != 0) {
+    llvm::sys::fs::remove(out);
+    return emitError(loc) << "ptxas failed for " << arch << " (exit " << rc
+                          << (execError.empty() ? "" : ", " + execError)
+                          << "):\n"
+                          << logText << "reproduce with: " << command;
+  }
+  llvm::sys::fs::remove(in);
+  auto bin = llvm::MemoryBuffer::getFile(out, /*IsText=*/false);
+  llvm::sys::fs::remove(out);
+  if (!bin)
+    return emitError(loc) << "ptxas wrote no cubin for " << arch;
+  cubin->assign((*bin)->getBufferStart(), (*bin)->getBufferEnd());
+  return success();
+}
+
+class CudaTarget final : public Target {
+public:
+  std::string name() const override { return "cuda"; }
+
+  std::string elementTypes(rt::OpId op) const override {
+    // What the CPU runs, the CUDA target runs, except ops it has no kernel
+    // for (step by step, classifyStep says why at compile time).
+    switch (op) {
+    case rt::OpId::Gather:
+      return "none";
+    default:
+      return rt::opInfo(op).cpuTypes;
+    }
+  }
+
+  LogicalResult configure(llvm::StringRef opts,
+                          std::string* error) const override {
+    return setArchitectures(opts, error);
+  }
+  bool fusesEpilogues() const override { return false; }
+  bool fusesAttention() const override { return false; }
+
+  LogicalResult serializeExecutables(ModuleOp module,
+                                     Plan& plan) const override {
+    return generate(module, plan, options());
+  }
+};
+
+} // namespace
+
+CudaOptions& options() {
+  static CudaOptions o;
+  return o;
+}
+
+LogicalResult setArchitectures(llvm::StringRef list, std::string* error) {
+  std::vector<std::string> archs;
+  SmallVector<StringRef> parts;
+  list.split(parts, ',', -1, false);
+  for (StringRef p : parts) {
+    p = p.trim();
+    unsigned v = 0;
+    if (!p.consume_front("sm_") || p.getAsInteger(10, v) || v < 70 ||
+        v > 200) {
+      *error = "unknown CUDA architecture '" + parts.front().str() +
+               "' in '" + list.str() + "' (expected sm_NN, e.g. sm_80,sm_90)";
+      return failure();
+    }
+    archs.push_back("sm_" + std::to_string(v));
+  }
+  if (archs.empty()) {
+    *error = "no CUDA architecture in '" + list.str() + "'";
+    return failure();
+  }
+  options().architectures = archs;
+  return success();
+}
+
+FailureOr<std::string> lowerToPtx(ModuleOp kernels) {
+  MLIRContext& context = *kernels.getContext();
+  appendKernelRegistry(context);
+  PassManager pm(&context);
+  GpuNVVMAttachTargetOptions attach;
+  attach.chip = "sm_80"; // the lowest: the cubins for newer ones come from
+                         // ptxas, and the PTX JITs anywhere
+  attach.features = "+ptx80";
+  attach.optLevel = 3;
+  pm.addPass(createGpuNVVMAttachTarget(attach));
+  OpPassManager& gm = pm.nest<gpu::GPUModuleOp>();
+  gm.addPass(std::make_unique<LowerSubgroupReduce>());
+  gm.addPass(createSCFToControlFlowPass());
+  ConvertGpuOpsToNVVMOpsOptions nvvm;
+  nvvm.useBarePtrCallConv = true;
+  gm.addPass(createConvertGpuOpsToNVVMOps(nvvm));
+  gm.addPass(createCanonicalizerPass());
+  gm.addPass(createCSEPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  GpuModuleToBinaryPassOptions binary;
+  binary.toolkitPath = toolkitPath();
+  binary.compilationTarget = "isa";
+  pm.addPass(createGpuModuleToBinaryPass(binary));
+  if (failed(pm.run(kernels)))
+    return failure();
+  std::string ptx;
+  kernels.walk([&](gpu::BinaryOp bin) {
+    for (Attribute a : bin.getObjects())
+      if (auto obj = llvm::dyn_cast<gpu::ObjectAttr>(a))
+        ptx = obj.getObject().getValue().str();
+  });
+  if (ptx.empty())
+    return kernels.emitError("the NVPTX backend produced no PTX");
+  return ptx;
+}
+
+LogicalResult generate(ModuleOp module, Plan& plan, const CudaOptions& opts) {
+  MLIRContext& context = *module.getContext();
+  appendKernelRegistry(context);
+  OpBuilder b(&context);
+  OwningOpRef<ModuleOp> kernels = ModuleOp::create(module.getLoc());
+  (*kernels)->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                      b.getUnitAttr());
+  b.setInsertionPointToEnd(kernels->getBody());
+  auto gm = b.create<gpu::GPUModuleOp>(module.getLoc(), "modelc_kernels");
+  KernelFlavor flavor;
+  std::vector<std::string> entries;
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    PlanStep& step = plan.steps[i];
+    std::string why;
+    KernelKind kind = classifyStep(plan, step, flavor, &why);
+    if (kind == KernelKind::None) {
+      if (!why.empty())
+        return module.emitError()
+               << "the cuda target cannot run step " << i << " (mc."
+               << rt::opName(step.op)
+               << (step.location.empty() ? "" : " at " + step.location)
+               << "): " << why;
+      continue;
+    }
+    std::string name = "k" + std::to_string(i) + "_" + rt::opName(step.op);
+    FailureOr<rt::LaunchInfo> launch =
+        emitKernel(gm, plan, step, name, flavor);
+    if (failed(launch))
+      return failure();
+    step.launch = *launch;
+    step.entry = name;
+    entries.push_back(name);
+  }
+  if (entries.empty())
+    return success(); // only library steps: nothing to generate
+  if (opts.emitKernels)
+    *opts.emitKernels = kernels->clone();
+  FailureOr<std::string> ptx = lowerToPtx(*kernels);
+  if (failed(ptx))
+    return failure();
+  if (opts.ptx)
+    *opts.ptx = *ptx;
+  int32_t first = int32_t(plan.executables.size());
+  for (const std::string& arch : opts.architectures) {
+    PlanExecutable exe;
+    exe.target = "cuda";
+    exe.format = "cuda-cubin-" + arch;
+    exe.entryPoints = entries;
+    if (failed(assemble(module.getLoc(), *ptx, arch, &exe.data)))
+      return failure();
+    plan.executables.push_back(std::move(exe));
+  }
+  PlanExecutable ptxExe;
+  ptxExe.target = "cuda";
+  ptxExe.format = "cuda-ptx";
+  ptxExe.entryPoints = entries;
+  ptxExe.data.assign(ptx->begin(), ptx->end());
+  plan.executables.push_back(std::move(ptxExe));
+  // Steps name the first executable; a device picks the one for its GPU
+  // among those of the target (all hold the same entry points).
+  for (PlanStep& step : plan.steps)
+    if (!step.entry.empty())
+      step.executable = first;
+  return success();
+}
+
+std::unique_ptr<Target> createCudaTarget() {
+  return std::make_unique<CudaTarget>();
+}
+
+} // namespace mc::codegen::cuda

@@ -1,0 +1,1170 @@
+// Kernel generation for the CUDA target (see KernelGen.h).
+//
+// Values are computed in f32 for f32, f16 and bf16 tensors, in i32 / i64
+// for integer tensors and in i1 for booleans (stored as one byte). Every op
+// of a region rounds its result to its own element type, as the CPU's
+// per-op kernels do, so a region gives what its ops give one by one.
+#include "codegen/cuda/KernelGen.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SPIRV/IR/SPIRVAttributes.h"
+#include "mlir/Dialect/SPIRV/IR/SPIRVDialect.h"
+#include "mlir/Dialect/SPIRV/IR/TargetAndABI.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+
+namespace mc::codegen::cuda {
+namespace {
+
+using rt::DType;
+using rt::OpId;
+
+/// A tensor the kernel touches: its sizes at the plan's max batch and which
+/// dims scale with the batch.
+struct TensorDesc {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape, batchScale;
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    return n;
+  }
+};
+
+TensorDesc describe(const Plan& plan, uint32_t buffer) {
+  const PlanBuffer& b = plan.buffers[buffer];
+  return TensorDesc{b.dtype, b.shape, b.batchScale};
+}
+
+bool isFloat(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16;
+}
+
+bool isElementwiseOp(OpId op) {
+  switch (op) {
+  case OpId::Abs: case OpId::Add: case OpId::BroadcastInDim: case OpId::Cast:
+  case OpId::Clamp: case OpId::Compare: case OpId::Copy: case OpId::Div:
+  case OpId::Erf: case OpId::Exp: case OpId::Gelu: case OpId::Hardswish:
+  case OpId::Log: case OpId::Maximum: case OpId::Minimum: case OpId::Mul:
+  case OpId::Neg: case OpId::Not: case OpId::Pow: case OpId::Relu:
+  case OpId::Select: case OpId::Sigmoid: case OpId::Sqrt: case OpId::Sub:
+  case OpId::Tanh:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/// Ops that compute only in floating point here.
+bool floatOnly(OpId op) {
+  switch (op) {
+  case OpId::Div: case OpId::Erf: case OpId::Exp: case OpId::Gelu:
+  case OpId::Hardswish: case OpId::Log: case OpId::Pow: case OpId::Sigmoid:
+  case OpId::Sqrt: case OpId::Tanh:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/// The step as a list of region ops: a fused step's body, or the step's own
+/// op reading its inputs.
+std::vector<PlanRegionOp> bodyOf(const Plan& plan, const PlanStep& step) {
+  if (step.op == OpId::Fused)
+    return step.body;
+  PlanRegionOp op;
+  op.op = step.op;
+  op.attrs = step.attrs;
+  for (uint32_t i = 0; i < step.inputs.size(); ++i)
+    op.operands.push_back(i);
+  const PlanBuffer& out = plan.buffers[step.outputs[0]];
+  op.dtype = out.dtype;
+  op.shape = out.shape;
+  op.batchScale = out.batchScale;
+  return {op};
+}
+
+/// Dims [k, rank) with k the first of `dims` when they are exactly the
+/// trailing dims of a rank-`rank` tensor; -1 otherwise.
+int64_t trailingStart(const std::vector<int64_t>& dims, int64_t rank) {
+  if (dims.empty())
+    return -1;
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (dims[i] != rank - int64_t(dims.size()) + int64_t(i))
+      return -1;
+  return dims.front();
+}
+
+/// How many dims of a shape scale with the batch (the units formula needs at
+/// most one).
+int scaledDims(const TensorDesc& t) {
+  int n = 0;
+  for (int64_t s : t.batchScale)
+    n += s > 0;
+  return n;
+}
+
+//===----------------------------------------------------------------------===//
+// The emitter
+//===----------------------------------------------------------------------===//
+
+class Emitter {
+public:
+  Emitter(gpu::GPUModuleOp module, const Plan& plan, const PlanStep& step,
+          const KernelFlavor& flavor)
+      : b(module.getContext()), loc(b.getUnknownLoc()), plan(plan),
+        step(step), flavor(flavor) {
+    b.setInsertionPointToEnd(module.getBody());
+    for (uint32_t i : step.inputs)
+      tensors.push_back(describe(plan, i));
+    tensors.push_back(describe(plan, step.outputs[0]));
+  }
+
+  FailureOr<rt::LaunchInfo> emit(StringRef name, KernelKind kind) {
+    createFunction(name);
+    rt::LaunchInfo launch;
+    LogicalResult ok = failure();
+    switch (kind) {
+    case KernelKind::Elementwise:
+    case KernelKind::Index:
+      ok = emitElementwise();
+      launch = unitsLaunch(out(), flavor.block, /*rows=*/1);
+      break;
+    case KernelKind::Rows:
+      ok = emitRows();
+      launch = rowsLaunch();
+      break;
+    case KernelKind::Reduce:
+      ok = emitReduce();
+      launch = unitsLaunch(out(), flavor.block, 1);
+      break;
+    case KernelKind::Pool:
+      ok = emitPool();
+      launch = unitsLaunch(out(), flavor.block, 1);
+      break;
+    case KernelKind::None:
+      break;
+    }
+    if (failed(ok))
+      return failure();
+    b.create<gpu::ReturnOp>(loc);
+    return launch;
+  }
+
+private:
+  OpBuilder b;
+  Location loc;
+  const Plan& plan;
+  const PlanStep& step;
+  const KernelFlavor& flavor;
+  std::vector<TensorDesc> tensors; // inputs, then the output
+  gpu::GPUFuncOp fn;
+  std::vector<Value> args;
+  Value batch; // index
+
+  const TensorDesc& out() const { return tensors.back(); }
+  size_t numInputs() const { return tensors.size() - 1; }
+
+  //===--- types and constants ---===//
+
+  Type storageType(DType t) {
+    switch (t) {
+    case DType::F32: return b.getF32Type();
+    case DType::F16: return b.getF16Type();
+    case DType::BF16: return b.getBF16Type();
+    case DType::I32: return b.getI32Type();
+    case DType::I64: return b.getI64Type();
+    case DType::I1: return b.getI8Type();
+    }
+    return b.getF32Type();
+  }
+  Type computeType(DType t) {
+    if (isFloat(t))
+      return b.getF32Type();
+    if (t == DType::I1)
+      return b.getI1Type();
+    return storageType(t);
+  }
+  Value idx(int64_t v) { return b.create<arith::ConstantIndexOp>(loc, v); }
+  Value f32(double v) {
+    return b.create<arith::ConstantOp>(loc, b.getF32FloatAttr(float(v)));
+  }
+  Value intConst(Type t, int64_t v) {
+    return b.create<arith::ConstantOp>(loc, b.getIntegerAttr(t, v));
+  }
+  Value constantOf(DType t, double v) {
+    Type c = computeType(t);
+    if (c.isF32())
+      return f32(v);
+    if (c.isInteger(1))
+      return intConst(c, v != 0);
+    return intConst(c, int64_t(v));
+  }
+
+  //===--- the function ---===//
+
+  void createFunction(StringRef name) {
+    SmallVector<Type> types;
+    for (const TensorDesc& t : tensors)
+      types.push_back(MemRefType::get({std::max<int64_t>(1, t.numel())},
+                                      storageType(t.dtype)));
+    if (flavor.spirv)
+      types.push_back(MemRefType::get({1}, b.getI32Type()));
+    else
+      types.push_back(b.getI64Type());
+    fn = b.create<gpu::GPUFuncOp>(loc, name, b.getFunctionType(types, {}));
+    fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+    if (flavor.spirv)
+      fn->setAttr(spirv::getEntryPointABIAttrName(),
+                  spirv::getEntryPointABIAttr(
+                      b.getContext(), {int32_t(flavor.block), 1, 1}));
+    Block& entry = fn.getBody().front();
+    b.setInsertionPointToStart(&entry);
+    for (size_t i = 0; i < tensors.size(); ++i)
+      args.push_back(entry.getArgument(i));
+    Value raw = entry.getArgument(tensors.size());
+    if (flavor.spirv) {
+      Value v = b.create<memref::LoadOp>(loc, raw, ValueRange{idx(0)});
+      batch = b.create<arith::IndexCastOp>(loc, b.getIndexType(), v);
+    } else {
+      batch = b.create<arith::IndexCastOp>(loc, b.getIndexType(), raw);
+    }
+  }
+
+  //===--- shapes ---===//
+
+  /// A dim's size at the session's batch.
+  Value dimSize(const TensorDesc& t, size_t d) {
+    if (d < t.batchScale.size() && t.batchScale[d] > 0 && plan.batch.dynamic())
+      return b.create<arith::MulIOp>(loc, idx(t.batchScale[d]), batch);
+    return idx(t.shape[d]);
+  }
+  SmallVector<Value> sizes(const TensorDesc& t) {
+    SmallVector<Value> s;
+    for (size_t d = 0; d < t.shape.size(); ++d)
+      s.push_back(dimSize(t, d));
+    return s;
+  }
+  Value product(ArrayRef<Value> v) {
+    Value p = idx(1);
+    for (Value x : v)
+      p = b.create<arith::MulIOp>(loc, p, x);
+    return p;
+  }
+  /// Row-major strides of sizes `s`.
+  SmallVector<Value> strides(ArrayRef<Value> s) {
+    SmallVector<Value> st(s.size());
+    Value run = idx(1);
+    for (size_t d = s.size(); d-- > 0;) {
+      st[d] = run;
+      run = b.create<arith::MulIOp>(loc, run, s[d]);
+    }
+    return st;
+  }
+  SmallVector<Value> delinearize(Value flat, ArrayRef<Value> s) {
+    SmallVector<Value> ix(s.size());
+    for (size_t d = s.size(); d-- > 0;) {
+      ix[d] = b.create<arith::RemUIOp>(loc, flat, s[d]);
+      flat = b.create<arith::DivUIOp>(loc, flat, s[d]);
+    }
+    return ix;
+  }
+  Value linearize(ArrayRef<Value> ix, ArrayRef<Value> st) {
+    Value f = idx(0);
+    for (size_t d = 0; d < ix.size(); ++d)
+      f = b.create<arith::AddIOp>(
+          loc, f, b.create<arith::MulIOp>(loc, ix[d], st[d]));
+    return f;
+  }
+
+  //===--- loads and stores ---===//
+
+  Value load(size_t arg, Value flat) {
+    Value v = b.create<memref::LoadOp>(loc, args[arg], ValueRange{flat});
+    DType t = tensors[arg].dtype;
+    if (t == DType::F16 || t == DType::BF16)
+      return b.create<arith::ExtFOp>(loc, b.getF32Type(), v);
+    if (t == DType::I1)
+      return b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, v,
+                                     intConst(b.getI8Type(), 0));
+    return v;
+  }
+  void store(Value v, Value flat) {
+    DType t = out().dtype;
+    if (t == DType::F16 || t == DType::BF16)
+      v = b.create<arith::TruncFOp>(loc, storageType(t), v);
+    else if (t == DType::I1)
+      v = b.create<arith::ExtUIOp>(loc, b.getI8Type(), v);
+    b.create<memref::StoreOp>(loc, v, args.back(), ValueRange{flat});
+  }
+  /// A computed f32 value rounded to `t` (f16, bf16) and back.
+  Value roundTo(Value v, DType t) {
+    if (t != DType::F16 && t != DType::BF16)
+      return v;
+    Value narrow = b.create<arith::TruncFOp>(loc, storageType(t), v);
+    return b.create<arith::ExtFOp>(loc, b.getF32Type(), narrow);
+  }
+
+  //===--- loops ---===//
+
+  Value threadId() { return b.create<gpu::ThreadIdOp>(loc, gpu::Dimension::x); }
+  Value blockId() { return b.create<gpu::BlockIdOp>(loc, gpu::Dimension::x); }
+  Value blockDim() { return b.create<gpu::BlockDimOp>(loc, gpu::Dimension::x); }
+  Value gridDim() { return b.create<gpu::GridDimOp>(loc, gpu::Dimension::x); }
+
+  /// for (i = start; i < n; i += step) body(i)
+  void loop(Value start, Value n, Value stepSize,
+            const std::function<void(Value)>& body) {
+    auto f = b.create<scf::ForOp>(loc, start, n, stepSize);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(f.getBody());
+    body(f.getInductionVar());
+  }
+  /// A loop carrying one value: acc = body(i, acc).
+  Value loopAcc(Value start, Value n, Value stepSize, Value init,
+                const std::function<Value(Value, Value)>& body) {
+    auto f = b.create<scf::ForOp>(loc, start, n, stepSize, ValueRange{init});
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(f.getBody());
+      Value next = body(f.getInductionVar(), f.getRegionIterArgs()[0]);
+      b.create<scf::YieldOp>(loc, next);
+    }
+    return f.getResult(0);
+  }
+  /// The grid-stride loop over `n` units.
+  void gridStride(Value n, const std::function<void(Value)>& body) {
+    Value start = b.create<arith::AddIOp>(
+        loc, b.create<arith::MulIOp>(loc, blockId(), blockDim()), threadId());
+    Value stride = b.create<arith::MulIOp>(loc, gridDim(), blockDim());
+    loop(start, n, stride, body);
+  }
+
+  //===--- launches ---===//
+
+  /// units = the tensor's element count / rowLength, linear in the batch.
+  rt::LaunchInfo unitsLaunch(const TensorDesc& t, unsigned block,
+                             int64_t rowLength) {
+    rt::LaunchInfo l;
+    l.block = block;
+    l.perBlock = block;
+    uint64_t units = uint64_t(std::max<int64_t>(1, t.numel() / rowLength));
+    if (plan.batch.dynamic() && scaledDims(t) == 1) {
+      l.units = 0;
+      l.unitsPerBatch = units / uint64_t(plan.batch.max);
+    } else {
+      l.units = units;
+    }
+    return l;
+  }
+  rt::LaunchInfo rowsLaunch() {
+    rt::LaunchInfo l = unitsLaunch(tensors[0], flavor.block, rowLength);
+    l.perBlock = 1;
+    return l;
+  }
+
+  //===--- scalar ops ---===//
+
+  Value cmpf(arith::CmpFPredicate p, Value x, Value y) {
+    return b.create<arith::CmpFOp>(loc, p, x, y);
+  }
+  Value cmpi(arith::CmpIPredicate p, Value x, Value y) {
+    return b.create<arith::CmpIOp>(loc, p, x, y);
+  }
+  Value select(Value c, Value x, Value y) {
+    return b.create<arith::SelectOp>(loc, c, x, y);
+  }
+  Value isNan(Value x) { return cmpf(arith::CmpFPredicate::UNO, x, x); }
+  Value addf(Value x, Value y) { return b.create<arith::AddFOp>(loc, x, y); }
+  Value subf(Value x, Value y) { return b.create<arith::SubFOp>(loc, x, y); }
+  Value mulf(Value x, Value y) { return b.create<arith::MulFOp>(loc, x, y); }
+  Value divf(Value x, Value y) { return b.create<arith::DivFOp>(loc, x, y); }
+  Value expf(Value x) { return b.create<math::ExpOp>(loc, x); }
+
+  /// float -> integer as the CPU's cast: truncation, saturating, NaN -> 0.
+  Value floatToInt(Value v, Type to) {
+    unsigned bits = to.getIntOrFloatBitWidth();
+    double hi = std::ldexp(1.0, int(bits) - 1);
+    Value t = b.create<arith::FPToSIOp>(loc, to, v);
+    Value maxV = intConst(to, bits == 64 ? std::numeric_limits<int64_t>::max()
+                                         : std::numeric_limits<int32_t>::max());
+    Value minV = intConst(to, bits == 64 ? std::numeric_limits<int64_t>::min()
+                                         : std::numeric_limits<int32_t>::min());
+    t = select(cmpf(arith::CmpFPredicate::OGE, v, f32(hi)), maxV, t);
+    t = select(cmpf(arith::CmpFPredicate::OLT, v, f32(-hi)), minV, t);
+    return select(isNan(v), intConst(to, 0), t);
+  }
+
+  Value cast(Value v, DType from, DType to) {
+    Type ct = computeType(to);
+    if (isFloat(from)) {
+      if (isFloat(to))
+        return roundTo(v, to);
+      if (to == DType::I1)
+        return cmpf(arith::CmpFPredicate::UNE, v, f32(0)); // NaN -> 1
+      return floatToInt(v, ct);
+    }
+    if (from == DType::I1) {
+      if (isFloat(to))
+        return b.create<arith::UIToFPOp>(loc, ct, v);
+      if (to == DType::I1)
+        return v;
+      return b.create<arith::ExtUIOp>(loc, ct, v);
+    }
+    // i32 / i64
+    if (isFloat(to))
+      return roundTo(b.create<arith::SIToFPOp>(loc, b.getF32Type(), v), to);
+    if (to == DType::I1)
+      return cmpi(arith::CmpIPredicate::ne, v, intConst(v.getType(), 0));
+    unsigned fb = v.getType().getIntOrFloatBitWidth(),
+             tb = ct.getIntOrFloatBitWidth();
+    if (fb == tb)
+      return v;
+    if (fb > tb)
+      return b.create<arith::TruncIOp>(loc, ct, v);
+    return b.create<arith::ExtSIOp>(loc, ct, v);
+  }
+
+  /// One op of a region on computed values; the result rounded to `dtype`.
+  FailureOr<Value> scalarOp(const PlanRegionOp& op, ArrayRef<Value> x,
+                            ArrayRef<DType> types) {
+    DType t = op.dtype;
+    bool fl = isFloat(t);
+    Value r;
+    switch (op.op) {
+    case OpId::Copy:
+    case OpId::BroadcastInDim:
+      return x[0];
+    case OpId::Cast:
+      return cast(x[0], types[0], t);
+    case OpId::Neg:
+      r = fl ? Value(b.create<arith::NegFOp>(loc, x[0]))
+             : Value(b.create<arith::SubIOp>(loc, intConst(x[0].getType(), 0),
+                                             x[0]));
+      break;
+    case OpId::Abs:
+      r = fl ? Value(b.create<math::AbsFOp>(loc, x[0]))
+             : select(cmpi(arith::CmpIPredicate::slt, x[0],
+                           intConst(x[0].getType(), 0)),
+                      b.create<arith::SubIOp>(loc, intConst(x[0].getType(), 0),
+                                              x[0]),
+                      x[0]);
+      break;
+    case OpId::Relu: // NaN stays NaN
+      r = fl ? select(cmpf(arith::CmpFPredicate::OLT, x[0], f32(0)), f32(0),
+                      x[0])
+             : select(cmpi(arith::CmpIPredicate::slt, x[0],
+                           intConst(x[0].getType(), 0)),
+                      intConst(x[0].getType(), 0), x[0]);
+      break;
+    case OpId::Exp:
+      r = expf(x[0]);
+      break;
+    case OpId::Log:
+      r = b.create<math::LogOp>(loc, x[0]);
+      break;
+    case OpId::Tanh:
+      r = b.create<math::TanhOp>(loc, x[0]);
+      break;
+    case OpId::Sqrt:
+      r = b.create<math::SqrtOp>(loc, x[0]);
+      break;
+    case OpId::Erf:
+      r = b.create<math::ErfOp>(loc, x[0]);
+      break;
+    case OpId::Sigmoid:
+      r = divf(f32(1), addf(f32(1), expf(b.create<arith::NegFOp>(loc, x[0]))));
+      break;
+    case OpId::Gelu:
+      if (op.attrs.getBool("tanh_approximation")) {
+        // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+        Value x3 = mulf(mulf(x[0], x[0]), x[0]);
+        Value inner =
+            mulf(f32(0.7978845608028654), addf(x[0], mulf(f32(0.044715), x3)));
+        r = mulf(mulf(f32(0.5), x[0]),
+                 addf(f32(1), b.create<math::TanhOp>(loc, inner)));
+      } else {
+        Value e = b.create<math::ErfOp>(loc, mulf(x[0], f32(M_SQRT1_2)));
+        r = mulf(mulf(f32(0.5), x[0]), addf(f32(1), e));
+      }
+      break;
+    case OpId::Hardswish: {
+      Value y = addf(x[0], f32(3));
+      y = select(cmpf(arith::CmpFPredicate::OLT, y, f32(0)), f32(0), y);
+      y = select(cmpf(arith::CmpFPredicate::OGT, y, f32(6)), f32(6), y);
+      r = divf(mulf(x[0], y), f32(6));
+      break;
+    }
+    case OpId::Not:
+      r = b.create<arith::XOrIOp>(loc, x[0], intConst(b.getI1Type(), 1));
+      break;
+    case OpId::Add:
+      r = fl ? addf(x[0], x[1]) : Value(b.create<arith::AddIOp>(loc, x[0], x[1]));
+      break;
+    case OpId::Sub:
+      r = fl ? subf(x[0], x[1]) : Value(b.create<arith::SubIOp>(loc, x[0], x[1]));
+      break;
+    case OpId::Mul:
+      r = fl ? mulf(x[0], x[1]) : Value(b.create<arith::MulIOp>(loc, x[0], x[1]));
+      break;
+    case OpId::Div:
+      r = divf(x[0], x[1]);
+      break;
+    case OpId::Pow:
+      r = b.create<math::PowFOp>(loc, x[0], x[1]);
+      break;
+    case OpId::Maximum: // NaN from either side
+      r = fl ? select(b.create<arith::OrIOp>(
+                          loc, isNan(x[0]),
+                          cmpf(arith::CmpFPredicate::OGT, x[0], x[1])),
+                      x[0], x[1])
+             : select(cmpi(arith::CmpIPredicate::slt, x[0], x[1]), x[1], x[0]);
+      break;
+    case OpId::Minimum:
+      r = fl ? select(b.create<arith::OrIOp>(
+                          loc, isNan(x[0]),
+                          cmpf(arith::CmpFPredicate::OLT, x[0], x[1])),
+                      x[0], x[1])
+             : select(cmpi(arith::CmpIPredicate::slt, x[1], x[0]), x[1], x[0]);
+      break;
+    case OpId::Clamp: {
+      double lo = op.attrs.getFloat("min"), hi = op.attrs.getFloat("max");
+      if (fl) {
+        r = x[0];
+        if (!std::isnan(lo))
+          r = select(cmpf(arith::CmpFPredicate::OLT, r, f32(lo)), f32(lo), r);
+        if (!std::isnan(hi))
+          r = select(cmpf(arith::CmpFPredicate::OGT, r, f32(hi)), f32(hi), r);
+      } else {
+        Type it = x[0].getType();
+        r = x[0];
+        Value l = intConst(it, int64_t(std::ceil(lo)));
+        Value h = intConst(it, int64_t(std::floor(hi)));
+        r = select(cmpi(arith::CmpIPredicate::slt, r, l), l, r);
+        r = select(cmpi(arith::CmpIPredicate::sgt, r, h), h, r);
+      }
+      break;
+    }
+    case OpId::Compare: {
+      auto dir = rt::CompareOp(op.attrs.getInt("direction"));
+      if (isFloat(types[0])) {
+        static const arith::CmpFPredicate p[] = {
+            arith::CmpFPredicate::OEQ, arith::CmpFPredicate::UNE,
+            arith::CmpFPredicate::OLT, arith::CmpFPredicate::OLE,
+            arith::CmpFPredicate::OGT, arith::CmpFPredicate::OGE};
+        return cmpf(p[int(dir)], x[0], x[1]);
+      }
+      static const arith::CmpIPredicate p[] = {
+          arith::CmpIPredicate::eq,  arith::CmpIPredicate::ne,
+          arith::CmpIPredicate::slt, arith::CmpIPredicate::sle,
+          arith::CmpIPredicate::sgt, arith::CmpIPredicate::sge};
+      return cmpi(p[int(dir)], x[0], x[1]);
+    }
+    case OpId::Select:
+      return select(x[0], x[1], x[2]);
+    default:
+      return failure();
+    }
+    return fl ? roundTo(r, t) : r;
+  }
+
+  //===--- elementwise and index kernels ---===//
+
+  /// The value of step input `arg` read through broadcast_in_dim `dims` at
+  /// output index `outIx` (an input dim of size 1 repeats).
+  Value broadcastLoad(size_t arg, const std::vector<int64_t>& dims,
+                      ArrayRef<Value> outIx) {
+    const TensorDesc& t = tensors[arg];
+    if (t.numel() == 1 && !(plan.batch.dynamic() && scaledDims(t)))
+      return load(arg, idx(0));
+    SmallVector<Value> s = sizes(t);
+    SmallVector<Value> st = strides(s);
+    Value flat = idx(0);
+    for (size_t k = 0; k < t.shape.size(); ++k) {
+      bool repeats = t.shape[k] == 1 && !(k < t.batchScale.size() &&
+                                          t.batchScale[k] > 0);
+      if (repeats)
+        continue;
+      flat = b.create<arith::AddIOp>(
+          loc, flat, b.create<arith::MulIOp>(loc, outIx[dims[k]], st[k]));
+    }
+    return load(arg, flat);
+  }
+
+  LogicalResult emitElementwise() {
+    switch (step.op) {
+    case OpId::Transpose:
+    case OpId::Slice:
+    case OpId::Pad:
+    case OpId::Concat:
+      return emitIndex();
+    default:
+      break;
+    }
+    std::vector<PlanRegionOp> body = bodyOf(plan, step);
+    SmallVector<Value> outSizes = sizes(out());
+    Value n = product(outSizes);
+    LogicalResult result = success();
+    gridStride(n, [&](Value i) {
+      SmallVector<Value> outIx;
+      auto outIndex = [&]() -> ArrayRef<Value> {
+        if (outIx.empty() && !outSizes.empty())
+          outIx = delinearize(i, outSizes);
+        return outIx;
+      };
+      size_t nin = numInputs();
+      std::vector<Value> values(nin + body.size());
+      std::vector<DType> types(nin + body.size());
+      for (size_t k = 0; k < nin; ++k)
+        types[k] = tensors[k].dtype;
+      auto input = [&](size_t k) -> Value {
+        if (!values[k]) {
+          bool scalar = tensors[k].numel() == 1 && out().numel() != 1 &&
+                        !(plan.batch.dynamic() && scaledDims(tensors[k]));
+          values[k] = load(k, scalar ? idx(0) : i);
+        }
+        return values[k];
+      };
+      for (size_t j = 0; j < body.size(); ++j) {
+        const PlanRegionOp& op = body[j];
+        SmallVector<Value> x;
+        SmallVector<DType> xt;
+        if (op.op == OpId::BroadcastInDim && op.operands[0] < nin) {
+          size_t arg = op.operands[0];
+          // A lone broadcast step is "broadcast input 0 to the output".
+          values[nin + j] =
+              broadcastLoad(arg, op.attrs.getInts("dims"), outIndex());
+          types[nin + j] = op.dtype;
+          continue;
+        }
+        for (uint32_t v : op.operands) {
+          x.push_back(v < nin ? input(v) : values[v]);
+          xt.push_back(types[v]);
+        }
+        FailureOr<Value> r = scalarOp(op, x, xt);
+        if (failed(r)) {
+          result = emitError(loc) << "no kernel for mc." << rt::opName(op.op);
+          return;
+        }
+        values[nin + j] = *r;
+        types[nin + j] = op.dtype;
+      }
+      store(values.back(), i);
+    });
+    return result;
+  }
+
+  /// transpose, slice, pad, concat: each output element reads (at most) one
+  /// input element.
+  LogicalResult emitIndex() {
+    SmallVector<Value> outSizes = sizes(out());
+    Value n = product(outSizes);
+    gridStride(n, [&](Value i) {
+      SmallVector<Value> ix = delinearize(i, outSizes);
+      switch (step.op) {
+      case OpId::Transpose: {
+        std::vector<int64_t> perm = step.attrs.getInts("permutation");
+        SmallVector<Value> st = strides(sizes(tensors[0]));
+        Value flat = idx(0);
+        for (size_t d = 0; d < perm.size(); ++d)
+          flat = b.create<arith::AddIOp>(
+              loc, flat, b.create<arith::MulIOp>(loc, ix[d], st[perm[d]]));
+        store(load(0, flat), i);
+        break;
+      }
+      case OpId::Slice: {
+        std::vector<int64_t> start = step.attrs.getInts("start"),
+                             stride = step.attrs.getInts("strides");
+        SmallVector<Value> st = strides(sizes(tensors[0]));
+        Value flat = idx(0);
+        for (size_t d = 0; d < ix.size(); ++d) {
+          Value src = b.create<arith::AddIOp>(
+              loc, idx(start[d]),
+              b.create<arith::MulIOp>(loc, ix[d],
+                                      idx(stride.empty() ? 1 : stride[d])));
+          flat = b.create<arith::AddIOp>(
+              loc, flat, b.create<arith::MulIOp>(loc, src, st[d]));
+        }
+        store(load(0, flat), i);
+        break;
+      }
+      case OpId::Pad: {
+        std::vector<int64_t> low = step.attrs.getInts("low");
+        SmallVector<Value> in = sizes(tensors[0]);
+        SmallVector<Value> st = strides(in);
+        Value inside = intConst(b.getI1Type(), 1);
+        Value flat = idx(0);
+        for (size_t d = 0; d < ix.size(); ++d) {
+          // src = ix - low, in [0, in) (compared as signed index values)
+          Value src = b.create<arith::SubIOp>(loc, ix[d], idx(low[d]));
+          Value ok = b.create<arith::AndIOp>(
+              loc, cmpi(arith::CmpIPredicate::sge, src, idx(0)),
+              cmpi(arith::CmpIPredicate::slt, src, in[d]));
+          inside = b.create<arith::AndIOp>(loc, inside, ok);
+          Value safe = select(ok, src, idx(0));
+          flat = b.create<arith::AddIOp>(
+              loc, flat, b.create<arith::MulIOp>(loc, safe, st[d]));
+        }
+        auto ifOp = b.create<scf::IfOp>(loc, computeType(out().dtype), inside,
+                                        /*withElse=*/true);
+        {
+          OpBuilder::InsertionGuard g(b);
+          b.setInsertionPointToStart(ifOp.thenBlock());
+          b.create<scf::YieldOp>(loc, load(0, flat));
+          b.setInsertionPointToStart(ifOp.elseBlock());
+          b.create<scf::YieldOp>(
+              loc, constantOf(out().dtype, step.attrs.getFloat("value")));
+        }
+        store(ifOp.getResult(0), i);
+        break;
+      }
+      case OpId::Concat: {
+        int64_t axis = step.attrs.getInt("axis");
+        // The last input whose offset along the axis is <= ix[axis].
+        Value offset = idx(0);
+        Value pos = ix[axis];
+        for (size_t k = 0; k < numInputs(); ++k) {
+          SmallVector<Value> s = sizes(tensors[k]);
+          Value end = b.create<arith::AddIOp>(loc, offset, s[axis]);
+          Value inK = b.create<arith::AndIOp>(
+              loc, cmpi(arith::CmpIPredicate::uge, pos, offset),
+              cmpi(arith::CmpIPredicate::ult, pos, end));
+          auto ifOp = b.create<scf::IfOp>(loc, inK);
+          {
+            OpBuilder::InsertionGuard g(b);
+            b.setInsertionPointToStart(ifOp.thenBlock());
+            SmallVector<Value> srcIx(ix.begin(), ix.end());
+            srcIx[axis] = b.create<arith::SubIOp>(loc, pos, offset);
+            store(load(k, linearize(srcIx, strides(s))), i);
+          }
+          offset = end;
+        }
+        break;
+      }
+      default:
+        break;
+      }
+    });
+    return success();
+  }
+
+  //===--- row kernels ---===//
+
+  int64_t rowLength = 1;
+
+  /// The block-wide reduction of `v` (every thread gets the result): a
+  /// subgroup reduction, then one partial per subgroup through shared
+  /// memory, folded by every thread. Subgroups are 32 lanes on NVIDIA and 8
+  /// on lavapipe; nothing assumes either.
+  Value blockReduce(Value v, gpu::AllReduceOperation kind, Value smem) {
+    Value r = b.create<gpu::SubgroupReduceOp>(loc, v, kind, /*uniform=*/false);
+    Value sg = flavor.spirv ? Value(b.create<gpu::SubgroupSizeOp>(
+                                  loc, b.getIndexType(), nullptr))
+                            : idx(32);
+    Value tid = threadId();
+    Value lane = b.create<arith::RemUIOp>(loc, tid, sg);
+    Value sub = b.create<arith::DivUIOp>(loc, tid, sg);
+    auto ifOp = b.create<scf::IfOp>(loc, cmpi(arith::CmpIPredicate::eq, lane,
+                                              idx(0)));
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+      b.create<memref::StoreOp>(loc, r, smem, ValueRange{sub});
+    }
+    b.create<gpu::BarrierOp>(loc);
+    Value nsub = b.create<arith::DivUIOp>(
+        loc, b.create<arith::AddIOp>(
+                 loc, blockDim(), b.create<arith::SubIOp>(loc, sg, idx(1))),
+        sg);
+    Value init = identity(kind);
+    Value total = loopAcc(idx(0), nsub, idx(1), init, [&](Value j, Value acc) {
+      Value p = b.create<memref::LoadOp>(loc, smem, ValueRange{j});
+      return combine(kind, acc, p);
+    });
+    // Nobody overwrites the partials before everyone has read them.
+    b.create<gpu::BarrierOp>(loc);
+    return total;
+  }
+  Value identity(gpu::AllReduceOperation kind) {
+    switch (kind) {
+    case gpu::AllReduceOperation::MAXNUMF:
+      return f32(-std::numeric_limits<float>::infinity());
+    case gpu::AllReduceOperation::MINNUMF:
+      return f32(std::numeric_limits<float>::infinity());
+    default:
+      return f32(0);
+    }
+  }
+  Value combine(gpu::AllReduceOperation kind, Value x, Value y) {
+    switch (kind) {
+    case gpu::AllReduceOperation::MAXNUMF:
+      return b.create<arith::MaxNumFOp>(loc, x, y);
+    case gpu::AllReduceOperation::MINNUMF:
+      return b.create<arith::MinNumFOp>(loc, x, y);
+    default:
+      return addf(x, y);
+    }
+  }
+  /// A row's reduction: each thread folds a strided part of the row, then
+  /// the block combines.
+  Value rowReduce(gpu::AllReduceOperation kind, Value cols, Value smem,
+                  const std::function<Value(Value)>& element) {
+    Value part = loopAcc(threadId(), cols, blockDim(), identity(kind),
+                         [&](Value j, Value acc) {
+                           return combine(kind, acc, element(j));
+                         });
+    return blockReduce(part, kind, smem);
+  }
+
+  LogicalResult emitRows() {
+    const TensorDesc& x = tensors[0];
+    int64_t rank = int64_t(x.shape.size());
+    int64_t first = rank - 1;
+    if (step.op == OpId::LayerNorm)
+      first = step.attrs.getInt("axis");
+    else if (rt::isReduction(step.op))
+      first = trailingStart(step.attrs.getInts("dims"), rank);
+    SmallVector<Value> s = sizes(x);
+    Value cols = idx(1);
+    rowLength = 1;
+    for (int64_t d = first; d < rank; ++d) {
+      cols = b.create<arith::MulIOp>(loc, cols, s[d]);
+      rowLength *= x.shape[d];
+    }
+    Value rows = b.create<arith::DivUIOp>(loc, product(s), cols);
+    auto smemType = MemRefType::get({64}, b.getF32Type(), AffineMap(),
+                                    b.getI64IntegerAttr(3));
+    Value smem = b.create<memref::AllocOp>(loc, smemType);
+    loop(blockId(), rows, gridDim(), [&](Value row) {
+      Value base = b.create<arith::MulIOp>(loc, row, cols);
+      auto at = [&](Value j) { return b.create<arith::AddIOp>(loc, base, j); };
+      auto in = [&](Value j) { return load(0, at(j)); };
+      switch (step.op) {
+      case OpId::Softmax:
+      case OpId::LogSoftmax: {
+        Value m = rowReduce(gpu::AllReduceOperation::MAXNUMF, cols, smem, in);
+        Value sum = rowReduce(gpu::AllReduceOperation::ADD, cols, smem,
+                              [&](Value j) { return expf(subf(in(j), m)); });
+        bool log = step.op == OpId::LogSoftmax;
+        Value lse = log ? Value(b.create<math::LogOp>(loc, sum)) : Value();
+        Value inv = log ? Value() : divf(f32(1), sum);
+        loop(threadId(), cols, blockDim(), [&](Value j) {
+          Value d = subf(in(j), m);
+          store(log ? subf(d, lse) : mulf(expf(d), inv), at(j));
+        });
+        break;
+      }
+      case OpId::LayerNorm: {
+        Value fcols = b.create<arith::UIToFPOp>(
+            loc, b.getF32Type(),
+            b.create<arith::IndexCastOp>(loc, b.getI64Type(), cols));
+        Value mean = divf(
+            rowReduce(gpu::AllReduceOperation::ADD, cols, smem, in), fcols);
+        Value var = divf(rowReduce(gpu::AllReduceOperation::ADD, cols, smem,
+                                   [&](Value j) {
+                                     Value d = subf(in(j), mean);
+                                     return mulf(d, d);
+                                   }),
+                         fcols);
+        Value rstd = b.create<math::RsqrtOp>(
+            loc, addf(var, f32(step.attrs.getFloat("epsilon"))));
+        loop(threadId(), cols, blockDim(), [&](Value j) {
+          Value y = mulf(subf(in(j), mean), rstd);
+          y = addf(mulf(y, load(1, j)), load(2, j));
+          store(y, at(j));
+        });
+        break;
+      }
+      default: { // trailing reductions
+        auto kind = step.op == OpId::ReduceMax ? gpu::AllReduceOperation::MAXNUMF
+                    : step.op == OpId::ReduceMin
+                        ? gpu::AllReduceOperation::MINNUMF
+                        : gpu::AllReduceOperation::ADD;
+        Value r = rowReduce(kind, cols, smem, in);
+        if (step.op == OpId::ReduceMean)
+          r = divf(r, b.create<arith::UIToFPOp>(
+                          loc, b.getF32Type(),
+                          b.create<arith::IndexCastOp>(loc, b.getI64Type(),
+                                                       cols)));
+        auto ifOp = b.create<scf::IfOp>(
+            loc, cmpi(arith::CmpIPredicate::eq, threadId(), idx(0)));
+        OpBuilder::InsertionGuard g(b);
+        b.setInsertionPointToStart(ifOp.thenBlock());
+        store(r, row);
+        break;
+      }
+      }
+    });
+    return success();
+  }
+
+  //===--- general reductions ---===//
+
+  /// Any dims: one thread per output element folds its reduced elements in
+  /// order (f32 for floats, the integer type for max/min of integers).
+  LogicalResult emitReduce() {
+    const TensorDesc& x = tensors[0];
+    std::vector<int64_t> dims = step.attrs.getInts("dims");
+    SmallVector<Value> s = sizes(x);
+    SmallVector<Value> st = strides(s);
+    SmallVector<Value> kept, keptSt, red, redSt;
+    for (size_t d = 0; d < s.size(); ++d) {
+      bool reduced = llvm::is_contained(dims, int64_t(d));
+      (reduced ? red : kept).push_back(s[d]);
+      (reduced ? redSt : keptSt).push_back(st[d]);
+    }
+    Value n = product(kept);
+    Value count = product(red);
+    Type ct = computeType(x.dtype);
+    bool fl = ct.isF32();
+    gridStride(n, [&](Value o) {
+      SmallVector<Value> oi = delinearize(o, kept);
+      Value base = linearize(oi, keptSt);
+      Value init;
+      if (step.op == OpId::ReduceMax)
+        init = fl ? f32(-std::numeric_limits<float>::infinity())
+                  : intConst(ct, ct.isInteger(64)
+                                     ? std::numeric_limits<int64_t>::min()
+                                     : std::numeric_limits<int32_t>::min());
+      else if (step.op == OpId::ReduceMin)
+        init = fl ? f32(std::numeric_limits<float>::infinity())
+                  : intConst(ct, ct.isInteger(64)
+                                     ? std::numeric_limits<int64_t>::max()
+                                     : std::numeric_limits<int32_t>::max());
+      else
+        init = fl ? f32(0) : intConst(ct, 0);
+      Value acc = loopAcc(idx(0), count, idx(1), init, [&](Value j, Value a) {
+        Value flat = b.create<arith::AddIOp>(
+            loc, base, linearize(delinearize(j, red), redSt));
+        Value v = load(0, flat);
+        switch (step.op) {
+        case OpId::ReduceMax: // NaN wins
+          return fl ? select(b.create<arith::OrIOp>(
+                                 loc, isNan(v),
+                                 cmpf(arith::CmpFPredicate::OGT, v, a)),
+                             v, a)
+                    : Value(b.create<arith::MaxSIOp>(loc, a, v));
+        case OpId::ReduceMin:
+          return fl ? select(b.create<arith::OrIOp>(
+                                 loc, isNan(v),
+                                 cmpf(arith::CmpFPredicate::OLT, v, a)),
+                             v, a)
+                    : Value(b.create<arith::MinSIOp>(loc, a, v));
+        default:
+          return fl ? addf(a, v) : Value(b.create<arith::AddIOp>(loc, a, v));
+        }
+      });
+      if (step.op == OpId::ReduceMean)
+        acc = divf(acc, b.create<arith::UIToFPOp>(
+                            loc, b.getF32Type(),
+                            b.create<arith::IndexCastOp>(loc, b.getI64Type(),
+                                                         count)));
+      store(acc, o);
+    });
+    return success();
+  }
+
+  //===--- pooling ---===//
+
+  LogicalResult emitPool() {
+    const TensorDesc& x = tensors[0];
+    std::vector<int64_t> k = step.attrs.getInts("kernel"),
+                         st = step.attrs.getInts("strides"),
+                         pad = step.attrs.getInts("padding"),
+                         dil = step.attrs.getInts("dilation");
+    if (dil.empty())
+      dil = {1, 1};
+    bool isMax = step.op == OpId::MaxPool2d;
+    bool includePad = step.attrs.getBool("count_include_pad");
+    SmallVector<Value> os = sizes(out());
+    SmallVector<Value> is = sizes(x);
+    Value n = product(os);
+    int64_t H = x.shape[2], W = x.shape[3];
+    gridStride(n, [&](Value i) {
+      SmallVector<Value> oi = delinearize(i, os); // n, c, oh, ow
+      Value plane = b.create<arith::MulIOp>(
+          loc, b.create<arith::AddIOp>(
+                   loc, b.create<arith::MulIOp>(loc, oi[0], is[1]), oi[1]),
+          idx(H * W));
+      Value h0 = b.create<arith::SubIOp>(
+          loc, b.create<arith::MulIOp>(loc, oi[2], idx(st[0])), idx(pad[0]));
+      Value w0 = b.create<arith::SubIOp>(
+          loc, b.create<arith::MulIOp>(loc, oi[3], idx(st[1])), idx(pad[1]));
+      Value acc = isMax ? f32(-std::numeric_limits<float>::infinity()) : f32(0);
+      Value cnt = f32(0), padCnt = f32(0);
+      // The window, unrolled (kernels are small).
+      for (int64_t kh = 0; kh < k[0]; ++kh)
+        for (int64_t kw = 0; kw < k[1]; ++kw) {
+          Value h = b.create<arith::AddIOp>(loc, h0, idx(kh * dil[0]));
+          Value w = b.create<arith::AddIOp>(loc, w0, idx(kw * dil[1]));
+          Value inH = b.create<arith::AndIOp>(
+              loc, cmpi(arith::CmpIPredicate::sge, h, idx(0)),
+              cmpi(arith::CmpIPredicate::slt, h, idx(H)));
+          Value inW = b.create<arith::AndIOp>(
+              loc, cmpi(arith::CmpIPredicate::sge, w, idx(0)),
+              cmpi(arith::CmpIPredicate::slt, w, idx(W)));
+          Value inside = b.create<arith::AndIOp>(loc, inH, inW);
+          // Inside the padded input (PyTorch's count_include_pad divisor).
+          Value inPad = b.create<arith::AndIOp>(
+              loc,
+              b.create<arith::AndIOp>(
+                  loc, cmpi(arith::CmpIPredicate::slt, h, idx(H + pad[2])),
+                  cmpi(arith::CmpIPredicate::slt, w, idx(W + pad[3]))),
+              intConst(b.getI1Type(), 1));
+          Value flat = b.create<arith::AddIOp>(
+              loc, plane,
+              b.create<arith::AddIOp>(
+                  loc, b.create<arith::MulIOp>(loc, select(inside, h, idx(0)),
+                                               idx(W)),
+                  select(inside, w, idx(0))));
+          Value v = load(0, flat);
+          if (isMax) {
+            Value take = b.create<arith::AndIOp>(
+                loc, inside,
+                b.create<arith::OrIOp>(loc, isNan(v),
+                                       cmpf(arith::CmpFPredicate::OGT, v, acc)));
+            acc = select(take, v, acc);
+          } else {
+            acc = select(inside, addf(acc, v), acc);
+            cnt = select(inside, addf(cnt, f32(1)), cnt);
+            padCnt = select(inPad, addf(padCnt, f32(1)), padCnt);
+          }
+        }
+      if (!isMax)
+        acc = divf(acc, includePad ? padCnt : cnt);
+      store(acc, i);
+    });
+    return success();
+  }
+};
+
+} // namespace
+
+KernelKind classifyStep(const Plan& plan, const PlanStep& step,
+                        const KernelFlavor& flavor, std::string* whyNot) {
+  whyNot->clear();
+  auto refuse = [&](const std::string& why) {
+    *whyNot = why;
+    return KernelKind::None;
+  };
+  const PlanBuffer& outBuf = plan.buffers[step.outputs[0]];
+  TensorDesc out = describe(plan, step.outputs[0]);
+  if (plan.batch.dynamic() && scaledDims(out) > 1)
+    return refuse("its output scales with the batch in more than one dim");
+  auto checkTypes = [&](const std::vector<PlanRegionOp>& body) {
+    for (const PlanRegionOp& op : body) {
+      if (flavor.spirv && op.dtype == DType::BF16)
+        return std::string("bf16 has no SPIR-V type");
+      if (floatOnly(op.op) && !isFloat(op.dtype))
+        return "mc." + std::string(rt::opName(op.op)) + " on " +
+               rt::dtypeName(op.dtype) + " (only floats here)";
+    }
+    for (uint32_t i : step.inputs)
+      if (flavor.spirv && plan.buffers[i].dtype == DType::BF16)
+        return std::string("bf16 has no SPIR-V type");
+    return std::string();
+  };
+  switch (step.op) {
+  case OpId::Matmul:
+  case OpId::Conv2d:
+    return KernelKind::None; // the device's library kernels
+  case OpId::Fused: {
+    if (step.attrs.getBool("attention"))
+      return refuse("attention regions run as separate steps on cuda "
+                    "(compile with the cuda target's fusion options)");
+    for (const PlanRegionOp& op : step.body)
+      if (!isElementwiseOp(op.op))
+        return refuse("region op mc." + std::string(rt::opName(op.op)) +
+                      " (only elementwise regions get one kernel)");
+    std::string why = checkTypes(step.body);
+    return why.empty() ? KernelKind::Elementwise : refuse(why);
+  }
+  case OpId::Transpose:
+  case OpId::Slice:
+  case OpId::Pad:
+  case OpId::Concat: {
+    if (flavor.spirv && outBuf.dtype == DType::BF16)
+      return refuse("bf16 has no SPIR-V type");
+    return KernelKind::Index;
+  }
+  case OpId::Softmax:
+  case OpId::LogSoftmax: {
+    int64_t rank = int64_t(plan.buffers[step.inputs[0]].shape.size());
+    if (step.attrs.getInt("axis") != rank - 1)
+      return refuse("softmax over a dim other than the last");
+    if (!isFloat(outBuf.dtype))
+      return refuse("softmax of integers");
+    std::string why = checkTypes(bodyOf(plan, step));
+    return why.empty() ? KernelKind::Rows : refuse(why);
+  }
+  case OpId::LayerNorm: {
+    std::string why = checkTypes(bodyOf(plan, step));
+    return why.empty() ? KernelKind::Rows : refuse(why);
+  }
+  case OpId::ReduceSum:
+  case OpId::ReduceMean:
+  case OpId::ReduceMax:
+  case OpId::ReduceMin: {
+    const PlanBuffer& in = plan.buffers[step.inputs[0]];
+    if (flavor.spirv && in.dtype == DType::BF16)
+      return refuse("bf16 has no SPIR-V type");
+    if (!isFloat(in.dtype) && (step.op == OpId::ReduceSum ||
+                               step.op == OpId::ReduceMean))
+      return refuse("integer sums");
+    int64_t rank = int64_t(in.shape.size());
+    int64_t first = trailingStart(step.attrs.getInts("dims"), rank);
+    bool rows = first >= 0 && isFloat(in.dtype);
+    // A row kernel needs the rows to be long enough to share out.
+    int64_t cols = 1;
+    for (int64_t d = std::max<int64_t>(first, 0); d < rank && rows; ++d)
+      cols *= in.shape[d];
+    return rows && cols >= 32 ? KernelKind::Rows : KernelKind::Reduce;
+  }
+  case OpId::MaxPool2d:
+  case OpId::AvgPool2d: {
+    if (!isFloat(outBuf.dtype) || (flavor.spirv && outBuf.dtype == DType::BF16))
+      return refuse("pooling of " + std::string(rt::dtypeName(outBuf.dtype)));
+    if (step.attrs.getInts("kernel").size() != 2)
+      return refuse("pooling without a 2-d kernel");
+    return KernelKind::Pool;
+  }
+  default:
+    break;
+  }
+  if (isElementwiseOp(step.op)) {
+    std::string why = checkTypes(bodyOf(plan, step));
+    return why.empty() ? KernelKind::Elementwise : refuse(why);
+  }
+  return refuse("the cuda target has no kernel for mc." +
+                std::string(rt::opName(step.op)));
+}
+
+FailureOr<rt::LaunchInfo> emitKernel(gpu::GPUModuleOp module, const Plan& plan,
+                                     const PlanStep& step, StringRef name,
+                                     const KernelFlavor& flavor) {
+  std::string why;
+  KernelKind kind = classifyStep(plan, step, flavor, &why);
+  if (kind == KernelKind::None)
+    return module.emitError() << "no kernel for step '" << name << "': "
+                              << (why.empty() ? "a library step" : why);
+  Emitter e(module, plan, step, flavor);
+  return e.emit(name, kind);
+}
+
+void loadKernelDialects(MLIRContext& context) {
+  context.loadDialect<arith::ArithDialect, gpu::GPUDialect, math::MathDialect,
+                      memref::MemRefDialect, scf::SCFDialect,
+                      spirv::SPIRVDialect>();
+}
+
+} // namespace mc::codegen::cuda
