@@ -30,3 +30,11 @@ for module in ["sklearn", "torch"]:
             config.available_features.add(module)
     except (OSError, subprocess.SubprocessError):
         pass
+
+# The CUDA toolkit's ptxas (the cuda target assembles its PTX with it): CI
+# has it in /usr/local/cuda; elsewhere the cuda-target tests are reported
+# UNSUPPORTED, visibly.
+cuda = os.environ.get("MODELC_CUDA_PATH", "/usr/local/cuda")
+if os.access(os.path.join(cuda, "bin", "ptxas"), os.X_OK):
+    config.available_features.add("ptxas")
+    config.substitutions.append(("%cuda", cuda))

@@ -146,12 +146,7 @@ public:
   std::string elementTypes(rt::OpId op) const override {
     // What the CPU runs, the CUDA target runs, except ops it has no kernel
     // for (step by step, classifyStep says why at compile time).
-    switch (op) {
-    case rt::OpId::Gather:
-      return "none";
-    default:
-      return rt::opInfo(op).cpuTypes;
-    }
+    return rt::opInfo(op).cpuTypes;
   }
 
   LogicalResult configure(llvm::StringRef opts,

@@ -18,6 +18,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 using namespace mlir;
@@ -145,8 +146,15 @@ public:
       launch = rowsLaunch();
       break;
     case KernelKind::Reduce:
-      ok = emitReduce();
-      launch = unitsLaunch(out(), flavor.block, 1);
+      if (step.op == OpId::Softmax || step.op == OpId::LogSoftmax) {
+        ok = emitSoftmaxAxis();
+        launch = unitsLaunch(
+            out(), flavor.block,
+            out().shape[size_t(step.attrs.getInt("axis"))]);
+      } else {
+        ok = emitReduce();
+        launch = unitsLaunch(out(), flavor.block, 1);
+      }
       break;
     case KernelKind::Pool:
       ok = emitPool();
@@ -368,7 +376,7 @@ private:
     return l;
   }
   rt::LaunchInfo rowsLaunch() {
-    rt::LaunchInfo l = unitsLaunch(tensors[0], flavor.block, rowLength);
+    rt::LaunchInfo l = unitsLaunch(reducedTensor(), flavor.block, rowLength);
     l.perBlock = 1;
     return l;
   }
@@ -601,13 +609,70 @@ private:
     return load(arg, flat);
   }
 
+  /// The value of region ops body[0, count) at flat index `i` of a tensor
+  /// of sizes `shapeSizes` (the region's shape: every value has it, inputs
+  /// reach it directly, as scalars, or through broadcast_in_dim).
+  FailureOr<Value> evalRegion(const std::vector<PlanRegionOp>& body,
+                              size_t count, Value i,
+                              ArrayRef<Value> shapeSizes, int64_t numel,
+                              DType* resultType) {
+    SmallVector<Value> ix;
+    auto index = [&]() -> ArrayRef<Value> {
+      if (ix.empty() && !shapeSizes.empty())
+        ix = delinearize(i, shapeSizes);
+      return ix;
+    };
+    size_t nin = numInputs();
+    std::vector<Value> values(nin + count);
+    std::vector<DType> types(nin + count);
+    for (size_t k = 0; k < nin; ++k)
+      types[k] = tensors[k].dtype;
+    auto input = [&](size_t k) -> Value {
+      if (!values[k]) {
+        bool scalar = tensors[k].numel() == 1 && numel != 1 &&
+                      !(plan.batch.dynamic() && scaledDims(tensors[k]));
+        values[k] = load(k, scalar ? idx(0) : i);
+      }
+      return values[k];
+    };
+    for (size_t j = 0; j < count; ++j) {
+      const PlanRegionOp& op = body[j];
+      if (op.op == OpId::BroadcastInDim && op.operands[0] < nin) {
+        values[nin + j] =
+            broadcastLoad(op.operands[0], op.attrs.getInts("dims"), index());
+        types[nin + j] = op.dtype;
+        continue;
+      }
+      SmallVector<Value> x;
+      SmallVector<DType> xt;
+      for (uint32_t v : op.operands) {
+        x.push_back(v < nin ? input(v) : values[v]);
+        xt.push_back(types[v]);
+      }
+      FailureOr<Value> r = scalarOp(op, x, xt);
+      if (failed(r))
+        return emitError(loc) << "no kernel for mc." << rt::opName(op.op);
+      values[nin + j] = *r;
+      types[nin + j] = op.dtype;
+    }
+    if (count == 0) { // the region's value is input 0 itself
+      *resultType = types[0];
+      return input(0);
+    }
+    *resultType = types.back();
+    return values.back();
+  }
+
   LogicalResult emitElementwise() {
     switch (step.op) {
     case OpId::Transpose:
     case OpId::Slice:
     case OpId::Pad:
     case OpId::Concat:
+    case OpId::Gather:
       return emitIndex();
+    case OpId::BatchNorm:
+      return emitBatchNorm();
     default:
       break;
     }
@@ -616,52 +681,34 @@ private:
     Value n = product(outSizes);
     LogicalResult result = success();
     gridStride(n, [&](Value i) {
-      SmallVector<Value> outIx;
-      auto outIndex = [&]() -> ArrayRef<Value> {
-        if (outIx.empty() && !outSizes.empty())
-          outIx = delinearize(i, outSizes);
-        return outIx;
-      };
-      size_t nin = numInputs();
-      std::vector<Value> values(nin + body.size());
-      std::vector<DType> types(nin + body.size());
-      for (size_t k = 0; k < nin; ++k)
-        types[k] = tensors[k].dtype;
-      auto input = [&](size_t k) -> Value {
-        if (!values[k]) {
-          bool scalar = tensors[k].numel() == 1 && out().numel() != 1 &&
-                        !(plan.batch.dynamic() && scaledDims(tensors[k]));
-          values[k] = load(k, scalar ? idx(0) : i);
-        }
-        return values[k];
-      };
-      for (size_t j = 0; j < body.size(); ++j) {
-        const PlanRegionOp& op = body[j];
-        SmallVector<Value> x;
-        SmallVector<DType> xt;
-        if (op.op == OpId::BroadcastInDim && op.operands[0] < nin) {
-          size_t arg = op.operands[0];
-          // A lone broadcast step is "broadcast input 0 to the output".
-          values[nin + j] =
-              broadcastLoad(arg, op.attrs.getInts("dims"), outIndex());
-          types[nin + j] = op.dtype;
-          continue;
-        }
-        for (uint32_t v : op.operands) {
-          x.push_back(v < nin ? input(v) : values[v]);
-          xt.push_back(types[v]);
-        }
-        FailureOr<Value> r = scalarOp(op, x, xt);
-        if (failed(r)) {
-          result = emitError(loc) << "no kernel for mc." << rt::opName(op.op);
-          return;
-        }
-        values[nin + j] = *r;
-        types[nin + j] = op.dtype;
+      DType t;
+      FailureOr<Value> v =
+          evalRegion(body, body.size(), i, outSizes, out().numel(), &t);
+      if (failed(v)) {
+        result = failure();
+        return;
       }
-      store(values.back(), i);
+      store(*v, i);
     });
     return result;
+  }
+
+  /// Inference batch norm: (x - mean) / sqrt(var + eps) * scale + offset,
+  /// per feature (the CPU kernel's order of operations).
+  LogicalResult emitBatchNorm() {
+    SmallVector<Value> s = sizes(out());
+    int64_t axis = step.attrs.getInt("feature_axis");
+    double eps = step.attrs.getFloat("epsilon");
+    Value n = product(s);
+    gridStride(n, [&](Value i) {
+      Value c = delinearize(i, s)[axis];
+      Value x = load(0, i);
+      Value y = divf(subf(x, load(3, c)),
+                     b.create<math::SqrtOp>(loc, addf(load(4, c), f32(eps))));
+      y = addf(mulf(y, load(1, c)), load(2, c));
+      store(y, i);
+    });
+    return success();
   }
 
   /// transpose, slice, pad, concat: each output element reads (at most) one
@@ -726,6 +773,24 @@ private:
               loc, constantOf(out().dtype, step.attrs.getFloat("value")));
         }
         store(ifOp.getResult(0), i);
+        break;
+      }
+      case OpId::Gather: {
+        // Indices were checked in range at compile time (classifyStep).
+        int64_t axis = step.attrs.getInt("axis");
+        const TensorDesc& data = tensors[0];
+        size_t ri = tensors[1].shape.size();
+        SmallVector<Value> ds = sizes(data);
+        SmallVector<Value> is = sizes(tensors[1]);
+        SmallVector<Value> idxPos(ix.begin() + axis, ix.begin() + axis + ri);
+        Value k = load(1, linearize(idxPos, strides(is)));
+        k = b.create<arith::IndexCastOp>(loc, b.getIndexType(), k);
+        Value wrapped = b.create<arith::AddIOp>(loc, k, ds[axis]);
+        k = select(cmpi(arith::CmpIPredicate::slt, k, idx(0)), wrapped, k);
+        SmallVector<Value> src(ix.begin(), ix.begin() + axis);
+        src.push_back(k);
+        src.append(ix.begin() + axis + ri, ix.end());
+        store(load(0, linearize(src, strides(ds))), i);
         break;
       }
       case OpId::Concat: {
@@ -826,14 +891,50 @@ private:
     return blockReduce(part, kind, smem);
   }
 
+  /// The reduction a step computes: its own op, or the last op of a fused
+  /// region that ends in one (the ops before it computed per element).
+  const PlanRegionOp* regionReduction() const {
+    return step.op == OpId::Fused && !step.body.empty() ? &step.body.back()
+                                                        : nullptr;
+  }
+  OpId reduceOp() const {
+    return regionReduction() ? regionReduction()->op : step.op;
+  }
+  const rt::OpAttrs& reduceAttrs() const {
+    return regionReduction() ? regionReduction()->attrs : step.attrs;
+  }
+  /// What the reduction reads: input 0, or the region's value before it.
+  TensorDesc reducedTensor() const {
+    const PlanRegionOp* r = regionReduction();
+    if (!r)
+      return tensors[0];
+    uint32_t v = r->operands[0];
+    if (v < numInputs())
+      return tensors[v];
+    const PlanRegionOp& p = step.body[v - numInputs()];
+    return TensorDesc{p.dtype, p.shape, p.batchScale};
+  }
+  /// Element `flat` of the reduced tensor.
+  std::function<Value(Value)> reducedElement(ArrayRef<Value> s, int64_t numel) {
+    if (!regionReduction())
+      return [this](Value flat) { return load(0, flat); };
+    SmallVector<Value> shape(s.begin(), s.end());
+    return [this, shape, numel](Value flat) {
+      DType t;
+      FailureOr<Value> v = evalRegion(step.body, step.body.size() - 1, flat,
+                                      shape, numel, &t);
+      return succeeded(v) ? *v : f32(0);
+    };
+  }
+
   LogicalResult emitRows() {
-    const TensorDesc& x = tensors[0];
+    const TensorDesc x = reducedTensor();
     int64_t rank = int64_t(x.shape.size());
     int64_t first = rank - 1;
     if (step.op == OpId::LayerNorm)
       first = step.attrs.getInt("axis");
-    else if (rt::isReduction(step.op))
-      first = trailingStart(step.attrs.getInts("dims"), rank);
+    else if (rt::isReduction(reduceOp()))
+      first = trailingStart(reduceAttrs().getInts("dims"), rank);
     SmallVector<Value> s = sizes(x);
     Value cols = idx(1);
     rowLength = 1;
@@ -845,11 +946,12 @@ private:
     auto smemType = MemRefType::get({64}, b.getF32Type(), AffineMap(),
                                     b.getI64IntegerAttr(3));
     Value smem = b.create<memref::AllocOp>(loc, smemType);
+    std::function<Value(Value)> element = reducedElement(s, x.numel());
     loop(blockId(), rows, gridDim(), [&](Value row) {
       Value base = b.create<arith::MulIOp>(loc, row, cols);
       auto at = [&](Value j) { return b.create<arith::AddIOp>(loc, base, j); };
-      auto in = [&](Value j) { return load(0, at(j)); };
-      switch (step.op) {
+      auto in = [&](Value j) { return element(at(j)); };
+      switch (reduceOp()) {
       case OpId::Softmax:
       case OpId::LogSoftmax: {
         Value m = rowReduce(gpu::AllReduceOperation::MAXNUMF, cols, smem, in);
@@ -886,12 +988,12 @@ private:
         break;
       }
       default: { // trailing reductions
-        auto kind = step.op == OpId::ReduceMax ? gpu::AllReduceOperation::MAXNUMF
-                    : step.op == OpId::ReduceMin
-                        ? gpu::AllReduceOperation::MINNUMF
-                        : gpu::AllReduceOperation::ADD;
+        OpId op = reduceOp();
+        auto kind = op == OpId::ReduceMax   ? gpu::AllReduceOperation::MAXNUMF
+                    : op == OpId::ReduceMin ? gpu::AllReduceOperation::MINNUMF
+                                            : gpu::AllReduceOperation::ADD;
         Value r = rowReduce(kind, cols, smem, in);
-        if (step.op == OpId::ReduceMean)
+        if (op == OpId::ReduceMean)
           r = divf(r, b.create<arith::UIToFPOp>(
                           loc, b.getF32Type(),
                           b.create<arith::IndexCastOp>(loc, b.getI64Type(),
@@ -913,8 +1015,9 @@ private:
   /// Any dims: one thread per output element folds its reduced elements in
   /// order (f32 for floats, the integer type for max/min of integers).
   LogicalResult emitReduce() {
-    const TensorDesc& x = tensors[0];
-    std::vector<int64_t> dims = step.attrs.getInts("dims");
+    const TensorDesc x = reducedTensor();
+    std::vector<int64_t> dims = reduceAttrs().getInts("dims");
+    OpId op = reduceOp();
     SmallVector<Value> s = sizes(x);
     SmallVector<Value> st = strides(s);
     SmallVector<Value> kept, keptSt, red, redSt;
@@ -927,16 +1030,17 @@ private:
     Value count = product(red);
     Type ct = computeType(x.dtype);
     bool fl = ct.isF32();
+    std::function<Value(Value)> element = reducedElement(s, x.numel());
     gridStride(n, [&](Value o) {
       SmallVector<Value> oi = delinearize(o, kept);
       Value base = linearize(oi, keptSt);
       Value init;
-      if (step.op == OpId::ReduceMax)
+      if (op == OpId::ReduceMax)
         init = fl ? f32(-std::numeric_limits<float>::infinity())
                   : intConst(ct, ct.isInteger(64)
                                      ? std::numeric_limits<int64_t>::min()
                                      : std::numeric_limits<int32_t>::min());
-      else if (step.op == OpId::ReduceMin)
+      else if (op == OpId::ReduceMin)
         init = fl ? f32(std::numeric_limits<float>::infinity())
                   : intConst(ct, ct.isInteger(64)
                                      ? std::numeric_limits<int64_t>::max()
@@ -946,8 +1050,8 @@ private:
       Value acc = loopAcc(idx(0), count, idx(1), init, [&](Value j, Value a) {
         Value flat = b.create<arith::AddIOp>(
             loc, base, linearize(delinearize(j, red), redSt));
-        Value v = load(0, flat);
-        switch (step.op) {
+        Value v = element(flat);
+        switch (op) {
         case OpId::ReduceMax: // NaN wins
           return fl ? select(b.create<arith::OrIOp>(
                                  loc, isNan(v),
@@ -964,12 +1068,50 @@ private:
           return fl ? addf(a, v) : Value(b.create<arith::AddIOp>(loc, a, v));
         }
       });
-      if (step.op == OpId::ReduceMean)
+      if (op == OpId::ReduceMean)
         acc = divf(acc, b.create<arith::UIToFPOp>(
                             loc, b.getF32Type(),
                             b.create<arith::IndexCastOp>(loc, b.getI64Type(),
                                                          count)));
       store(acc, o);
+    });
+    return success();
+  }
+
+  /// Softmax over a dim other than the last: one thread per (outer,
+  /// inner) pair walks the axis three times (max, sum, write).
+  LogicalResult emitSoftmaxAxis() {
+    SmallVector<Value> s = sizes(out());
+    size_t axis = size_t(step.attrs.getInt("axis"));
+    Value outer = product(ArrayRef<Value>(s).take_front(axis));
+    Value inner = product(ArrayRef<Value>(s).drop_front(axis + 1));
+    Value len = s[axis];
+    bool log = step.op == OpId::LogSoftmax;
+    gridStride(b.create<arith::MulIOp>(loc, outer, inner), [&](Value u) {
+      Value o = b.create<arith::DivUIOp>(loc, u, inner);
+      Value in = b.create<arith::RemUIOp>(loc, u, inner);
+      Value base = b.create<arith::AddIOp>(
+          loc, b.create<arith::MulIOp>(
+                   loc, b.create<arith::MulIOp>(loc, o, len), inner),
+          in);
+      auto at = [&](Value j) {
+        return b.create<arith::AddIOp>(
+            loc, base, b.create<arith::MulIOp>(loc, j, inner));
+      };
+      Value m = loopAcc(idx(0), len, idx(1),
+                        f32(-std::numeric_limits<float>::infinity()),
+                        [&](Value j, Value a) {
+                          return b.create<arith::MaxNumFOp>(loc, a,
+                                                            load(0, at(j)));
+                        });
+      Value sum = loopAcc(idx(0), len, idx(1), f32(0), [&](Value j, Value a) {
+        return addf(a, expf(subf(load(0, at(j)), m)));
+      });
+      Value lse = log ? Value(b.create<math::LogOp>(loc, sum)) : Value();
+      loop(idx(0), len, idx(1), [&](Value j) {
+        Value d = subf(load(0, at(j)), m);
+        store(log ? subf(d, lse) : divf(expf(d), sum), at(j));
+      });
     });
     return success();
   }
@@ -1082,12 +1224,65 @@ KernelKind classifyStep(const Plan& plan, const PlanStep& step,
     if (step.attrs.getBool("attention"))
       return refuse("attention regions run as separate steps on cuda "
                     "(compile with the cuda target's fusion options)");
-    for (const PlanRegionOp& op : step.body)
-      if (!isElementwiseOp(op.op))
+    for (size_t j = 0; j < step.body.size(); ++j) {
+      const PlanRegionOp& op = step.body[j];
+      bool lastReduction =
+          j + 1 == step.body.size() && rt::isReduction(op.op) && j > 0;
+      if (!isElementwiseOp(op.op) && !lastReduction)
         return refuse("region op mc." + std::string(rt::opName(op.op)) +
-                      " (only elementwise regions get one kernel)");
+                      " (only elementwise regions, optionally ending in a "
+                      "reduction, get one kernel)");
+    }
     std::string why = checkTypes(step.body);
-    return why.empty() ? KernelKind::Elementwise : refuse(why);
+    if (!why.empty())
+      return refuse(why);
+    const PlanRegionOp& last = step.body.back();
+    if (!rt::isReduction(last.op))
+      return KernelKind::Elementwise;
+    // The reduced value: the op before the reduction.
+    uint32_t v = last.operands[0];
+    if (v < step.inputs.size())
+      return refuse("a region reducing one of its inputs");
+    const PlanRegionOp& pre = step.body[v - step.inputs.size()];
+    if (!isFloat(pre.dtype))
+      return refuse("a region reducing integers");
+    int64_t rank = int64_t(pre.shape.size());
+    int64_t first = trailingStart(last.attrs.getInts("dims"), rank);
+    int64_t cols = 1;
+    for (int64_t d = std::max<int64_t>(first, 0); d < rank && first >= 0; ++d)
+      cols *= pre.shape[d];
+    return first >= 0 && cols >= 32 ? KernelKind::Rows : KernelKind::Reduce;
+  }
+  case OpId::Gather: {
+    // A device kernel cannot report an index out of range (the CPU's
+    // error), so only indices known at compile time, and in range, are
+    // gathered here.
+    const PlanBuffer& ind = plan.buffers[step.inputs[1]];
+    const PlanBuffer& data = plan.buffers[step.inputs[0]];
+    if (ind.kind != fb::BufferKind::Constant)
+      return refuse("gather with indices computed at run time (a kernel "
+                    "cannot report one out of range yet)");
+    int64_t axis = step.attrs.getInt("axis");
+    int64_t dim = data.shape[axis];
+    if (data.batchScale.size() > size_t(axis) && data.batchScale[axis] > 0)
+      return refuse("gather along the batch dim");
+    size_t width = ind.dtype == DType::I64 ? 8 : 4;
+    for (size_t o = 0; o + width <= ind.data.size(); o += width) {
+      int64_t v = 0;
+      if (width == 8)
+        std::memcpy(&v, ind.data.data() + o, 8);
+      else {
+        int32_t w;
+        std::memcpy(&w, ind.data.data() + o, 4);
+        v = w;
+      }
+      if (v < -dim || v >= dim)
+        return refuse("gather index " + std::to_string(v) +
+                      " out of range for a dim of " + std::to_string(dim));
+    }
+    if (flavor.spirv && outBuf.dtype == DType::BF16)
+      return refuse("bf16 has no SPIR-V type");
+    return KernelKind::Index;
   }
   case OpId::Transpose:
   case OpId::Slice:
@@ -1100,12 +1295,19 @@ KernelKind classifyStep(const Plan& plan, const PlanStep& step,
   case OpId::Softmax:
   case OpId::LogSoftmax: {
     int64_t rank = int64_t(plan.buffers[step.inputs[0]].shape.size());
-    if (step.attrs.getInt("axis") != rank - 1)
-      return refuse("softmax over a dim other than the last");
     if (!isFloat(outBuf.dtype))
       return refuse("softmax of integers");
     std::string why = checkTypes(bodyOf(plan, step));
-    return why.empty() ? KernelKind::Rows : refuse(why);
+    if (!why.empty())
+      return refuse(why);
+    return step.attrs.getInt("axis") == rank - 1 ? KernelKind::Rows
+                                                  : KernelKind::Reduce;
+  }
+  case OpId::BatchNorm: {
+    if (!isFloat(outBuf.dtype))
+      return refuse("batch_norm of integers");
+    std::string why = checkTypes(bodyOf(plan, step));
+    return why.empty() ? KernelKind::Elementwise : refuse(why);
   }
   case OpId::LayerNorm: {
     std::string why = checkTypes(bodyOf(plan, step));
