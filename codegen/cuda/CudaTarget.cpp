@@ -192,7 +192,7 @@ LogicalResult setArchitectures(llvm::StringRef list, std::string* error) {
   return success();
 }
 
-FailureOr<std::string> lowerToPtx(ModuleOp kernels) {
+FailureOr<std::string> lowerToPtx(ModuleOp kernels, unsigned indexBits) {
   MLIRContext& context = *kernels.getContext();
   appendKernelRegistry(context);
   PassManager pm(&context);
@@ -207,6 +207,7 @@ FailureOr<std::string> lowerToPtx(ModuleOp kernels) {
   gm.addPass(createSCFToControlFlowPass());
   ConvertGpuOpsToNVVMOpsOptions nvvm;
   nvvm.useBarePtrCallConv = true;
+  nvvm.indexBitwidth = indexBits;
   gm.addPass(createConvertGpuOpsToNVVMOps(nvvm));
   gm.addPass(createCanonicalizerPass());
   gm.addPass(createCSEPass());
@@ -265,7 +266,18 @@ LogicalResult generate(ModuleOp module, Plan& plan, const CudaOptions& opts) {
     return success(); // only library steps: nothing to generate
   if (opts.emitKernels)
     *opts.emitKernels = kernels->clone();
-  FailureOr<std::string> ptx = lowerToPtx(*kernels);
+  // 32-bit index arithmetic (a 64-bit division is a long instruction
+  // sequence on NVIDIA GPUs) when every tensor has fewer than 2^31
+  // elements.
+  uint64_t largest = 0;
+  for (const PlanBuffer& buf : plan.buffers) {
+    uint64_t n = 1;
+    for (int64_t d : buf.shape)
+      n *= uint64_t(d);
+    largest = std::max(largest, n);
+  }
+  unsigned indexBits = largest < (uint64_t(1) << 31) ? 32 : 64;
+  FailureOr<std::string> ptx = lowerToPtx(*kernels, indexBits);
   if (failed(ptx))
     return failure();
   if (opts.ptx)

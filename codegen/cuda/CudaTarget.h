@@ -30,8 +30,9 @@ mlir::LogicalResult setArchitectures(llvm::StringRef list, std::string* error);
 mlir::LogicalResult generate(mlir::ModuleOp module, Plan& plan,
                              const CudaOptions& options);
 /// Lowers a module holding one gpu.module of kernels to PTX (sm_80, PTX
-/// 8.0), in place.
-mlir::FailureOr<std::string> lowerToPtx(mlir::ModuleOp kernels);
+/// 8.0), in place, with index arithmetic of `indexBits` (32 or 64).
+mlir::FailureOr<std::string> lowerToPtx(mlir::ModuleOp kernels,
+                                        unsigned indexBits = 64);
 
 std::unique_ptr<Target> createCudaTarget();
 
