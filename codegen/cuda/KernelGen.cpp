@@ -226,10 +226,7 @@ private:
     for (const TensorDesc& t : tensors)
       types.push_back(MemRefType::get({std::max<int64_t>(1, t.numel())},
                                       storageType(t.dtype)));
-    if (flavor.spirv)
-      types.push_back(MemRefType::get({1}, b.getI32Type()));
-    else
-      types.push_back(b.getI64Type());
+    types.push_back(b.getI64Type());
     fn = b.create<gpu::GPUFuncOp>(loc, name, b.getFunctionType(types, {}));
     fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
     if (flavor.spirv)
@@ -240,13 +237,8 @@ private:
     b.setInsertionPointToStart(&entry);
     for (size_t i = 0; i < tensors.size(); ++i)
       args.push_back(entry.getArgument(i));
-    Value raw = entry.getArgument(tensors.size());
-    if (flavor.spirv) {
-      Value v = b.create<memref::LoadOp>(loc, raw, ValueRange{idx(0)});
-      batch = b.create<arith::IndexCastOp>(loc, b.getIndexType(), v);
-    } else {
-      batch = b.create<arith::IndexCastOp>(loc, b.getIndexType(), raw);
-    }
+    batch = b.create<arith::IndexCastOp>(loc, b.getIndexType(),
+                                         entry.getArgument(tensors.size()));
   }
 
   //===--- shapes ---===//

@@ -24,9 +24,9 @@ namespace mc::codegen::cuda {
 
 /// Which lowering the kernel is for; the body is the same.
 struct KernelFlavor {
-  /// SPIR-V (the lavapipe check): the batch is a memref<1xi32> argument,
-  /// the subgroup size is read at run time (8 on lavapipe), and the entry
-  /// point carries its workgroup size. NVVM: an i64 batch, subgroups of 32.
+  /// SPIR-V (the lavapipe check): the subgroup size is read at run time (8
+  /// on lavapipe), the entry point carries its workgroup size, and bf16 is
+  /// refused (SPIR-V has no such type). NVVM: subgroups of 32.
   bool spirv = false;
   /// Threads per block of row kernels and of elementwise kernels (SPIR-V:
   /// the workgroup size fixed in the entry point).

@@ -1,0 +1,534 @@
+// Every kind of kernel the CUDA target generates, run on lavapipe and
+// compared with the CPU runtime's kernel for the same step: the same
+// gpu-dialect function (codegen/cuda/KernelGen.cpp) that the artifact gets
+// through NVVM, lowered through SPIR-V instead (docs/cuda.md, "Checking
+// kernels on lavapipe"). bf16 has no SPIR-V type; its kernels are the f32
+// ones with other loads and stores, checked by ptxas and on a GPU.
+#include "SpirvLowering.h"
+#include "VulkanRunner.h"
+
+#include "codegen/Plan.h"
+#include "codegen/cuda/KernelGen.h"
+#include "modelc/device.h"
+#include "modelc/kernels.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+namespace {
+
+using mc::codegen::Plan;
+using mc::codegen::PlanBuffer;
+using mc::codegen::PlanRegionOp;
+using mc::codegen::PlanStep;
+using mc::rt::DType;
+using mc::rt::OpAttr;
+using mc::rt::OpAttrs;
+using mc::rt::OpId;
+using Shape = std::vector<int64_t>;
+
+OpAttr ints(const char* name, std::vector<int64_t> v) {
+  OpAttr a;
+  a.name = name;
+  a.kind = mc::rt::AttrKind::Ints;
+  a.ints = std::move(v);
+  return a;
+}
+OpAttr integer(const char* name, int64_t v) {
+  OpAttr a;
+  a.name = name;
+  a.kind = mc::rt::AttrKind::Int;
+  a.i = v;
+  return a;
+}
+OpAttr real(const char* name, double v) {
+  OpAttr a;
+  a.name = name;
+  a.kind = mc::rt::AttrKind::Float;
+  a.f = v;
+  return a;
+}
+OpAttr flag(const char* name) {
+  OpAttr a;
+  a.name = name;
+  a.kind = mc::rt::AttrKind::Bool;
+  a.i = 1;
+  return a;
+}
+
+/// One step over fresh buffers: inputs, then the output.
+struct Case {
+  Plan plan;
+  int64_t batch = 0; // the session's batch for a dynamic plan
+  /// Inputs that must be positive (log, sqrt, pow's base).
+  bool positive = false;
+};
+
+uint32_t addBuffer(Plan& p, DType t, Shape shape, Shape scale = {}) {
+  PlanBuffer b;
+  b.name = "b" + std::to_string(p.buffers.size());
+  b.dtype = t;
+  b.shape = std::move(shape);
+  b.batchScale = std::move(scale);
+  p.buffers.push_back(std::move(b));
+  return uint32_t(p.buffers.size() - 1);
+}
+
+Case stepCase(OpId op, std::vector<std::pair<DType, Shape>> ins,
+              std::pair<DType, Shape> out, std::vector<OpAttr> attrs = {}) {
+  Case c;
+  PlanStep s;
+  s.op = op;
+  s.attrs = OpAttrs(std::move(attrs));
+  for (auto& [t, sh] : ins)
+    s.inputs.push_back(addBuffer(c.plan, t, sh));
+  s.outputs.push_back(addBuffer(c.plan, out.first, out.second));
+  c.plan.steps.push_back(std::move(s));
+  return c;
+}
+
+PlanRegionOp regionOp(OpId op, std::vector<uint32_t> operands, DType t,
+                      Shape shape, std::vector<OpAttr> attrs = {}) {
+  PlanRegionOp r;
+  r.op = op;
+  r.operands = std::move(operands);
+  r.dtype = t;
+  r.shape = std::move(shape);
+  r.attrs = OpAttrs(std::move(attrs));
+  return r;
+}
+
+size_t bytesOf(const PlanBuffer& b, int64_t batch) {
+  int64_t n = 1;
+  for (size_t d = 0; d < b.shape.size(); ++d)
+    n *= (d < b.batchScale.size() && b.batchScale[d] > 0)
+             ? b.batchScale[d] * batch
+             : b.shape[d];
+  return size_t(n) * mc::rt::dtypeSize(b.dtype);
+}
+Shape shapeAt(const PlanBuffer& b, int64_t batch) {
+  Shape s = b.shape;
+  for (size_t d = 0; d < s.size(); ++d)
+    if (d < b.batchScale.size() && b.batchScale[d] > 0)
+      s[d] = b.batchScale[d] * batch;
+  return s;
+}
+
+void fillRandom(std::vector<uint8_t>& bytes, DType t, std::mt19937& rng,
+                bool positive) {
+  std::uniform_real_distribution<float> u(positive ? 0.1f : -3.f, 3.f);
+  size_t n = bytes.size() / mc::rt::dtypeSize(t);
+  for (size_t i = 0; i < n; ++i) {
+    float v = u(rng);
+    switch (t) {
+    case DType::F32:
+      std::memcpy(bytes.data() + 4 * i, &v, 4);
+      break;
+    case DType::F16: {
+      uint16_t h = mc::rt::floatToHalf(v);
+      std::memcpy(bytes.data() + 2 * i, &h, 2);
+      break;
+    }
+    case DType::I32: {
+      int32_t x = int32_t(std::lround(v * 10));
+      std::memcpy(bytes.data() + 4 * i, &x, 4);
+      break;
+    }
+    case DType::I64: {
+      int64_t x = std::lround(v * 10);
+      std::memcpy(bytes.data() + 8 * i, &x, 8);
+      break;
+    }
+    case DType::I1:
+      bytes[i] = v > 0;
+      break;
+    default:
+      break;
+    }
+  }
+}
+
+double valueAt(const std::vector<uint8_t>& bytes, DType t, size_t i) {
+  switch (t) {
+  case DType::F32: {
+    float v;
+    std::memcpy(&v, bytes.data() + 4 * i, 4);
+    return v;
+  }
+  case DType::F16: {
+    uint16_t h;
+    std::memcpy(&h, bytes.data() + 2 * i, 2);
+    return mc::rt::halfToFloat(h);
+  }
+  case DType::I32: {
+    int32_t v;
+    std::memcpy(&v, bytes.data() + 4 * i, 4);
+    return v;
+  }
+  case DType::I64: {
+    int64_t v;
+    std::memcpy(&v, bytes.data() + 8 * i, 8);
+    return double(v);
+  }
+  case DType::I1:
+    return bytes[i];
+  default:
+    return 0;
+  }
+}
+
+class KernelCheck : public ::testing::Test {
+protected:
+  static void SetUpTestSuite() {
+    std::string why;
+    runner_ = mc::gputest::VulkanRunner::create(&why).release();
+    whyNot_ = new std::string(why);
+  }
+  static void TearDownTestSuite() {
+    delete runner_;
+    runner_ = nullptr;
+    delete whyNot_;
+  }
+
+  /// Runs the case's step on lavapipe and with the CPU kernel; compares.
+  void check(Case c, double tol = 1e-5) {
+    if (!runner_)
+      GTEST_SKIP() << "no Vulkan device: " << *whyNot_;
+    Plan& plan = c.plan;
+    PlanStep& step = plan.steps[0];
+    int64_t batch = plan.batch.dynamic() ? c.batch : 0;
+    std::mt19937 rng(7);
+    std::vector<std::vector<uint8_t>> ins;
+    for (uint32_t i : step.inputs) {
+      // Buffers are sized at the max batch (the kernel's memref types).
+      const PlanBuffer& b = plan.buffers[i];
+      std::vector<uint8_t> bytes(bytesOf(b, plan.batch.dynamic()
+                                                ? plan.batch.max
+                                                : 0));
+      fillRandom(bytes, b.dtype, rng, c.positive);
+      if (!b.data.empty())
+        bytes = b.data;
+      ins.push_back(std::move(bytes));
+    }
+    const PlanBuffer& ob = plan.buffers[step.outputs[0]];
+    size_t outMax = bytesOf(ob, plan.batch.dynamic() ? plan.batch.max : 0);
+
+    // The CPU's kernel.
+    std::unique_ptr<mc::rt::Device> cpu;
+    ASSERT_TRUE(mc::rt::createDevice("cpu", &cpu));
+    std::vector<mc::rt::ConstTensor> cin;
+    for (size_t k = 0; k < ins.size(); ++k) {
+      const PlanBuffer& b = plan.buffers[step.inputs[k]];
+      cin.push_back({b.dtype, shapeAt(b, batch), ins[k].data()});
+    }
+    std::vector<uint8_t> want(outMax, 0);
+    mc::rt::MutTensor cout{ob.dtype, shapeAt(ob, batch), want.data()};
+    std::vector<mc::rt::RegionOp> body;
+    for (const PlanRegionOp& r : step.body) {
+      mc::rt::RegionOp op{r.op, r.attrs, r.operands, r.dtype, r.shape};
+      for (size_t d = 0; d < op.shape.size(); ++d)
+        if (d < r.batchScale.size() && r.batchScale[d] > 0)
+          op.shape[d] = r.batchScale[d] * batch;
+      body.push_back(std::move(op));
+    }
+    mc::rt::KernelRequest request{step.op, step.attrs, cin, cout, *cpu,
+                                  body.empty() ? nullptr : &body};
+    mc::rt::KernelFactory factory = mc::rt::findKernel("cpu", step.op);
+    ASSERT_NE(factory, nullptr);
+    mc::rt::BoundKernel bound;
+    size_t scratch = 0;
+    mc::rt::Status st = factory(request, &bound, &scratch);
+    ASSERT_TRUE(st) << st.message();
+    std::vector<uint8_t> workspace(scratch + 64);
+    st = bound(workspace.data());
+    ASSERT_TRUE(st) << st.message();
+
+    // The generated kernel, through SPIR-V.
+    mlir::DialectRegistry registry;
+    mc::gputest::registerSpirvLoweringDialects(registry);
+    mlir::MLIRContext context(registry);
+    mc::codegen::cuda::loadKernelDialects(context);
+    mlir::OpBuilder b(&context);
+    mlir::OwningOpRef<mlir::ModuleOp> module =
+        mlir::ModuleOp::create(b.getUnknownLoc());
+    (*module)->setAttr(mlir::gpu::GPUDialect::getContainerModuleAttrName(),
+                       b.getUnitAttr());
+    b.setInsertionPointToEnd(module->getBody());
+    auto gm = b.create<mlir::gpu::GPUModuleOp>(b.getUnknownLoc(), "k");
+    mc::codegen::cuda::KernelFlavor flavor;
+    flavor.spirv = true;
+    flavor.block = 64;
+    std::string why;
+    ASSERT_NE(mc::codegen::cuda::classifyStep(plan, step, flavor, &why),
+              mc::codegen::cuda::KernelKind::None)
+        << why;
+    auto launch = mc::codegen::cuda::emitKernel(gm, plan, step, "k0", flavor);
+    ASSERT_TRUE(mlir::succeeded(launch));
+    std::string error;
+    auto words = mc::gputest::lowerGpuModuleToSpirv(*module, &error);
+    ASSERT_TRUE(mlir::succeeded(words)) << error;
+    std::vector<uint8_t> got(outMax, 0);
+    std::vector<uint8_t> batchBytes(8);
+    std::memcpy(batchBytes.data(), &batch, 8);
+    std::vector<std::vector<uint8_t>*> bufs;
+    for (auto& in : ins)
+      bufs.push_back(&in);
+    bufs.push_back(&got);
+    bufs.push_back(&batchBytes);
+    uint64_t units = launch->unitsAt(batch);
+    // A small grid on purpose: the grid-stride loops must cover the rest.
+    uint32_t groups = uint32_t(std::min<uint64_t>(
+        std::max<uint64_t>(1, (units + launch->perBlock - 1) /
+                                  launch->perBlock),
+        7));
+    ASSERT_TRUE(runner_->dispatch(*words, "k0", bufs, groups, 1, 1, &error))
+        << error;
+
+    size_t n = bytesOf(ob, batch) / mc::rt::dtypeSize(ob.dtype);
+    ASSERT_GT(n, 0u);
+    double worst = 0;
+    size_t worstAt = 0;
+    for (size_t i = 0; i < n; ++i) {
+      double w = valueAt(want, ob.dtype, i), g = valueAt(got, ob.dtype, i);
+      if (std::isnan(w) && std::isnan(g))
+        continue;
+      double err = std::fabs(w - g) / std::max(1.0, std::fabs(w));
+      if (!(err <= worst)) {
+        worst = std::isnan(err) ? INFINITY : err;
+        worstAt = i;
+      }
+    }
+    EXPECT_LE(worst, tol) << "at element " << worstAt << " of " << n
+                          << ": cpu " << valueAt(want, ob.dtype, worstAt)
+                          << ", lavapipe " << valueAt(got, ob.dtype, worstAt);
+  }
+
+  static mc::gputest::VulkanRunner* runner_;
+  static std::string* whyNot_;
+};
+mc::gputest::VulkanRunner* KernelCheck::runner_ = nullptr;
+std::string* KernelCheck::whyNot_ = nullptr;
+
+const DType F = DType::F32;
+
+TEST_F(KernelCheck, UnaryOpsMatchTheCpu) {
+  for (OpId op : {OpId::Neg, OpId::Exp, OpId::Tanh, OpId::Sigmoid, OpId::Relu,
+                  OpId::Abs, OpId::Erf, OpId::Gelu, OpId::Hardswish}) {
+    SCOPED_TRACE(mc::rt::opName(op));
+    check(stepCase(op, {{F, {5, 77}}}, {F, {5, 77}}), 2e-5);
+  }
+  SCOPED_TRACE("gelu tanh");
+  check(stepCase(OpId::Gelu, {{F, {300}}}, {F, {300}},
+                 {flag("tanh_approximation")}),
+        2e-5);
+}
+
+TEST_F(KernelCheck, OpsOfPositiveInputsMatchTheCpu) {
+  for (OpId op : {OpId::Log, OpId::Sqrt}) {
+    SCOPED_TRACE(mc::rt::opName(op));
+    Case c = stepCase(op, {{F, {257}}}, {F, {257}});
+    c.positive = true;
+    check(c, 2e-5);
+  }
+  Case pow = stepCase(OpId::Pow, {{F, {99}}, {F, {99}}}, {F, {99}});
+  pow.positive = true;
+  check(pow, 1e-4);
+}
+
+TEST_F(KernelCheck, BinaryOpsMatchTheCpu) {
+  for (OpId op : {OpId::Add, OpId::Sub, OpId::Mul, OpId::Div, OpId::Maximum,
+                  OpId::Minimum}) {
+    SCOPED_TRACE(mc::rt::opName(op));
+    check(stepCase(op, {{F, {3, 4, 50}}, {F, {3, 4, 50}}}, {F, {3, 4, 50}}));
+  }
+  check(stepCase(OpId::Add, {{DType::I32, {1000}}, {DType::I32, {1000}}},
+                 {DType::I32, {1000}}), 0);
+  check(stepCase(OpId::Maximum, {{DType::I64, {100}}, {DType::I64, {100}}},
+                 {DType::I64, {100}}), 0);
+  check(stepCase(OpId::Clamp, {{F, {640}}}, {F, {640}},
+                 {real("min", -0.5), real("max", 1.25)}), 0);
+}
+
+TEST_F(KernelCheck, CastsCompareAndSelectMatchTheCpu) {
+  check(stepCase(OpId::Cast, {{F, {333}}}, {DType::I32, {333}}), 0);
+  check(stepCase(OpId::Cast, {{DType::I64, {333}}}, {F, {333}}), 0);
+  check(stepCase(OpId::Cast, {{F, {333}}}, {DType::F16, {333}}), 0);
+  check(stepCase(OpId::Cast, {{DType::F16, {333}}}, {F, {333}}), 0);
+  check(stepCase(OpId::Compare, {{F, {200}}, {F, {200}}}, {DType::I1, {200}},
+                 {integer("direction", 2)}),
+        0);
+  check(stepCase(OpId::Select, {{DType::I1, {200}}, {F, {200}}, {F, {200}}},
+                 {F, {200}}),
+        0);
+}
+
+TEST_F(KernelCheck, AnF16RegionRoundsLikeTheCpu) {
+  check(stepCase(OpId::Mul, {{DType::F16, {4, 64}}, {DType::F16, {4, 64}}},
+                 {DType::F16, {4, 64}}),
+        0);
+}
+
+TEST_F(KernelCheck, AFusedRegionWithBroadcastsAndAScalarMatchesTheCpu) {
+  // relu(x + broadcast(bias)) * s, s a rank-0 input.
+  Case c = stepCase(OpId::Fused, {{F, {64}}, {F, {6, 64}}, {F, {}}},
+                    {F, {6, 64}});
+  c.plan.steps[0].body = {
+      regionOp(OpId::BroadcastInDim, {0}, F, {6, 64}, {ints("dims", {1})}),
+      regionOp(OpId::Add, {1, 3}, F, {6, 64}),
+      regionOp(OpId::Relu, {4}, F, {6, 64}),
+      regionOp(OpId::Mul, {5, 2}, F, {6, 64}),
+  };
+  check(c);
+  // A broadcast of a size-1 dim, and a column.
+  Case d = stepCase(OpId::Fused, {{F, {5, 1}}, {F, {5, 9}}}, {F, {5, 9}});
+  d.plan.steps[0].body = {
+      regionOp(OpId::BroadcastInDim, {0}, F, {5, 9}, {ints("dims", {0, 1})}),
+      regionOp(OpId::Sub, {1, 2}, F, {5, 9}),
+      regionOp(OpId::Exp, {3}, F, {5, 9}),
+  };
+  check(d, 2e-5);
+}
+
+TEST_F(KernelCheck, ALoneBroadcastMatchesTheCpu) {
+  check(stepCase(OpId::BroadcastInDim, {{F, {3, 1, 5}}}, {F, {2, 3, 4, 5}},
+                 {ints("dims", {1, 2, 3})}),
+        0);
+}
+
+TEST_F(KernelCheck, IndexKernelsMatchTheCpu) {
+  check(stepCase(OpId::Transpose, {{F, {3, 5, 7}}}, {F, {7, 3, 5}},
+                 {ints("permutation", {2, 0, 1})}),
+        0);
+  check(stepCase(OpId::Slice, {{F, {9, 10}}}, {F, {3, 4}},
+                 {ints("start", {1, 2}), ints("limit", {8, 10}),
+                  ints("strides", {3, 2})}),
+        0);
+  check(stepCase(OpId::Pad, {{F, {3, 4}}}, {F, {6, 5}},
+                 {ints("low", {1, 0}), ints("high", {2, 1}),
+                  real("value", -2.5)}),
+        0);
+  check(stepCase(OpId::Concat, {{F, {2, 3}}, {F, {2, 5}}, {F, {2, 1}}},
+                 {F, {2, 9}}, {integer("axis", 1)}),
+        0);
+  Case g = stepCase(OpId::Gather, {{F, {6, 4}}, {DType::I64, {3}}},
+                    {F, {3, 4}}, {integer("axis", 0)});
+  std::vector<int64_t> idx = {5, -6, 2};
+  auto& ib = g.plan.buffers[g.plan.steps[0].inputs[1]];
+  ib.kind = mc::fb::BufferKind::Constant;
+  ib.data.resize(24);
+  std::memcpy(ib.data.data(), idx.data(), 24);
+  check(g, 0);
+}
+
+TEST_F(KernelCheck, RowKernelsMatchTheCpu) {
+  check(stepCase(OpId::Softmax, {{F, {5, 300}}}, {F, {5, 300}},
+                 {integer("axis", 1)}),
+        1e-5);
+  check(stepCase(OpId::LogSoftmax, {{F, {9, 40}}}, {F, {9, 40}},
+                 {integer("axis", 1)}),
+        1e-5);
+  check(stepCase(OpId::LayerNorm, {{F, {4, 3, 50}}, {F, {3, 50}}, {F, {3, 50}}},
+                 {F, {4, 3, 50}},
+                 {integer("axis", 1), real("epsilon", 1e-5)}),
+        1e-4);
+  check(stepCase(OpId::ReduceSum, {{F, {6, 7, 40}}}, {F, {6}},
+                 {ints("dims", {1, 2})}),
+        1e-5);
+  check(stepCase(OpId::ReduceMax, {{F, {6, 100}}}, {F, {6, 1}},
+                 {ints("dims", {1}), flag("keepdim")}),
+        0);
+}
+
+TEST_F(KernelCheck, OtherAxesMatchTheCpu) {
+  check(stepCase(OpId::Softmax, {{F, {4, 6, 5}}}, {F, {4, 6, 5}},
+                 {integer("axis", 1)}),
+        1e-5);
+  check(stepCase(OpId::ReduceMean, {{F, {8, 3, 5}}}, {F, {3}},
+                 {ints("dims", {0, 2})}),
+        1e-5);
+  check(stepCase(OpId::ReduceMin, {{DType::I32, {8, 3}}}, {DType::I32, {3}},
+                 {ints("dims", {0})}),
+        0);
+}
+
+TEST_F(KernelCheck, ARegionEndingInAReductionMatchesTheCpu) {
+  // mean over the last dim of (x - m)^2: layer norm's variance.
+  Case c = stepCase(OpId::Fused, {{F, {7, 96}}, {F, {7, 1}}}, {F, {7, 1}});
+  c.plan.steps[0].body = {
+      regionOp(OpId::BroadcastInDim, {1}, F, {7, 96}, {ints("dims", {0, 1})}),
+      regionOp(OpId::Sub, {0, 2}, F, {7, 96}),
+      regionOp(OpId::Mul, {3, 3}, F, {7, 96}),
+      regionOp(OpId::ReduceMean, {4}, F, {7, 1},
+               {ints("dims", {1}), flag("keepdim")}),
+  };
+  check(c, 1e-5);
+  // Short rows: one thread per output.
+  Case d = stepCase(OpId::Fused, {{F, {7, 5}}}, {F, {7}});
+  d.plan.steps[0].body = {
+      regionOp(OpId::Exp, {0}, F, {7, 5}),
+      regionOp(OpId::ReduceSum, {1}, F, {7}, {ints("dims", {1})}),
+  };
+  check(d, 1e-5);
+}
+
+TEST_F(KernelCheck, BatchNormAndPoolingMatchTheCpu) {
+  Case bn = stepCase(OpId::BatchNorm,
+                     {{F, {2, 3, 4, 5}}, {F, {3}}, {F, {3}}, {F, {3}}, {F, {3}}},
+                     {F, {2, 3, 4, 5}},
+                     {real("epsilon", 1e-5), integer("feature_axis", 1)});
+  bn.positive = true; // the variance
+  check(bn, 1e-5);
+  check(stepCase(OpId::MaxPool2d, {{F, {2, 3, 9, 9}}}, {F, {2, 3, 5, 5}},
+                 {ints("kernel", {3, 3}), ints("strides", {2, 2}),
+                  ints("padding", {1, 1, 1, 1}), ints("dilation", {1, 1})}),
+        0);
+  for (bool include : {false, true}) {
+    std::vector<OpAttr> attrs = {ints("kernel", {3, 3}), ints("strides", {2, 2}),
+                                 ints("padding", {1, 1, 1, 1}),
+                                 ints("dilation", {1, 1})};
+    if (include)
+      attrs.push_back(flag("count_include_pad"));
+    check(stepCase(OpId::AvgPool2d, {{F, {1, 2, 8, 8}}}, {F, {1, 2, 4, 4}},
+                   attrs),
+          1e-5);
+  }
+}
+
+TEST_F(KernelCheck, ADynamicBatchRunsBelowItsMax) {
+  // Shapes at the max batch (8) with the batch scaled dim; run at batch 3.
+  Case c;
+  c.plan.batch = {1, 8, 8};
+  PlanStep s;
+  s.op = OpId::Softmax;
+  s.attrs = OpAttrs({integer("axis", 1)});
+  s.inputs = {addBuffer(c.plan, F, {8, 70}, {1, 0})};
+  s.outputs = {addBuffer(c.plan, F, {8, 70}, {1, 0})};
+  c.plan.steps.push_back(std::move(s));
+  c.batch = 3;
+  check(c, 1e-5);
+  Case e;
+  e.plan.batch = {1, 8, 8};
+  PlanStep t;
+  t.op = OpId::Fused;
+  t.inputs = {addBuffer(e.plan, F, {16}), addBuffer(e.plan, F, {8, 16}, {1, 0})};
+  t.outputs = {addBuffer(e.plan, F, {8, 16}, {1, 0})};
+  t.body = {
+      regionOp(OpId::BroadcastInDim, {0}, F, {8, 16}, {ints("dims", {1})}),
+      regionOp(OpId::Add, {1, 2}, F, {8, 16}),
+  };
+  t.body[0].batchScale = t.body[1].batchScale = {1, 0};
+  e.plan.steps.push_back(std::move(t));
+  e.batch = 5;
+  check(e, 0);
+}
+
+} // namespace
