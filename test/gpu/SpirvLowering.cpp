@@ -1,0 +1,277 @@
+// Test harness: gpu-dialect kernels to SPIR-V words, in process (see
+// SpirvLowering.h for the binding contract and the pass order).
+#include "test/gpu/SpirvLowering.h"
+
+#include "mlir/AsmParser/AsmParser.h"
+#include "mlir/Conversion/GPUToSPIRV/GPUToSPIRVPass.h"
+#include "mlir/Conversion/MathToSPIRV/MathToSPIRVPass.h"
+#include "mlir/Conversion/MemRefToSPIRV/MemRefToSPIRV.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Math/Transforms/Passes.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SPIRV/IR/SPIRVDialect.h"
+#include "mlir/Dialect/SPIRV/IR/SPIRVOps.h"
+#include "mlir/Dialect/SPIRV/IR/TargetAndABI.h"
+#include "mlir/Dialect/SPIRV/Transforms/Passes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/SPIRV/Serialization.h"
+#include "mlir/Transforms/DialectConversion.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+
+namespace mc::gputest {
+namespace {
+
+// What lavapipe (Mesa 22.3, Vulkan 1.3) offers, as vulkaninfo reports it.
+// SPIR-V 1.3 is what Vulkan 1.1 accepts; spirv-update-vce lowers the
+// module's requirements to what it uses.
+constexpr const char *kLavapipeTargetEnv =
+    "#spirv.target_env<#spirv.vce<v1.3, [Shader, Int8, Int16, Int64, Float16, "
+    "StorageBuffer8BitAccess, StorageBuffer16BitAccess, GroupNonUniform, "
+    "GroupNonUniformArithmetic, GroupNonUniformBallot, "
+    "GroupNonUniformShuffle], [SPV_KHR_storage_buffer_storage_class, "
+    "SPV_KHR_8bit_storage, SPV_KHR_16bit_storage]>, api=Vulkan, "
+    "#spirv.resource_limits<max_compute_shared_memory_size = 32768, "
+    "max_compute_workgroup_invocations = 1024, max_compute_workgroup_size = "
+    "[1024, 1024, 1024], subgroup_size = 8, min_subgroup_size = 8, "
+    "max_subgroup_size = 8>>";
+
+// Math ops expanded by upstream polynomial approximations (f16 through f32):
+// erf, erfc and cbrt have no SPIR-V instruction; tanh has GLSL's, but
+// lavapipe's loses up to 2.7e-6 relative near 0 (GLSL.std.450 only inherits
+// its precision from the exp formula) where the polynomial stays within
+// 3e-7. atan2 is left out: its approximation is off by 1.5e-6 absolute.
+bool approximatedOnSpirv(StringRef name) {
+  return llvm::is_contained(
+      {math::ErfOp::getOperationName(), math::ErfcOp::getOperationName(),
+       math::CbrtOp::getOperationName(), math::TanhOp::getOperationName()},
+      name);
+}
+
+// GLSL.std.450 has Trunc but the SPIR-V dialect does not: trunc(x) =
+// copysign(floor(|x|), x), keeping -0.0 and the sign of NaN.
+struct TruncAsFloorOfAbs : OpRewritePattern<math::TruncOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(math::TruncOp op,
+                                PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value abs = math::AbsFOp::create(rewriter, loc, op.getOperand());
+    Value floor = math::FloorOp::create(rewriter, loc, abs);
+    rewriter.replaceOpWithNewOp<math::CopySignOp>(op, floor, op.getOperand());
+    return success();
+  }
+};
+
+LogicalResult expandMathOps(gpu::GPUModuleOp gpuModule) {
+  RewritePatternSet patterns(gpuModule.getContext());
+  populateMathF32ExpansionPatterns(patterns, approximatedOnSpirv);
+  populateMathPolynomialApproximationPatterns(patterns, approximatedOnSpirv);
+  math::populateExpansionPatterns(patterns, {"exp2"});
+  patterns.add<TruncAsFloorOfAbs>(gpuModule.getContext());
+  return applyPatternsGreedily(gpuModule, std::move(patterns));
+}
+
+// Vulkan's numbering (map-memref-spirv-storage-class{client-api=vulkan}: 0
+// StorageBuffer, 3 Workgroup, ...) plus the #gpu.address_space attributes
+// that the NVVM path writes, which that pass rejects.
+std::optional<spirv::StorageClass> vulkanStorageClass(Attribute space) {
+  if (auto gpuSpace = dyn_cast_if_present<gpu::AddressSpaceAttr>(space)) {
+    switch (gpuSpace.getValue()) {
+    case gpu::AddressSpace::Global:
+      return spirv::StorageClass::StorageBuffer;
+    case gpu::AddressSpace::Workgroup:
+      return spirv::StorageClass::Workgroup;
+    case gpu::AddressSpace::Private:
+      return spirv::StorageClass::Function;
+    }
+  }
+  return spirv::mapMemorySpaceToVulkanStorageClass(space);
+}
+
+LogicalResult mapMemorySpaces(gpu::GPUModuleOp gpuModule) {
+  spirv::MemorySpaceToStorageClassConverter converter(vulkanStorageClass);
+  spirv::convertMemRefTypesAndAttrs(gpuModule, converter);
+  std::unique_ptr<ConversionTarget> target =
+      spirv::getMemorySpaceToStorageClassTarget(*gpuModule.getContext());
+  WalkResult walk = gpuModule.walk([&](Operation *op) {
+    if (!target->isIllegal(op))
+      return WalkResult::advance();
+    op->emitOpError("has a memref memory space with no Vulkan storage class");
+    return WalkResult::interrupt();
+  });
+  return failure(walk.wasInterrupted());
+}
+
+// The SPIR-V type converter "emulates" float types the target lacks by
+// reinterpreting their bits: a memref<64xbf16> became 32 f32 loaded as if
+// they were the values, with no error. Only the types lavapipe has get
+// through.
+bool hasSpirvType(Type type) {
+  if (auto floatType = dyn_cast<FloatType>(type))
+    return floatType.isF16() || floatType.isF32();
+  if (auto intType = dyn_cast<IntegerType>(type))
+    return llvm::is_contained({1u, 8u, 16u, 32u, 64u}, intType.getWidth());
+  return true;
+}
+
+// What the conversion would get wrong silently (types) or refuse with only
+// "failed to legalize" (shuffle widths), said plainly.
+LogicalResult checkKernelOps(gpu::GPUModuleOp gpuModule,
+                             spirv::TargetEnvAttr env) {
+  int64_t subgroupSize = env.getResourceLimits().getSubgroupSize();
+  WalkResult walk = gpuModule.walk([&](Operation *op) {
+    SmallVector<Type> types(op->getResultTypes());
+    llvm::append_range(types, op->getOperandTypes());
+    for (Region &region : op->getRegions())
+      for (Block &block : region)
+        llvm::append_range(types, block.getArgumentTypes());
+    for (Type type : types) {
+      Type bad;
+      type.walk([&](Type inner) {
+        if (!bad && !hasSpirvType(inner))
+          bad = inner;
+      });
+      if (bad) {
+        op->emitOpError("uses ")
+            << bad << ", which has no SPIR-V type on lavapipe (only f16, f32 "
+            << "and i1/i8/i16/i32/i64); for bf16 test with f16 or f32 "
+            << "storage, or carry it as i16 bits";
+        return WalkResult::interrupt();
+      }
+    }
+    auto shuffle = dyn_cast<gpu::ShuffleOp>(op);
+    APInt width;
+    if (shuffle && !(matchPattern(shuffle.getWidth(), m_ConstantInt(&width)) &&
+                     width == subgroupSize)) {
+      shuffle.emitOpError("width must be the constant ")
+          << subgroupSize << ", the target's subgroup size, to lower to "
+          << "SPIR-V (use gpu.subgroup_reduce to stay size-agnostic)";
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
+}
+
+// Checks the input contract so that a wrong module gets a sentence, not a
+// pass failure deep in the conversion (or a silent miscompile).
+LogicalResult checkInput(ModuleOp module, gpu::GPUModuleOp &gpuModule) {
+  if (!module->hasAttr(gpu::GPUDialect::getContainerModuleAttrName()))
+    return module.emitError("expected a module with the 'gpu.container_module' "
+                            "attribute");
+  auto gpuModules = llvm::to_vector(module.getOps<gpu::GPUModuleOp>());
+  if (gpuModules.size() != 1)
+    return module.emitError("expected exactly one gpu.module, found ")
+           << gpuModules.size();
+  gpuModule = gpuModules.front();
+  int kernels = 0;
+  for (auto func : gpuModule.getOps<gpu::GPUFuncOp>()) {
+    if (!func.isKernel())
+      continue;
+    ++kernels;
+    if (!func->hasAttr(spirv::getEntryPointABIAttrName()))
+      return func.emitOpError("kernel needs a 'spirv.entry_point_abi' "
+                              "attribute (#spirv.entry_point_abi<"
+                              "workgroup_size = [N, 1, 1]>)");
+  }
+  if (kernels == 0)
+    return gpuModule.emitError("expected at least one gpu.func kernel");
+  return success();
+}
+
+std::string formatDiagnostic(Diagnostic &diag) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  auto printOne = [&](Diagnostic &d, StringRef severity) {
+    if (auto at = dyn_cast<FileLineColLoc>(d.getLocation()))
+      os << at.getFilename() << ":" << at.getLine() << ":" << at.getColumn();
+    else
+      os << d.getLocation();
+    os << ": " << severity << ": " << d << "\n";
+  };
+  switch (diag.getSeverity()) {
+  case DiagnosticSeverity::Error:
+    printOne(diag, "error");
+    break;
+  case DiagnosticSeverity::Warning:
+    printOne(diag, "warning");
+    break;
+  default:
+    printOne(diag, "note");
+    break;
+  }
+  for (Diagnostic &note : diag.getNotes())
+    printOne(note, "note");
+  return text;
+}
+
+} // namespace
+
+void registerSpirvLoweringDialects(DialectRegistry &registry) {
+  registry
+      .insert<arith::ArithDialect, gpu::GPUDialect, math::MathDialect,
+              memref::MemRefDialect, scf::SCFDialect, spirv::SPIRVDialect>();
+}
+
+FailureOr<std::vector<uint32_t>> lowerGpuModuleToSpirv(ModuleOp module,
+                                                       std::string *error) {
+  MLIRContext *context = module.getContext();
+  std::string diagnostics;
+  ScopedDiagnosticHandler handler(context, [&](Diagnostic &diag) {
+    diagnostics += formatDiagnostic(diag);
+    return success();
+  });
+  auto fail = [&](StringRef what) -> FailureOr<std::vector<uint32_t>> {
+    if (error)
+      *error = (what + ":\n" + diagnostics).str();
+    return failure();
+  };
+
+  context->getOrLoadDialect<spirv::SPIRVDialect>();
+  OwningOpRef<ModuleOp> copy(module.clone());
+  gpu::GPUModuleOp gpuModule;
+  if (failed(verify(*copy)) || failed(checkInput(*copy, gpuModule)))
+    return fail("lowerGpuModuleToSpirv: the input was refused");
+  spirv::TargetEnvAttr env = spirv::lookupTargetEnv(gpuModule);
+  if (!env) {
+    env = dyn_cast_if_present<spirv::TargetEnvAttr>(
+        parseAttribute(kLavapipeTargetEnv, context));
+    assert(env && "the lavapipe target env must parse");
+    (*copy)->setAttr(spirv::getTargetEnvAttrName(), env);
+  }
+  if (failed(checkKernelOps(gpuModule, env)))
+    return fail("lowerGpuModuleToSpirv: the input was refused");
+
+  if (failed(expandMathOps(gpuModule)) || failed(mapMemorySpaces(gpuModule)))
+    return fail("lowerGpuModuleToSpirv: preparing the gpu.module failed");
+
+  PassManager pm(context);
+  pm.nest<gpu::GPUModuleOp>().addPass(createConvertMathToSPIRVPass());
+  pm.addPass(createConvertGPUToSPIRVPass(/*mapMemorySpace=*/false));
+  OpPassManager &spirvModulePm = pm.nest<spirv::ModuleOp>();
+  spirvModulePm.addPass(spirv::createSPIRVLowerABIAttributesPass());
+  spirvModulePm.addPass(spirv::createSPIRVUpdateVCEPass());
+  if (failed(pm.run(*copy)))
+    return fail("lowerGpuModuleToSpirv: the SPIR-V conversion failed");
+
+  auto spirvModules = llvm::to_vector(copy->getOps<spirv::ModuleOp>());
+  if (spirvModules.size() != 1)
+    return fail("lowerGpuModuleToSpirv: expected one spirv.module after "
+                "convert-gpu-to-spirv, found " +
+                std::to_string(spirvModules.size()));
+  SmallVector<uint32_t, 0> words;
+  if (failed(spirv::serialize(spirvModules.front(), words)))
+    return fail("lowerGpuModuleToSpirv: spirv::serialize failed");
+  return std::vector<uint32_t>(words.begin(), words.end());
+}
+
+} // namespace mc::gputest
