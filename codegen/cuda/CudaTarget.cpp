@@ -153,7 +153,7 @@ public:
                           std::string* error) const override {
     return setArchitectures(opts, error);
   }
-  bool fusesEpilogues() const override { return false; }
+  bool fusesEpilogues() const override { return true; }
   bool fusesAttention() const override { return false; }
 
   LogicalResult serializeExecutables(ModuleOp module,
@@ -229,6 +229,102 @@ FailureOr<std::string> lowerToPtx(ModuleOp kernels, unsigned indexBits) {
   return ptx;
 }
 
+/// Whether the CUDA device runs this anchor region as one library call:
+/// matmul, optionally its reshape, plus a bias broadcast along the last dim,
+/// optionally relu or tanh-form gelu (cuBLASLt's BIAS, RELU_BIAS and
+/// GELU_BIAS epilogues; its GELU is the tanh form).
+bool isLibraryEpilogue(const PlanStep& step) {
+  const std::vector<PlanRegionOp>& body = step.body;
+  size_t n = step.inputs.size(), j = 0;
+  if (body.empty() || body[0].op != rt::OpId::Matmul ||
+      body[0].operands != std::vector<uint32_t>{0, 1} ||
+      body[0].dtype == rt::DType::F16 /* f16 out, f32 bias: not one call */)
+    return false;
+  uint32_t cur = uint32_t(n);
+  j = 1;
+  if (j < body.size() && body[j].op == rt::OpId::Reshape)
+    cur = uint32_t(n + j++);
+  // add(cur, broadcast(bias)) in either order, the bias along the last dim.
+  if (j + 1 >= body.size() || body[j].op != rt::OpId::BroadcastInDim ||
+      body[j].operands.size() != 1 || body[j].operands[0] >= n ||
+      body[j].attrs.getInts("dims") !=
+          std::vector<int64_t>{int64_t(body[j].shape.size()) - 1})
+    return false;
+  uint32_t bias = uint32_t(n + j++);
+  const PlanRegionOp& add = body[j];
+  if (add.op != rt::OpId::Add ||
+      !(add.operands == std::vector<uint32_t>{cur, bias} ||
+        add.operands == std::vector<uint32_t>{bias, cur}))
+    return false;
+  cur = uint32_t(n + j++);
+  if (j < body.size()) {
+    const PlanRegionOp& act = body[j];
+    bool ok = act.operands == std::vector<uint32_t>{cur} &&
+              (act.op == rt::OpId::Relu ||
+               (act.op == rt::OpId::Gelu &&
+                act.attrs.getBool("tanh_approximation")));
+    if (!ok)
+      return false;
+    ++j;
+  }
+  return j == body.size();
+}
+
+/// A region led by a matmul or conv2d anchor that the device does not run
+/// as one library call becomes two steps: the anchor (a library call) into
+/// a new buffer, then the rest of the region, which reads it as one more
+/// input. Value numbers stay as they were: the new input takes the number
+/// the anchor's result had.
+void splitAnchorRegions(Plan& plan) {
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    PlanStep& step = plan.steps[i];
+    if (step.op != rt::OpId::Fused || step.body.empty() ||
+        (step.body[0].op != rt::OpId::Matmul &&
+         step.body[0].op != rt::OpId::Conv2d) ||
+        isLibraryEpilogue(step))
+      continue;
+    PlanRegionOp anchorOp = step.body[0];
+    PlanBuffer result;
+    result.name = plan.buffers[step.outputs[0]].name + ".anchor";
+    result.dtype = anchorOp.dtype;
+    result.shape = anchorOp.shape;
+    result.batchScale = anchorOp.batchScale;
+    plan.buffers.push_back(std::move(result));
+    uint32_t a = uint32_t(plan.buffers.size() - 1);
+    PlanStep anchor;
+    anchor.op = anchorOp.op;
+    anchor.attrs = anchorOp.attrs;
+    for (uint32_t v : anchorOp.operands)
+      anchor.inputs.push_back(step.inputs[v]);
+    anchor.outputs = {a};
+    anchor.location = anchorOp.location;
+    anchor.precision = anchorOp.precision;
+    anchor.precisionReason = anchorOp.precisionReason;
+    step.body.erase(step.body.begin());
+    uint32_t n = uint32_t(step.inputs.size());
+    if (!step.body.empty() && step.body[0].op == rt::OpId::Reshape) {
+      // The anchor's reshape becomes a view of its buffer (as the CPU
+      // lowering makes every reshape), and leaves the region.
+      PlanBuffer view;
+      view.name = plan.buffers[a].name + ".view";
+      view.dtype = step.body[0].dtype;
+      view.shape = step.body[0].shape;
+      view.batchScale = step.body[0].batchScale;
+      view.aliasOf = a;
+      plan.buffers.push_back(std::move(view));
+      a = uint32_t(plan.buffers.size() - 1);
+      step.body.erase(step.body.begin());
+      for (PlanRegionOp& op : step.body)
+        for (uint32_t& v : op.operands)
+          if (v > n)
+            --v; // the reshape's result (n + 1) is the new input n
+    }
+    step.inputs.push_back(a);
+    plan.steps.insert(plan.steps.begin() + i, std::move(anchor));
+    ++i;
+  }
+}
+
 LogicalResult generate(ModuleOp module, Plan& plan, const CudaOptions& opts) {
   MLIRContext& context = *module.getContext();
   appendKernelRegistry(context);
@@ -238,6 +334,7 @@ LogicalResult generate(ModuleOp module, Plan& plan, const CudaOptions& opts) {
                       b.getUnitAttr());
   b.setInsertionPointToEnd(kernels->getBody());
   auto gm = b.create<gpu::GPUModuleOp>(module.getLoc(), "modelc_kernels");
+  splitAnchorRegions(plan);
   KernelFlavor flavor;
   std::vector<std::string> entries;
   for (size_t i = 0; i < plan.steps.size(); ++i) {

@@ -60,6 +60,7 @@ bool isElementwiseOp(OpId op) {
   case OpId::Neg: case OpId::Not: case OpId::Pow: case OpId::Relu:
   case OpId::Select: case OpId::Sigmoid: case OpId::Sqrt: case OpId::Sub:
   case OpId::Tanh:
+  case OpId::Reshape: // in a region: the anchor's reshape, same flat order
     return true;
   default:
     return false;
@@ -443,6 +444,7 @@ private:
     Value r;
     switch (op.op) {
     case OpId::Copy:
+    case OpId::Reshape:
     case OpId::BroadcastInDim:
       return x[0];
     case OpId::Cast:
@@ -1213,6 +1215,9 @@ KernelKind classifyStep(const Plan& plan, const PlanStep& step,
   case OpId::Conv2d:
     return KernelKind::None; // the device's library kernels
   case OpId::Fused: {
+    if (!step.body.empty() && step.body[0].op == OpId::Matmul)
+      return KernelKind::None; // cuBLASLt with an epilogue (the target split
+                               // every other anchor region)
     if (step.attrs.getBool("attention"))
       return refuse("attention regions run as separate steps on cuda "
                     "(compile with the cuda target's fusion options)");
