@@ -408,6 +408,11 @@ Status CudaDevice::runSteps(uint64_t key,
   return check(d.graphLaunch(rec.exec, stream_), "cuGraphLaunch");
 }
 
+size_t CudaDevice::graphCount() const {
+  return size_t(std::count_if(recorded_.begin(), recorded_.end(),
+                              [](const Recorded& r) { return r.exec; }));
+}
+
 std::unique_ptr<StepTimer> CudaDevice::stepTimer() {
   return std::make_unique<EventTimer>(ctx_, stream_);
 }

@@ -75,6 +75,8 @@ public:
   /// The format of the executable entry `entry` runs from ("" when none
   /// was loaded), for tests and messages.
   std::string entryFormat(const std::string& entry) const;
+  /// How many step lists runSteps replays as CUDA graphs (for tests).
+  size_t graphCount() const;
 
 private:
   CudaDevice() = default;

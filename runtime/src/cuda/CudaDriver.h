@@ -78,6 +78,8 @@ struct CudaDriver {
 /// The process's driver, loaded (and cuInit'ed) on the first call; null
 /// when it cannot be, with `*why` saying why ("no CUDA driver: libcuda.so.1
 /// not found", "cuInit failed: CUDA_ERROR_NO_DEVICE (...)"). Never prints.
+/// MODELC_CUDA_DRIVER names another library to load instead (test/gpu's
+/// fake driver).
 const CudaDriver* driver(std::string* why = nullptr);
 
 /// Loads a driver from `library` into `*out` and calls cuInit: what
