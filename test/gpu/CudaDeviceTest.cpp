@@ -21,8 +21,16 @@ std::string readFile(const std::string &path) {
                      std::istreambuf_iterator<char>());
 }
 
+/// A test input's path: the environment's (test/gpu/run.sh sets them on
+/// a machine the tests were carried to), else the build's.
+std::string inputPath(const char *env, const char *built) {
+  const char *v = std::getenv(env);
+  return v && *v ? v : built;
+}
+
 const std::string &kernelsPtx() {
-  static const std::string text = readFile(MODELC_TEST_KERNELS_PTX);
+  static const std::string text = readFile(
+      inputPath("MODELC_TEST_KERNELS_PTX", MODELC_TEST_KERNELS_PTX));
   return text;
 }
 
@@ -173,7 +181,7 @@ void runAdd(CudaTest &t, int64_t batch, uint32_t executable = 0) {
 }
 
 TEST_F(CudaDevice, RunsAGeneratedKernelFromPtx) {
-  ASSERT_FALSE(kernelsPtx().empty()) << MODELC_TEST_KERNELS_PTX;
+  ASSERT_FALSE(kernelsPtx().empty()) << "kernels.ptx not found";
   rt::Status st = device->loadExecutables({view("cuda-ptx", kernelsPtx())});
   ASSERT_TRUE(st) << st.message();
   EXPECT_EQ(cuda->entryFormat("add_f32"), "cuda-ptx");
@@ -215,11 +223,12 @@ TEST_F(CudaDevice, DynamicSharedMemoryAbove48KiBIsAskedFor) {
 }
 
 TEST_F(CudaDevice, PicksTheCubinOfItsArchitectureElsePtx) {
-  std::string sm80 = readFile(MODELC_TEST_CUBIN_DIR "/kernels_sm80.cubin");
-  std::string sm90 = readFile(MODELC_TEST_CUBIN_DIR "/kernels_sm90.cubin");
+  std::string dir = inputPath("MODELC_TEST_CUBIN_DIR", MODELC_TEST_CUBIN_DIR);
+  std::string sm80 = readFile(dir + "/kernels_sm80.cubin");
+  std::string sm90 = readFile(dir + "/kernels_sm90.cubin");
   if (sm80.empty() || sm90.empty())
-    GTEST_SKIP() << "no cubins in " MODELC_TEST_CUBIN_DIR " (ptxas missing "
-                    "when the tests were built)";
+    GTEST_SKIP() << "no cubins in " << dir
+                 << " (ptxas missing when the tests were built)";
   // As the compiler writes them: sm_80, sm_90, PTX for newer GPUs.
   ASSERT_TRUE(device->loadExecutables({view("cuda-cubin-sm_80", sm80),
                                        view("cuda-cubin-sm_90", sm90),
@@ -287,7 +296,7 @@ struct FakeStats {
 };
 bool fakeStats(FakeStats *out) {
   const char *path = std::getenv("MODELC_CUDA_DRIVER");
-  if (!path || std::string(path) != MODELC_TEST_FAKE_DRIVER)
+  if (!path || !*path)
     return false;
   void *h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
   if (!h)

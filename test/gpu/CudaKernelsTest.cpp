@@ -195,11 +195,14 @@ TEST_F(CudaKernels, MatmulBiasReluRegionMatchesTheCpu) {
 }
 
 TEST_F(CudaKernels, MatmulBiasTanhGeluRegionMatchesTheCpu) {
-  // The tanh form on both sides; cuBLASLt's tanh differs from the CPU's in
-  // the last bits, well inside the tolerance.
-  for (DType t : {DType::F32, DType::BF16})
-    checkEpilogue(*this, t, {32, 64}, {64, 40}, {32, 40}, {32, 40},
-                  OpId::Gelu, true, tolerance(t));
+  // The tanh form on both sides. cuBLASLt may evaluate tanh with a fast
+  // approximation (the GPU's tanh.approx.f32 is good to about 2^-11
+  // relative), which adds up to about 2.5e-4 of |x| to each gelu(x): f32
+  // gets 1e-3 here rather than 5e-4; bf16 keeps its 1e-2.
+  checkEpilogue(*this, DType::F32, {32, 64}, {64, 40}, {32, 40}, {32, 40},
+                OpId::Gelu, true, 1e-3);
+  checkEpilogue(*this, DType::BF16, {32, 64}, {64, 40}, {32, 40}, {32, 40},
+                OpId::Gelu, true, tolerance(DType::BF16));
 }
 
 TEST_F(CudaKernels, OtherRegionsAreRefusedNamingTheOp) {
