@@ -144,6 +144,9 @@ struct Session::Impl {
   /// (evicting the least recently used one), growing the workspace as
   /// needed.
   Status select(int64_t batch);
+  /// Runs the current binding's steps (marking each with `timer`, if
+  /// any); an error names the step.
+  Status runAll(StepTimer *timer) const;
   const std::vector<StepExec> &steps() const { return bindings[current].steps; }
 
   const Model *model = nullptr;
@@ -298,6 +301,22 @@ Status Session::Impl::select(int64_t batch) {
     if (bindings[i].lastUse < bindings[current].lastUse)
       current = i;
   bindings[current] = std::move(b);
+  return Status::ok();
+}
+
+Status Session::Impl::runAll(StepTimer *timer) const {
+  const std::vector<StepExec> &steps = this->steps();
+  void *scratch = workspace.get();
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (timer)
+      timer->mark(i);
+    Status st = steps[i].kernel(scratch);
+    if (!st)
+      return Status::error(stepWhere(*model, uint32_t(i)) + ": " +
+                           st.message());
+  }
+  if (timer)
+    timer->mark(steps.size());
   return Status::ok();
 }
 
@@ -523,22 +542,9 @@ Status Session::run() {
     if (slot.clobbered && slot.bytes)
       MC_RETURN_IF_ERROR(impl.device->copyToDevice(
           slot.arenaPtr, slot.staging.data(), slot.bytes));
-  const std::vector<StepExec> &steps = impl.steps();
-  void *workspace = impl.workspace.get();
   StepTimer *timer = impl.profile ? impl.timer.get() : nullptr;
-  auto runAll = [&]() -> Status {
-    for (size_t i = 0; i < steps.size(); ++i) {
-      if (timer)
-        timer->mark(i);
-      Status st = steps[i].kernel(workspace);
-      if (!st)
-        return Status::error(stepWhere(model_, uint32_t(i)) + ": " +
-                             st.message());
-    }
-    if (timer)
-      timer->mark(steps.size());
-    return Status::ok();
-  };
+  // Two pointers: the std::function holds them without allocating.
+  auto runAll = [&impl, timer] { return impl.runAll(timer); };
   // A profiled run times each step, so the device records nothing (key 0).
   MC_RETURN_IF_ERROR(impl.device->runSteps(
       timer ? 0 : impl.bindings[impl.current].key, runAll));
