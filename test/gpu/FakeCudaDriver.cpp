@@ -155,10 +155,6 @@ CUresult CUDAAPI cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice) {
   }
   return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuDeviceTotalMem_v2(size_t *bytes, CUdevice) {
-  *bytes = kTotalMemory;
-  return CUDA_SUCCESS;
-}
 CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice) {
   *c = reinterpret_cast<CUcontext>(&fakeContext);
   return CUDA_SUCCESS;
@@ -167,12 +163,6 @@ CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice) {
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuCtxSetCurrent(CUcontext) { return CUDA_SUCCESS; }
-CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext) { return CUDA_SUCCESS; }
-CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext *c) {
-  if (c)
-    *c = reinterpret_cast<CUcontext>(&fakeContext);
-  return CUDA_SUCCESS;
-}
 CUresult CUDAAPI cuStreamCreate(CUstream *s, unsigned int) {
   *s = reinterpret_cast<CUstream>(new Stream());
   return CUDA_SUCCESS;

@@ -26,13 +26,10 @@ namespace mc::rt::cuda {
   X(deviceGet, cuDeviceGet, "cuDeviceGet")                                     \
   X(deviceGetName, cuDeviceGetName, "cuDeviceGetName")                         \
   X(deviceGetAttribute, cuDeviceGetAttribute, "cuDeviceGetAttribute")          \
-  X(deviceTotalMem, cuDeviceTotalMem, "cuDeviceTotalMem_v2")                   \
   X(primaryCtxRetain, cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain")    \
   X(primaryCtxRelease, cuDevicePrimaryCtxRelease,                              \
     "cuDevicePrimaryCtxRelease_v2")                                            \
   X(ctxSetCurrent, cuCtxSetCurrent, "cuCtxSetCurrent")                         \
-  X(ctxPushCurrent, cuCtxPushCurrent, "cuCtxPushCurrent_v2")                   \
-  X(ctxPopCurrent, cuCtxPopCurrent, "cuCtxPopCurrent_v2")                      \
   X(streamCreate, cuStreamCreate, "cuStreamCreate")                            \
   X(streamDestroy, cuStreamDestroy, "cuStreamDestroy_v2")                      \
   X(streamSynchronize, cuStreamSynchronize, "cuStreamSynchronize")             \
