@@ -8,7 +8,6 @@
 #include "modelc/shapes.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -32,6 +31,9 @@ struct StepExec {
 struct Binding {
   int64_t batch = 0;
   uint64_t lastUse = 0; // for the LRU
+  /// Names these steps on this memory for Device::runSteps: new for each
+  /// binding, and again for all of them when the workspace moves.
+  uint64_t key = 0;
   std::vector<StepExec> steps;
 };
 
@@ -119,9 +121,10 @@ Status checkInputShape(const TensorInfo &info, const BatchBounds &bounds,
   return Status::ok();
 }
 
-/// MODELC_PROFILE=1 (any value but empty or "0"): run() times every step;
-/// when the session ends, a table of time per op kind and the slowest steps
-/// goes to stderr. Off by default: then run() reads no clock.
+/// MODELC_PROFILE=1 (any value but empty or "0"): run() times every step
+/// with the device's StepTimer (the host clock on the CPU, events on a
+/// GPU); when the session ends, a table of time per op kind and the
+/// slowest steps goes to stderr. Off by default: then run() reads no clock.
 bool profileRequested() {
   const char *v = std::getenv("MODELC_PROFILE");
   return v && *v && std::strcmp(v, "0") != 0;
@@ -141,6 +144,9 @@ struct Session::Impl {
   /// (evicting the least recently used one), growing the workspace as
   /// needed.
   Status select(int64_t batch);
+  /// Runs the current binding's steps (marking each with `timer`, if
+  /// any); an error names the step.
+  Status runAll(StepTimer *timer) const;
   const std::vector<StepExec> &steps() const { return bindings[current].steps; }
 
   const Model *model = nullptr;
@@ -150,6 +156,7 @@ struct Session::Impl {
   std::vector<double> stepSeconds; // per step, summed over profiled runs
 
   std::unique_ptr<Device> device;
+  std::unique_ptr<StepTimer> timer; // the device's, when profiling
   DeviceMemory arena;
   DeviceMemory state;     // the state region: persists between runs
   DeviceMemory constants; // a device copy of the data section, when the
@@ -160,6 +167,7 @@ struct Session::Impl {
   std::vector<Binding> bindings;         // at most kMaxBindings
   size_t current = 0;                    // index into bindings
   uint64_t useClock = 0;
+  uint64_t keyClock = 0; // the last Binding::key given
   std::vector<InputSlot> inputs;
 };
 
@@ -277,8 +285,12 @@ Status Session::Impl::select(int64_t batch) {
   if (scratch > workspaceBytes) {
     MC_RETURN_IF_ERROR(device->allocate(scratch, &workspace));
     workspaceBytes = scratch;
+    // What a device recorded of the other bindings used the old workspace.
+    for (Binding &old : bindings)
+      old.key = ++keyClock;
   }
   b.lastUse = useClock;
+  b.key = ++keyClock;
   if (bindings.size() < kMaxBindings) {
     bindings.push_back(std::move(b));
     current = bindings.size() - 1;
@@ -289,6 +301,22 @@ Status Session::Impl::select(int64_t batch) {
     if (bindings[i].lastUse < bindings[current].lastUse)
       current = i;
   bindings[current] = std::move(b);
+  return Status::ok();
+}
+
+Status Session::Impl::runAll(StepTimer *timer) const {
+  const std::vector<StepExec> &steps = this->steps();
+  void *scratch = workspace.get();
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (timer)
+      timer->mark(i);
+    Status st = steps[i].kernel(scratch);
+    if (!st)
+      return Status::error(stepWhere(*model, uint32_t(i)) + ": " +
+                           st.message());
+  }
+  if (timer)
+    timer->mark(steps.size());
   return Status::ok();
 }
 
@@ -384,21 +412,8 @@ Status Session::create(const Model &model, std::unique_ptr<Device> device,
                            " does not run (recompile with --target naming " +
                            "one of its targets)");
   }
-  std::unique_ptr<Session> s(new Session(model));
-  Impl &impl = *s->impl_;
-  Device &dev = *device;
-  impl.device = std::move(device);
-  MC_RETURN_IF_ERROR(dev.allocate(size_t(t.arena_size()), &impl.arena));
-  MC_RETURN_IF_ERROR(dev.allocate(size_t(model.stateSize()), &impl.state));
-  const uint8_t *constants = model.constantData();
-  if (!dev.hostAccessible() && model.constantBytes()) {
-    MC_RETURN_IF_ERROR(
-        dev.allocate(size_t(model.constantBytes()), &impl.constants));
-    MC_RETURN_IF_ERROR(dev.copyToDevice(impl.constants.get(), constants,
-                                        size_t(model.constantBytes())));
-    constants = impl.constants.get();
-  }
-  s->resetState();
+  // The executables next, before any allocation: a device refuses here a
+  // file with no code for it (a GPU of an architecture the file lacks).
   std::vector<ExecutableView> executables;
   if (const auto *exes = t.executables())
     for (const fb::Executable *e : *exes) {
@@ -414,7 +429,23 @@ Status Session::create(const Model &model, std::unique_ptr<Device> device,
       }
       executables.push_back(std::move(v));
     }
-  MC_RETURN_IF_ERROR(dev.loadExecutables(executables));
+  if (Status st = device->loadExecutables(executables); !st)
+    return Status::error(model.name() + ": " + st.message());
+  std::unique_ptr<Session> s(new Session(model));
+  Impl &impl = *s->impl_;
+  Device &dev = *device;
+  impl.device = std::move(device);
+  MC_RETURN_IF_ERROR(dev.allocate(size_t(t.arena_size()), &impl.arena));
+  MC_RETURN_IF_ERROR(dev.allocate(size_t(model.stateSize()), &impl.state));
+  const uint8_t *constants = model.constantData();
+  if (!dev.hostAccessible() && model.constantBytes()) {
+    MC_RETURN_IF_ERROR(
+        dev.allocate(size_t(model.constantBytes()), &impl.constants));
+    MC_RETURN_IF_ERROR(dev.copyToDevice(impl.constants.get(), constants,
+                                        size_t(model.constantBytes())));
+    constants = impl.constants.get();
+  }
+  s->resetState();
   impl.model = &model;
   impl.constantData = constants;
   // The verifier has checked every index, offset, shape and attribute the
@@ -427,8 +458,10 @@ Status Session::create(const Model &model, std::unique_ptr<Device> device,
   const auto &buffers = *t.buffers();
   impl.name = model.name();
   impl.profile = profileRequested();
-  if (impl.profile)
+  if (impl.profile) {
     impl.stepSeconds.assign(impl.steps().size(), 0.0);
+    impl.timer = dev.stepTimer();
+  }
   impl.inputs.resize(model.inputs().size());
   for (size_t i = 0; i < impl.inputs.size(); ++i) {
     const fb::Buffer *b = buffers.Get(model.inputs()[i].buffer);
@@ -509,25 +542,18 @@ Status Session::run() {
     if (slot.clobbered && slot.bytes)
       MC_RETURN_IF_ERROR(impl.device->copyToDevice(
           slot.arenaPtr, slot.staging.data(), slot.bytes));
-  using Clock = std::chrono::steady_clock;
-  Clock::time_point t0;
-  if (impl.profile) {
+  StepTimer *timer = impl.profile ? impl.timer.get() : nullptr;
+  // Two pointers: the std::function holds them without allocating.
+  auto runAll = [&impl, timer] { return impl.runAll(timer); };
+  // A profiled run times each step, so the device records nothing (key 0).
+  MC_RETURN_IF_ERROR(impl.device->runSteps(
+      timer ? 0 : impl.bindings[impl.current].key, runAll));
+  MC_RETURN_IF_ERROR(impl.device->synchronize());
+  if (timer) {
     ++impl.profiledRuns;
-    t0 = Clock::now();
+    MC_RETURN_IF_ERROR(timer->collect(impl.stepSeconds));
   }
-  const std::vector<StepExec> &steps = impl.steps();
-  for (size_t i = 0; i < steps.size(); ++i) {
-    Status st = steps[i].kernel(impl.workspace.get());
-    if (impl.profile) {
-      Clock::time_point t1 = Clock::now();
-      impl.stepSeconds[i] += std::chrono::duration<double>(t1 - t0).count();
-      t0 = t1;
-    }
-    if (!st)
-      return Status::error(stepWhere(model_, uint32_t(i)) + ": " +
-                           st.message());
-  }
-  return impl.device->synchronize();
+  return Status::ok();
 }
 
 int64_t Session::batch() const {

@@ -25,17 +25,28 @@ std::vector<uint8_t> mlpArtifactFor(std::vector<std::string> targets,
   return bytes;
 }
 
-TEST(Devices, CpuIsRegisteredAndAutoPicksItHere) {
+TEST(Devices, CpuIsRegisteredAndAutoPicksThePreferredOne) {
   std::vector<std::string> present = rt::availableDevices();
   ASSERT_FALSE(present.empty());
   EXPECT_EQ(present.back(), "cpu");
   std::unique_ptr<rt::Device> d;
-  ASSERT_TRUE(rt::createDevice("auto", &d));
-  // No other device kind is built into this runtime yet.
+  std::string why;
+  ASSERT_TRUE(rt::createDevice("auto", &d, &why));
+  // The first present in priority order: cuda:0 on a GPU machine, else cpu.
+  EXPECT_EQ(d->name(), present.front());
+  EXPECT_FALSE(why.empty());
+  // An artifact for the CPU runs on the CPU wherever auto is asked.
+  ASSERT_TRUE(rt::createDevice("auto", &d, &why, {"cpu"}));
   EXPECT_EQ(d->name(), "cpu");
   EXPECT_TRUE(d->hostAccessible());
   ASSERT_TRUE(rt::createDevice("cpu", &d));
   EXPECT_EQ(d->targets(), std::vector<std::string>{"cpu"});
+  // No kind runs target 'tpu': auto says so for each kind present.
+  rt::Status st = rt::createDevice("auto", &d, &why, {"tpu"});
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.message().find("cpu skipped: the artifact targets tpu"),
+            std::string::npos)
+      << st.message();
 }
 
 TEST(Devices, UnknownOrAbsentDevicesAreNamedInTheError) {
@@ -62,17 +73,19 @@ TEST(Devices, EveryStepOpHasACpuKernel) {
 }
 
 TEST(Devices, AnArtifactForATargetThisMachineLacksIsRefusedAtLoad) {
-  std::vector<uint8_t> bytes = mlpArtifactFor({"cuda"});
+  // (Not cuda: a GPU machine runs that.)
+  std::vector<uint8_t> bytes = mlpArtifactFor({"tpu"});
   ASSERT_FALSE(bytes.empty());
   std::unique_ptr<rt::Model> model;
   rt::Status st = rt::Model::loadMemory(bytes.data(), bytes.size(),
                                         "mlp.mcpk", &model);
   ASSERT_FALSE(st);
   // Names what the file holds and what the machine offers.
-  EXPECT_NE(st.message().find("targets cuda"), std::string::npos)
+  EXPECT_NE(st.message().find("targets tpu"), std::string::npos)
       << st.message();
-  EXPECT_NE(st.message().find("offers: cpu"), std::string::npos)
+  EXPECT_NE(st.message().find("offers: "), std::string::npos)
       << st.message();
+  EXPECT_NE(st.message().find("cpu)"), std::string::npos) << st.message();
   // The same plan for the CPU loads and runs.
   bytes = mlpArtifactFor({"cpu"});
   ASSERT_TRUE(rt::Model::loadMemory(bytes.data(), bytes.size(), "mlp.mcpk",
@@ -117,6 +130,100 @@ TEST(Devices, CopyOutputGivesTheOutputPointerBytesAndChecksTheSize) {
   rt::Status st = s->copyOutput(0, copied.data(), info.byteSize - 4);
   ASSERT_FALSE(st);
   EXPECT_NE(st.message().find("probs"), std::string::npos) << st.message();
+}
+
+/// The CPU device, recording what Session::run asks of runSteps.
+class RecordingDevice final : public rt::Device {
+public:
+  RecordingDevice() { EXPECT_TRUE(rt::createDevice("cpu", &cpu_)); }
+  std::string name() const override { return "recording"; }
+  std::string kind() const override { return "cpu"; }
+  std::vector<std::string> targets() const override { return {"cpu"}; }
+  bool hostAccessible() const override { return true; }
+  rt::Status allocate(size_t n, rt::DeviceMemory *out) override {
+    return cpu_->allocate(n, out);
+  }
+  rt::Status copyToDevice(void *d, const void *s, size_t n) override {
+    return cpu_->copyToDevice(d, s, n);
+  }
+  rt::Status copyToHost(void *d, const void *s, size_t n) override {
+    return cpu_->copyToHost(d, s, n);
+  }
+  rt::Status synchronize() override { return cpu_->synchronize(); }
+  rt::Status runSteps(uint64_t key,
+                      const std::function<rt::Status()> &runAll) override {
+    keys->push_back(key);
+    return runAll();
+  }
+  std::shared_ptr<std::vector<uint64_t>> keys =
+      std::make_shared<std::vector<uint64_t>>();
+
+private:
+  std::unique_ptr<rt::Device> cpu_;
+};
+
+void setBatchInputs(rt::Session &s, int64_t batch) {
+  std::vector<float> x = test::randomFloats(size_t(batch) * test::kDIn, 5);
+  std::vector<float> y = test::randomFloats(size_t(batch) * test::kDHidden, 6);
+  ASSERT_TRUE(s.setInput(0, rt::DType::F32, {batch, test::kDIn}, x.data(),
+                         x.size() * 4));
+  ASSERT_TRUE(s.setInput(1, rt::DType::F32, {batch, test::kDHidden},
+                         y.data(), y.size() * 4));
+}
+
+// The contract a device that records runs (CUDA graphs) relies on: one key
+// per binding, the same on every run at that batch, another at another
+// batch; 0 while profiling.
+TEST(Devices, RunStepsKeysNameOneBindingEach) {
+  codegen::Plan p = test::batchMlpPlan(0, /*dynamic=*/true);
+  ASSERT_TRUE(codegen::planMemory(p));
+  std::vector<uint8_t> bytes;
+  ASSERT_TRUE(codegen::writeArtifactToBytes(p, &bytes));
+  std::unique_ptr<rt::Model> model;
+  ASSERT_TRUE(rt::Model::loadMemory(bytes.data(), bytes.size(), "dyn.mcpk",
+                                    &model));
+  auto device = std::make_unique<RecordingDevice>();
+  std::shared_ptr<std::vector<uint64_t>> keys = device->keys;
+  std::unique_ptr<rt::Session> s;
+  ASSERT_TRUE(rt::Session::create(*model, std::move(device), &s));
+  for (int64_t batch : {7, 7, 9, 7}) {
+    setBatchInputs(*s, batch);
+    ASSERT_TRUE(s->run());
+  }
+  ASSERT_EQ(keys->size(), 4u);
+  EXPECT_NE((*keys)[0], 0u);
+  EXPECT_EQ((*keys)[0], (*keys)[1]);
+  EXPECT_NE((*keys)[0], (*keys)[2]);
+  EXPECT_NE((*keys)[2], 0u);
+  EXPECT_EQ((*keys)[0], (*keys)[3]); // batch 7's binding is still cached
+}
+
+// MODELC_PROFILE times steps with the device's StepTimer (the host clock on
+// the CPU), runs with key 0, and prints the table when the session ends.
+TEST(Devices, ProfiledRunsUseTheStepTimerAndRecordNothing) {
+  std::vector<uint8_t> bytes = mlpArtifactFor({"cpu"});
+  std::unique_ptr<rt::Model> model;
+  ASSERT_TRUE(rt::Model::loadMemory(bytes.data(), bytes.size(), "mlp.mcpk",
+                                    &model));
+  auto device = std::make_unique<RecordingDevice>();
+  std::shared_ptr<std::vector<uint64_t>> keys = device->keys;
+  setenv("MODELC_PROFILE", "1", 1);
+  std::unique_ptr<rt::Session> s;
+  rt::Status created = rt::Session::create(*model, std::move(device), &s);
+  unsetenv("MODELC_PROFILE");
+  ASSERT_TRUE(created) << created.message();
+  std::vector<float> x = test::mlpInput();
+  ASSERT_TRUE(s->setInput(0, rt::DType::F32, {test::kBatch, test::kIn},
+                          x.data(), x.size() * sizeof(float)));
+  ASSERT_TRUE(s->run());
+  ASSERT_TRUE(s->run());
+  EXPECT_EQ(*keys, (std::vector<uint64_t>{0, 0}));
+  testing::internal::CaptureStderr();
+  s.reset();
+  std::string table = testing::internal::GetCapturedStderr();
+  EXPECT_NE(table.find("profile: mlp.mcpk: 2 runs"), std::string::npos)
+      << table;
+  EXPECT_NE(table.find("matmul"), std::string::npos) << table;
 }
 
 } // namespace

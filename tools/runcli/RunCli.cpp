@@ -43,7 +43,7 @@ const char kUsage[] =
     "artifact with a dynamic batch it times batch B (default: the artifact's\n"
     "opt), the rows of each --input repeated up to B. --device\n"
     "picks the device (default: the best one present; with --device auto\n"
-    "it says which). --inspect\n"
+    "it says which, and why). --inspect\n"
     "describes the artifact; --compare prints ||a-b||/||b|| and max |a-b| and\n"
     "fails when they differ by more than rtol (default 1e-5). --train runs a\n"
     "compiled training step over a dataset (see --train --help).\n";
@@ -459,12 +459,14 @@ int run(const std::string &tool, const std::string &modelPath,
   if (!(st = benchBatch(*model, batch, &benchAt)))
     return error(tool, st.message());
   std::unique_ptr<rt::Device> device;
+  std::string why;
   if (!(st = rt::createDevice(deviceSpec.empty() ? "auto" : deviceSpec,
-                               &device)))
+                               &device, &why, artifactTargets(*model))))
     return error(tool, st.message());
+  // "running on cpu (--device auto; cuda skipped: no CUDA driver: ...)"
   if (deviceSpec == "auto")
-    std::fprintf(stderr, "%s: running on %s (--device auto)\n", tool.c_str(),
-                 device->name().c_str());
+    std::fprintf(stderr, "%s: running on %s (--device auto; %s)\n",
+                 tool.c_str(), device->name().c_str(), why.c_str());
   std::unique_ptr<rt::Session> session;
   st = rt::Session::create(*model, std::move(device), &session);
   if (!st)
@@ -541,6 +543,14 @@ std::string sanitizeOutputName(const std::string &name) {
   if (s.empty() || s[0] == '.')
     s = "_" + s; // never "", ".", ".." or a hidden file
   return s.substr(0, 200);
+}
+
+std::vector<std::string> artifactTargets(const rt::Model &model) {
+  std::vector<std::string> out;
+  if (const auto *targets = model.table().targets())
+    for (const flatbuffers::String *t : *targets)
+      out.push_back(t->str());
+  return out;
 }
 
 int inspectMain(int argc, char **argv) {

@@ -9,6 +9,11 @@
 #define MODELC_TOOLS_RUNCLI_RUNCLI_H
 
 #include <string>
+#include <vector>
+
+namespace mc::rt {
+class Model;
+}
 
 namespace mc::cli {
 
@@ -32,6 +37,9 @@ int compareMain(int argc, char **argv);
 /// only [A-Za-z0-9._-], never empty, never starting with '.', so it cannot
 /// leave the directory or hide.
 std::string sanitizeOutputName(const std::string &name);
+
+/// The artifact's targets (Model.targets): what --device auto must run.
+std::vector<std::string> artifactTargets(const rt::Model &model);
 
 } // namespace mc::cli
 

@@ -392,7 +392,8 @@ Status Trainer::setup() {
   if (!st)
     return st;
   std::unique_ptr<rt::Device> device;
-  MC_RETURN_IF_ERROR(rt::createDevice(opt_.device, &device));
+  MC_RETURN_IF_ERROR(rt::createDevice(opt_.device, &device, nullptr,
+                                      artifactTargets(*model_)));
   MC_RETURN_IF_ERROR(rt::Session::create(*model_, std::move(device), &session_));
   const auto &outs = model_->outputs();
   if (outs.empty())

@@ -20,6 +20,18 @@ namespace mc::rt {
 /// Memory a device allocated; freed by its deleter.
 using DeviceMemory = std::unique_ptr<uint8_t, std::function<void(uint8_t*)>>;
 
+/// Times the steps of runs for MODELC_PROFILE (see Device::stepTimer).
+class StepTimer {
+public:
+  virtual ~StepTimer();
+  /// Called before step `index` runs, and with index == the number of
+  /// steps after the last one.
+  virtual void mark(size_t index) = 0;
+  /// Called after the run synchronized: adds to seconds[i] the time step i
+  /// took in it (seconds has one entry per step).
+  virtual Status collect(std::vector<double>& seconds) = 0;
+};
+
 class Device {
 public:
   virtual ~Device();
@@ -48,6 +60,22 @@ public:
   /// set); devices without generated code refuse.
   virtual Status bindGenerated(const struct KernelRequest& request,
                                BoundKernel* out);
+
+  /// Runs the steps of one Session::run: `runAll` calls every step's
+  /// kernel in order and returns the first error (already naming the
+  /// step). `key` names the step list together with every address it
+  /// touches (tensors, workspace): a later call with the same key runs the
+  /// same kernels on the same memory, so a device may record one run's
+  /// work and replay it (the CUDA device records a key's second run as a
+  /// CUDA graph and replays it from the third). Session gives a binding a
+  /// new key whenever any of that changes. Key 0: run as is and record
+  /// nothing (profiling). The default calls runAll().
+  virtual Status runSteps(uint64_t key, const std::function<Status()>& runAll);
+  /// The timer MODELC_PROFILE uses. The default reads the host clock at
+  /// each mark, which times steps that run synchronously (the CPU); a
+  /// device with asynchronous steps times them on the device (CUDA
+  /// events).
+  virtual std::unique_ptr<StepTimer> stepTimer();
 };
 
 /// One of the artifact's executables (Model.executables).
@@ -143,8 +171,11 @@ struct KernelRegistration {
 /// Creates device `ordinal` of a kind; fails (with why) when it is absent.
 using DeviceFactory = Status (*)(int ordinal, std::unique_ptr<Device>* out);
 /// How many devices of a kind this machine has (0 when the driver or the
-/// hardware is missing).
+/// hardware is missing). Cheap after the first call, never prints.
 using DeviceCounter = int (*)();
+/// Why a kind has no device here ("no CUDA driver: libcuda.so.1 not
+/// found"); called only when its count is 0.
+using DeviceAbsence = std::string (*)();
 
 struct DeviceKind {
   std::string name;
@@ -154,6 +185,8 @@ struct DeviceKind {
   DeviceCounter count = nullptr;
   /// The artifact targets devices of this kind run.
   std::vector<std::string> targets;
+  /// Optional: said in errors and by "auto" when the count is 0.
+  DeviceAbsence whyAbsent = nullptr;
 };
 
 void registerDeviceKind(DeviceKind kind);
@@ -166,8 +199,14 @@ struct DeviceKindRegistration {
 };
 
 /// "cpu", "cuda", "cuda:1" or "auto" (the preferred kind present, e.g.
-/// cuda:0 on a machine with a GPU, else cpu). Errors name what is offered.
-Status createDevice(const std::string& spec, std::unique_ptr<Device>* out);
+/// cuda:0 on a machine with a GPU, else cpu; with `targets`, an artifact's,
+/// the preferred one that runs one of them). Errors name what is offered,
+/// and why a kind has no device ("device 'cuda' is not present (no CUDA
+/// driver: libcuda.so.1 not found; available: cpu)"). With `why`, "auto"
+/// says why it chose what it chose ("cuda skipped: no CUDA driver: ...").
+Status createDevice(const std::string& spec, std::unique_ptr<Device>* out,
+                    std::string* why = nullptr,
+                    const std::vector<std::string>& targets = {});
 /// The devices present, by name ("cpu", "cuda:0", ...).
 std::vector<std::string> availableDevices();
 /// Every target a device present here runs.

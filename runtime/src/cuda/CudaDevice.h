@@ -1,0 +1,133 @@
+// The CUDA device (kind "cuda", target "cuda"): one GPU's primary context,
+// one stream, device memory, pinned staging for host copies, the
+// artifact's generated kernels, CUDA graphs that replay a session's steps,
+// and event timing for MODELC_PROFILE. Internal to the runtime; kernels
+// registered for "cuda" reach it through KernelRequest::device.
+#ifndef MODELC_RUNTIME_CUDA_CUDADEVICE_H
+#define MODELC_RUNTIME_CUDA_CUDADEVICE_H
+
+#include "CudaDriver.h"
+#include "modelc/device.h"
+
+#include <map>
+#include <memory>
+
+typedef struct cublasLtContext* cublasLtHandle_t;
+
+namespace mc::rt::cuda {
+
+struct CublasLt;
+
+/// A retained primary context; released when the device and every
+/// allocation made on it are gone.
+struct Context {
+  const CudaDriver* d = nullptr;
+  CUdevice device = 0;
+  CUcontext ctx = nullptr;
+  ~Context();
+};
+
+/// What the artifact's CUDA executables say about one entry point: which
+/// executable the device runs it from.
+struct LoadedEntry {
+  size_t executable = 0; // index among the artifact's executables
+  CUmodule module = nullptr;
+};
+
+class CudaDevice final : public Device {
+public:
+  static Status create(int ordinal, std::unique_ptr<Device>* out);
+  ~CudaDevice() override;
+
+  std::string name() const override { return "cuda:" + std::to_string(ordinal_); }
+  std::string kind() const override { return "cuda"; }
+  std::vector<std::string> targets() const override { return {"cuda"}; }
+  bool hostAccessible() const override { return false; }
+  Status allocate(size_t bytes, DeviceMemory* out) override;
+  Status copyToDevice(void* dst, const void* hostSrc, size_t n) override;
+  Status copyToHost(void* hostDst, const void* src, size_t n) override;
+  Status synchronize() override;
+  Status loadExecutables(const std::vector<ExecutableView>& e) override;
+  Status bindGenerated(const KernelRequest& request, BoundKernel* out) override;
+  Status runSteps(uint64_t key, const std::function<Status()>& runAll) override;
+  std::unique_ptr<StepTimer> stepTimer() override;
+
+  // For the kernels registered for "cuda".
+  const CudaDriver& driver() const { return *ctx_->d; }
+  CUstream stream() const { return stream_; }
+  /// Makes the device's context current on the calling thread.
+  Status makeCurrent() const;
+  /// OK, or "<what>: CUDA_ERROR_... (...)".
+  Status check(CUresult r, const std::string& what) const;
+  /// The step's kernel: `launch` queues its work on the stream. The device
+  /// remembers the last step it queued (to name it when an asynchronous
+  /// error surfaces) and, with MODELC_CUDA_SYNC=1, synchronizes after
+  /// each step so that the failing one is named.
+  BoundKernel step(const KernelRequest& request,
+                   std::function<Status(void* workspace)> launch);
+  /// The cuBLASLt library and this device's handle, created on first use.
+  Status cublasLt(const CublasLt** lib, cublasLtHandle_t* handle);
+  /// "NVIDIA H100 80GB HBM3 (sm_90)".
+  std::string gpuText() const;
+  int ccMajor() const { return ccMajor_; }
+  int ccMinor() const { return ccMinor_; }
+  int smCount() const { return smCount_; }
+  /// The format of the executable entry `entry` runs from ("" when none
+  /// was loaded), for tests and messages.
+  std::string entryFormat(const std::string& entry) const;
+  /// How many step lists runSteps replays as CUDA graphs (for tests).
+  size_t graphCount() const;
+
+private:
+  CudaDevice() = default;
+  /// Queues a copy of n host bytes through the pinned staging buffer.
+  Status stage(void* dst, const void* src, size_t n);
+  /// A pinned staging buffer of at least `bytes` (pinnedFailed_ when the
+  /// driver gives none: copies then go from pageable memory).
+  Status ensurePinned(size_t bytes);
+  /// An asynchronous error, naming the last step queued.
+  Status asyncError(CUresult r, const std::string& what) const;
+  void note(const std::string& text);
+
+  std::shared_ptr<Context> ctx_;
+  int ordinal_ = 0;
+  std::string gpuName_;
+  int ccMajor_ = 0, ccMinor_ = 0, smCount_ = 0;
+  size_t sharedOptin_ = 48 << 10;
+  CUstream stream_ = nullptr;
+  // Pinned host memory that copies go through (cuMemAllocHost).
+  uint8_t* pinned_ = nullptr;
+  size_t pinnedSize_ = 0, pinnedUsed_ = 0;
+  bool pinnedFailed_ = false;
+  // The artifact's executables and the modules loaded from them.
+  std::vector<ExecutableView> exes_;
+  std::map<std::string, LoadedEntry> entries_;
+  std::vector<CUmodule> modules_;
+  std::map<std::string, CUfunction> functions_;
+  // CUDA graphs by runSteps key (at most kMaxGraphs).
+  struct Recorded {
+    uint64_t key = 0;
+    CUgraphExec exec = nullptr;
+    bool failed = false; // could not be recorded: runs step by step
+  };
+  std::vector<Recorded> recorded_;
+  bool graphs_ = true, syncEachStep_ = false, noted_ = false;
+  /// The step last queued, or what ran last ("a replayed CUDA graph").
+  std::shared_ptr<const std::string> lastStep_;
+  const CublasLt* lt_ = nullptr;
+  cublasLtHandle_t ltHandle_ = nullptr;
+};
+
+/// The CudaDevice a kernel request runs on (kernels registered for "cuda"
+/// get only those).
+inline CudaDevice& cudaDevice(const KernelRequest& r) {
+  return static_cast<CudaDevice&>(r.device);
+}
+
+/// Whether the environment variable is set to something other than "" or
+/// "0".
+bool envFlag(const char* name, bool dflt);
+
+} // namespace mc::rt::cuda
+
+#endif // MODELC_RUNTIME_CUDA_CUDADEVICE_H

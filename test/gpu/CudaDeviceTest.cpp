@@ -1,0 +1,474 @@
+// The CUDA device on a GPU (CTest label gpu; each test skips, saying why,
+// where no device is found): memory and copies, the executable that fits
+// the GPU, generated kernels launched by the ABI of Launch
+// (runtime/schema/mcpk.fbs), and the error for an artifact with no code
+// for this GPU.
+#include "GpuTestUtil.h"
+#include "modelc/model.h"
+
+#include <dlfcn.h>
+#include <fstream>
+#include <random>
+
+using namespace mc;
+using namespace mc::test;
+
+namespace {
+
+std::string readFile(const std::string &path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f),
+                     std::istreambuf_iterator<char>());
+}
+
+/// A test input's path: the environment's (test/gpu/run.sh sets them on
+/// a machine the tests were carried to), else the build's.
+std::string inputPath(const char *env, const char *built) {
+  const char *v = std::getenv(env);
+  return v && *v ? v : built;
+}
+
+const std::string &kernelsPtx() {
+  static const std::string text = readFile(
+      inputPath("MODELC_TEST_KERNELS_PTX", MODELC_TEST_KERNELS_PTX));
+  return text;
+}
+
+rt::ExecutableView view(const std::string &format, const std::string &data) {
+  rt::ExecutableView v;
+  v.target = "cuda";
+  v.format = format;
+  v.entryPoints = {"add_f32", "copy_via_shared"};
+  v.data = reinterpret_cast<const uint8_t *>(data.data());
+  v.size = data.size();
+  return v;
+}
+
+bool has(const std::string &text, const std::string &what) {
+  return text.find(what) != std::string::npos;
+}
+
+using CudaDevice = CudaTest;
+
+TEST_F(CudaDevice, NamesItselfAndRunsTheCudaTarget) {
+  EXPECT_EQ(device->name(), "cuda:0");
+  EXPECT_EQ(device->kind(), "cuda");
+  EXPECT_EQ(device->targets(), std::vector<std::string>{"cuda"});
+  EXPECT_FALSE(device->hostAccessible());
+  EXPECT_GE(cuda->ccMajor(), 7);
+  EXPECT_GT(cuda->smCount(), 0);
+  std::string why;
+  std::unique_ptr<rt::Device> d;
+  ASSERT_TRUE(rt::createDevice("auto", &d, &why));
+  EXPECT_EQ(d->name(), "cuda:0") << "auto prefers the GPU";
+  EXPECT_EQ(why, "preferred over cpu");
+  std::printf("device: %s, %s\n", device->name().c_str(),
+              cuda->gpuText().c_str());
+}
+
+TEST_F(CudaDevice, CopiesRoundTripThroughFreshZeroedMemory) {
+  // Sizes below, at and above the 64 MiB staging chunk, odd ones included.
+  for (size_t n : {size_t(1), size_t(1000), (size_t(4) << 20) + 3,
+                   (size_t(64) << 20), (size_t(70) << 20) + 5}) {
+    rt::DeviceMemory m;
+    ASSERT_TRUE(device->allocate(n, &m)) << n;
+    std::vector<uint8_t> back(n, 0xff);
+    ASSERT_TRUE(device->copyToHost(back.data(), m.get(), n));
+    EXPECT_EQ(std::count(back.begin(), back.end(), 0), std::ptrdiff_t(n))
+        << n << " bytes: a new allocation reads as zeros";
+    std::vector<uint8_t> data(n);
+    std::mt19937 rng{static_cast<unsigned>(n)};
+    for (uint8_t &b : data)
+      b = uint8_t(rng());
+    ASSERT_TRUE(device->copyToDevice(m.get(), data.data(), n));
+    // The host's copy may change at once: the device has its own.
+    std::vector<uint8_t> expected = data;
+    std::fill(data.begin(), data.end(), 0);
+    ASSERT_TRUE(device->copyToHost(back.data(), m.get(), n));
+    EXPECT_TRUE(back == expected) << n << " bytes";
+  }
+  // Several copies queued before one wait (inputs before a run).
+  std::vector<rt::DeviceMemory> bufs(8);
+  std::vector<std::vector<uint8_t>> host(8);
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    size_t n = (size_t(3) << 20) + i;
+    host[i].assign(n, uint8_t(i + 1));
+    ASSERT_TRUE(device->allocate(n, &bufs[i]));
+    ASSERT_TRUE(device->copyToDevice(bufs[i].get(), host[i].data(), n));
+  }
+  ASSERT_TRUE(device->synchronize());
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    std::vector<uint8_t> back(host[i].size());
+    ASSERT_TRUE(device->copyToHost(back.data(), bufs[i].get(), back.size()));
+    EXPECT_TRUE(back == host[i]) << i;
+  }
+  rt::DeviceMemory none;
+  ASSERT_TRUE(device->allocate(0, &none));
+  EXPECT_EQ(none.get(), nullptr);
+}
+
+TEST_F(CudaDevice, OutOfMemoryNamesTheBytesAskedAndFree) {
+  rt::DeviceMemory m;
+  rt::Status st = device->allocate(size_t(1) << 50, &m);
+  ASSERT_FALSE(st);
+  EXPECT_TRUE(has(st.message(), "cuda:0: cannot allocate 1.0 PiB "
+                                "(1125899906842624 bytes)"))
+      << st.message();
+  EXPECT_TRUE(has(st.message(), "CUDA_ERROR_OUT_OF_MEMORY")) << st.message();
+  EXPECT_TRUE(has(st.message(), " free of ")) << st.message();
+  // The device still works.
+  ASSERT_TRUE(device->allocate(1 << 20, &m));
+  ASSERT_TRUE(device->synchronize());
+}
+
+/// add_f32 (out = a + b over 5 + 37 * batch elements) bound through
+/// bindGenerated as a session binds a step at `batch`, with its tensors.
+struct AddStep {
+  int64_t n = 0;
+  HostTensor a, b, out;
+  rt::DeviceMemory da, db, dout;
+  rt::BoundKernel kernel;
+
+  /// Reads the output back: exactly a + b, element by element.
+  void check(CudaTest &t, const std::string &where) {
+    t.download(dout.get(), out);
+    std::vector<float> fa = a.floats(), fb = b.floats(), fo = out.floats();
+    size_t wrong = 0;
+    for (size_t i = 0; i < fo.size(); ++i)
+      wrong += fo[i] != fa[i] + fb[i];
+    EXPECT_EQ(wrong, 0u) << "of " << n << " elements, " << where;
+  }
+};
+
+std::unique_ptr<AddStep> bindAdd(CudaTest &t, int64_t batch,
+                                 uint32_t executable = 0,
+                                 uint32_t block = 128) {
+  auto s = std::make_unique<AddStep>();
+  s->n = 5 + 37 * batch;
+  s->a = HostTensor::random(rt::DType::F32, {s->n}, 1);
+  s->b = HostTensor::random(rt::DType::F32, {s->n}, 2);
+  s->out = HostTensor(rt::DType::F32, {s->n});
+  s->da = t.upload(s->a);
+  s->db = t.upload(s->b);
+  s->dout = t.upload(s->out);
+  rt::GeneratedKernel g;
+  g.executable = executable;
+  g.entry = "add_f32";
+  g.launch = rt::LaunchInfo{block, block, 0, 5, 37};
+  g.batch = batch;
+  rt::OpAttrs none;
+  rt::KernelRequest r{rt::OpId::Add,
+                      none,
+                      {{rt::DType::F32, {s->n}, s->da.get()},
+                       {rt::DType::F32, {s->n}, s->db.get()}},
+                      {rt::DType::F32, {s->n}, s->dout.get()},
+                      *t.device};
+  r.generated = &g;
+  r.stepIndex = 3;
+  r.location = "add.py:4";
+  rt::Status st = t.device->bindGenerated(r, &s->kernel);
+  EXPECT_TRUE(st) << st.message();
+  return st ? std::move(s) : nullptr;
+}
+
+/// Binds add_f32 at `batch`, runs it once and checks the result.
+void runAdd(CudaTest &t, int64_t batch, uint32_t executable = 0) {
+  std::unique_ptr<AddStep> s = bindAdd(t, batch, executable);
+  ASSERT_TRUE(s);
+  ASSERT_TRUE(s->kernel(nullptr));
+  ASSERT_TRUE(t.device->synchronize());
+  s->check(t, "batch " + std::to_string(batch));
+}
+
+TEST_F(CudaDevice, RunsAGeneratedKernelFromPtx) {
+  ASSERT_FALSE(kernelsPtx().empty()) << "kernels.ptx not found";
+  rt::Status st = device->loadExecutables({view("cuda-ptx", kernelsPtx())});
+  ASSERT_TRUE(st) << st.message();
+  EXPECT_EQ(cuda->entryFormat("add_f32"), "cuda-ptx");
+  runAdd(*this, 0);   // 5 units: one block
+  runAdd(*this, 100); // 3705 units: 29 blocks
+  // 3.7 million units: more blocks than the grid cap (4 waves of resident
+  // blocks: 8448 of 128 threads on an H100), so threads stride.
+  runAdd(*this, 100000);
+}
+
+TEST_F(CudaDevice, DynamicSharedMemoryAbove48KiBIsAskedFor) {
+  ASSERT_TRUE(device->loadExecutables({view("cuda-ptx", kernelsPtx())}));
+  HostTensor in = HostTensor::random(rt::DType::F32, {4096}, 3);
+  HostTensor out(rt::DType::F32, {4096});
+  rt::DeviceMemory din = upload(in), dout;
+  ASSERT_TRUE(device->allocate(out.bytes.size(), &dout));
+  rt::GeneratedKernel g;
+  g.entry = "copy_via_shared";
+  // 64 KiB per block: more than the default 48 KiB limit.
+  g.launch = rt::LaunchInfo{256, 256, 64 << 10, 4096, 0};
+  rt::OpAttrs none;
+  rt::KernelRequest r{rt::OpId::Copy, none,
+                      {{rt::DType::F32, {4096}, din.get()}},
+                      {rt::DType::F32, {4096}, dout.get()}, *device};
+  r.generated = &g;
+  rt::BoundKernel k;
+  rt::Status st = device->bindGenerated(r, &k);
+  ASSERT_TRUE(st) << st.message();
+  ASSERT_TRUE(k(nullptr));
+  ASSERT_TRUE(device->synchronize());
+  download(dout.get(), out);
+  EXPECT_TRUE(out.bytes == in.bytes);
+  // More than any GPU gives: refused when bound, naming the GPU.
+  g.launch.sharedBytes = 1 << 20;
+  st = device->bindGenerated(r, &k);
+  ASSERT_FALSE(st);
+  EXPECT_TRUE(has(st.message(), "bytes of shared memory per block"))
+      << st.message();
+}
+
+TEST_F(CudaDevice, PicksTheCubinOfItsArchitectureElsePtx) {
+  std::string dir = inputPath("MODELC_TEST_CUBIN_DIR", MODELC_TEST_CUBIN_DIR);
+  std::string sm80 = readFile(dir + "/kernels_sm80.cubin");
+  std::string sm90 = readFile(dir + "/kernels_sm90.cubin");
+  if (sm80.empty() || sm90.empty())
+    GTEST_SKIP() << "no cubins in " << dir
+                 << " (ptxas missing when the tests were built)";
+  // As the compiler writes them: sm_80, sm_90, PTX for newer GPUs.
+  ASSERT_TRUE(device->loadExecutables({view("cuda-cubin-sm_80", sm80),
+                                       view("cuda-cubin-sm_90", sm90),
+                                       view("cuda-ptx", kernelsPtx())}));
+  // sm_80 runs on 8.x (8.0, 8.6, 8.9), sm_90 on 9.0 only, PTX elsewhere.
+  std::string expected = cuda->ccMajor() == 8   ? "cuda-cubin-sm_80"
+                         : cuda->ccMajor() == 9 ? "cuda-cubin-sm_90"
+                                                : "cuda-ptx";
+  EXPECT_EQ(cuda->entryFormat("add_f32"), expected) << cuda->gpuText();
+  EXPECT_EQ(cuda->entryFormat("copy_via_shared"), expected);
+  // A step names any of the three executables: the entry runs from the
+  // one chosen.
+  runAdd(*this, 10, /*executable=*/2);
+  runAdd(*this, 10, /*executable=*/0);
+}
+
+TEST_F(CudaDevice, AnArtifactWithNoCodeForThisGpuIsRefusedBeforeAnyWork) {
+  std::string junk(64, '\0');
+  std::string newPtx = ".version 9.0\n.target sm_999\n.address_size 64\n";
+  rt::Status st = device->loadExecutables(
+      {view("cuda-cubin-sm_10", junk), view("cuda-cubin-sm_999a", junk),
+       view("cuda-ptx", newPtx)});
+  ASSERT_FALSE(st);
+  std::string sm = "sm_" + std::to_string(cuda->ccMajor()) +
+                   std::to_string(cuda->ccMinor());
+  const std::string &m = st.message();
+  EXPECT_TRUE(has(m, "no CUDA code in the artifact runs on cuda:0")) << m;
+  EXPECT_TRUE(has(m, cuda->gpuText())) << m; // its name and sm_XY
+  EXPECT_TRUE(has(m, "cuda-cubin-sm_10, cuda-cubin-sm_999a, cuda-ptx "
+                     "(.target sm_999)"))
+      << m;
+  EXPECT_TRUE(has(m, "has none for " + sm)) << m;
+
+  // Through a session: refused at creation, naming the file, before any
+  // allocation or binding (this plan's steps have no cuda kernels at all).
+  codegen::Plan p = mlpPlan();
+  p.targets = {"cuda"};
+  codegen::PlanExecutable e;
+  e.target = "cuda";
+  e.format = "cuda-cubin-sm_10";
+  e.entryPoints = {"fused_0"};
+  e.data.assign(64, 0);
+  p.executables.push_back(e);
+  ASSERT_TRUE(codegen::planMemory(p));
+  std::vector<uint8_t> bytes;
+  ASSERT_TRUE(codegen::writeArtifactToBytes(p, &bytes));
+  std::unique_ptr<rt::Model> model;
+  st = rt::Model::loadMemory(bytes.data(), bytes.size(), "mlp.mcpk", &model);
+  ASSERT_TRUE(st) << st.message();
+  std::unique_ptr<rt::Session> s;
+  st = rt::Session::create(*model, std::move(device), &s);
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.message().rfind("mlp.mcpk: no CUDA code in the artifact runs "
+                               "on cuda:0",
+                               0),
+            0u)
+      << st.message();
+  EXPECT_TRUE(has(st.message(), "entry 'fused_0' has none for " + sm))
+      << st.message();
+}
+
+/// What the fake driver counted, when it is the driver loaded.
+struct FakeStats {
+  long launches = 0, kernelsRun = 0, graphLaunches = 0, graphsLive = 0;
+};
+bool fakeStats(FakeStats *out) {
+  const char *path = std::getenv("MODELC_CUDA_DRIVER");
+  if (!path || !*path)
+    return false;
+  void *h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+  if (!h)
+    return false;
+  auto f = reinterpret_cast<FakeStats (*)()>(dlsym(h, "modelcFakeCudaStats"));
+  if (f)
+    *out = f();
+  dlclose(h);
+  return f != nullptr;
+}
+
+// Device::runSteps: a key's first run as is, its second recorded as a CUDA
+// graph and launched, later ones replayed; the graph reads the buffers'
+// current contents. Key 0 records nothing; a step list that cannot be
+// recorded runs step by step, with a note.
+TEST_F(CudaDevice, RecordsTheSecondRunOfAKeyAsAGraphAndReplaysIt) {
+  ASSERT_TRUE(device->loadExecutables({view("cuda-ptx", kernelsPtx())}));
+  std::unique_ptr<AddStep> add = bindAdd(*this, 10, 0, /*block=*/64);
+  ASSERT_TRUE(add);
+  rt::BoundKernel &k = add->kernel;
+  // Two launches per run (the same step twice).
+  auto runAll = [&]() -> rt::Status {
+    MC_RETURN_IF_ERROR(k(nullptr));
+    return k(nullptr);
+  };
+  FakeStats before, after;
+  bool fake = fakeStats(&before);
+  for (unsigned run = 0; run < 4; ++run) {
+    add->a = HostTensor::random(rt::DType::F32, {add->n}, 10 + run);
+    ASSERT_TRUE(device->copyToDevice(add->da.get(), add->a.bytes.data(),
+                                     add->a.bytes.size())); // new inputs
+    rt::Status st = device->runSteps(42, runAll);
+    ASSERT_TRUE(st) << st.message();
+    ASSERT_TRUE(device->synchronize());
+    add->check(*this, "run " + std::to_string(run));
+  }
+  EXPECT_EQ(cuda->graphCount(), 1u);
+  if (fake && fakeStats(&after)) {
+    // Run 1: 2 launches; run 2: 2 launches recorded, one graph launch;
+    // runs 3 and 4: one graph launch each. 8 kernels ran.
+    EXPECT_EQ(after.launches - before.launches, 4);
+    EXPECT_EQ(after.graphLaunches - before.graphLaunches, 3);
+    EXPECT_EQ(after.kernelsRun - before.kernelsRun, 8);
+  }
+  // Key 0 (profiling): as is, never recorded.
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(device->runSteps(0, runAll));
+  EXPECT_EQ(cuda->graphCount(), 1u);
+  // A step list that waits for the stream cannot be recorded: its second
+  // run says so once and runs as is, and so do the later ones.
+  auto waits = [&]() -> rt::Status {
+    MC_RETURN_IF_ERROR(k(nullptr));
+    return device->synchronize();
+  };
+  ASSERT_TRUE(device->runSteps(43, waits));
+  testing::internal::CaptureStderr();
+  rt::Status st = device->runSteps(43, waits);
+  st = st ? device->runSteps(43, waits) : st;
+  std::string notes = testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(st) << st.message();
+  EXPECT_TRUE(has(notes, "modelc: cuda:0: running the steps one by one, not "
+                         "as a CUDA graph"))
+      << notes;
+  EXPECT_EQ(cuda->graphCount(), 1u);
+  ASSERT_TRUE(device->synchronize());
+  add->check(*this, "a step list run as is");
+  add.reset();
+  if (fakeStats(&after)) {
+    device.reset(); // its graphs go with it
+    fakeStats(&after);
+    EXPECT_EQ(after.graphsLive, 0);
+  }
+}
+
+/// x f32[B, 8] -> copy -> t -> copy -> out, for the cuda target; B in
+/// [1, 16] with `dynamic`, else 4.
+std::unique_ptr<rt::Model> copiesModel(bool dynamic) {
+  codegen::Plan p;
+  p.entry = "copies";
+  p.targets = {"cuda"};
+  int64_t rows = dynamic ? 16 : 4;
+  if (dynamic)
+    p.batch = codegen::PlanBatch{1, 16, 8};
+  auto buf = [&](std::string name) {
+    codegen::PlanBuffer b;
+    b.name = std::move(name);
+    b.shape = {rows, 8};
+    if (dynamic)
+      b.batchScale = {1, 0};
+    p.buffers.push_back(b);
+    return uint32_t(p.buffers.size() - 1);
+  };
+  uint32_t x = buf("x"), t = buf("t"), out = buf("out");
+  addStep(p, rt::OpId::Copy, {x}, t, "copies.py:1");
+  addStep(p, rt::OpId::Copy, {t}, out, "copies.py:2");
+  p.inputs = {{"x", x}};
+  p.outputs = {{"out", out}};
+  std::vector<uint8_t> bytes;
+  EXPECT_TRUE(codegen::planMemory(p));
+  EXPECT_TRUE(codegen::writeArtifactToBytes(p, &bytes));
+  static std::vector<std::vector<uint8_t>> keep; // the model reads it
+  keep.push_back(bytes);
+  std::unique_ptr<rt::Model> model;
+  rt::Status st = rt::Model::loadMemory(keep.back().data(), keep.back().size(),
+                                        "copies.mcpk", &model);
+  EXPECT_TRUE(st) << st.message();
+  return model;
+}
+
+void runCopies(rt::Session &s, int64_t batch, unsigned seed) {
+  std::vector<float> x = randomFloats(size_t(batch) * 8, seed), out(x.size());
+  rt::Status st =
+      s.setInput(0, rt::DType::F32, {batch, 8}, x.data(), x.size() * 4);
+  ASSERT_TRUE(st) << st.message();
+  st = s.run();
+  ASSERT_TRUE(st) << st.message();
+  st = s.copyOutput(0, out.data(), out.size() * 4);
+  ASSERT_TRUE(st) << st.message();
+  EXPECT_EQ(out, x) << "batch " << batch << ", seed " << seed;
+}
+
+// Session on the GPU end to end, on steps every driver runs (copies): the
+// inputs staged in, each batch bound once, a binding's second run recorded
+// as a graph and replayed after, outputs copied back.
+TEST_F(CudaDevice, ASessionRunsAndReplaysItsStepsAtEachBatch) {
+  std::unique_ptr<rt::Model> model = copiesModel(/*dynamic=*/true);
+  ASSERT_TRUE(model);
+  rt::cuda::CudaDevice *cd = cuda;
+  std::unique_ptr<rt::Session> s;
+  rt::Status st = rt::Session::create(*model, std::move(device), &s);
+  ASSERT_TRUE(st) << st.message();
+  unsigned seed = 0;
+  for (int64_t batch : {3, 3, 3, 16, 5, 3, 16, 16})
+    runCopies(*s, batch, ++seed);
+  EXPECT_EQ(s->batch(), 16);
+  EXPECT_EQ(cd->graphCount(), 2u); // batches 3 and 16 ran twice or more
+  std::vector<float> back(16 * 8);
+  ASSERT_TRUE(s->copyOutput(0, back.data(), back.size() * 4));
+}
+
+TEST_F(CudaDevice, AProfiledSessionTimesItsStepsOnTheDevice) {
+  std::unique_ptr<rt::Model> model = copiesModel(/*dynamic=*/false);
+  ASSERT_TRUE(model);
+  rt::cuda::CudaDevice *cd = cuda;
+  std::unique_ptr<rt::Session> s;
+  {
+    ScopedEnv profile("MODELC_PROFILE", "1");
+    ASSERT_TRUE(rt::Session::create(*model, std::move(device), &s));
+  }
+  for (unsigned i = 0; i < 3; ++i)
+    runCopies(*s, 4, i);
+  EXPECT_EQ(cd->graphCount(), 0u) << "profiled runs are not recorded";
+  testing::internal::CaptureStderr();
+  s.reset();
+  std::string table = testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(has(table, "profile: copies.mcpk: 3 runs")) << table;
+  EXPECT_TRUE(has(table, "copy")) << table;
+}
+
+TEST_F(CudaDevice, ALaunchOfAnUnknownEntryIsABindError) {
+  ASSERT_TRUE(device->loadExecutables({view("cuda-ptx", kernelsPtx())}));
+  rt::GeneratedKernel g;
+  g.entry = "nope";
+  g.launch = rt::LaunchInfo{128, 128, 0, 1, 0};
+  rt::OpAttrs none;
+  rt::KernelRequest r{rt::OpId::Copy, none, {}, {rt::DType::F32, {1},
+                      nullptr}, *device};
+  r.generated = &g;
+  rt::BoundKernel k;
+  rt::Status st = device->bindGenerated(r, &k);
+  ASSERT_FALSE(st);
+  EXPECT_TRUE(has(st.message(), "entry 'nope'")) << st.message();
+}
+
+} // namespace

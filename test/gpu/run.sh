@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Runs the GPU tests on a machine with a GPU (the lent machine, see
+# GPU.md) and writes logs under $OUT (default ./gpu-logs); prints a short
+# table last. Exit status: that of the tests.
+#   test/gpu/run.sh [BUILD_DIR]
+# BUILD_DIR (default build) holds bin/modelc_gpu_tests and lib/, built on
+# this machine (cmake -DMODELC_RUNTIME_ONLY=ON needs no MLIR) or carried
+# from another one: test inputs are found through MODELC_TEST_KERNELS_PTX
+# and MODELC_TEST_CUBIN_DIR, set here. cuBLASLt comes from the toolkit or,
+# failing that, from PyTorch's wheels (site-packages/nvidia/*/lib).
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+build="$(cd "${1:-$root/build}" && pwd)"
+out="${OUT:-$PWD/gpu-logs}"
+mkdir -p "$out"
+
+libs="$build/lib"
+for d in /usr/local/cuda/lib64; do
+  [ -d "$d" ] && libs="$libs:$d"
+done
+for py in python3 /usr/bin/python3; do
+  more=$("$py" - 2>/dev/null <<'EOF'
+import importlib, os
+for m in ("nvidia.cublas", "nvidia.cuda_runtime", "nvidia.cudnn", "nvidia.nccl"):
+    try:
+        for p in importlib.import_module(m).__path__:
+            if os.path.isdir(os.path.join(p, "lib")):
+                print(os.path.join(p, "lib"))
+    except Exception:
+        pass
+EOF
+)
+  [ -n "$more" ] && libs="$libs:$(echo "$more" | paste -sd:)" && break
+done
+export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export MODELC_TEST_KERNELS_PTX="$root/test/gpu/kernels.ptx"
+export MODELC_TEST_CUBIN_DIR="$build/test/gpu/cubins"
+
+{
+  echo "date: $(date -u +%FT%TZ)"
+  echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1
+} > "$out/environment.txt"
+
+"$build/bin/modelc_gpu_tests" --gtest_output="xml:$out/gpu-tests.xml" \
+  > "$out/gpu-tests.log" 2>&1
+status=$?
+# The device's logic on the fake driver too (as CI runs it).
+MODELC_CUDA_DRIVER="$build/lib/libmodelc_fake_cuda.so" \
+  "$build/bin/modelc_gpu_tests" \
+  --gtest_filter='CudaDevice.*:CudaKernels.MatmulWithKZeroIsZeros:CudaKernels.OtherRegionsAreRefusedNamingTheOp' \
+  > "$out/fake-driver.log" 2>&1 || status=1
+
+cat "$out/environment.txt"
+grep -E '^ +[a-z0-9]+ .*rel_err|^device:' "$out/gpu-tests.log"
+printf '\n%-28s %6s %6s %7s\n' suite passed failed skipped
+for log in gpu-tests fake-driver; do
+  printf '%-28s %6s %6s %7s\n' "$log" \
+    "$(grep -c '^\[       OK \]' "$out/$log.log")" \
+    "$(grep -c '^\[  FAILED  \] .*(' "$out/$log.log")" \
+    "$(grep -c '^\[  SKIPPED \] .*(' "$out/$log.log")"
+done
+exit $status
