@@ -820,6 +820,10 @@ private:
   //===--- row kernels ---===//
 
   int64_t rowLength = 1;
+  /// Rows up to this many bytes (f32) stay in shared memory between the
+  /// passes of softmax and layer_norm (under the 48 KiB a block has without
+  /// opting in, with room for the partials; lavapipe offers 32 KiB).
+  static constexpr int64_t kRowCacheBytes = 24 << 10;
 
   /// The block-wide reduction of `v` (every thread gets the result): a
   /// subgroup reduction, then one partial per subgroup through shared
@@ -941,14 +945,41 @@ private:
                                     b.getI64IntegerAttr(3));
     Value smem = b.create<memref::AllocOp>(loc, smemType);
     std::function<Value(Value)> element = reducedElement(s, x.numel());
+    // Softmax and layer_norm read a row three times: when the row is static
+    // and small enough, the first pass keeps it in shared memory and the
+    // others read it there (each thread reads back what it wrote: no
+    // barrier), so global memory is read once.
+    bool static_row = true;
+    for (int64_t d = first; d < rank; ++d)
+      static_row &= !(size_t(d) < x.batchScale.size() && x.batchScale[d] > 0);
+    bool multiPass = reduceOp() == OpId::Softmax ||
+                     reduceOp() == OpId::LogSoftmax ||
+                     reduceOp() == OpId::LayerNorm;
+    Value cache;
+    if (multiPass && static_row && rowLength * 4 <= kRowCacheBytes)
+      cache = b.create<memref::AllocOp>(
+          loc, MemRefType::get({rowLength}, b.getF32Type(), AffineMap(),
+                               b.getI64IntegerAttr(3)));
     loop(blockId(), rows, gridDim(), [&](Value row) {
       Value base = b.create<arith::MulIOp>(loc, row, cols);
       auto at = [&](Value j) { return b.create<arith::AddIOp>(loc, base, j); };
-      auto in = [&](Value j) { return element(at(j)); };
+      auto in = [&](Value j) -> Value {
+        if (!cache)
+          return element(at(j));
+        return b.create<memref::LoadOp>(loc, cache, ValueRange{j});
+      };
+      // The first pass: from global memory, kept in the cache.
+      auto first = [&](Value j) -> Value {
+        Value v = element(at(j));
+        if (cache)
+          b.create<memref::StoreOp>(loc, v, cache, ValueRange{j});
+        return v;
+      };
       switch (reduceOp()) {
       case OpId::Softmax:
       case OpId::LogSoftmax: {
-        Value m = rowReduce(gpu::AllReduceOperation::MAXNUMF, cols, smem, in);
+        Value m =
+            rowReduce(gpu::AllReduceOperation::MAXNUMF, cols, smem, first);
         Value sum = rowReduce(gpu::AllReduceOperation::ADD, cols, smem,
                               [&](Value j) { return expf(subf(in(j), m)); });
         bool log = step.op == OpId::LogSoftmax;
@@ -965,7 +996,7 @@ private:
             loc, b.getF32Type(),
             b.create<arith::IndexCastOp>(loc, b.getI64Type(), cols));
         Value mean = divf(
-            rowReduce(gpu::AllReduceOperation::ADD, cols, smem, in), fcols);
+            rowReduce(gpu::AllReduceOperation::ADD, cols, smem, first), fcols);
         Value var = divf(rowReduce(gpu::AllReduceOperation::ADD, cols, smem,
                                    [&](Value j) {
                                      Value d = subf(in(j), mean);
