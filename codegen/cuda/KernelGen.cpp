@@ -140,7 +140,7 @@ public:
     case KernelKind::Elementwise:
     case KernelKind::Index:
       ok = emitElementwise();
-      launch = unitsLaunch(out(), flavor.block, /*rows=*/1);
+      launch = unitsLaunch(out(), flavor.block, /*rows=*/vectorWidth);
       break;
     case KernelKind::Rows:
       ok = emitRows();
@@ -230,6 +230,11 @@ private:
     types.push_back(b.getI64Type());
     fn = b.create<gpu::GPUFuncOp>(loc, name, b.getFunctionType(types, {}));
     fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+    // Every buffer starts 64-byte aligned (arena, constants, state): say so,
+    // so that consecutive accesses can be vectorized.
+    if (!flavor.spirv)
+      for (size_t i = 0; i < tensors.size(); ++i)
+        fn.setArgAttr(i, "llvm.align", b.getI64IntegerAttr(16));
     if (flavor.spirv)
       fn->setAttr(spirv::getEntryPointABIAttrName(),
                   spirv::getEntryPointABIAttr(
@@ -603,13 +608,22 @@ private:
     return load(arg, flat);
   }
 
+  /// Input `k` read at the region's flat index `i` (an input of one element
+  /// is a scalar, read at 0).
+  Value loadDirect(size_t k, Value i, int64_t numel) {
+    bool scalar = tensors[k].numel() == 1 && numel != 1 &&
+                  !(plan.batch.dynamic() && scaledDims(tensors[k]));
+    return load(k, scalar ? idx(0) : i);
+  }
+
   /// The value of region ops body[0, count) at flat index `i` of a tensor
   /// of sizes `shapeSizes` (the region's shape: every value has it, inputs
   /// reach it directly, as scalars, or through broadcast_in_dim).
   FailureOr<Value> evalRegion(const std::vector<PlanRegionOp>& body,
                               size_t count, Value i,
                               ArrayRef<Value> shapeSizes, int64_t numel,
-                              DType* resultType) {
+                              DType* resultType,
+                              ArrayRef<Value> preloaded = {}) {
     SmallVector<Value> ix;
     auto index = [&]() -> ArrayRef<Value> {
       if (ix.empty() && !shapeSizes.empty())
@@ -619,14 +633,14 @@ private:
     size_t nin = numInputs();
     std::vector<Value> values(nin + count);
     std::vector<DType> types(nin + count);
-    for (size_t k = 0; k < nin; ++k)
+    for (size_t k = 0; k < nin; ++k) {
       types[k] = tensors[k].dtype;
+      if (k < preloaded.size())
+        values[k] = preloaded[k];
+    }
     auto input = [&](size_t k) -> Value {
-      if (!values[k]) {
-        bool scalar = tensors[k].numel() == 1 && numel != 1 &&
-                      !(plan.batch.dynamic() && scaledDims(tensors[k]));
-        values[k] = load(k, scalar ? idx(0) : i);
-      }
+      if (!values[k])
+        values[k] = loadDirect(k, i, numel);
       return values[k];
     };
     for (size_t j = 0; j < count; ++j) {
@@ -673,16 +687,52 @@ private:
     std::vector<PlanRegionOp> body = bodyOf(plan, step);
     SmallVector<Value> outSizes = sizes(out());
     Value n = product(outSizes);
+    // Four consecutive elements per unit when every size allows it: the
+    // loads and stores at consecutive addresses of 16-byte-aligned buffers
+    // become 128-bit accesses (NVPTX's load/store vectorizer).
+    int64_t perBatch = plan.batch.dynamic() && scaledDims(out())
+                           ? out().numel() / plan.batch.max
+                           : out().numel();
+    if (perBatch % 4 == 0 && out().numel() >= 4)
+      vectorWidth = 4;
+    Value units = b.create<arith::DivUIOp>(loc, n, idx(vectorWidth));
+    std::vector<bool> direct(numInputs(), false);
+    for (const PlanRegionOp& op : body)
+      if (op.op != OpId::BroadcastInDim)
+        for (uint32_t v : op.operands)
+          if (v < numInputs())
+            direct[v] = true;
     LogicalResult result = success();
-    gridStride(n, [&](Value i) {
-      DType t;
-      FailureOr<Value> v =
-          evalRegion(body, body.size(), i, outSizes, out().numel(), &t);
-      if (failed(v)) {
-        result = failure();
-        return;
+    gridStride(units, [&](Value u) {
+      Value first = b.create<arith::MulIOp>(loc, u, idx(vectorWidth));
+      // Every load before any store: without alias information the
+      // vectorizer cannot move a load above a store.
+      // The inputs read at the element's own index are loaded first, for
+      // all the unit's elements (the math between them, libdevice calls
+      // with branches, would otherwise split them into other blocks).
+      SmallVector<Value> at, values;
+      std::vector<SmallVector<Value>> pre(vectorWidth);
+      for (int64_t k = 0; k < vectorWidth; ++k) {
+        at.push_back(k ? Value(b.create<arith::AddIOp>(loc, first, idx(k)))
+                       : first);
+        pre[k].resize(numInputs());
+        for (size_t in = 0; in < numInputs(); ++in)
+          if (direct[in])
+            pre[k][in] = loadDirect(in, at.back(), out().numel());
       }
-      store(*v, i);
+      for (int64_t k = 0; k < vectorWidth; ++k) {
+        DType t;
+        FailureOr<Value> v =
+            evalRegion(body, body.size(), at[k], outSizes, out().numel(), &t,
+                       pre[k]);
+        if (failed(v)) {
+          result = failure();
+          return;
+        }
+        values.push_back(*v);
+      }
+      for (int64_t k = 0; k < vectorWidth; ++k)
+        store(values[k], at[k]);
     });
     return result;
   }
@@ -820,6 +870,8 @@ private:
   //===--- row kernels ---===//
 
   int64_t rowLength = 1;
+  /// Elements per unit of an elementwise kernel (1 or 4).
+  int64_t vectorWidth = 1;
   /// Rows up to this many bytes (f32) stay in shared memory between the
   /// passes of softmax and layer_norm (under the 48 KiB a block has without
   /// opting in, with room for the partials; lavapipe offers 32 KiB).
