@@ -38,3 +38,10 @@ cuda = os.environ.get("MODELC_CUDA_PATH", "/usr/local/cuda")
 if os.access(os.path.join(cuda, "bin", "ptxas"), os.X_OK):
     config.available_features.add("ptxas")
     config.substitutions.append(("%cuda", cuda))
+
+# The lavapipe harness (built when Vulkan and SPIRV-Tools are found; CI has
+# them from scripts/setup).
+if os.path.exists(os.path.join(config.modelc_tools_dir, "modelc-kernel-check")):
+    config.available_features.add("lavapipe")
+    config.environment["VK_ICD_FILENAMES"] = \
+        "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"

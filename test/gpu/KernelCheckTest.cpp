@@ -4,7 +4,7 @@
 // through NVVM, lowered through SPIR-V instead (docs/cuda.md, "Checking
 // kernels on lavapipe"). bf16 has no SPIR-V type; its kernels are the f32
 // ones with other loads and stores, checked by ptxas and on a GPU.
-#include "SpirvLowering.h"
+#include "KernelCheck.h"
 #include "VulkanRunner.h"
 
 #include "codegen/Plan.h"
@@ -107,85 +107,6 @@ PlanRegionOp regionOp(OpId op, std::vector<uint32_t> operands, DType t,
   return r;
 }
 
-size_t bytesOf(const PlanBuffer& b, int64_t batch) {
-  int64_t n = 1;
-  for (size_t d = 0; d < b.shape.size(); ++d)
-    n *= (d < b.batchScale.size() && b.batchScale[d] > 0)
-             ? b.batchScale[d] * batch
-             : b.shape[d];
-  return size_t(n) * mc::rt::dtypeSize(b.dtype);
-}
-Shape shapeAt(const PlanBuffer& b, int64_t batch) {
-  Shape s = b.shape;
-  for (size_t d = 0; d < s.size(); ++d)
-    if (d < b.batchScale.size() && b.batchScale[d] > 0)
-      s[d] = b.batchScale[d] * batch;
-  return s;
-}
-
-void fillRandom(std::vector<uint8_t>& bytes, DType t, std::mt19937& rng,
-                bool positive) {
-  std::uniform_real_distribution<float> u(positive ? 0.1f : -3.f, 3.f);
-  size_t n = bytes.size() / mc::rt::dtypeSize(t);
-  for (size_t i = 0; i < n; ++i) {
-    float v = u(rng);
-    switch (t) {
-    case DType::F32:
-      std::memcpy(bytes.data() + 4 * i, &v, 4);
-      break;
-    case DType::F16: {
-      uint16_t h = mc::rt::floatToHalf(v);
-      std::memcpy(bytes.data() + 2 * i, &h, 2);
-      break;
-    }
-    case DType::I32: {
-      int32_t x = int32_t(std::lround(v * 10));
-      std::memcpy(bytes.data() + 4 * i, &x, 4);
-      break;
-    }
-    case DType::I64: {
-      int64_t x = std::lround(v * 10);
-      std::memcpy(bytes.data() + 8 * i, &x, 8);
-      break;
-    }
-    case DType::I1:
-      bytes[i] = v > 0;
-      break;
-    default:
-      break;
-    }
-  }
-}
-
-double valueAt(const std::vector<uint8_t>& bytes, DType t, size_t i) {
-  switch (t) {
-  case DType::F32: {
-    float v;
-    std::memcpy(&v, bytes.data() + 4 * i, 4);
-    return v;
-  }
-  case DType::F16: {
-    uint16_t h;
-    std::memcpy(&h, bytes.data() + 2 * i, 2);
-    return mc::rt::halfToFloat(h);
-  }
-  case DType::I32: {
-    int32_t v;
-    std::memcpy(&v, bytes.data() + 4 * i, 4);
-    return v;
-  }
-  case DType::I64: {
-    int64_t v;
-    std::memcpy(&v, bytes.data() + 8 * i, 8);
-    return double(v);
-  }
-  case DType::I1:
-    return bytes[i];
-  default:
-    return 0;
-  }
-}
-
 class KernelCheck : public ::testing::Test {
 protected:
   static void SetUpTestSuite() {
@@ -200,116 +121,19 @@ protected:
   }
 
   /// Runs the case's step on lavapipe and with the CPU kernel; compares.
-  void check(Case c, double tol = 1e-5) {
+  void check(const Case& c, double tol = 1e-5) {
     if (!runner_)
       GTEST_SKIP() << "no Vulkan device: " << *whyNot_;
-    Plan& plan = c.plan;
-    PlanStep& step = plan.steps[0];
-    int64_t batch = plan.batch.dynamic() ? c.batch : 0;
-    std::mt19937 rng(7);
-    std::vector<std::vector<uint8_t>> ins;
-    for (uint32_t i : step.inputs) {
-      // Buffers are sized at the max batch (the kernel's memref types).
-      const PlanBuffer& b = plan.buffers[i];
-      std::vector<uint8_t> bytes(bytesOf(b, plan.batch.dynamic()
-                                                ? plan.batch.max
-                                                : 0));
-      fillRandom(bytes, b.dtype, rng, c.positive);
-      if (!b.data.empty())
-        bytes = b.data;
-      ins.push_back(std::move(bytes));
-    }
-    const PlanBuffer& ob = plan.buffers[step.outputs[0]];
-    size_t outMax = bytesOf(ob, plan.batch.dynamic() ? plan.batch.max : 0);
-
-    // The CPU's kernel.
-    std::unique_ptr<mc::rt::Device> cpu;
-    ASSERT_TRUE(mc::rt::createDevice("cpu", &cpu));
-    std::vector<mc::rt::ConstTensor> cin;
-    for (size_t k = 0; k < ins.size(); ++k) {
-      const PlanBuffer& b = plan.buffers[step.inputs[k]];
-      cin.push_back({b.dtype, shapeAt(b, batch), ins[k].data()});
-    }
-    std::vector<uint8_t> want(outMax, 0);
-    mc::rt::MutTensor cout{ob.dtype, shapeAt(ob, batch), want.data()};
-    std::vector<mc::rt::RegionOp> body;
-    for (const PlanRegionOp& r : step.body) {
-      mc::rt::RegionOp op{r.op, r.attrs, r.operands, r.dtype, r.shape};
-      for (size_t d = 0; d < op.shape.size(); ++d)
-        if (d < r.batchScale.size() && r.batchScale[d] > 0)
-          op.shape[d] = r.batchScale[d] * batch;
-      body.push_back(std::move(op));
-    }
-    mc::rt::KernelRequest request{step.op, step.attrs, cin, cout, *cpu,
-                                  body.empty() ? nullptr : &body};
-    mc::rt::KernelFactory factory = mc::rt::findKernel("cpu", step.op);
-    ASSERT_NE(factory, nullptr);
-    mc::rt::BoundKernel bound;
-    size_t scratch = 0;
-    mc::rt::Status st = factory(request, &bound, &scratch);
-    ASSERT_TRUE(st) << st.message();
-    std::vector<uint8_t> workspace(scratch + 64);
-    st = bound(workspace.data());
-    ASSERT_TRUE(st) << st.message();
-
-    // The generated kernel, through SPIR-V.
-    mlir::DialectRegistry registry;
-    mc::gputest::registerSpirvLoweringDialects(registry);
-    mlir::MLIRContext context(registry);
-    mc::codegen::cuda::loadKernelDialects(context);
-    mlir::OpBuilder b(&context);
-    mlir::OwningOpRef<mlir::ModuleOp> module =
-        mlir::ModuleOp::create(b.getUnknownLoc());
-    (*module)->setAttr(mlir::gpu::GPUDialect::getContainerModuleAttrName(),
-                       b.getUnitAttr());
-    b.setInsertionPointToEnd(module->getBody());
-    auto gm = b.create<mlir::gpu::GPUModuleOp>(b.getUnknownLoc(), "k");
-    mc::codegen::cuda::KernelFlavor flavor;
-    flavor.spirv = true;
-    flavor.block = 64;
-    std::string why;
-    ASSERT_NE(mc::codegen::cuda::classifyStep(plan, step, flavor, &why),
-              mc::codegen::cuda::KernelKind::None)
-        << why;
-    auto launch = mc::codegen::cuda::emitKernel(gm, plan, step, "k0", flavor);
-    ASSERT_TRUE(mlir::succeeded(launch));
+    mc::gputest::StepCheck r;
     std::string error;
-    auto words = mc::gputest::lowerGpuModuleToSpirv(*module, &error);
-    ASSERT_TRUE(mlir::succeeded(words)) << error;
-    std::vector<uint8_t> got(outMax, 0);
-    std::vector<uint8_t> batchBytes(8);
-    std::memcpy(batchBytes.data(), &batch, 8);
-    std::vector<std::vector<uint8_t>*> bufs;
-    for (auto& in : ins)
-      bufs.push_back(&in);
-    bufs.push_back(&got);
-    bufs.push_back(&batchBytes);
-    uint64_t units = launch->unitsAt(batch);
-    // A small grid on purpose: the grid-stride loops must cover the rest.
-    uint32_t groups = uint32_t(std::min<uint64_t>(
-        std::max<uint64_t>(1, (units + launch->perBlock - 1) /
-                                  launch->perBlock),
-        7));
-    ASSERT_TRUE(runner_->dispatch(*words, "k0", bufs, groups, 1, 1, &error))
+    ASSERT_TRUE(mc::gputest::checkStep(c.plan, 0, c.batch, c.positive,
+                                       *runner_, &r, &error))
         << error;
-
-    size_t n = bytesOf(ob, batch) / mc::rt::dtypeSize(ob.dtype);
-    ASSERT_GT(n, 0u);
-    double worst = 0;
-    size_t worstAt = 0;
-    for (size_t i = 0; i < n; ++i) {
-      double w = valueAt(want, ob.dtype, i), g = valueAt(got, ob.dtype, i);
-      if (std::isnan(w) && std::isnan(g))
-        continue;
-      double err = std::fabs(w - g) / std::max(1.0, std::fabs(w));
-      if (!(err <= worst)) {
-        worst = std::isnan(err) ? INFINITY : err;
-        worstAt = i;
-      }
-    }
-    EXPECT_LE(worst, tol) << "at element " << worstAt << " of " << n
-                          << ": cpu " << valueAt(want, ob.dtype, worstAt)
-                          << ", lavapipe " << valueAt(got, ob.dtype, worstAt);
+    ASSERT_TRUE(r.skipped.empty()) << r.skipped;
+    ASSERT_GT(r.elements, 0u);
+    EXPECT_LE(r.worst, tol) << "at element " << r.worstAt << " of "
+                            << r.elements << ": cpu " << r.cpu
+                            << ", lavapipe " << r.lavapipe;
   }
 
   static mc::gputest::VulkanRunner* runner_;

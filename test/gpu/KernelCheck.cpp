@@ -1,0 +1,250 @@
+// See KernelCheck.h.
+#include "KernelCheck.h"
+
+#include "SpirvLowering.h"
+
+#include "codegen/cuda/KernelGen.h"
+#include "modelc/device.h"
+#include "modelc/kernels.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+namespace mc::gputest {
+namespace {
+
+using codegen::Plan;
+using codegen::PlanBuffer;
+using codegen::PlanRegionOp;
+using codegen::PlanStep;
+using rt::DType;
+using Shape = std::vector<int64_t>;
+
+const char* kindName(codegen::cuda::KernelKind k) {
+  switch (k) {
+  case codegen::cuda::KernelKind::Elementwise: return "elementwise";
+  case codegen::cuda::KernelKind::Index: return "index";
+  case codegen::cuda::KernelKind::Rows: return "rows";
+  case codegen::cuda::KernelKind::Reduce: return "reduce";
+  case codegen::cuda::KernelKind::Pool: return "pool";
+  default: return "none";
+  }
+}
+
+size_t bytesOf(const PlanBuffer& b, int64_t batch) {
+  int64_t n = 1;
+  for (size_t d = 0; d < b.shape.size(); ++d)
+    n *= (d < b.batchScale.size() && b.batchScale[d] > 0)
+             ? b.batchScale[d] * batch
+             : b.shape[d];
+  return size_t(n) * rt::dtypeSize(b.dtype);
+}
+Shape shapeAt(const PlanBuffer& b, int64_t batch) {
+  Shape s = b.shape;
+  for (size_t d = 0; d < s.size(); ++d)
+    if (d < b.batchScale.size() && b.batchScale[d] > 0)
+      s[d] = b.batchScale[d] * batch;
+  return s;
+}
+
+void fillRandom(std::vector<uint8_t>& bytes, DType t, std::mt19937& rng,
+                bool positive) {
+  std::uniform_real_distribution<float> u(positive ? 0.1f : -3.f, 3.f);
+  size_t n = bytes.size() / rt::dtypeSize(t);
+  for (size_t i = 0; i < n; ++i) {
+    float v = u(rng);
+    switch (t) {
+    case DType::F32:
+      std::memcpy(bytes.data() + 4 * i, &v, 4);
+      break;
+    case DType::F16: {
+      uint16_t h = rt::floatToHalf(v);
+      std::memcpy(bytes.data() + 2 * i, &h, 2);
+      break;
+    }
+    case DType::I32: {
+      int32_t x = int32_t(std::lround(v * 10));
+      std::memcpy(bytes.data() + 4 * i, &x, 4);
+      break;
+    }
+    case DType::I64: {
+      int64_t x = std::lround(v * 10);
+      std::memcpy(bytes.data() + 8 * i, &x, 8);
+      break;
+    }
+    case DType::I1:
+      bytes[i] = v > 0;
+      break;
+    default:
+      break;
+    }
+  }
+}
+
+double valueAt(const std::vector<uint8_t>& bytes, DType t, size_t i) {
+  switch (t) {
+  case DType::F32: {
+    float v;
+    std::memcpy(&v, bytes.data() + 4 * i, 4);
+    return v;
+  }
+  case DType::F16: {
+    uint16_t h;
+    std::memcpy(&h, bytes.data() + 2 * i, 2);
+    return rt::halfToFloat(h);
+  }
+  case DType::I32: {
+    int32_t v;
+    std::memcpy(&v, bytes.data() + 4 * i, 4);
+    return v;
+  }
+  case DType::I64: {
+    int64_t v;
+    std::memcpy(&v, bytes.data() + 8 * i, 8);
+    return double(v);
+  }
+  case DType::I1:
+    return bytes[i];
+  default:
+    return 0;
+  }
+}
+
+} // namespace
+
+bool checkStep(const Plan& plan, size_t index, int64_t batch, bool positive,
+               VulkanRunner& runner, StepCheck* out, std::string* error) {
+
+    const PlanStep& step = plan.steps[index];
+    batch = plan.batch.dynamic() ? batch : 0;
+    auto fail = [&](const std::string& why) {
+      *error = "step " + std::to_string(index) + " (mc." +
+               rt::opName(step.op) + "): " + why;
+      return false;
+    };
+    std::mt19937 rng(7);
+    std::vector<std::vector<uint8_t>> ins;
+    for (uint32_t i : step.inputs) {
+      // Buffers are sized at the max batch (the kernel's memref types).
+      const PlanBuffer& b = plan.buffers[i];
+      std::vector<uint8_t> bytes(bytesOf(b, plan.batch.dynamic()
+                                                ? plan.batch.max
+                                                : 0));
+      fillRandom(bytes, b.dtype, rng, positive);
+      if (!b.data.empty())
+        bytes = b.data;
+      ins.push_back(std::move(bytes));
+    }
+    const PlanBuffer& ob = plan.buffers[step.outputs[0]];
+    size_t outMax = bytesOf(ob, plan.batch.dynamic() ? plan.batch.max : 0);
+
+    // The CPU's kernel.
+    std::unique_ptr<rt::Device> cpu;
+    if (!rt::createDevice("cpu", &cpu))
+      return fail("no cpu device");
+    std::vector<rt::ConstTensor> cin;
+    for (size_t k = 0; k < ins.size(); ++k) {
+      const PlanBuffer& b = plan.buffers[step.inputs[k]];
+      cin.push_back({b.dtype, shapeAt(b, batch), ins[k].data()});
+    }
+    std::vector<uint8_t> want(outMax, 0);
+    rt::MutTensor cout{ob.dtype, shapeAt(ob, batch), want.data()};
+    std::vector<rt::RegionOp> body;
+    for (const PlanRegionOp& r : step.body) {
+      rt::RegionOp op{r.op, r.attrs, r.operands, r.dtype, r.shape};
+      for (size_t d = 0; d < op.shape.size(); ++d)
+        if (d < r.batchScale.size() && r.batchScale[d] > 0)
+          op.shape[d] = r.batchScale[d] * batch;
+      body.push_back(std::move(op));
+    }
+    rt::KernelRequest request{step.op, step.attrs, cin, cout, *cpu,
+                                  body.empty() ? nullptr : &body};
+    rt::KernelFactory factory = rt::findKernel("cpu", step.op);
+    if (!factory)
+      return fail("the cpu has no kernel for it");
+    rt::BoundKernel bound;
+    size_t scratch = 0;
+    rt::Status st = factory(request, &bound, &scratch);
+    if (!st)
+      return fail("cpu kernel: " + st.message());
+    std::vector<uint8_t> workspace(scratch + 64);
+    st = bound(workspace.data());
+    if (!st)
+      return fail("cpu kernel: " + st.message());
+
+    // The generated kernel, through SPIR-V.
+    mlir::DialectRegistry registry;
+    registerSpirvLoweringDialects(registry);
+    mlir::MLIRContext context(registry);
+    codegen::cuda::loadKernelDialects(context);
+    mlir::OpBuilder b(&context);
+    mlir::OwningOpRef<mlir::ModuleOp> module =
+        mlir::ModuleOp::create(b.getUnknownLoc());
+    (*module)->setAttr(mlir::gpu::GPUDialect::getContainerModuleAttrName(),
+                       b.getUnitAttr());
+    b.setInsertionPointToEnd(module->getBody());
+    auto gm = b.create<mlir::gpu::GPUModuleOp>(b.getUnknownLoc(), "k");
+    codegen::cuda::KernelFlavor flavor;
+    flavor.spirv = true;
+    flavor.block = 64;
+    std::string why;
+    auto kind = codegen::cuda::classifyStep(plan, step, flavor, &why);
+    if (kind == codegen::cuda::KernelKind::None) {
+      out->skipped = why.empty() ? "a library step" : why;
+      return true;
+    }
+    out->kind = kindName(kind);
+    auto launch = codegen::cuda::emitKernel(gm, plan, step, "k0", flavor);
+    if (mlir::failed(launch))
+      return fail("kernel generation failed");
+    auto words = lowerGpuModuleToSpirv(*module, error);
+    if (mlir::failed(words))
+      return fail(*error);
+    std::vector<uint8_t> got(outMax, 0);
+    std::vector<uint8_t> batchBytes(8);
+    std::memcpy(batchBytes.data(), &batch, 8);
+    std::vector<std::vector<uint8_t>*> bufs;
+    for (auto& in : ins)
+      bufs.push_back(&in);
+    bufs.push_back(&got);
+    bufs.push_back(&batchBytes);
+    uint64_t units = launch->unitsAt(batch);
+    // A small grid on purpose: the grid-stride loops must cover the rest.
+    uint32_t groups = uint32_t(std::min<uint64_t>(
+        std::max<uint64_t>(1, (units + launch->perBlock - 1) /
+                                  launch->perBlock),
+        7));
+    std::string dispatchError;
+    if (!runner.dispatch(*words, "k0", bufs, groups, 1, 1, &dispatchError))
+      return fail(dispatchError);
+
+    size_t n = bytesOf(ob, batch) / rt::dtypeSize(ob.dtype);
+    double worst = 0;
+    size_t worstAt = 0;
+    for (size_t i = 0; i < n; ++i) {
+      double w = valueAt(want, ob.dtype, i), g = valueAt(got, ob.dtype, i);
+      if ((std::isnan(w) && std::isnan(g)) || w == g) // infinities too
+        continue;
+      double err = std::fabs(w - g) / std::max(1.0, std::fabs(w));
+      if (!(err <= worst)) {
+        worst = std::isnan(err) ? INFINITY : err;
+        worstAt = i;
+      }
+    }
+    out->elements = n;
+    out->worst = worst;
+    out->worstAt = worstAt;
+    out->cpu = n ? valueAt(want, ob.dtype, worstAt) : 0;
+    out->lavapipe = n ? valueAt(got, ob.dtype, worstAt) : 0;
+    return true;
+}
+
+} // namespace mc::gputest

@@ -1,0 +1,119 @@
+// modelc-kernel-check MODEL.mlir [--batch N] [--tol T]: compiles a model
+// for the cuda target and runs every step that gets a generated kernel on
+// lavapipe and with the CPU runtime's kernel, on the same random inputs;
+// prints a table and exits 1 when a kernel differs by more than the
+// tolerance or fails to run (docs/cuda.md, "Checking kernels on
+// lavapipe"). A test tool: CI runs it on every example model.
+#include "KernelCheck.h"
+#include "VulkanRunner.h"
+
+#include "codegen/Compile.h"
+#include "frontend/jit/Trace.h"
+#include "modelc/ops.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+int main(int argc, char** argv) {
+  std::string path;
+  int64_t batch = 0;
+  double tol = 1e-4;
+  bool train = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--batch" && i + 1 < argc)
+      batch = std::atoll(argv[++i]);
+    else if (a == "--tol" && i + 1 < argc)
+      tol = std::atof(argv[++i]);
+    else if (a == "--train")
+      train = true;
+    else if (path.empty() && a[0] != '-')
+      path = a;
+    else {
+      std::fprintf(stderr,
+                   "usage: modelc-kernel-check MODEL.mlir [--train] "
+                   "[--batch N] [--tol T]\n");
+      return 2;
+    }
+  }
+  if (path.empty()) {
+    std::fprintf(stderr, "modelc-kernel-check: no model given\n");
+    return 2;
+  }
+  std::string why;
+  auto runner = mc::gputest::VulkanRunner::create(&why);
+  if (!runner) {
+    std::printf("skipped: no Vulkan device (%s)\n", why.c_str());
+    return 77;
+  }
+  auto context = mc::jit::createContext();
+  llvm::SourceMgr sources;
+  mlir::SourceMgrDiagnosticHandler handler(sources, context.get());
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer) {
+    std::fprintf(stderr, "modelc-kernel-check: cannot read %s\n",
+                 path.c_str());
+    return 1;
+  }
+  sources.AddNewSourceBuffer(std::move(*buffer), llvm::SMLoc());
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceFile<mlir::ModuleOp>(sources, context.get());
+  if (!module)
+    return 1;
+  mc::codegen::CompileOptions options;
+  options.target = "cuda";
+  options.train = train;
+  if (mlir::failed(mc::codegen::runCompilePipeline(*module, options)))
+    return 1;
+  auto plan = mc::codegen::buildPlan(*module, options);
+  if (mlir::failed(plan))
+    return 1;
+  if (plan->batch.dynamic() && batch == 0)
+    batch = plan->batch.opt;
+  std::printf("%-5s %-22s %-12s %9s %10s  %s\n", "step", "op", "kernel",
+              "elements", "max error", "result");
+  int failures = 0, checked = 0, skipped = 0;
+  for (size_t i = 0; i < plan->steps.size(); ++i) {
+    const mc::codegen::PlanStep& step = plan->steps[i];
+    if (step.entry.empty())
+      continue; // a library call (cuBLASLt, cuDNN)
+    std::string name = std::string("mc.") + mc::rt::opName(step.op);
+    mc::gputest::StepCheck r;
+    std::string error;
+    // Positive inputs keep log, sqrt and pow in their domain for every
+    // step of a model; every step runs both ways.
+    if (!mc::gputest::checkStep(*plan, i, batch, /*positive=*/true, *runner,
+                                &r, &error)) {
+      std::printf("%-5zu %-22s %-12s %9s %10s  FAILED: %s\n", i, name.c_str(),
+                  "-", "-", "-", error.c_str());
+      ++failures;
+      continue;
+    }
+    if (!r.skipped.empty()) {
+      std::printf("%-5zu %-22s %-12s %9s %10s  skipped: %s\n", i, name.c_str(),
+                  "-", "-", "-", r.skipped.c_str());
+      ++skipped;
+      continue;
+    }
+    bool ok = r.worst <= tol;
+    std::printf("%-5zu %-22s %-12s %9zu %10.2e  %s", i, name.c_str(),
+                r.kind.c_str(), r.elements, r.worst, ok ? "ok" : "MISMATCH");
+    if (!ok)
+      std::printf(" (element %zu: cpu %.9g, lavapipe %.9g)", r.worstAt, r.cpu,
+                  r.lavapipe);
+    std::printf("\n");
+    ++checked;
+    failures += !ok;
+  }
+  std::printf("%d generated kernels checked on %s, %d skipped, %d failed "
+              "(tolerance %.0e)\n",
+              checked, runner->deviceName().c_str(), skipped, failures, tol);
+  return failures ? 1 : 0;
+}
