@@ -2,7 +2,9 @@
 """Runs what test/gpu/prepare.sh prepared on the CUDA device and compares
 it with the CPU's results; prints a correctness table; exit 1 on a failure.
 
-    check_models.py PREPARED_DIR LOG_DIR
+    check_models.py PREPARED_DIR LOG_DIR [--device cuda]
+
+(`--device cpu` checks the script itself on a machine without a GPU.)
 
 Inference: each artifact (compiled for cpu,cuda) runs with
 `modelc-run --device cuda`; every output is compared with the CPU's as
@@ -38,6 +40,9 @@ def last_line(path):
         return ""
 
 
+DEVICE = "cuda"
+
+
 def infer(e, root, logs, modelc_run):
     d = os.path.join(root, e["dir"])
     args = []
@@ -45,7 +50,7 @@ def infer(e, root, logs, modelc_run):
         args += ["--input", spec]
     log = os.path.join(logs, e["name"] + ".log")
     rc = run([modelc_run, "model.mcpk", *args, "--output-dir", "gpu",
-              "--device", "cuda"], d, log)
+              "--device", DEVICE], d, log)
     if rc != 0:
         return "FAIL", float("nan"), last_line(log)
     worst, worst_name = 0.0, ""
@@ -73,7 +78,7 @@ def train(e, root, logs, modelc_run):
     d = os.path.join(root, e["dir"])
     log = os.path.join(logs, e["name"] + ".log")
     rc = run([modelc_run, "--train", "step.mcpk", *e["args"], "--log-csv",
-              "gpu_loss.csv", "--quiet", "--device", "cuda"], d, log)
+              "gpu_loss.csv", "--quiet", "--device", DEVICE], d, log)
     if rc != 0:
         return "FAIL", float("nan"), last_line(log)
     cpu = losses(os.path.join(d, "cpu_loss.csv"))
@@ -87,7 +92,10 @@ def train(e, root, logs, modelc_run):
 
 
 def main():
+    global DEVICE
     root, logs = sys.argv[1], sys.argv[2]
+    if len(sys.argv) > 4 and sys.argv[3] == "--device":
+        DEVICE = sys.argv[4]
     os.makedirs(logs, exist_ok=True)
     modelc_run = os.path.join(root, "bin", "modelc-run")
     manifest = json.load(open(os.path.join(root, "manifest.json")))
