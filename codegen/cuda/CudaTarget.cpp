@@ -270,6 +270,42 @@ bool isLibraryEpilogue(const PlanStep& step) {
   return j == body.size();
 }
 
+/// Whether the CUDA device runs this conv2d region as one cuDNN graph:
+/// conv2d of the first two inputs, optionally plus a bias broadcast along
+/// the channel dim, optionally relu last (runtime/src/cuda/CudaKernels.cpp
+/// accepts exactly this). Only f16 and bf16: cuDNN's runtime fusion may
+/// have no engine for an f32 conv with pointwise ops, and an f32 region
+/// split in two loses little.
+bool isLibraryConvRegion(const PlanStep& step) {
+  const std::vector<PlanRegionOp>& body = step.body;
+  uint32_t n = uint32_t(step.inputs.size());
+  if (body.empty() || body[0].op != rt::OpId::Conv2d ||
+      body[0].operands != std::vector<uint32_t>{0, 1} ||
+      (body[0].dtype != rt::DType::F16 && body[0].dtype != rt::DType::BF16))
+    return false;
+  for (const PlanRegionOp& op : body)
+    if (op.dtype != body[0].dtype || op.shape != body[0].shape)
+      return false;
+  uint32_t cur = n;
+  size_t j = 1;
+  if (j + 1 < body.size() && body[j].op == rt::OpId::BroadcastInDim) {
+    if (body[j].operands.size() != 1 || body[j].operands[0] >= n ||
+        body[j].attrs.getInts("dims") != std::vector<int64_t>{1})
+      return false;
+    uint32_t bias = uint32_t(n + j++);
+    const PlanRegionOp& add = body[j];
+    if (add.op != rt::OpId::Add ||
+        !(add.operands == std::vector<uint32_t>{cur, bias} ||
+          add.operands == std::vector<uint32_t>{bias, cur}))
+      return false;
+    cur = uint32_t(n + j++);
+  }
+  if (j < body.size() && body[j].op == rt::OpId::Relu &&
+      body[j].operands == std::vector<uint32_t>{cur})
+    ++j;
+  return j == body.size();
+}
+
 /// A region led by a matmul or conv2d anchor that the device does not run
 /// as one library call becomes two steps: the anchor (a library call) into
 /// a new buffer, then the rest of the region, which reads it as one more
@@ -281,7 +317,7 @@ void splitAnchorRegions(Plan& plan) {
     if (step.op != rt::OpId::Fused || step.body.empty() ||
         (step.body[0].op != rt::OpId::Matmul &&
          step.body[0].op != rt::OpId::Conv2d) ||
-        isLibraryEpilogue(step))
+        isLibraryEpilogue(step) || isLibraryConvRegion(step))
       continue;
     PlanRegionOp anchorOp = step.body[0];
     PlanBuffer result;

@@ -1298,9 +1298,11 @@ KernelKind classifyStep(const Plan& plan, const PlanStep& step,
   case OpId::Conv2d:
     return KernelKind::None; // the device's library kernels
   case OpId::Fused: {
-    if (!step.body.empty() && step.body[0].op == OpId::Matmul)
-      return KernelKind::None; // cuBLASLt with an epilogue (the target split
-                               // every other anchor region)
+    if (!step.body.empty() && (step.body[0].op == OpId::Matmul ||
+                               step.body[0].op == OpId::Conv2d))
+      return KernelKind::None; // cuBLASLt or cuDNN with their epilogues
+                               // (the target split every other anchor
+                               // region)
     if (step.attrs.getBool("attention"))
       return refuse("attention regions run as separate steps on cuda "
                     "(compile with the cuda target's fusion options)");

@@ -44,10 +44,6 @@ rt::ExecutableView view(const std::string &format, const std::string &data) {
   return v;
 }
 
-bool has(const std::string &text, const std::string &what) {
-  return text.find(what) != std::string::npos;
-}
-
 using CudaDevice = CudaTest;
 
 TEST_F(CudaDevice, NamesItselfAndRunsTheCudaTarget) {

@@ -13,10 +13,6 @@ using rt::OpId;
 
 namespace {
 
-bool has(const std::string &text, const std::string &what) {
-  return text.find(what) != std::string::npos;
-}
-
 struct MatmulCase {
   rt::Shape batch; // leading dims
   int64_t m, k, n;

@@ -15,6 +15,11 @@
 
 namespace mc::test {
 
+/// Whether `text` contains `what` (for error messages).
+inline bool has(const std::string &text, const std::string &what) {
+  return text.find(what) != std::string::npos;
+}
+
 /// A tensor in host memory, of f32, f16 or bf16 (as raw bytes).
 struct HostTensor {
   rt::DType dtype = rt::DType::F32;

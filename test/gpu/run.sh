@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
-# Runs the GPU tests on a machine with a GPU (the lent machine, see
-# GPU.md) and writes logs under $OUT (default ./gpu-logs); prints a short
-# table last. Exit status: that of the tests.
+# Runs the GPU checks on a machine with a GPU (the lent machine, see
+# GPU.md) in one call and writes logs under $OUT (default ./gpu-logs):
+# the GPU tests, every prepared model against the CPU's outputs
+# (test/gpu/check_models.py), the digits MLP trained on the GPU against
+# the CPU's loss curve, and the benchmark against PyTorch
+# (bench/gpu_peers.py). Prints short tables last. Exit status: 1 when a
+# test or a model check failed.
 #   test/gpu/run.sh [BUILD_DIR]
 # BUILD_DIR (default build) holds bin/modelc_gpu_tests and lib/, built on
 # this machine (cmake -DMODELC_RUNTIME_ONLY=ON needs no MLIR) or carried
 # from another one: test inputs are found through MODELC_TEST_KERNELS_PTX
-# and MODELC_TEST_CUBIN_DIR, set here. cuBLASLt comes from the toolkit or,
+# and MODELC_TEST_CUBIN_DIR, set here. The model checks and the benchmark
+# run when BUILD_DIR is what test/gpu/prepare.sh wrote (build-gpu: it has
+# manifest.json and bench/), which is what to carry:
+#   here:     test/gpu/prepare.sh            # writes build-gpu (< 64 MiB)
+#   there:    test/gpu/run.sh build-gpu      # run tool, carry ["build-gpu"] cuBLASLt comes from the toolkit or,
 # failing that, from PyTorch's wheels (site-packages/nvidia/*/lib).
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -35,6 +43,7 @@ done
 export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export MODELC_TEST_KERNELS_PTX="$root/test/gpu/kernels.ptx"
 export MODELC_TEST_CUBIN_DIR="$build/test/gpu/cubins"
+py=python3 # PyTorch's Python, for the benchmark; numpy for the checks
 
 {
   echo "date: $(date -u +%FT%TZ)"
@@ -48,8 +57,19 @@ status=$?
 # The device's logic on the fake driver too (as CI runs it).
 MODELC_CUDA_DRIVER="$build/lib/libmodelc_fake_cuda.so" \
   "$build/bin/modelc_gpu_tests" \
-  --gtest_filter='CudaDevice.*:CudaKernels.MatmulWithKZeroIsZeros:CudaKernels.OtherRegionsAreRefusedNamingTheOp' \
+  --gtest_filter='CudaDevice.*:CudaKernels.MatmulWithKZeroIsZeros:CudaKernels.OtherRegionsAreRefusedNamingTheOp:CudnnConv.RegionsOtherThanConvBiasReluAreRefusedNamingTheOp' \
   > "$out/fake-driver.log" 2>&1 || status=1
+
+# Every prepared model on the GPU against the CPU, and training.
+if [ -f "$build/manifest.json" ]; then
+  "$py" "$root/test/gpu/check_models.py" "$build" "$out/models" \
+    > "$out/models.log" 2>&1 || status=1
+fi
+# The benchmark (prints "skipped: no GPU" without one).
+if [ -f "$build/bench/manifest.json" ]; then
+  "$py" "$root/bench/gpu_peers.py" "$build/bench" \
+    --modelc-run "$build/bin/modelc-run" > "$out/bench.log" 2>&1
+fi
 
 cat "$out/environment.txt"
 grep -E '^ +[a-z0-9]+ .*rel_err|^device:' "$out/gpu-tests.log"
@@ -60,4 +80,6 @@ for log in gpu-tests fake-driver; do
     "$(grep -c '^\[  FAILED  \] .*(' "$out/$log.log")" \
     "$(grep -c '^\[  SKIPPED \] .*(' "$out/$log.log")"
 done
+[ -f "$out/models.log" ] && cat "$out/models.log"
+[ -f "$out/bench.log" ] && tail -n 12 "$out/bench.log"
 exit $status

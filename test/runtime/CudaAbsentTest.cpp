@@ -1,12 +1,13 @@
 // The CUDA device on a machine without a GPU driver (this one, CI): the
 // kind is registered but counts no device, asking for it is an error that
-// says why, "auto" falls back to the CPU and says why, and cuBLASLt loads
-// but refuses a handle, reported rather than crashed on. Where a driver is
+// says why, "auto" falls back to the CPU and says why, and cuBLASLt and
+// cuDNN load but refuse a handle, reported rather than crashed on. Where a driver is
 // present (the GPU machine) the tests that need its absence skip, saying
 // so; test/gpu covers that side.
 #include "TestUtil.h"
 #include "cuda/CublasLt.h"
 #include "cuda/CudaDriver.h"
+#include "cuda/Cudnn.h"
 #include "modelc/device.h"
 #include "modelc/npy.h"
 
@@ -49,6 +50,7 @@ TEST(CudaAbsent, TheKindIsRegisteredAboveTheCpu) {
   EXPECT_NE(rt::findKernel("cuda", rt::OpId::Matmul), nullptr);
   EXPECT_NE(rt::findKernel("cuda", rt::OpId::Fused), nullptr);
   EXPECT_NE(rt::findKernel("cuda", rt::OpId::Copy), nullptr);
+  EXPECT_NE(rt::findKernel("cuda", rt::OpId::Conv2d), nullptr);
 }
 
 TEST(CudaAbsent, NoDriverMeansNoDevicesAndErrorsThatSayWhy) {
@@ -101,6 +103,24 @@ TEST(CudaAbsent, CublasLtLoadsButItsHandleNeedsADriver) {
   // TOOLCHAIN.md: cublasLtCreate returns 1 without a driver.
   EXPECT_TRUE(has(st.message(),
                   "cublasLtCreate failed: CUBLAS_STATUS_NOT_INITIALIZED"))
+      << st.message();
+}
+
+TEST(CudaAbsent, CudnnLoadsButItsHandleNeedsADriver) {
+  const rt::cuda::Cudnn *dnn = nullptr;
+  rt::Status st = rt::cuda::loadCudnn(&dnn);
+  if (!st)
+    GTEST_SKIP() << "no cuDNN on this machine: " << st.message();
+  ASSERT_NE(dnn, nullptr);
+  EXPECT_GE(dnn->version, 90000u) << "cuDNN 9's graph API";
+  SKIP_IF_DRIVER_PRESENT();
+  cudnnHandle_t h = nullptr;
+  st = rt::cuda::createCudnnHandle(*dnn, &h);
+  ASSERT_FALSE(st);
+  EXPECT_EQ(h, nullptr);
+  // TOOLCHAIN.md: cudnnCreate returns 1001 without a driver.
+  EXPECT_TRUE(has(st.message(), "cudnnCreate failed: "
+                                "CUDNN_STATUS_NOT_INITIALIZED (1001)"))
       << st.message();
 }
 

@@ -4,6 +4,7 @@
 #include "CudaDevice.h"
 
 #include "CublasLt.h"
+#include "Cudnn.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -157,6 +158,8 @@ CudaDevice::~CudaDevice() {
     d.moduleUnload(m);
   if (ltHandle_)
     lt_->destroy(ltHandle_);
+  if (dnnHandle_)
+    dnn_->destroy(dnnHandle_);
   if (pinned_)
     d.memFreeHost(pinned_);
   if (stream_)
@@ -346,6 +349,26 @@ Status CudaDevice::cublasLt(const CublasLt** lib, cublasLtHandle_t* handle) {
   }
   *lib = lt_;
   *handle = ltHandle_;
+  return Status::ok();
+}
+
+Status CudaDevice::cudnn(const Cudnn** lib, cudnnHandle_t* handle) {
+  if (!dnnHandle_) {
+    MC_RETURN_IF_ERROR(loadCudnn(&dnn_));
+    MC_RETURN_IF_ERROR(makeCurrent());
+    if (Status st = createCudnnHandle(*dnn_, &dnnHandle_); !st)
+      return Status::error(name() + ": " + st.message());
+    cudnnStatus_t s =
+        dnn_->setStream(dnnHandle_, reinterpret_cast<cudaStream_t>(stream_));
+    if (s != CUDNN_STATUS_SUCCESS) {
+      dnn_->destroy(dnnHandle_);
+      dnnHandle_ = nullptr;
+      return Status::error(name() + ": cudnnSetStream failed: " +
+                           statusText(*dnn_, s));
+    }
+  }
+  *lib = dnn_;
+  *handle = dnnHandle_;
   return Status::ok();
 }
 

@@ -13,10 +13,12 @@
 #include <memory>
 
 typedef struct cublasLtContext* cublasLtHandle_t;
+typedef struct cudnnContext* cudnnHandle_t;
 
 namespace mc::rt::cuda {
 
 struct CublasLt;
+struct Cudnn;
 
 /// A retained primary context; released when the device and every
 /// allocation made on it are gone.
@@ -67,6 +69,9 @@ public:
                    std::function<Status(void* workspace)> launch);
   /// The cuBLASLt library and this device's handle, created on first use.
   Status cublasLt(const CublasLt** lib, cublasLtHandle_t* handle);
+  /// The cuDNN library and this device's handle (on the device's stream),
+  /// created on first use.
+  Status cudnn(const Cudnn** lib, cudnnHandle_t* handle);
   /// "NVIDIA H100 80GB HBM3 (sm_90)".
   std::string gpuText() const;
   int ccMajor() const { return ccMajor_; }
@@ -116,6 +121,8 @@ private:
   std::shared_ptr<const std::string> lastStep_;
   const CublasLt* lt_ = nullptr;
   cublasLtHandle_t ltHandle_ = nullptr;
+  const Cudnn* dnn_ = nullptr;
+  cudnnHandle_t dnnHandle_ = nullptr;
 };
 
 /// The CudaDevice a kernel request runs on (kernels registered for "cuda"

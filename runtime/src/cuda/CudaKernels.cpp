@@ -1,9 +1,12 @@
 // The CUDA device's own kernels: matmul through cuBLASLt, a fused region
 // that is a matmul with a bias and relu/tanh-gelu epilogue (cuBLASLt's
-// epilogues), and copy. Every other op of a CUDA artifact is a generated
+// epilogues), conv2d through cuDNN, a fused region that is a conv2d with a
+// channel bias and relu (one cuDNN graph), and copy. Every other op of a CUDA artifact is a generated
 // kernel (Device::bindGenerated).
 #include "CublasLt.h"
 #include "CudaDevice.h"
+#include "Cudnn.h"
+#include "cpu/CpuKernels.h" // conv2dParams
 #include "modelc/shapes.h"
 
 namespace mc::rt::cuda {
@@ -65,6 +68,141 @@ Status notAnEpilogue(const std::string& why) {
       "them)");
 }
 
+/// The ConvProblem of a conv2d from its operands, attributes and result
+/// (the CPU kernel's semantics: NCHW, OIHW weights, one float dtype).
+Status convOf(const ConstTensor& x, const ConstTensor& w, const OpAttrs& attrs,
+              DType dtype, const Shape& result, ConvProblem* p) {
+  if (!isFloat(x.dtype) || x.dtype != w.dtype || x.dtype != dtype)
+    return Status::error(std::string("conv2d: input ") + dtypeName(x.dtype) +
+                         ", weight " + dtypeName(w.dtype) + " and result " +
+                         dtypeName(dtype) +
+                         ": cuda takes one of f32, f16, bf16 for all three");
+  p->params = conv2dParams(attrs);
+  const Conv2dParams& c = p->params;
+  Shape expected;
+  if (x.shape.size() != 4 || w.shape.size() != 4)
+    return Status::error("conv2d: input " + shapeString(x.shape) +
+                         " and weight " + shapeString(w.shape) +
+                         " must be rank 4 (NCHW, OIHW)");
+  Status rule = shapes::conv2d(
+      x.shape, w.shape, {c.strideH, c.strideW},
+      {c.padTop, c.padLeft, c.padBottom, c.padRight},
+      {c.dilationH, c.dilationW}, c.groups, &expected);
+  if (!rule)
+    return Status::error("conv2d: " + rule.message());
+  if (expected != result)
+    return Status::error("conv2d: the result is " + shapeString(result) +
+                         ", the operands give " + shapeString(expected));
+  p->dtype = dtype;
+  p->x = x.shape;
+  p->w = w.shape;
+  p->y = result;
+  p->xData = x.data;
+  p->wData = w.data;
+  return Status::ok();
+}
+
+Status conv2dKernel(const KernelRequest& r, BoundKernel* out,
+                    size_t* workspaceBytes) {
+  ConvProblem p;
+  MC_RETURN_IF_ERROR(convOf(r.inputs[0], r.inputs[1], r.attrs, r.output.dtype,
+                            r.output.shape, &p));
+  p.yData = r.output.data;
+  return bindConv(cudaDevice(r), r, p, out, workspaceBytes);
+}
+
+/// "mc.fused on cuda runs ... ; <why> (...)", for regions led by a conv2d.
+Status notAConvEpilogue(const std::string& why) {
+  return Status::error(
+      "mc.fused: the cuda device runs a region led by a conv2d only when it "
+      "is the conv2d of two inputs, then optionally the add of a bias (a "
+      "broadcast_in_dim of an input [C] along dim 1), then optionally relu "
+      "(one cuDNN graph); " +
+      why + " (the compiler generates a kernel for such regions, or splits "
+            "them)");
+}
+
+/// A fused region led by a conv2d: conv2d(in a, in b), then optionally
+/// add(conv, broadcast_in_dim(in c [K], dims [1])) (either operand order),
+/// then optionally relu; one cuDNN graph with the bias and relu as
+/// pointwise ops on the f32 result.
+Status fusedConvKernel(const KernelRequest& r, BoundKernel* out,
+                       size_t* workspaceBytes) {
+  const std::vector<RegionOp>& body = *r.body;
+  const uint32_t n = uint32_t(r.inputs.size());
+  const RegionOp& conv = body[0];
+  auto opText = [&](size_t k) {
+    return "body op " + std::to_string(k) + " is mc." + opName(body[k].op);
+  };
+  if (conv.operands.size() != 2 || conv.operands[0] >= n ||
+      conv.operands[1] >= n)
+    return notAConvEpilogue("the conv2d does not read two of the step's "
+                            "inputs");
+  if (conv.dtype != r.output.dtype || conv.shape != r.output.shape)
+    return notAConvEpilogue(std::string("the conv2d computes ") +
+                            dtypeName(conv.dtype) + shapeString(conv.shape) +
+                            ", the output is " + dtypeName(r.output.dtype) +
+                            shapeString(r.output.shape));
+  ConvProblem p;
+  MC_RETURN_IF_ERROR(convOf(r.inputs[conv.operands[0]],
+                            r.inputs[conv.operands[1]], conv.attrs, conv.dtype,
+                            conv.shape, &p));
+  p.yData = r.output.data;
+  uint32_t cur = n; // the value reached (the convolution's result)
+  uint32_t biasValue = UINT32_MAX;
+  const ConstTensor* bias = nullptr;
+  for (size_t k = 1; k < body.size(); ++k) {
+    const RegionOp& op = body[k];
+    uint32_t value = n + uint32_t(k);
+    if (op.dtype != r.output.dtype || op.shape != r.output.shape)
+      return notAConvEpilogue(opText(k) + " of " + dtypeName(op.dtype) +
+                              shapeString(op.shape) + ", the output is " +
+                              dtypeName(r.output.dtype) +
+                              shapeString(r.output.shape));
+    switch (op.op) {
+    case OpId::BroadcastInDim: {
+      if (bias || op.operands.size() != 1 || op.operands[0] >= n)
+        return notAConvEpilogue(opText(k) + " of a value the region "
+                                            "computes, or a second one");
+      const ConstTensor& in = r.inputs[op.operands[0]];
+      if (in.shape != Shape{p.y[1]} || in.dtype != r.output.dtype ||
+          op.attrs.getInts("dims") != std::vector<int64_t>{1})
+        return notAConvEpilogue(opText(k) + " of " + dtypeName(in.dtype) +
+                                shapeString(in.shape) +
+                                ", not one bias of [" +
+                                std::to_string(p.y[1]) + "] along dim 1");
+      bias = &in;
+      biasValue = value;
+      continue;
+    }
+    case OpId::Add: {
+      if (op.operands.size() != 2 || p.bias || p.relu || !bias)
+        return notAConvEpilogue(opText(k) + " that is not the bias's add "
+                                            "(one, before relu)");
+      uint32_t a = op.operands[0], b = op.operands[1];
+      if (!((a == cur && b == biasValue) || (b == cur && a == biasValue)))
+        return notAConvEpilogue(opText(k) + " that does not add the bias to "
+                                            "the convolution");
+      p.bias = bias->data;
+      cur = value;
+      continue;
+    }
+    case OpId::Relu:
+      if (op.operands.size() != 1 || op.operands[0] != cur || p.relu)
+        return notAConvEpilogue(opText(k) + " not applied to the "
+                                            "convolution or its sum");
+      p.relu = true;
+      cur = value;
+      continue;
+    default:
+      return notAConvEpilogue(opText(k));
+    }
+  }
+  if (cur != n + body.size() - 1)
+    return notAConvEpilogue("the last body op is not the epilogue's result");
+  return bindConv(cudaDevice(r), r, p, out, workspaceBytes);
+}
+
 /// A fused region led by a matmul whose rest is what cuBLASLt's epilogue
 /// computes: bias along the last dim, then relu or the tanh form of gelu.
 /// cuBLASLt has no erf gelu (its GELU epilogue is the tanh approximation,
@@ -76,6 +214,8 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
     return Status::error("mc.fused: the step has no body");
   if (r.attrs.getBool("attention"))
     return notAnEpilogue("this is an attention region");
+  if ((*r.body)[0].op == OpId::Conv2d)
+    return fusedConvKernel(r, out, workspaceBytes);
   const std::vector<RegionOp>& body = *r.body;
   const uint32_t n = uint32_t(r.inputs.size());
   const RegionOp& mm = body[0];
@@ -196,6 +336,7 @@ Status copyKernel(const KernelRequest& r, BoundKernel* out, size_t*) {
 
 MC_REGISTER_KERNEL(cuda, Matmul, matmulKernel);
 MC_REGISTER_KERNEL(cuda, Fused, fusedKernel);
+MC_REGISTER_KERNEL(cuda, Conv2d, conv2dKernel);
 MC_REGISTER_KERNEL(cuda, Copy, copyKernel);
 
 } // namespace

@@ -1,0 +1,565 @@
+// cuDNN loaded at run time, and NCHW convolutions (with a channel bias and
+// relu fused) through its graph API's backend descriptors (see Cudnn.h).
+#include "Cudnn.h"
+
+#include "CudaDevice.h"
+#include "CublasLt.h" // tf32Allowed
+#include "modelc/shapes.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <mutex>
+
+// The handle attributes of the operation graph and the plan are marked
+// deprecated in cuDNN 9 (a device property may stand in for them), but a
+// handle is what this device has; they work through 9.x.
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
+namespace mc::rt::cuda {
+
+namespace {
+
+/// cuDNN 9 is a shim (libcudnn.so.9) that loads its parts by name when
+/// first needed. Where the shim came from a toolkit folder the loader does
+/// not search, the parts are loaded from that folder first, so that the
+/// shim's by-name loads find them already there (by soname).
+void preloadParts(void* shim) {
+  char dir[4096] = {0};
+  if (dlinfo(shim, RTLD_DI_ORIGIN, dir) != 0)
+    return;
+  for (const char* part :
+       {"libcudnn_graph.so.9", "libcudnn_heuristic.so.9",
+        "libcudnn_engines_precompiled.so.9",
+        "libcudnn_engines_runtime_compiled.so.9", "libcudnn_ops.so.9",
+        "libcudnn_cnn.so.9"})
+    dlopen((std::string(dir) + "/" + part).c_str(), RTLD_NOW | RTLD_LOCAL);
+}
+
+} // namespace
+
+Status loadCudnn(const Cudnn** out) {
+  static Cudnn dnn;
+  static std::string error;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    void* h = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+      h = openLibrary({"libcudnn.so.9", "libcudnn.so"}, &error);
+      if (h)
+        preloadParts(h);
+    }
+    if (!h) {
+      error = "cuDNN: " + error +
+              "; add its folder to LD_LIBRARY_PATH (a PyTorch install has "
+              "it in site-packages/nvidia/cudnn/lib)";
+      return;
+    }
+    error.clear();
+#define MC_CUDNN_LOAD(member, fn)                                              \
+  dnn.member = reinterpret_cast<decltype(dnn.member)>(dlsym(h, #fn));          \
+  if (!dnn.member) {                                                           \
+    error = "cuDNN: the library lacks " #fn;                                   \
+    return;                                                                    \
+  }
+    MC_CUDNN_FUNCTIONS(MC_CUDNN_LOAD)
+#undef MC_CUDNN_LOAD
+    dnn.version = dnn.getVersion();
+    if (dnn.version < 90000)
+      error = "cuDNN: version " + std::to_string(dnn.version) +
+              " found, the graph API of cuDNN 9 (90000 and up) is needed";
+  });
+  if (!error.empty())
+    return Status::error(error);
+  *out = &dnn;
+  return Status::ok();
+}
+
+std::string statusText(const Cudnn& dnn, cudnnStatus_t s) {
+  const char* name = dnn.getErrorString ? dnn.getErrorString(s) : nullptr;
+  std::string r = (name ? std::string(name) : "cuDNN status") + " (" +
+                  std::to_string(int(s)) + ")";
+  if (dnn.getLastErrorString) {
+    char message[512] = {0};
+    dnn.getLastErrorString(message, sizeof message);
+    if (message[0])
+      r += ": " + std::string(message);
+  }
+  return r;
+}
+
+Status createCudnnHandle(const Cudnn& dnn, cudnnHandle_t* out) {
+  cudnnStatus_t s = dnn.create(out);
+  if (s != CUDNN_STATUS_SUCCESS) {
+    *out = nullptr;
+    return Status::error("cudnnCreate failed: " + statusText(dnn, s));
+  }
+  return Status::ok();
+}
+
+namespace {
+
+/// One backend descriptor, destroyed with the object.
+class Desc {
+public:
+  Desc() = default;
+  Desc(const Desc&) = delete;
+  Desc& operator=(const Desc&) = delete;
+  Desc(Desc&& o) noexcept : dnn_(o.dnn_), d_(o.d_) { o.d_ = nullptr; }
+  Desc& operator=(Desc&& o) noexcept {
+    if (this != &o) {
+      reset();
+      dnn_ = o.dnn_;
+      d_ = o.d_;
+      o.d_ = nullptr;
+    }
+    return *this;
+  }
+  ~Desc() { reset(); }
+  void reset() {
+    if (d_)
+      dnn_->destroyDescriptor(d_);
+    d_ = nullptr;
+  }
+  cudnnStatus_t create(const Cudnn& dnn, cudnnBackendDescriptorType_t t) {
+    dnn_ = &dnn;
+    return dnn.createDescriptor(t, &d_);
+  }
+  cudnnBackendDescriptor_t get() const { return d_; }
+
+private:
+  const Cudnn* dnn_ = nullptr;
+  cudnnBackendDescriptor_t d_ = nullptr;
+};
+
+/// What a bound convolution keeps: its plan and the device pointers of
+/// its variant pack, made again when the workspace moves.
+struct ConvState {
+  const Cudnn* dnn = nullptr;
+  cudnnHandle_t handle = nullptr;
+  Desc plan;
+  std::vector<int64_t> uids;
+  std::vector<void*> pointers;
+  int64_t workspace = 0;
+  Desc pack;
+  void* packWorkspace = nullptr;
+};
+
+cudnnDataType_t dataType(DType t) {
+  switch (t) {
+  case DType::F16:
+    return CUDNN_DATA_HALF;
+  case DType::BF16:
+    return CUDNN_DATA_BFLOAT16;
+  default:
+    return CUDNN_DATA_FLOAT;
+  }
+}
+
+/// "bf16 [8, 16, 32, 32] * [32, 4, 3, 3] (strides [2, 2], padding [1, 1,
+/// 0, 0], dilation [1, 1], groups 4) + bias, relu".
+std::string describe(const ConvProblem& p) {
+  const Conv2dParams& c = p.params;
+  auto pair = [](int64_t a, int64_t b) {
+    return "[" + std::to_string(a) + ", " + std::to_string(b) + "]";
+  };
+  std::string s = std::string(dtypeName(p.dtype)) + " " + shapeString(p.x) +
+                  " * " + shapeString(p.w) + " (strides " +
+                  pair(c.strideH, c.strideW) + ", padding [" +
+                  std::to_string(c.padTop) + ", " + std::to_string(c.padLeft) +
+                  ", " + std::to_string(c.padBottom) + ", " +
+                  std::to_string(c.padRight) + "], dilation " +
+                  pair(c.dilationH, c.dilationW) + ", groups " +
+                  std::to_string(c.groups) + ")";
+  if (p.bias)
+    s += " + bias";
+  if (p.relu)
+    s += ", relu";
+  return s;
+}
+
+/// Packed NCHW strides of a rank-4 shape.
+std::vector<int64_t> packedStrides(const Shape& s) {
+  return {s[1] * s[2] * s[3], s[2] * s[3], s[3], 1};
+}
+
+/// The largest power of two up to 16 that divides the address.
+int64_t alignmentOf(const void* p) {
+  uintptr_t bits = reinterpret_cast<uintptr_t>(p);
+  int64_t a = 16;
+  while (a > 1 && (bits & uintptr_t(a - 1)))
+    a >>= 1;
+  return a;
+}
+
+/// Builds one graph and its plan; every failure names the call.
+class ConvBuilder {
+public:
+  ConvBuilder(const Cudnn& dnn, cudnnHandle_t handle, const ConvProblem& p)
+      : dnn_(dnn), handle_(handle), p_(p) {}
+
+  Status build(ConvState* st);
+
+private:
+  Status fail(const std::string& what, cudnnStatus_t s) const {
+    return Status::error("conv2d " + describe(p_) + ": " + what +
+                         " failed: " + statusText(dnn_, s));
+  }
+  template <class T>
+  cudnnStatus_t set(const Desc& d, cudnnBackendAttributeName_t name,
+                    cudnnBackendAttributeType_t type, const T* values,
+                    int64_t count = 1) const {
+    return dnn_.setAttribute(d.get(), name, type, count, values);
+  }
+  /// A tensor descriptor: non-virtual ones get `uid` in the variant pack.
+  Status tensor(int64_t uid, cudnnDataType_t type, const Shape& dims,
+                std::vector<int64_t> strides, bool isVirtual,
+                int64_t alignment, Desc* out) const;
+  Status pointwise(cudnnPointwiseMode_t mode, const Desc& x, const Desc* b,
+                   const Desc& y, Desc* out) const;
+
+  const Cudnn& dnn_;
+  cudnnHandle_t handle_;
+  const ConvProblem& p_;
+};
+
+#define MC_DNN(what, call)                                                     \
+  do {                                                                         \
+    cudnnStatus_t _s = (call);                                                 \
+    if (_s != CUDNN_STATUS_SUCCESS)                                            \
+      return fail(what, _s);                                                   \
+  } while (0)
+
+Status ConvBuilder::tensor(int64_t uid, cudnnDataType_t type, const Shape& dims,
+                           std::vector<int64_t> strides, bool isVirtual,
+                           int64_t alignment, Desc* out) const {
+  MC_DNN("creating a tensor descriptor",
+         out->create(dnn_, CUDNN_BACKEND_TENSOR_DESCRIPTOR));
+  bool virt = isVirtual;
+  MC_DNN("tensor data type",
+         set(*out, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, &type));
+  MC_DNN("tensor dims", set(*out, CUDNN_ATTR_TENSOR_DIMENSIONS,
+                            CUDNN_TYPE_INT64, dims.data(), int64_t(dims.size())));
+  MC_DNN("tensor strides",
+         set(*out, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, strides.data(),
+             int64_t(strides.size())));
+  MC_DNN("tensor uid",
+         set(*out, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, &uid));
+  MC_DNN("tensor alignment", set(*out, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT,
+                                 CUDNN_TYPE_INT64, &alignment));
+  MC_DNN("tensor virtual",
+         set(*out, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, &virt));
+  MC_DNN("finalizing tensor " + std::to_string(uid),
+         dnn_.finalize(out->get()));
+  return Status::ok();
+}
+
+Status ConvBuilder::pointwise(cudnnPointwiseMode_t mode, const Desc& x,
+                              const Desc* b, const Desc& y, Desc* out) const {
+  Desc pw;
+  cudnnDataType_t prec = CUDNN_DATA_FLOAT;
+  MC_DNN("creating a pointwise descriptor",
+         pw.create(dnn_, CUDNN_BACKEND_POINTWISE_DESCRIPTOR));
+  MC_DNN("pointwise mode",
+         set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, &mode));
+  MC_DNN("pointwise precision", set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC,
+                                    CUDNN_TYPE_DATA_TYPE, &prec));
+  MC_DNN("finalizing the pointwise descriptor", dnn_.finalize(pw.get()));
+  MC_DNN("creating a pointwise operation",
+         out->create(dnn_, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR));
+  cudnnBackendDescriptor_t d = pw.get(), xd = x.get(), yd = y.get();
+  MC_DNN("pointwise op descriptor",
+         set(*out, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR,
+             CUDNN_TYPE_BACKEND_DESCRIPTOR, &d));
+  MC_DNN("pointwise op x", set(*out, CUDNN_ATTR_OPERATION_POINTWISE_XDESC,
+                               CUDNN_TYPE_BACKEND_DESCRIPTOR, &xd));
+  if (b) {
+    cudnnBackendDescriptor_t bd = b->get();
+    MC_DNN("pointwise op b", set(*out, CUDNN_ATTR_OPERATION_POINTWISE_BDESC,
+                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, &bd));
+  }
+  MC_DNN("pointwise op y", set(*out, CUDNN_ATTR_OPERATION_POINTWISE_YDESC,
+                               CUDNN_TYPE_BACKEND_DESCRIPTOR, &yd));
+  MC_DNN("finalizing a pointwise operation", dnn_.finalize(out->get()));
+  return Status::ok();
+}
+
+// Unique ids of the variant pack's tensors; virtual ones after them.
+enum : int64_t { kX = 1, kW = 2, kY = 3, kBias = 4, kConvOut = 10, kSum = 11 };
+
+Status ConvBuilder::build(ConvState* st) {
+  const Conv2dParams& c = p_.params;
+  cudnnDataType_t io = dataType(p_.dtype), f32 = CUDNN_DATA_FLOAT;
+  bool fused = p_.bias || p_.relu;
+  Desc x, w, y, convOut, bias, sum;
+  MC_RETURN_IF_ERROR(tensor(kX, io, p_.x, packedStrides(p_.x), false,
+                            alignmentOf(p_.xData), &x));
+  MC_RETURN_IF_ERROR(tensor(kW, io, p_.w, packedStrides(p_.w), false,
+                            alignmentOf(p_.wData), &w));
+  MC_RETURN_IF_ERROR(tensor(kY, io, p_.y, packedStrides(p_.y), false,
+                            alignmentOf(p_.yData), &y));
+  if (fused) // the convolution's result stays in f32, inside the graph
+    MC_RETURN_IF_ERROR(tensor(kConvOut, f32, p_.y, packedStrides(p_.y), true,
+                              16, &convOut));
+  if (p_.bias)
+    MC_RETURN_IF_ERROR(tensor(kBias, io, {1, p_.y[1], 1, 1},
+                              {p_.y[1], 1, 1, 1}, false,
+                              alignmentOf(p_.bias), &bias));
+  if (p_.bias && p_.relu)
+    MC_RETURN_IF_ERROR(tensor(kSum, f32, p_.y, packedStrides(p_.y), true, 16,
+                              &sum));
+
+  // The convolution: cross-correlation, f32 accumulation; the groups are
+  // the ratio of x's channels to w's input channels.
+  Desc conv;
+  MC_DNN("creating the convolution descriptor",
+         conv.create(dnn_, CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR));
+  int64_t spatial = 2;
+  cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  int64_t strides[2] = {c.strideH, c.strideW},
+          pre[2] = {c.padTop, c.padLeft}, post[2] = {c.padBottom, c.padRight},
+          dil[2] = {c.dilationH, c.dilationW};
+  MC_DNN("convolution compute type", set(conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE,
+                                         CUDNN_TYPE_DATA_TYPE, &f32));
+  MC_DNN("convolution mode", set(conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE,
+                                 CUDNN_TYPE_CONVOLUTION_MODE, &mode));
+  MC_DNN("convolution spatial dims",
+         set(conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64,
+             &spatial));
+  MC_DNN("convolution strides", set(conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES,
+                                    CUDNN_TYPE_INT64, strides, 2));
+  MC_DNN("convolution pre-paddings", set(conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS,
+                                         CUDNN_TYPE_INT64, pre, 2));
+  MC_DNN("convolution post-paddings",
+         set(conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, post,
+             2));
+  MC_DNN("convolution dilations", set(conv, CUDNN_ATTR_CONVOLUTION_DILATIONS,
+                                      CUDNN_TYPE_INT64, dil, 2));
+  MC_DNN("finalizing the convolution descriptor", dnn_.finalize(conv.get()));
+
+  Desc convOp;
+  MC_DNN("creating the convolution operation",
+         convOp.create(dnn_,
+                       CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR));
+  cudnnBackendDescriptor_t xd = x.get(), wd = w.get(),
+                           yd = fused ? convOut.get() : y.get(),
+                           cd = conv.get();
+  float alpha = 1.0f, beta = 0.0f;
+  MC_DNN("convolution x", set(convOp, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+                              CUDNN_TYPE_BACKEND_DESCRIPTOR, &xd));
+  MC_DNN("convolution w", set(convOp, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+                              CUDNN_TYPE_BACKEND_DESCRIPTOR, &wd));
+  MC_DNN("convolution y", set(convOp, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+                              CUDNN_TYPE_BACKEND_DESCRIPTOR, &yd));
+  MC_DNN("convolution descriptor",
+         set(convOp, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+             CUDNN_TYPE_BACKEND_DESCRIPTOR, &cd));
+  MC_DNN("convolution alpha",
+         set(convOp, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+             CUDNN_TYPE_FLOAT, &alpha));
+  MC_DNN("convolution beta", set(convOp, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
+                                 CUDNN_TYPE_FLOAT, &beta));
+  MC_DNN("finalizing the convolution operation", dnn_.finalize(convOp.get()));
+
+  std::vector<Desc> ops;
+  ops.push_back(std::move(convOp));
+  if (p_.bias) {
+    Desc add;
+    MC_RETURN_IF_ERROR(
+        pointwise(CUDNN_POINTWISE_ADD, convOut, &bias, p_.relu ? sum : y, &add));
+    ops.push_back(std::move(add));
+  }
+  if (p_.relu) {
+    Desc relu;
+    MC_RETURN_IF_ERROR(pointwise(CUDNN_POINTWISE_RELU_FWD,
+                                 p_.bias ? sum : convOut, nullptr, y, &relu));
+    ops.push_back(std::move(relu));
+  }
+
+  Desc graph;
+  MC_DNN("creating the operation graph",
+         graph.create(dnn_, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR));
+  std::vector<cudnnBackendDescriptor_t> opList;
+  for (const Desc& d : ops)
+    opList.push_back(d.get());
+  MC_DNN("graph ops", set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS,
+                          CUDNN_TYPE_BACKEND_DESCRIPTOR, opList.data(),
+                          int64_t(opList.size())));
+  MC_DNN("graph handle", set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE,
+                             CUDNN_TYPE_HANDLE, &handle_));
+  MC_DNN("finalizing the operation graph", dnn_.finalize(graph.get()));
+
+  // The heuristic's engine configurations, best first (mode A, then the
+  // fallback list), and the first whose numerics fit and whose plan
+  // finalizes.
+  bool f32NoTf32 = p_.dtype == DType::F32 && !tf32Allowed();
+  std::string skipped;
+  cudnnStatus_t lastError = CUDNN_STATUS_SUCCESS;
+  int64_t tried = 0;
+  for (cudnnBackendHeurMode_t heurMode :
+       {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+    Desc heur;
+    MC_DNN("creating the heuristic",
+           heur.create(dnn_, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR));
+    cudnnBackendDescriptor_t gd = graph.get();
+    MC_DNN("heuristic graph", set(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
+                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, &gd));
+    MC_DNN("heuristic mode", set(heur, CUDNN_ATTR_ENGINEHEUR_MODE,
+                                 CUDNN_TYPE_HEUR_MODE, &heurMode));
+    if (cudnnStatus_t s = dnn_.finalize(heur.get()); s != CUDNN_STATUS_SUCCESS) {
+      lastError = s;
+      continue;
+    }
+    int64_t count = 0;
+    MC_DNN("counting the heuristic's results",
+           dnn_.getAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                             CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
+                             nullptr));
+    std::vector<Desc> cfgs(static_cast<size_t>(count));
+    std::vector<cudnnBackendDescriptor_t> cfgPtrs;
+    for (Desc& d : cfgs) {
+      MC_DNN("creating an engine configuration",
+             d.create(dnn_, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
+      cfgPtrs.push_back(d.get());
+    }
+    int64_t got = 0;
+    MC_DNN("reading the heuristic's results",
+           dnn_.getAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                             CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got,
+                             cfgPtrs.data()));
+    for (int64_t i = 0; i < got; ++i) {
+      ++tried;
+      // The engine's numerical notes.
+      Desc engine;
+      MC_DNN("creating an engine descriptor",
+             engine.create(dnn_, CUDNN_BACKEND_ENGINE_DESCRIPTOR));
+      cudnnBackendDescriptor_t ed = engine.get();
+      int64_t one = 0;
+      if (dnn_.getAttribute(cfgPtrs[size_t(i)], CUDNN_ATTR_ENGINECFG_ENGINE,
+                            CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &one,
+                            &ed) != CUDNN_STATUS_SUCCESS)
+        continue;
+      cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+      int64_t nNotes = 0;
+      if (dnn_.getAttribute(ed, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
+                            CUDNN_TYPE_NUMERICAL_NOTE,
+                            CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &nNotes,
+                            notes) != CUDNN_STATUS_SUCCESS)
+        nNotes = 0;
+      const char* why = nullptr;
+      for (int64_t k = 0; k < nNotes && !why; ++k) {
+        if (notes[k] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS)
+          why = "converts its inputs down";
+        else if (notes[k] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION)
+          why = "reduces in reduced precision";
+        else if (notes[k] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE && f32NoTf32)
+          why = "uses TF32 tensor cores (MODELC_CUDA_TF32=0)";
+      }
+      if (why) {
+        if (skipped.size() < 400)
+          skipped += std::string(skipped.empty() ? "" : "; ") + "engine " +
+                     std::to_string(i) + " " + why;
+        continue;
+      }
+      Desc plan;
+      MC_DNN("creating an execution plan",
+             plan.create(dnn_, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR));
+      cudnnBackendDescriptor_t cfg = cfgPtrs[size_t(i)];
+      MC_DNN("plan handle", set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE,
+                                CUDNN_TYPE_HANDLE, &handle_));
+      MC_DNN("plan engine configuration",
+             set(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                 CUDNN_TYPE_BACKEND_DESCRIPTOR, &cfg));
+      if (cudnnStatus_t s = dnn_.finalize(plan.get());
+          s != CUDNN_STATUS_SUCCESS) {
+        lastError = s;
+        continue;
+      }
+      int64_t ws = 0;
+      MC_DNN("reading the plan's workspace size",
+             dnn_.getAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                               CUDNN_TYPE_INT64, 1, &one, &ws));
+      st->plan = std::move(plan);
+      st->workspace = ws;
+      return Status::ok();
+    }
+  }
+  std::string why = "cuDNN has no engine for it (" + std::to_string(tried) +
+                    " configurations tried";
+  if (lastError != CUDNN_STATUS_SUCCESS)
+    why += "; the last refusal: " + statusText(dnn_, lastError);
+  if (!skipped.empty())
+    why += "; skipped for their numerics: " + skipped;
+  return Status::error("conv2d " + describe(p_) + ": " + why + ")");
+}
+
+} // namespace
+
+Status bindConv(CudaDevice& dev, const KernelRequest& r, const ConvProblem& p,
+                BoundKernel* out, size_t* workspaceBytes) {
+  *workspaceBytes = 0;
+  if (p.dtype != DType::F32 && p.dtype != DType::F16 &&
+      p.dtype != DType::BF16)
+    return Status::error(std::string("conv2d: cuDNN takes f32, f16 and bf16, "
+                                     "not ") +
+                         dtypeName(p.dtype));
+  if (numElements(p.y) == 0) {
+    *out = [](void*) { return Status::ok(); };
+    return Status::ok();
+  }
+  const Cudnn* dnn = nullptr;
+  cudnnHandle_t handle = nullptr;
+  MC_RETURN_IF_ERROR(dev.cudnn(&dnn, &handle));
+  auto st = std::make_shared<ConvState>();
+  st->dnn = dnn;
+  st->handle = handle;
+  MC_RETURN_IF_ERROR(ConvBuilder(*dnn, handle, p).build(st.get()));
+  st->uids = {kX, kW, kY};
+  st->pointers = {const_cast<void*>(p.xData), const_cast<void*>(p.wData),
+                  p.yData};
+  if (p.bias) {
+    st->uids.push_back(kBias);
+    st->pointers.push_back(const_cast<void*>(p.bias));
+  }
+  *workspaceBytes = size_t(st->workspace);
+  *out = dev.step(r, [st, what = describe(p)](void* workspace) {
+    const Cudnn& dnn = *st->dnn;
+    auto fail = [&](const char* call, cudnnStatus_t s) {
+      return Status::error("conv2d " + what + ": " + call + " failed: " +
+                           statusText(dnn, s));
+    };
+    void* ws = st->workspace ? workspace : nullptr;
+    if (!st->pack.get() || st->packWorkspace != ws) {
+      // The variant pack: the tensors' pointers and the workspace, made
+      // again only when the workspace moves.
+      Desc pack;
+      if (cudnnStatus_t s =
+              pack.create(dnn, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+          s != CUDNN_STATUS_SUCCESS)
+        return fail("creating the variant pack", s);
+      cudnnStatus_t s = dnn.setAttribute(
+          pack.get(), CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64,
+          int64_t(st->uids.size()), st->uids.data());
+      if (s == CUDNN_STATUS_SUCCESS)
+        s = dnn.setAttribute(pack.get(), CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
+                             CUDNN_TYPE_VOID_PTR, int64_t(st->pointers.size()),
+                             st->pointers.data());
+      if (s == CUDNN_STATUS_SUCCESS)
+        s = dnn.setAttribute(pack.get(), CUDNN_ATTR_VARIANT_PACK_WORKSPACE,
+                             CUDNN_TYPE_VOID_PTR, 1, &ws);
+      if (s == CUDNN_STATUS_SUCCESS)
+        s = dnn.finalize(pack.get());
+      if (s != CUDNN_STATUS_SUCCESS)
+        return fail("building the variant pack", s);
+      st->pack = std::move(pack);
+      st->packWorkspace = ws;
+    }
+    if (cudnnStatus_t s = dnn.execute(st->handle, st->plan.get(),
+                                      st->pack.get());
+        s != CUDNN_STATUS_SUCCESS)
+      return fail("cudnnBackendExecute", s);
+    return Status::ok();
+  });
+  return Status::ok();
+}
+
+} // namespace mc::rt::cuda

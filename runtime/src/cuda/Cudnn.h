@@ -1,0 +1,80 @@
+// cuDNN 9, loaded at run time (dlopen "libcudnn.so.9"), and the NCHW
+// convolution the CUDA device's Conv2d and Fused kernels bind through its
+// graph API (the backend descriptors of cudnn_graph.h, called through
+// dlsym: docs/decisions.md says why not cudnn-frontend). Internal to the
+// runtime.
+#ifndef MODELC_RUNTIME_CUDA_CUDNN_H
+#define MODELC_RUNTIME_CUDA_CUDNN_H
+
+#include "modelc/device.h"
+#include "modelc/kernels.h"
+
+#include <cudnn_graph.h>
+
+namespace mc::rt::cuda {
+
+class CudaDevice;
+
+#define MC_CUDNN_FUNCTIONS(X)                                                  \
+  X(getVersion, cudnnGetVersion)                                               \
+  X(getErrorString, cudnnGetErrorString)                                       \
+  X(getLastErrorString, cudnnGetLastErrorString)                               \
+  X(create, cudnnCreate)                                                       \
+  X(destroy, cudnnDestroy)                                                     \
+  X(setStream, cudnnSetStream)                                                 \
+  X(createDescriptor, cudnnBackendCreateDescriptor)                            \
+  X(destroyDescriptor, cudnnBackendDestroyDescriptor)                          \
+  X(finalize, cudnnBackendFinalize)                                            \
+  X(setAttribute, cudnnBackendSetAttribute)                                    \
+  X(getAttribute, cudnnBackendGetAttribute)                                    \
+  X(execute, cudnnBackendExecute)
+
+struct Cudnn {
+#define MC_CUDNN_MEMBER(member, fn) decltype(&::fn) member = nullptr;
+  MC_CUDNN_FUNCTIONS(MC_CUDNN_MEMBER)
+#undef MC_CUDNN_MEMBER
+  size_t version = 0; // cudnnGetVersion: 90000 and up
+};
+
+/// The process's cuDNN (libcudnn.so.9, else libcudnn.so, found as
+/// CudaDriver.h's openLibrary finds libraries; when it comes from a
+/// toolkit folder, its sub-libraries are loaded from there too), loaded on
+/// first call. Needs no driver; creating a handle does.
+Status loadCudnn(const Cudnn** out);
+
+/// cudnnCreate, its failure said ("cudnnCreate failed:
+/// CUDNN_STATUS_NOT_INITIALIZED (1001) ..." without a driver).
+Status createCudnnHandle(const Cudnn& dnn, cudnnHandle_t* out);
+
+/// "CUDNN_STATUS_NOT_SUPPORTED (3000)", then cuDNN's last error message
+/// when it has one.
+std::string statusText(const Cudnn& dnn, cudnnStatus_t s);
+
+/// y = act(conv2d(x, w) + bias) in NCHW, the CPU's semantics (kernels.h):
+/// x [n, c, h, w], w [k, c/groups, r, s], y [n, k, oh, ow]; bias [k] along
+/// the channels, or null; relu or not. One dtype for all (f32, f16, bf16),
+/// accumulated in f32 (f32 on TF32 tensor cores unless MODELC_CUDA_TF32=0).
+struct ConvProblem {
+  DType dtype = DType::F32;
+  Shape x, w, y;
+  Conv2dParams params;
+  const void* xData = nullptr;
+  const void* wData = nullptr;
+  void* yData = nullptr;
+  const void* bias = nullptr;
+  bool relu = false;
+};
+
+/// Builds the cuDNN graph of the problem (convolution, then the bias add
+/// and relu as pointwise ops), picks the first engine of cuDNN's heuristic
+/// whose numerics fit (no TF32 for f32 when it is off, no f16 reductions,
+/// no inputs converted down) and makes its plan, once; returns the kernel
+/// that executes it on the device's stream. `*workspaceBytes` is what the
+/// plan needs.
+Status bindConv(CudaDevice& device, const KernelRequest& request,
+                const ConvProblem& problem, BoundKernel* out,
+                size_t* workspaceBytes);
+
+} // namespace mc::rt::cuda
+
+#endif // MODELC_RUNTIME_CUDA_CUDNN_H

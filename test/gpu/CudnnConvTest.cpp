@@ -1,0 +1,250 @@
+// The CUDA device's conv2d through cuDNN's graph API against the CPU's
+// conv2d (CTest label gpu; skipped, saying why, without a device): f32
+// (TF32 and not), bf16 and f16, with strides, asymmetric padding,
+// dilation, groups and depthwise; the conv2d + bias (+ relu) regions as
+// one cuDNN graph, and the regions refused (those need no cuDNN, so they
+// also run on the fake driver).
+#include "GpuTestUtil.h"
+#include "modelc/shapes.h"
+
+#include <algorithm>
+
+using namespace mc;
+using namespace mc::test;
+using rt::DType;
+using rt::OpId;
+
+namespace {
+
+struct ConvCase {
+  const char *name;
+  rt::Shape x, w;
+  std::vector<int64_t> strides, padding, dilation;
+  int64_t groups;
+};
+
+const ConvCase kCases[] = {
+    {"3x3 pad 1", {2, 8, 16, 16}, {16, 8, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
+    {"stride 2, asymmetric padding", {2, 6, 15, 13}, {8, 6, 3, 3}, {2, 2},
+     {1, 0, 2, 1}, {1, 1}, 1},
+    {"dilation 2", {1, 4, 20, 20}, {8, 4, 3, 3}, {1, 1}, {2, 2, 2, 2}, {2, 2}, 1},
+    {"groups 4", {2, 16, 12, 12}, {32, 4, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 4},
+    {"depthwise stride 2", {2, 8, 10, 10}, {8, 1, 3, 3}, {2, 2}, {1, 1, 1, 1},
+     {1, 1}, 8},
+    {"1x1", {4, 32, 7, 7}, {64, 32, 1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},
+    {"7x7 stride 2 pad 3 (a ResNet stem)", {1, 3, 32, 32}, {8, 3, 7, 7}, {2, 2},
+     {3, 3, 3, 3}, {1, 1}, 1},
+};
+
+rt::OpAttrs convAttrs(const ConvCase &c) {
+  return {rt::OpAttr::list("strides", c.strides),
+          rt::OpAttr::list("padding", c.padding),
+          rt::OpAttr::list("dilation", c.dilation),
+          rt::OpAttr::integer("groups", c.groups)};
+}
+
+rt::Shape outShape(const ConvCase &c) {
+  rt::Shape out;
+  EXPECT_TRUE(rt::shapes::conv2d(c.x, c.w, c.strides, c.padding, c.dilation,
+                                 c.groups, &out));
+  return out;
+}
+
+/// The CPU's f32 conv2d of the values (each input first rounded to the
+/// dtype), plus the bias along the channels and relu when asked.
+std::vector<double> reference(const ConvCase &c, const HostTensor &x,
+                              const HostTensor &w, const HostTensor *bias,
+                              bool relu) {
+  HostTensor xf(DType::F32, x.shape), wf(DType::F32, w.shape),
+      ref(DType::F32, outShape(c));
+  xf.setFloats(x.floats());
+  wf.setFloats(w.floats());
+  rt::Conv2dParams p;
+  p.strideH = c.strides[0], p.strideW = c.strides[1];
+  p.padTop = c.padding[0], p.padLeft = c.padding[1];
+  p.padBottom = c.padding[2], p.padRight = c.padding[3];
+  p.dilationH = c.dilation[0], p.dilationW = c.dilation[1];
+  p.groups = c.groups;
+  rt::Status st = rt::conv2d(xf.view(), wf.view(), p, ref.mut());
+  EXPECT_TRUE(st) << st.message();
+  std::vector<double> r = ref.doubles();
+  const rt::Shape &s = ref.shape;
+  std::vector<float> b = bias ? bias->floats() : std::vector<float>();
+  int64_t plane = s[2] * s[3];
+  for (size_t i = 0; i < r.size(); ++i) {
+    if (bias)
+      r[i] += b[size_t((int64_t(i) / plane) % s[1])];
+    if (relu)
+      r[i] = std::max(r[i], 0.0);
+  }
+  return r;
+}
+
+using CudnnConv = CudaTest;
+
+/// One case on the device (a Conv2d step, or a Fused step of conv2d + bias
+/// + relu) against the reference.
+void checkConv(CudaTest &t, DType dtype, const ConvCase &c, int mantissaBits,
+               double tol, bool withBias, bool relu) {
+  std::string what = std::string(withBias || relu ? "fused " : "") +
+                     "conv2d " + rt::dtypeName(dtype) + " " + c.name +
+                     (withBias ? " + bias" : "") + (relu ? ", relu" : "");
+  SCOPED_TRACE(what);
+  rt::Shape out = outShape(c);
+  HostTensor x = HostTensor::random(dtype, c.x, 21, mantissaBits);
+  HostTensor w = HostTensor::random(dtype, c.w, 22, mantissaBits);
+  HostTensor bias = HostTensor::random(dtype, {out[1]}, 23, mantissaBits);
+  std::vector<double> ref =
+      reference(c, x, w, withBias ? &bias : nullptr, relu);
+  rt::DeviceMemory dx = t.upload(x), dw = t.upload(w), db = t.upload(bias),
+                   dy;
+  HostTensor got(dtype, out);
+  ASSERT_TRUE(t.device->allocate(got.bytes.size(), &dy));
+  rt::OpAttrs none, attrs = convAttrs(c);
+  std::vector<rt::RegionOp> body;
+  bool fused = withBias || relu;
+  if (fused) {
+    // conv2d(0, 1); broadcast_in_dim(2, dims [1]); add (bias first); relu.
+    body.push_back({OpId::Conv2d, attrs, {0, 1}, dtype, out});
+    uint32_t v = 3;
+    if (withBias) {
+      body.push_back({OpId::BroadcastInDim,
+                      {rt::OpAttr::list("dims", {1})},
+                      {2},
+                      dtype,
+                      out});
+      body.push_back({OpId::Add, {}, {4, v}, dtype, out});
+      v = 5;
+    }
+    if (relu)
+      body.push_back({OpId::Relu, {}, {v}, dtype, out});
+  }
+  std::vector<rt::ConstTensor> inputs{{dtype, c.x, dx.get()},
+                                      {dtype, c.w, dw.get()}};
+  if (fused)
+    inputs.push_back({dtype, bias.shape, db.get()});
+  rt::KernelRequest r{fused ? OpId::Fused : OpId::Conv2d,
+                      fused ? none : attrs,
+                      inputs,
+                      {dtype, out, dy.get()},
+                      *t.device,
+                      fused ? &body : nullptr};
+  rt::Status st = t.bindAndRun(*t.device, r);
+  ASSERT_TRUE(st) << st.message();
+  t.download(dy.get(), got);
+  double err = relErr(got.floats(), ref);
+  EXPECT_LT(err, tol);
+  std::printf("  %-62s rel_err %.2e (tol %.0e)\n", what.c_str(), err, tol);
+}
+
+// f32 on TF32 tensor cores (the default): inputs of 10 mantissa bits,
+// which TF32 holds exactly, so what differs is the order of the f32 sums
+// (as for the matmuls); a wrong padding, stride or group is of order 1.
+TEST_F(CudnnConv, F32Tf32MatchesTheCpu) {
+  for (const ConvCase &c : kCases)
+    checkConv(*this, DType::F32, c, 10, tolerance(DType::F32), false, false);
+}
+
+// Full f32 inputs with TF32 off: engines with tensor-core notes skipped.
+TEST_F(CudnnConv, F32WithoutTf32MatchesTheCpuToF32Tolerance) {
+  ScopedEnv noTf32("MODELC_CUDA_TF32", "0");
+  for (const ConvCase &c : kCases)
+    checkConv(*this, DType::F32, c, 23, 1e-5, false, false);
+}
+
+TEST_F(CudnnConv, Bf16MatchesTheCpu) {
+  for (const ConvCase &c : kCases)
+    checkConv(*this, DType::BF16, c, 23, tolerance(DType::BF16), false, false);
+}
+
+TEST_F(CudnnConv, F16MatchesTheCpu) {
+  for (const ConvCase &c : kCases)
+    checkConv(*this, DType::F16, c, 23, tolerance(DType::F16), false, false);
+}
+
+TEST_F(CudnnConv, ConvBiasReluRegionIsOneGraphMatchingTheCpu) {
+  for (DType t : {DType::F32, DType::BF16, DType::F16}) {
+    int bits = t == DType::F32 ? 10 : 23;
+    for (const ConvCase &c : {kCases[0], kCases[1], kCases[3], kCases[5]})
+      checkConv(*this, t, c, bits, tolerance(t), true, true);
+    checkConv(*this, t, kCases[0], bits, tolerance(t), true, false);
+    checkConv(*this, t, kCases[2], bits, tolerance(t), false, true);
+  }
+}
+
+TEST_F(CudnnConv, ASessionOfConvStepsReplaysAsAGraph) {
+  // Twice the same bound step, as a session's second and third runs would
+  // (the variant pack is made once for the workspace).
+  const ConvCase &c = kCases[0];
+  HostTensor x = HostTensor::random(DType::BF16, c.x, 31);
+  HostTensor w = HostTensor::random(DType::BF16, c.w, 32);
+  rt::Shape out = outShape(c);
+  rt::DeviceMemory dx = upload(x), dw = upload(w), dy, ws;
+  HostTensor got(DType::BF16, out);
+  ASSERT_TRUE(device->allocate(got.bytes.size(), &dy));
+  rt::OpAttrs attrs = convAttrs(c);
+  rt::KernelRequest r{OpId::Conv2d,
+                      attrs,
+                      {{DType::BF16, c.x, dx.get()}, {DType::BF16, c.w, dw.get()}},
+                      {DType::BF16, out, dy.get()},
+                      *device};
+  rt::BoundKernel k;
+  size_t bytes = 0;
+  rt::Status st = rt::findKernel("cuda", OpId::Conv2d)(r, &k, &bytes);
+  ASSERT_TRUE(st) << st.message();
+  ASSERT_TRUE(device->allocate(bytes, &ws));
+  for (int i = 0; i < 3; ++i) {
+    st = k(ws.get());
+    ASSERT_TRUE(st) << st.message();
+  }
+  ASSERT_TRUE(device->synchronize());
+  download(dy.get(), got);
+  EXPECT_LT(relErr(got.floats(), reference(c, x, w, nullptr, false)),
+            tolerance(DType::BF16));
+}
+
+// Refused before cuDNN is asked: runs on the fake driver too.
+TEST_F(CudnnConv, RegionsOtherThanConvBiasReluAreRefusedNamingTheOp) {
+  rt::DeviceMemory dummy;
+  ASSERT_TRUE(device->allocate(1 << 16, &dummy));
+  void *p = dummy.get();
+  const ConvCase &c = kCases[0];
+  rt::Shape out = outShape(c);
+  rt::OpAttrs none;
+  auto refuse = [&](std::vector<rt::RegionOp> body, rt::Shape biasShape,
+                    const std::string &why) {
+    rt::KernelRequest r{OpId::Fused,
+                        none,
+                        {{DType::F32, c.x, p},
+                         {DType::F32, c.w, p},
+                         {DType::F32, biasShape, p}},
+                        {DType::F32, out, p},
+                        *device,
+                        &body};
+    rt::BoundKernel k;
+    size_t bytes = 0;
+    rt::Status st = rt::findKernel("cuda", OpId::Fused)(r, &k, &bytes);
+    ASSERT_FALSE(st) << why;
+    EXPECT_TRUE(has(st.message(), why)) << st.message();
+    EXPECT_TRUE(has(st.message(), "the compiler generates a kernel"))
+        << st.message();
+  };
+  rt::RegionOp conv{OpId::Conv2d, convAttrs(c), {0, 1}, DType::F32, out};
+  rt::RegionOp bcast{
+      OpId::BroadcastInDim, {rt::OpAttr::list("dims", {1})}, {2},
+      DType::F32, out};
+  // An activation other than relu.
+  refuse({conv, {OpId::Sigmoid, {}, {3}, DType::F32, out}}, {16},
+         "body op 1 is mc.sigmoid");
+  // A bias that is not along the channels.
+  rt::RegionOp alongW = bcast;
+  alongW.attrs = {rt::OpAttr::list("dims", {3})};
+  refuse({conv, alongW, {OpId::Add, {}, {3, 4}, DType::F32, out}}, {16},
+         "not one bias of [16] along dim 1");
+  // Relu before the bias.
+  refuse({conv, {OpId::Relu, {}, {3}, DType::F32, out}, bcast,
+          {OpId::Add, {}, {4, 5}, DType::F32, out}},
+         {16}, "body op 3 is mc.add that is not the bias's add");
+}
+
+} // namespace
