@@ -9,6 +9,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #ifdef MODELC_HAVE_MPI_H
 #include <dlfcn.h>
@@ -194,8 +195,11 @@ public:
     }
     ++stats_.collectives;
     stats_.bytes += double(count * 4);
-    if (noOverlap_) // MODELC_DP_OVERLAP=0: finish it now (for measuring)
-      return wait(data);
+    if (noOverlap_) { // MODELC_DP_OVERLAP=0: finish it now (for measuring)
+      MC_RETURN_IF_ERROR(wait(data));
+      finished_.insert(data); // the step's wait then returns at once
+      return Status::ok();
+    }
     stats_.blockedSeconds += seconds(t0);
     return Status::ok();
   }
@@ -203,6 +207,8 @@ public:
   Status wait(void* data) override {
     auto t0 = std::chrono::steady_clock::now();
     auto it = pending_.find(data);
+    if (it == pending_.end() && finished_.erase(data))
+      return Status::ok();
     if (it == pending_.end())
       return Status::error("mpi all-reduce: no collective is pending on this "
                            "buffer (a wait without its start)");
@@ -229,8 +235,11 @@ public:
             " s (--dp-timeout): " + others +
             " did not join it: died or hangs");
       }
-      if (polls > 2000)
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      // Spin while the collective is moving (each MPI_Test drives its
+      // progress; a sleep here stalls every round of it), and back off to
+      // 1 ms sleeps after a second without completion (a slow or dead peer).
+      if (polls % 1024 == 1023 && seconds(t0) > 1.0)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     stats_.blockedSeconds += seconds(t0);
     return Status::ok();
@@ -261,6 +270,7 @@ private:
   }();
   int rank_ = 0, size_ = 1;
   std::unordered_map<void*, Pending> pending_;
+  std::unordered_set<void*> finished_;
 };
 
 } // namespace
