@@ -381,9 +381,14 @@ class Trainer {
 public:
   Trainer(std::string tool, Options opt)
       : tool_(std::move(tool)), opt_(std::move(opt)) {}
-  int run();
+  /// Trains; in a data-parallel run, an error on this rank ends them all.
+  int run() {
+    int code = runSteps();
+    return code ? abortWorld(code) : 0;
+  }
 
 private:
+  int runSteps();
   Status setup();
   Status loadData();
   Status resumeFrom(const std::string &path);
@@ -789,7 +794,7 @@ void Trainer::progress(bool force) {
   std::fflush(stderr);
 }
 
-int Trainer::run() {
+int Trainer::runSteps() {
   Status st = setup();
   if (!st) {
     fail(tool_, world_ > 1 ? "rank " + std::to_string(rank_) + ": " +
