@@ -135,28 +135,33 @@ def main():
                     cmd += [f"--dp-ranks={ranks}", f"--dp-bucket-mb={bucket}"]
                 run(cmd)
             t1, _ = profile(run([mrun, "--train", f"{d}/{name}1.mcpk"] + data, one))
+            # One rank's compute alone: the per-rank step without collectives.
+            run([modelc, "compile", f"{d}/{name}2.mlir", "--train", "--optimizer=sgd",
+                 "--lr=0.01", "-o", f"{d}/{name}h.mcpk"])
+            half = list(data)
+            half[half.index("--batch") + 1] = str(batch // 2)
+            th, _ = profile(run([mrun, "--train", f"{d}/{name}h.mcpk"] + half, one))
             out2 = run(mpirun + [mrun, "--train", f"{d}/{name}2.mcpk"] + data, one)
             t2, blocked = profile(out2)
             outn = run(mpirun + [mrun, "--train", f"{d}/{name}2.mcpk"] + data,
                        dict(one, MODELC_DP_OVERLAP="0"))
             t2n, blockedn = profile(outn)
-            buckets = open(f"{d}/{name}2.mlir").read() and \
-                run([modelc, "compile", f"{d}/{name}2.mlir", "--train",
+            buckets = run([modelc, "compile", f"{d}/{name}2.mlir", "--train",
                      f"--dp-ranks=2", f"--dp-bucket-mb={bucket}",
                      "--emit=mc-opt"]).count("mc.all_reduce_start")
             params = sum(i * o + o for i, o in zip(widths[:-1], widths[1:]))
             step1, step2, step2n = t1[0], max(t2), max(t2n)
             b_ov, b_no = np.mean(list(blocked.values())), np.mean(list(blockedn.values()))
-            rows.append((name, params, batch, buckets, step1, step2, step2n,
+            rows.append((name, params, batch, buckets, step1, th[0], step2, step2n,
                          step1 / step2, b_ov, b_no, 1 - b_ov / b_no if b_no > 0 else float("nan")))
     print(f"machine: {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} cores; {args.steps} steps per run, 1 thread per process")
-    print("| model | params | global batch | buckets | 1 rank ms/step | 2 ranks ms/step "
-          "| 2 ranks, no overlap | efficiency t1/(2 t2)... | all-reduce blocked ms/step "
-          "(overlap / none) | hidden |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for (name, params, batch, buckets, s1, s2, s2n, speed, bo, bn, hid) in rows:
-        print(f"| {name} | {params:,} | {batch} | {buckets} | {s1:.3f} | {s2:.3f} | {s2n:.3f} "
+    print("| model | params | global batch | buckets | 1 rank ms/step | 1 rank, half batch "
+          "| 2 ranks ms/step | 2 ranks, no overlap | efficiency t1/(2 t2) | all-reduce blocked "
+          "ms/step (overlap / none) | hidden |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for (name, params, batch, buckets, s1, sh, s2, s2n, speed, bo, bn, hid) in rows:
+        print(f"| {name} | {params:,} | {batch} | {buckets} | {s1:.3f} | {sh:.3f} | {s2:.3f} | {s2n:.3f} "
               f"| {speed / 2:.2f} (speedup {speed:.2f}) | {bo:.3f} / {bn:.3f} | {hid:.0%} |")
 
 

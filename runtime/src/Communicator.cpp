@@ -195,6 +195,14 @@ public:
     }
     ++stats_.collectives;
     stats_.bytes += double(count * 4);
+    // MPI moves a non-blocking collective only inside MPI calls (no
+    // progress thread by default): each start also drives the buckets in
+    // flight. A finished request becomes MPI_REQUEST_NULL, which its wait's
+    // MPI_Test reports done at once.
+    for (auto& [ptr, q] : pending_) {
+      int flag = 0;
+      api_.Test(&q.request, &flag, MPI_STATUS_IGNORE);
+    }
     if (noOverlap_) { // MODELC_DP_OVERLAP=0: finish it now (for measuring)
       MC_RETURN_IF_ERROR(wait(data));
       finished_.insert(data); // the step's wait then returns at once
@@ -221,6 +229,10 @@ public:
                              p.what + " failed");
       if (done)
         break;
+      for (auto& [ptr, q] : pending_) { // the buckets behind it move too
+        int flag = 0;
+        api_.Test(&q.request, &flag, MPI_STATUS_IGNORE);
+      }
       if (seconds(p.started) > timeout_) {
         std::string others;
         if (size_ == 2)
@@ -236,10 +248,14 @@ public:
             " did not join it: died or hangs");
       }
       // Spin while the collective is moving (each MPI_Test drives its
-      // progress; a sleep here stalls every round of it), and back off to
-      // 1 ms sleeps after a second without completion (a slow or dead peer).
+      // progress; a sleep here stalls every round of it), yielding the core
+      // to a peer that shares it, and back off to 1 ms sleeps after a
+      // second without completion (a slow or dead peer).
       if (polls % 1024 == 1023 && seconds(t0) > 1.0)
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      else
+        std::this_thread::yield(); // the peer may share this core
+
     }
     stats_.blockedSeconds += seconds(t0);
     return Status::ok();
