@@ -9,6 +9,8 @@
 #include "mlir/IR/PatternMatch.h"
 #include "llvm/ADT/STLExtras.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mc;
 
@@ -316,6 +318,43 @@ LogicalResult LogSoftmaxOp::verify() { return verifyAxis(*this); }
 //===----------------------------------------------------------------------===//
 // Ops of real models
 //===----------------------------------------------------------------------===//
+
+LogicalResult AllReduceStartOp::verify() {
+  if (getInputs().empty())
+    return emitOpError() << "needs at least one tensor to reduce";
+  if (static_cast<int64_t>(getRanks()) < 1)
+    return emitOpError() << "ranks must be >= 1, got "
+                         << static_cast<int64_t>(getRanks());
+  auto bucket = llvm::cast<RankedTensorType>(getResult().getType());
+  int64_t total = 0;
+  for (auto [k, v] : llvm::enumerate(getInputs())) {
+    auto type = llvm::cast<RankedTensorType>(v.getType());
+    if (!type.hasStaticShape())
+      return emitOpError() << "operand " << k << " has a dynamic shape "
+                           << type << "; buckets hold static tensors";
+    if (type.getElementType() != bucket.getElementType())
+      return emitOpError() << "operand " << k << " is " << type
+                           << ", but the bucket's element type is "
+                           << bucket.getElementType();
+    total += type.getNumElements();
+  }
+  if (bucket.getRank() != 1 || bucket.getDimSize(0) != total)
+    return emitOpError() << "result must be the 1-D bucket of every operand's "
+                            "elements, "
+                         << RankedTensorType::get({total},
+                                                  bucket.getElementType())
+                         << "; got " << bucket;
+  return success();
+}
+
+LogicalResult AllReduceWaitOp::verify() {
+  if (!getBucket().getDefiningOp<AllReduceStartOp>())
+    return emitOpError() << "waits on a value no mc.all_reduce_start made";
+  double scale = getScale().convertToDouble();
+  if (!(scale > 0) || std::isinf(scale))
+    return emitOpError() << "scale must be finite and > 0, got " << scale;
+  return success();
+}
 
 LogicalResult ClampOp::verify() {
   if (getMin().convertToDouble() > getMax().convertToDouble())

@@ -780,4 +780,59 @@ def MC_YieldOp : MC_Op<"yield", [Pure, Terminator, HasParent<"FusedOp">,
   let assemblyFormat = "$value attr-dict `:` type($value)";
 }
 
+//===----------------------------------------------------------------------===//
+// Collectives (data parallelism)
+//===----------------------------------------------------------------------===//
+
+def MC_AllReduceStartOp : MC_Op<"all_reduce_start"> {
+  let mcCpuTypes = "f32";
+  let summary = "start summing a bucket of gradients over every rank";
+  let description = [{
+    Packs its operands (flattened, in order) into one 1-D bucket and starts
+    an all-reduce (sum) of it over the `ranks` processes of a data-parallel
+    run; the result is the bucket *in flight*: only `mc.all_reduce_wait`
+    may read it, and it holds the sum once that wait has run. Splitting the
+    collective into a start and a wait lets the steps between them (the
+    rest of the backward pass) run while the bucket is on the wire, as
+    PyTorch DDP's bucketed all-reduce does. `mc-dp-partition` places a start
+    right after the last gradient of its bucket exists.
+
+    Not `Pure`: the pair talks to the other ranks, so it is never CSE'd,
+    hoisted or dropped. The runtime checks that the world it runs in has
+    `ranks` processes.
+
+    ```mlir
+    %b = mc.all_reduce_start %g0, %g1 ranks = 2 : (tensor<4x3xf32>, tensor<4xf32>) -> tensor<16xf32>
+    %s = mc.all_reduce_wait %b scale = 5.000000e-01 : tensor<16xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<MC_FloatTensor>:$inputs, I64Attr:$ranks);
+  let results = (outs MC_FloatTensor:$result);
+  let assemblyFormat = [{
+    $inputs `ranks` `=` $ranks attr-dict `:` functional-type($inputs, $result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MC_AllReduceWaitOp : MC_Op<"all_reduce_wait",
+    [AllTypesMatch<["bucket", "result"]>]> {
+  let mcCpuTypes = "f32";
+  let summary = "finish an all-reduce and scale its sum";
+  let description = [{
+    Waits until the all-reduce that `mc.all_reduce_start` began on `bucket`
+    is complete, and returns the sum times `scale` (`1 / ranks` makes it
+    the mean, the gradient of the global batch's mean loss). A rank that
+    died or hangs makes the wait fail after the runtime's timeout, naming
+    the rank and the collective, instead of hanging.
+
+    ```mlir
+    %s = mc.all_reduce_wait %b scale = 5.000000e-01 : tensor<16xf32>
+    ```
+  }];
+  let arguments = (ins MC_FloatTensor:$bucket, F64Attr:$scale);
+  let results = (outs MC_FloatTensor:$result);
+  let assemblyFormat = "$bucket `scale` `=` $scale attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
 #endif // MC_OPS_TD

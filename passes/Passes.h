@@ -67,6 +67,9 @@ struct TrainPipelineOptions {
   std::string lossScaling = "auto";
   double scaleInit = 65536, scaleGrowth = 2, scaleBackoff = 0.5;
   int64_t scaleInterval = 2000;
+  /// mc-dp-partition: ranks > 1 makes the step of one data-parallel rank.
+  int64_t dpRanks = 1;
+  double dpBucketMb = 25;
   /// mc-fuse on the finished step.
   bool fuse = true;
   bool fuseEpilogues = true, fuseAttention = true;

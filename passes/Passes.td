@@ -214,6 +214,54 @@ def AutoMixedPrecisionPass : Pass<"mc-amp", "mlir::ModuleOp"> {
   let dependentDialects = ["::mc::MCDialect"];
 }
 
+def DataParallelPartitionPass : Pass<"mc-dp-partition", "mlir::ModuleOp"> {
+  let summary = "the SPMD training step of one of N data-parallel ranks";
+  let description = [{
+    Runs right after `mc-autodiff`, on `(loss, grad.<p>...)`. Each rank runs
+    the same step on its own shard of the global batch (the function's
+    inputs are one rank's shard: trace at the per-rank batch); the gradients
+    become the mean over the ranks, so the optimizer sees the gradient of the
+    global batch's mean loss (the average of the per-rank mean losses, which
+    is that mean when shards are equal).
+
+    The gradients are grouped into buckets of about `bucket-mb` MB in the
+    order the backward pass produces them (the position of each gradient's
+    defining op). A bucket's `mc.all_reduce_start` is placed right after its
+    last gradient exists, so it is on the wire while the rest of the
+    backward pass runs; every `mc.all_reduce_wait` is placed just before the
+    return, after the whole backward pass, and its result (scaled by
+    1 / ranks) is cut back into the gradients with `mc.slice` and
+    `mc.reshape`. `mc-loss-scaling` and `mc-optimizer` come after and see
+    ordinary gradients: the finite check runs on the reduced gradients,
+    which are equal on every rank (an inf or NaN on one rank reaches every
+    rank through the sum), so every rank skips the same steps.
+
+    ```mlir
+    // before
+    %gb = mc.reduce_sum %d, dims = [0] : (tensor<8x4xf32>) -> tensor<4xf32>
+    %gw = mc.matmul %d, %x transpose_a : ...
+    return %loss, %gw, %gb
+    // after, ranks=2, one bucket
+    %gb = mc.reduce_sum ...
+    %gw = mc.matmul ...
+    %b = mc.all_reduce_start %gb, %gw ranks = 2 : (...) -> tensor<16xf32>
+    %s = mc.all_reduce_wait %b scale = 5.000000e-01 : tensor<16xf32>
+    %0 = mc.slice %s ... ; %1 = mc.reshape %0 ...
+    return %loss, %1, ...
+    ```
+  }];
+  let options = [
+    Option<"ranks", "ranks", "int64_t", /*default=*/"1",
+           "number of data-parallel processes (>= 1; 1 leaves the step as is)">,
+    Option<"bucketMb", "bucket-mb", "double", /*default=*/"25.0",
+           "bucket size in MB (2^20 bytes); a bucket closes once it holds "
+           "at least this much">,
+    Option<"entry", "entry", "std::string", /*default=*/"\"\"",
+           "the training-step function (default: the only public one)">,
+  ];
+  let dependentDialects = ["::mc::MCDialect"];
+}
+
 def LossScalingPass : Pass<"mc-loss-scaling", "mlir::ModuleOp"> {
   let summary = "dynamic loss scaling inside the training step";
   let description = [{

@@ -83,7 +83,18 @@ void mc::buildTrainPipeline(OpPassManager& pm,
   AutodiffPassOptions ad;
   ad.entry = o.entry;
   pm.addPass(createAutodiffPass(ad));
-  // 4. Loss scaling needs the backward seed and the gradients, and must come
+  // 4. Data parallelism: the gradients become the mean over the ranks,
+  //    bucketed and started as the backward pass produces them. Before loss
+  //    scaling, so its finite check sees the reduced gradients, which are
+  //    equal on every rank: every rank skips the same steps.
+  if (o.dpRanks > 1) {
+    DataParallelPartitionPassOptions dp;
+    dp.ranks = o.dpRanks;
+    dp.bucketMb = o.dpBucketMb;
+    dp.entry = o.entry;
+    pm.addPass(createDataParallelPartitionPass(dp));
+  }
+  // 5. Loss scaling needs the backward seed and the gradients, and must come
   //    before the optimizer, which guards its updates with grads_finite.
   bool scaling = o.lossScaling == "on" ||
                  (o.lossScaling == "auto" && o.amp == "f16");
@@ -96,7 +107,7 @@ void mc::buildTrainPipeline(OpPassManager& pm,
     ls.entry = o.entry;
     pm.addPass(createLossScalingPass(ls));
   }
-  // 5. The update: parameters and optimizer state become graph state.
+  // 6. The update: parameters and optimizer state become graph state.
   OptimizerPassOptions opt;
   opt.kind = o.optimizer;
   opt.lr = o.lr;
@@ -109,11 +120,11 @@ void mc::buildTrainPipeline(OpPassManager& pm,
   opt.eps = o.eps;
   opt.entry = o.entry;
   pm.addPass(createOptimizerPass(opt));
-  // 6. Clean up what the passes built, then check the contract last.
+  // 7. Clean up what the passes built, then check the contract last.
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(createSymbolDCEPass());
-  // 7. Fusion of the whole step (forward, backward and the update's
+  // 8. Fusion of the whole step (forward, backward and the update's
   //    elementwise math); the state stores stay outside every region.
   if (o.fuse) {
     FusePassOptions fuse;
@@ -161,6 +172,10 @@ struct TrainPipelineCLOptions
   Option<std::string> entry{*this, "entry", llvm::cl::init("")};
   Option<bool> fuse{*this, "fuse", llvm::cl::desc("run mc-fuse"),
                     llvm::cl::init(true)};
+  Option<int64_t> dpRanks{*this, "dp-ranks",
+                          llvm::cl::desc("data-parallel ranks (mc-dp-partition)"),
+                          llvm::cl::init(1)};
+  Option<double> dpBucketMb{*this, "dp-bucket-mb", llvm::cl::init(25.0)};
 };
 
 struct CompilePipelineCLOptions
@@ -221,6 +236,8 @@ void mc::registerAllPasses() {
         o.scaleGrowth = cl.scaleGrowth;
         o.scaleBackoff = cl.scaleBackoff;
         o.entry = cl.entry;
+        o.dpRanks = cl.dpRanks;
+        o.dpBucketMb = cl.dpBucketMb;
         buildTrainPipeline(pm, o);
       });
 }

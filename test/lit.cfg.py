@@ -31,6 +31,15 @@ for module in ["sklearn", "torch"]:
     except (OSError, subprocess.SubprocessError):
         pass
 
+# OpenMPI's launcher, for the data-parallel tests (REQUIRES: mpi). As root
+# (CI), mpirun needs --allow-run-as-root; --oversubscribe lets 2 ranks run
+# on any number of cores.
+import shutil
+if shutil.which("mpirun"):
+    config.available_features.add("mpi")
+    config.substitutions.append(
+        ("%mpirun", "mpirun --allow-run-as-root --oversubscribe"))
+
 # The CUDA toolkit's ptxas (the cuda target assembles its PTX with it): CI
 # has it in /usr/local/cuda; elsewhere the cuda-target tests are reported
 # UNSUPPORTED, visibly.

@@ -939,6 +939,36 @@ Status Verifier::checkStepKind(OpId kind, const fb::Step &step,
   };
 
   switch (kind) {
+  case K::AllReduceStart: {
+    // The 1-D f32 bucket of every input's elements, in order.
+    if (in.empty() || out.size() != 1)
+      return fail(where + ": expected at least 1 input and 1 output, found " +
+                  std::to_string(in.size()) + " and " +
+                  std::to_string(out.size()));
+    int64_t total = 0;
+    for (size_t k = 0; k < in.size(); ++k) {
+      if (bufs_[in[k]].dtype != DType::F32)
+        return fail(where + ": input " + std::to_string(k) + " " +
+                    bufDesc(in[k]) + " must be f32 (buckets hold f32)");
+      total += numElements(bufs_[in[k]].shape);
+    }
+    if (bufs_[out[0]].dtype != DType::F32)
+      return fail(where + ": output " + bufDesc(out[0]) + " must be f32");
+    if (A.getInt("ranks") < 1)
+      return fail(where + ": ranks " + std::to_string(A.getInt("ranks")) +
+                  " must be >= 1");
+    return ruleShape(Status::ok(), Shape{total});
+  }
+  case K::AllReduceWait: {
+    MC_RETURN_IF_ERROR(counts(1, 1));
+    MC_RETURN_IF_ERROR(sameTypeShape(in[0], out[0], "output"));
+    MC_RETURN_IF_ERROR(dtypeIn(in[0], {DType::F32}, "f32"));
+    double scale = A.getFloat("scale");
+    if (!(scale > 0) || std::isinf(scale))
+      return fail(where + ": scale " + std::to_string(scale) +
+                  " must be finite and > 0");
+    return Status::ok();
+  }
   case K::Copy:
     MC_RETURN_IF_ERROR(counts(1, 1));
     MC_RETURN_IF_ERROR(sameType(in[0], out[0]));

@@ -573,3 +573,52 @@ func.func @layer_norm_epsilon(%x: tensor<2x8xf32>, %g: tensor<8xf32>) -> tensor<
   %0 = mc.layer_norm %x, %g, %g, axis = 1, epsilon = -1.0e-05 : tensor<2x8xf32>, tensor<8xf32>
   return %0 : tensor<2x8xf32>
 }
+
+// -----
+
+func.func @all_reduce_start_bucket_size(%a: tensor<2x3xf32>, %b: tensor<4xf32>) -> tensor<9xf32> {
+  // expected-error @+1 {{result must be the 1-D bucket of every operand's elements, 'tensor<10xf32>'; got 'tensor<9xf32>'}}
+  %0 = mc.all_reduce_start %a, %b ranks = 2 : (tensor<2x3xf32>, tensor<4xf32>) -> tensor<9xf32>
+  return %0 : tensor<9xf32>
+}
+
+// -----
+
+func.func @all_reduce_start_mixed_types(%a: tensor<2xf32>, %b: tensor<2xbf16>) -> tensor<4xf32> {
+  // expected-error @+1 {{operand 1 is 'tensor<2xbf16>', but the bucket's element type is 'f32'}}
+  %0 = mc.all_reduce_start %a, %b ranks = 2 : (tensor<2xf32>, tensor<2xbf16>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @all_reduce_start_no_ranks(%a: tensor<2xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{ranks must be >= 1, got 0}}
+  %0 = mc.all_reduce_start %a ranks = 0 : (tensor<2xf32>) -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+func.func @all_reduce_start_empty() -> tensor<0xf32> {
+  // expected-error @+1 {{needs at least one tensor to reduce}}
+  %0 = mc.all_reduce_start ranks = 2 : () -> tensor<0xf32>
+  return %0 : tensor<0xf32>
+}
+
+// -----
+
+func.func @all_reduce_wait_not_started(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{waits on a value no mc.all_reduce_start made}}
+  %0 = mc.all_reduce_wait %a scale = 5.000000e-01 : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @all_reduce_wait_scale(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = mc.all_reduce_start %a ranks = 2 : (tensor<4xf32>) -> tensor<4xf32>
+  // expected-error @+1 {{scale must be finite and > 0, got 0}}
+  %1 = mc.all_reduce_wait %0 scale = 0.000000e+00 : tensor<4xf32>
+  return %1 : tensor<4xf32>
+}

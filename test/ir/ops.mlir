@@ -173,3 +173,12 @@ func.func @fused(%x: tensor<2x3xf32>, %b: tensor<3xf32>) -> tensor<2x3xf32> {
   }
   return %0 : tensor<2x3xf32>
 }
+
+// CHECK-LABEL: func @all_reduce
+func.func @all_reduce(%g: tensor<4x3xf32>, %b: tensor<4xf32>) -> tensor<16xf32> {
+  // CHECK: %[[B:.*]] = mc.all_reduce_start %{{.*}}, %{{.*}} ranks = 2 : (tensor<4x3xf32>, tensor<4xf32>) -> tensor<16xf32>
+  // CHECK: mc.all_reduce_wait %[[B]] scale = 5.000000e-01 : tensor<16xf32>
+  %0 = mc.all_reduce_start %g, %b ranks = 2 : (tensor<4x3xf32>, tensor<4xf32>) -> tensor<16xf32>
+  %1 = mc.all_reduce_wait %0 scale = 5.000000e-01 : tensor<16xf32>
+  return %1 : tensor<16xf32>
+}

@@ -78,6 +78,10 @@ commands:
         --loss-scaling=auto|on|off    dynamic loss scaling (auto: on for f16)
         --loss-scale-init=X (65536) --loss-scale-growth=X (2)
         --loss-scale-backoff=X (0.5) --loss-scale-interval=N (2000)
+        --dp-ranks=N (1)         the step of one of N data-parallel ranks
+                                 (mc-dp-partition): trace at the per-rank
+                                 batch; gradients averaged over the ranks
+        --dp-bucket-mb=X (25)    all-reduce bucket size (docs/data-parallel.md)
   import IN.onnx -o OUT.mlir    import an ONNX model (opsets 13 to 17) as mc
                                  (.mlirbc: bytecode; no -o: stdout)
       --input-shape NAME=DIMS    as for compile
@@ -194,7 +198,7 @@ int compileMain(int argc, char** argv) {
       }
       return true;
     };
-    double interval = -1;
+    double interval = -1, dpRanks = 1;
     if (a == "--train") {
       options.train = true;
     } else if (a == "--nesterov") {
@@ -216,6 +220,18 @@ int compileMain(int argc, char** argv) {
                listFlag("--amp-f32-ops", t.ampF32Ops) ||
                listFlag("--amp-locations", t.ampLocations)) {
       trainFlag = a.substr(0, a.find('='));
+    } else if (numberFlag("--dp-ranks", dpRanks)) {
+      if (dpRanks < 1 || dpRanks != static_cast<double>(
+                                        static_cast<int64_t>(dpRanks)))
+        return fail("compile: --dp-ranks needs an integer >= 1, got '" +
+                    number + "'");
+      t.dpRanks = static_cast<int64_t>(dpRanks);
+      trainFlag = "--dp-ranks";
+    } else if (numberFlag("--dp-bucket-mb", t.dpBucketMb)) {
+      if (!(t.dpBucketMb > 0))
+        return fail("compile: --dp-bucket-mb needs a size > 0 (MB), got '" +
+                    number + "'");
+      trainFlag = "--dp-bucket-mb";
     } else if (numberFlag("--loss-scale-interval", interval)) {
       t.scaleInterval = static_cast<int64_t>(interval);
       trainFlag = "--loss-scale-interval";

@@ -6,6 +6,7 @@
 // loss. Usage and formats: docs/runtime.md.
 #include "tools/runcli/RunCli.h"
 
+#include "modelc/communicator.h"
 #include "modelc/fileio.h"
 #include "modelc/labels.h"
 #include "modelc/device.h"
@@ -25,6 +26,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -40,7 +42,7 @@ const char kTrainUsage[] =
     "--epochs E\n"
     "         [--checkpoint DIR] [--checkpoint-every N] [--resume]\n"
     "         [--shuffle SEED] [--log-csv FILE] [--plot FILE.svg] [--quiet]\n"
-    "         [--device cpu|cuda[:N]|auto]\n"
+    "         [--device cpu|cuda[:N]|auto] [--dp-timeout SECONDS]\n"
     "\n"
     "Trains with a compiled training step: each input of the artifact is one\n"
     "batch (leading dimension B) cut from the --data file of that name (N\n"
@@ -55,7 +57,14 @@ const char kTrainUsage[] =
     "from it with exactly the batches a run without the interruption would\n"
     "have used. --log-csv writes step,epoch,loss,loss_scale per step;\n"
     "--plot writes the loss curve as an SVG image. The run stops (exit 1)\n"
-    "when the loss is non-finite for 100 consecutive steps.\n";
+    "when the loss is non-finite for 100 consecutive steps.\n"
+    "\n"
+    "Data parallel: mpirun -np N %s --train STEP.mcpk ... with a step compiled\n"
+    "by modelc compile --train --dp-ranks=N at the per-rank batch; --batch is\n"
+    "the global batch (N times the artifact's). Each rank trains on every\n"
+    "N-th row of each epoch's order; rank 0 writes the checkpoint, log and\n"
+    "plot. A collective that waits longer than --dp-timeout seconds (default\n"
+    "300) stops every rank with an error naming the rank and the collective.\n";
 
 constexpr int kMaxNonFinite = 100;
 const char kCheckpointFile[] = "checkpoint.mcst";
@@ -68,6 +77,7 @@ struct Options {
   std::string checkpointDir, csv, plot;
   bool resume = false, quiet = false, shuffle = false;
   unsigned long long seed = 0;
+  double dpTimeout = 300; // --dp-timeout: seconds a collective may wait
 };
 
 /// One artifact input fed from a dataset file.
@@ -343,15 +353,42 @@ Status writeSvg(const std::string &path, const std::string &title,
   return Status::ok();
 }
 
+/// A test hook for data-parallel failure handling:
+/// MODELC_DP_TEST_FAULT=RANK:STEP:hang|exit makes rank RANK hang (sleep) or
+/// exit with code 3, without a word to the others, before global step STEP.
+void testFault(int rank, long long step) {
+  static const char *spec = std::getenv("MODELC_DP_TEST_FAULT");
+  if (!spec)
+    return;
+  int r = -1;
+  long long s = -1;
+  char what[8] = {};
+  if (std::sscanf(spec, "%d:%lld:%7s", &r, &s, what) != 3 || r != rank ||
+      s != step)
+    return;
+  std::fprintf(stderr, "rank %d: MODELC_DP_TEST_FAULT: %s before step %lld\n",
+               rank, what, step);
+  std::fflush(stderr);
+  if (std::strcmp(what, "exit") == 0)
+    std::_Exit(3);
+  for (;;)
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+}
+
 //===--- The training loop ---===//
 
 class Trainer {
 public:
   Trainer(std::string tool, Options opt)
       : tool_(std::move(tool)), opt_(std::move(opt)) {}
-  int run();
+  /// Trains; in a data-parallel run, an error on this rank ends them all.
+  int run() {
+    int code = runSteps();
+    return code ? abortWorld(code) : 0;
+  }
 
 private:
+  int runSteps();
   Status setup();
   Status loadData();
   Status resumeFrom(const std::string &path);
@@ -385,16 +422,66 @@ private:
   long long lossCount_ = 0, epochSteps_ = 0;
   std::chrono::steady_clock::time_point epochStart_, lastPrint_;
   bool tty_ = false;
+  // Data parallelism: this process is rank `rank_` of `world_`; each step
+  // it trains on `local_` rows of the global --batch.
+  std::shared_ptr<rt::Communicator> comm_;
+  int rank_ = 0, world_ = 1;
+  long long local_ = 0;
+  Status setupWorld();
+  int abortWorld(int code);
 };
+
+/// Starts MPI when this process was started by mpirun (or torchrun-style
+/// WORLD_SIZE > 1), and checks RANK / WORLD_SIZE against MPI's view.
+Status Trainer::setupWorld() {
+  const char *ws = std::getenv("WORLD_SIZE");
+  bool torchrun = ws && std::atoi(ws) > 1;
+  if (!rt::startedByMpiLauncher() && !torchrun)
+    return Status::ok();
+  std::unique_ptr<rt::Communicator> comm;
+  MC_RETURN_IF_ERROR(rt::makeMpiCommunicator(&comm));
+  comm->setTimeout(opt_.dpTimeout);
+  rank_ = comm->rank();
+  world_ = comm->size();
+  if (ws && std::atoi(ws) != world_)
+    return Status::error("WORLD_SIZE=" + std::string(ws) +
+                         " but MPI's world has " + std::to_string(world_) +
+                         " processes");
+  if (const char *r = std::getenv("RANK"))
+    if (std::atoi(r) != rank_)
+      return Status::error("RANK=" + std::string(r) + " but MPI says rank " +
+                           std::to_string(rank_));
+  comm_ = std::move(comm);
+  rt::setCurrentCommunicator(comm_);
+  return Status::ok();
+}
+
+/// After an error in a data-parallel run the other ranks may wait in a
+/// collective forever: end them all.
+int Trainer::abortWorld(int code) {
+  if (comm_ && world_ > 1) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    comm_->abort(code);
+  }
+  return code;
+}
 
 Status Trainer::setup() {
   Status st = rt::Model::loadFile(opt_.model, &model_);
   if (!st)
     return st;
+  MC_RETURN_IF_ERROR(setupWorld());
   std::unique_ptr<rt::Device> device;
   MC_RETURN_IF_ERROR(rt::createDevice(opt_.device, &device, nullptr,
                                       artifactTargets(*model_)));
   MC_RETURN_IF_ERROR(rt::Session::create(*model_, std::move(device), &session_));
+  if (world_ > 1 && rt::currentCommunicator().boundRanks() != world_)
+    return Status::error(
+        opt_.model + ": this process is rank " + std::to_string(rank_) +
+        " of " + std::to_string(world_) +
+        ", but the artifact averages no gradients over ranks: compile it "
+        "with modelc compile --train --dp-ranks=" + std::to_string(world_));
   const auto &outs = model_->outputs();
   if (outs.empty())
     return Status::error(opt_.model +
@@ -422,6 +509,17 @@ Status Trainer::setup() {
 
 Status Trainer::loadData() {
   const auto &inputs = model_->inputs();
+  // --batch is the global batch; each rank trains on its share.
+  if (world_ > 1) {
+    if (model_->dynamicBatch())
+      return Status::error("a dynamic batch is not supported in a "
+                           "data-parallel run yet; compile a static one");
+    if (opt_.batch % world_)
+      return Status::error("--batch " + std::to_string(opt_.batch) +
+                           " (the global batch) is not a multiple of the " +
+                           std::to_string(world_) + " ranks");
+  }
+  local_ = opt_.batch / world_;
   std::set<size_t> given;
   for (const auto &[name, path] : opt_.data) {
     size_t index;
@@ -445,14 +543,21 @@ Status Trainer::loadData() {
                              " is outside the artifact's batch bounds [" +
                              std::to_string(b.min) + ", " +
                              std::to_string(b.max) + "]");
-    } else if (info.shape[0] != opt_.batch)
+    } else if (info.shape[0] != local_)
       return Status::error(
           "input '" + name + "' is " + typeString(info.dtype, info.shape) +
           ": its leading (batch) dimension is " +
           std::to_string(info.shape[0]) + ", but --batch is " +
           std::to_string(opt_.batch) +
+          (world_ > 1 ? ", " + std::to_string(local_) + " per rank over " +
+                            std::to_string(world_) + " ranks"
+                      : std::string()) +
           " (the artifact was compiled for batches of " +
-          std::to_string(info.shape[0]) + ")");
+          std::to_string(info.shape[0]) +
+          (world_ > 1 ? " per rank: --batch " +
+                            std::to_string(info.shape[0] * world_)
+                      : std::string()) +
+          ")");
     Feed f;
     f.input = index;
     f.path = path;
@@ -481,8 +586,8 @@ Status Trainer::loadData() {
                            (info.dtype == DType::BF16 ? " (as f4)" : "") +
                            " (N samples of " + typeString(info.dtype, row) +
                            "), got " + typeString(f.array.dtype, got));
-    f.rowBytes = info.byteSizeAt(opt_.batch) / size_t(opt_.batch);
-    f.batch.resize(info.byteSizeAt(opt_.batch));
+    f.rowBytes = info.byteSizeAt(local_) / size_t(local_);
+    f.batch.resize(info.byteSizeAt(local_));
     if (!feeds_.empty() && got[0] != samples_)
       return Status::error(
           "--data files disagree on the number of samples: " +
@@ -522,7 +627,7 @@ Status Trainer::loadData() {
                          " samples, fewer than one batch of " +
                          std::to_string(opt_.batch));
   long long dropped = lastBatch_ ? 0 : rest;
-  if (dropped && !opt_.quiet)
+  if (dropped && !opt_.quiet && rank_ == 0)
     std::fprintf(stderr,
                  "%s: note: %lld samples in batches of %lld: %lld steps per "
                  "epoch; the last %lld sample(s) of each epoch's order are "
@@ -649,13 +754,17 @@ Status Trainer::writeCsv() {
 Status Trainer::saveCheckpoint() {
   if (checkpointPath_.empty() || lastSaved_ == global_)
     return Status::ok();
+  if (rank_ != 0) { // every rank holds the same state; rank 0 writes it
+    lastSaved_ = global_;
+    return Status::ok();
+  }
   MC_RETURN_IF_ERROR(session_->saveCheckpoint(checkpointPath_, metadata()));
   lastSaved_ = global_;
   return Status::ok();
 }
 
 void Trainer::progress(bool force) {
-  if (opt_.quiet)
+  if (opt_.quiet || rank_ != 0)
     return;
   auto now = std::chrono::steady_clock::now();
   if (tty_ && !force &&
@@ -685,10 +794,18 @@ void Trainer::progress(bool force) {
   std::fflush(stderr);
 }
 
-int Trainer::run() {
+int Trainer::runSteps() {
   Status st = setup();
-  if (!st)
-    return fail(tool_, st.message());
+  if (!st) {
+    fail(tool_, world_ > 1 ? "rank " + std::to_string(rank_) + ": " +
+                                 st.message()
+                           : st.message());
+    return abortWorld(1);
+  }
+  if (rank_ != 0) { // logs, CSV and plots come from rank 0
+    opt_.csv.clear();
+    opt_.plot.clear();
+  }
   if (!opt_.checkpointDir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(opt_.checkpointDir, ec);
@@ -742,11 +859,16 @@ int Trainer::run() {
     epochSamples_ = step_ * opt_.batch; // a resumed epoch's steps so far
     epochStart_ = lastPrint_ = std::chrono::steady_clock::now();
     for (; step_ < stepsPerEpoch_;) {
+      testFault(rank_, global_ + 1);
       long long rows =
-          lastBatch_ && step_ == stepsPerEpoch_ - 1 ? lastBatch_ : opt_.batch;
+          lastBatch_ && step_ == stepsPerEpoch_ - 1 ? lastBatch_ : local_;
       for (Feed &f : feeds_) {
         for (long long j = 0; j < rows; ++j) {
-          int64_t row = perm[size_t(step_ * opt_.batch + j)];
+          // Rank r takes every world-th row of the epoch's order, as
+          // PyTorch's DistributedSampler: together the ranks' rows of a
+          // step are the global batch one process would take.
+          int64_t row =
+              perm[size_t(rank_ + world_ * (step_ * local_ + j))];
           std::memcpy(f.batch.data() + size_t(j) * f.rowBytes,
                       f.array.data.data() + size_t(row) * f.rowBytes,
                       f.rowBytes);
@@ -764,8 +886,11 @@ int Trainer::run() {
         if (tty_ && !opt_.quiet)
           std::fputc('\n', stderr);
         finish();
-        return fail(tool_, "step " + std::to_string(global_ + 1) + ": " +
-                               st.message());
+        fail(tool_, (world_ > 1 ? "rank " + std::to_string(rank_) + ": "
+                                : std::string()) +
+                        "step " + std::to_string(global_ + 1) + ": " +
+                        st.message());
+        return abortWorld(1);
       }
       // The loss, copied out (works on every device).
       uint8_t out[8] = {};
@@ -773,6 +898,18 @@ int Trainer::run() {
       if (lossInfo.byteSize <= sizeof(out))
         (void)session_->copyOutput(0, out, lossInfo.byteSize);
       double loss = floatAt(lossInfo.dtype, out);
+      if (world_ > 1) {
+        // The global batch's mean loss: the mean of the ranks' (equal
+        // shards), as one process would report it.
+        float mine = float(loss);
+        if (!(st = comm_->allReduce(&mine, 1, DType::F32, rt::ReduceOp::Sum,
+                                    "the loss all_reduce of step " +
+                                        std::to_string(global_ + 1)))) {
+          fail(tool_, st.message());
+          return abortWorld(1);
+        }
+        loss = double(mine) / world_;
+      }
       ++step_;
       ++global_;
       ++epochSteps_;
@@ -857,6 +994,17 @@ int Trainer::run() {
     if (n)
       last = sum / double(n);
   }
+  if (std::getenv("MODELC_PROFILE") && comm_) {
+    const rt::CommStats &cs = comm_->stats();
+    std::fprintf(stderr,
+                 "%s: rank %d: all-reduce: %lld collectives, %.3f MB, "
+                 "blocked %.3f ms in all (%.4f ms per step)\n",
+                 tool_.c_str(), rank_, cs.collectives, cs.bytes / 1e6,
+                 cs.blockedSeconds * 1e3,
+                 global_ ? cs.blockedSeconds * 1e3 / double(global_) : 0.0);
+  }
+  if (rank_ != 0)
+    return exitCode;
   std::printf("trained %lld epoch(s) of %lld steps (batch %lld, %lld "
               "samples): %lld steps in all; mean loss of the last epoch %.6g\n",
               opt_.epochs, stepsPerEpoch_, opt_.batch, (long long)samples_,
@@ -903,7 +1051,7 @@ int trainMain(int argc, char **argv) {
                                    "'");
       };
       if (a == "-h" || a == "--help") {
-        std::printf(kTrainUsage, tool.c_str());
+        std::printf(kTrainUsage, tool.c_str(), tool.c_str());
         return 0;
       }
       if (a == "--train") {
@@ -929,6 +1077,12 @@ int trainMain(int argc, char **argv) {
           return fail(tool, "--shuffle needs a non-negative integer seed, "
                             "got '" + v + "'");
         opt.shuffle = true;
+      } else if (value("--dp-timeout")) {
+        char *end = nullptr;
+        opt.dpTimeout = std::strtod(v.c_str(), &end);
+        if (v.empty() || *end || !(opt.dpTimeout > 0))
+          return fail(tool, "--dp-timeout needs a positive number of "
+                            "seconds, got '" + v + "'");
       } else if (value("--log-csv")) {
         opt.csv = v;
       } else if (value("--device")) {
@@ -961,7 +1115,9 @@ int trainMain(int argc, char **argv) {
       return fail(tool, "--resume needs --checkpoint DIR");
     if (opt.checkpointEvery && opt.checkpointDir.empty())
       return fail(tool, "--checkpoint-every needs --checkpoint DIR");
-    return Trainer(tool, std::move(opt)).run();
+    int code = Trainer(tool, std::move(opt)).run();
+    rt::setCurrentCommunicator(nullptr); // MPI_Finalize, after the session
+    return code;
   } catch (const std::exception &e) {
     return fail(tool, e.what());
   } catch (...) {
