@@ -42,7 +42,6 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdlib>
-#include <mutex>
 
 using namespace mlir;
 
@@ -59,7 +58,6 @@ std::string toolkitPath() {
 }
 
 void appendKernelRegistry(MLIRContext& context) {
-  static std::once_flag once;
   DialectRegistry registry;
   arith::registerConvertArithToLLVMInterface(registry);
   cf::registerConvertControlFlowToLLVMInterface(registry);
@@ -229,68 +227,28 @@ FailureOr<std::string> lowerToPtx(ModuleOp kernels, unsigned indexBits) {
   return ptx;
 }
 
-/// Whether the CUDA device runs this anchor region as one library call:
-/// matmul, optionally its reshape, plus a bias broadcast along the last dim,
-/// optionally relu or tanh-form gelu (cuBLASLt's BIAS, RELU_BIAS and
-/// GELU_BIAS epilogues; its GELU is the tanh form).
-bool isLibraryEpilogue(const PlanStep& step) {
-  const std::vector<PlanRegionOp>& body = step.body;
-  size_t n = step.inputs.size(), j = 0;
-  if (body.empty() || body[0].op != rt::OpId::Matmul ||
-      body[0].operands != std::vector<uint32_t>{0, 1} ||
-      body[0].dtype == rt::DType::F16 /* f16 out, f32 bias: not one call */)
-    return false;
-  uint32_t cur = uint32_t(n);
-  j = 1;
-  if (j < body.size() && body[j].op == rt::OpId::Reshape)
-    cur = uint32_t(n + j++);
-  // add(cur, broadcast(bias)) in either order, the bias along the last dim.
-  if (j + 1 >= body.size() || body[j].op != rt::OpId::BroadcastInDim ||
-      body[j].operands.size() != 1 || body[j].operands[0] >= n ||
-      body[j].attrs.getInts("dims") !=
-          std::vector<int64_t>{int64_t(body[j].shape.size()) - 1})
-    return false;
-  uint32_t bias = uint32_t(n + j++);
-  const PlanRegionOp& add = body[j];
-  if (add.op != rt::OpId::Add ||
-      !(add.operands == std::vector<uint32_t>{cur, bias} ||
-        add.operands == std::vector<uint32_t>{bias, cur}))
-    return false;
-  cur = uint32_t(n + j++);
-  if (j < body.size()) {
-    const PlanRegionOp& act = body[j];
-    bool ok = act.operands == std::vector<uint32_t>{cur} &&
-              (act.op == rt::OpId::Relu ||
-               (act.op == rt::OpId::Gelu &&
-                act.attrs.getBool("tanh_approximation")));
-    if (!ok)
-      return false;
-    ++j;
-  }
-  return j == body.size();
-}
-
-/// Whether the CUDA device runs this conv2d region as one cuDNN graph:
-/// conv2d of the first two inputs, optionally plus a bias broadcast along
-/// the channel dim, optionally relu last (runtime/src/cuda/CudaKernels.cpp
-/// accepts exactly this). Only f16 and bf16: cuDNN's runtime fusion may
-/// have no engine for an f32 conv with pointwise ops, and an f32 region
-/// split in two loses little.
-bool isLibraryConvRegion(const PlanStep& step) {
+/// Whether a region has the shape the device runs as one library call:
+/// `anchor` of the step's first two inputs, then optionally its reshape
+/// (`reshape`), then a bias, a broadcast of an input along `biasDim` (-1:
+/// the last) added to the value so far in either order (required with
+/// `needsBias`), then optionally one op `activation` accepts; nothing else.
+bool matchesLibraryRegion(
+    const PlanStep& step, rt::OpId anchor, bool reshape, bool needsBias,
+    int64_t biasDim,
+    llvm::function_ref<bool(const PlanRegionOp&)> activation) {
   const std::vector<PlanRegionOp>& body = step.body;
   uint32_t n = uint32_t(step.inputs.size());
-  if (body.empty() || body[0].op != rt::OpId::Conv2d ||
-      body[0].operands != std::vector<uint32_t>{0, 1} ||
-      (body[0].dtype != rt::DType::F16 && body[0].dtype != rt::DType::BF16))
+  if (body.empty() || body[0].op != anchor ||
+      body[0].operands != std::vector<uint32_t>{0, 1})
     return false;
-  for (const PlanRegionOp& op : body)
-    if (op.dtype != body[0].dtype || op.shape != body[0].shape)
-      return false;
   uint32_t cur = n;
   size_t j = 1;
+  if (reshape && j < body.size() && body[j].op == rt::OpId::Reshape)
+    cur = uint32_t(n + j++);
   if (j + 1 < body.size() && body[j].op == rt::OpId::BroadcastInDim) {
+    int64_t dim = biasDim < 0 ? int64_t(body[j].shape.size()) - 1 : biasDim;
     if (body[j].operands.size() != 1 || body[j].operands[0] >= n ||
-        body[j].attrs.getInts("dims") != std::vector<int64_t>{1})
+        body[j].attrs.getInts("dims") != std::vector<int64_t>{dim})
       return false;
     uint32_t bias = uint32_t(n + j++);
     const PlanRegionOp& add = body[j];
@@ -299,11 +257,47 @@ bool isLibraryConvRegion(const PlanStep& step) {
           add.operands == std::vector<uint32_t>{bias, cur}))
       return false;
     cur = uint32_t(n + j++);
+  } else if (needsBias) {
+    return false;
   }
-  if (j < body.size() && body[j].op == rt::OpId::Relu &&
-      body[j].operands == std::vector<uint32_t>{cur})
+  if (j < body.size() && body[j].operands == std::vector<uint32_t>{cur} &&
+      activation(body[j]))
     ++j;
   return j == body.size();
+}
+
+/// cuBLASLt's BIAS, RELU_BIAS and GELU_BIAS epilogues: matmul, optionally
+/// its reshape, a bias along the last dim, optionally relu or the tanh form
+/// of gelu (cuBLASLt's GELU is that form). Not for f16 results (an f16
+/// output with an f32 bias is not one call).
+bool isLibraryEpilogue(const PlanStep& step) {
+  if (step.body.empty() || step.body[0].dtype == rt::DType::F16)
+    return false;
+  return matchesLibraryRegion(
+      step, rt::OpId::Matmul, /*reshape=*/true, /*needsBias=*/true, -1,
+      [](const PlanRegionOp& op) {
+        return op.op == rt::OpId::Relu ||
+               (op.op == rt::OpId::Gelu &&
+                op.attrs.getBool("tanh_approximation"));
+      });
+}
+
+/// One cuDNN graph: conv2d, optionally a bias along the channels (dim 1),
+/// optionally relu, every op of one dtype and shape
+/// (runtime/src/cuda/CudaKernels.cpp accepts exactly this). Only f16 and
+/// bf16: cuDNN's runtime fusion may have no engine for an f32 conv with
+/// pointwise ops, and an f32 region split in two loses little.
+bool isLibraryConvRegion(const PlanStep& step) {
+  const std::vector<PlanRegionOp>& body = step.body;
+  if (body.empty() ||
+      (body[0].dtype != rt::DType::F16 && body[0].dtype != rt::DType::BF16))
+    return false;
+  for (const PlanRegionOp& op : body)
+    if (op.dtype != body[0].dtype || op.shape != body[0].shape)
+      return false;
+  return matchesLibraryRegion(
+      step, rt::OpId::Conv2d, /*reshape=*/false, /*needsBias=*/false, 1,
+      [](const PlanRegionOp& op) { return op.op == rt::OpId::Relu; });
 }
 
 /// A region led by a matmul or conv2d anchor that the device does not run

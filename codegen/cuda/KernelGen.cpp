@@ -1280,29 +1280,35 @@ KernelKind classifyStep(const Plan& plan, const PlanStep& step,
   TensorDesc out = describe(plan, step.outputs[0]);
   if (plan.batch.dynamic() && scaledDims(out) > 1)
     return refuse("its output scales with the batch in more than one dim");
+  // The device's library kernels: matmul and conv2d, and the regions they
+  // lead (cuBLASLt's and cuDNN's epilogues; the target split every other
+  // anchor region).
+  auto isAnchor = [](OpId op) {
+    return op == OpId::Matmul || op == OpId::Conv2d;
+  };
+  if (isAnchor(step.op) ||
+      (step.op == OpId::Fused && !step.body.empty() &&
+       isAnchor(step.body[0].op)))
+    return KernelKind::None;
+  // SPIR-V has no bf16: one check of every tensor the kernel would touch.
+  if (flavor.spirv) {
+    bool bf16 = outBuf.dtype == DType::BF16;
+    for (uint32_t i : step.inputs)
+      bf16 |= plan.buffers[i].dtype == DType::BF16;
+    for (const PlanRegionOp& op : step.body)
+      bf16 |= op.dtype == DType::BF16;
+    if (bf16)
+      return refuse("bf16 has no SPIR-V type");
+  }
   auto checkTypes = [&](const std::vector<PlanRegionOp>& body) {
-    for (const PlanRegionOp& op : body) {
-      if (flavor.spirv && op.dtype == DType::BF16)
-        return std::string("bf16 has no SPIR-V type");
+    for (const PlanRegionOp& op : body)
       if (floatOnly(op.op) && !isFloat(op.dtype))
         return "mc." + std::string(rt::opName(op.op)) + " on " +
                rt::dtypeName(op.dtype) + " (only floats here)";
-    }
-    for (uint32_t i : step.inputs)
-      if (flavor.spirv && plan.buffers[i].dtype == DType::BF16)
-        return std::string("bf16 has no SPIR-V type");
     return std::string();
   };
   switch (step.op) {
-  case OpId::Matmul:
-  case OpId::Conv2d:
-    return KernelKind::None; // the device's library kernels
   case OpId::Fused: {
-    if (!step.body.empty() && (step.body[0].op == OpId::Matmul ||
-                               step.body[0].op == OpId::Conv2d))
-      return KernelKind::None; // cuBLASLt or cuDNN with their epilogues
-                               // (the target split every other anchor
-                               // region)
     if (step.attrs.getBool("attention"))
       return refuse("attention regions run as separate steps on cuda "
                     "(compile with the cuda target's fusion options)");
@@ -1362,18 +1368,13 @@ KernelKind classifyStep(const Plan& plan, const PlanStep& step,
         return refuse("gather index " + std::to_string(v) +
                       " out of range for a dim of " + std::to_string(dim));
     }
-    if (flavor.spirv && outBuf.dtype == DType::BF16)
-      return refuse("bf16 has no SPIR-V type");
     return KernelKind::Index;
   }
   case OpId::Transpose:
   case OpId::Slice:
   case OpId::Pad:
-  case OpId::Concat: {
-    if (flavor.spirv && outBuf.dtype == DType::BF16)
-      return refuse("bf16 has no SPIR-V type");
+  case OpId::Concat:
     return KernelKind::Index;
-  }
   case OpId::Softmax:
   case OpId::LogSoftmax: {
     int64_t rank = int64_t(plan.buffers[step.inputs[0]].shape.size());
@@ -1400,8 +1401,6 @@ KernelKind classifyStep(const Plan& plan, const PlanStep& step,
   case OpId::ReduceMax:
   case OpId::ReduceMin: {
     const PlanBuffer& in = plan.buffers[step.inputs[0]];
-    if (flavor.spirv && in.dtype == DType::BF16)
-      return refuse("bf16 has no SPIR-V type");
     if (!isFloat(in.dtype) && (step.op == OpId::ReduceSum ||
                                step.op == OpId::ReduceMean))
       return refuse("integer sums");
@@ -1416,7 +1415,7 @@ KernelKind classifyStep(const Plan& plan, const PlanStep& step,
   }
   case OpId::MaxPool2d:
   case OpId::AvgPool2d: {
-    if (!isFloat(outBuf.dtype) || (flavor.spirv && outBuf.dtype == DType::BF16))
+    if (!isFloat(outBuf.dtype))
       return refuse("pooling of " + std::string(rt::dtypeName(outBuf.dtype)));
     if (step.attrs.getInts("kernel").size() != 2)
       return refuse("pooling without a 2-d kernel");
