@@ -191,26 +191,30 @@ Status writeArtifactToBytes(const Plan &plan, std::vector<uint8_t> *out,
                            std::to_string(plan.stateSize) +
                            " bytes (was the plan planned?)");
   }
-  std::vector<uint8_t> data(dataSize, 0);
+  // The table records where the data section starts, which depends on the
+  // table's size: measure with placeholders (the size does not depend on
+  // the values), then build for real once the data's CRC is known.
+  uint32_t major = options.schemaVersionMajorForTesting;
+  size_t tableSize =
+      buildTable(plan, offsets, major, 0, dataSize, 0, stateDataOffset).size();
+  uint64_t dataOffset = alignUp(tableSize, rt::kAlignment);
+  uint64_t trailerAt = alignUp(dataOffset + dataSize, 8);
+
+  // The data section is written in place: the weights are copied once,
+  // from the plan into the artifact's bytes.
+  out->assign(trailerAt + rt::kTrailerSize, 0);
+  uint8_t *data = out->data() + dataOffset;
   for (size_t i = 0; i < plan.buffers.size(); ++i) {
     const PlanBuffer &b = plan.buffers[i];
     if (b.data.empty())
       continue;
     if (b.kind == fb::BufferKind::Constant)
-      std::memcpy(data.data() + offsets[i], b.data.data(), b.data.size());
+      std::memcpy(data + offsets[i], b.data.data(), b.data.size());
     else if (b.kind == fb::BufferKind::State)
-      std::memcpy(data.data() + stateDataOffset + b.offset, b.data.data(),
+      std::memcpy(data + stateDataOffset + b.offset, b.data.data(),
                   b.data.size());
   }
-  uint32_t dataCrc = crc32Of(data.data(), dataSize);
-
-  // The table records where the data section starts, which depends on the
-  // table's size: measure with a placeholder, then build for real.
-  uint32_t major = options.schemaVersionMajorForTesting;
-  size_t tableSize =
-      buildTable(plan, offsets, major, 0, dataSize, dataCrc, stateDataOffset)
-          .size();
-  uint64_t dataOffset = alignUp(tableSize, rt::kAlignment);
+  uint32_t dataCrc = crc32Of(data, dataSize);
   flatbuffers::DetachedBuffer table = buildTable(
       plan, offsets, major, dataOffset, dataSize, dataCrc, stateDataOffset);
   if (table.size() != tableSize)
@@ -219,11 +223,7 @@ Status writeArtifactToBytes(const Plan &plan, std::vector<uint8_t> *out,
   if (table.size() - 4 > 0x7fffffffu)
     return Status::error("artifact writer: the table exceeds 2 GiB");
 
-  uint64_t trailerAt = alignUp(dataOffset + dataSize, 8);
-  out->assign(trailerAt + rt::kTrailerSize, 0);
   std::memcpy(out->data(), table.data(), table.size());
-  if (dataSize)
-    std::memcpy(out->data() + dataOffset, data.data(), dataSize);
   uint8_t *trailer = out->data() + trailerAt;
   putLE32(trailer, crc32Of(out->data(), table.size()));
   putLE32(trailer + 4, 0);

@@ -29,6 +29,17 @@ void requireDefined(const char* op, const Tensor& t) {
     throw Error(std::string(op) + ": undefined tensor operand");
 }
 
+/// The output of an op over `inputs`: a tensor with values when every input
+/// has them (the kernel then runs), else a shape-only tensor (nothing runs;
+/// the ONNX importer traces graph inputs this way, see Tensor::shapeOnly).
+Tensor resultOf(const Shape& shape, DType dtype,
+                std::initializer_list<const Tensor*> inputs) {
+  for (const Tensor* t : inputs)
+    if (!t->hasValues())
+      return Tensor::shapeOnly(shape, dtype);
+  return Tensor::empty(shape, dtype);
+}
+
 /// Every op reports itself here: to the tracer when one is active, and to
 /// autograd when an input requires grad.
 void emit(OpRecord record) {
@@ -74,8 +85,9 @@ Tensor binaryOp(OpKind kind, rt::OpId op, const char* name, Tensor a,
     if (b.shape() != s)
       b = broadcastTo(b, s);
   }
-  Tensor out = Tensor::empty(a.shape(), a.dtype());
-  check(rt::binary(op, a.view(), b.view(), out.mutView()));
+  Tensor out = resultOf(a.shape(), a.dtype(), {&a, &b});
+  if (out.hasValues())
+    check(rt::binary(op, a.view(), b.view(), out.mutView()));
   emit({kind, {a, b}, out});
   return out;
 }
@@ -83,8 +95,9 @@ Tensor binaryOp(OpKind kind, rt::OpId op, const char* name, Tensor a,
 Tensor unaryOp(OpKind kind, rt::OpId op, const char* name,
                const Tensor& a) {
   requireDefined(name, a);
-  Tensor out = Tensor::empty(a.shape(), a.dtype());
-  check(rt::unary(op, a.view(), out.mutView()));
+  Tensor out = resultOf(a.shape(), a.dtype(), {&a});
+  if (out.hasValues())
+    check(rt::unary(op, a.view(), out.mutView()));
   emit({kind, {a}, out});
   return out;
 }
@@ -99,8 +112,9 @@ Tensor reduceOp(OpKind kind, rt::OpId op, const char* name,
   std::sort(norm.begin(), norm.end());
   Shape outShape;
   checkShape(name, rt::shapes::reduce(a.shape(), norm, keepdim, &outShape));
-  Tensor out = Tensor::empty(outShape, a.dtype());
-  check(rt::reduce(op, a.view(), norm, keepdim, out.mutView()));
+  Tensor out = resultOf(outShape, a.dtype(), {&a});
+  if (out.hasValues())
+    check(rt::reduce(op, a.view(), norm, keepdim, out.mutView()));
   emit(OpRecord{kind, {a}, out,
                 {rt::OpAttr::list("dims", norm),
                  rt::OpAttr::boolean("keepdim", keepdim)}});
@@ -167,8 +181,9 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transposeA,
   Shape outShape;
   checkShape("matmul", rt::shapes::matmul(a.shape(), b.shape(), transposeA,
                                           transposeB, &outShape));
-  Tensor out = Tensor::empty(outShape, a.dtype());
-  check(rt::matmul(a.view(), b.view(), transposeA, transposeB, out.mutView()));
+  Tensor out = resultOf(outShape, a.dtype(), {&a, &b});
+  if (out.hasValues())
+    check(rt::matmul(a.view(), b.view(), transposeA, transposeB, out.mutView()));
   emit(OpRecord{OpKind::Matmul, {a, b}, out,
                 {rt::OpAttr::boolean("transpose_a", transposeA),
                  rt::OpAttr::boolean("transpose_b", transposeB)}});
@@ -198,8 +213,9 @@ Tensor broadcastInDim(const Tensor& a, const Shape& shape,
   requireDefined("broadcast_in_dim", a);
   checkShape("broadcast_in_dim",
              rt::shapes::broadcastInDim(a.shape(), dims, shape));
-  Tensor out = Tensor::empty(shape, a.dtype());
-  check(rt::broadcastInDim(a.view(), dims, out.mutView()));
+  Tensor out = resultOf(shape, a.dtype(), {&a});
+  if (out.hasValues())
+    check(rt::broadcastInDim(a.view(), dims, out.mutView()));
   emit(OpRecord{OpKind::BroadcastInDim, {a}, out,
                 {rt::OpAttr::list("dims", dims)}});
   return out;
@@ -260,8 +276,9 @@ Tensor transpose(const Tensor& a, const std::vector<int64_t>& permutation) {
     perm.push_back(normalizeDim("transpose", p, a.rank()));
   Shape outShape;
   checkShape("transpose", rt::shapes::transpose(a.shape(), perm, &outShape));
-  Tensor out = Tensor::empty(outShape, a.dtype());
-  check(rt::transpose(a.view(), perm, out.mutView()));
+  Tensor out = resultOf(outShape, a.dtype(), {&a});
+  if (out.hasValues())
+    check(rt::transpose(a.view(), perm, out.mutView()));
   emit(OpRecord{OpKind::Transpose, {a}, out,
                 {rt::OpAttr::list("permutation", perm)}});
   return out;
@@ -283,16 +300,18 @@ Tensor amax(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
 Tensor softmax(const Tensor& a, int64_t axis) {
   requireDefined("softmax", a);
   int64_t ax = normalizeDim("softmax", axis, a.rank());
-  Tensor out = Tensor::empty(a.shape(), a.dtype());
-  check(rt::softmax(a.view(), ax, out.mutView()));
+  Tensor out = resultOf(a.shape(), a.dtype(), {&a});
+  if (out.hasValues())
+    check(rt::softmax(a.view(), ax, out.mutView()));
   emit(OpRecord{OpKind::Softmax, {a}, out, {rt::OpAttr::integer("axis", ax)}});
   return out;
 }
 
 Tensor cast(const Tensor& a, DType dtype) {
   requireDefined("cast", a);
-  Tensor out = Tensor::empty(a.shape(), dtype);
-  check(rt::cast(a.view(), out.mutView()));
+  Tensor out = resultOf(a.shape(), dtype, {&a});
+  if (out.hasValues())
+    check(rt::cast(a.view(), out.mutView()));
   emit({OpKind::Cast, {a}, out});
   return out;
 }
@@ -325,8 +344,9 @@ namespace {
 Tensor unaryRecorded(OpKind kind, rt::OpId op, const char* name,
                      const Tensor& a, bool tanh = false) {
   requireDefined(name, a);
-  Tensor out = Tensor::empty(a.shape(), a.dtype());
-  check(rt::unary(op, a.view(), out.mutView(), tanh));
+  Tensor out = resultOf(a.shape(), a.dtype(), {&a});
+  if (out.hasValues())
+    check(rt::unary(op, a.view(), out.mutView(), tanh));
   OpRecord r{kind, {a}, out};
   if (kind == OpKind::Gelu)
     r.attrs.all().push_back(rt::OpAttr::boolean("tanh_approximation", tanh));
@@ -354,8 +374,9 @@ Tensor compareOp(rt::CompareOp op, const char* name,
   if (a.dtype() != b.dtype())
     throw Error(std::string(name) + ": operands have different dtypes (" +
                 a.describe() + " and " + b.describe() + ")");
-  Tensor out = Tensor::empty(a.shape(), DType::I1);
-  check(rt::compare(op, a.view(), b.view(), out.mutView()));
+  Tensor out = resultOf(a.shape(), DType::I1, {&a, &b});
+  if (out.hasValues())
+    check(rt::compare(op, a.view(), b.view(), out.mutView()));
   emit(OpRecord{OpKind::Compare, {a, b}, out,
                 {rt::OpAttr::integer("direction", static_cast<int64_t>(op))}});
   return out;
@@ -419,8 +440,9 @@ Tensor clamp(const Tensor& a, double lo, double hi) {
   if (lo > hi)
     throw Error("clamp: min " + std::to_string(lo) + " is greater than max " +
                 std::to_string(hi));
-  Tensor out = Tensor::empty(a.shape(), a.dtype());
-  check(rt::clamp(a.view(), lo, hi, out.mutView()));
+  Tensor out = resultOf(a.shape(), a.dtype(), {&a});
+  if (out.hasValues())
+    check(rt::clamp(a.view(), lo, hi, out.mutView()));
   emit(OpRecord{OpKind::Clamp, {a}, out,
                 {rt::OpAttr::real("min", lo), rt::OpAttr::real("max", hi)}});
   return out;
@@ -460,8 +482,9 @@ Tensor where(const Tensor& pred, const Tensor& x, const Tensor& y) {
     a = broadcastTo(a, s);
     b = broadcastTo(b, s);
   }
-  Tensor out = Tensor::empty(s, a.dtype());
-  check(rt::select(p.view(), a.view(), b.view(), out.mutView()));
+  Tensor out = resultOf(s, a.dtype(), {&p, &a, &b});
+  if (out.hasValues())
+    check(rt::select(p.view(), a.view(), b.view(), out.mutView()));
   emit({OpKind::Select, {p, a, b}, out});
   return out;
 }
@@ -469,8 +492,9 @@ Tensor where(const Tensor& pred, const Tensor& x, const Tensor& y) {
 Tensor logSoftmax(const Tensor& a, int64_t axis) {
   requireDefined("log_softmax", a);
   int64_t ax = normalizeDim("log_softmax", axis, a.rank());
-  Tensor out = Tensor::empty(a.shape(), a.dtype());
-  check(rt::logSoftmax(a.view(), ax, out.mutView()));
+  Tensor out = resultOf(a.shape(), a.dtype(), {&a});
+  if (out.hasValues())
+    check(rt::logSoftmax(a.view(), ax, out.mutView()));
   emit(OpRecord{OpKind::LogSoftmax, {a}, out,
                 {rt::OpAttr::integer("axis", ax)}});
   return out;
@@ -489,18 +513,24 @@ Tensor concat(const std::vector<Tensor>& tensors, int64_t axis) {
   const Tensor& first = tensors[0];
   int64_t ax = normalizeDim("concat", axis, first.rank());
   std::vector<Shape> shapes;
-  std::vector<rt::ConstTensor> views;
+  bool values = true;
   for (const Tensor& t : tensors) {
     if (t.dtype() != first.dtype())
       throw Error("concat: " + t.describe() + " does not match the dtype of " +
                   first.describe());
     shapes.push_back(t.shape());
-    views.push_back(t.view());
+    values = values && t.hasValues();
   }
   Shape outShape;
   checkShape("concat", rt::shapes::concat(shapes, ax, &outShape));
-  Tensor out = Tensor::empty(outShape, first.dtype());
-  check(rt::concat(views, ax, out.mutView()));
+  Tensor out = values ? Tensor::empty(outShape, first.dtype())
+                      : Tensor::shapeOnly(outShape, first.dtype());
+  if (values) {
+    std::vector<rt::ConstTensor> views;
+    for (const Tensor& t : tensors)
+      views.push_back(t.view());
+    check(rt::concat(views, ax, out.mutView()));
+  }
   emit(OpRecord{OpKind::Concat, tensors, out,
                 {rt::OpAttr::integer("axis", ax)}});
   return out;
@@ -530,8 +560,9 @@ Tensor slice(const Tensor& a, const std::vector<int64_t>& start,
   Shape outShape;
   checkShape("slice", rt::shapes::slice(a.shape(), start, limit, step,
                                         &outShape));
-  Tensor out = Tensor::empty(outShape, a.dtype());
-  check(rt::slice(a.view(), start, step, out.mutView()));
+  Tensor out = resultOf(outShape, a.dtype(), {&a});
+  if (out.hasValues())
+    check(rt::slice(a.view(), start, step, out.mutView()));
   emit(OpRecord{OpKind::Slice, {a}, out,
                 {rt::OpAttr::list("start", start),
                  rt::OpAttr::list("limit", limit),
@@ -570,8 +601,9 @@ Tensor gather(const Tensor& a, const Tensor& indices, int64_t axis) {
   Shape outShape;
   checkShape("gather",
              rt::shapes::gather(a.shape(), indices.shape(), ax, &outShape));
-  Tensor out = Tensor::empty(outShape, a.dtype());
-  check(rt::gather(a.view(), indices.view(), ax, out.mutView()));
+  Tensor out = resultOf(outShape, a.dtype(), {&a, &indices});
+  if (out.hasValues())
+    check(rt::gather(a.view(), indices.view(), ax, out.mutView()));
   emit(OpRecord{OpKind::Gather, {a, indices}, out,
                 {rt::OpAttr::integer("axis", ax)}});
   return out;
@@ -589,8 +621,9 @@ Tensor pad(const Tensor& a, const std::vector<int64_t>& low,
   requireDefined("pad", a);
   Shape outShape;
   checkShape("pad", rt::shapes::pad(a.shape(), low, high, &outShape));
-  Tensor out = Tensor::empty(outShape, a.dtype());
-  check(rt::pad(a.view(), low, high, value, out.mutView()));
+  Tensor out = resultOf(outShape, a.dtype(), {&a});
+  if (out.hasValues())
+    check(rt::pad(a.view(), low, high, value, out.mutView()));
   emit(OpRecord{OpKind::Pad, {a}, out,
                 {rt::OpAttr::list("low", low), rt::OpAttr::list("high", high),
                  rt::OpAttr::real("value", value)}});
@@ -646,7 +679,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
              rt::shapes::conv2d(input.shape(), weight.shape(), strides,
                                 padding, dilation, groups, &outShape));
   const Shape& w = weight.shape();
-  Tensor out = Tensor::empty(outShape, input.dtype());
+  Tensor out = resultOf(outShape, input.dtype(), {&input, &weight});
   rt::Conv2dParams p;
   p.strideH = strides[0];
   p.strideW = strides[1];
@@ -661,7 +694,8 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
   if (bias.defined() && (bias.rank() != 1 || bias.size(0) != w[0]))
     throw Error("conv2d: bias must be [" + std::to_string(w[0]) + "], got " +
                 bias.describe());
-  check(rt::conv2d(input.view(), weight.view(), p, out.mutView()));
+  if (out.hasValues())
+    check(rt::conv2d(input.view(), weight.view(), p, out.mutView()));
   emit(OpRecord{OpKind::Conv2d, {input, weight}, out,
                 {rt::OpAttr::list("strides", strides),
                  rt::OpAttr::list("padding", padding),
@@ -687,7 +721,7 @@ static Tensor pool2d(bool isMax, const Tensor& input,
   Shape outShape;
   checkShape(name, rt::shapes::pool2d(input.shape(), kernel, strides, padding,
                                       dilation, ceilMode, &outShape));
-  Tensor out = Tensor::empty(outShape, input.dtype());
+  Tensor out = resultOf(outShape, input.dtype(), {&input});
   rt::Pool2dParams p;
   p.kernelH = kernel[0];
   p.kernelW = kernel[1];
@@ -699,10 +733,12 @@ static Tensor pool2d(bool isMax, const Tensor& input,
   p.padRight = padding[3];
   p.dilationH = dilation[0];
   p.dilationW = dilation[1];
-  if (isMax)
-    check(rt::maxPool2d(input.view(), p, out.mutView()));
-  else
-    check(rt::avgPool2d(input.view(), p, countIncludePad, out.mutView()));
+  if (out.hasValues()) {
+    if (isMax)
+      check(rt::maxPool2d(input.view(), p, out.mutView()));
+    else
+      check(rt::avgPool2d(input.view(), p, countIncludePad, out.mutView()));
+  }
   OpRecord rec{isMax ? OpKind::MaxPool2d : OpKind::AvgPool2d, {input}, out,
                {rt::OpAttr::list("kernel", kernel),
                 rt::OpAttr::list("strides", strides),
@@ -742,9 +778,10 @@ Tensor batchNorm(const Tensor& x, const Tensor& scale, const Tensor& offset,
       throw Error("batch_norm: parameters must be " +
                   std::string(rt::dtypeName(x.dtype())) + "[" +
                   std::to_string(x.shape()[ax]) + "], got " + t->describe());
-  Tensor out = Tensor::empty(x.shape(), x.dtype());
-  check(rt::batchNorm(x.view(), scale.view(), offset.view(), mean.view(),
-                      variance.view(), epsilon, ax, out.mutView()));
+  Tensor out = resultOf(x.shape(), x.dtype(), {&x, &scale, &offset, &mean, &variance});
+  if (out.hasValues())
+    check(rt::batchNorm(x.view(), scale.view(), offset.view(), mean.view(),
+                        variance.view(), epsilon, ax, out.mutView()));
   emit(OpRecord{OpKind::BatchNorm, {x, scale, offset, mean, variance}, out,
                 {rt::OpAttr::real("epsilon", epsilon),
                  rt::OpAttr::integer("feature_axis", ax)}});
@@ -781,9 +818,10 @@ Tensor layerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
       throw Error("layer_norm: gamma and beta must be " +
                   std::string(rt::dtypeName(x.dtype())) +
                   rt::shapeString(normalized) + ", got " + t->describe());
-  Tensor out = Tensor::empty(x.shape(), x.dtype());
-  check(rt::layerNorm(x.view(), gamma.view(), beta.view(), ax, epsilon,
-                      out.mutView()));
+  Tensor out = resultOf(x.shape(), x.dtype(), {&x, &gamma, &beta});
+  if (out.hasValues())
+    check(rt::layerNorm(x.view(), gamma.view(), beta.view(), ax, epsilon,
+                        out.mutView()));
   emit(OpRecord{OpKind::LayerNorm, {x, gamma, beta}, out,
                 {rt::OpAttr::integer("axis", ax),
                  rt::OpAttr::real("epsilon", epsilon)}});
@@ -797,6 +835,11 @@ Tensor elementwise(OpKind op, const Tensor& a) {
       !info.attrs.empty())
     throw Error(name + ": not an elementwise op without attributes");
   requireDefined(name.c_str(), a);
+  if (!a.hasValues()) {
+    Tensor out = Tensor::shapeOnly(a.shape(), a.dtype());
+    emit(OpRecord{op, {a}, out});
+    return out;
+  }
   static std::unique_ptr<rt::Device> cpu = [] {
     std::unique_ptr<rt::Device> d;
     check(rt::createDevice("cpu", &d));

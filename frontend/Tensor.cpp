@@ -28,15 +28,27 @@ std::mt19937_64& defaultGenerator() {
 
 void manualSeed(uint64_t seed) { defaultGenerator().seed(seed); }
 
+/// Refuses a negative dimension or more than rt::kMaxTensorElements.
+static void checkShapeLimits(const Shape& shape) {
+  if (rt::Status s = rt::checkElementCount(shape); !s)
+    throw Error(s.message());
+}
+
 Tensor Tensor::empty(const Shape& shape, DType dtype) {
-  for (int64_t d : shape)
-    if (d < 0)
-      throw Error("negative dimension in shape " + rt::shapeString(shape));
+  checkShapeLimits(shape);
   auto impl = std::make_shared<TensorImpl>();
   impl->dtype = dtype;
   impl->shape = shape;
   impl->storage = std::make_shared<Storage>(
       static_cast<size_t>(rt::numElements(shape)) * rt::dtypeSize(dtype));
+  return Tensor(std::move(impl));
+}
+
+Tensor Tensor::shapeOnly(const Shape& shape, DType dtype) {
+  checkShapeLimits(shape);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->dtype = dtype;
+  impl->shape = shape;
   return Tensor(std::move(impl));
 }
 
@@ -121,8 +133,21 @@ std::string Tensor::describe() const {
   return std::string(rt::dtypeName(dtype())) + rt::shapeString(shape());
 }
 
-void* Tensor::rawData() { return checked(impl_).storage->data; }
-const void* Tensor::rawData() const { return checked(impl_).storage->data; }
+bool Tensor::hasValues() const { return checked(impl_).storage != nullptr; }
+
+/// The storage of a tensor with values; a shape-only tensor has none.
+static Storage& valuesOf(const std::shared_ptr<TensorImpl>& impl) {
+  const TensorImpl& t = checked(impl);
+  if (!t.storage)
+    throw Error("the values of " + std::string(rt::dtypeName(t.dtype)) +
+                rt::shapeString(t.shape) +
+                " are not known: it is a shape-only tensor (it depends on a "
+                "model input, which ONNX import does not run)");
+  return *t.storage;
+}
+
+void* Tensor::rawData() { return valuesOf(impl_).data; }
+const void* Tensor::rawData() const { return valuesOf(impl_).data; }
 
 std::vector<float> Tensor::toVector() const {
   if (dtype() == DType::F32) {
@@ -137,6 +162,8 @@ std::vector<float> Tensor::toVector() const {
 }
 
 Tensor Tensor::clone() const {
+  if (!hasValues())
+    return shapeOnly(shape(), dtype());
   Tensor t = empty(shape(), dtype());
   std::memcpy(t.rawData(), rawData(), byteSize());
   return t;

@@ -57,6 +57,12 @@ public:
 
   static Tensor empty(const Shape& shape, DType dtype = DType::F32);
   static Tensor zeros(const Shape& shape, DType dtype = DType::F32);
+  /// A tensor with a shape and dtype but no values (no storage), as
+  /// PyTorch's meta tensors: ops on it check shapes, compute the output
+  /// shape and record themselves to the tracer, but run no kernel, and their
+  /// outputs are shape-only too. The ONNX importer traces a model this way
+  /// without running it. Reading its values throws mc::Error.
+  static Tensor shapeOnly(const Shape& shape, DType dtype = DType::F32);
   static Tensor full(const Shape& shape, double value,
                      DType dtype = DType::F32);
   static Tensor scalar(double value, DType dtype = DType::F32);
@@ -69,6 +75,8 @@ public:
   static Tensor randn(const Shape& shape, std::mt19937_64* gen = nullptr);
 
   bool defined() const { return impl_ != nullptr; }
+  /// False for a shape-only tensor (see shapeOnly).
+  bool hasValues() const;
   const Shape& shape() const;
   DType dtype() const;
   int64_t rank() const { return static_cast<int64_t>(shape().size()); }

@@ -109,16 +109,16 @@ struct FoldBatchNormPass
     OpBuilder b(bn);
     Location loc = bn.getLoc();
     auto bType = RankedTensorType::get({channels}, wType.getElementType());
-    auto wConst = b.create<mc::ConstantOp>(
+    auto wConst = mc::ConstantOp::create(b,
         loc, DenseElementsAttr::get(wType, llvm::ArrayRef<float>(newW)));
-    auto bConst = b.create<mc::ConstantOp>(
+    auto bConst = mc::ConstantOp::create(b,
         loc, DenseElementsAttr::get(bType, llvm::ArrayRef<float>(newB)));
     auto newConv = llvm::cast<mc::Conv2dOp>(b.clone(*conv));
     newConv->setOperand(1, wConst.getResult());
     auto outType = bn.getResult().getType();
-    auto bcast = b.create<mc::BroadcastInDimOp>(
+    auto bcast = mc::BroadcastInDimOp::create(b,
         loc, outType, bConst.getResult(), b.getDenseI64ArrayAttr({1}));
-    auto sum = b.create<mc::AddOp>(loc, newConv.getResult(), bcast.getResult());
+    auto sum = mc::AddOp::create(b, loc, newConv.getResult(), bcast.getResult());
     bn.getResult().replaceAllUsesWith(sum.getResult());
     bn.erase();
     if (biasAdd)

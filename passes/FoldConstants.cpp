@@ -66,7 +66,7 @@ struct FoldConstantsPass : mc::impl::FoldConstantsPassBase<FoldConstantsPass> {
         continue;
       OpBuilder b(op);
       auto type = llvm::cast<RankedTensorType>(op->getResult(0).getType());
-      auto c = b.create<mc::ConstantOp>(op->getLoc(), toAttr(*result, type));
+      auto c = mc::ConstantOp::create(b, op->getLoc(), toAttr(*result, type));
       op->getResult(0).replaceAllUsesWith(c.getResult());
       values[c.getResult()] = result;
     }

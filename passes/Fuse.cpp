@@ -373,7 +373,7 @@ struct FusePass : mc::impl::FusePassBase<FusePass> {
       }
     OpBuilder b(g.root);
     Value result = g.root->getResult(0);
-    auto fused = b.create<mc::FusedOp>(g.root->getLoc(), result.getType(),
+    auto fused = mc::FusedOp::create(b, g.root->getLoc(), result.getType(),
                                        inputs.getArrayRef());
     if (g.attention)
       fused.setAttention(true);
@@ -384,7 +384,7 @@ struct FusePass : mc::impl::FusePassBase<FusePass> {
     b.setInsertionPointToStart(body);
     for (Operation* op : ops)
       b.clone(*op, map);
-    b.create<mc::YieldOp>(g.root->getLoc(), map.lookup(result));
+    mc::YieldOp::create(b, g.root->getLoc(), map.lookup(result));
     result.replaceAllUsesWith(fused.getResult());
     for (Operation* op : llvm::reverse(ops))
       if (!g.clonedLoads.contains(op))

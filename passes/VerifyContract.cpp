@@ -1,6 +1,7 @@
 // mc-verify-contract: checks that a module is something codegen accepts.
 #include "passes/Passes.h"
 #include "ir/Batch.h"
+#include "modelc/kernels.h"
 #include "modelc/ops.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -108,17 +109,26 @@ LogicalResult checkTensorType(Operation* op, Type type, const Twine& what,
   if (tensor.getRank() > 8)
     return op->emitOpError() << what << " has rank " << tensor.getRank()
                              << "; the runtime supports rank <= 8";
-  // Every buffer's byte size is an int64 in the artifact: a shape whose
-  // size overflows it is the model's mistake, not the writer's.
+  // The runtime refuses a tensor of more than rt::kMaxTensorElements (and
+  // every buffer's byte size is an int64 in the artifact): a shape beyond
+  // it is the model's mistake, not the writer's.
   if (!checkSize)
     return success();
-  int64_t bytes = std::max<int64_t>(
-      1, tensor.getElementType().getIntOrFloatBitWidth() / 8);
-  for (int64_t d : mc::symbolicShape(tensor))
-    if (__builtin_mul_overflow(bytes, d < 0 ? -d * batch->max : d, &bytes))
-      return op->emitOpError() << what << " of type " << type
-                               << " is too large: its size in bytes "
-                                  "overflows int64";
+  int64_t elements = 1;
+  bool tooLarge = false, empty = false;
+  for (int64_t d : mc::symbolicShape(tensor)) {
+    empty |= d == 0;
+    int64_t size = d;
+    if (d < 0)
+      tooLarge |= __builtin_mul_overflow(-d, batch->max, &size);
+    tooLarge |= __builtin_mul_overflow(elements, size, &elements);
+    tooLarge |= elements > mc::rt::kMaxTensorElements;
+  }
+  if (tooLarge && !empty)
+    return op->emitOpError()
+           << what << " of type " << type << " is too large: it has more "
+           << "than " << mc::rt::kMaxTensorElements
+           << " (2^36) elements, the limit for one tensor";
   return success();
 }
 

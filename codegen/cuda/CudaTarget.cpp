@@ -363,7 +363,7 @@ LogicalResult generate(ModuleOp module, Plan& plan, const CudaOptions& opts) {
   (*kernels)->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
                       b.getUnitAttr());
   b.setInsertionPointToEnd(kernels->getBody());
-  auto gm = b.create<gpu::GPUModuleOp>(module.getLoc(), "modelc_kernels");
+  auto gm = gpu::GPUModuleOp::create(b, module.getLoc(), "modelc_kernels");
   splitAnchorRegions(plan);
   KernelFlavor flavor;
   std::vector<std::string> entries;

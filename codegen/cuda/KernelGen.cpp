@@ -166,7 +166,7 @@ public:
     }
     if (failed(ok))
       return failure();
-    b.create<gpu::ReturnOp>(loc);
+    gpu::ReturnOp::create(b, loc);
     return launch;
   }
 
@@ -204,12 +204,12 @@ private:
       return b.getI1Type();
     return storageType(t);
   }
-  Value idx(int64_t v) { return b.create<arith::ConstantIndexOp>(loc, v); }
+  Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
   Value f32(double v) {
-    return b.create<arith::ConstantOp>(loc, b.getF32FloatAttr(float(v)));
+    return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(float(v)));
   }
   Value intConst(Type t, int64_t v) {
-    return b.create<arith::ConstantOp>(loc, b.getIntegerAttr(t, v));
+    return arith::ConstantOp::create(b, loc, b.getIntegerAttr(t, v));
   }
   Value constantOf(DType t, double v) {
     Type c = computeType(t);
@@ -228,7 +228,7 @@ private:
       types.push_back(MemRefType::get({std::max<int64_t>(1, t.numel())},
                                       storageType(t.dtype)));
     types.push_back(b.getI64Type());
-    fn = b.create<gpu::GPUFuncOp>(loc, name, b.getFunctionType(types, {}));
+    fn = gpu::GPUFuncOp::create(b, loc, name, b.getFunctionType(types, {}));
     fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
     // Every buffer starts 64-byte aligned (arena, constants, state): say so,
     // so that consecutive accesses can be vectorized.
@@ -243,7 +243,7 @@ private:
     b.setInsertionPointToStart(&entry);
     for (size_t i = 0; i < tensors.size(); ++i)
       args.push_back(entry.getArgument(i));
-    batch = b.create<arith::IndexCastOp>(loc, b.getIndexType(),
+    batch = arith::IndexCastOp::create(b, loc, b.getIndexType(),
                                          entry.getArgument(tensors.size()));
   }
 
@@ -252,7 +252,7 @@ private:
   /// A dim's size at the session's batch.
   Value dimSize(const TensorDesc& t, size_t d) {
     if (d < t.batchScale.size() && t.batchScale[d] > 0 && plan.batch.dynamic())
-      return b.create<arith::MulIOp>(loc, idx(t.batchScale[d]), batch);
+      return arith::MulIOp::create(b, loc, idx(t.batchScale[d]), batch);
     return idx(t.shape[d]);
   }
   SmallVector<Value> sizes(const TensorDesc& t) {
@@ -264,7 +264,7 @@ private:
   Value product(ArrayRef<Value> v) {
     Value p = idx(1);
     for (Value x : v)
-      p = b.create<arith::MulIOp>(loc, p, x);
+      p = arith::MulIOp::create(b, loc, p, x);
     return p;
   }
   /// Row-major strides of sizes `s`.
@@ -273,65 +273,65 @@ private:
     Value run = idx(1);
     for (size_t d = s.size(); d-- > 0;) {
       st[d] = run;
-      run = b.create<arith::MulIOp>(loc, run, s[d]);
+      run = arith::MulIOp::create(b, loc, run, s[d]);
     }
     return st;
   }
   SmallVector<Value> delinearize(Value flat, ArrayRef<Value> s) {
     SmallVector<Value> ix(s.size());
     for (size_t d = s.size(); d-- > 0;) {
-      ix[d] = b.create<arith::RemUIOp>(loc, flat, s[d]);
-      flat = b.create<arith::DivUIOp>(loc, flat, s[d]);
+      ix[d] = arith::RemUIOp::create(b, loc, flat, s[d]);
+      flat = arith::DivUIOp::create(b, loc, flat, s[d]);
     }
     return ix;
   }
   Value linearize(ArrayRef<Value> ix, ArrayRef<Value> st) {
     Value f = idx(0);
     for (size_t d = 0; d < ix.size(); ++d)
-      f = b.create<arith::AddIOp>(
-          loc, f, b.create<arith::MulIOp>(loc, ix[d], st[d]));
+      f = arith::AddIOp::create(b,
+          loc, f, arith::MulIOp::create(b, loc, ix[d], st[d]));
     return f;
   }
 
   //===--- loads and stores ---===//
 
   Value load(size_t arg, Value flat) {
-    Value v = b.create<memref::LoadOp>(loc, args[arg], ValueRange{flat});
+    Value v = memref::LoadOp::create(b, loc, args[arg], ValueRange{flat});
     DType t = tensors[arg].dtype;
     if (t == DType::F16 || t == DType::BF16)
-      return b.create<arith::ExtFOp>(loc, b.getF32Type(), v);
+      return arith::ExtFOp::create(b, loc, b.getF32Type(), v);
     if (t == DType::I1)
-      return b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, v,
+      return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, v,
                                      intConst(b.getI8Type(), 0));
     return v;
   }
   void store(Value v, Value flat) {
     DType t = out().dtype;
     if (t == DType::F16 || t == DType::BF16)
-      v = b.create<arith::TruncFOp>(loc, storageType(t), v);
+      v = arith::TruncFOp::create(b, loc, storageType(t), v);
     else if (t == DType::I1)
-      v = b.create<arith::ExtUIOp>(loc, b.getI8Type(), v);
-    b.create<memref::StoreOp>(loc, v, args.back(), ValueRange{flat});
+      v = arith::ExtUIOp::create(b, loc, b.getI8Type(), v);
+    memref::StoreOp::create(b, loc, v, args.back(), ValueRange{flat});
   }
   /// A computed f32 value rounded to `t` (f16, bf16) and back.
   Value roundTo(Value v, DType t) {
     if (t != DType::F16 && t != DType::BF16)
       return v;
-    Value narrow = b.create<arith::TruncFOp>(loc, storageType(t), v);
-    return b.create<arith::ExtFOp>(loc, b.getF32Type(), narrow);
+    Value narrow = arith::TruncFOp::create(b, loc, storageType(t), v);
+    return arith::ExtFOp::create(b, loc, b.getF32Type(), narrow);
   }
 
   //===--- loops ---===//
 
-  Value threadId() { return b.create<gpu::ThreadIdOp>(loc, gpu::Dimension::x); }
-  Value blockId() { return b.create<gpu::BlockIdOp>(loc, gpu::Dimension::x); }
-  Value blockDim() { return b.create<gpu::BlockDimOp>(loc, gpu::Dimension::x); }
-  Value gridDim() { return b.create<gpu::GridDimOp>(loc, gpu::Dimension::x); }
+  Value threadId() { return gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x); }
+  Value blockId() { return gpu::BlockIdOp::create(b, loc, gpu::Dimension::x); }
+  Value blockDim() { return gpu::BlockDimOp::create(b, loc, gpu::Dimension::x); }
+  Value gridDim() { return gpu::GridDimOp::create(b, loc, gpu::Dimension::x); }
 
   /// for (i = start; i < n; i += step) body(i)
   void loop(Value start, Value n, Value stepSize,
             const std::function<void(Value)>& body) {
-    auto f = b.create<scf::ForOp>(loc, start, n, stepSize);
+    auto f = scf::ForOp::create(b, loc, start, n, stepSize);
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(f.getBody());
     body(f.getInductionVar());
@@ -339,20 +339,20 @@ private:
   /// A loop carrying one value: acc = body(i, acc).
   Value loopAcc(Value start, Value n, Value stepSize, Value init,
                 const std::function<Value(Value, Value)>& body) {
-    auto f = b.create<scf::ForOp>(loc, start, n, stepSize, ValueRange{init});
+    auto f = scf::ForOp::create(b, loc, start, n, stepSize, ValueRange{init});
     {
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPointToStart(f.getBody());
       Value next = body(f.getInductionVar(), f.getRegionIterArgs()[0]);
-      b.create<scf::YieldOp>(loc, next);
+      scf::YieldOp::create(b, loc, next);
     }
     return f.getResult(0);
   }
   /// The grid-stride loop over `n` units.
   void gridStride(Value n, const std::function<void(Value)>& body) {
-    Value start = b.create<arith::AddIOp>(
-        loc, b.create<arith::MulIOp>(loc, blockId(), blockDim()), threadId());
-    Value stride = b.create<arith::MulIOp>(loc, gridDim(), blockDim());
+    Value start = arith::AddIOp::create(b,
+        loc, arith::MulIOp::create(b, loc, blockId(), blockDim()), threadId());
+    Value stride = arith::MulIOp::create(b, loc, gridDim(), blockDim());
     loop(start, n, stride, body);
   }
 
@@ -382,26 +382,26 @@ private:
   //===--- scalar ops ---===//
 
   Value cmpf(arith::CmpFPredicate p, Value x, Value y) {
-    return b.create<arith::CmpFOp>(loc, p, x, y);
+    return arith::CmpFOp::create(b, loc, p, x, y);
   }
   Value cmpi(arith::CmpIPredicate p, Value x, Value y) {
-    return b.create<arith::CmpIOp>(loc, p, x, y);
+    return arith::CmpIOp::create(b, loc, p, x, y);
   }
   Value select(Value c, Value x, Value y) {
-    return b.create<arith::SelectOp>(loc, c, x, y);
+    return arith::SelectOp::create(b, loc, c, x, y);
   }
   Value isNan(Value x) { return cmpf(arith::CmpFPredicate::UNO, x, x); }
-  Value addf(Value x, Value y) { return b.create<arith::AddFOp>(loc, x, y); }
-  Value subf(Value x, Value y) { return b.create<arith::SubFOp>(loc, x, y); }
-  Value mulf(Value x, Value y) { return b.create<arith::MulFOp>(loc, x, y); }
-  Value divf(Value x, Value y) { return b.create<arith::DivFOp>(loc, x, y); }
-  Value expf(Value x) { return b.create<math::ExpOp>(loc, x); }
+  Value addf(Value x, Value y) { return arith::AddFOp::create(b, loc, x, y); }
+  Value subf(Value x, Value y) { return arith::SubFOp::create(b, loc, x, y); }
+  Value mulf(Value x, Value y) { return arith::MulFOp::create(b, loc, x, y); }
+  Value divf(Value x, Value y) { return arith::DivFOp::create(b, loc, x, y); }
+  Value expf(Value x) { return math::ExpOp::create(b, loc, x); }
 
   /// float -> integer as the CPU's cast: truncation, saturating, NaN -> 0.
   Value floatToInt(Value v, Type to) {
     unsigned bits = to.getIntOrFloatBitWidth();
     double hi = std::ldexp(1.0, int(bits) - 1);
-    Value t = b.create<arith::FPToSIOp>(loc, to, v);
+    Value t = arith::FPToSIOp::create(b, loc, to, v);
     Value maxV = intConst(to, bits == 64 ? std::numeric_limits<int64_t>::max()
                                          : std::numeric_limits<int32_t>::max());
     Value minV = intConst(to, bits == 64 ? std::numeric_limits<int64_t>::min()
@@ -422,14 +422,14 @@ private:
     }
     if (from == DType::I1) {
       if (isFloat(to))
-        return b.create<arith::UIToFPOp>(loc, ct, v);
+        return arith::UIToFPOp::create(b, loc, ct, v);
       if (to == DType::I1)
         return v;
-      return b.create<arith::ExtUIOp>(loc, ct, v);
+      return arith::ExtUIOp::create(b, loc, ct, v);
     }
     // i32 / i64
     if (isFloat(to))
-      return roundTo(b.create<arith::SIToFPOp>(loc, b.getF32Type(), v), to);
+      return roundTo(arith::SIToFPOp::create(b, loc, b.getF32Type(), v), to);
     if (to == DType::I1)
       return cmpi(arith::CmpIPredicate::ne, v, intConst(v.getType(), 0));
     unsigned fb = v.getType().getIntOrFloatBitWidth(),
@@ -437,8 +437,8 @@ private:
     if (fb == tb)
       return v;
     if (fb > tb)
-      return b.create<arith::TruncIOp>(loc, ct, v);
-    return b.create<arith::ExtSIOp>(loc, ct, v);
+      return arith::TruncIOp::create(b, loc, ct, v);
+    return arith::ExtSIOp::create(b, loc, ct, v);
   }
 
   /// One op of a region on computed values; the result rounded to `dtype`.
@@ -455,15 +455,15 @@ private:
     case OpId::Cast:
       return cast(x[0], types[0], t);
     case OpId::Neg:
-      r = fl ? Value(b.create<arith::NegFOp>(loc, x[0]))
-             : Value(b.create<arith::SubIOp>(loc, intConst(x[0].getType(), 0),
+      r = fl ? Value(arith::NegFOp::create(b, loc, x[0]))
+             : Value(arith::SubIOp::create(b, loc, intConst(x[0].getType(), 0),
                                              x[0]));
       break;
     case OpId::Abs:
-      r = fl ? Value(b.create<math::AbsFOp>(loc, x[0]))
+      r = fl ? Value(math::AbsFOp::create(b, loc, x[0]))
              : select(cmpi(arith::CmpIPredicate::slt, x[0],
                            intConst(x[0].getType(), 0)),
-                      b.create<arith::SubIOp>(loc, intConst(x[0].getType(), 0),
+                      arith::SubIOp::create(b, loc, intConst(x[0].getType(), 0),
                                               x[0]),
                       x[0]);
       break;
@@ -478,19 +478,19 @@ private:
       r = expf(x[0]);
       break;
     case OpId::Log:
-      r = b.create<math::LogOp>(loc, x[0]);
+      r = math::LogOp::create(b, loc, x[0]);
       break;
     case OpId::Tanh:
-      r = b.create<math::TanhOp>(loc, x[0]);
+      r = math::TanhOp::create(b, loc, x[0]);
       break;
     case OpId::Sqrt:
-      r = b.create<math::SqrtOp>(loc, x[0]);
+      r = math::SqrtOp::create(b, loc, x[0]);
       break;
     case OpId::Erf:
-      r = b.create<math::ErfOp>(loc, x[0]);
+      r = math::ErfOp::create(b, loc, x[0]);
       break;
     case OpId::Sigmoid:
-      r = divf(f32(1), addf(f32(1), expf(b.create<arith::NegFOp>(loc, x[0]))));
+      r = divf(f32(1), addf(f32(1), expf(arith::NegFOp::create(b, loc, x[0]))));
       break;
     case OpId::Gelu:
       if (op.attrs.getBool("tanh_approximation")) {
@@ -499,9 +499,9 @@ private:
         Value inner =
             mulf(f32(0.7978845608028654), addf(x[0], mulf(f32(0.044715), x3)));
         r = mulf(mulf(f32(0.5), x[0]),
-                 addf(f32(1), b.create<math::TanhOp>(loc, inner)));
+                 addf(f32(1), math::TanhOp::create(b, loc, inner)));
       } else {
-        Value e = b.create<math::ErfOp>(loc, mulf(x[0], f32(M_SQRT1_2)));
+        Value e = math::ErfOp::create(b, loc, mulf(x[0], f32(M_SQRT1_2)));
         r = mulf(mulf(f32(0.5), x[0]), addf(f32(1), e));
       }
       break;
@@ -513,32 +513,32 @@ private:
       break;
     }
     case OpId::Not:
-      r = b.create<arith::XOrIOp>(loc, x[0], intConst(b.getI1Type(), 1));
+      r = arith::XOrIOp::create(b, loc, x[0], intConst(b.getI1Type(), 1));
       break;
     case OpId::Add:
-      r = fl ? addf(x[0], x[1]) : Value(b.create<arith::AddIOp>(loc, x[0], x[1]));
+      r = fl ? addf(x[0], x[1]) : Value(arith::AddIOp::create(b, loc, x[0], x[1]));
       break;
     case OpId::Sub:
-      r = fl ? subf(x[0], x[1]) : Value(b.create<arith::SubIOp>(loc, x[0], x[1]));
+      r = fl ? subf(x[0], x[1]) : Value(arith::SubIOp::create(b, loc, x[0], x[1]));
       break;
     case OpId::Mul:
-      r = fl ? mulf(x[0], x[1]) : Value(b.create<arith::MulIOp>(loc, x[0], x[1]));
+      r = fl ? mulf(x[0], x[1]) : Value(arith::MulIOp::create(b, loc, x[0], x[1]));
       break;
     case OpId::Div:
       r = divf(x[0], x[1]);
       break;
     case OpId::Pow:
-      r = b.create<math::PowFOp>(loc, x[0], x[1]);
+      r = math::PowFOp::create(b, loc, x[0], x[1]);
       break;
     case OpId::Maximum: // NaN from either side
-      r = fl ? select(b.create<arith::OrIOp>(
+      r = fl ? select(arith::OrIOp::create(b,
                           loc, isNan(x[0]),
                           cmpf(arith::CmpFPredicate::OGT, x[0], x[1])),
                       x[0], x[1])
              : select(cmpi(arith::CmpIPredicate::slt, x[0], x[1]), x[1], x[0]);
       break;
     case OpId::Minimum:
-      r = fl ? select(b.create<arith::OrIOp>(
+      r = fl ? select(arith::OrIOp::create(b,
                           loc, isNan(x[0]),
                           cmpf(arith::CmpFPredicate::OLT, x[0], x[1])),
                       x[0], x[1])
@@ -602,8 +602,8 @@ private:
                                           t.batchScale[k] > 0);
       if (repeats)
         continue;
-      flat = b.create<arith::AddIOp>(
-          loc, flat, b.create<arith::MulIOp>(loc, outIx[dims[k]], st[k]));
+      flat = arith::AddIOp::create(b,
+          loc, flat, arith::MulIOp::create(b, loc, outIx[dims[k]], st[k]));
     }
     return load(arg, flat);
   }
@@ -695,7 +695,7 @@ private:
                            : out().numel();
     if (perBatch % 4 == 0 && out().numel() >= 4)
       vectorWidth = 4;
-    Value units = b.create<arith::DivUIOp>(loc, n, idx(vectorWidth));
+    Value units = arith::DivUIOp::create(b, loc, n, idx(vectorWidth));
     std::vector<bool> direct(numInputs(), false);
     for (const PlanRegionOp& op : body)
       if (op.op != OpId::BroadcastInDim)
@@ -704,7 +704,7 @@ private:
             direct[v] = true;
     LogicalResult result = success();
     gridStride(units, [&](Value u) {
-      Value first = b.create<arith::MulIOp>(loc, u, idx(vectorWidth));
+      Value first = arith::MulIOp::create(b, loc, u, idx(vectorWidth));
       // Every load before any store: without alias information the
       // vectorizer cannot move a load above a store.
       // The inputs read at the element's own index are loaded first, for
@@ -713,7 +713,7 @@ private:
       SmallVector<Value> at, values;
       std::vector<SmallVector<Value>> pre(vectorWidth);
       for (int64_t k = 0; k < vectorWidth; ++k) {
-        at.push_back(k ? Value(b.create<arith::AddIOp>(loc, first, idx(k)))
+        at.push_back(k ? Value(arith::AddIOp::create(b, loc, first, idx(k)))
                        : first);
         pre[k].resize(numInputs());
         for (size_t in = 0; in < numInputs(); ++in)
@@ -748,7 +748,7 @@ private:
       Value c = delinearize(i, s)[axis];
       Value x = load(0, i);
       Value y = divf(subf(x, load(3, c)),
-                     b.create<math::SqrtOp>(loc, addf(load(4, c), f32(eps))));
+                     math::SqrtOp::create(b, loc, addf(load(4, c), f32(eps))));
       y = addf(mulf(y, load(1, c)), load(2, c));
       store(y, i);
     });
@@ -768,8 +768,8 @@ private:
         SmallVector<Value> st = strides(sizes(tensors[0]));
         Value flat = idx(0);
         for (size_t d = 0; d < perm.size(); ++d)
-          flat = b.create<arith::AddIOp>(
-              loc, flat, b.create<arith::MulIOp>(loc, ix[d], st[perm[d]]));
+          flat = arith::AddIOp::create(b,
+              loc, flat, arith::MulIOp::create(b, loc, ix[d], st[perm[d]]));
         store(load(0, flat), i);
         break;
       }
@@ -779,12 +779,12 @@ private:
         SmallVector<Value> st = strides(sizes(tensors[0]));
         Value flat = idx(0);
         for (size_t d = 0; d < ix.size(); ++d) {
-          Value src = b.create<arith::AddIOp>(
+          Value src = arith::AddIOp::create(b,
               loc, idx(start[d]),
-              b.create<arith::MulIOp>(loc, ix[d],
+              arith::MulIOp::create(b, loc, ix[d],
                                       idx(stride.empty() ? 1 : stride[d])));
-          flat = b.create<arith::AddIOp>(
-              loc, flat, b.create<arith::MulIOp>(loc, src, st[d]));
+          flat = arith::AddIOp::create(b,
+              loc, flat, arith::MulIOp::create(b, loc, src, st[d]));
         }
         store(load(0, flat), i);
         break;
@@ -797,23 +797,23 @@ private:
         Value flat = idx(0);
         for (size_t d = 0; d < ix.size(); ++d) {
           // src = ix - low, in [0, in) (compared as signed index values)
-          Value src = b.create<arith::SubIOp>(loc, ix[d], idx(low[d]));
-          Value ok = b.create<arith::AndIOp>(
+          Value src = arith::SubIOp::create(b, loc, ix[d], idx(low[d]));
+          Value ok = arith::AndIOp::create(b,
               loc, cmpi(arith::CmpIPredicate::sge, src, idx(0)),
               cmpi(arith::CmpIPredicate::slt, src, in[d]));
-          inside = b.create<arith::AndIOp>(loc, inside, ok);
+          inside = arith::AndIOp::create(b, loc, inside, ok);
           Value safe = select(ok, src, idx(0));
-          flat = b.create<arith::AddIOp>(
-              loc, flat, b.create<arith::MulIOp>(loc, safe, st[d]));
+          flat = arith::AddIOp::create(b,
+              loc, flat, arith::MulIOp::create(b, loc, safe, st[d]));
         }
-        auto ifOp = b.create<scf::IfOp>(loc, computeType(out().dtype), inside,
+        auto ifOp = scf::IfOp::create(b, loc, computeType(out().dtype), inside,
                                         /*withElse=*/true);
         {
           OpBuilder::InsertionGuard g(b);
           b.setInsertionPointToStart(ifOp.thenBlock());
-          b.create<scf::YieldOp>(loc, load(0, flat));
+          scf::YieldOp::create(b, loc, load(0, flat));
           b.setInsertionPointToStart(ifOp.elseBlock());
-          b.create<scf::YieldOp>(
+          scf::YieldOp::create(b,
               loc, constantOf(out().dtype, step.attrs.getFloat("value")));
         }
         store(ifOp.getResult(0), i);
@@ -828,8 +828,8 @@ private:
         SmallVector<Value> is = sizes(tensors[1]);
         SmallVector<Value> idxPos(ix.begin() + axis, ix.begin() + axis + ri);
         Value k = load(1, linearize(idxPos, strides(is)));
-        k = b.create<arith::IndexCastOp>(loc, b.getIndexType(), k);
-        Value wrapped = b.create<arith::AddIOp>(loc, k, ds[axis]);
+        k = arith::IndexCastOp::create(b, loc, b.getIndexType(), k);
+        Value wrapped = arith::AddIOp::create(b, loc, k, ds[axis]);
         k = select(cmpi(arith::CmpIPredicate::slt, k, idx(0)), wrapped, k);
         SmallVector<Value> src(ix.begin(), ix.begin() + axis);
         src.push_back(k);
@@ -844,16 +844,16 @@ private:
         Value pos = ix[axis];
         for (size_t k = 0; k < numInputs(); ++k) {
           SmallVector<Value> s = sizes(tensors[k]);
-          Value end = b.create<arith::AddIOp>(loc, offset, s[axis]);
-          Value inK = b.create<arith::AndIOp>(
+          Value end = arith::AddIOp::create(b, loc, offset, s[axis]);
+          Value inK = arith::AndIOp::create(b,
               loc, cmpi(arith::CmpIPredicate::uge, pos, offset),
               cmpi(arith::CmpIPredicate::ult, pos, end));
-          auto ifOp = b.create<scf::IfOp>(loc, inK);
+          auto ifOp = scf::IfOp::create(b, loc, inK);
           {
             OpBuilder::InsertionGuard g(b);
             b.setInsertionPointToStart(ifOp.thenBlock());
             SmallVector<Value> srcIx(ix.begin(), ix.end());
-            srcIx[axis] = b.create<arith::SubIOp>(loc, pos, offset);
+            srcIx[axis] = arith::SubIOp::create(b, loc, pos, offset);
             store(load(k, linearize(srcIx, strides(s))), i);
           }
           offset = end;
@@ -882,32 +882,32 @@ private:
   /// memory, folded by every thread. Subgroups are 32 lanes on NVIDIA and 8
   /// on lavapipe; nothing assumes either.
   Value blockReduce(Value v, gpu::AllReduceOperation kind, Value smem) {
-    Value r = b.create<gpu::SubgroupReduceOp>(loc, v, kind, /*uniform=*/false);
-    Value sg = flavor.spirv ? Value(b.create<gpu::SubgroupSizeOp>(
+    Value r = gpu::SubgroupReduceOp::create(b, loc, v, kind, /*uniform=*/false);
+    Value sg = flavor.spirv ? Value(gpu::SubgroupSizeOp::create(b,
                                   loc, b.getIndexType(), nullptr))
                             : idx(32);
     Value tid = threadId();
-    Value lane = b.create<arith::RemUIOp>(loc, tid, sg);
-    Value sub = b.create<arith::DivUIOp>(loc, tid, sg);
-    auto ifOp = b.create<scf::IfOp>(loc, cmpi(arith::CmpIPredicate::eq, lane,
+    Value lane = arith::RemUIOp::create(b, loc, tid, sg);
+    Value sub = arith::DivUIOp::create(b, loc, tid, sg);
+    auto ifOp = scf::IfOp::create(b, loc, cmpi(arith::CmpIPredicate::eq, lane,
                                               idx(0)));
     {
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPointToStart(ifOp.thenBlock());
-      b.create<memref::StoreOp>(loc, r, smem, ValueRange{sub});
+      memref::StoreOp::create(b, loc, r, smem, ValueRange{sub});
     }
-    b.create<gpu::BarrierOp>(loc);
-    Value nsub = b.create<arith::DivUIOp>(
-        loc, b.create<arith::AddIOp>(
-                 loc, blockDim(), b.create<arith::SubIOp>(loc, sg, idx(1))),
+    gpu::BarrierOp::create(b, loc);
+    Value nsub = arith::DivUIOp::create(b,
+        loc, arith::AddIOp::create(b,
+                 loc, blockDim(), arith::SubIOp::create(b, loc, sg, idx(1))),
         sg);
     Value init = identity(kind);
     Value total = loopAcc(idx(0), nsub, idx(1), init, [&](Value j, Value acc) {
-      Value p = b.create<memref::LoadOp>(loc, smem, ValueRange{j});
+      Value p = memref::LoadOp::create(b, loc, smem, ValueRange{j});
       return combine(kind, acc, p);
     });
     // Nobody overwrites the partials before everyone has read them.
-    b.create<gpu::BarrierOp>(loc);
+    gpu::BarrierOp::create(b, loc);
     return total;
   }
   Value identity(gpu::AllReduceOperation kind) {
@@ -923,9 +923,9 @@ private:
   Value combine(gpu::AllReduceOperation kind, Value x, Value y) {
     switch (kind) {
     case gpu::AllReduceOperation::MAXNUMF:
-      return b.create<arith::MaxNumFOp>(loc, x, y);
+      return arith::MaxNumFOp::create(b, loc, x, y);
     case gpu::AllReduceOperation::MINNUMF:
-      return b.create<arith::MinNumFOp>(loc, x, y);
+      return arith::MinNumFOp::create(b, loc, x, y);
     default:
       return addf(x, y);
     }
@@ -989,13 +989,13 @@ private:
     Value cols = idx(1);
     rowLength = 1;
     for (int64_t d = first; d < rank; ++d) {
-      cols = b.create<arith::MulIOp>(loc, cols, s[d]);
+      cols = arith::MulIOp::create(b, loc, cols, s[d]);
       rowLength *= x.shape[d];
     }
-    Value rows = b.create<arith::DivUIOp>(loc, product(s), cols);
+    Value rows = arith::DivUIOp::create(b, loc, product(s), cols);
     auto smemType = MemRefType::get({64}, b.getF32Type(), AffineMap(),
                                     b.getI64IntegerAttr(3));
-    Value smem = b.create<memref::AllocOp>(loc, smemType);
+    Value smem = memref::AllocOp::create(b, loc, smemType);
     std::function<Value(Value)> element = reducedElement(s, x.numel());
     // Softmax and layer_norm read a row three times: when the row is static
     // and small enough, the first pass keeps it in shared memory and the
@@ -1009,22 +1009,22 @@ private:
                      reduceOp() == OpId::LayerNorm;
     Value cache;
     if (multiPass && static_row && rowLength * 4 <= kRowCacheBytes)
-      cache = b.create<memref::AllocOp>(
+      cache = memref::AllocOp::create(b,
           loc, MemRefType::get({rowLength}, b.getF32Type(), AffineMap(),
                                b.getI64IntegerAttr(3)));
     loop(blockId(), rows, gridDim(), [&](Value row) {
-      Value base = b.create<arith::MulIOp>(loc, row, cols);
-      auto at = [&](Value j) { return b.create<arith::AddIOp>(loc, base, j); };
+      Value base = arith::MulIOp::create(b, loc, row, cols);
+      auto at = [&](Value j) { return arith::AddIOp::create(b, loc, base, j); };
       auto in = [&](Value j) -> Value {
         if (!cache)
           return element(at(j));
-        return b.create<memref::LoadOp>(loc, cache, ValueRange{j});
+        return memref::LoadOp::create(b, loc, cache, ValueRange{j});
       };
       // The first pass: from global memory, kept in the cache.
       auto first = [&](Value j) -> Value {
         Value v = element(at(j));
         if (cache)
-          b.create<memref::StoreOp>(loc, v, cache, ValueRange{j});
+          memref::StoreOp::create(b, loc, v, cache, ValueRange{j});
         return v;
       };
       switch (reduceOp()) {
@@ -1035,7 +1035,7 @@ private:
         Value sum = rowReduce(gpu::AllReduceOperation::ADD, cols, smem,
                               [&](Value j) { return expf(subf(in(j), m)); });
         bool log = step.op == OpId::LogSoftmax;
-        Value lse = log ? Value(b.create<math::LogOp>(loc, sum)) : Value();
+        Value lse = log ? Value(math::LogOp::create(b, loc, sum)) : Value();
         Value inv = log ? Value() : divf(f32(1), sum);
         loop(threadId(), cols, blockDim(), [&](Value j) {
           Value d = subf(in(j), m);
@@ -1044,9 +1044,9 @@ private:
         break;
       }
       case OpId::LayerNorm: {
-        Value fcols = b.create<arith::UIToFPOp>(
+        Value fcols = arith::UIToFPOp::create(b,
             loc, b.getF32Type(),
-            b.create<arith::IndexCastOp>(loc, b.getI64Type(), cols));
+            arith::IndexCastOp::create(b, loc, b.getI64Type(), cols));
         Value mean = divf(
             rowReduce(gpu::AllReduceOperation::ADD, cols, smem, first), fcols);
         Value var = divf(rowReduce(gpu::AllReduceOperation::ADD, cols, smem,
@@ -1055,7 +1055,7 @@ private:
                                      return mulf(d, d);
                                    }),
                          fcols);
-        Value rstd = b.create<math::RsqrtOp>(
+        Value rstd = math::RsqrtOp::create(b,
             loc, addf(var, f32(step.attrs.getFloat("epsilon"))));
         loop(threadId(), cols, blockDim(), [&](Value j) {
           Value y = mulf(subf(in(j), mean), rstd);
@@ -1071,11 +1071,11 @@ private:
                                             : gpu::AllReduceOperation::ADD;
         Value r = rowReduce(kind, cols, smem, in);
         if (op == OpId::ReduceMean)
-          r = divf(r, b.create<arith::UIToFPOp>(
+          r = divf(r, arith::UIToFPOp::create(b,
                           loc, b.getF32Type(),
-                          b.create<arith::IndexCastOp>(loc, b.getI64Type(),
+                          arith::IndexCastOp::create(b, loc, b.getI64Type(),
                                                        cols)));
-        auto ifOp = b.create<scf::IfOp>(
+        auto ifOp = scf::IfOp::create(b,
             loc, cmpi(arith::CmpIPredicate::eq, threadId(), idx(0)));
         OpBuilder::InsertionGuard g(b);
         b.setInsertionPointToStart(ifOp.thenBlock());
@@ -1125,30 +1125,30 @@ private:
       else
         init = fl ? f32(0) : intConst(ct, 0);
       Value acc = loopAcc(idx(0), count, idx(1), init, [&](Value j, Value a) {
-        Value flat = b.create<arith::AddIOp>(
+        Value flat = arith::AddIOp::create(b,
             loc, base, linearize(delinearize(j, red), redSt));
         Value v = element(flat);
         switch (op) {
         case OpId::ReduceMax: // NaN wins
-          return fl ? select(b.create<arith::OrIOp>(
+          return fl ? select(arith::OrIOp::create(b,
                                  loc, isNan(v),
                                  cmpf(arith::CmpFPredicate::OGT, v, a)),
                              v, a)
-                    : Value(b.create<arith::MaxSIOp>(loc, a, v));
+                    : Value(arith::MaxSIOp::create(b, loc, a, v));
         case OpId::ReduceMin:
-          return fl ? select(b.create<arith::OrIOp>(
+          return fl ? select(arith::OrIOp::create(b,
                                  loc, isNan(v),
                                  cmpf(arith::CmpFPredicate::OLT, v, a)),
                              v, a)
-                    : Value(b.create<arith::MinSIOp>(loc, a, v));
+                    : Value(arith::MinSIOp::create(b, loc, a, v));
         default:
-          return fl ? addf(a, v) : Value(b.create<arith::AddIOp>(loc, a, v));
+          return fl ? addf(a, v) : Value(arith::AddIOp::create(b, loc, a, v));
         }
       });
       if (op == OpId::ReduceMean)
-        acc = divf(acc, b.create<arith::UIToFPOp>(
+        acc = divf(acc, arith::UIToFPOp::create(b,
                             loc, b.getF32Type(),
-                            b.create<arith::IndexCastOp>(loc, b.getI64Type(),
+                            arith::IndexCastOp::create(b, loc, b.getI64Type(),
                                                          count)));
       store(acc, o);
     });
@@ -1164,27 +1164,27 @@ private:
     Value inner = product(ArrayRef<Value>(s).drop_front(axis + 1));
     Value len = s[axis];
     bool log = step.op == OpId::LogSoftmax;
-    gridStride(b.create<arith::MulIOp>(loc, outer, inner), [&](Value u) {
-      Value o = b.create<arith::DivUIOp>(loc, u, inner);
-      Value in = b.create<arith::RemUIOp>(loc, u, inner);
-      Value base = b.create<arith::AddIOp>(
-          loc, b.create<arith::MulIOp>(
-                   loc, b.create<arith::MulIOp>(loc, o, len), inner),
+    gridStride(arith::MulIOp::create(b, loc, outer, inner), [&](Value u) {
+      Value o = arith::DivUIOp::create(b, loc, u, inner);
+      Value in = arith::RemUIOp::create(b, loc, u, inner);
+      Value base = arith::AddIOp::create(b,
+          loc, arith::MulIOp::create(b,
+                   loc, arith::MulIOp::create(b, loc, o, len), inner),
           in);
       auto at = [&](Value j) {
-        return b.create<arith::AddIOp>(
-            loc, base, b.create<arith::MulIOp>(loc, j, inner));
+        return arith::AddIOp::create(b,
+            loc, base, arith::MulIOp::create(b, loc, j, inner));
       };
       Value m = loopAcc(idx(0), len, idx(1),
                         f32(-std::numeric_limits<float>::infinity()),
                         [&](Value j, Value a) {
-                          return b.create<arith::MaxNumFOp>(loc, a,
+                          return arith::MaxNumFOp::create(b, loc, a,
                                                             load(0, at(j)));
                         });
       Value sum = loopAcc(idx(0), len, idx(1), f32(0), [&](Value j, Value a) {
         return addf(a, expf(subf(load(0, at(j)), m)));
       });
-      Value lse = log ? Value(b.create<math::LogOp>(loc, sum)) : Value();
+      Value lse = log ? Value(math::LogOp::create(b, loc, sum)) : Value();
       loop(idx(0), len, idx(1), [&](Value j) {
         Value d = subf(load(0, at(j)), m);
         store(log ? subf(d, lse) : divf(expf(d), sum), at(j));
@@ -1211,46 +1211,46 @@ private:
     int64_t H = x.shape[2], W = x.shape[3];
     gridStride(n, [&](Value i) {
       SmallVector<Value> oi = delinearize(i, os); // n, c, oh, ow
-      Value plane = b.create<arith::MulIOp>(
-          loc, b.create<arith::AddIOp>(
-                   loc, b.create<arith::MulIOp>(loc, oi[0], is[1]), oi[1]),
+      Value plane = arith::MulIOp::create(b,
+          loc, arith::AddIOp::create(b,
+                   loc, arith::MulIOp::create(b, loc, oi[0], is[1]), oi[1]),
           idx(H * W));
-      Value h0 = b.create<arith::SubIOp>(
-          loc, b.create<arith::MulIOp>(loc, oi[2], idx(st[0])), idx(pad[0]));
-      Value w0 = b.create<arith::SubIOp>(
-          loc, b.create<arith::MulIOp>(loc, oi[3], idx(st[1])), idx(pad[1]));
+      Value h0 = arith::SubIOp::create(b,
+          loc, arith::MulIOp::create(b, loc, oi[2], idx(st[0])), idx(pad[0]));
+      Value w0 = arith::SubIOp::create(b,
+          loc, arith::MulIOp::create(b, loc, oi[3], idx(st[1])), idx(pad[1]));
       Value acc = isMax ? f32(-std::numeric_limits<float>::infinity()) : f32(0);
       Value cnt = f32(0), padCnt = f32(0);
       // The window, unrolled (kernels are small).
       for (int64_t kh = 0; kh < k[0]; ++kh)
         for (int64_t kw = 0; kw < k[1]; ++kw) {
-          Value h = b.create<arith::AddIOp>(loc, h0, idx(kh * dil[0]));
-          Value w = b.create<arith::AddIOp>(loc, w0, idx(kw * dil[1]));
-          Value inH = b.create<arith::AndIOp>(
+          Value h = arith::AddIOp::create(b, loc, h0, idx(kh * dil[0]));
+          Value w = arith::AddIOp::create(b, loc, w0, idx(kw * dil[1]));
+          Value inH = arith::AndIOp::create(b,
               loc, cmpi(arith::CmpIPredicate::sge, h, idx(0)),
               cmpi(arith::CmpIPredicate::slt, h, idx(H)));
-          Value inW = b.create<arith::AndIOp>(
+          Value inW = arith::AndIOp::create(b,
               loc, cmpi(arith::CmpIPredicate::sge, w, idx(0)),
               cmpi(arith::CmpIPredicate::slt, w, idx(W)));
-          Value inside = b.create<arith::AndIOp>(loc, inH, inW);
+          Value inside = arith::AndIOp::create(b, loc, inH, inW);
           // Inside the padded input (PyTorch's count_include_pad divisor).
-          Value inPad = b.create<arith::AndIOp>(
+          Value inPad = arith::AndIOp::create(b,
               loc,
-              b.create<arith::AndIOp>(
+              arith::AndIOp::create(b,
                   loc, cmpi(arith::CmpIPredicate::slt, h, idx(H + pad[2])),
                   cmpi(arith::CmpIPredicate::slt, w, idx(W + pad[3]))),
               intConst(b.getI1Type(), 1));
-          Value flat = b.create<arith::AddIOp>(
+          Value flat = arith::AddIOp::create(b,
               loc, plane,
-              b.create<arith::AddIOp>(
-                  loc, b.create<arith::MulIOp>(loc, select(inside, h, idx(0)),
+              arith::AddIOp::create(b,
+                  loc, arith::MulIOp::create(b, loc, select(inside, h, idx(0)),
                                                idx(W)),
                   select(inside, w, idx(0))));
           Value v = load(0, flat);
           if (isMax) {
-            Value take = b.create<arith::AndIOp>(
+            Value take = arith::AndIOp::create(b,
                 loc, inside,
-                b.create<arith::OrIOp>(loc, isNan(v),
+                arith::OrIOp::create(b, loc, isNan(v),
                                        cmpf(arith::CmpFPredicate::OGT, v, acc)));
             acc = select(take, v, acc);
           } else {

@@ -472,6 +472,8 @@ Tensor withBatch(const Tensor& t, int64_t batch) {
   int64_t rows = shape[0];
   size_t rowBytes = rows ? t.byteSize() / static_cast<size_t>(rows) : 0;
   shape[0] = batch;
+  if (!t.hasValues())
+    return Tensor::shapeOnly(shape, t.dtype());
   Tensor out = Tensor::empty(shape, t.dtype());
   auto* dst = static_cast<char*>(out.rawData());
   const auto* src = static_cast<const char*>(t.rawData());

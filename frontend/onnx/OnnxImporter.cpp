@@ -5,6 +5,7 @@
 #include "frontend/TraceHook.h"
 #include "modelc/fileio.h"
 
+#include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 
@@ -17,6 +18,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <set>
 #include <unordered_map>
 #include <unistd.h>
@@ -33,6 +35,9 @@ constexpr int64_t kMinOpset = 13, kMaxOpset = 17;
 /// The most elements a Range may make (2^31): more is a mistake in the
 /// model, not a tensor anyone means to build at import.
 constexpr int64_t kMaxRangeElements = int64_t(1) << 31;
+/// The most bytes of initializers one model may have (all its weights,
+/// external data included): the limit of one file read whole.
+constexpr uint64_t kMaxWeightBytes = rt::kMaxInputFileBytes;
 
 std::string formatDouble(double v) {
   char buf[32];
@@ -100,9 +105,17 @@ fs::path externalDataPath(const TensorProto& t, const fs::path& modelDir) {
   return full;
 }
 
-/// Reads `bytes` bytes of external data into `dst`.
-void readExternalData(const TensorProto& t, const fs::path& modelDir,
-                      void* dst, size_t bytes) {
+/// Where an initializer's external data lies: its file, checked to be a
+/// regular file holding `bytes` bytes from `offset`.
+struct ExternalData {
+  fs::path file;
+  uint64_t offset = 0;
+};
+
+/// Checks an initializer's external data (`bytes` bytes) before anything is
+/// allocated for it.
+ExternalData locateExternalData(const TensorProto& t,
+                                const fs::path& modelDir, size_t bytes) {
   fs::path file = externalDataPath(t, modelDir);
   std::string what = "initializer '" + t.name() + "'";
   uint64_t offset = 0;
@@ -131,79 +144,112 @@ void readExternalData(const TensorProto& t, const fs::path& modelDir,
       rt::checkRegularFile(file.string(), rt::kMaxInputFileBytes, &size);
   if (!regular)
     throw Error(what + ": external data: " + regular.message());
-  std::ifstream in(file, std::ios::binary);
-  if (!in)
-    throw Error(what + ": cannot read external data file '" + file.string() +
-                "'");
   if (offset > size || size - offset < bytes)
     throw Error(what + ": external data file '" + file.string() + "' has " +
                 std::to_string(size) + " bytes; the tensor needs " +
                 std::to_string(bytes) + " from offset " +
                 std::to_string(offset));
-  in.seekg(static_cast<std::streamoff>(offset));
+  return {file, offset};
+}
+
+/// Reads `bytes` bytes of located external data into `dst`.
+void readExternalData(const TensorProto& t, const ExternalData& where,
+                      void* dst, size_t bytes) {
+  const fs::path& file = where.file;
+  std::string what = "initializer '" + t.name() + "'";
+  std::ifstream in(file, std::ios::binary);
+  if (!in)
+    throw Error(what + ": cannot read external data file '" + file.string() +
+                "'");
+  in.seekg(static_cast<std::streamoff>(where.offset));
   in.read(static_cast<char*>(dst), static_cast<std::streamsize>(bytes));
   if (!in)
     throw Error(what + ": cannot read external data file '" + file.string() +
                 "'");
 }
 
+/// Reads an initializer. Its shape, its data's size and (with
+/// `weightBytes`, the running total of the model's initializers) the total
+/// against kMaxWeightBytes are checked before anything is allocated.
 Tensor tensorFromProto(const TensorProto& p, const fs::path& modelDir,
-                       const std::string& what) {
+                       const std::string& what,
+                       uint64_t* weightBytes = nullptr) {
   DType dtype = dtypeOf(p.data_type(), what);
-  Shape shape;
-  for (int64_t d : p.dims()) {
-    if (d < 0)
-      throw Error(what + " has a negative dimension");
-    shape.push_back(d);
+  Shape shape(p.dims().begin(), p.dims().end());
+  int64_t count = 0;
+  if (rt::Status s = rt::checkElementCount(shape, &count); !s)
+    throw Error(what + ": " + s.message());
+  size_t n = static_cast<size_t>(count);
+  size_t bytes = n * rt::dtypeSize(dtype);
+  std::string type = std::string(rt::dtypeName(dtype)) + rt::shapeString(shape);
+  if (weightBytes) {
+    *weightBytes += bytes;
+    if (*weightBytes > kMaxWeightBytes)
+      throw Error(what + " (" + type + ") brings the model's weights to " +
+                  std::to_string(*weightBytes) + " bytes, more than the "
+                  "limit of " + std::to_string(kMaxWeightBytes));
   }
-  Tensor t = Tensor::zeros(shape, dtype);
-  size_t n = static_cast<size_t>(t.numel());
-  size_t bytes = t.byteSize();
-  if (p.data_location() == TensorProto::EXTERNAL) {
-    readExternalData(p, modelDir, t.rawData(), bytes);
-    return t;
-  }
+  // The data must hold exactly the shape's values: checked first.
   auto mismatch = [&](size_t found) {
     return Error(what + " holds " + std::to_string(found) +
                  " values; its shape " + rt::shapeString(shape) + " needs " +
                  std::to_string(n));
   };
-  if (p.has_raw_data()) {
+  std::optional<ExternalData> external;
+  if (p.data_location() == TensorProto::EXTERNAL) {
+    external = locateExternalData(p, modelDir, bytes);
+  } else if (p.has_raw_data()) {
     if (p.raw_data().size() != bytes)
       throw Error(what + " holds " + std::to_string(p.raw_data().size()) +
-                  " bytes of raw data; " + t.describe() + " needs " +
+                  " bytes of raw data; " + type + " needs " +
                   std::to_string(bytes));
+  } else {
+    size_t found = 0;
+    switch (dtype) {
+    case DType::F32:
+      found = static_cast<size_t>(p.float_data_size());
+      break;
+    case DType::I64:
+      found = static_cast<size_t>(p.int64_data_size());
+      break;
+    case DType::I32:
+    case DType::F16:
+    case DType::BF16: // int32_data holds the 16 bits of each value
+    case DType::I1:
+      found = static_cast<size_t>(p.int32_data_size());
+      break;
+    }
+    if (found != n)
+      throw mismatch(found);
+  }
+
+  Tensor t = Tensor::empty(shape, dtype);
+  if (external) {
+    readExternalData(p, *external, t.rawData(), bytes);
+    return t;
+  }
+  if (p.has_raw_data()) {
     std::memcpy(t.rawData(), p.raw_data().data(), bytes);
     return t;
   }
   switch (dtype) {
   case DType::F32:
-    if (static_cast<size_t>(p.float_data_size()) != n)
-      throw mismatch(p.float_data_size());
     std::copy(p.float_data().begin(), p.float_data().end(), t.data<float>());
     break;
   case DType::I64:
-    if (static_cast<size_t>(p.int64_data_size()) != n)
-      throw mismatch(p.int64_data_size());
     std::copy(p.int64_data().begin(), p.int64_data().end(),
               t.data<int64_t>());
     break;
   case DType::I32:
-    if (static_cast<size_t>(p.int32_data_size()) != n)
-      throw mismatch(p.int32_data_size());
     std::copy(p.int32_data().begin(), p.int32_data().end(),
               t.data<int32_t>());
     break;
   case DType::F16:
-  case DType::BF16: // int32_data holds the 16 bits of each value
-    if (static_cast<size_t>(p.int32_data_size()) != n)
-      throw mismatch(p.int32_data_size());
+  case DType::BF16:
     for (size_t i = 0; i < n; ++i)
       t.data<uint16_t>()[i] = static_cast<uint16_t>(p.int32_data(i));
     break;
   case DType::I1:
-    if (static_cast<size_t>(p.int32_data_size()) != n)
-      throw mismatch(p.int32_data_size());
     for (size_t i = 0; i < n; ++i)
       t.data<uint8_t>()[i] = p.int32_data(i) != 0;
     break;
@@ -1024,12 +1070,19 @@ void Importer::load() {
     throw Error("'" + path_ + "' is larger than 2 GB, which protobuf cannot "
                 "parse; save the model with its weights as external data");
   }
-  std::string bytes(static_cast<size_t>(size), '\0');
-  st = rt::readExactly(fd, bytes.data(), bytes.size(), path_);
+  // Parsed from the descriptor, not from a copy of the file in memory: the
+  // weights are held once (then moved into tensors, see run()).
+  bool parsed = false;
+  int readErrno = 0;
+  {
+    google::protobuf::io::FileInputStream in(fd);
+    parsed = model_.ParseFromZeroCopyStream(&in);
+    readErrno = in.GetErrno();
+  }
   ::close(fd);
-  if (!st)
-    throw Error(st.message());
-  if (!model_.ParseFromString(bytes))
+  if (readErrno)
+    throw Error("cannot read '" + path_ + "': " + std::strerror(readErrno));
+  if (!parsed)
     throw Error("cannot parse '" + path_ + "' as an ONNX model: the file is "
                 "truncated or corrupt (not a valid ModelProto)");
   if (!model_.has_graph())
@@ -1169,9 +1222,22 @@ jit::TracedModule Importer::run() {
   // Initializers: named parameters (and compile-time constants).
   std::vector<std::pair<std::string, Tensor>> parameters;
   std::set<std::string> initializerNames;
-  for (const TensorProto& t : graph.initializer()) {
-    Tensor value =
-        tensorFromProto(t, modelDir_, "initializer '" + t.name() + "'");
+  uint64_t weightBytes = 0;
+  for (int i = 0; i < graph.initializer_size(); ++i) {
+    const TensorProto& t = graph.initializer(i);
+    Tensor value = tensorFromProto(t, modelDir_,
+                                   "initializer '" + t.name() + "'",
+                                   &weightBytes);
+    // The tensor now holds the values: free the parsed copy, so the weights
+    // are in memory once while the graph is traced.
+    TensorProto* parsed = model_.mutable_graph()->mutable_initializer(i);
+    std::string().swap(*parsed->mutable_raw_data());
+    google::protobuf::RepeatedField<float>().Swap(
+        parsed->mutable_float_data());
+    google::protobuf::RepeatedField<int32_t>().Swap(
+        parsed->mutable_int32_data());
+    google::protobuf::RepeatedField<int64_t>().Swap(
+        parsed->mutable_int64_data());
     parameters.emplace_back(t.name(), value);
     values_[t.name()] = Value{value, /*constant=*/true};
     initializerNames.insert(t.name());
@@ -1254,7 +1320,11 @@ jit::TracedModule Importer::run() {
         }
       }
     }
-    Tensor example = Tensor::zeros(shape, dtype);
+    // Shape-only: the graph is traced without running it, so nothing is
+    // computed on made-up input values and no activation is allocated.
+    if (rt::Status s = rt::checkElementCount(shape); !s)
+      throw Error(what + ": " + s.message());
+    Tensor example = Tensor::shapeOnly(shape, dtype);
     values_[name] = Value{example, /*constant=*/false};
     examples.push_back(example);
     inputNames.push_back(name);

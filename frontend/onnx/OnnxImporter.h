@@ -1,6 +1,7 @@
-// ONNX import: runs an ONNX graph on the eager frontend under the tracer, so
-// the mc module it makes computes what the frontend's ops (the runtime's
-// kernels) compute.
+// ONNX import: traces an ONNX graph through the eager frontend's ops (so the
+// mc module computes what the frontend's ops, the runtime's kernels, compute)
+// without running it: graph inputs are shape-only tensors, so only shape
+// rules run on them; only constant subgraphs are evaluated.
 #ifndef MODELC_FRONTEND_ONNX_ONNXIMPORTER_H
 #define MODELC_FRONTEND_ONNX_ONNXIMPORTER_H
 
@@ -30,11 +31,14 @@ void parseOnnxInputShape(const std::string& spec, OnnxImportOptions& options);
 /// Imports an ONNX model (opsets 13 to 17) as an mc module: graph inputs
 /// become the function's arguments and graph outputs its results (both
 /// named as in the model), initializers become parameters named as in the
-/// model. Each node runs as frontend ops on example tensors (zeros of the
-/// input shapes) while a trace records them; nodes whose inputs are all
-/// compile-time constants (initializers, Constant, Shape of anything, and
-/// what is computed from those only) are evaluated without tracing, and
-/// their results enter the graph as mc.constant where traced ops use them.
+/// model. Import is structural: each node's handler calls frontend ops on
+/// shape-only tensors (Tensor::shapeOnly) for the graph inputs, so shape
+/// rules give every value's shape, the tracer records the ops, and no kernel
+/// runs on made-up data (nothing like a division by a zero example, and no
+/// activation memory). Nodes whose inputs are all compile-time constants
+/// (initializers, Constant, Shape of anything, and what is computed from
+/// those only) are evaluated, and their results enter the graph as
+/// mc.constant where traced ops use them.
 /// Throws mc::Error on an unreadable or invalid file, an unsupported opset or
 /// op (naming the op type, the node and the opset), a dynamic input shape
 /// not given in `options`, or external data outside the model's folder.

@@ -476,6 +476,8 @@ Status Verifier::checkBuffers() {
     if (!aligned8(shape))
       return fail(label + ": shape vector is misaligned (corrupt file)");
     b.shape = toInts(shape);
+    if (Status limit = checkElementCount(b.shape); !limit)
+      return fail(label + ": " + limit.message());
     uint64_t bytes = dtypeSize(b.dtype);
     for (int64_t d : b.shape) {
       if (d < 0)

@@ -56,6 +56,30 @@ int64_t numElements(const Shape &shape) {
   return n;
 }
 
+Status checkElementCount(const Shape &shape, int64_t *count) {
+  int64_t n = 1;
+  bool tooMany = false, empty = false;
+  for (int64_t d : shape) {
+    if (d < 0)
+      return Status::error("shape " + shapeString(shape) +
+                           " has a negative dimension");
+    // A zero anywhere makes the count 0, even after an overflow before it
+    // (and a wrapped product can be 0 without one).
+    empty = empty || d == 0;
+    tooMany = tooMany || __builtin_mul_overflow(n, d, &n) ||
+              n > kMaxTensorElements;
+  }
+  if (empty)
+    n = 0;
+  else if (tooMany)
+    return Status::error("shape " + shapeString(shape) + " has more than " +
+                         std::to_string(kMaxTensorElements) +
+                         " (2^36) elements, the limit for one tensor");
+  if (count)
+    *count = n;
+  return Status::ok();
+}
+
 std::string shapeString(const Shape &shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) {

@@ -204,6 +204,8 @@ Status parseNpy(const void *bytes, size_t size, const std::string &name,
   Status st = descrToDType(descr, &dtype);
   if (!st)
     return fail(st.message());
+  if (Status limit = checkElementCount(shape); !limit)
+    return fail(limit.message());
   uint64_t bytesNeeded = dtypeSize(dtype);
   for (int64_t d : shape)
     if (__builtin_mul_overflow(bytesNeeded, uint64_t(d), &bytesNeeded))

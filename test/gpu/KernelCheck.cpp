@@ -191,7 +191,7 @@ bool checkStep(const Plan& plan, size_t index, int64_t batch, bool positive,
     (*module)->setAttr(mlir::gpu::GPUDialect::getContainerModuleAttrName(),
                        b.getUnitAttr());
     b.setInsertionPointToEnd(module->getBody());
-    auto gm = b.create<mlir::gpu::GPUModuleOp>(b.getUnknownLoc(), "k");
+    auto gm = mlir::gpu::GPUModuleOp::create(b, b.getUnknownLoc(), "k");
     codegen::cuda::KernelFlavor flavor;
     flavor.spirv = true;
     flavor.block = 64;

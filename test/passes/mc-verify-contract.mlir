@@ -163,7 +163,7 @@ func.func @input_named_like_output(%a: tensor<2xf32> {mc.name = "x"}) -> (tensor
 
 // -----
 
-// expected-error @+1 {{argument 0 ('x') of type 'tensor<4611686018427387904x4xf32>' is too large: its size in bytes overflows int64}}
+// expected-error @+1 {{argument 0 ('x') of type 'tensor<4611686018427387904x4xf32>' is too large: it has more than 68719476736 (2^36) elements, the limit for one tensor}}
 func.func @huge_input(%a: tensor<4611686018427387904x4xf32> {mc.name = "x"}) -> tensor<4611686018427387904x4xf32> {
   %0 = mc.neg %a : tensor<4611686018427387904x4xf32>
   return %0 : tensor<4611686018427387904x4xf32>
@@ -171,8 +171,17 @@ func.func @huge_input(%a: tensor<4611686018427387904x4xf32> {mc.name = "x"}) -> 
 
 // -----
 
+// Just over the limit, far from overflowing: 2^16 x (2^20 + 1) elements.
+// expected-error @+1 {{argument 0 ('x') of type 'tensor<65536x1048577xi1>' is too large: it has more than 68719476736 (2^36) elements, the limit for one tensor}}
+func.func @over_element_limit(%a: tensor<65536x1048577xi1> {mc.name = "x"}) -> tensor<65536x1048577xi1> {
+  %0 = mc.not %a : tensor<65536x1048577xi1>
+  return %0 : tensor<65536x1048577xi1>
+}
+
+// -----
+
 func.func @huge_temporary(%a: tensor<1073741824x1xf32> {mc.name = "x"}) -> tensor<f32> {
-  // expected-error @+1 {{result 0 of type 'tensor<1073741824x1073741824x8xf32>' is too large: its size in bytes overflows int64}}
+  // expected-error @+1 {{result 0 of type 'tensor<1073741824x1073741824x8xf32>' is too large: it has more than 68719476736 (2^36) elements, the limit for one tensor}}
   %0 = mc.broadcast_in_dim %a, dims = [0, 1] : (tensor<1073741824x1xf32>) -> tensor<1073741824x1073741824x8xf32>
   %1 = mc.reduce_sum %0, dims = [0, 1, 2] : (tensor<1073741824x1073741824x8xf32>) -> tensor<f32>
   return %1 : tensor<f32>
@@ -180,7 +189,7 @@ func.func @huge_temporary(%a: tensor<1073741824x1xf32> {mc.name = "x"}) -> tenso
 
 // -----
 
-// expected-error @+1 {{parameter 'big' of type 'tensor<4611686018427387904x2xi64>' is too large: its size in bytes overflows int64}}
+// expected-error @+1 {{parameter 'big' of type 'tensor<4611686018427387904x2xi64>' is too large: it has more than 68719476736 (2^36) elements, the limit for one tensor}}
 ml_program.global private @big(dense<0> : tensor<4611686018427387904x2xi64>) : tensor<4611686018427387904x2xi64>
 func.func @huge_parameter(%a: tensor<2xi64> {mc.name = "x"}) -> tensor<2xi64> {
   return %a : tensor<2xi64>

@@ -429,3 +429,29 @@ TEST(Shapes, AtBatchAndSymbolicStr) {
   EXPECT_EQ(symbolicStr({4, 8}, {}), "[4, 8]");
   EXPECT_EQ(symbolicStr({}, {}), "[]");
 }
+
+// The element-count limit of one tensor (rt::kMaxTensorElements, 2^36):
+// the count at and under the limit, empty shapes (even when the other dims
+// would overflow), and refusals past it, past int64 and for negative dims.
+TEST(Shapes, ElementCountLimit) {
+  int64_t n = -1;
+  ASSERT_TRUE(rt::checkElementCount({}, &n));
+  EXPECT_EQ(n, 1);
+  ASSERT_TRUE(rt::checkElementCount({1 << 16, 1 << 20}, &n));
+  EXPECT_EQ(n, rt::kMaxTensorElements);
+  ASSERT_TRUE(rt::checkElementCount({int64_t(1) << 62, 4, 0}, &n));
+  EXPECT_EQ(n, 0);
+  ASSERT_TRUE(rt::checkElementCount({0, int64_t(1) << 62, 4}, &n));
+  EXPECT_EQ(n, 0);
+  rt::Status over = rt::checkElementCount({1 << 16, (1 << 20) + 1});
+  ASSERT_FALSE(over);
+  EXPECT_EQ(over.message(), "shape [65536, 1048577] has more than "
+                            "68719476736 (2^36) elements, the limit for one "
+                            "tensor");
+  // 2^62 x 4 wraps to 0 in int64: still refused.
+  EXPECT_FALSE(rt::checkElementCount({int64_t(1) << 62, 4}));
+  EXPECT_FALSE(rt::checkElementCount({INT64_MAX, INT64_MAX}));
+  rt::Status negative = rt::checkElementCount({2, -3});
+  ASSERT_FALSE(negative);
+  EXPECT_EQ(negative.message(), "shape [2, -3] has a negative dimension");
+}

@@ -171,4 +171,41 @@ TEST(Frontend, WindowOpsRefuseZeroStridesAndDilations) {
             "max_pool2d: kernel must be >= 1, got [0, 2]");
 }
 
+// Shape-only tensors (what ONNX import traces on): ops check shapes and
+// compute output shapes but run no kernel, so an integer division by
+// "zeros" is no error; ops whose inputs all have values still compute them;
+// reading a shape-only tensor's values is a clear error.
+TEST(Frontend, ShapeOnlyTensorsRunNoKernels) {
+  Tensor x = Tensor::shapeOnly({2, 3});
+  EXPECT_FALSE(x.hasValues());
+  Tensor w = Tensor::fromVector({1, 2, 3, 4, 5, 6}, {3, 2});
+  Tensor y = relu(matmul(x, w) + 1.0);
+  EXPECT_FALSE(y.hasValues());
+  EXPECT_EQ(y.shape(), (Shape{2, 2}));
+  Tensor ww = add(w, w); // all inputs have values: computed
+  ASSERT_TRUE(ww.hasValues());
+  EXPECT_EQ(ww.toVector()[5], 12.0f);
+  Tensor n = Tensor::shapeOnly({4}, DType::I64);
+  Tensor q = div(n, Tensor::zeros({4}, DType::I64));
+  EXPECT_FALSE(q.hasValues());
+  EXPECT_EQ(concat({x, x}, 0).shape(), (Shape{4, 3}));
+  EXPECT_FALSE(conv2d(Tensor::shapeOnly({1, 2, 8, 8}), Tensor::randn({3, 2, 3, 3}),
+                      Tensor::randn({3}), {1}, {1}, {1}, 1)
+                   .hasValues());
+  // Shapes are still checked.
+  EXPECT_THROW(matmul(x, Tensor::shapeOnly({4, 2})), Error);
+  try {
+    (void)y.toVector();
+    FAIL() << "read the values of a shape-only tensor";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the values of f32[2, 2] are not "
+                                         "known: it is a shape-only tensor"),
+              std::string::npos)
+        << e.what();
+  }
+  // The element limit holds for both kinds of tensor.
+  EXPECT_THROW(Tensor::shapeOnly({int64_t(1) << 40}), Error);
+  EXPECT_THROW(Tensor::empty({int64_t(1) << 40}), Error);
+}
+
 } // namespace

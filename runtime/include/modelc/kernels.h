@@ -34,6 +34,17 @@ const char* dtypeName(DType t); // "f32", "f16", "bf16", "i32", "i64", "i1"
 
 using Shape = std::vector<int64_t>;
 int64_t numElements(const Shape& shape);
+
+/// The most elements one tensor may have: 2^36 (256 GiB as f32, more than
+/// any one device holds). Shapes that come from input (ONNX models, .npy
+/// headers, artifacts, mc types, eager tensors) are checked against it
+/// before anything is allocated for them (docs/reliability.md).
+inline constexpr int64_t kMaxTensorElements = int64_t(1) << 36;
+/// Ok with the element count of `shape` in *count, or an error saying
+/// "shape [..] has a negative dimension" / "shape [..] has more than
+/// 68719476736 (2^36) elements, the limit for one tensor" (overflow
+/// included).
+Status checkElementCount(const Shape& shape, int64_t* count = nullptr);
 std::string shapeString(const Shape& shape); // "[4, 8]"
 
 struct ConstTensor {
