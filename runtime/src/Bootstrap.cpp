@@ -207,16 +207,17 @@ Status rootBroadcast(const LaunchVars& v, double timeout,
     int e = errno;
     if (e == EADDRINUSE)
       return Status::error(
-          rankOf(v) + ": cannot listen on MASTER_PORT=" +
+          rankOf(v) + ": cannot listen on " + v.portName + "=" +
           std::to_string(v.masterPort) +
           ": the port is in use (another job, or an earlier run still "
-          "holding it): pick another MASTER_PORT");
-    return Status::error(rankOf(v) + ": cannot listen on MASTER_PORT=" +
-                         std::to_string(v.masterPort) + ": " +
+          "holding it): pick another MASTER_PORT (or set "
+          "MODELC_BOOTSTRAP_PORT)");
+    return Status::error(rankOf(v) + ": cannot listen on " + v.portName +
+                         "=" + std::to_string(v.masterPort) + ": " +
                          std::strerror(e));
   }
   if (::listen(listener.fd, 128) != 0)
-    return Status::error(rankOf(v) + ": listen on MASTER_PORT=" +
+    return Status::error(rankOf(v) + ": listen on " + v.portName + "=" +
                          std::to_string(v.masterPort) + " failed: " +
                          std::strerror(errno));
   std::map<int, Fd> peers; // by rank
@@ -435,6 +436,19 @@ Status readLaunchVars(LaunchVars* out) {
       return Status::error(std::string("MASTER_PORT=") + port +
                            " is not a TCP port (1 to 65535)");
     v.masterPort = int(n);
+    // torchrun's agent serves its own store on MASTER_PORT: the next one.
+    const char* run = std::getenv("TORCHELASTIC_RUN_ID");
+    if (run && *run && v.masterPort < 65535) {
+      v.masterPort += 1;
+      v.portName = "MASTER_PORT+1 (torchrun's store holds MASTER_PORT)";
+    }
+  }
+  if (const char* own = std::getenv("MODELC_BOOTSTRAP_PORT")) {
+    if (!parseInt(own, 1, 65535, &n))
+      return Status::error(std::string("MODELC_BOOTSTRAP_PORT=") + own +
+                           " is not a TCP port (1 to 65535)");
+    v.masterPort = int(n);
+    v.portName = "MODELC_BOOTSTRAP_PORT";
   }
   *out = v;
   return Status::ok();

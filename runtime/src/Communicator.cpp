@@ -42,6 +42,18 @@ Status Communicator::broadcast(void*, size_t, int) {
   return Status::error("the " + name() + " communicator has no broadcast");
 }
 
+std::string collectiveTimeoutText(int rank, int size, const std::string& what,
+                                  double timeoutSeconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", timeoutSeconds);
+  std::string others = size == 2 ? "rank " + std::to_string(1 - rank)
+                                 : "one or more of the other " +
+                                       std::to_string(size - 1) + " ranks";
+  return "rank " + std::to_string(rank) + " of " + std::to_string(size) +
+         ": " + what + " did not complete within " + buf +
+         " s (--dp-timeout): " + others + " did not join it: died or hangs";
+}
+
 Status checkWorldForArtifact(int64_t ranks, const Communicator& comm) {
   if (ranks == comm.size())
     return Status::ok();
@@ -271,17 +283,8 @@ public:
     if (!done) {
       // Left pending: the collective cannot be cancelled, and the caller
       // ends the run (abort) after this error.
-      std::string others;
-      if (size_ == 2)
-        others = "rank " + std::to_string(1 - rank_);
-      else
-        others = "one or more of the other " + std::to_string(size_ - 1) +
-                 " ranks";
-      return Status::error("rank " + std::to_string(rank_) + " of " +
-                           std::to_string(size_) + ": " + p->what +
-                           " did not complete within " + fmt(timeout_) +
-                           " s (--dp-timeout): " + others +
-                           " did not join it: died or hangs");
+      return Status::error(
+          collectiveTimeoutText(rank_, size_, p->what, timeout_));
     }
     pending_.erase(it);
     if (!p->error.empty())
@@ -477,11 +480,6 @@ private:
   static double seconds(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
         .count();
-  }
-  static std::string fmt(double s) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%g", s);
-    return buf;
   }
   MpiApi api_;
   bool ownsInit_ = false; // the thread's

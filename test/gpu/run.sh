@@ -81,7 +81,8 @@ fi
 
 cat "$out/environment.txt"
 grep -E '^ +[a-z0-9]+ .*rel_err|^device:' "$out/gpu-tests.log"
-grep -E '^  NCCL |^  nccl |SKIPPED \]|Skipped|no NCCL' "$out/nccl.log" | sort -u | head -n 8
+grep -E '^  NCCL |^  nccl |no CUDA device here|no NCCL here' "$out/nccl.log" |
+  sort -u | head -n 4
 printf '\n%-28s %6s %6s %7s\n' suite passed failed skipped
 for log in gpu-tests fake-driver nccl; do
   printf '%-28s %6s %6s %7s\n' "$log" \

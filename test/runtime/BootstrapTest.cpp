@@ -197,14 +197,16 @@ using Vars = std::vector<std::pair<const char*, const char*>>;
 struct Env {
   explicit Env(const Vars& vars) {
     for (const char* n :
-         {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"})
+         {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
+          "TORCHELASTIC_RUN_ID", "MODELC_BOOTSTRAP_PORT"})
       ::unsetenv(n);
     for (auto& [n, v] : vars)
       ::setenv(n, v, 1);
   }
   ~Env() {
     for (const char* n :
-         {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"})
+         {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
+          "TORCHELASTIC_RUN_ID", "MODELC_BOOTSTRAP_PORT"})
       ::unsetenv(n);
   }
 };
@@ -227,6 +229,21 @@ TEST(Bootstrap, LaunchVariablesAreChecked) {
     EXPECT_EQ(v.localRank, 1); // LOCAL_RANK defaults to RANK
     EXPECT_EQ(v.masterAddr, "node1");
     EXPECT_EQ(v.masterPort, 29500);
+  }
+  {
+    // Under torchrun its own store listens on MASTER_PORT: the next port.
+    Env e(Vars{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "node1"},
+               {"MASTER_PORT", "29500"}, {"TORCHELASTIC_RUN_ID", "none"}});
+    ASSERT_TRUE(readLaunchVars(&v));
+    EXPECT_EQ(v.masterPort, 29501);
+    EXPECT_EQ(v.portName.rfind("MASTER_PORT+1", 0), 0u) << v.portName;
+  }
+  {
+    Env e(Vars{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "node1"},
+               {"MASTER_PORT", "29500"}, {"MODELC_BOOTSTRAP_PORT", "31000"}});
+    ASSERT_TRUE(readLaunchVars(&v));
+    EXPECT_EQ(v.masterPort, 31000);
+    EXPECT_EQ(v.portName, "MODELC_BOOTSTRAP_PORT");
   }
   {
     Env e(Vars{{"WORLD_SIZE", "1"}});

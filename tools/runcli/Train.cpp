@@ -510,15 +510,24 @@ Status Trainer::setupWorld(const std::string &kind,
         std::to_string(vars.worldSize) + " " + tool_ +
         " --train ... (modelc writes no collective of its own)");
   }
-  rank_ = vars.rank;
-  world_ = vars.worldSize;
   std::unique_ptr<rt::Communicator> nccl;
-  MC_RETURN_IF_ERROR(rt::makeNcclCommunicator(
-      rank_, world_, opt_.dpTimeout,
+  Status made = rt::makeNcclCommunicator(
+      vars.rank, vars.worldSize, opt_.dpTimeout,
       [vars, t = opt_.dpTimeout](std::string *id) {
         return rt::tcpBroadcast(vars, t, id);
       },
-      &nccl));
+      &nccl);
+  if (!made && vars.worldSize == 1) {
+    // One process needs no collective: say so and go on without NCCL.
+    if (!opt_.quiet)
+      std::fprintf(stderr, "%s: note: WORLD_SIZE=1 without NCCL (%s): one "
+                           "process, nothing to average\n",
+                   tool_.c_str(), made.message().c_str());
+    return Status::ok();
+  }
+  MC_RETURN_IF_ERROR(made);
+  rank_ = vars.rank;
+  world_ = vars.worldSize;
   comm_ = std::move(nccl);
   rt::setCurrentCommunicator(comm_);
   return Status::ok();

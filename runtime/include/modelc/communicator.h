@@ -98,7 +98,12 @@ struct LaunchVars {
   bool present = false;
   int rank = 0, worldSize = 1, localRank = 0;
   std::string masterAddr;
+  /// The bootstrap's port: MASTER_PORT, or MASTER_PORT + 1 under torchrun
+  /// (TORCHELASTIC_RUN_ID set: torchrun's own store listens on
+  /// MASTER_PORT), or MODELC_BOOTSTRAP_PORT when set; `portName` says
+  /// which, for messages.
   int masterPort = 0;
+  std::string portName = "MASTER_PORT";
 };
 
 /// Reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT and
@@ -131,6 +136,12 @@ Status makeNcclCommunicator(
     int rank, int worldSize, double timeoutSeconds,
     const std::function<Status(std::string* id)>& exchange,
     std::unique_ptr<Communicator>* out, const std::string& library = "");
+
+/// A collective that did not complete in time, as every communicator says
+/// it: "rank 0 of 2: <what> did not complete within 2 s (--dp-timeout):
+/// rank 1 did not join it: died or hangs".
+std::string collectiveTimeoutText(int rank, int size, const std::string& what,
+                                  double timeoutSeconds);
 
 /// The all-reduce start kernels' check that the artifact was compiled for
 /// this world: "the artifact was compiled for 2 data-parallel ranks ...".

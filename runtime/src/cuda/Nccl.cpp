@@ -208,16 +208,9 @@ Status NcclCommunicator::wait(void* data) {
       api_.commAbort(comm_);
       comm_ = nullptr;
       aborted_ = true;
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%g", timeout_);
       return Status::error(
-          "rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
-          ": " + p.what + " did not complete within " + buf +
-          " s (--dp-timeout): " +
-          (size_ == 2 ? "rank " + std::to_string(1 - rank_)
-                      : "one or more of the other " +
-                            std::to_string(size_ - 1) + " ranks") +
-          " did not join it: died or hangs (NCCL communicator aborted)");
+          collectiveTimeoutText(rank_, size_, p.what, timeout_) +
+          " (NCCL communicator aborted)");
     }
     // The collective runs on the GPU: poll without burning the core once
     // it has taken more than a millisecond.
