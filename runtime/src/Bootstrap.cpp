@@ -398,8 +398,11 @@ Status readLaunchVars(LaunchVars* out) {
     return Status::error(std::string("WORLD_SIZE=") + ws +
                          " is not a number of processes >= 1");
   v.worldSize = int(n);
+  // Under an MPI launcher MPI says who is who: RANK and WORLD_SIZE are
+  // only checked against it, and no rendezvous address is needed.
+  const bool mpi = startedByMpiLauncher();
   const char* r = std::getenv("RANK");
-  if (!r && v.worldSize > 1)
+  if (!r && v.worldSize > 1 && !mpi)
     return Status::error("WORLD_SIZE=" + std::string(ws) +
                          " is set but RANK is not: a torchrun-style launch "
                          "sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and "
@@ -424,7 +427,7 @@ Status readLaunchVars(LaunchVars* out) {
   }
   const char* addr = std::getenv("MASTER_ADDR");
   const char* port = std::getenv("MASTER_PORT");
-  if (v.worldSize > 1 && (!addr || !*addr || !port))
+  if (v.worldSize > 1 && !mpi && (!addr || !*addr || !port))
     return Status::error(
         std::string("WORLD_SIZE=") + ws + " needs MASTER_ADDR and MASTER_PORT "
         "(rank 0's address and a free TCP port there), which are " +
