@@ -4,7 +4,7 @@ process on the global batch and with `mpirun -np 2` (each rank half of it,
 gradients averaged by the MPI all-reduce), the scaling efficiency, and the
 share of the all-reduce time hidden behind the backward pass. Prints a table.
 
-    bench/dp_scaling.py [--build DIR] [--steps N] [--models digits,wide]
+    bench/dp_scaling.py [--build DIR] [--steps N] [--models digits,wide] [--repeat R]
 
 Models (MLPs with cross-entropy, SGD): `digits` is the 64-128-64-10 MLP of
 the tests (17k parameters, 69 KB of gradients, global batch 50); `wide` is
@@ -19,6 +19,10 @@ The all-reduce time comes from the runtime's profile (MODELC_PROFILE=1):
 each rank prints the time it was blocked in the all-reduce pair. A second
 2-rank run with MODELC_DP_OVERLAP=0 finishes every all-reduce as soon as it
 starts, which exposes all of it: hidden = 1 - blocked / blocked(no overlap).
+
+With --repeat R every run is made R times, interleaved (1 rank, half batch,
+2 ranks, 2 ranks without overlap, then again), and the table shows medians:
+on a machine shared with other jobs single runs vary by 2x.
 """
 import argparse
 import os
@@ -111,6 +115,7 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--models", default="digits,wide")
+    ap.add_argument("--repeat", type=int, default=1)
     args = ap.parse_args()
     bins = os.path.join(args.build, "bin")
     modelc, mrun = os.path.join(bins, "modelc"), os.path.join(bins, "modelc-run")
@@ -134,28 +139,32 @@ def main():
                 if ranks > 1:
                     cmd += [f"--dp-ranks={ranks}", f"--dp-bucket-mb={bucket}"]
                 run(cmd)
-            t1, _ = profile(run([mrun, "--train", f"{d}/{name}1.mcpk"] + data, one))
             # One rank's compute alone: the per-rank step without collectives.
             run([modelc, "compile", f"{d}/{name}2.mlir", "--train", "--optimizer=sgd",
                  "--lr=0.01", "-o", f"{d}/{name}h.mcpk"])
             half = list(data)
             half[half.index("--batch") + 1] = str(batch // 2)
-            th, _ = profile(run([mrun, "--train", f"{d}/{name}h.mcpk"] + half, one))
-            out2 = run(mpirun + [mrun, "--train", f"{d}/{name}2.mcpk"] + data, one)
-            t2, blocked = profile(out2)
-            outn = run(mpirun + [mrun, "--train", f"{d}/{name}2.mcpk"] + data,
-                       dict(one, MODELC_DP_OVERLAP="0"))
-            t2n, blockedn = profile(outn)
+            s1, sh, s2, s2n, bo, bn = [], [], [], [], [], []
+            for _ in range(args.repeat):
+                t1, _ = profile(run([mrun, "--train", f"{d}/{name}1.mcpk"] + data, one))
+                th, _ = profile(run([mrun, "--train", f"{d}/{name}h.mcpk"] + half, one))
+                t2, blocked = profile(run(mpirun + [mrun, "--train", f"{d}/{name}2.mcpk"] + data, one))
+                t2n, blockedn = profile(run(mpirun + [mrun, "--train", f"{d}/{name}2.mcpk"] + data,
+                                            dict(one, MODELC_DP_OVERLAP="0")))
+                s1.append(t1[0]); sh.append(th[0]); s2.append(max(t2)); s2n.append(max(t2n))
+                bo.append(np.mean(list(blocked.values()))); bn.append(np.mean(list(blockedn.values())))
             buckets = run([modelc, "compile", f"{d}/{name}2.mlir", "--train",
                      f"--dp-ranks=2", f"--dp-bucket-mb={bucket}",
                      "--emit=mc-opt"]).count("mc.all_reduce_start")
             params = sum(i * o + o for i, o in zip(widths[:-1], widths[1:]))
-            step1, step2, step2n = t1[0], max(t2), max(t2n)
-            b_ov, b_no = np.mean(list(blocked.values())), np.mean(list(blockedn.values()))
-            rows.append((name, params, batch, buckets, step1, th[0], step2, step2n,
+            med = lambda v: float(np.median(v))
+            step1, step2, step2n = med(s1), med(s2), med(s2n)
+            b_ov, b_no = med(bo), med(bn)
+            rows.append((name, params, batch, buckets, step1, med(sh), step2, step2n,
                          step1 / step2, b_ov, b_no, 1 - b_ov / b_no if b_no > 0 else float("nan")))
     print(f"machine: {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} cores; {args.steps} steps per run, 1 thread per process")
+          f"{os.cpu_count()} cores; {args.steps} steps per run, 1 thread per process"
+          + (f"; medians of {args.repeat} interleaved runs" if args.repeat > 1 else ""))
     print("| model | params | global batch | buckets | 1 rank ms/step | 1 rank, half batch "
           "| 2 ranks ms/step | 2 ranks, no overlap | efficiency t1/(2 t2) | all-reduce blocked "
           "ms/step (overlap / none) | hidden |")

@@ -1290,6 +1290,10 @@ KernelKind classifyStep(const Plan& plan, const PlanStep& step,
       (step.op == OpId::Fused && !step.body.empty() &&
        isAnchor(step.body[0].op)))
     return KernelKind::None;
+  // The data-parallel all-reduce pair: the device's own kernels (a copy
+  // into the bucket and NCCL; the scale after it).
+  if (step.op == OpId::AllReduceStart || step.op == OpId::AllReduceWait)
+    return KernelKind::None;
   // SPIR-V has no bf16: one check of every tensor the kernel would touch.
   if (flavor.spirv) {
     bool bf16 = outBuf.dtype == DType::BF16;

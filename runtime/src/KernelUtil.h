@@ -3,6 +3,7 @@
 #ifndef MODELC_RUNTIME_KERNELUTIL_H
 #define MODELC_RUNTIME_KERNELUTIL_H
 
+#include "modelc/device.h"
 #include "modelc/kernels.h"
 #include "modelc/runtime.h"
 #include "Parallel.h"
@@ -15,6 +16,14 @@ namespace mc::rt::detail {
 
 /// Strided kernels index with fixed arrays of this size (no allocation).
 inline constexpr int kMaxRank = MC_MAX_RANK;
+
+/// How errors name an all-reduce step: "all_reduce of plan step 12 at
+/// loc(...) (68904 bytes)".
+inline std::string allReduceName(const KernelRequest &r) {
+  std::string where = r.location.empty() ? "" : " at " + r.location;
+  return "all_reduce of plan step " + std::to_string(r.stepIndex) + where +
+         " (" + std::to_string(numElements(r.output.shape) * 4) + " bytes)";
+}
 
 inline std::string typeString(DType t, const Shape &s) {
   return std::string(dtypeName(t)) + shapeString(s);

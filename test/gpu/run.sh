@@ -4,7 +4,8 @@
 # the GPU tests, every prepared model against the CPU's outputs
 # (test/gpu/check_models.py), the digits MLP trained on the GPU against
 # the CPU's loss curve, and the benchmark against PyTorch
-# (bench/gpu_peers.py). Prints short tables last. Exit status: 1 when a
+# (bench/gpu_peers.py), and NCCL at world size 1 against the CPU (the
+# Nccl.* tests: issue 11). Prints short tables last. Exit status: 1 when a
 # test or a model check failed.
 #   test/gpu/run.sh [BUILD_DIR]
 # BUILD_DIR (default build) holds bin/modelc_gpu_tests and lib/, built on
@@ -71,10 +72,19 @@ if [ -f "$build/bench/manifest.json" ]; then
     --modelc-run "$build/bin/modelc-run" > "$out/bench.log" 2>&1
 fi
 
+# NCCL on one GPU (world size 1) against the CPU: the communicator's sum
+# and max, and the cuda all-reduce step pair against the CPU pair, bit for
+# bit. A run of its own, so that its log says which NCCL it loaded; it
+# skips, saying why, without a GPU or without libnccl.
+"$build/bin/modelc_gpu_tests" --gtest_filter='Nccl.*' \
+  > "$out/nccl.log" 2>&1 || status=1
+
 cat "$out/environment.txt"
 grep -E '^ +[a-z0-9]+ .*rel_err|^device:' "$out/gpu-tests.log"
+grep -E '^  NCCL |^  nccl |no CUDA device here|no NCCL here' "$out/nccl.log" |
+  sort -u | head -n 4
 printf '\n%-28s %6s %6s %7s\n' suite passed failed skipped
-for log in gpu-tests fake-driver; do
+for log in gpu-tests fake-driver nccl; do
   printf '%-28s %6s %6s %7s\n' "$log" \
     "$(grep -c '^\[       OK \]' "$out/$log.log")" \
     "$(grep -c '^\[  FAILED  \] .*(' "$out/$log.log")" \

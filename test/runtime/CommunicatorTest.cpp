@@ -31,7 +31,7 @@ TEST(Communicator, MissingMpiLibraryIsAClearError) {
 }
 
 // Sum and max over the ranks, two collectives in flight at once (waited in
-// the reverse order), and the in-flight bookkeeping's errors.
+// the reverse order), the in-flight bookkeeping's errors, and a broadcast.
 TEST(Communicator, MpiSumAndMaxOverTheRanks) {
   if (!startedByMpiLauncher())
     GTEST_SKIP() << "not started by mpirun (see the CTest test runtime.mpi)";
@@ -67,4 +67,39 @@ TEST(Communicator, MpiSumAndMaxOverTheRanks) {
   EXPECT_EQ(comm->stats().collectives, 2);
   Status f16 = comm->start(sum.data(), 2, DType::F16, ReduceOp::Sum, "f16");
   EXPECT_FALSE(f16);
+
+  // A broadcast from rank 0 (how an MPI world hands NCCL's unique id
+  // around): 128 bytes, rank 0's on every rank; all-reduces after it.
+  // (One communicator per process: MPI starts once.)
+  std::string id(128, '\0');
+  for (size_t i = 0; i < id.size(); ++i)
+    id[i] = char(r == 0 ? (i * 7 + 3) & 0xff : 0);
+  st = comm->broadcast(id.data(), id.size(), 0);
+  ASSERT_TRUE(st) << st.message();
+  for (size_t i = 0; i < id.size(); ++i)
+    ASSERT_EQ(uint8_t(id[i]), uint8_t((i * 7 + 3) & 0xff)) << i;
+  float x = 1;
+  ASSERT_TRUE(comm->allReduceHost(&x, 1, ReduceOp::Sum, "x"));
+  EXPECT_EQ(x, float(n));
+}
+
+// Without libnccl (or without the CUDA device in this runtime) the NCCL
+// communicator is a clear error naming what was tried.
+TEST(Communicator, MissingNcclLibraryIsAClearError) {
+  std::unique_ptr<Communicator> comm;
+  Status st = makeNcclCommunicator(
+      0, 1, 1, [](std::string*) { return Status::ok(); }, &comm,
+      "libnccl-that-is-not-there.so.9");
+  ASSERT_FALSE(st);
+  EXPECT_FALSE(comm);
+  const std::string& m = st.message();
+  bool noDevice = m.find("without the CUDA device") != std::string::npos;
+  if (!noDevice) {
+    EXPECT_NE(m.find("cannot load NCCL: libnccl-that-is-not-there.so.9 not "
+                     "found"),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find("/usr/local/cuda/lib64"), std::string::npos) << m;
+    EXPECT_NE(m.find("MODELC_NCCL_LIBRARY"), std::string::npos) << m;
+  }
 }

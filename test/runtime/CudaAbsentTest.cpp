@@ -8,11 +8,19 @@
 #include "cuda/CublasLt.h"
 #include "cuda/CudaDriver.h"
 #include "cuda/Cudnn.h"
+#include "cuda/Nccl.h"
+#include "modelc/communicator.h"
 #include "modelc/device.h"
 #include "modelc/npy.h"
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <thread>
+#include <unistd.h>
 
 using namespace mc;
 
@@ -164,3 +172,59 @@ TEST(CudaAbsent, ModelcRunFallsBackToTheCpuAndSaysWhy) {
 }
 
 } // namespace
+
+// NCCL without a GPU: libnccl loads and makes a unique id (neither needs a
+// device), and a torchrun-style launch of two ranks hands rank 0's id to
+// rank 1 over the TCP bootstrap, byte for byte. The NCCL communicator
+// proper (ncclCommInitRank) needs a GPU: test/gpu/NcclTest.cpp.
+TEST(CudaAbsent, NcclIdReachesEveryRankOverTheTcpBootstrap) {
+  rt::cuda::NcclApi api;
+  rt::Status loaded = rt::cuda::loadNccl("", &api);
+  if (!loaded)
+    GTEST_SKIP() << "no libnccl here: " << loaded.message();
+  int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(s, reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
+  socklen_t len = sizeof a;
+  ::getsockname(s, reinterpret_cast<sockaddr *>(&a), &len);
+  ::close(s);
+  std::unique_ptr<rt::Communicator> comms[2];
+  rt::Status status[2];
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.emplace_back([&, r] {
+      rt::LaunchVars v;
+      v.present = true;
+      v.rank = r;
+      v.worldSize = 2;
+      v.masterAddr = "127.0.0.1";
+      v.masterPort = ntohs(a.sin_port);
+      status[r] = rt::makeNcclCommunicator(
+          r, 2, 10,
+          [v](std::string *id) { return rt::tcpBroadcast(v, 10, id); },
+          &comms[r]);
+    });
+  for (std::thread &t : ranks)
+    t.join();
+  for (int r = 0; r < 2; ++r)
+    ASSERT_TRUE(status[r]) << "rank " << r << ": " << status[r].message();
+  auto *n0 = static_cast<rt::cuda::NcclCommunicator *>(comms[0].get());
+  auto *n1 = static_cast<rt::cuda::NcclCommunicator *>(comms[1].get());
+  EXPECT_EQ(n0->name(), "nccl");
+  EXPECT_EQ(n1->rank(), 1);
+  EXPECT_EQ(n1->size(), 2);
+  EXPECT_EQ(std::memcmp(n0->uniqueId().internal, n1->uniqueId().internal,
+                        rt::cuda::nccl::kUniqueIdBytes),
+            0);
+  // Not on a device yet: a collective says so.
+  float x = 1;
+  rt::Status st = comms[0]->start(&x, 1, rt::DType::F32, rt::ReduceOp::Sum,
+                                  "test");
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.message().find("not on a CUDA device"), std::string::npos)
+      << st.message();
+  std::printf("  NCCL %s: unique id handed to rank 1\n",
+              rt::cuda::ncclVersionText(api.version).c_str());
+}

@@ -64,7 +64,11 @@ const char kTrainUsage[] =
     "the global batch (N times the artifact's). Each rank trains on every\n"
     "N-th row of each epoch's order; rank 0 writes the checkpoint, log and\n"
     "plot. A collective that waits longer than --dp-timeout seconds (default\n"
-    "300) stops every rank with an error naming the rank and the collective.\n";
+    "300) stops every rank with an error naming the rank and the collective.\n"
+    "CPU ranks talk through MPI; GPU ranks (--device cuda, one GPU per local\n"
+    "rank) through NCCL, started by mpirun or by torchrun-style variables\n"
+    "(RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT: rank 0 hands\n"
+    "NCCL's id to the others over TCP at MASTER_ADDR:MASTER_PORT).\n";
 
 constexpr int kMaxNonFinite = 100;
 const char kCheckpointFile[] = "checkpoint.mcst";
@@ -425,33 +429,106 @@ private:
   // Data parallelism: this process is rank `rank_` of `world_`; each step
   // it trains on `local_` rows of the global --batch.
   std::shared_ptr<rt::Communicator> comm_;
+  // Under mpirun with --device cuda: MPI, beside NCCL (comm_), to hand
+  // NCCL's id around and to end every rank after an error.
+  std::shared_ptr<rt::Communicator> mpi_;
   int rank_ = 0, world_ = 1;
   long long local_ = 0;
-  Status setupWorld();
+  Status setupWorld(const std::string &kind, const rt::LaunchVars &vars);
   int abortWorld(int code);
 };
 
-/// Starts MPI when this process was started by mpirun (or torchrun-style
-/// WORLD_SIZE > 1), and checks RANK / WORLD_SIZE against MPI's view.
-Status Trainer::setupWorld() {
-  const char *ws = std::getenv("WORLD_SIZE");
-  bool torchrun = ws && std::atoi(ws) > 1;
-  if (!rt::startedByMpiLauncher() && !torchrun)
+/// The GPU of this rank when --device names a kind without an ordinal
+/// ("cuda", or "auto" that picks cuda): the launcher's local rank
+/// (OMPI_COMM_WORLD_LOCAL_RANK under mpirun, LOCAL_RANK from torchrun), so
+/// that the ranks of one machine take one GPU each.
+std::string rankDevice(const std::string &spec, const std::string &kind,
+                       const rt::LaunchVars &vars) {
+  if (spec.find(':') != std::string::npos || kind == "cpu")
+    return spec;
+  int local = -1;
+  if (const char *l = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK"))
+    local = std::atoi(l);
+  else if (vars.present)
+    local = vars.localRank;
+  if (local <= 0)
+    return spec;
+  return kind + ":" + std::to_string(local);
+}
+
+/// Starts the communicator of a data-parallel run on `device`'s kind:
+/// under an MPI launcher, MPI (and NCCL over it on cuda, its unique id
+/// handed around by MPI_Bcast); under a torchrun-style launch (WORLD_SIZE
+/// and no MPI launcher), NCCL with its unique id sent by rank 0 over TCP
+/// (MASTER_ADDR:MASTER_PORT). RANK / WORLD_SIZE, when set, must agree
+/// with MPI's view. CPU ranks are MPI's only: modelc writes no collective
+/// of its own.
+Status Trainer::setupWorld(const std::string &kind,
+                           const rt::LaunchVars &vars) {
+  bool cuda = kind == "cuda";
+  if (rt::startedByMpiLauncher()) {
+    std::unique_ptr<rt::Communicator> mpi;
+    MC_RETURN_IF_ERROR(rt::makeMpiCommunicator(&mpi));
+    mpi->setTimeout(opt_.dpTimeout);
+    rank_ = mpi->rank();
+    world_ = mpi->size();
+    if (vars.present && vars.worldSize != world_)
+      return Status::error("WORLD_SIZE=" + std::to_string(vars.worldSize) +
+                           " but MPI's world has " + std::to_string(world_) +
+                           " processes");
+    if (vars.present && std::getenv("RANK") && vars.rank != rank_)
+      return Status::error("RANK=" + std::to_string(vars.rank) +
+                           " but MPI says rank " + std::to_string(rank_));
+    mpi_ = std::move(mpi);
+    if (!cuda) {
+      comm_ = mpi_;
+    } else {
+      std::unique_ptr<rt::Communicator> nccl;
+      rt::Communicator *m = mpi_.get();
+      MC_RETURN_IF_ERROR(rt::makeNcclCommunicator(
+          rank_, world_, opt_.dpTimeout,
+          [m](std::string *id) {
+            id->resize(128);
+            return m->broadcast(id->data(), id->size(), 0);
+          },
+          &nccl));
+      comm_ = std::move(nccl);
+    }
+    rt::setCurrentCommunicator(comm_);
     return Status::ok();
-  std::unique_ptr<rt::Communicator> comm;
-  MC_RETURN_IF_ERROR(rt::makeMpiCommunicator(&comm));
-  comm->setTimeout(opt_.dpTimeout);
-  rank_ = comm->rank();
-  world_ = comm->size();
-  if (ws && std::atoi(ws) != world_)
-    return Status::error("WORLD_SIZE=" + std::string(ws) +
-                         " but MPI's world has " + std::to_string(world_) +
-                         " processes");
-  if (const char *r = std::getenv("RANK"))
-    if (std::atoi(r) != rank_)
-      return Status::error("RANK=" + std::string(r) + " but MPI says rank " +
-                           std::to_string(rank_));
-  comm_ = std::move(comm);
+  }
+  if (!vars.present)
+    return Status::ok();
+  if (!cuda) {
+    if (vars.worldSize == 1)
+      return Status::ok(); // one process: nothing to average
+    return Status::error(
+        "WORLD_SIZE=" + std::to_string(vars.worldSize) +
+        " without an MPI launcher is a torchrun-style launch of NCCL ranks, "
+        "which needs --device cuda; this process runs on " + kind +
+        ". CPU ranks are MPI processes: start them with mpirun -np " +
+        std::to_string(vars.worldSize) + " " + tool_ +
+        " --train ... (modelc writes no collective of its own)");
+  }
+  std::unique_ptr<rt::Communicator> nccl;
+  Status made = rt::makeNcclCommunicator(
+      vars.rank, vars.worldSize, opt_.dpTimeout,
+      [vars, t = opt_.dpTimeout](std::string *id) {
+        return rt::tcpBroadcast(vars, t, id);
+      },
+      &nccl);
+  if (!made && vars.worldSize == 1) {
+    // One process needs no collective: say so and go on without NCCL.
+    if (!opt_.quiet)
+      std::fprintf(stderr, "%s: note: WORLD_SIZE=1 without NCCL (%s): one "
+                           "process, nothing to average\n",
+                   tool_.c_str(), made.message().c_str());
+    return Status::ok();
+  }
+  MC_RETURN_IF_ERROR(made);
+  rank_ = vars.rank;
+  world_ = vars.worldSize;
+  comm_ = std::move(nccl);
   rt::setCurrentCommunicator(comm_);
   return Status::ok();
 }
@@ -459,6 +536,11 @@ Status Trainer::setupWorld() {
 /// After an error in a data-parallel run the other ranks may wait in a
 /// collective forever: end them all.
 int Trainer::abortWorld(int code) {
+  if (mpi_ && world_ > 1) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    mpi_->abort(code);
+  }
   if (comm_ && world_ > 1) {
     std::fflush(stdout);
     std::fflush(stderr);
@@ -471,10 +553,19 @@ Status Trainer::setup() {
   Status st = rt::Model::loadFile(opt_.model, &model_);
   if (!st)
     return st;
-  MC_RETURN_IF_ERROR(setupWorld());
+  rt::LaunchVars vars;
+  MC_RETURN_IF_ERROR(rt::readLaunchVars(&vars));
   std::unique_ptr<rt::Device> device;
   MC_RETURN_IF_ERROR(rt::createDevice(opt_.device, &device, nullptr,
                                       artifactTargets(*model_)));
+  // One GPU per rank of a machine.
+  std::string mine = rankDevice(opt_.device, device->kind(), vars);
+  if (mine != opt_.device) {
+    device.reset();
+    MC_RETURN_IF_ERROR(rt::createDevice(mine, &device, nullptr,
+                                        artifactTargets(*model_)));
+  }
+  MC_RETURN_IF_ERROR(setupWorld(device->kind(), vars));
   MC_RETURN_IF_ERROR(rt::Session::create(*model_, std::move(device), &session_));
   if (world_ > 1 && rt::currentCommunicator().boundRanks() != world_)
     return Status::error(
@@ -902,9 +993,9 @@ int Trainer::runSteps() {
         // The global batch's mean loss: the mean of the ranks' (equal
         // shards), as one process would report it.
         float mine = float(loss);
-        if (!(st = comm_->allReduce(&mine, 1, DType::F32, rt::ReduceOp::Sum,
-                                    "the loss all_reduce of step " +
-                                        std::to_string(global_ + 1)))) {
+        if (!(st = comm_->allReduceHost(&mine, 1, rt::ReduceOp::Sum,
+                                        "the loss all_reduce of step " +
+                                            std::to_string(global_ + 1)))) {
           fail(tool_, st.message());
           return abortWorld(1);
         }

@@ -2,6 +2,7 @@
 // mc.all_reduce_wait): pack a bucket and start summing it over the ranks;
 // wait for the sum and scale it. The collective itself is the process's
 // Communicator's (modelc/communicator.h).
+#include "KernelUtil.h"
 #include "modelc/communicator.h"
 #include "modelc/device.h"
 
@@ -10,27 +11,20 @@
 namespace mc::rt {
 namespace {
 
-std::string bucketName(const KernelRequest& r) {
-  std::string where = r.location.empty() ? "" : " at " + r.location;
-  return "all_reduce of plan step " + std::to_string(r.stepIndex) + where +
-         " (" + std::to_string(numElements(r.output.shape) * 4) + " bytes)";
-}
-
 Status startKernel(const KernelRequest& r, BoundKernel* out, size_t*) {
   Communicator& comm = currentCommunicator();
   int64_t ranks = r.attrs.getInt("ranks");
-  if (ranks != comm.size())
-    return Status::error(
-        "the artifact was compiled for " + std::to_string(ranks) +
-        " data-parallel ranks (modelc compile --dp-ranks=" +
-        std::to_string(ranks) + "), but this process's world has " +
-        std::to_string(comm.size()) + " (" + comm.name() +
-        "): start it with mpirun -np " + std::to_string(ranks));
+  MC_RETURN_IF_ERROR(checkWorldForArtifact(ranks, comm));
+  if (comm.memory() != "host")
+    return Status::error("the all-reduce of a cpu step needs a communicator "
+                         "on host memory, but this process's is " +
+                         comm.name() + " (" + comm.memory() +
+                         " memory): run the artifact on that device");
   comm.noteBoundRanks(ranks);
   if (r.output.dtype != DType::F32)
     return Status::error("all_reduce_start: only f32 buckets are supported");
   *out = [in = r.inputs, o = r.output, c = &comm,
-          what = bucketName(r)](void*) -> Status {
+          what = detail::allReduceName(r)](void*) -> Status {
     auto* dst = static_cast<uint8_t*>(o.data);
     for (const ConstTensor& t : in) {
       size_t n = size_t(numElements(t.shape)) * 4;

@@ -431,6 +431,13 @@ Status CudaDevice::runSteps(uint64_t key,
   return check(d.graphLaunch(rec.exec, stream_), "cuGraphLaunch");
 }
 
+void CudaDevice::disableGraphs(const std::string& why) {
+  if (!graphs_)
+    return;
+  graphs_ = false;
+  note(why);
+}
+
 size_t CudaDevice::graphCount() const {
   return size_t(std::count_if(recorded_.begin(), recorded_.end(),
                               [](const Recorded& r) { return r.exec; }));

@@ -80,6 +80,10 @@ public:
   /// The format of the executable entry `entry` runs from ("" when none
   /// was loaded), for tests and messages.
   std::string entryFormat(const std::string& entry) const;
+  /// Runs every step list step by step from now on, never as a CUDA graph
+  /// (a step the host must watch, such as a collective), saying why once
+  /// on stderr when graphs were on.
+  void disableGraphs(const std::string& why);
   /// How many step lists runSteps replays as CUDA graphs (for tests).
   size_t graphCount() const;
 

@@ -62,6 +62,8 @@ namespace mc::rt::cuda {
   X(eventDestroy, cuEventDestroy, "cuEventDestroy_v2")                         \
   X(eventRecord, cuEventRecord, "cuEventRecord")                               \
   X(eventSynchronize, cuEventSynchronize, "cuEventSynchronize")                \
+  X(eventQuery, cuEventQuery, "cuEventQuery")                                  \
+  X(streamWaitEvent, cuStreamWaitEvent, "cuStreamWaitEvent")                   \
   X(eventElapsedTime, cuEventElapsedTime, "cuEventElapsedTime_v2")
 
 /// The driver's entry points; every one is set once the driver is loaded.
