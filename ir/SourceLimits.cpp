@@ -1,7 +1,14 @@
 // Pre-parse checks of .mlir input (see SourceLimits.h).
 #include "ir/SourceLimits.h"
 
+#include "mlir/Bytecode/Encoding.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/bit.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MathExtras.h"
+
+#include <cstring>
+#include <deque>
 
 namespace mc {
 
@@ -56,6 +63,398 @@ std::optional<std::string> findExcessNesting(llvm::StringRef text,
   return std::nullopt;
 }
 
+namespace {
+
+/// A cursor over MLIR bytecode: its prefix varints (the count of trailing
+/// zeros of the first byte is the count of bytes that follow), bytes and
+/// sections. Every read returns false at the end of its span.
+struct ByteReader {
+  const uint8_t *p = nullptr, *end = nullptr;
+  /// Where a count too large for the bytes left was read, and the count.
+  const uint8_t *oversized = nullptr;
+  uint64_t oversizedCount = 0;
+
+  bool byte(uint64_t &value) {
+    if (p == end)
+      return false;
+    value = *p++;
+    return true;
+  }
+  bool varint(uint64_t &value) {
+    if (p == end)
+      return false;
+    unsigned extra = *p == 0 ? 8 : llvm::countr_zero(unsigned(*p));
+    if (size_t(end - p) < extra + 1)
+      return false;
+    if (extra == 8) {
+      value = 0;
+      for (unsigned i = 0; i < 8; ++i)
+        value |= uint64_t(p[1 + i]) << (8 * i);
+    } else {
+      uint64_t raw = 0;
+      for (unsigned i = 0; i <= extra; ++i)
+        raw |= uint64_t(p[i]) << (8 * i);
+      value = raw >> (extra + 1);
+    }
+    p += extra + 1;
+    return true;
+  }
+  /// A count of things that follow, each taking at least one byte: one
+  /// larger than the bytes left is refused before MLIR's reader allocates
+  /// for it (a few bytes asked it for 10 GB).
+  bool count(uint64_t &value) {
+    const uint8_t *at = p;
+    return varint(value) && fits(at, value);
+  }
+  bool flaggedCount(uint64_t &value, bool &flag) {
+    const uint8_t *at = p;
+    return flagged(value, flag) && fits(at, value);
+  }
+  bool fits(const uint8_t *at, uint64_t value) {
+    if (value <= uint64_t(end - p))
+      return true;
+    oversized = at;
+    oversizedCount = value;
+    return false;
+  }
+  /// `(value << 1) | flag`.
+  bool flagged(uint64_t &value, bool &flag) {
+    if (!varint(value))
+      return false;
+    flag = value & 1;
+    value >>= 1;
+    return true;
+  }
+  bool skipVarints(uint64_t count) {
+    uint64_t ignored;
+    for (; count > 0; --count)
+      if (!varint(ignored))
+        return false;
+    return true;
+  }
+  bool skipCString() {
+    const void *nul = std::memchr(p, 0, end - p);
+    if (!nul)
+      return false;
+    p = static_cast<const uint8_t *>(nul) + 1;
+    return true;
+  }
+  /// A section: its ID (high bit: aligned), length, the padding bytes that
+  /// align it (to the address, as MLIR's reader does), then `length` bytes.
+  bool section(uint8_t &id, ByteReader &data) {
+    uint64_t idAndAlignment, length, alignment;
+    if (!byte(idAndAlignment) || !varint(length))
+      return false;
+    id = idAndAlignment & 0x7f;
+    if (idAndAlignment & 0x80) {
+      if (!varint(alignment) || !llvm::isPowerOf2_64(alignment))
+        return false;
+      while (reinterpret_cast<uintptr_t>(p) & (alignment - 1))
+        if (p == end || *p++ != mlir::bytecode::kAlignmentByte)
+          return false;
+    }
+    if (length > uint64_t(end - p))
+      return false;
+    data = {p, p + length};
+    p += length;
+    return true;
+  }
+};
+
+/// The use-list orders of NUM_VALUES values (results or block arguments).
+bool skipUseListOrders(ByteReader &r, uint64_t numValues) {
+  uint64_t count = 1, ignored, numIndices;
+  bool pairs;
+  if (numValues > 1 && !r.varint(count))
+    return false;
+  for (; count > 0; --count)
+    if ((numValues > 1 && !r.varint(ignored)) ||
+        !r.flagged(numIndices, pairs) || !r.skipVarints(numIndices))
+      return false;
+  return true;
+}
+
+/// A block header: the count of operations, then the arguments.
+bool readBlockHeader(ByteReader &r, uint64_t version, uint64_t &numOps) {
+  bool hasArgs;
+  uint64_t numArgs = 0, ignored, hasOrders;
+  if (!r.flagged(numOps, hasArgs) || (hasArgs && !r.count(numArgs)))
+    return false;
+  for (uint64_t i = 0; hasArgs && i < numArgs; ++i) {
+    bool hasLoc = true; // before version 4 every argument has one
+    bool ok = version >= mlir::bytecode::kElideUnknownBlockArgLocation
+                  ? r.flagged(ignored, hasLoc)
+                  : r.varint(ignored);
+    if (!ok || (hasLoc && !r.varint(ignored)))
+      return false;
+  }
+  if (version < mlir::bytecode::kUseListOrdering || !hasArgs)
+    return true;
+  return r.byte(hasOrders) && (!hasOrders || skipUseListOrders(r, numArgs));
+}
+
+/// An operation up to its regions: how many it has, and whether they are
+/// isolated from above (then encoded as a nested IR section).
+bool readOp(ByteReader &r, uint64_t version, uint64_t &numRegions,
+            bool &isolated) {
+  namespace mask = mlir::bytecode::OpEncodingMask;
+  uint64_t ignored, bits, numResults = 0, count;
+  // The name, the encoding mask, the location.
+  if (!r.varint(ignored) || !r.byte(bits) || !r.varint(ignored))
+    return false;
+  if ((bits & mask::kHasAttrs) && !r.varint(ignored))
+    return false;
+  if ((bits & mask::kHasProperties) && !r.varint(ignored))
+    return false;
+  if ((bits & mask::kHasResults) &&
+      (!r.count(numResults) || !r.skipVarints(numResults)))
+    return false;
+  for (uint8_t list : {mask::kHasOperands, mask::kHasSuccessors})
+    if ((bits & list) && (!r.count(count) || !r.skipVarints(count)))
+      return false;
+  if (version >= mlir::bytecode::kUseListOrdering &&
+      (bits & mask::kHasUseListOrders) && !skipUseListOrders(r, numResults))
+    return false;
+  numRegions = 0;
+  isolated = false;
+  return !(bits & mask::kHasInlineRegions) ||
+         r.flaggedCount(numRegions, isolated);
+}
+
+/// What is wrong with a reader that stopped: a count too large (the rest,
+/// malformed bytes MLIR's reader reports, is not ours to describe).
+std::optional<std::string> oversized(const ByteReader &r,
+                                     const uint8_t *begin) {
+  if (!r.oversized)
+    return std::nullopt;
+  return "a count of " + std::to_string(r.oversizedCount) + " at byte " +
+         std::to_string(r.oversized - begin) +
+         ", more than the bytes that follow (malformed bytecode)";
+}
+
+/// The region nesting of the IR section, with an explicit stack (one frame
+/// per region being read, as MLIR's reader does), and the counts MLIR
+/// allocates for before reading what they count.
+std::optional<std::string> checkIRSection(ByteReader ir, uint64_t version,
+                                          unsigned limit,
+                                          const uint8_t *begin) {
+  struct Frame {
+    ByteReader own; // an isolated region's section
+    ByteReader *r;  // where the region's contents are read from
+    uint64_t regions = 0, blocks = 0, ops = 0; // still to read
+  };
+  std::deque<Frame> stack; // deque: push_back keeps references valid
+  stack.push_back({ir, nullptr});
+  stack.back().r = &stack.back().own;
+  if (!readBlockHeader(*stack.back().r, version, stack.back().ops))
+    return oversized(*stack.back().r, begin);
+  while (!stack.empty()) {
+    Frame &f = stack.back();
+    if (f.ops > 0) {
+      --f.ops;
+      const uint8_t *at = f.r->p;
+      uint64_t numRegions;
+      bool isolated;
+      if (!readOp(*f.r, version, numRegions, isolated))
+        return oversized(*f.r, begin);
+      if (numRegions == 0)
+        continue;
+      if (stack.size() > limit)
+        return "nesting deeper than " + std::to_string(limit) + " at byte " +
+               std::to_string(at - begin) + " (an operation's regions)";
+      ByteReader *parent = f.r;
+      stack.push_back({{}, parent, numRegions});
+      Frame &child = stack.back();
+      if (version >= mlir::bytecode::kLazyLoading && isolated) {
+        uint8_t id;
+        if (!parent->section(id, child.own) ||
+            id != mlir::bytecode::Section::kIR)
+          return std::nullopt;
+        child.r = &child.own;
+      }
+    } else if (f.blocks > 0) {
+      --f.blocks;
+      if (!readBlockHeader(*f.r, version, f.ops))
+        return oversized(*f.r, begin);
+    } else if (f.regions > 0) {
+      --f.regions;
+      uint64_t numValues;
+      if (!f.r->count(f.blocks) || (f.blocks > 0 && !f.r->count(numValues)))
+        return oversized(*f.r, begin);
+    } else {
+      stack.pop_back();
+    }
+  }
+  return std::nullopt;
+}
+
+/// Attributes and types the bytecode keeps as text (those without a
+/// dialect encoding) go through the recursive-descent text parser: the
+/// bracket pre-scan of each.
+std::optional<std::string> checkAttrTypeSections(ByteReader offsets,
+                                                 ByteReader data,
+                                                 unsigned limit,
+                                                 const uint8_t *begin) {
+  uint64_t numAttrs, numTypes, dialect, groupSize, size, used = 0;
+  bool custom;
+  const uint8_t *at = offsets.p;
+  if (!offsets.count(numAttrs) || !offsets.count(numTypes) ||
+      !offsets.fits(at, numAttrs + numTypes))
+    return oversized(offsets, begin);
+  for (uint64_t left = numAttrs + numTypes; left > 0;) {
+    if (!offsets.varint(dialect) || !offsets.varint(groupSize))
+      return std::nullopt;
+    for (; groupSize > 0 && left > 0; --groupSize, --left) {
+      if (!offsets.flagged(size, custom) ||
+          size > uint64_t(data.end - data.p) - used)
+        return std::nullopt;
+      llvm::StringRef text(reinterpret_cast<const char *>(data.p + used), size);
+      if (!custom && findExcessNesting(text, limit))
+        return "nesting deeper than " + std::to_string(limit) + " at byte " +
+               std::to_string(data.p + used - begin) +
+               " (an attribute or type kept as text)";
+      used += size;
+    }
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+std::optional<std::string> checkBytecode(llvm::StringRef bytes,
+                                         unsigned limit) {
+  if (!bytes.starts_with("ML\xefR"))
+    return std::nullopt;
+  const auto *begin = reinterpret_cast<const uint8_t *>(bytes.data());
+  ByteReader r{begin + 4, begin + bytes.size()};
+  uint64_t version, n;
+  if (!r.varint(version) || !r.skipCString()) // the producer
+    return std::nullopt;
+  using namespace mlir::bytecode::Section;
+  ByteReader sections[kNumSections];
+  bool found[kNumSections] = {};
+  while (r.p != r.end) {
+    uint8_t id;
+    ByteReader data;
+    if (!r.section(id, data) || id >= kNumSections)
+      break;
+    sections[id] = data;
+    found[id] = true;
+  }
+  // Sections that start with the count of their entries, each at least a
+  // byte: strings, dialects, properties.
+  for (ID id : {kString, kDialect, kProperties})
+    if (found[id] && sections[id].p != sections[id].end &&
+        !sections[id].count(n))
+      if (auto problem = oversized(sections[id], begin))
+        return problem;
+  if (found[kAttrType] && found[kAttrTypeOffset])
+    if (auto problem = checkAttrTypeSections(sections[kAttrTypeOffset],
+                                             sections[kAttrType], limit, begin))
+      return problem;
+  if (found[kIR])
+    return checkIRSection(sections[kIR], version, limit, begin);
+  return std::nullopt;
+}
+
+std::optional<std::string> findExcessAttributeNesting(mlir::Operation *root,
+                                                      unsigned limit) {
+  // Attributes and types are uniqued and shared: each one's height (1 + its
+  // highest sub-element) is computed once, bottom-up, on an explicit stack.
+  struct Item {
+    const void *ptr;
+    bool isType, expanded;
+  };
+  constexpr unsigned kInProgress = ~0u;
+  llvm::DenseMap<const void *, unsigned> height;
+  std::vector<Item> stack;
+  auto forEachChild = [](const Item &it, auto fn) {
+    auto onAttr = [&](mlir::Attribute a) {
+      fn(Item{a.getAsOpaquePointer(), false, false});
+    };
+    auto onType = [&](mlir::Type t) {
+      fn(Item{t.getAsOpaquePointer(), true, false});
+    };
+    if (it.isType)
+      mlir::Type::getFromOpaquePointer(it.ptr).walkImmediateSubElements(onAttr,
+                                                                        onType);
+    else
+      mlir::Attribute::getFromOpaquePointer(it.ptr).walkImmediateSubElements(
+          onAttr, onType);
+  };
+  // Whether ROOT is within the limit.
+  auto shallow = [&](Item top) {
+    stack.assign(1, top);
+    while (!stack.empty()) {
+      Item it = stack.back();
+      if (!it.expanded) {
+        if (!height.try_emplace(it.ptr, kInProgress).second) {
+          stack.pop_back(); // done already, or an ancestor (a cycle)
+          continue;
+        }
+        stack.back().expanded = true;
+        forEachChild(it, [&](Item c) {
+          if (!height.count(c.ptr))
+            stack.push_back(c);
+        });
+        continue;
+      }
+      stack.pop_back();
+      unsigned h = 0;
+      forEachChild(it, [&](Item c) {
+        auto found = height.find(c.ptr);
+        if (found != height.end() && found->second != kInProgress)
+          h = std::max(h, found->second);
+      });
+      height[it.ptr] = h + 1;
+      if (h + 1 > limit)
+        return false;
+    }
+    return true;
+  };
+  auto attr = [](mlir::Attribute a) {
+    return Item{a.getAsOpaquePointer(), false, false};
+  };
+  auto type = [](mlir::Type t) {
+    return Item{t.getAsOpaquePointer(), true, false};
+  };
+  // Region nesting is bounded before this runs (the pre-scans), so the
+  // recursive walk over operations is safe.
+  std::optional<std::string> found;
+  root->walk([&](mlir::Operation *op) {
+    bool ok = shallow(attr(op->getAttrDictionary())) &&
+              shallow(attr(mlir::LocationAttr(op->getLoc())));
+    for (mlir::Type t : op->getResultTypes())
+      ok = ok && shallow(type(t));
+    for (mlir::Region &region : op->getRegions())
+      for (mlir::Block &block : region)
+        for (mlir::BlockArgument arg : block.getArguments())
+          ok = ok && shallow(type(arg.getType())) &&
+               shallow(attr(mlir::LocationAttr(arg.getLoc())));
+    if (ok)
+      return mlir::WalkResult::advance();
+    found = "an attribute, type or location of '" +
+            op->getName().getStringRef().str() + "'";
+    return mlir::WalkResult::interrupt();
+  });
+  return found;
+}
+
+bool checkMlirSource(llvm::StringRef buffer, const std::string &name,
+                     std::string *error) {
+  if (buffer.starts_with("ML\xefR")) {
+    std::optional<std::string> problem = checkBytecode(buffer);
+    if (problem)
+      *error = name + ": " + *problem;
+    return !problem;
+  }
+  std::optional<std::string> where = findExcessNesting(buffer);
+  if (where)
+    *error = name + ": nesting deeper than " + std::to_string(kMaxMlirNesting) +
+             " at " + *where;
+  return !where;
+}
+
 std::unique_ptr<llvm::MemoryBuffer> loadMlirSource(const std::string &path,
                                                    std::string *error) {
   std::unique_ptr<llvm::MemoryBuffer> buffer;
@@ -102,16 +501,9 @@ std::unique_ptr<llvm::MemoryBuffer> loadMlirSource(const std::string &path,
     }
     buffer = std::move(*in);
   }
-  llvm::StringRef text = buffer->getBuffer();
-  bool bytecode = text.starts_with("ML\xefR");
-  if (!bytecode) {
-    if (auto where = findExcessNesting(text)) {
-      *error = (path == "-" ? std::string("<stdin>") : path) +
-               ": nesting deeper than " + std::to_string(kMaxMlirNesting) +
-               " at " + *where;
-      return nullptr;
-    }
-  }
+  std::string name = path == "-" ? std::string("<stdin>") : path;
+  if (!checkMlirSource(buffer->getBuffer(), name, error))
+    return nullptr;
   return buffer;
 }
 

@@ -4,6 +4,7 @@
 #ifndef MODELC_IR_SOURCELIMITS_H
 #define MODELC_IR_SOURCELIMITS_H
 
+#include "mlir/IR/Operation.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -26,6 +27,38 @@ constexpr uint64_t kMaxMlirFileBytes = uint64_t(2) << 30;
 /// it does not. A pure pre-scan over the bytes (linear, no recursion).
 std::optional<std::string> findExcessNesting(llvm::StringRef text,
                                              unsigned limit = kMaxMlirNesting);
+
+/// What is wrong with MLIR bytecode BYTES, checked before MLIR's reader
+/// runs: regions nested deeper than LIMIT ("nesting deeper than 256 at
+/// byte N (an operation's regions)"), an attribute or type kept as text
+/// that nests brackets deeper, or a count larger than the bytes that follow
+/// it (MLIR's reader allocates for such counts before reading what they
+/// count: a few hundred bytes asked for 10 GB). Nothing when none, or where
+/// the bytes stop making sense first (the reader then reports them). Walks
+/// the sections and the IR's encoding (mlir/Bytecode/Encoding.h) with an
+/// explicit stack: MLIR's reader is iterative, but its verifier, its
+/// use-list pass and a module's destruction recurse once per region.
+/// Attributes and types are not walked here: the reader resolves them with
+/// a worklist; findExcessAttributeNesting checks them once parsed.
+std::optional<std::string> checkBytecode(llvm::StringRef bytes,
+                                         unsigned limit = kMaxMlirNesting);
+
+/// Where an attribute or type held by OP or its nested operations (their
+/// attributes, properties, result and block argument types, locations)
+/// nests deeper than LIMIT: the outermost one's kind ("an attribute of
+/// 'mc.foo'"); nothing when none does. Iterative: the printer and walkers
+/// that visit them recurse once per level. Text input cannot get there (the
+/// bracket pre-scan), bytecode can; call it on parsed bytecode before
+/// anything walks the attributes.
+std::optional<std::string>
+findExcessAttributeNesting(mlir::Operation *op,
+                           unsigned limit = kMaxMlirNesting);
+
+/// The checks of loadMlirSource on a buffer already read (NAME in the
+/// message): text nests at most kMaxMlirNesting brackets deep, bytecode
+/// passes checkBytecode. On failure, *ERROR starts with NAME.
+bool checkMlirSource(llvm::StringRef buffer, const std::string &name,
+                     std::string *error);
 
 /// The .mlir (text) or .mlirbc (bytecode) input PATH ("-": stdin) as a
 /// buffer, after checking that it is a regular file within the size limit

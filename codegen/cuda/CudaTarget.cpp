@@ -111,7 +111,9 @@ LogicalResult assemble(Location loc, const std::string& ptx,
   }
   llvm::sys::fs::createTemporaryFile("modelc-kernels-" + arch, "cubin", out);
   llvm::sys::fs::createTemporaryFile("modelc-ptxas", "log", err);
-  SmallVector<StringRef> argv = {ptxas, "-arch=" + arch, "-O3", in, "-o", out};
+  // Named: a StringRef to a temporary `"-arch=" + arch` would dangle.
+  std::string archFlag = "-arch=" + arch;
+  SmallVector<StringRef> argv = {ptxas, archFlag, "-O3", in, "-o", out};
   std::string command = llvm::join(argv, " ");
   std::optional<StringRef> redirects[] = {std::nullopt, StringRef(err),
                                           StringRef(err)};

@@ -9,6 +9,7 @@
 #include "modelc/fileio.h"
 #include "modelc/shapes.h"
 
+#include "mlir/Bytecode/BytecodeReader.h"
 #include "mlir/Bytecode/BytecodeWriter.h"
 #include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -115,9 +116,14 @@ TracedModule TracedModule::load(const std::string& path) {
     auto buffer = loadMlirSource(path, &error);
     if (!buffer)
       throw Error(error);
+    bool bytecode = mlir::isBytecode(buffer->getMemBufferRef());
     sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
     tm.impl_->module =
         parseSourceFile<ModuleOp>(sourceMgr, tm.impl_->context.get());
+    if (tm.impl_->module && bytecode)
+      if (auto where = findExcessAttributeNesting(*tm.impl_->module))
+        throw Error(path + ": nesting deeper than " +
+                    std::to_string(kMaxMlirNesting) + " in " + *where);
   }
   if (!tm.impl_->module)
     throw Error(diagnostics.empty() ? "cannot parse '" + path + "'"

@@ -13,6 +13,11 @@
 using namespace mc;
 using namespace mc::test;
 
+/// What the fake driver's modelcFakeCudaStats returns (FakeCudaDriver.cpp).
+struct ModelcFakeCudaStats {
+  long launches, kernelsRun, graphLaunches, graphsLive;
+};
+
 namespace {
 
 std::string readFile(const std::string &path) {
@@ -297,9 +302,15 @@ bool fakeStats(FakeStats *out) {
   void *h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
   if (!h)
     return false;
-  auto f = reinterpret_cast<FakeStats (*)()>(dlsym(h, "modelcFakeCudaStats"));
-  if (f)
-    *out = f();
+  // Called through its own type (FakeCudaDriver.cpp's, declared above):
+  // a call through another struct of the same layout is undefined
+  // (UBSan's -fsanitize=function reports it).
+  auto f = reinterpret_cast<ModelcFakeCudaStats (*)()>(
+      dlsym(h, "modelcFakeCudaStats"));
+  if (f) {
+    ModelcFakeCudaStats s = f();
+    *out = {s.launches, s.kernelsRun, s.graphLaunches, s.graphsLive};
+  }
   dlclose(h);
   return f != nullptr;
 }

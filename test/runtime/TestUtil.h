@@ -25,6 +25,20 @@ extern char **environ;
 
 namespace mc::test {
 
+/// How many times slower code runs under ASan and UBSan (scripts/sanitize):
+/// what a test's time limit allows for there.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr double kSanitizerSlowdown = 20;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr double kSanitizerSlowdown = 20;
+#else
+constexpr double kSanitizerSlowdown = 1;
+#endif
+#else
+constexpr double kSanitizerSlowdown = 1;
+#endif
+
 inline std::vector<uint8_t> floatBytes(const std::vector<float> &v) {
   std::vector<uint8_t> b(v.size() * 4);
   std::memcpy(b.data(), v.data(), b.size());

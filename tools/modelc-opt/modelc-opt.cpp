@@ -5,9 +5,11 @@
 #include "modelc/fileio.h"
 #include "passes/Passes.h"
 
+#include "mlir/Bytecode/BytecodeReader.h"
 #include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
@@ -36,6 +38,27 @@ int main(int argc, char** argv) {
   if (!buffer) {
     llvm::errs() << "modelc-opt: error: " << error << "\n";
     return 1;
+  }
+  // Bytecode can also nest attributes (parsed without recursion, but
+  // printed and walked with it): a first parse, in a context of its own and
+  // silent (MlirOptMain reports a bad file), to look at them.
+  if (mlir::isBytecode(buffer->getMemBufferRef())) {
+    mlir::MLIRContext scratch(registry);
+    scratch.allowUnregisteredDialects(config.shouldAllowUnregisteredDialects());
+    mlir::ScopedDiagnosticHandler silent(
+        &scratch, [](mlir::Diagnostic &) { return mlir::success(); });
+    mlir::Block block;
+    mlir::ParserConfig parserConfig(&scratch, /*verifyAfterParse=*/false);
+    if (mlir::succeeded(mlir::readBytecodeFile(buffer->getMemBufferRef(),
+                                               &block, parserConfig)))
+      for (mlir::Operation &op : block)
+        if (auto where = mc::findExcessAttributeNesting(&op)) {
+          llvm::errs() << "modelc-opt: error: "
+                       << (input == "-" ? std::string("<stdin>") : input)
+                       << ": nesting deeper than " << mc::kMaxMlirNesting
+                       << " in " << *where << "\n";
+          return 1;
+        }
   }
   std::string text;
   llvm::raw_string_ostream os(text);

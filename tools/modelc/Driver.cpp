@@ -17,6 +17,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
+#include "mlir/Bytecode/BytecodeReader.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/FileSystem.h"
@@ -333,10 +334,15 @@ int compileMain(int argc, char** argv) {
     auto buffer = loadMlirSource(input, &error);
     if (!buffer)
       return fail(error);
+    bool bytecode = mlir::isBytecode(buffer->getMemBufferRef());
     sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
     parsed = parseSourceFile<ModuleOp>(sourceMgr, ctx);
     if (!parsed)
       return 1; // the parser reported FILE:LINE:COL
+    if (bytecode)
+      if (auto where = findExcessAttributeNesting(*parsed))
+        return fail(input + ": nesting deeper than " +
+                    std::to_string(kMaxMlirNesting) + " in " + *where);
   }
   ModuleOp module = isOnnx ? imported->module() : *parsed;
   if (batch && !isOnnx) {
