@@ -114,17 +114,20 @@ LogicalResult checkTensorType(Operation* op, Type type, const Twine& what,
   // it is the model's mistake, not the writer's.
   if (!checkSize)
     return success();
+  // As rt::checkElementCount: the product of the nonzero dims is bounded
+  // (the runtime refuses [5, 2^50, 0] too).
   int64_t elements = 1;
-  bool tooLarge = false, empty = false;
+  bool tooLarge = false;
   for (int64_t d : mc::symbolicShape(tensor)) {
-    empty |= d == 0;
+    if (d == 0)
+      continue;
     int64_t size = d;
     if (d < 0)
       tooLarge |= __builtin_mul_overflow(-d, batch->max, &size);
     tooLarge |= __builtin_mul_overflow(elements, size, &elements);
     tooLarge |= elements > mc::rt::kMaxTensorElements;
   }
-  if (tooLarge && !empty)
+  if (tooLarge)
     return op->emitOpError()
            << what << " of type " << type << " is too large: it has more "
            << "than " << mc::rt::kMaxTensorElements

@@ -476,17 +476,12 @@ Status Verifier::checkBuffers() {
     if (!aligned8(shape))
       return fail(label + ": shape vector is misaligned (corrupt file)");
     b.shape = toInts(shape);
-    if (Status limit = checkElementCount(b.shape); !limit)
+    // No negative dims, at most kMaxTensorElements: the byte size below
+    // cannot overflow.
+    int64_t elements = 0;
+    if (Status limit = checkElementCount(b.shape, &elements); !limit)
       return fail(label + ": " + limit.message());
-    uint64_t bytes = dtypeSize(b.dtype);
-    for (int64_t d : b.shape) {
-      if (d < 0)
-        return fail(label + ": shape " + shapeString(b.shape) +
-                    " has a negative dimension");
-      if (__builtin_mul_overflow(bytes, uint64_t(d), &bytes))
-        return fail(label + ": shape " + shapeString(b.shape) +
-                    " is too large (byte size overflows)");
-    }
+    uint64_t bytes = uint64_t(elements) * dtypeSize(b.dtype);
     b.size = fbuf.size();
     b.offset = fbuf.offset();
     if (b.size != bytes)

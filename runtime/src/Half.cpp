@@ -4,6 +4,7 @@
 #include "modelc/kernels.h"
 #include "modelc/version.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -57,24 +58,28 @@ int64_t numElements(const Shape &shape) {
 }
 
 Status checkElementCount(const Shape &shape, int64_t *count) {
+  // The product of the nonzero dims is bounded too: numElements (and every
+  // loop over a shape's dims) multiplies them in order, so [5, 2^50, 0]
+  // would overflow int64 before its 0 is reached.
   int64_t n = 1;
-  bool tooMany = false, empty = false;
+  bool empty = false;
   for (int64_t d : shape) {
     if (d < 0)
       return Status::error("shape " + shapeString(shape) +
                            " has a negative dimension");
-    // A zero anywhere makes the count 0, even after an overflow before it
-    // (and a wrapped product can be 0 without one).
     empty = empty || d == 0;
-    tooMany = tooMany || __builtin_mul_overflow(n, d, &n) ||
-              n > kMaxTensorElements;
+    if (d != 0 && (__builtin_mul_overflow(n, d, &n) || n > kMaxTensorElements))
+      return Status::error(
+          "shape " + shapeString(shape) +
+          (std::count(shape.begin(), shape.end(), 0)
+               ? " is too large: its nonzero dims multiply to more than " +
+                     std::to_string(kMaxTensorElements) +
+                     " (2^36), the limit for one tensor"
+               : " has more than " + std::to_string(kMaxTensorElements) +
+                     " (2^36) elements, the limit for one tensor"));
   }
   if (empty)
     n = 0;
-  else if (tooMany)
-    return Status::error("shape " + shapeString(shape) + " has more than " +
-                         std::to_string(kMaxTensorElements) +
-                         " (2^36) elements, the limit for one tensor");
   if (count)
     *count = n;
   return Status::ok();

@@ -204,12 +204,11 @@ Status parseNpy(const void *bytes, size_t size, const std::string &name,
   Status st = descrToDType(descr, &dtype);
   if (!st)
     return fail(st.message());
-  if (Status limit = checkElementCount(shape); !limit)
+  // At most kMaxTensorElements: the byte count cannot overflow.
+  int64_t elements = 0;
+  if (Status limit = checkElementCount(shape, &elements); !limit)
     return fail(limit.message());
-  uint64_t bytesNeeded = dtypeSize(dtype);
-  for (int64_t d : shape)
-    if (__builtin_mul_overflow(bytesNeeded, uint64_t(d), &bytesNeeded))
-      return fail("shape " + shapeString(shape) + " is too large");
+  uint64_t bytesNeeded = uint64_t(elements) * dtypeSize(dtype);
   size_t dataStart = headerStart + headerLen;
   uint64_t have = size - dataStart;
   if (have != bytesNeeded)

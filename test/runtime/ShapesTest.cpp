@@ -431,18 +431,28 @@ TEST(Shapes, AtBatchAndSymbolicStr) {
 }
 
 // The element-count limit of one tensor (rt::kMaxTensorElements, 2^36):
-// the count at and under the limit, empty shapes (even when the other dims
-// would overflow), and refusals past it, past int64 and for negative dims.
+// the count at and under the limit, empty shapes, and refusals past it,
+// past int64, for negative dims, and for empty shapes whose other dims
+// multiply past the limit.
 TEST(Shapes, ElementCountLimit) {
   int64_t n = -1;
   ASSERT_TRUE(rt::checkElementCount({}, &n));
   EXPECT_EQ(n, 1);
   ASSERT_TRUE(rt::checkElementCount({1 << 16, 1 << 20}, &n));
   EXPECT_EQ(n, rt::kMaxTensorElements);
-  ASSERT_TRUE(rt::checkElementCount({int64_t(1) << 62, 4, 0}, &n));
+  ASSERT_TRUE(rt::checkElementCount({1 << 20, 0, 1 << 16}, &n));
   EXPECT_EQ(n, 0);
-  ASSERT_TRUE(rt::checkElementCount({0, int64_t(1) << 62, 4}, &n));
-  EXPECT_EQ(n, 0);
+  // Empty, but the other dims multiply past the limit (they would overflow
+  // numElements before the 0 is reached): refused. The npy fuzz target
+  // found [5, 78797596, 777738888888983, 0, ...] accepted here and then
+  // overflowing in encodeNpy.
+  rt::Status emptyHuge = rt::checkElementCount({int64_t(1) << 62, 4, 0});
+  ASSERT_FALSE(emptyHuge);
+  EXPECT_EQ(emptyHuge.message(),
+            "shape [4611686018427387904, 4, 0] is too large: its nonzero "
+            "dims multiply to more than 68719476736 (2^36), the limit for "
+            "one tensor");
+  EXPECT_FALSE(rt::checkElementCount({0, int64_t(1) << 62, 4}));
   rt::Status over = rt::checkElementCount({1 << 16, (1 << 20) + 1});
   ASSERT_FALSE(over);
   EXPECT_EQ(over.message(), "shape [65536, 1048577] has more than "
