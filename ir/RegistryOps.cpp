@@ -187,7 +187,7 @@ FailureOr<std::vector<uint8_t>> elementsBytes(ElementsAttr attr,
     if (dense.isSplat()) {
       for (int64_t i = 0; i < n; ++i)
         std::memcpy(out.data() + i * width, raw.data(), width);
-    } else {
+    } else if (!out.empty()) { // an empty tensor's data may be null
       std::memcpy(out.data(), raw.data(), out.size());
     }
     return out;

@@ -1,7 +1,11 @@
 // Pre-parse checks of .mlir input (see SourceLimits.h).
 #include "ir/SourceLimits.h"
 
+#include "mlir/Bytecode/BytecodeImplementation.h"
 #include "mlir/Bytecode/Encoding.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/bit.h"
 #include "llvm/Support/FileSystem.h"
@@ -319,28 +323,43 @@ std::optional<std::string> checkAttrTypeSections(ByteReader offsets,
   return std::nullopt;
 }
 
+/// The sections of bytecode BYTES, as far as they can be read.
+struct Sections {
+  uint64_t version = 0;
+  ByteReader data[mlir::bytecode::Section::kNumSections];
+  bool found[mlir::bytecode::Section::kNumSections] = {};
+};
+
+bool readSections(llvm::StringRef bytes, Sections &out) {
+  if (!bytes.starts_with("ML\xefR"))
+    return false;
+  const auto *begin = reinterpret_cast<const uint8_t *>(bytes.data());
+  ByteReader r{begin + 4, begin + bytes.size()};
+  if (!r.varint(out.version) || !r.skipCString()) // the producer
+    return false;
+  while (r.p != r.end) {
+    uint8_t id;
+    ByteReader data;
+    if (!r.section(id, data) || id >= mlir::bytecode::Section::kNumSections)
+      break;
+    out.data[id] = data;
+    out.found[id] = true;
+  }
+  return true;
+}
+
 } // namespace
 
 std::optional<std::string> checkBytecode(llvm::StringRef bytes,
                                          unsigned limit) {
-  if (!bytes.starts_with("ML\xefR"))
+  Sections s;
+  if (!readSections(bytes, s))
     return std::nullopt;
   const auto *begin = reinterpret_cast<const uint8_t *>(bytes.data());
-  ByteReader r{begin + 4, begin + bytes.size()};
-  uint64_t version, n;
-  if (!r.varint(version) || !r.skipCString()) // the producer
-    return std::nullopt;
+  uint64_t version = s.version, n;
   using namespace mlir::bytecode::Section;
-  ByteReader sections[kNumSections];
-  bool found[kNumSections] = {};
-  while (r.p != r.end) {
-    uint8_t id;
-    ByteReader data;
-    if (!r.section(id, data) || id >= kNumSections)
-      break;
-    sections[id] = data;
-    found[id] = true;
-  }
+  ByteReader(&sections)[kNumSections] = s.data;
+  bool(&found)[kNumSections] = s.found;
   // Sections that start with the count of their entries, each at least a
   // byte: strings, dialects, properties.
   for (ID id : {kString, kDialect, kProperties})
@@ -355,6 +374,272 @@ std::optional<std::string> checkBytecode(llvm::StringRef bytes,
   if (found[kIR])
     return checkIRSection(sections[kIR], version, limit, begin);
   return std::nullopt;
+}
+
+namespace {
+
+/// The builtin dialect's attribute codes (mlir/IR/BuiltinDialectBytecode.td,
+/// stable across versions: the bytecode format depends on them) whose
+/// first field is the shaped type of their elements.
+enum BuiltinAttrCode : uint64_t {
+  kDenseResourceElements = 16,
+  kDenseArray = 17,
+  kDenseIntOrFPElements = 18,
+  kDenseStringElements = 19,
+  kSparseElements = 20,
+};
+
+/// The most elements of a dense attribute read from bytecode: the runtime's
+/// rt::kMaxTensorElements (ir/ does not link the runtime).
+constexpr int64_t kMaxDenseElements = int64_t(1) << 36;
+
+/// A DialectBytecodeReader that forwards to the reader of one builtin
+/// attribute or type entry and checks what MLIR's builtin reader takes on
+/// trust: each type read is verified as its own `getChecked` would, and
+/// the type of a dense elements attribute must be one its constructor can
+/// measure (MLIR's getFromRawBuffer dereferenced a null FloatType for
+/// `tensor<2xnone>`: a fuzz finding). Errors name the bad type.
+class CheckedBuiltinReader : public mlir::DialectBytecodeReader {
+public:
+  explicit CheckedBuiltinReader(mlir::DialectBytecodeReader &inner)
+      : inner(inner) {}
+
+  mlir::InFlightDiagnostic emitError(const llvm::Twine &msg) const override {
+    return inner.emitError(msg);
+  }
+  llvm::FailureOr<const mlir::DialectVersion *>
+  getDialectVersion(llvm::StringRef dialectName) const override {
+    return inner.getDialectVersion(dialectName);
+  }
+  mlir::MLIRContext *getContext() const override { return inner.getContext(); }
+  uint64_t getBytecodeVersion() const override {
+    return inner.getBytecodeVersion();
+  }
+  llvm::LogicalResult readAttribute(mlir::Attribute &result) override {
+    return inner.readAttribute(result);
+  }
+  llvm::LogicalResult readOptionalAttribute(mlir::Attribute &attr) override {
+    return inner.readOptionalAttribute(attr);
+  }
+  llvm::LogicalResult readType(mlir::Type &result) override {
+    if (failed(inner.readType(result)))
+      return llvm::failure();
+    bool first = typesRead++ == 0;
+    if (failed(verifyType(result)))
+      return llvm::failure();
+    if (first && code && (*code == kDenseResourceElements ||
+                          *code == kDenseIntOrFPElements ||
+                          *code == kDenseStringElements ||
+                          *code == kSparseElements))
+      return checkDenseType(result);
+    if (first && code && *code == kDenseArray && !result.isIntOrFloat())
+      return inner.emitError() << "malformed bytecode: a dense array of " << result
+                         << " (it holds integers or floats)";
+    return llvm::success();
+  }
+  llvm::LogicalResult readVarInt(uint64_t &result) override {
+    if (failed(inner.readVarInt(result)))
+      return llvm::failure();
+    if (!code)
+      code = result; // the entry's kind, read first
+    return llvm::success();
+  }
+  llvm::LogicalResult readSignedVarInt(int64_t &result) override {
+    return inner.readSignedVarInt(result);
+  }
+  llvm::FailureOr<llvm::APInt>
+  readAPIntWithKnownWidth(unsigned bitWidth) override {
+    return inner.readAPIntWithKnownWidth(bitWidth);
+  }
+  llvm::FailureOr<llvm::APFloat>
+  readAPFloatWithKnownSemantics(const llvm::fltSemantics &semantics) override {
+    return inner.readAPFloatWithKnownSemantics(semantics);
+  }
+  llvm::LogicalResult readString(llvm::StringRef &result) override {
+    return inner.readString(result);
+  }
+  llvm::LogicalResult readBlob(llvm::ArrayRef<char> &result) override {
+    return inner.readBlob(result);
+  }
+  llvm::LogicalResult readBool(bool &result) override {
+    return inner.readBool(result);
+  }
+
+  /// The checks of a type the builtin reader built (with `get`, unchecked).
+  llvm::LogicalResult verifyType(mlir::Type type) const {
+    auto emit = [&]() -> mlir::InFlightDiagnostic {
+      return inner.emitError("malformed bytecode: invalid type: ");
+    };
+    using namespace mlir;
+    if (auto t = llvm::dyn_cast<RankedTensorType>(type))
+      return RankedTensorType::verify(emit, t.getShape(), t.getElementType(),
+                                      t.getEncoding());
+    if (auto t = llvm::dyn_cast<UnrankedTensorType>(type))
+      return UnrankedTensorType::verify(emit, t.getElementType());
+    if (auto t = llvm::dyn_cast<VectorType>(type))
+      return VectorType::verify(emit, t.getShape(), t.getElementType(),
+                                t.getScalableDims());
+    if (auto t = llvm::dyn_cast<MemRefType>(type))
+      return MemRefType::verify(emit, t.getShape(), t.getElementType(),
+                                t.getLayout(), t.getMemorySpace());
+    if (auto t = llvm::dyn_cast<UnrankedMemRefType>(type))
+      return UnrankedMemRefType::verify(emit, t.getElementType(),
+                                        t.getMemorySpace());
+    if (auto t = llvm::dyn_cast<ComplexType>(type))
+      return ComplexType::verify(emit, t.getElementType());
+    if (auto t = llvm::dyn_cast<IntegerType>(type))
+      return IntegerType::verify(emit, t.getWidth(), t.getSignedness());
+    return llvm::success();
+  }
+
+  /// The attribute read, checked as its `getChecked` would have.
+  llvm::LogicalResult verifyAttribute(mlir::Attribute attr) const {
+    auto emit = [&]() -> mlir::InFlightDiagnostic {
+      return inner.emitError("malformed bytecode: invalid attribute: ");
+    };
+    if (auto a = llvm::dyn_cast<mlir::DenseArrayAttr>(attr))
+      return mlir::DenseArrayAttr::verify(emit, a.getElementType(), a.getSize(),
+                                          a.getRawData());
+    if (auto a = llvm::dyn_cast<mlir::SparseElementsAttr>(attr))
+      return mlir::SparseElementsAttr::verify(emit, a.getType(), a.getIndices(),
+                                              a.getValues());
+    return llvm::success();
+  }
+
+private:
+  /// The type of dense elements: statically shaped, within the element
+  /// limit, of elements MLIR can store densely.
+  llvm::LogicalResult checkDenseType(mlir::Type type) const {
+    auto shaped = llvm::dyn_cast<mlir::ShapedType>(type);
+    if (!shaped)
+      return llvm::success(); // the builtin reader reports it
+    mlir::Type et = shaped.getElementType();
+    auto complex = llvm::dyn_cast<mlir::ComplexType>(et);
+    bool storable = *code == kDenseStringElements
+                        ? true
+                        : et.isIntOrIndexOrFloat() ||
+                              (complex &&
+                               complex.getElementType().isIntOrFloat());
+    if (!storable)
+      return inner.emitError() << "malformed bytecode: dense elements of type "
+                         << type
+                         << " (an integer, index, float or complex element "
+                            "type is needed)";
+    if (!shaped.hasRank())
+      return inner.emitError() << "malformed bytecode: dense elements of type "
+                         << type << " (a static shape is needed)";
+    int64_t count = 1;
+    for (int64_t d : shaped.getShape()) {
+      if (d < 0)
+        return inner.emitError() << "malformed bytecode: dense elements of type "
+                           << type << " (a static shape is needed)";
+      if (d != 0 && count > kMaxDenseElements / d)
+        count = kMaxDenseElements + 1;
+      else
+        count *= d;
+    }
+    if (count > kMaxDenseElements)
+      return inner.emitError() << "malformed bytecode: dense elements of type "
+                         << type << " (more than 2^36 elements)";
+    return llvm::success();
+  }
+
+  llvm::FailureOr<mlir::AsmDialectResourceHandle>
+  readResourceHandle() override {
+    return inner.readResourceHandle<mlir::AsmDialectResourceHandle>();
+  }
+
+  mlir::DialectBytecodeReader &inner;
+  std::optional<uint64_t> code;
+  unsigned typesRead = 0;
+};
+
+} // namespace
+
+void guardBytecodeReader(mlir::ParserConfig &config, llvm::StringRef bytes,
+                         unsigned limit) {
+  if (!bytes.starts_with("ML\xefR"))
+    return;
+  struct State {
+    uint64_t limit;
+    uint64_t failedInARow = 0;
+    bool stopped = false;
+  };
+  // Why 8 reads per level: the reader defers an entry nested 6 levels below
+  // the one it resolves and retries the deferred entries' ancestors after
+  // them, so within the nesting limit a run of failed reads is at most one
+  // per level (the first descent of a chain), plus the few retried
+  // ancestors. A chain far deeper than the limit (which
+  // findExcessAttributeNesting refuses once parsed) stops here early too:
+  // the reader's time on one grows with the square of its depth.
+  auto state = std::make_shared<State>(State{uint64_t(8) * limit});
+  // Parses one entry as MLIR's reader would (the dialect is loaded before
+  // the callbacks run); a dialect without the interface falls through to
+  // the reader, which reports it.
+  auto read = [state](mlir::DialectBytecodeReader &reader,
+                      llvm::StringRef dialectName, auto &entry,
+                      auto parse) -> llvm::LogicalResult {
+    mlir::Dialect *dialect = reader.getContext()->getLoadedDialect(dialectName);
+    const auto *iface =
+        dialect ? dialect->getRegisteredInterface<mlir::BytecodeDialectInterface>()
+                : nullptr;
+    if (!iface)
+      return llvm::success();
+    // Once stopped, every read fails before it reads (and so before it can
+    // defer another entry): that is what ends the reader's worklist.
+    if (state->stopped)
+      return llvm::failure();
+    // The builtin dialect's reader builds attributes and types unchecked:
+    // through a reader that checks them.
+    if (dialectName == "builtin") {
+      CheckedBuiltinReader checked(reader);
+      entry = parse(*iface, checked);
+      if (entry) {
+        bool valid;
+        if constexpr (std::is_same_v<std::decay_t<decltype(entry)>,
+                                     mlir::Type>)
+          valid = succeeded(checked.verifyType(entry));
+        else
+          valid = succeeded(checked.verifyAttribute(entry));
+        if (!valid)
+          entry = {};
+      }
+    } else {
+      entry = parse(*iface, reader);
+    }
+    if (entry) {
+      state->failedInARow = 0;
+      return llvm::success();
+    }
+    // (An enclosing entry's read fails after the guard stopped a nested
+    // one: reported once.)
+    if (++state->failedInARow <= state->limit || state->stopped)
+      return llvm::failure();
+    state->stopped = true;
+    return reader.emitError()
+           << "attribute and type entries do not resolve: " << state->limit
+           << " reads of them failed in a row (a reference cycle, or nesting "
+              "far deeper than "
+           << state->limit / 8 << "; malformed bytecode)";
+  };
+  config.getBytecodeReaderConfig().attachAttributeCallback(
+      [read](mlir::DialectBytecodeReader &reader, llvm::StringRef dialectName,
+             mlir::Attribute &entry) {
+        return read(reader, dialectName, entry,
+                    [](const mlir::BytecodeDialectInterface &iface,
+                       mlir::DialectBytecodeReader &r) {
+                      return iface.readAttribute(r);
+                    });
+      });
+  config.getBytecodeReaderConfig().attachTypeCallback(
+      [read](mlir::DialectBytecodeReader &reader, llvm::StringRef dialectName,
+             mlir::Type &entry) {
+        return read(reader, dialectName, entry,
+                    [](const mlir::BytecodeDialectInterface &iface,
+                       mlir::DialectBytecodeReader &r) {
+                      return iface.readType(r);
+                    });
+      });
 }
 
 std::optional<std::string> findExcessAttributeNesting(mlir::Operation *root,

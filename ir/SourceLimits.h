@@ -4,6 +4,7 @@
 #ifndef MODELC_IR_SOURCELIMITS_H
 #define MODELC_IR_SOURCELIMITS_H
 
+#include "mlir/IR/AsmState.h"
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -53,6 +54,25 @@ std::optional<std::string> checkBytecode(llvm::StringRef bytes,
 std::optional<std::string>
 findExcessAttributeNesting(mlir::Operation *op,
                            unsigned limit = kMaxMlirNesting);
+
+/// Guards MLIR's bytecode reader, configured by CONFIG, for bytecode
+/// BYTES (nothing for text). A BytecodeReaderConfig callback reads each
+/// custom-encoded attribute and type entry through its dialect's bytecode
+/// interface itself, as the reader would, and:
+/// - counts the reads that failed since the last one that succeeded: more
+///   than 8 * LIMIT in a row is an error ("... do not resolve ... (a
+///   reference cycle, or nesting far deeper than LIMIT"). The reader
+///   defers entries nested deeper than a few levels to a worklist and
+///   retries a deferred entry until it resolves, so entries that refer to
+///   one another in a cycle spin forever (a fuzz finding), and a deep chain
+///   costs time growing with the square of its depth (300,000 levels:
+///   minutes);
+/// - reads builtin entries through a reader that checks what MLIR's
+///   builtin reader builds unchecked: types are verified, and dense
+///   elements need a static shape and a storable element type
+///   (`tensor<2xnone>` crashed the reader: a fuzz finding).
+void guardBytecodeReader(mlir::ParserConfig &config, llvm::StringRef bytes,
+                         unsigned limit = kMaxMlirNesting);
 
 /// The checks of loadMlirSource on a buffer already read (NAME in the
 /// message): text nests at most kMaxMlirNesting brackets deep, bytecode

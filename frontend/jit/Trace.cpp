@@ -117,9 +117,10 @@ TracedModule TracedModule::load(const std::string& path) {
     if (!buffer)
       throw Error(error);
     bool bytecode = mlir::isBytecode(buffer->getMemBufferRef());
+    ParserConfig parserConfig(tm.impl_->context.get());
+    guardBytecodeReader(parserConfig, buffer->getBuffer());
     sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
-    tm.impl_->module =
-        parseSourceFile<ModuleOp>(sourceMgr, tm.impl_->context.get());
+    tm.impl_->module = parseSourceFile<ModuleOp>(sourceMgr, parserConfig);
     if (tm.impl_->module && bytecode)
       if (auto where = findExcessAttributeNesting(*tm.impl_->module))
         throw Error(path + ": nesting deeper than " +

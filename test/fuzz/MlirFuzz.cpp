@@ -43,10 +43,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   context->disableMultithreading(); // no thread pool per input
   mlir::ScopedDiagnosticHandler silent(
       context.get(), [](mlir::Diagnostic &) { return mlir::success(); });
+  mlir::ParserConfig parserConfig(context.get());
+  mc::guardBytecodeReader(parserConfig, text);
   llvm::SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
   mlir::OwningOpRef<mlir::ModuleOp> module =
-      mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, context.get());
+      mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, parserConfig);
   if (!module)
     return 0;
   if (bytecode && mc::findExcessAttributeNesting(*module))

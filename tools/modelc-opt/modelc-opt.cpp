@@ -13,6 +13,7 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
 int main(int argc, char** argv) {
@@ -39,19 +40,29 @@ int main(int argc, char** argv) {
     llvm::errs() << "modelc-opt: error: " << error << "\n";
     return 1;
   }
-  // Bytecode can also nest attributes (parsed without recursion, but
-  // printed and walked with it): a first parse, in a context of its own and
-  // silent (MlirOptMain reports a bad file), to look at them.
+  // Bytecode is read first in a context of our own, through the guarded
+  // reader (mc::guardBytecodeReader: attribute cycles, unchecked builtin
+  // types), which MlirOptMain's own parse cannot use: a file it refuses
+  // stops here, with its diagnostics. Bytecode can also nest attributes
+  // (parsed without recursion, but printed and walked with it): they are
+  // measured on this parse.
   if (mlir::isBytecode(buffer->getMemBufferRef())) {
     mlir::MLIRContext scratch(registry);
     scratch.allowUnregisteredDialects(config.shouldAllowUnregisteredDialects());
-    mlir::ScopedDiagnosticHandler silent(
-        &scratch, [](mlir::Diagnostic &) { return mlir::success(); });
+    std::string diagnostics;
+    llvm::raw_string_ostream diagnosticStream(diagnostics);
+    llvm::SourceMgr noSources; // bytecode locations have no source line
+    mlir::SourceMgrDiagnosticHandler handler(noSources, &scratch,
+                                             diagnosticStream);
     mlir::Block block;
     mlir::ParserConfig parserConfig(&scratch, /*verifyAfterParse=*/false);
-    if (mlir::succeeded(mlir::readBytecodeFile(buffer->getMemBufferRef(),
-                                               &block, parserConfig)))
-      for (mlir::Operation &op : block)
+    mc::guardBytecodeReader(parserConfig, buffer->getBuffer());
+    if (mlir::failed(mlir::readBytecodeFile(buffer->getMemBufferRef(), &block,
+                                            parserConfig))) {
+      llvm::errs() << diagnostics;
+      return 1;
+    }
+    for (mlir::Operation &op : block)
         if (auto where = mc::findExcessAttributeNesting(&op)) {
           llvm::errs() << "modelc-opt: error: "
                        << (input == "-" ? std::string("<stdin>") : input)

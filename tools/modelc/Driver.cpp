@@ -335,8 +335,10 @@ int compileMain(int argc, char** argv) {
     if (!buffer)
       return fail(error);
     bool bytecode = mlir::isBytecode(buffer->getMemBufferRef());
+    ParserConfig parserConfig(ctx);
+    guardBytecodeReader(parserConfig, buffer->getBuffer());
     sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
-    parsed = parseSourceFile<ModuleOp>(sourceMgr, ctx);
+    parsed = parseSourceFile<ModuleOp>(sourceMgr, parserConfig);
     if (!parsed)
       return 1; // the parser reported FILE:LINE:COL
     if (bytecode)
