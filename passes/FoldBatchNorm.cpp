@@ -1,5 +1,6 @@
 // mc-fold-batch-norm: an inference batch_norm after a conv2d folded into
 // the convolution's weight and a bias (rules in Passes.td).
+#include "ir/RegistryOps.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -8,6 +9,7 @@
 #include "mlir/IR/BuiltinOps.h"
 
 #include <cmath>
+#include <cstring>
 #include <optional>
 
 namespace mc {
@@ -35,13 +37,21 @@ std::optional<std::vector<double>> constantValues(Value v) {
       return std::nullopt;
     value = global.getValueAttr();
   }
-  auto dense = llvm::dyn_cast_or_null<DenseElementsAttr>(value);
-  if (!dense || !dense.getElementType().isF32())
+  // Dense elements or a dense resource (an imported model's weights).
+  auto elements = llvm::dyn_cast_or_null<ElementsAttr>(value);
+  if (!elements ||
+      !llvm::cast<ShapedType>(elements.getType()).getElementType().isF32())
     return std::nullopt;
-  std::vector<double> out;
-  out.reserve(dense.getNumElements());
-  for (float f : dense.getValues<float>())
-    out.push_back(f);
+  FailureOr<std::vector<uint8_t>> bytes =
+      mc::elementsBytes(elements, /*op=*/nullptr);
+  if (failed(bytes))
+    return std::nullopt;
+  std::vector<double> out(bytes->size() / sizeof(float));
+  for (size_t i = 0; i < out.size(); ++i) {
+    float f;
+    std::memcpy(&f, bytes->data() + i * sizeof(float), sizeof(float));
+    out[i] = f;
+  }
   return out;
 }
 

@@ -169,6 +169,44 @@ DenseElementsAttr denseValue(MLIRContext* ctx, const Tensor& t) {
   return DenseElementsAttr::getFromRawBuffer(type, raw);
 }
 
+/// Tensors at least this large are shared with the module, not copied, when
+/// TraceOptions::shareWeightStorage is set: below it, a copy is cheap and a
+/// dense attribute is what folding patterns read.
+constexpr size_t kSharedWeightBytes = 64 * 1024;
+
+/// Whether every element of T has the same bytes (a splat is stored as one
+/// element: no sharing needed).
+bool isSplat(const Tensor& t) {
+  size_t width = t.byteSize() / std::max<int64_t>(t.numel(), 1);
+  const char* p = static_cast<const char*>(t.rawData());
+  for (size_t at = width; at < t.byteSize(); at += width)
+    if (std::memcmp(p, p + at, width) != 0)
+      return false;
+  return true;
+}
+
+/// The value of a parameter or constant named NAME: with SHARE (see
+/// TraceOptions::shareWeightStorage), a large tensor's storage becomes a
+/// dense resource blob the context keeps alive (it releases the storage
+/// when it is destroyed); else a copy.
+ElementsAttr constantValue(MLIRContext* ctx, const Tensor& t, bool share,
+                           llvm::StringRef name) {
+  if (!share || t.dtype() == DType::I1 || t.byteSize() < kSharedWeightBytes ||
+      isSplat(t))
+    return denseValue(ctx, t);
+  std::shared_ptr<Storage> storage = t.impl()->storage;
+  ArrayRef<char> data(static_cast<const char*>(t.rawData()), t.byteSize());
+  // Storage is 64-byte aligned (Tensor.h).
+  AsmResourceBlob blob(
+      data, /*dataAlignment=*/64,
+      [keep = std::move(storage)](void*, size_t, size_t) mutable {
+        keep.reset();
+      },
+      /*dataIsMutable=*/false);
+  return DenseResourceElementsAttr::get(tensorType(ctx, t), name,
+                                        std::move(blob));
+}
+
 /// What one run of a traced function recorded: each op's kind, attributes
 /// and result shape, in order. The dynamic-batch trace compares a run at
 /// another batch against the real one.
@@ -199,8 +237,10 @@ public:
   Tracer(MLIRContext* ctx, ModuleOp module, func::FuncOp fn,
          const std::vector<std::pair<std::string, Tensor>>& params,
          const std::vector<std::pair<std::string, Tensor>>& buffers,
-         const std::vector<std::pair<std::string, const nn::Module*>>& mods)
-      : ctx(ctx), module(module), builder(ctx) {
+         const std::vector<std::pair<std::string, const nn::Module*>>& mods,
+         bool shareWeightStorage)
+      : ctx(ctx), module(module), builder(ctx),
+        shareWeightStorage(shareWeightStorage) {
     builder.setInsertionPointToStart(&fn.getBody().front());
     for (auto* list : {&params, &buffers})
       for (auto& [name, t] : *list) {
@@ -232,7 +272,9 @@ public:
     } else {
       // A tensor made outside the traced ops (a literal, a scalar): a
       // constant captured with its current value, as torch.jit.trace does.
-      v = mc::ConstantOp::create(builder, loc(), denseValue(ctx, t));
+      v = mc::ConstantOp::create(
+          builder, loc(),
+          constantValue(ctx, t, shareWeightStorage, "constant"));
     }
     bind(t, v);
     return v;
@@ -449,7 +491,8 @@ private:
         builder.setInsertionPointToStart(module.getBody());
       lastGlobal = ml_program::GlobalOp::create(builder, 
           builder.getUnknownLoc(), name, type, /*is_mutable=*/false,
-          denseValue(ctx, t), builder.getStringAttr("private"));
+          constantValue(ctx, t, shareWeightStorage, name),
+          builder.getStringAttr("private"));
       // Buffers are state, not parameters: mc-autodiff leaves them alone.
       if (bufferImpls.count(t.impl()))
         lastGlobal->setAttr("mc.buffer", builder.getUnitAttr());
@@ -462,6 +505,7 @@ private:
   MLIRContext* ctx;
   ModuleOp module;
   OpBuilder builder;
+  bool shareWeightStorage = false;
   Operation* lastGlobal = nullptr;
   std::unordered_map<const TensorImpl*, Value> values;
   std::unordered_map<const TensorImpl*, std::string> paramNames;
@@ -597,7 +641,8 @@ TracedModule traceFunction(
                     b.getStringAttr(nameAt(options.inputNames, i,
                                            examples.size(), "x", "input")));
 
-  Tracer tracer(ctx, module, func, parameters, options.buffers, modules);
+  Tracer tracer(ctx, module, func, parameters, options.buffers, modules,
+                options.shareWeightStorage);
   tracer.functionName = options.functionName;
   tracer.batch = batch;
   // Inputs are fresh views, so an input that is also a parameter or another

@@ -44,6 +44,12 @@ struct TraceOptions {
   /// scales otherwise (a [B * S, E] flatten) is refused for now. The
   /// function gets `mc.batch = array<i64: min, max, opt>`.
   std::optional<DynamicBatch> dynamicBatch;
+  /// Parameters and constants of at least 64 KiB (not splats) become
+  /// `dense_resource` blobs that share the tensors' storage instead of
+  /// copies in the module: the weights are in memory once. The caller must
+  /// not write to those tensors afterwards (the module would see it). The
+  /// ONNX importer, which owns its tensors, sets it.
+  bool shareWeightStorage = false;
 };
 
 /// A traced (or loaded) mc module and the MLIR context that owns it.

@@ -3,6 +3,7 @@
 #include "frontend/onnx/OnnxImporter.h"
 #include "frontend/Ops.h"
 #include "frontend/TraceHook.h"
+#include "frontend/onnx/StripRawData.h"
 #include "modelc/fileio.h"
 
 #include <google/protobuf/io/zero_copy_stream_impl.h>
@@ -21,6 +22,7 @@
 #include <optional>
 #include <set>
 #include <unordered_map>
+#include <sys/mman.h>
 #include <unistd.h>
 
 namespace mc {
@@ -152,28 +154,33 @@ ExternalData locateExternalData(const TensorProto& t,
   return {file, offset};
 }
 
-/// Reads `bytes` bytes of located external data into `dst`.
-void readExternalData(const TensorProto& t, const ExternalData& where,
-                      void* dst, size_t bytes) {
-  const fs::path& file = where.file;
-  std::string what = "initializer '" + t.name() + "'";
+/// Reads `bytes` bytes at `offset` of FILE into `dst` (a large read goes
+/// straight into `dst`, past the stream's buffer).
+void readFileRange(const fs::path& file, uint64_t offset, void* dst,
+                   size_t bytes, const std::string& what) {
   std::ifstream in(file, std::ios::binary);
+  if (in) {
+    in.seekg(static_cast<std::streamoff>(offset));
+    in.read(static_cast<char*>(dst), static_cast<std::streamsize>(bytes));
+  }
   if (!in)
-    throw Error(what + ": cannot read external data file '" + file.string() +
-                "'");
-  in.seekg(static_cast<std::streamoff>(where.offset));
-  in.read(static_cast<char*>(dst), static_cast<std::streamsize>(bytes));
-  if (!in)
-    throw Error(what + ": cannot read external data file '" + file.string() +
-                "'");
+    throw Error(what + ": cannot read '" + file.string() + "'");
 }
+
+/// Raw data of an initializer left in the model file by the importer's
+/// load (onnx_wire::stripInitializerData): read into its tensor directly.
+struct RawOnFile {
+  fs::path file;
+  onnx_wire::Span span;
+};
 
 /// Reads an initializer. Its shape, its data's size and (with
 /// `weightBytes`, the running total of the model's initializers) the total
 /// against kMaxWeightBytes are checked before anything is allocated.
 Tensor tensorFromProto(const TensorProto& p, const fs::path& modelDir,
                        const std::string& what,
-                       uint64_t* weightBytes = nullptr) {
+                       uint64_t* weightBytes = nullptr,
+                       std::optional<RawOnFile> rawOnFile = std::nullopt) {
   DType dtype = dtypeOf(p.data_type(), what);
   Shape shape(p.dims().begin(), p.dims().end());
   int64_t count = 0;
@@ -198,9 +205,10 @@ Tensor tensorFromProto(const TensorProto& p, const fs::path& modelDir,
   std::optional<ExternalData> external;
   if (p.data_location() == TensorProto::EXTERNAL) {
     external = locateExternalData(p, modelDir, bytes);
-  } else if (p.has_raw_data()) {
-    if (p.raw_data().size() != bytes)
-      throw Error(what + " holds " + std::to_string(p.raw_data().size()) +
+  } else if (p.has_raw_data() || rawOnFile) {
+    uint64_t found = rawOnFile ? rawOnFile->span.length : p.raw_data().size();
+    if (found != bytes)
+      throw Error(what + " holds " + std::to_string(found) +
                   " bytes of raw data; " + type + " needs " +
                   std::to_string(bytes));
   } else {
@@ -225,7 +233,13 @@ Tensor tensorFromProto(const TensorProto& p, const fs::path& modelDir,
 
   Tensor t = Tensor::empty(shape, dtype);
   if (external) {
-    readExternalData(p, *external, t.rawData(), bytes);
+    readFileRange(external->file, external->offset, t.rawData(), bytes,
+                  what + ": external data");
+    return t;
+  }
+  if (rawOnFile) {
+    readFileRange(rawOnFile->file, rawOnFile->span.offset, t.rawData(), bytes,
+                  what + ": raw data");
     return t;
   }
   if (p.has_raw_data()) {
@@ -1051,6 +1065,9 @@ private:
   const OnnxImportOptions& options_;
   onnx::ModelProto model_;
   fs::path modelDir_;
+  /// Where each main-graph initializer's raw data lies in the model file
+  /// (left out of model_ by load()), by initializer index.
+  std::vector<std::optional<onnx_wire::Span>> rawData_;
   int64_t opset_ = 0;
   std::unordered_map<std::string, Value> values_;
   std::vector<std::unique_ptr<NodeScope>> scopes_;
@@ -1065,23 +1082,38 @@ void Importer::load() {
       rt::openRegularFile(path_, rt::kMaxInputFileBytes, &fd, &size);
   if (!st)
     throw Error(st.message());
-  if (size > static_cast<uint64_t>(std::numeric_limits<int>::max())) {
-    ::close(fd);
-    throw Error("'" + path_ + "' is larger than 2 GB, which protobuf cannot "
-                "parse; save the model with its weights as external data");
-  }
-  // Parsed from the descriptor, not from a copy of the file in memory: the
-  // weights are held once (then moved into tensors, see run()).
-  bool parsed = false;
-  int readErrno = 0;
-  {
-    google::protobuf::io::FileInputStream in(fd);
-    parsed = model_.ParseFromZeroCopyStream(&in);
-    readErrno = in.GetErrno();
-  }
+  // The file is mapped, not read, and protobuf parses it without the main
+  // graph's initializer raw data (onnx_wire::stripInitializerData), whose
+  // pages are never touched: run() reads each weight from the file into its
+  // tensor. The weights are in memory once.
+  void* map = size ? ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0)
+                   : nullptr;
+  int mapErrno = errno;
   ::close(fd);
-  if (readErrno)
-    throw Error("cannot read '" + path_ + "': " + std::strerror(readErrno));
+  if (map == MAP_FAILED)
+    throw Error("cannot read '" + path_ + "': " + std::strerror(mapErrno));
+  const auto* bytes = static_cast<const uint8_t*>(map);
+  std::optional<onnx_wire::StrippedModel> stripped =
+      onnx_wire::stripInitializerData(bytes, size);
+  // Protobuf parses at most 2 GB; the weights left out do not count.
+  constexpr size_t kMaxParse = std::numeric_limits<int>::max();
+  size_t toParse = stripped ? stripped->bytes.size() : size;
+  bool parsed = false;
+  if (toParse <= kMaxParse) {
+    if (stripped) {
+      parsed = model_.ParseFromString(stripped->bytes);
+      rawData_ = std::move(stripped->rawData);
+    } else { // not well-formed wire format: protobuf's parse says how
+      parsed = model_.ParseFromArray(bytes, static_cast<int>(size));
+    }
+  }
+  if (map)
+    ::munmap(map, size);
+  if (toParse > kMaxParse)
+    throw Error("'" + path_ + "' has " + std::to_string(toParse) +
+                " bytes of graph to parse (besides its initializers' raw "
+                "data), more than the 2 GB protobuf parses; save the model "
+                "with its weights as external data");
   if (!parsed)
     throw Error("cannot parse '" + path_ + "' as an ONNX model: the file is "
                 "truncated or corrupt (not a valid ModelProto)");
@@ -1206,7 +1238,22 @@ jit::TracedModule Importer::run() {
     ctx.set_opset_imports(opsets);
     ctx.set_model_dir(modelDir_.string());
     onnx::checker::LexicalScopeContext lex;
-    onnx::checker::check_graph(graph, ctx, lex);
+    // The initializers whose raw data load() left in the file are shown to
+    // the checker as what they are: data stored in a file (the model's own)
+    // rather than inline. The graph is small without its weights.
+    onnx::GraphProto checked = graph;
+    for (int i = 0; i < checked.initializer_size(); ++i) {
+      if (size_t(i) >= rawData_.size() || !rawData_[i])
+        continue;
+      TensorProto* t = checked.mutable_initializer(i);
+      t->clear_raw_data();
+      t->set_data_location(TensorProto::EXTERNAL);
+      t->clear_external_data();
+      auto* location = t->add_external_data();
+      location->set_key("location");
+      location->set_value(fs::path(path_).filename().string());
+    }
+    onnx::checker::check_graph(checked, ctx, lex);
   } catch (const std::exception& e) {
     // One line: the checker's message without its "==> Context" dump.
     std::string msg = e.what(), line;
@@ -1225,9 +1272,12 @@ jit::TracedModule Importer::run() {
   uint64_t weightBytes = 0;
   for (int i = 0; i < graph.initializer_size(); ++i) {
     const TensorProto& t = graph.initializer(i);
+    std::optional<RawOnFile> raw;
+    if (size_t(i) < rawData_.size() && rawData_[i])
+      raw = RawOnFile{path_, *rawData_[i]};
     Tensor value = tensorFromProto(t, modelDir_,
                                    "initializer '" + t.name() + "'",
-                                   &weightBytes);
+                                   &weightBytes, raw);
     // The tensor now holds the values: free the parsed copy, so the weights
     // are in memory once while the graph is traced.
     TensorProto* parsed = model_.mutable_graph()->mutable_initializer(i);
@@ -1249,6 +1299,8 @@ jit::TracedModule Importer::run() {
   // Graph inputs (an input that has an initializer is that constant).
   jit::TraceOptions traceOptions;
   traceOptions.functionName = options_.functionName;
+  // The importer owns its tensors: the module shares their storage.
+  traceOptions.shareWeightStorage = true;
   std::vector<Tensor> examples;
   std::vector<std::string> inputNames, known;
   for (const auto& input : graph.input())
