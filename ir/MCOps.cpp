@@ -499,6 +499,20 @@ LogicalResult AvgPool2dOp::inferReturnTypes(MLIRContext*,
   return inferPool(location, getOperationName(), adaptor, inferred);
 }
 
+/// The artifact verifier's rule for a normalization's epsilon: NaN or inf
+/// normalizes nothing.
+static LogicalResult verifyEpsilon(Operation* op, const APFloat& epsilon) {
+  double eps = epsilon.convertToDouble();
+  if (eps >= 0 && !std::isinf(eps))
+    return success();
+  auto diag = op->emitOpError() << "epsilon must be finite and >= 0, got ";
+  if (std::isnan(eps))
+    return diag << "nan";
+  if (std::isinf(eps))
+    return diag << (eps < 0 ? "-inf" : "inf");
+  return diag << eps;
+}
+
 LogicalResult BatchNormOp::verify() {
   auto in = tensorType(getInput());
   auto scale = tensorType(getScale());
@@ -518,8 +532,8 @@ LogicalResult BatchNormOp::verify() {
   if (scale.getElementType() != in.getElementType())
     return emitOpError() << "expects parameters of the input's element type "
                          << in.getElementType() << ", got " << scale;
-  if (getEpsilon().convertToDouble() < 0)
-    return emitOpError() << "epsilon must be >= 0";
+  if (failed(verifyEpsilon(*this, getEpsilon())))
+    return failure();
   return success();
 }
 
@@ -539,8 +553,8 @@ LogicalResult LayerNormOp::verify() {
     return emitOpError() << "expects gamma and beta of the input's element "
                             "type "
                          << in.getElementType() << ", got " << gamma;
-  if (getEpsilon().convertToDouble() < 0)
-    return emitOpError() << "epsilon must be >= 0";
+  if (failed(verifyEpsilon(*this, getEpsilon())))
+    return failure();
   return success();
 }
 

@@ -250,6 +250,15 @@ std::optional<std::string> checkIRSection(ByteReader ir, uint64_t version,
   std::deque<Frame> stack; // deque: push_back keeps references valid
   stack.push_back({ir, nullptr});
   stack.back().r = &stack.back().own;
+  // The top-level block has no arguments (MLIR's writer gives it none, and
+  // its reader defines them before it has a scope for them: a crash).
+  const uint8_t *top = stack.back().r->p;
+  uint64_t topOps;
+  bool topHasArgs;
+  ByteReader peek = *stack.back().r;
+  if (peek.flagged(topOps, topHasArgs) && topHasArgs)
+    return "the top-level block at byte " + std::to_string(top - begin) +
+           " has an argument list; it has none (malformed bytecode)";
   if (!readBlockHeader(*stack.back().r, version, stack.back().ops))
     return oversized(*stack.back().r, begin);
   while (!stack.empty()) {
@@ -360,6 +369,7 @@ std::optional<std::string> checkBytecode(llvm::StringRef bytes,
   using namespace mlir::bytecode::Section;
   ByteReader(&sections)[kNumSections] = s.data;
   bool(&found)[kNumSections] = s.found;
+  ByteReader dialects = sections[kDialect]; // (the loop below reads on)
   // Sections that start with the count of their entries, each at least a
   // byte: strings, dialects, properties.
   for (ID id : {kString, kDialect, kProperties})
@@ -367,6 +377,24 @@ std::optional<std::string> checkBytecode(llvm::StringRef bytes,
         !sections[id].count(n))
       if (auto problem = oversized(sections[id], begin))
         return problem;
+  // The dialect section: its dialects (each a name, then maybe a version
+  // section), then, from version 4, the count of operation names that
+  // follow (each at least a byte), which MLIR's reader reserves for.
+  if (found[kDialect] && version >= mlir::bytecode::kElideUnknownBlockArgLocation) {
+    ByteReader d = dialects;
+    uint64_t numDialects, name;
+    bool hasVersion, ok = d.count(numDialects);
+    for (uint64_t i = 0; ok && i < numDialects; ++i) {
+      ok = d.flagged(name, hasVersion);
+      uint8_t id;
+      ByteReader versionData;
+      if (ok && hasVersion)
+        ok = d.section(id, versionData);
+    }
+    if (ok && !d.count(n))
+      if (auto problem = oversized(d, begin))
+        return problem;
+  }
   if (found[kAttrType] && found[kAttrTypeOffset])
     if (auto problem = checkAttrTypeSections(sections[kAttrTypeOffset],
                                              sections[kAttrType], limit, begin))

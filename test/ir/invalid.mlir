@@ -537,8 +537,18 @@ func.func @batch_norm_element_type(%x: tensor<1x4x2x2xf32>, %c: tensor<4xf16>) -
 // -----
 
 func.func @batch_norm_epsilon(%x: tensor<1x4x2x2xf32>, %c: tensor<4xf32>) -> tensor<1x4x2x2xf32> {
-  // expected-error @+1 {{epsilon must be >= 0}}
+  // expected-error @+1 {{epsilon must be finite and >= 0, got -1}}
   %0 = mc.batch_norm %x, %c, %c, %c, %c, epsilon = -1.0, feature_axis = 1 : tensor<1x4x2x2xf32>, tensor<4xf32>
+  return %0 : tensor<1x4x2x2xf32>
+}
+
+// -----
+
+// A NaN epsilon (an ONNX BatchNormalization the onnx fuzz target wrote)
+// reached the artifact writer, whose verifier refused it as a compiler bug.
+func.func @batch_norm_epsilon_nan(%x: tensor<1x4x2x2xf32>, %c: tensor<4xf32>) -> tensor<1x4x2x2xf32> {
+  // expected-error @+1 {{epsilon must be finite and >= 0, got nan}}
+  %0 = mc.batch_norm %x, %c, %c, %c, %c, epsilon = 0x7FF8000000000000, feature_axis = 1 : tensor<1x4x2x2xf32>, tensor<4xf32>
   return %0 : tensor<1x4x2x2xf32>
 }
 
@@ -569,8 +579,16 @@ func.func @layer_norm_element_type(%x: tensor<2x8xf32>, %g: tensor<8xbf16>) -> t
 // -----
 
 func.func @layer_norm_epsilon(%x: tensor<2x8xf32>, %g: tensor<8xf32>) -> tensor<2x8xf32> {
-  // expected-error @+1 {{epsilon must be >= 0}}
+  // expected-error @+1 {{epsilon must be finite and >= 0, got -1.000000e-05}}
   %0 = mc.layer_norm %x, %g, %g, axis = 1, epsilon = -1.0e-05 : tensor<2x8xf32>, tensor<8xf32>
+  return %0 : tensor<2x8xf32>
+}
+
+// -----
+
+func.func @layer_norm_epsilon_inf(%x: tensor<2x8xf32>, %g: tensor<8xf32>) -> tensor<2x8xf32> {
+  // expected-error @+1 {{epsilon must be finite and >= 0, got inf}}
+  %0 = mc.layer_norm %x, %g, %g, axis = 1, epsilon = 0x7FF0000000000000 : tensor<2x8xf32>, tensor<8xf32>
   return %0 : tensor<2x8xf32>
 }
 

@@ -174,6 +174,18 @@ range_model("range-inf", np.inf)
 range_model("range-nan", np.nan)
 range_model("range-huge", 1e30)
 
+# A BatchNormalization whose epsilon is NaN (the onnx fuzz target): the
+# artifact writer's verifier refused it as a compiler bug.
+graph = helper.make_graph(
+    [helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"],
+                      name="bn0", epsilon=float("nan"))], "bn-nan",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 3, 3])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 3, 3])],
+    [numpy_helper.from_array(np.ones(2, np.float32), n)
+     for n in ("s", "b", "m", "v")])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
+     "bn-nan-epsilon.onnx")
+
 # Issue 12 item 4: external data that is a FIFO (opening it blocked).
 fifo = os.path.join(out, "model", "data.fifo")
 if not os.path.exists(fifo):
