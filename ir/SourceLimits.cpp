@@ -455,6 +455,8 @@ public:
     bool first = typesRead++ == 0;
     if (failed(verifyType(result)))
       return llvm::failure();
+    if (first)
+      firstType = result;
     if (first && code && (*code == kDenseResourceElements ||
                           *code == kDenseIntOrFPElements ||
                           *code == kDenseStringElements ||
@@ -487,7 +489,19 @@ public:
     return inner.readString(result);
   }
   llvm::LogicalResult readBlob(llvm::ArrayRef<char> &result) override {
-    return inner.readBlob(result);
+    if (failed(inner.readBlob(result)))
+      return llvm::failure();
+    // MLIR's getFromRawBuffer only asserts that the data fits the type: a
+    // short blob was hashed past its end (a fuzz finding).
+    auto shaped = llvm::dyn_cast_if_present<mlir::ShapedType>(firstType);
+    bool splat = false;
+    if (code && *code == kDenseIntOrFPElements && shaped &&
+        !mlir::DenseElementsAttr::isValidRawBuffer(shaped, result, splat))
+      return inner.emitError()
+             << "malformed bytecode: dense elements of type " << shaped
+             << " with " << result.size()
+             << " bytes of data (neither one element nor all of them)";
+    return llvm::success();
   }
   llvm::LogicalResult readBool(bool &result) override {
     return inner.readBool(result);
@@ -580,6 +594,7 @@ private:
   mlir::DialectBytecodeReader &inner;
   std::optional<uint64_t> code;
   unsigned typesRead = 0;
+  mlir::Type firstType;
 };
 
 } // namespace
