@@ -128,7 +128,7 @@ private:
 
   FailureOr<uint32_t> constantBuffer(Value v, ElementsAttr value,
                                      std::string name, Operation* op) {
-    auto bytes = elementsBytes(value, op);
+    auto bytes = constantBytes(value, op);
     if (failed(bytes))
       return failure();
     auto id = newBuffer(v, std::move(name), fb::BufferKind::Constant);
@@ -136,6 +136,18 @@ private:
       return failure();
     plan.buffers[*id].data = std::move(*bytes);
     return id;
+  }
+
+  /// A constant's bytes for the plan: borrowed from the attribute where it
+  /// holds them in the runtime's layout (the weights are not copied; the
+  /// module outlives the plan), else converted.
+  static FailureOr<PlanBytes> constantBytes(ElementsAttr value, Operation* op) {
+    if (auto view = elementsBytesView(value))
+      return PlanBytes::borrow(view->data(), view->size());
+    auto bytes = elementsBytes(value, op);
+    if (failed(bytes))
+      return failure();
+    return PlanBytes(std::move(*bytes));
   }
 
   uint32_t lookup(Value v) {
@@ -393,7 +405,7 @@ private:
     auto value = llvm::dyn_cast_or_null<ElementsAttr>(global.getValueAttr());
     if (!value)
       return global.emitOpError() << "has no initial tensor value";
-    auto bytes = elementsBytes(value, global);
+    auto bytes = constantBytes(value, global);
     if (failed(bytes))
       return failure();
     auto type = llvm::cast<RankedTensorType>(value.getType());
@@ -424,7 +436,7 @@ private:
         PlanStep& s = addStep(rt::OpId::Copy, r);
         return withResult(s, r);
       }
-      std::vector<uint8_t> data = plan.buffers[src].data;
+      PlanBytes data = plan.buffers[src].data; // (shared, not copied)
       auto id = newBuffer(r.getResult(), valueName(r.getResult()),
                           fb::BufferKind::Constant);
       if (failed(id))

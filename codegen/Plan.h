@@ -10,10 +10,42 @@
 #include "modelc/ops.h"
 
 #include <cstdint>
+#include <initializer_list>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace mc::codegen {
+
+/// Bytes of a constant or of a state buffer's initial value: owned (shared
+/// between copies of the plan, never written), or borrowed from storage
+/// that outlives the plan (an MLIR attribute's data, alive as long as its
+/// context), so a model's weights are not copied into the plan.
+class PlanBytes {
+public:
+  PlanBytes() = default;
+  PlanBytes(std::vector<uint8_t> owned) // NOLINT: a vector is bytes
+      : owned_(std::make_shared<const std::vector<uint8_t>>(std::move(owned))),
+        data_(owned_->data()), size_(owned_->size()) {}
+  PlanBytes(std::initializer_list<uint8_t> bytes)
+      : PlanBytes(std::vector<uint8_t>(bytes)) {}
+  static PlanBytes borrow(const void *data, size_t size) {
+    PlanBytes b;
+    b.data_ = static_cast<const uint8_t *>(data);
+    b.size_ = size;
+    return b;
+  }
+  const uint8_t *data() const { return data_; }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  void clear() { *this = PlanBytes(); }
+  std::vector<uint8_t> toVector() const { return {data_, data_ + size_}; }
+
+private:
+  std::shared_ptr<const std::vector<uint8_t>> owned_;
+  const uint8_t *data_ = nullptr;
+  size_t size_ = 0;
+};
 
 struct PlanBuffer {
   std::string name;
@@ -23,7 +55,7 @@ struct PlanBuffer {
   /// Constants: the bytes (numel * dtypeSize), placed in the data section
   /// by the writer. State buffers: the initial bytes, placed in the state
   /// region's initial image (inside the data section).
-  std::vector<uint8_t> data;
+  PlanBytes data;
   /// Arena buffers only: when >= 0, this buffer is a view (same bytes,
   /// another shape, e.g. a reshape) of buffer `aliasOf`, which is never
   /// itself an alias. The planner gives it its root's offset.

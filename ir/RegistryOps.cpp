@@ -168,6 +168,31 @@ FailureOr<rt::DType> elementDType(Type t) {
   return failure();
 }
 
+std::optional<ArrayRef<char>> elementsBytesView(ElementsAttr attr) {
+  auto type = llvm::cast<ShapedType>(attr.getType());
+  Type et = type.getElementType();
+  if (et.isInteger(1) || !type.hasStaticShape() || !et.isIntOrFloat())
+    return std::nullopt;
+  size_t bytes = static_cast<size_t>(type.getNumElements()) *
+                 (et.getIntOrFloatBitWidth() / 8);
+  ArrayRef<char> raw;
+  if (auto dense = llvm::dyn_cast<DenseElementsAttr>(attr)) {
+    if (dense.isSplat())
+      return std::nullopt;
+    raw = dense.getRawData();
+  } else if (auto resource = llvm::dyn_cast<DenseResourceElementsAttr>(attr)) {
+    auto blob = resource.getRawHandle().getBlob();
+    if (!blob)
+      return std::nullopt;
+    raw = blob->getData();
+  } else {
+    return std::nullopt;
+  }
+  if (raw.size() != bytes)
+    return std::nullopt; // elementsBytes reports it
+  return raw;
+}
+
 FailureOr<std::vector<uint8_t>> elementsBytes(ElementsAttr attr,
                                               Operation* op) {
   auto type = llvm::cast<RankedTensorType>(attr.getType());

@@ -15,6 +15,7 @@
 #include "mlir/IR/Operation.h"
 
 #include <string>
+#include <optional>
 #include <vector>
 
 namespace mc {
@@ -44,6 +45,12 @@ llvm::FailureOr<rt::DType> elementDType(mlir::Type type);
 /// resource. On failure, an error on `op` (none when `op` is null).
 llvm::FailureOr<std::vector<uint8_t>> elementsBytes(mlir::ElementsAttr attr,
                                                     mlir::Operation* op);
+
+/// The bytes elementsBytes would return, without a copy, where the
+/// attribute already stores them in that layout: dense elements that are
+/// not a splat and not i1, or a dense resource of the right size. They live
+/// as long as the attribute's MLIRContext. Nothing otherwise.
+std::optional<llvm::ArrayRef<char>> elementsBytesView(mlir::ElementsAttr attr);
 
 } // namespace mc
 

@@ -110,8 +110,10 @@ TracedModule TracedModule::load(const std::string& path) {
   std::string diagnostics;
   {
     llvm::raw_string_ostream os(diagnostics);
-    llvm::SourceMgr sourceMgr;
-    SourceMgrDiagnosticHandler handler(sourceMgr, tm.impl_->context.get(), os);
+    // Shared: resource blobs point into the mapped file, not copies.
+    auto sourceMgr = std::make_shared<llvm::SourceMgr>();
+    SourceMgrDiagnosticHandler handler(*sourceMgr, tm.impl_->context.get(),
+                                       os);
     std::string error;
     auto buffer = loadMlirSource(path, &error);
     if (!buffer)
@@ -119,7 +121,7 @@ TracedModule TracedModule::load(const std::string& path) {
     bool bytecode = mlir::isBytecode(buffer->getMemBufferRef());
     ParserConfig parserConfig(tm.impl_->context.get());
     guardBytecodeReader(parserConfig, buffer->getBuffer());
-    sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
+    sourceMgr->AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
     tm.impl_->module = parseSourceFile<ModuleOp>(sourceMgr, parserConfig);
     if (tm.impl_->module && bytecode)
       if (auto where = findExcessAttributeNesting(*tm.impl_->module))

@@ -140,7 +140,7 @@ bool checkStep(const Plan& plan, size_t index, int64_t batch, bool positive,
                                                 : 0));
       fillRandom(bytes, b.dtype, rng, positive);
       if (!b.data.empty())
-        bytes = b.data;
+        bytes = b.data.toVector();
       ins.push_back(std::move(bytes));
     }
     const PlanBuffer& ob = plan.buffers[step.outputs[0]];

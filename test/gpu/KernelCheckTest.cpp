@@ -248,8 +248,9 @@ TEST_F(KernelCheck, IndexKernelsMatchTheCpu) {
   std::vector<int64_t> idx = {5, -6, 2};
   auto& ib = g.plan.buffers[g.plan.steps[0].inputs[1]];
   ib.kind = mc::fb::BufferKind::Constant;
-  ib.data.resize(24);
-  std::memcpy(ib.data.data(), idx.data(), 24);
+  std::vector<uint8_t> bytes(24);
+  std::memcpy(bytes.data(), idx.data(), 24);
+  ib.data = std::move(bytes);
   check(g, 0);
 }
 

@@ -211,7 +211,7 @@ TEST(Artifact, SemanticErrorsNameStepBufferAndExpectation) {
 
   p = plannedMlp();
   p.buffers[1].shape = {9, 16}; // w: K no longer matches x
-  p.buffers[1].data.resize(9 * 16 * 4);
+  p.buffers[1].data = std::vector<uint8_t>(9 * 16 * 4);
   expectRefused(p, "step 0 (mc.matmul at mlp.py:1)");
 
   p = plannedMlp();

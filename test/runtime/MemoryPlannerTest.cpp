@@ -47,7 +47,7 @@ Plan randomPlan(std::mt19937 &rng, int numSteps) {
     b.shape = {elems};
     b.kind = kind;
     if (kind == fb::BufferKind::Constant)
-      b.data.resize(size_t(elems) * 4);
+      b.data = std::vector<uint8_t>(size_t(elems) * 4);
     p.buffers.push_back(b);
     return uint32_t(p.buffers.size() - 1);
   };

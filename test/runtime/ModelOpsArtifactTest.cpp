@@ -190,7 +190,7 @@ std::map<uint32_t, std::vector<uint8_t>> interpret(const Plan &p) {
   std::memcpy(v[3].data(), ids.data(), v[3].size());
   for (size_t i = 0; i < p.buffers.size(); ++i)
     if (p.buffers[i].kind == fb::BufferKind::Constant)
-      v[uint32_t(i)] = p.buffers[i].data;
+      v[uint32_t(i)] = p.buffers[i].data.toVector();
   auto in = [&](uint32_t i) {
     return rt::ConstTensor{p.buffers[i].dtype, p.buffers[i].shape,
                            v[i].data()};
@@ -560,7 +560,7 @@ TEST(ModelOps, VerifierRefusesMalformedSteps) {
   // Norms.
   fresh();
   p.buffers[bufNamed(p, "bn_var")].shape = {3};
-  p.buffers[bufNamed(p, "bn_var")].data.resize(12);
+  p.buffers[bufNamed(p, "bn_var")].data = std::vector<uint8_t>(12);
   expectRefused(p, "(mc.batch_norm at model.py:2): input 4 (variance) buffer 9 "
                    "'bn_var' f32[3] must be f32[4] (the size of the feature "
                    "axis)");

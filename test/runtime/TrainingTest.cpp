@@ -353,7 +353,7 @@ TEST(State, CorruptStateIsRefused) {
   for (int i : {3, 4}) {
     p.buffers[i].dtype = DType::F32;
     p.buffers[i].shape = {32};
-    p.buffers[i].data.assign(128, 0);
+    p.buffers[i].data = std::vector<uint8_t>(128, 0);
   }
   p.buffers[4].offset = 0;
   p.buffers[3].offset = 64;

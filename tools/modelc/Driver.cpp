@@ -324,10 +324,12 @@ int compileMain(int argc, char** argv) {
     context = jit::createContext();
   }
   MLIRContext* ctx = isOnnx ? &imported->context() : context.get();
-  llvm::SourceMgr sourceMgr;
+  // Shared: bytecode's resource blobs (an imported model's weights) then
+  // point into the mapped file instead of being copied out of it.
+  auto sourceMgr = std::make_shared<llvm::SourceMgr>();
   // Diagnostics print as FILE:LINE:COL: error: ... with the source line
   // (for an imported ONNX model, the node's location).
-  SourceMgrDiagnosticHandler handler(sourceMgr, ctx, llvm::errs());
+  SourceMgrDiagnosticHandler handler(*sourceMgr, ctx, llvm::errs());
   std::string error;
   OwningOpRef<ModuleOp> parsed;
   if (!isOnnx) {
@@ -337,7 +339,7 @@ int compileMain(int argc, char** argv) {
     bool bytecode = mlir::isBytecode(buffer->getMemBufferRef());
     ParserConfig parserConfig(ctx);
     guardBytecodeReader(parserConfig, buffer->getBuffer());
-    sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
+    sourceMgr->AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
     parsed = parseSourceFile<ModuleOp>(sourceMgr, parserConfig);
     if (!parsed)
       return 1; // the parser reported FILE:LINE:COL

@@ -9,13 +9,17 @@
 # over_limit_input.onnx / over_limit_init.onnx / short_init.onnx
 #                a graph input and initializers beyond the element limit, or
 #                with less data than their shape needs.
+# weights.onnx   y = relu(x @ w1 + b) @ w2: w1 [256, 128] f32 in raw_data
+#                (128 KiB: read from the file into its tensor, then shared
+#                with the module as a dense_resource), w2 in float_data (the
+#                typed field protobuf parses), b a splat; reference: torch.
 import os
 import sys
 
 import numpy as np
 import onnx
 import torch
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 out = sys.argv[1]
 os.makedirs(out, exist_ok=True)
@@ -77,3 +81,29 @@ def init_model(name, dims, raw):
 # Raw data that does not match the dims (helper.make_tensor refuses it).
 init_model("over_limit_init", [1 << 20, 1 << 20], b"\0" * 4)
 init_model("short_init", [1 << 30], b"\0" * 4)
+
+
+# Weights as an exporter writes them (raw_data), one in the typed field.
+rng = np.random.default_rng(3)
+w1 = rng.standard_normal((256, 128)).astype(np.float32)
+w2 = rng.standard_normal((128, 10)).astype(np.float32)
+b = np.full((128,), 0.25, np.float32)
+xw = rng.standard_normal((4, 256)).astype(np.float32)
+inits = [numpy_helper.from_array(w1, "w1"),
+         helper.make_tensor("w2", TensorProto.FLOAT, w2.shape,
+                            w2.flatten().tolist()),
+         numpy_helper.from_array(b, "b")]
+assert inits[0].HasField("raw_data") and not inits[1].HasField("raw_data")
+save(helper.make_graph(
+    [helper.make_node("MatMul", ["x", "w1"], ["h"], name="fc1"),
+     helper.make_node("Add", ["h", "b"], ["hb"], name="bias"),
+     helper.make_node("Relu", ["hb"], ["r"], name="relu"),
+     helper.make_node("MatMul", ["r", "w2"], ["y"], name="fc2")],
+    "weights",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 256])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 10])], inits),
+    "weights")
+np.save(os.path.join(out, "xw.npy"), xw)
+ref = torch.relu(torch.from_numpy(xw) @ torch.from_numpy(w1) +
+                 torch.from_numpy(b)) @ torch.from_numpy(w2)
+np.save(os.path.join(out, "ref_weights.npy"), ref.numpy())
