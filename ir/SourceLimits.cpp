@@ -410,12 +410,38 @@ namespace {
 /// stable across versions: the bytecode format depends on them) whose
 /// first field is the shaped type of their elements.
 enum BuiltinAttrCode : uint64_t {
+  kFileLineColLoc = 11,
   kDenseResourceElements = 16,
   kDenseArray = 17,
   kDenseIntOrFPElements = 18,
   kDenseStringElements = 19,
   kSparseElements = 20,
+  kFileLineColRange = 22,
 };
+/// The builtin dialect's type code for IntegerType.
+constexpr uint64_t kIntegerTypeCode = 0;
+
+/// The size of the largest attribute or type entry of bytecode S.
+uint64_t largestAttrTypeEntry(const Sections &s) {
+  using namespace mlir::bytecode::Section;
+  if (!s.found[kAttrTypeOffset])
+    return 0;
+  ByteReader offsets = s.data[kAttrTypeOffset];
+  uint64_t numAttrs, numTypes, dialect, groupSize, size, largest = 0;
+  bool custom;
+  if (!offsets.varint(numAttrs) || !offsets.varint(numTypes))
+    return 0;
+  for (uint64_t left = numAttrs + numTypes; left > 0;) {
+    if (!offsets.varint(dialect) || !offsets.varint(groupSize))
+      break;
+    for (; groupSize > 0 && left > 0; --groupSize, --left) {
+      if (!offsets.flagged(size, custom))
+        return largest;
+      largest = std::max(largest, size);
+    }
+  }
+  return largest;
+}
 
 /// The most elements of a dense attribute read from bytecode: the runtime's
 /// rt::kMaxTensorElements (ir/ does not link the runtime).
@@ -429,8 +455,11 @@ constexpr int64_t kMaxDenseElements = int64_t(1) << 36;
 /// `tensor<2xnone>`: a fuzz finding). Errors name the bad type.
 class CheckedBuiltinReader : public mlir::DialectBytecodeReader {
 public:
-  explicit CheckedBuiltinReader(mlir::DialectBytecodeReader &inner)
-      : inner(inner) {}
+  /// MAX_ENTRY_BYTES: the largest attribute or type entry of the file; a
+  /// list in an entry has at most that many elements (each takes a byte).
+  CheckedBuiltinReader(mlir::DialectBytecodeReader &inner, bool isType,
+                       uint64_t maxEntryBytes)
+      : inner(inner), isType(isType), maxEntryBytes(maxEntryBytes) {}
 
   mlir::InFlightDiagnostic emitError(const llvm::Twine &msg) const override {
     return inner.emitError(msg);
@@ -470,8 +499,25 @@ public:
   llvm::LogicalResult readVarInt(uint64_t &result) override {
     if (failed(inner.readVarInt(result)))
       return llvm::failure();
-    if (!code)
+    if (!code) {
       code = result; // the entry's kind, read first
+      return llvm::success();
+    }
+    // Every other varint the builtin reader reads itself is the length of
+    // a list it reserves for (MLIR's readList; a 3-byte count asked for 51
+    // billion elements: a fuzz finding), but for these values: a dense
+    // array's size (checked once built), a dense string attribute's splat
+    // flag, a location's lines and columns, an integer type's width.
+    if (!isType && *code == kDenseStringElements)
+      return checkStringCount(result);
+    bool value = isType ? *code == kIntegerTypeCode
+                        : *code == kDenseArray || *code == kFileLineColLoc ||
+                              *code == kFileLineColRange;
+    if (!value && result > maxEntryBytes)
+      return inner.emitError()
+             << "malformed bytecode: a list of " << result
+             << " elements in an entry of at most " << maxEntryBytes
+             << " bytes";
     return llvm::success();
   }
   llvm::LogicalResult readSignedVarInt(int64_t &result) override {
@@ -586,12 +632,26 @@ private:
     return llvm::success();
   }
 
+  /// A dense string attribute that is not a splat has a string (at least a
+  /// byte) per element, which the reader allocates for first.
+  llvm::LogicalResult checkStringCount(uint64_t isSplat) const {
+    auto shaped = llvm::dyn_cast_if_present<mlir::ShapedType>(firstType);
+    if (isSplat || !shaped || !shaped.hasStaticShape() ||
+        uint64_t(shaped.getNumElements()) <= maxEntryBytes)
+      return llvm::success();
+    return inner.emitError()
+           << "malformed bytecode: dense strings of type " << shaped
+           << " in an entry of at most " << maxEntryBytes << " bytes";
+  }
+
   llvm::FailureOr<mlir::AsmDialectResourceHandle>
   readResourceHandle() override {
     return inner.readResourceHandle<mlir::AsmDialectResourceHandle>();
   }
 
   mlir::DialectBytecodeReader &inner;
+  bool isType;
+  uint64_t maxEntryBytes;
   std::optional<uint64_t> code;
   unsigned typesRead = 0;
   mlir::Type firstType;
@@ -601,8 +661,10 @@ private:
 
 void guardBytecodeReader(mlir::ParserConfig &config, llvm::StringRef bytes,
                          unsigned limit) {
-  if (!bytes.starts_with("ML\xefR"))
+  Sections sections;
+  if (!readSections(bytes, sections))
     return;
+  uint64_t maxEntryBytes = largestAttrTypeEntry(sections);
   struct State {
     uint64_t limit;
     uint64_t failedInARow = 0;
@@ -619,7 +681,7 @@ void guardBytecodeReader(mlir::ParserConfig &config, llvm::StringRef bytes,
   // Parses one entry as MLIR's reader would (the dialect is loaded before
   // the callbacks run); a dialect without the interface falls through to
   // the reader, which reports it.
-  auto read = [state](mlir::DialectBytecodeReader &reader,
+  auto read = [state, maxEntryBytes](mlir::DialectBytecodeReader &reader,
                       llvm::StringRef dialectName, auto &entry,
                       auto parse) -> llvm::LogicalResult {
     mlir::Dialect *dialect = reader.getContext()->getLoadedDialect(dialectName);
@@ -635,7 +697,9 @@ void guardBytecodeReader(mlir::ParserConfig &config, llvm::StringRef bytes,
     // The builtin dialect's reader builds attributes and types unchecked:
     // through a reader that checks them.
     if (dialectName == "builtin") {
-      CheckedBuiltinReader checked(reader);
+      constexpr bool isType =
+          std::is_same_v<std::decay_t<decltype(entry)>, mlir::Type>;
+      CheckedBuiltinReader checked(reader, isType, maxEntryBytes);
       entry = parse(*iface, checked);
       if (entry) {
         bool valid;
