@@ -1,5 +1,6 @@
 // Pre-parse checks of .mlir input (see SourceLimits.h).
 #include "ir/SourceLimits.h"
+#include "modelc/kernels.h" // rt::kMaxTensorElements (a constant)
 
 #include "mlir/Bytecode/BytecodeImplementation.h"
 #include "mlir/Bytecode/Encoding.h"
@@ -407,8 +408,10 @@ std::optional<std::string> checkBytecode(llvm::StringRef bytes,
 namespace {
 
 /// The builtin dialect's attribute codes (mlir/IR/BuiltinDialectBytecode.td,
-/// stable across versions: the bytecode format depends on them) whose
-/// first field is the shaped type of their elements.
+/// stable across versions: the bytecode format depends on them) that the
+/// checked reader treats specially: those whose first field is the shaped
+/// type of their elements, and those whose varints are values, not list
+/// lengths.
 enum BuiltinAttrCode : uint64_t {
   kFileLineColLoc = 11,
   kDenseResourceElements = 16,
@@ -443,9 +446,6 @@ uint64_t largestAttrTypeEntry(const Sections &s) {
   return largest;
 }
 
-/// The most elements of a dense attribute read from bytecode: the runtime's
-/// rt::kMaxTensorElements (ir/ does not link the runtime).
-constexpr int64_t kMaxDenseElements = int64_t(1) << 36;
 
 /// A DialectBytecodeReader that forwards to the reader of one builtin
 /// attribute or type entry and checks what MLIR's builtin reader takes on
@@ -621,12 +621,12 @@ private:
       if (d < 0)
         return inner.emitError() << "malformed bytecode: dense elements of type "
                            << type << " (a static shape is needed)";
-      if (d != 0 && count > kMaxDenseElements / d)
-        count = kMaxDenseElements + 1;
+      if (d != 0 && count > rt::kMaxTensorElements / d)
+        count = rt::kMaxTensorElements + 1;
       else
         count *= d;
     }
-    if (count > kMaxDenseElements)
+    if (count > rt::kMaxTensorElements)
       return inner.emitError() << "malformed bytecode: dense elements of type "
                          << type << " (more than 2^36 elements)";
     return llvm::success();

@@ -42,14 +42,27 @@ std::optional<std::vector<double>> constantValues(Value v) {
   if (!elements ||
       !llvm::cast<ShapedType>(elements.getType()).getElementType().isF32())
     return std::nullopt;
-  FailureOr<std::vector<uint8_t>> bytes =
-      mc::elementsBytes(elements, /*op=*/nullptr);
-  if (failed(bytes))
-    return std::nullopt;
-  std::vector<double> out(bytes->size() / sizeof(float));
+  // Read in place where the attribute holds the floats (no copy of a
+  // conv's weights), else through the converting copy (a splat).
+  std::vector<uint8_t> copy;
+  const char* data = nullptr;
+  size_t size = 0;
+  if (auto view = mc::elementsBytesView(elements)) {
+    data = view->data();
+    size = view->size();
+  } else {
+    FailureOr<std::vector<uint8_t>> bytes =
+        mc::elementsBytes(elements, /*op=*/nullptr);
+    if (failed(bytes))
+      return std::nullopt;
+    copy = std::move(*bytes);
+    data = reinterpret_cast<const char*>(copy.data());
+    size = copy.size();
+  }
+  std::vector<double> out(size / sizeof(float));
   for (size_t i = 0; i < out.size(); ++i) {
     float f;
-    std::memcpy(&f, bytes->data() + i * sizeof(float), sizeof(float));
+    std::memcpy(&f, data + i * sizeof(float), sizeof(float));
     out[i] = f;
   }
   return out;
