@@ -302,7 +302,14 @@ std::optional<std::string> checkIRSection(ByteReader ir, uint64_t version,
   return std::nullopt;
 }
 
-/// Attributes and types the bytecode keeps as text (those without a
+/// The attribute and type offset section lists the attributes, then the
+/// types, in dialect groups (a dialect, a count, then that many entry
+/// sizes). MLIR's reader stores each entry of a group into its table
+/// without checking that the group fits what is left of it: a group larger
+/// than the rest of the attributes (or types) wrote past the end of the
+/// table's heap block (found by valgrind on the fuzz target's inputs, a
+/// corruption ASan cannot see in the prebuilt library). Such a group is
+/// refused here. Attributes and types kept as text (those without a
 /// dialect encoding) go through the recursive-descent text parser: the
 /// bracket pre-scan of each.
 std::optional<std::string> checkAttrTypeSections(ByteReader offsets,
@@ -315,19 +322,31 @@ std::optional<std::string> checkAttrTypeSections(ByteReader offsets,
   if (!offsets.count(numAttrs) || !offsets.count(numTypes) ||
       !offsets.fits(at, numAttrs + numTypes))
     return oversized(offsets, begin);
-  for (uint64_t left = numAttrs + numTypes; left > 0;) {
-    if (!offsets.varint(dialect) || !offsets.varint(groupSize))
-      return std::nullopt;
-    for (; groupSize > 0 && left > 0; --groupSize, --left) {
-      if (!offsets.flagged(size, custom) ||
-          size > uint64_t(data.end - data.p) - used)
-        return std::nullopt;
-      llvm::StringRef text(reinterpret_cast<const char *>(data.p + used), size);
-      if (!custom && findExcessNesting(text, limit))
-        return "nesting deeper than " + std::to_string(limit) + " at byte " +
-               std::to_string(data.p + used - begin) +
-               " (an attribute or type kept as text)";
-      used += size;
+  for (auto [kind, count] : {std::pair<const char *, uint64_t>{"attribute",
+                                                               numAttrs},
+                             {"type", numTypes}}) {
+    for (uint64_t left = count; left > 0;) {
+      const uint8_t *group = offsets.p;
+      if (!offsets.varint(dialect) || !offsets.varint(groupSize))
+        return std::nullopt; // MLIR's reader reports the truncation
+      if (groupSize > left)
+        return std::string("a dialect group of ") +
+               std::to_string(groupSize) + " " + kind + " entries at byte " +
+               std::to_string(group - begin) + " where " +
+               std::to_string(left) + " of the file's " +
+               std::to_string(count) + " are left (malformed bytecode)";
+      for (; groupSize > 0; --groupSize, --left) {
+        if (!offsets.flagged(size, custom) ||
+            size > uint64_t(data.end - data.p) - used)
+          return std::nullopt;
+        llvm::StringRef text(reinterpret_cast<const char *>(data.p + used),
+                             size);
+        if (!custom && findExcessNesting(text, limit))
+          return "nesting deeper than " + std::to_string(limit) +
+                 " at byte " + std::to_string(data.p + used - begin) +
+                 " (an attribute or type kept as text)";
+        used += size;
+      }
     }
   }
   return std::nullopt;
