@@ -5,10 +5,12 @@
 #include "modelc/fileio.h"
 #include "modelc/model.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -28,8 +30,8 @@ namespace {
 
 uint64_t alignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
-uint32_t crc32Of(const uint8_t *p, uint64_t n) {
-  uLong c = ::crc32(0, nullptr, 0);
+uint32_t crc32Of(const uint8_t *p, uint64_t n, uint32_t crc) {
+  uLong c = crc;
   while (n > 0) {
     uInt chunk = n > (1u << 30) ? (1u << 30) : uInt(n);
     c = ::crc32(c, p, chunk);
@@ -154,8 +156,84 @@ flatbuffers::DetachedBuffer buildTable(const Plan &plan,
 
 } // namespace
 
-Status writeArtifactToBytes(const Plan &plan, std::vector<uint8_t> *out,
-                            const WriteOptions &options) {
+namespace {
+
+/// Where every byte of an artifact goes, decided before any is written, so
+/// the file can be written front to back from the plan's buffers (the
+/// weights are never copied into a second image of the file).
+struct Layout {
+  /// A buffer's bytes at an offset of the data section.
+  struct Piece {
+    uint64_t at;
+    const uint8_t *data;
+    uint64_t size;
+    size_t buffer;
+  };
+  std::vector<Piece> pieces; // in buffer order
+  std::vector<uint64_t> offsets;
+  uint32_t major = 0;
+  uint64_t stateDataOffset = 0, tableSize = 0;
+  uint64_t dataOffset = 0, dataSize = 0, trailerAt = 0;
+  flatbuffers::DetachedBuffer table; // once the data's CRC is known
+  uint64_t fileSize() const { return trailerAt + rt::kTrailerSize; }
+};
+
+/// A run of zero bytes, fed to the CRC and the output in chunks.
+const uint8_t *zeroChunk() {
+  static const std::vector<uint8_t> zeros(1 << 16, 0);
+  return zeros.data();
+}
+constexpr uint64_t kZeroChunk = 1 << 16;
+
+/// The data section front to back: each piece, zeros between and after.
+/// Refuses pieces that overlap (the planner never makes them; an image in
+/// memory, writeArtifactToBytes, lets the later buffer win as a test may
+/// ask).
+template <typename Fn>
+Status forEachDataRun(const Layout &layout, Fn &&fn) {
+  std::vector<Layout::Piece> pieces = layout.pieces;
+  std::stable_sort(pieces.begin(), pieces.end(),
+                   [](const Layout::Piece &a, const Layout::Piece &b) {
+                     return a.at < b.at;
+                   });
+  uint64_t at = 0;
+  auto zeros = [&](uint64_t to) -> Status {
+    while (at < to) {
+      uint64_t n = std::min(to - at, kZeroChunk);
+      MC_RETURN_IF_ERROR(fn(zeroChunk(), n));
+      at += n;
+    }
+    return Status::ok();
+  };
+  for (size_t k = 0; k < pieces.size(); ++k) {
+    const Layout::Piece &piece = pieces[k];
+    if (piece.at < at)
+      return Status::error(
+          "artifact writer: buffers " + std::to_string(pieces[k - 1].buffer) +
+          " and " + std::to_string(piece.buffer) +
+          " overlap in the data section (a planning bug)");
+    MC_RETURN_IF_ERROR(zeros(piece.at));
+    MC_RETURN_IF_ERROR(fn(piece.data, piece.size));
+    at += piece.size;
+  }
+  return zeros(layout.dataSize);
+}
+
+/// The table, built for real once the data section's CRC is known.
+Status finishTable(const Plan &plan, uint32_t dataCrc, Layout *layout) {
+  layout->table =
+      buildTable(plan, layout->offsets, layout->major, layout->dataOffset,
+                 layout->dataSize, dataCrc, layout->stateDataOffset);
+  if (layout->table.size() != layout->tableSize)
+    return Status::error("artifact writer: table size changed between "
+                         "builds (internal error)");
+  if (layout->table.size() - 4 > 0x7fffffffu)
+    return Status::error("artifact writer: the table exceeds 2 GiB");
+  return Status::ok();
+}
+
+Status layOut(const Plan &plan, const WriteOptions &options,
+              Layout *layout) {
   // Constants go into the data section in buffer order, 64-byte aligned
   // (layoutConstants, the same layout the planner records). The state
   // region's initial image follows, 64-byte aligned: each State buffer's
@@ -166,6 +244,7 @@ Status writeArtifactToBytes(const Plan &plan, std::vector<uint8_t> *out,
       plan.stateSize ? alignUp(constSize, rt::kAlignment) : 0;
   uint64_t dataSize = plan.stateSize ? stateDataOffset + plan.stateSize
                                      : constSize;
+  layout->pieces.clear();
   for (size_t i = 0; i < plan.buffers.size(); ++i) {
     const PlanBuffer &b = plan.buffers[i];
     bool constant = b.kind == fb::BufferKind::Constant;
@@ -190,53 +269,90 @@ Status writeArtifactToBytes(const Plan &plan, std::vector<uint8_t> *out,
                            ") lies outside the state region of " +
                            std::to_string(plan.stateSize) +
                            " bytes (was the plan planned?)");
+    if (!b.data.empty())
+      layout->pieces.push_back(
+          {constant ? offsets[i] : stateDataOffset + b.offset, b.data.data(),
+           b.data.size(), i});
   }
+  layout->dataSize = dataSize;
+  layout->stateDataOffset = stateDataOffset;
+  layout->major = options.schemaVersionMajorForTesting;
+
   // The table records where the data section starts, which depends on the
   // table's size: measure with placeholders (the size does not depend on
-  // the values), then build for real once the data's CRC is known.
-  uint32_t major = options.schemaVersionMajorForTesting;
-  size_t tableSize =
-      buildTable(plan, offsets, major, 0, dataSize, 0, stateDataOffset).size();
-  uint64_t dataOffset = alignUp(tableSize, rt::kAlignment);
-  uint64_t trailerAt = alignUp(dataOffset + dataSize, 8);
+  // the values); finishTable builds it for real once the data's CRC is
+  // known.
+  layout->tableSize = buildTable(plan, offsets, layout->major, 0, dataSize,
+                                 0, stateDataOffset)
+                          .size();
+  layout->offsets = std::move(offsets);
+  layout->dataOffset = alignUp(layout->tableSize, rt::kAlignment);
+  layout->trailerAt = alignUp(layout->dataOffset + dataSize, 8);
+  return Status::ok();
+}
 
-  // The data section is written in place: the weights are copied once,
-  // from the plan into the artifact's bytes.
-  out->assign(trailerAt + rt::kTrailerSize, 0);
-  uint8_t *data = out->data() + dataOffset;
-  for (size_t i = 0; i < plan.buffers.size(); ++i) {
-    const PlanBuffer &b = plan.buffers[i];
-    if (b.data.empty())
-      continue;
-    if (b.kind == fb::BufferKind::Constant)
-      std::memcpy(data + offsets[i], b.data.data(), b.data.size());
-    else if (b.kind == fb::BufferKind::State)
-      std::memcpy(data + stateDataOffset + b.offset, b.data.data(),
-                  b.data.size());
-  }
-  uint32_t dataCrc = crc32Of(data, dataSize);
-  flatbuffers::DetachedBuffer table = buildTable(
-      plan, offsets, major, dataOffset, dataSize, dataCrc, stateDataOffset);
-  if (table.size() != tableSize)
-    return Status::error("artifact writer: table size changed between "
-                         "builds (internal error)");
-  if (table.size() - 4 > 0x7fffffffu)
-    return Status::error("artifact writer: the table exceeds 2 GiB");
-
-  std::memcpy(out->data(), table.data(), table.size());
-  uint8_t *trailer = out->data() + trailerAt;
-  putLE32(trailer, crc32Of(out->data(), table.size()));
+void writeTrailer(const Layout &layout, uint8_t *trailer) {
+  putLE32(trailer, crc32Of(layout.table.data(), layout.table.size(), 0));
   putLE32(trailer + 4, 0);
   std::memcpy(trailer + 8, rt::kTrailerMagic, 8);
+}
 
-  if (options.verify && major == rt::kSchemaVersionMajor) {
+/// Hands the artifact's bytes to WRITE front to back (the table, zero
+/// padding, the data section, padding, the trailer), computing the data
+/// section's CRC in a first pass over the plan's buffers.
+template <typename Fn>
+Status emit(const Plan &plan, Layout &layout, Fn &&write) {
+  uLong crc = ::crc32(0, nullptr, 0);
+  MC_RETURN_IF_ERROR(
+      forEachDataRun(layout, [&](const uint8_t *p, uint64_t n) {
+        crc = crc32Of(p, n, uint32_t(crc));
+        return Status::ok();
+      }));
+  MC_RETURN_IF_ERROR(finishTable(plan, uint32_t(crc), &layout));
+  MC_RETURN_IF_ERROR(write(layout.table.data(), layout.table.size()));
+  uint64_t pad = layout.dataOffset - layout.table.size();
+  MC_RETURN_IF_ERROR(write(zeroChunk(), pad)); // < 64 bytes
+  MC_RETURN_IF_ERROR(forEachDataRun(layout, write));
+  pad = layout.trailerAt - (layout.dataOffset + layout.dataSize);
+  MC_RETURN_IF_ERROR(write(zeroChunk(), pad)); // < 8 bytes
+  uint8_t trailer[rt::kTrailerSize] = {};
+  writeTrailer(layout, trailer);
+  return write(trailer, sizeof trailer);
+}
+
+Status selfCheckFailed(const Status &st) {
+  return Status::error("artifact writer produced an invalid artifact "
+                       "(a lowering or planning bug): " +
+                       st.message());
+}
+
+bool wantsVerify(const WriteOptions &options) {
+  return options.verify &&
+         options.schemaVersionMajorForTesting == rt::kSchemaVersionMajor;
+}
+
+} // namespace
+
+Status writeArtifactToBytes(const Plan &plan, std::vector<uint8_t> *out,
+                            const WriteOptions &options) {
+  Layout layout;
+  MC_RETURN_IF_ERROR(layOut(plan, options, &layout));
+  // The image in memory: the weights are copied once, from the plan into
+  // the artifact's bytes, in buffer order.
+  out->assign(layout.fileSize(), 0);
+  uint8_t *data = out->data() + layout.dataOffset;
+  for (const Layout::Piece &piece : layout.pieces)
+    std::memcpy(data + piece.at, piece.data, piece.size);
+  MC_RETURN_IF_ERROR(
+      finishTable(plan, crc32Of(data, layout.dataSize, 0), &layout));
+  std::memcpy(out->data(), layout.table.data(), layout.table.size());
+  writeTrailer(layout, out->data() + layout.trailerAt);
+  if (wantsVerify(options)) {
     Status st = rt::verifyArtifact(out->data(), out->size(), "<artifact>",
                                   /*checkTargets=*/false);
     if (!st) {
       out->clear();
-      return Status::error("artifact writer produced an invalid artifact "
-                           "(a lowering or planning bug): " +
-                           st.message());
+      return selfCheckFailed(st);
     }
   }
   return Status::ok();
@@ -244,9 +360,44 @@ Status writeArtifactToBytes(const Plan &plan, std::vector<uint8_t> *out,
 
 Status writeArtifact(const Plan &plan, const std::string &path,
                      const WriteOptions &options) {
-  std::vector<uint8_t> bytes;
-  MC_RETURN_IF_ERROR(writeArtifactToBytes(plan, &bytes, options));
-  return rt::writeFileAtomically(path, bytes.data(), bytes.size());
+  Layout layout;
+  MC_RETURN_IF_ERROR(layOut(plan, options, &layout));
+  return rt::writeFileAtomically(path, [&](const std::string &tmp) {
+    FILE *f = std::fopen(tmp.c_str(), "wb");
+    if (!f)
+      return Status::error(path + ": cannot write: " +
+                           std::strerror(errno));
+    Status st = emit(plan, layout, [&](const uint8_t *p, uint64_t n) {
+      if (n && std::fwrite(p, 1, n, f) != n)
+        return Status::error(path + ": write failed: " +
+                             std::strerror(errno));
+      return Status::ok();
+    });
+    if (st && std::fflush(f) != 0)
+      st = Status::error(path + ": write failed: " + std::strerror(errno));
+    if (std::fclose(f) != 0 && st)
+      st = Status::error(path + ": write failed: " + std::strerror(errno));
+    if (!st || !wantsVerify(options))
+      return st;
+    // Check the file as written, through a read-only mapping that touches
+    // the table and the padding but not the weights (their CRC is the one
+    // just computed from the same bytes).
+    int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      return Status::error(path + ": cannot reopen to check it: " +
+                           std::strerror(errno));
+    size_t size = layout.fileSize();
+    void *map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (map == MAP_FAILED)
+      return Status::error(path + ": cannot map to check it: " +
+                           std::strerror(errno));
+    st = rt::verifyArtifact(static_cast<const uint8_t *>(map), size,
+                            "<artifact>", /*checkTargets=*/false,
+                            /*checkDataCrc=*/false);
+    ::munmap(map, size);
+    return st ? st : selfCheckFailed(st);
+  });
 }
 
 } // namespace mc::codegen

@@ -124,8 +124,9 @@ Shape normalizedScale(const flatbuffers::Vector<int64_t> *v) {
 class Verifier {
 public:
   Verifier(const uint8_t *bytes, size_t size, const std::string &name,
-           bool checkTargets)
-      : p_(bytes), size_(size), name_(name), checkTargets_(checkTargets) {}
+           bool checkTargets, bool checkDataCrc)
+      : p_(bytes), size_(size), name_(name), checkTargets_(checkTargets),
+        checkDataCrc_(checkDataCrc) {}
 
   Status run();
 
@@ -179,6 +180,7 @@ private:
   size_t size_;
   const std::string &name_;
   bool checkTargets_;
+  bool checkDataCrc_;
   uint64_t tableEnd_ = 0; // 4 + N
   const fb::Model *model_ = nullptr;
   std::vector<BufInfo> bufs_;
@@ -443,6 +445,8 @@ Status Verifier::checkLayout() {
                 ") (state_data_offset, state_size) is not inside the data "
                 "section of " +
                 std::to_string(dsize) + " bytes");
+  if (!checkDataCrc_)
+    return Status::ok();
   uint32_t crc = crc32Bytes(p_ + off, dsize, 0);
   if (crc != model_->data_crc32())
     return fail("data section checksum mismatch: table says " +
@@ -1398,10 +1402,11 @@ Status Verifier::checkModelOps(OpId kind, const fb::Step &step,
 } // namespace
 
 Status verifyArtifact(const uint8_t *bytes, size_t size,
-                      const std::string &name, bool checkTargets) {
+                      const std::string &name, bool checkTargets,
+                      bool checkDataCrc) {
   if (!bytes && size)
     return Status::error(name + ": no bytes");
-  return Verifier(bytes, size, name, checkTargets).run();
+  return Verifier(bytes, size, name, checkTargets, checkDataCrc).run();
 }
 
 } // namespace mc::rt

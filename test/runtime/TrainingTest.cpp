@@ -291,6 +291,47 @@ TEST(State, ArtifactRoundTrip) {
       << st.message();
 }
 
+TEST(State, StreamedFileIsByteForByteTheImageInMemory) {
+  // writeArtifact streams the file from the plan's buffers (constants and
+  // the state image, gaps zeroed) without building it in memory; it must
+  // be the same bytes as writeArtifactToBytes, even with the State
+  // buffers' offsets out of buffer order.
+  codegen::Plan p = plannedTraining();
+  p.buffers[4].offset = 0;   // loss_scale, 4 bytes
+  p.buffers[2].offset = 64;  // 0.weight, 48 bytes
+  p.buffers[3].offset = 128; // optimizer.step, 4 bytes
+  std::vector<uint8_t> image;
+  Status st = codegen::writeArtifactToBytes(p, &image);
+  ASSERT_TRUE(st) << st.message();
+  char dir[] = "/tmp/modelc-stream-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string path = std::string(dir) + "/t.mcpk";
+  st = codegen::writeArtifact(p, path);
+  ASSERT_TRUE(st) << st.message();
+  std::ifstream in(path, std::ios::binary);
+  std::vector<uint8_t> file((std::istreambuf_iterator<char>(in)),
+                            std::istreambuf_iterator<char>());
+  EXPECT_EQ(file, image);
+  std::unique_ptr<Model> m;
+  st = Model::loadFile(path, &m);
+  ASSERT_TRUE(st) << st.message();
+  std::unique_ptr<Session> s;
+  ASSERT_TRUE(Session::create(*m, &s));
+  EXPECT_EQ(weightOf(*s), initialWeight());
+  // State buffers that overlap are a planning bug the streamed file names
+  // (no file is left behind).
+  p.buffers[3].offset = 96;
+  std::string bad = std::string(dir) + "/bad.mcpk";
+  st = codegen::writeArtifact(p, bad);
+  EXPECT_NE(st.message().find("artifact writer: buffers 2 and 3 overlap in "
+                              "the data section (a planning bug)"),
+            std::string::npos)
+      << st.message();
+  EXPECT_NE(access(bad.c_str(), F_OK), 0);
+  unlink(path.c_str());
+  rmdir(dir);
+}
+
 TEST(State, CorruptStateIsRefused) {
   std::vector<uint8_t> good = trainingArtifact();
   const fb::Model *t = fb::GetSizePrefixedModel(good.data());

@@ -393,10 +393,9 @@ int compileMain(int argc, char** argv) {
   if (emit == "plan")
     return writeText(output, codegen::formatPlan(*plan), error) ? 0
                                                                 : fail(error);
-  std::vector<uint8_t> bytes;
-  rt::Status status = codegen::writeArtifactToBytes(*plan, &bytes);
-  if (status)
-    status = rt::writeFileAtomically(output, bytes.data(), bytes.size());
+  // Streamed to the file from the plan's buffers: the weights are not
+  // copied into an image of the file first.
+  rt::Status status = codegen::writeArtifact(*plan, output);
   if (!status)
     return fail(status.message());
   uint64_t weights = 0;

@@ -41,9 +41,14 @@ private:
 /// `name` (the file) prefixes the error message. Does not copy. With
 /// `checkTargets` (loading), a file whose targets no device here runs is
 /// refused first; the compiler's own check of what it writes skips that (a
-/// CUDA artifact is written on machines without a GPU).
+/// CUDA artifact is written on machines without a GPU). Without
+/// `checkDataCrc`, the data section is not read at all (the compiler's
+/// check of a file it streamed to disk, whose CRC it computed itself from
+/// the same bytes: reading it back would bring the weights into memory a
+/// second time).
 Status verifyArtifact(const uint8_t *bytes, size_t size,
-                      const std::string &name, bool checkTargets = true);
+                      const std::string &name, bool checkTargets = true,
+                      bool checkDataCrc = true);
 
 /// The bounds of a dynamic batch (schema 2.1): one model runs every batch
 /// size in [min, max]; memory is planned at max; opt is the size the
