@@ -602,9 +602,6 @@ Status Trainer::loadData() {
   const auto &inputs = model_->inputs();
   // --batch is the global batch; each rank trains on its share.
   if (world_ > 1) {
-    if (model_->dynamicBatch())
-      return Status::error("a dynamic batch is not supported in a "
-                           "data-parallel run yet; compile a static one");
     if (opt_.batch % world_)
       return Status::error("--batch " + std::to_string(opt_.batch) +
                            " (the global batch) is not a multiple of the " +
@@ -629,11 +626,15 @@ Status Trainer::loadData() {
         return Status::error("input '" + name + "' is " + info.typeString() +
                              ": with a dynamic batch, every training input's "
                              "leading dimension must be the batch");
-      if (opt_.batch < b.min || opt_.batch > b.max)
-        return Status::error("--batch " + std::to_string(opt_.batch) +
-                             " is outside the artifact's batch bounds [" +
-                             std::to_string(b.min) + ", " +
-                             std::to_string(b.max) + "]");
+      if (local_ < b.min || local_ > b.max)
+        return Status::error(
+            "--batch " + std::to_string(opt_.batch) +
+            (world_ > 1 ? " (" + std::to_string(local_) + " per rank over " +
+                              std::to_string(world_) + " ranks)"
+                        : std::string()) +
+            " is outside the artifact's " +
+            (world_ > 1 ? "per-rank " : "") + "batch bounds [" +
+            std::to_string(b.min) + ", " + std::to_string(b.max) + "]");
     } else if (info.shape[0] != local_)
       return Status::error(
           "input '" + name + "' is " + typeString(info.dtype, info.shape) +
@@ -707,28 +708,36 @@ Status Trainer::loadData() {
           f.path + " (--data " + inputs[f.input].name + ")"));
   // With a dynamic batch the last step of an epoch takes the remaining
   // samples (a partial batch, whose loss is the mean over them), unless
-  // fewer remain than the artifact's smallest batch.
-  long long rest = samples_ % opt_.batch;
-  lastBatch_ = rest && model_->dynamicBatch() && rest >= model_->batch().min
-                   ? rest
+  // fewer remain than the artifact's smallest batch. Over ranks, each
+  // takes the same share of them (lastBatch_ is one rank's rows): the
+  // averaged gradient is the global batch's only when the shards are
+  // equal, so the fewer than world_ samples left over are dropped.
+  long long rest = samples_ % opt_.batch, share = rest / world_;
+  lastBatch_ = share && model_->dynamicBatch() && share >= model_->batch().min
+                   ? share
                    : 0;
   stepsPerEpoch_ = samples_ / opt_.batch + (lastBatch_ ? 1 : 0);
   if (stepsPerEpoch_ == 0)
     return Status::error("the data has " + std::to_string(samples_) +
                          " samples, fewer than one batch of " +
                          std::to_string(opt_.batch));
-  long long dropped = lastBatch_ ? 0 : rest;
+  long long dropped = rest - lastBatch_ * world_;
+  std::string why =
+      !model_->dynamicBatch()
+          ? "the artifact's batch is static; compile it with --batch=1..B "
+            "to keep them"
+      : lastBatch_ ? "the last batch is split evenly over the " +
+                         std::to_string(world_) + " ranks"
+      : world_ > 1 ? "fewer than the artifact's smallest batch on each of "
+                     "the " + std::to_string(world_) + " ranks"
+                   : "fewer than the artifact's smallest batch";
   if (dropped && !opt_.quiet && rank_ == 0)
     std::fprintf(stderr,
                  "%s: note: %lld samples in batches of %lld: %lld steps per "
                  "epoch; the last %lld sample(s) of each epoch's order are "
                  "dropped (%s)\n",
                  tool_.c_str(), (long long)samples_, opt_.batch,
-                 stepsPerEpoch_, dropped,
-                 model_->dynamicBatch()
-                     ? "fewer than the artifact's smallest batch"
-                     : "the artifact's batch is static; compile it with "
-                       "--batch=1..B to keep them");
+                 stepsPerEpoch_, dropped, why.c_str());
   return Status::ok();
 }
 
@@ -1004,7 +1013,7 @@ int Trainer::runSteps() {
       ++step_;
       ++global_;
       ++epochSteps_;
-      epochSamples_ += rows;
+      epochSamples_ += rows * world_; // the global batch's
       if (hasLossScale_) {
         uint8_t buf[4];
         if (session_->readState("loss_scale", buf,
