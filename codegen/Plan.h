@@ -7,6 +7,7 @@
 #include "mcpk_generated.h"
 #include "modelc/device.h"
 #include "modelc/kernels.h"
+#include "modelc/library_region.h"
 #include "modelc/ops.h"
 
 #include <cstdint>
@@ -153,6 +154,22 @@ struct Plan {
     uint64_t steps = 0, intermediateBytes = 0, arenaSize = 0;
   } unfused;
 };
+
+/// rt::matchLibraryRegion on fused step STEP of PLAN (its types at the
+/// batch's max): whether, and how, a device runs the region as one
+/// library call; the device binds by the same rules.
+inline rt::LibraryRegion matchLibraryStep(const Plan &plan,
+                                          const PlanStep &step) {
+  std::vector<rt::RegionOp> body;
+  for (const PlanRegionOp &op : step.body)
+    body.push_back({op.op, op.attrs, op.operands, op.dtype, op.shape});
+  std::vector<rt::ConstTensor> inputs;
+  for (uint32_t b : step.inputs)
+    inputs.push_back({plan.buffers[b].dtype, plan.buffers[b].shape, nullptr});
+  const PlanBuffer &out = plan.buffers[step.outputs.at(0)];
+  return rt::matchLibraryRegion(body, inputs, out.dtype, out.shape,
+                                step.attrs.getBool("attention"));
+}
 
 } // namespace mc::codegen
 

@@ -229,77 +229,29 @@ FailureOr<std::string> lowerToPtx(ModuleOp kernels, unsigned indexBits) {
   return ptx;
 }
 
-/// Whether a region has the shape the device runs as one library call:
-/// `anchor` of the step's first two inputs, then optionally its reshape
-/// (`reshape`), then a bias, a broadcast of an input along `biasDim` (-1:
-/// the last) added to the value so far in either order (required with
-/// `needsBias`), then optionally one op `activation` accepts; nothing else.
-bool matchesLibraryRegion(
-    const PlanStep& step, rt::OpId anchor, bool reshape, bool needsBias,
-    int64_t biasDim,
-    llvm::function_ref<bool(const PlanRegionOp&)> activation) {
-  const std::vector<PlanRegionOp>& body = step.body;
-  uint32_t n = uint32_t(step.inputs.size());
-  if (body.empty() || body[0].op != anchor ||
-      body[0].operands != std::vector<uint32_t>{0, 1})
+/// Whether the cuda device runs STEP (a fused region) as one library call:
+/// the runtime's own matcher (rt::matchLibraryRegion, the rules the device
+/// binds by), on the region's types at the batch's max, and this target's
+/// policy on top:
+/// - a matmul region keeps cuBLASLt's epilogue only with a bias, and not
+///   for f16 results (an f16 output with an f32 bias is not one call);
+/// - a conv2d region only in f16 and bf16: cuDNN's runtime fusion may have
+///   no engine for an f32 conv with pointwise ops, and an f32 region split
+///   in two loses little.
+bool isLibraryRegion(const Plan& plan, const PlanStep& step) {
+  if (step.op != rt::OpId::Fused || step.body.empty())
     return false;
-  uint32_t cur = n;
-  size_t j = 1;
-  if (reshape && j < body.size() && body[j].op == rt::OpId::Reshape)
-    cur = uint32_t(n + j++);
-  if (j + 1 < body.size() && body[j].op == rt::OpId::BroadcastInDim) {
-    int64_t dim = biasDim < 0 ? int64_t(body[j].shape.size()) - 1 : biasDim;
-    if (body[j].operands.size() != 1 || body[j].operands[0] >= n ||
-        body[j].attrs.getInts("dims") != std::vector<int64_t>{dim})
-      return false;
-    uint32_t bias = uint32_t(n + j++);
-    const PlanRegionOp& add = body[j];
-    if (add.op != rt::OpId::Add ||
-        !(add.operands == std::vector<uint32_t>{cur, bias} ||
-          add.operands == std::vector<uint32_t>{bias, cur}))
-      return false;
-    cur = uint32_t(n + j++);
-  } else if (needsBias) {
+  rt::LibraryRegion match = matchLibraryStep(plan, step);
+  rt::DType dtype = step.body[0].dtype;
+  switch (match.kind) {
+  case rt::LibraryRegion::Kind::MatmulEpilogue:
+    return match.bias >= 0 && dtype != rt::DType::F16;
+  case rt::LibraryRegion::Kind::ConvEpilogue:
+    return dtype == rt::DType::F16 || dtype == rt::DType::BF16;
+  case rt::LibraryRegion::Kind::None:
     return false;
   }
-  if (j < body.size() && body[j].operands == std::vector<uint32_t>{cur} &&
-      activation(body[j]))
-    ++j;
-  return j == body.size();
-}
-
-/// cuBLASLt's BIAS, RELU_BIAS and GELU_BIAS epilogues: matmul, optionally
-/// its reshape, a bias along the last dim, optionally relu or the tanh form
-/// of gelu (cuBLASLt's GELU is that form). Not for f16 results (an f16
-/// output with an f32 bias is not one call).
-bool isLibraryEpilogue(const PlanStep& step) {
-  if (step.body.empty() || step.body[0].dtype == rt::DType::F16)
-    return false;
-  return matchesLibraryRegion(
-      step, rt::OpId::Matmul, /*reshape=*/true, /*needsBias=*/true, -1,
-      [](const PlanRegionOp& op) {
-        return op.op == rt::OpId::Relu ||
-               (op.op == rt::OpId::Gelu &&
-                op.attrs.getBool("tanh_approximation"));
-      });
-}
-
-/// One cuDNN graph: conv2d, optionally a bias along the channels (dim 1),
-/// optionally relu, every op of one dtype and shape
-/// (runtime/src/cuda/CudaKernels.cpp accepts exactly this). Only f16 and
-/// bf16: cuDNN's runtime fusion may have no engine for an f32 conv with
-/// pointwise ops, and an f32 region split in two loses little.
-bool isLibraryConvRegion(const PlanStep& step) {
-  const std::vector<PlanRegionOp>& body = step.body;
-  if (body.empty() ||
-      (body[0].dtype != rt::DType::F16 && body[0].dtype != rt::DType::BF16))
-    return false;
-  for (const PlanRegionOp& op : body)
-    if (op.dtype != body[0].dtype || op.shape != body[0].shape)
-      return false;
-  return matchesLibraryRegion(
-      step, rt::OpId::Conv2d, /*reshape=*/false, /*needsBias=*/false, 1,
-      [](const PlanRegionOp& op) { return op.op == rt::OpId::Relu; });
+  return false;
 }
 
 /// A region led by a matmul or conv2d anchor that the device does not run
@@ -313,7 +265,7 @@ void splitAnchorRegions(Plan& plan) {
     if (step.op != rt::OpId::Fused || step.body.empty() ||
         (step.body[0].op != rt::OpId::Matmul &&
          step.body[0].op != rt::OpId::Conv2d) ||
-        isLibraryEpilogue(step) || isLibraryConvRegion(step))
+        isLibraryRegion(plan, step))
       continue;
     PlanRegionOp anchorOp = step.body[0];
     PlanBuffer result;

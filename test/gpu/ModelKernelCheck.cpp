@@ -1,4 +1,5 @@
-// modelc-kernel-check MODEL.mlir [--batch N] [--tol T]: compiles a model
+// modelc-kernel-check MODEL.mlir [--amp bf16|f16] [--batch N] [--tol T]:
+// compiles a model
 // for the cuda target and runs every step that gets a generated kernel on
 // lavapipe and with the CPU runtime's kernel, on the same random inputs;
 // prints a table and exits 1 when a kernel differs by more than the
@@ -26,6 +27,7 @@ int main(int argc, char** argv) {
   int64_t batch = 0;
   double tol = 1e-4;
   bool train = false;
+  std::string amp; // mc-amp's low precision: bf16, f16 (none by default)
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--batch" && i + 1 < argc)
@@ -34,12 +36,14 @@ int main(int argc, char** argv) {
       tol = std::atof(argv[++i]);
     else if (a == "--train")
       train = true;
+    else if (a == "--amp" && i + 1 < argc)
+      amp = argv[++i];
     else if (path.empty() && a[0] != '-')
       path = a;
     else {
       std::fprintf(stderr,
                    "usage: modelc-kernel-check MODEL.mlir [--train] "
-                   "[--batch N] [--tol T]\n");
+                   "[--amp bf16|f16] [--batch N] [--tol T]\n");
       return 2;
     }
   }
@@ -70,6 +74,7 @@ int main(int argc, char** argv) {
   mc::codegen::CompileOptions options;
   options.target = "cuda";
   options.train = train;
+  options.training.amp = amp;
   if (mlir::failed(mc::codegen::runCompilePipeline(*module, options)))
     return 1;
   auto plan = mc::codegen::buildPlan(*module, options);
@@ -79,12 +84,28 @@ int main(int argc, char** argv) {
     batch = plan->batch.opt;
   std::printf("%-5s %-22s %-12s %9s %10s  %s\n", "step", "op", "kernel",
               "elements", "max error", "result");
-  int failures = 0, checked = 0, skipped = 0;
+  int failures = 0, checked = 0, skipped = 0, library = 0;
   for (size_t i = 0; i < plan->steps.size(); ++i) {
     const mc::codegen::PlanStep& step = plan->steps[i];
+    std::string name = std::string("mc.") + mc::rt::opName(step.op);
+    if (step.entry.empty() && step.op == mc::rt::OpId::Fused) {
+      // A region the compiler left to the device's library call: the
+      // device must accept it (the rules it binds by), or the model fails
+      // on a GPU at load.
+      mc::rt::LibraryRegion m = mc::codegen::matchLibraryStep(*plan, step);
+      bool ok = m.kind != mc::rt::LibraryRegion::Kind::None;
+      std::printf("%-5zu %-22s %-12s %9s %10s  %s%s\n", i, name.c_str(),
+                  m.kind == mc::rt::LibraryRegion::Kind::ConvEpilogue
+                      ? "cudnn"
+                      : "cublaslt",
+                  "-", "-", ok ? "library region ok" : "FAILED: ",
+                  ok ? "" : m.why.c_str());
+      library += ok;
+      failures += !ok;
+      continue;
+    }
     if (step.entry.empty())
       continue; // a library call (cuBLASLt, cuDNN)
-    std::string name = std::string("mc.") + mc::rt::opName(step.op);
     mc::gputest::StepCheck r;
     std::string error;
     // Positive inputs keep log, sqrt and pow in their domain for every
@@ -112,8 +133,9 @@ int main(int argc, char** argv) {
     ++checked;
     failures += !ok;
   }
-  std::printf("%d generated kernels checked on %s, %d skipped, %d failed "
-              "(tolerance %.0e)\n",
-              checked, runner->deviceName().c_str(), skipped, failures, tol);
+  std::printf("%d generated kernels checked on %s, %d skipped, %d library "
+              "regions the device accepts, %d failed (tolerance %.0e)\n",
+              checked, runner->deviceName().c_str(), skipped, library,
+              failures, tol);
   return failures ? 1 : 0;
 }

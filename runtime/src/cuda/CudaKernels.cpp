@@ -7,6 +7,7 @@
 #include "CudaDevice.h"
 #include "Cudnn.h"
 #include "cpu/CpuKernels.h" // conv2dParams
+#include "modelc/library_region.h"
 #include "modelc/shapes.h"
 
 namespace mc::rt::cuda {
@@ -122,188 +123,54 @@ Status notAConvEpilogue(const std::string& why) {
             "them)");
 }
 
-/// A fused region led by a conv2d: conv2d(in a, in b), then optionally
-/// add(conv, broadcast_in_dim(in c [K], dims [1])) (either operand order),
-/// then optionally relu; one cuDNN graph with the bias and relu as
-/// pointwise ops on the f32 result.
-Status fusedConvKernel(const KernelRequest& r, BoundKernel* out,
-                       size_t* workspaceBytes) {
-  const std::vector<RegionOp>& body = *r.body;
-  const uint32_t n = uint32_t(r.inputs.size());
-  const RegionOp& conv = body[0];
-  auto opText = [&](size_t k) {
-    return "body op " + std::to_string(k) + " is mc." + opName(body[k].op);
-  };
-  if (conv.operands.size() != 2 || conv.operands[0] >= n ||
-      conv.operands[1] >= n)
-    return notAConvEpilogue("the conv2d does not read two of the step's "
-                            "inputs");
-  if (conv.dtype != r.output.dtype || conv.shape != r.output.shape)
-    return notAConvEpilogue(std::string("the conv2d computes ") +
-                            dtypeName(conv.dtype) + shapeString(conv.shape) +
-                            ", the output is " + dtypeName(r.output.dtype) +
-                            shapeString(r.output.shape));
+/// A fused region led by a conv2d (rt::matchLibraryRegion's
+/// ConvEpilogue): one cuDNN graph with the bias and relu as pointwise ops
+/// on the f32 result.
+Status fusedConvKernel(const KernelRequest& r, const LibraryRegion& match,
+                       BoundKernel* out, size_t* workspaceBytes) {
+  const RegionOp& conv = (*r.body)[0];
   ConvProblem p;
-  MC_RETURN_IF_ERROR(convOf(r.inputs[conv.operands[0]],
-                            r.inputs[conv.operands[1]], conv.attrs, conv.dtype,
-                            conv.shape, &p));
+  MC_RETURN_IF_ERROR(convOf(r.inputs[match.lhs], r.inputs[match.rhs],
+                            conv.attrs, conv.dtype, conv.shape, &p));
   p.yData = r.output.data;
-  uint32_t cur = n; // the value reached (the convolution's result)
-  uint32_t biasValue = UINT32_MAX;
-  const ConstTensor* bias = nullptr;
-  for (size_t k = 1; k < body.size(); ++k) {
-    const RegionOp& op = body[k];
-    uint32_t value = n + uint32_t(k);
-    if (op.dtype != r.output.dtype || op.shape != r.output.shape)
-      return notAConvEpilogue(opText(k) + " of " + dtypeName(op.dtype) +
-                              shapeString(op.shape) + ", the output is " +
-                              dtypeName(r.output.dtype) +
-                              shapeString(r.output.shape));
-    switch (op.op) {
-    case OpId::BroadcastInDim: {
-      if (bias || op.operands.size() != 1 || op.operands[0] >= n)
-        return notAConvEpilogue(opText(k) + " of a value the region "
-                                            "computes, or a second one");
-      const ConstTensor& in = r.inputs[op.operands[0]];
-      if (in.shape != Shape{p.y[1]} || in.dtype != r.output.dtype ||
-          op.attrs.getInts("dims") != std::vector<int64_t>{1})
-        return notAConvEpilogue(opText(k) + " of " + dtypeName(in.dtype) +
-                                shapeString(in.shape) +
-                                ", not one bias of [" +
-                                std::to_string(p.y[1]) + "] along dim 1");
-      bias = &in;
-      biasValue = value;
-      continue;
-    }
-    case OpId::Add: {
-      if (op.operands.size() != 2 || p.bias || p.relu || !bias)
-        return notAConvEpilogue(opText(k) + " that is not the bias's add "
-                                            "(one, before relu)");
-      uint32_t a = op.operands[0], b = op.operands[1];
-      if (!((a == cur && b == biasValue) || (b == cur && a == biasValue)))
-        return notAConvEpilogue(opText(k) + " that does not add the bias to "
-                                            "the convolution");
-      p.bias = bias->data;
-      cur = value;
-      continue;
-    }
-    case OpId::Relu:
-      if (op.operands.size() != 1 || op.operands[0] != cur || p.relu)
-        return notAConvEpilogue(opText(k) + " not applied to the "
-                                            "convolution or its sum");
-      p.relu = true;
-      cur = value;
-      continue;
-    default:
-      return notAConvEpilogue(opText(k));
-    }
-  }
-  if (cur != n + body.size() - 1)
-    return notAConvEpilogue("the last body op is not the epilogue's result");
+  if (match.bias >= 0)
+    p.bias = r.inputs[size_t(match.bias)].data;
+  p.relu = match.activation == LibraryRegion::Activation::Relu;
   return bindConv(cudaDevice(r), r, p, out, workspaceBytes);
 }
 
-/// A fused region led by a matmul whose rest is what cuBLASLt's epilogue
-/// computes: bias along the last dim, then relu or the tanh form of gelu.
-/// cuBLASLt has no erf gelu (its GELU epilogue is the tanh approximation,
-/// which is why PyTorch maps only approximate='tanh' to it), so a region
-/// with the exact gelu is refused.
+/// A fused region the device runs as one library call
+/// (rt::matchLibraryRegion, the rules the cuda target keeps regions
+/// whole by): a matmul with cuBLASLt's epilogue (bias along the last dim,
+/// then relu or the tanh form of gelu; cuBLASLt has no erf gelu, which is
+/// why PyTorch maps only approximate='tanh' to it), or a conv2d with a
+/// channel bias and relu.
 Status fusedKernel(const KernelRequest& r, BoundKernel* out,
                    size_t* workspaceBytes) {
-  if (!r.body || r.body->empty())
+  if (!r.body)
     return Status::error("mc.fused: the step has no body");
-  if (r.attrs.getBool("attention"))
-    return notAnEpilogue("this is an attention region");
-  if ((*r.body)[0].op == OpId::Conv2d)
-    return fusedConvKernel(r, out, workspaceBytes);
-  const std::vector<RegionOp>& body = *r.body;
-  const uint32_t n = uint32_t(r.inputs.size());
-  const RegionOp& mm = body[0];
-  auto opText = [&](size_t k) {
-    return "body op " + std::to_string(k) + " is mc." + opName(body[k].op);
-  };
-  if (mm.op != OpId::Matmul)
-    return notAnEpilogue(opText(0));
-  if (mm.operands.size() != 2 || mm.operands[0] >= n || mm.operands[1] >= n)
-    return notAnEpilogue("the matmul does not read two of the step's inputs");
-  if (mm.dtype != r.output.dtype)
-    return notAnEpilogue(std::string("the matmul computes ") +
-                         dtypeName(mm.dtype) + ", the output is " +
-                         dtypeName(r.output.dtype));
+  LibraryRegion match =
+      matchLibraryRegion(*r.body, r.inputs, r.output.dtype, r.output.shape,
+                         r.attrs.getBool("attention"));
+  if (match.kind == LibraryRegion::Kind::ConvEpilogue)
+    return fusedConvKernel(r, match, out, workspaceBytes);
+  if (match.kind == LibraryRegion::Kind::None)
+    return !r.body->empty() && (*r.body)[0].op == OpId::Conv2d
+               ? notAConvEpilogue(match.why)
+               : notAnEpilogue(match.why);
+  const RegionOp& mm = (*r.body)[0];
   GemmProblem p;
-  MC_RETURN_IF_ERROR(gemmOf(r.inputs[mm.operands[0]], r.inputs[mm.operands[1]],
+  MC_RETURN_IF_ERROR(gemmOf(r.inputs[match.lhs], r.inputs[match.rhs],
                             mm.attrs, mm.dtype, mm.shape, &p));
   p.d = r.output.data;
-  uint32_t cur = n; // the value the epilogue has reached (the product)
-  std::vector<uint32_t> biasValues; // broadcasts of the bias input
-  const ConstTensor* bias = nullptr;
-  for (size_t k = 1; k < body.size(); ++k) {
-    const RegionOp& op = body[k];
-    uint32_t value = n + uint32_t(k);
-    if (op.dtype != r.output.dtype)
-      return notAnEpilogue(opText(k) + " of " + dtypeName(op.dtype) +
-                           ", the output is " + dtypeName(r.output.dtype));
-    auto readsCur = [&] {
-      return op.operands.size() == 1 && op.operands[0] == cur;
-    };
-    switch (op.op) {
-    case OpId::Reshape:
-      // Same bytes; only straight after the matmul.
-      if (k != 1 || !readsCur())
-        return notAnEpilogue(opText(k) + " not straight after the matmul");
-      cur = value;
-      continue;
-    case OpId::BroadcastInDim: {
-      if (op.operands.size() != 1 || op.operands[0] >= n)
-        return notAnEpilogue(opText(k) + " of a value the region computes");
-      const ConstTensor& in = r.inputs[op.operands[0]];
-      std::vector<int64_t> dims = op.attrs.getInts("dims");
-      int64_t last = int64_t(r.output.shape.size()) - 1;
-      if (bias || in.shape.size() != 1 || in.shape[0] != p.n ||
-          dims != std::vector<int64_t>{last} || in.dtype != r.output.dtype)
-        return notAnEpilogue(opText(k) + " of " + dtypeName(in.dtype) +
-                             shapeString(in.shape) + " along dims [" +
-                             (dims.empty() ? "" : std::to_string(dims[0])) +
-                             (dims.size() > 1 ? ", ..." : "") +
-                             "], not one bias of [" + std::to_string(p.n) +
-                             "] along the last dim");
-      bias = &in;
-      biasValues.push_back(value);
-      continue;
-    }
-    case OpId::Add: {
-      if (op.operands.size() != 2 || p.bias ||
-          p.activation != GemmActivation::None)
-        return notAnEpilogue(opText(k) + " after the bias or activation");
-      uint32_t a = op.operands[0], b = op.operands[1];
-      uint32_t other = a == cur ? b : b == cur ? a : UINT32_MAX;
-      if (other == UINT32_MAX || biasValues.empty() ||
-          other != biasValues[0])
-        return notAnEpilogue(opText(k) + " that does not add the bias to "
-                                         "the product");
-      p.bias = bias->data;
-      cur = value;
-      continue;
-    }
-    case OpId::Relu:
-    case OpId::Gelu:
-      if (!readsCur() || p.activation != GemmActivation::None)
-        return notAnEpilogue(opText(k) + " not applied to the product");
-      if (op.op == OpId::Gelu && !op.attrs.getBool("tanh_approximation"))
-        return notAnEpilogue(opText(k) +
-                             " in its exact (erf) form; cuBLASLt's GELU "
-                             "epilogue is the tanh approximation");
-      p.activation = op.op == OpId::Relu ? GemmActivation::Relu
-                                         : GemmActivation::GeluTanh;
-      cur = value;
-      continue;
-    default:
-      return notAnEpilogue(opText(k));
-    }
-  }
-  if (cur != n + body.size() - 1)
-    return notAnEpilogue("the last body op is not the epilogue's result");
-  if (r.output.shape.empty() || r.output.shape.back() != p.n ||
+  if (match.bias >= 0)
+    p.bias = r.inputs[size_t(match.bias)].data;
+  p.activation = match.activation == LibraryRegion::Activation::Relu
+                     ? GemmActivation::Relu
+                 : match.activation == LibraryRegion::Activation::GeluTanh
+                     ? GemmActivation::GeluTanh
+                     : GemmActivation::None;
+  if (r.output.shape.back() != p.n ||
       numElements(r.output.shape) != p.batch * p.m * p.n)
     return notAnEpilogue("the output " + shapeString(r.output.shape) +
                          " is not the product " + shapeString(mm.shape) +

@@ -1,0 +1,168 @@
+// rt::matchLibraryRegion: the fused regions the cuda device runs as one
+// library call (cuBLASLt's epilogues, one cuDNN graph), the rules both the
+// cuda target (which keeps such regions whole) and the device (which binds
+// them) use. Each case builds a region as mc-fuse would and checks what the
+// matcher takes from it, or the reason it gives.
+#include "modelc/library_region.h"
+
+#include <gtest/gtest.h>
+
+namespace mc::rt {
+namespace {
+
+using Kind = LibraryRegion::Kind;
+using Act = LibraryRegion::Activation;
+
+RegionOp op(OpId id, std::vector<uint32_t> operands, Shape shape,
+            DType dtype = DType::F32, OpAttrs attrs = {}) {
+  return RegionOp{id, std::move(attrs), std::move(operands), dtype,
+                  std::move(shape)};
+}
+
+OpAttrs dims(std::vector<int64_t> d) {
+  return OpAttrs{OpAttr::list("dims", std::move(d))};
+}
+
+OpAttrs tanh(bool on) {
+  return OpAttrs{OpAttr::boolean("tanh_approximation", on)};
+}
+
+ConstTensor in(Shape shape, DType dtype = DType::F32) {
+  return ConstTensor{dtype, std::move(shape), nullptr};
+}
+
+/// x [8, 16] x w [16, 32] + b [32]: the step's inputs 0, 1, 2; the body's
+/// values start at 3.
+const std::vector<ConstTensor> kGemmInputs = {in({8, 16}), in({16, 32}),
+                                              in({32})};
+const Shape kOut = {8, 32};
+
+TEST(LibraryRegion, MatmulBiasReluIsOneCublasLtCall) {
+  std::vector<RegionOp> body = {
+      op(OpId::Matmul, {0, 1}, kOut),
+      op(OpId::BroadcastInDim, {2}, kOut, DType::F32, dims({1})),
+      op(OpId::Add, {4, 3}, kOut), // the bias first: either order
+      op(OpId::Relu, {5}, kOut)};
+  LibraryRegion m = matchLibraryRegion(body, kGemmInputs, DType::F32, kOut,
+                                       false);
+  EXPECT_EQ(m.kind, Kind::MatmulEpilogue) << m.why;
+  EXPECT_EQ(m.lhs, 0u);
+  EXPECT_EQ(m.rhs, 1u);
+  EXPECT_EQ(m.bias, 2);
+  EXPECT_EQ(m.activation, Act::Relu);
+}
+
+TEST(LibraryRegion, MatmulReshapeBiasTanhGelu) {
+  // [2, 4, 16] x [16, 32] -> [2, 4, 32] reshaped to [8, 32]: the reshape
+  // only straight after the matmul.
+  std::vector<ConstTensor> inputs = {in({2, 4, 16}), in({16, 32}), in({32})};
+  std::vector<RegionOp> body = {
+      op(OpId::Matmul, {0, 1}, {2, 4, 32}), op(OpId::Reshape, {3}, kOut),
+      op(OpId::BroadcastInDim, {2}, kOut, DType::F32, dims({1})),
+      op(OpId::Add, {4, 5}, kOut),
+      op(OpId::Gelu, {6}, kOut, DType::F32, tanh(true))};
+  LibraryRegion m = matchLibraryRegion(body, inputs, DType::F32, kOut, false);
+  EXPECT_EQ(m.kind, Kind::MatmulEpilogue) << m.why;
+  EXPECT_EQ(m.activation, Act::GeluTanh);
+  // Without a bias: cuBLASLt's plain GELU epilogue.
+  body = {op(OpId::Matmul, {0, 1}, kOut),
+          op(OpId::Gelu, {3}, kOut, DType::F32, tanh(true))};
+  m = matchLibraryRegion(body, kGemmInputs, DType::F32, kOut, false);
+  EXPECT_EQ(m.kind, Kind::MatmulEpilogue) << m.why;
+  EXPECT_EQ(m.bias, -1);
+}
+
+TEST(LibraryRegion, WhatCublasLtCannotComputeIsRefusedWithTheReason) {
+  auto refused = [](std::vector<RegionOp> body,
+                    std::vector<ConstTensor> inputs, bool attention = false) {
+    LibraryRegion m =
+        matchLibraryRegion(body, inputs, DType::F32, kOut, attention);
+    EXPECT_EQ(m.kind, Kind::None);
+    return m.why;
+  };
+  RegionOp mm = op(OpId::Matmul, {0, 1}, kOut);
+  RegionOp bias = op(OpId::BroadcastInDim, {2}, kOut, DType::F32, dims({1}));
+  EXPECT_EQ(refused({mm, op(OpId::Gelu, {3}, kOut, DType::F32, tanh(false))},
+                    kGemmInputs),
+            "body op 1 is mc.gelu in its exact (erf) form; cuBLASLt's GELU "
+            "epilogue is the tanh approximation");
+  EXPECT_EQ(refused({mm, op(OpId::Exp, {3}, kOut)}, kGemmInputs),
+            "body op 1 is mc.exp");
+  // A bias along the wrong dim, or of the wrong size.
+  EXPECT_EQ(refused({mm,
+                     op(OpId::BroadcastInDim, {2}, kOut, DType::F32,
+                        dims({0})),
+                     op(OpId::Add, {3, 4}, kOut)},
+                    kGemmInputs),
+            "body op 1 is mc.broadcast_in_dim of f32[32] along dims [0], not "
+            "one bias of [32] along dim 1");
+  EXPECT_EQ(refused({mm, bias, op(OpId::Add, {3, 4}, kOut)},
+                    {in({8, 16}), in({16, 32}), in({16})}),
+            "body op 1 is mc.broadcast_in_dim of f32[16] along dims [1], not "
+            "one bias of [32] along dim 1");
+  // The activation before the bias, a bias never added, a second add.
+  EXPECT_EQ(refused({mm, op(OpId::Relu, {3}, kOut), bias,
+                     op(OpId::Add, {4, 5}, kOut)},
+                    kGemmInputs),
+            "body op 3 is mc.add that is not the bias's add (one, after the "
+            "bias's broadcast, before the activation)");
+  EXPECT_EQ(refused({mm, bias}, kGemmInputs),
+            "the bias is broadcast but never added");
+  EXPECT_EQ(refused({mm, bias, op(OpId::Add, {3, 4}, kOut),
+                     op(OpId::Add, {5, 4}, kOut)},
+                    kGemmInputs),
+            "body op 3 is mc.add that is not the bias's add (one, after the "
+            "bias's broadcast, before the activation)");
+  // The matmul reads a value of the region; a reshape later on; another
+  // dtype; an attention region.
+  EXPECT_EQ(refused({op(OpId::Matmul, {0, 3}, kOut)}, kGemmInputs),
+            "the matmul does not read two of the step's inputs");
+  EXPECT_EQ(refused({mm, op(OpId::Relu, {3}, kOut),
+                     op(OpId::Reshape, {4}, kOut)},
+                    kGemmInputs),
+            "body op 2 is mc.reshape not straight after the matmul");
+  EXPECT_EQ(refused({mm, op(OpId::Relu, {3}, kOut, DType::BF16)},
+                    kGemmInputs),
+            "body op 1 is mc.relu of bf16, the output is f32");
+  EXPECT_EQ(refused({mm, op(OpId::Relu, {3}, kOut)}, kGemmInputs, true),
+            "this is an attention region");
+  EXPECT_EQ(refused({op(OpId::Add, {0, 1}, kOut)}, kGemmInputs),
+            "body op 0 is mc.add, not a matmul or conv2d");
+}
+
+TEST(LibraryRegion, ConvChannelBiasReluIsOneCudnnGraph) {
+  Shape y = {2, 8, 6, 6};
+  std::vector<ConstTensor> inputs = {in({2, 3, 8, 8}, DType::BF16),
+                                     in({8, 3, 3, 3}, DType::BF16),
+                                     in({8}, DType::BF16)};
+  std::vector<RegionOp> body = {
+      op(OpId::Conv2d, {0, 1}, y, DType::BF16),
+      op(OpId::BroadcastInDim, {2}, y, DType::BF16, dims({1})),
+      op(OpId::Add, {3, 4}, y, DType::BF16),
+      op(OpId::Relu, {5}, y, DType::BF16)};
+  LibraryRegion m = matchLibraryRegion(body, inputs, DType::BF16, y, false);
+  EXPECT_EQ(m.kind, Kind::ConvEpilogue) << m.why;
+  EXPECT_EQ(m.bias, 2);
+  EXPECT_EQ(m.activation, Act::Relu);
+  // cuDNN's pointwise ops here: relu only, every op of the output's shape.
+  body[3] = op(OpId::Gelu, {5}, y, DType::BF16, tanh(true));
+  m = matchLibraryRegion(body, inputs, DType::BF16, y, false);
+  EXPECT_EQ(m.kind, Kind::None);
+  EXPECT_EQ(m.why, "body op 3 is mc.gelu");
+  body[3] = op(OpId::Relu, {5}, {2, 8, 36}, DType::BF16);
+  m = matchLibraryRegion(body, inputs, DType::BF16, y, false);
+  EXPECT_EQ(m.kind, Kind::None);
+  EXPECT_EQ(m.why, "body op 3 is mc.relu of bf16[2, 8, 36], the output is "
+                   "bf16[2, 8, 6, 6]");
+  // The bias along the channels only.
+  body = {op(OpId::Conv2d, {0, 1}, y, DType::BF16),
+          op(OpId::BroadcastInDim, {2}, y, DType::BF16, dims({3})),
+          op(OpId::Add, {3, 4}, y, DType::BF16)};
+  m = matchLibraryRegion(body, inputs, DType::BF16, y, false);
+  EXPECT_EQ(m.kind, Kind::None);
+  EXPECT_EQ(m.why, "body op 1 is mc.broadcast_in_dim of bf16[8] along dims "
+                   "[3], not one bias of [8] along dim 1");
+}
+
+} // namespace
+} // namespace mc::rt
