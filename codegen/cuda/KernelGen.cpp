@@ -820,7 +820,9 @@ private:
         break;
       }
       case OpId::Gather: {
-        // Indices were checked in range at compile time (classifyStep).
+        // Indices are in [-dim, dim): checked at compile time, or when the
+        // input that holds them is set (classifyStep). Clamped besides, so
+        // the kernel never reads outside the data.
         int64_t axis = step.attrs.getInt("axis");
         const TensorDesc& data = tensors[0];
         size_t ri = tensors[1].shape.size();
@@ -831,6 +833,9 @@ private:
         k = arith::IndexCastOp::create(b, loc, b.getIndexType(), k);
         Value wrapped = arith::AddIOp::create(b, loc, k, ds[axis]);
         k = select(cmpi(arith::CmpIPredicate::slt, k, idx(0)), wrapped, k);
+        Value last = arith::SubIOp::create(b, loc, ds[axis], idx(1));
+        k = select(cmpi(arith::CmpIPredicate::slt, k, idx(0)), idx(0), k);
+        k = select(cmpi(arith::CmpIPredicate::sgt, k, last), last, k);
         SmallVector<Value> src(ix.begin(), ix.begin() + axis);
         src.push_back(k);
         src.append(ix.begin() + axis + ri, ix.end());
@@ -1269,6 +1274,26 @@ private:
 
 } // namespace
 
+/// Whether buffer B is a graph input (or a view of one) that no step
+/// writes: its values at every step are the ones Session::setInput took.
+bool isUnwrittenInput(const Plan& plan, uint32_t b) {
+  auto root = [&](uint32_t x) {
+    int64_t a = plan.buffers[x].aliasOf;
+    return a >= 0 ? uint32_t(a) : x;
+  };
+  uint32_t r = root(b);
+  bool input = false;
+  for (const PlanSignature& in : plan.inputs)
+    input |= root(in.buffer) == r;
+  if (!input)
+    return false;
+  for (const PlanStep& step : plan.steps)
+    for (uint32_t o : step.outputs)
+      if (root(o) == r)
+        return false;
+  return true;
+}
+
 KernelKind classifyStep(const Plan& plan, const PlanStep& step,
                         const KernelFlavor& flavor, std::string* whyNot) {
   whyNot->clear();
@@ -1347,17 +1372,25 @@ KernelKind classifyStep(const Plan& plan, const PlanStep& step,
   }
   case OpId::Gather: {
     // A device kernel cannot report an index out of range (the CPU's
-    // error), so only indices known at compile time, and in range, are
-    // gathered here.
+    // error), so indices are either known at compile time (and checked in
+    // range here), or a graph input's values, which Session::setInput
+    // checks before any step runs (rt::gatherIndexInputs: the input or a
+    // view of it, written by no step). The kernel clamps besides, so even
+    // so it never reads outside the data.
     const PlanBuffer& ind = plan.buffers[step.inputs[1]];
     const PlanBuffer& data = plan.buffers[step.inputs[0]];
-    if (ind.kind != fb::BufferKind::Constant)
-      return refuse("gather with indices computed at run time (a kernel "
-                    "cannot report one out of range yet)");
     int64_t axis = step.attrs.getInt("axis");
-    int64_t dim = data.shape[axis];
     if (data.batchScale.size() > size_t(axis) && data.batchScale[axis] > 0)
       return refuse("gather along the batch dim");
+    if (ind.kind != fb::BufferKind::Constant) {
+      if (!isUnwrittenInput(plan, step.inputs[1]))
+        return refuse("gather with indices computed on the device (a "
+                      "kernel cannot report one out of range; indices "
+                      "that are a graph input are checked when the input "
+                      "is set)");
+      return KernelKind::Index;
+    }
+    int64_t dim = data.shape[axis];
     size_t width = ind.dtype == DType::I64 ? 8 : 4;
     for (size_t o = 0; o + width <= ind.data.size(); o += width) {
       int64_t v = 0;

@@ -114,6 +114,86 @@ std::vector<int64_t> labelClassCounts(const Model &model) {
   return counts;
 }
 
+std::vector<IndexInput> gatherIndexInputs(const Model &model) {
+  const fb::Model &t = model.table();
+  std::vector<IndexInput> result(model.inputs().size());
+  if (!t.buffers() || !t.steps())
+    return result;
+  const auto &bufs = *t.buffers();
+  auto passesThrough = [](OpId k) {
+    return k == OpId::Copy || k == OpId::BroadcastInDim ||
+           k == OpId::Transpose || k == OpId::Reshape;
+  };
+  for (size_t i = 0; i < model.inputs().size(); ++i) {
+    const TensorInfo &in = model.inputs()[i];
+    if (!isIntLabel(in.dtype))
+      continue;
+    // The input's bytes: its buffer and the views over them (reshapes).
+    const fb::Buffer *inBuf = bufs.Get(in.buffer);
+    std::set<uint32_t> own{in.buffer};
+    for (uint32_t b = 0; b < bufs.size(); ++b) {
+      const fb::Buffer *o = bufs.Get(b);
+      if (o->kind() == fb::BufferKind::Arena && o->offset() == inBuf->offset() &&
+          o->size() == inBuf->size() && o->dtype() == inBuf->dtype())
+        own.insert(b);
+    }
+    bool written = false;
+    std::set<uint32_t> values = own; // buffers holding the input's values
+    for (const fb::Step *s : *t.steps()) {
+      if (!s->inputs() || !s->outputs())
+        continue;
+      for (uint32_t o : *s->outputs())
+        written |= own.count(o) > 0;
+      if (passesThrough(opOf(s)) && s->inputs()->size() == 1 &&
+          s->outputs()->size() == 1 && values.count(s->inputs()->Get(0)))
+        values.insert(s->outputs()->Get(0));
+    }
+    if (written)
+      continue;
+    for (const fb::Step *s : *t.steps()) {
+      if (opOf(s) != OpId::Gather || !s->inputs() ||
+          s->inputs()->size() != 2 || !values.count(s->inputs()->Get(1)))
+        continue;
+      const fb::Buffer *data = bufs.Get(s->inputs()->Get(0));
+      int64_t rank = data->shape() ? int64_t(data->shape()->size()) : 0;
+      int64_t axis = intAttr(s, "axis", 0);
+      if (axis < 0)
+        axis += rank;
+      if (axis < 0 || axis >= rank)
+        continue;
+      if (data->batch_scale() && data->batch_scale()->size() > size_t(axis) &&
+          data->batch_scale()->Get(axis) != 0)
+        continue; // a dim of the batch: the CPU's kernel checks at run time
+      int64_t dim = data->shape()->Get(axis);
+      if (result[i].dim == 0 || dim < result[i].dim) {
+        result[i].dim = dim;
+        result[i].where = "mc.gather at " +
+                          (s->location() ? s->location()->str()
+                                         : std::string("an unknown location"));
+      }
+    }
+  }
+  return result;
+}
+
+Status checkGatherIndices(DType dtype, const void *data, int64_t count,
+                          const IndexInput &index, const std::string &what) {
+  if (index.dim <= 0)
+    return Status::ok();
+  const uint8_t *p = static_cast<const uint8_t *>(data);
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t v = intAt(dtype, p, i);
+    if (v < -index.dim || v >= index.dim)
+      return Status::error(what + ": element " + std::to_string(i) + " is " +
+                           std::to_string(v) + ", an index out of range for " +
+                           index.where + " over a dim of " +
+                           std::to_string(index.dim) + " (indices lie in [" +
+                           std::to_string(-index.dim) + ", " +
+                           std::to_string(index.dim) + "))");
+  }
+  return Status::ok();
+}
+
 Status checkLabels(DType dtype, const void *data, int64_t count,
                    int64_t classes, const std::string &what,
                    int64_t firstIndex) {

@@ -4,6 +4,7 @@
 #include "ArtifactVerifier.h"
 #include "modelc/checkpoint.h"
 #include "modelc/device.h"
+#include "modelc/labels.h"
 #include "modelc/model.h"
 #include "modelc/shapes.h"
 
@@ -169,6 +170,9 @@ struct Session::Impl {
   uint64_t useClock = 0;
   uint64_t keyClock = 0; // the last Binding::key given
   std::vector<InputSlot> inputs;
+  /// Per input: the gathers its values index (gatherIndexInputs), checked
+  /// by setInput before they reach the device.
+  std::vector<IndexInput> indexInputs;
 };
 
 Status Session::Impl::bind(int64_t batch, Binding *out, size_t *scratch) const {
@@ -463,6 +467,7 @@ Status Session::create(const Model &model, std::unique_ptr<Device> device,
     impl.timer = dev.stepTimer();
   }
   impl.inputs.resize(model.inputs().size());
+  impl.indexInputs = gatherIndexInputs(model);
   for (size_t i = 0; i < impl.inputs.size(); ++i) {
     const fb::Buffer *b = buffers.Get(model.inputs()[i].buffer);
     InputSlot &slot = impl.inputs[i];
@@ -498,6 +503,11 @@ Status Session::setInput(size_t index, DType dtype, const Shape &shape,
                          std::to_string(byteSize));
   if (!data && byteSize)
     return Status::error("input '" + info.name + "': data is null");
+  // Indices a gather reads: checked here, before any step, on every device
+  // (a device kernel cannot report one out of range).
+  MC_RETURN_IF_ERROR(checkGatherIndices(
+      dtype, data, int64_t(byteSize / dtypeSize(dtype)),
+      impl_->indexInputs[index], "input '" + info.name + "'"));
   InputSlot &slot = impl_->inputs[index];
   if (byteSize) {
     if (slot.clobbered)

@@ -132,13 +132,32 @@ bool checkStep(const Plan& plan, size_t index, int64_t batch, bool positive,
     };
     std::mt19937 rng(7);
     std::vector<std::vector<uint8_t>> ins;
-    for (uint32_t i : step.inputs) {
+    for (size_t k = 0; k < step.inputs.size(); ++k) {
+      uint32_t i = step.inputs[k];
       // Buffers are sized at the max batch (the kernel's memref types).
       const PlanBuffer& b = plan.buffers[i];
       std::vector<uint8_t> bytes(bytesOf(b, plan.batch.dynamic()
                                                 ? plan.batch.max
                                                 : 0));
       fillRandom(bytes, b.dtype, rng, positive);
+      if (step.op == rt::OpId::Gather && k == 1 &&
+          b.data.empty()) {
+        // Run-time indices (a graph input, checked in range when set):
+        // every value of [-dim, dim), negative ones included.
+        const PlanBuffer& data = plan.buffers[step.inputs[0]];
+        int64_t dim = data.shape[size_t(step.attrs.getInt("axis"))];
+        std::uniform_int_distribution<int64_t> u(-dim, dim - 1);
+        size_t width = rt::dtypeSize(b.dtype);
+        for (size_t o = 0; o + width <= bytes.size(); o += width) {
+          int64_t v = u(rng);
+          if (width == 8) {
+            std::memcpy(bytes.data() + o, &v, 8);
+          } else {
+            int32_t w = int32_t(v);
+            std::memcpy(bytes.data() + o, &w, 4);
+          }
+        }
+      }
       if (!b.data.empty())
         bytes = b.data.toVector();
       ins.push_back(std::move(bytes));

@@ -1,6 +1,6 @@
-// Class labels of a training step: which integer inputs a compiled
-// cross-entropy uses as class indices, and a check that label values lie in
-// [0, classes). Out-of-range labels otherwise train silently on a zero
+// Integer inputs used as indices. Class labels of a training step: which
+// integer inputs a compiled cross-entropy uses as class indices, and a
+// check that label values lie in [0, classes). Out-of-range labels otherwise train silently on a zero
 // one-hot row (loss -0) where PyTorch raises "Target 10 is out of bounds".
 #ifndef MODELC_LABELS_H
 #define MODELC_LABELS_H
@@ -24,6 +24,30 @@ std::vector<int64_t> labelClassCounts(const Model &model);
 Status checkLabels(DType dtype, const void *data, int64_t count,
                    int64_t classes, const std::string &what,
                    int64_t firstIndex = 0);
+
+/// An integer input whose values a gather uses as indices (an embedding's
+/// token ids): `dim` is the size of the gathered dim (indices lie in
+/// [-dim, dim)), `where` the gather step (op and source location). dim is
+/// 0 for an input that indexes nothing.
+struct IndexInput {
+  int64_t dim = 0;
+  std::string where;
+};
+
+/// For each input of MODEL (in signature order), the gathers that use its
+/// values as indices: the i32/i64 input (its reshapes, copies, transposes
+/// and broadcasts) as a gather step's indices, over a dim of static size;
+/// the smallest such dim. An input that any step writes in place is not
+/// one (its values at the gather are not the caller's). Session::setInput
+/// checks those inputs' values before any step runs: a device kernel
+/// cannot report an index out of range the way the CPU's gather does, so
+/// the cuda target gathers by run-time indices only from such inputs.
+std::vector<IndexInput> gatherIndexInputs(const Model &model);
+
+/// Checks COUNT indices (I32 or I64 at DATA) against [-dim, dim) of INDEX;
+/// the error names WHAT, the element, its value and the gather.
+Status checkGatherIndices(DType dtype, const void *data, int64_t count,
+                          const IndexInput &index, const std::string &what);
 
 } // namespace mc::rt
 
