@@ -37,6 +37,22 @@ int64_t intAttr(const fb::Step *s, const char *name, int64_t dflt) {
   return OpAttrs(decodeAttrs(*s)).getInt(name, dflt);
 }
 
+/// Buffer B (an input's) and its reshapes: arena buffers over the same
+/// bytes.
+std::set<uint32_t>
+viewsOf(const flatbuffers::Vector<flatbuffers::Offset<fb::Buffer>> &bufs,
+        uint32_t b) {
+  const fb::Buffer *root = bufs.Get(b);
+  std::set<uint32_t> views{b};
+  for (uint32_t v = 0; v < bufs.size(); ++v) {
+    const fb::Buffer *o = bufs.Get(v);
+    if (o->kind() == fb::BufferKind::Arena && o->dtype() == root->dtype() &&
+        o->offset() == root->offset() && o->size() == root->size())
+      views.insert(v);
+  }
+  return views;
+}
+
 } // namespace
 
 std::vector<int64_t> labelClassCounts(const Model &model) {
@@ -79,15 +95,7 @@ std::vector<int64_t> labelClassCounts(const Model &model) {
     const TensorInfo &in = model.inputs()[i];
     if (!isIntLabel(in.dtype))
       continue;
-    // The input and its reshapes (arena buffers over the same bytes).
-    const fb::Buffer *inBuf = bufs.Get(in.buffer);
-    std::set<uint32_t> labels{in.buffer};
-    for (uint32_t b = 0; b < bufs.size(); ++b) {
-      const fb::Buffer *o = bufs.Get(b);
-      if (o->kind() == fb::BufferKind::Arena && o->dtype() == inBuf->dtype() &&
-          o->offset() == inBuf->offset() && o->size() == inBuf->size())
-        labels.insert(b);
-    }
+    std::set<uint32_t> labels = viewsOf(bufs, in.buffer);
     for (const fb::Step *s : *t.steps()) {
       if (!s->inputs() || !s->outputs() || s->outputs()->size() != 1)
         continue;
@@ -128,15 +136,7 @@ std::vector<IndexInput> gatherIndexInputs(const Model &model) {
     const TensorInfo &in = model.inputs()[i];
     if (!isIntLabel(in.dtype))
       continue;
-    // The input's bytes: its buffer and the views over them (reshapes).
-    const fb::Buffer *inBuf = bufs.Get(in.buffer);
-    std::set<uint32_t> own{in.buffer};
-    for (uint32_t b = 0; b < bufs.size(); ++b) {
-      const fb::Buffer *o = bufs.Get(b);
-      if (o->kind() == fb::BufferKind::Arena && o->offset() == inBuf->offset() &&
-          o->size() == inBuf->size() && o->dtype() == inBuf->dtype())
-        own.insert(b);
-    }
+    std::set<uint32_t> own = viewsOf(bufs, in.buffer);
     bool written = false;
     std::set<uint32_t> values = own; // buffers holding the input's values
     for (const fb::Step *s : *t.steps()) {
