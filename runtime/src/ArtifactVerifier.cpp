@@ -786,6 +786,10 @@ Status Verifier::checkFused(const fb::Step &step,
     for (int64_t d : shape)
       if (d < 0)
         return fail(bwhere + ": negative dim in shape " + shapeString(shape));
+    // The kernels multiply a body op's dims (a trailing reduction's operand
+    // sets the region's iteration space): bounded like a buffer's.
+    if (Status limit = checkElementCount(shape); !limit)
+      return fail(bwhere + ": " + limit.message());
     if (checkBatch_ && !scale.empty())
       shape = shapes::atBatch(shape, scale, checkBatch_);
     const OpInfo &info = opInfo(id);

@@ -457,6 +457,14 @@ TEST(Fused, VerifierRefusesMalformedBodyOps) {
   op(3).shape = {2, -3};
   expectRefused(p, relu + "negative dim in shape [2, -3]");
   fresh();
+  // Dims whose product overflows int64 (a fuzz finding: a trailing
+  // reduction's operand of such a shape reached the CPU kernel, which
+  // multiplied them): bounded like a buffer's.
+  op(3).shape = {16, 576460752303423492};
+  expectRefused(p, relu + "shape [16, 576460752303423492] has more than "
+                          "68719476736 (2^36) elements, the limit for one "
+                          "tensor");
+  fresh();
   op(1).operands = {0, 5};
   expectRefused(p, "body op 1 (mc.add): operand value 5 is not defined before "
                    "it (the region has 3 inputs and 1 earlier ops)");
