@@ -1282,6 +1282,11 @@ bool isUnwrittenInput(const Plan& plan, uint32_t b) {
     return a >= 0 ? uint32_t(a) : x;
   };
   uint32_t r = root(b);
+  // A view of the same bytes and dtype (a reshape): what the runtime's
+  // recognizer takes as the input's own buffer.
+  if (plan.buffers[b].dtype != plan.buffers[r].dtype ||
+      plan.buffers[b].byteSize() != plan.buffers[r].byteSize())
+    return false;
   bool input = false;
   for (const PlanSignature& in : plan.inputs)
     input |= root(in.buffer) == r;
