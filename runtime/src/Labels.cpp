@@ -137,40 +137,43 @@ std::vector<IndexInput> gatherIndexInputs(const Model &model) {
     if (!isIntLabel(in.dtype))
       continue;
     std::set<uint32_t> own = viewsOf(bufs, in.buffer);
-    bool written = false;
     std::set<uint32_t> values = own; // buffers holding the input's values
+    // In step order, until a step writes the input's bytes: a write after
+    // its last read is the planner reusing the memory, one before a gather
+    // means the gather does not read the caller's values.
     for (const fb::Step *s : *t.steps()) {
       if (!s->inputs() || !s->outputs())
         continue;
+      if (opOf(s) == OpId::Gather && s->inputs()->size() == 2 &&
+          values.count(s->inputs()->Get(1))) {
+        const fb::Buffer *data = bufs.Get(s->inputs()->Get(0));
+        int64_t rank = data->shape() ? int64_t(data->shape()->size()) : 0;
+        int64_t axis = intAttr(s, "axis", 0);
+        if (axis < 0)
+          axis += rank;
+        bool batchDim = data->batch_scale() &&
+                        data->batch_scale()->size() > size_t(axis) &&
+                        data->batch_scale()->Get(axis) != 0;
+        // (A dim of the batch: the CPU's kernel checks at run time.)
+        if (axis >= 0 && axis < rank && !batchDim) {
+          int64_t dim = data->shape()->Get(axis);
+          if (result[i].dim == 0 || dim < result[i].dim) {
+            result[i].dim = dim;
+            result[i].where =
+                "mc.gather at " + (s->location()
+                                       ? s->location()->str()
+                                       : std::string("an unknown location"));
+          }
+        }
+      }
+      bool writes = false;
       for (uint32_t o : *s->outputs())
-        written |= own.count(o) > 0;
+        writes |= own.count(o) > 0;
+      if (writes)
+        break;
       if (passesThrough(opOf(s)) && s->inputs()->size() == 1 &&
           s->outputs()->size() == 1 && values.count(s->inputs()->Get(0)))
         values.insert(s->outputs()->Get(0));
-    }
-    if (written)
-      continue;
-    for (const fb::Step *s : *t.steps()) {
-      if (opOf(s) != OpId::Gather || !s->inputs() ||
-          s->inputs()->size() != 2 || !values.count(s->inputs()->Get(1)))
-        continue;
-      const fb::Buffer *data = bufs.Get(s->inputs()->Get(0));
-      int64_t rank = data->shape() ? int64_t(data->shape()->size()) : 0;
-      int64_t axis = intAttr(s, "axis", 0);
-      if (axis < 0)
-        axis += rank;
-      if (axis < 0 || axis >= rank)
-        continue;
-      if (data->batch_scale() && data->batch_scale()->size() > size_t(axis) &&
-          data->batch_scale()->Get(axis) != 0)
-        continue; // a dim of the batch: the CPU's kernel checks at run time
-      int64_t dim = data->shape()->Get(axis);
-      if (result[i].dim == 0 || dim < result[i].dim) {
-        result[i].dim = dim;
-        result[i].where = "mc.gather at " +
-                          (s->location() ? s->location()->str()
-                                         : std::string("an unknown location"));
-      }
     }
   }
   return result;

@@ -37,8 +37,8 @@ struct IndexInput {
 /// For each input of MODEL (in signature order), the gathers that use its
 /// values as indices: the i32/i64 input (its reshapes, copies, transposes
 /// and broadcasts) as a gather step's indices, over a dim of static size;
-/// the smallest such dim. An input that any step writes in place is not
-/// one (its values at the gather are not the caller's). Session::setInput
+/// the smallest such dim. A gather after a step that writes the input's
+/// bytes does not count (its indices are not the caller's). Session::setInput
 /// checks those inputs' values before any step runs: a device kernel
 /// cannot report an index out of range the way the CPU's gather does, so
 /// the cuda target gathers by run-time indices only from such inputs.
