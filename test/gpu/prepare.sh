@@ -110,6 +110,12 @@ mkdir -p "$tmp/mlp"
 "$build/bin/mlp-example" "$tmp/mlp" --batch 50 > /dev/null
 model mlp "$tmp/mlp/mlp.mlir" "x=$tmp/mlp/x.npy"
 
+# GPT-2 (the example's small config): its embedding gathers by the token
+# ids the caller passes, checked when the input is set.
+mkdir -p "$tmp/gpt2"
+"$build/bin/gpt2-example" "$tmp/gpt2" > /dev/null
+model gpt2 "$tmp/gpt2/gpt2.mlir" "ids=$tmp/gpt2/ids.npy"
+
 # Training: the digits MLP, AdamW, f32 and bf16 AMP; the CPU's loss per
 # step is the reference (4 epochs, shuffled with seed 1).
 for variant in f32 bf16; do
