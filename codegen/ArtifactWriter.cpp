@@ -185,17 +185,14 @@ const uint8_t *zeroChunk() {
 }
 constexpr uint64_t kZeroChunk = 1 << 16;
 
-/// The data section front to back: each piece, zeros between and after.
+/// The data section front to back: each of PIECES (in offset order), zeros
+/// between and after.
 /// Refuses pieces that overlap (the planner never makes them; an image in
 /// memory, writeArtifactToBytes, lets the later buffer win as a test may
 /// ask).
 template <typename Fn>
-Status forEachDataRun(const Layout &layout, Fn &&fn) {
-  std::vector<Layout::Piece> pieces = layout.pieces;
-  std::stable_sort(pieces.begin(), pieces.end(),
-                   [](const Layout::Piece &a, const Layout::Piece &b) {
-                     return a.at < b.at;
-                   });
+Status forEachDataRun(const std::vector<Layout::Piece> &pieces,
+                      uint64_t dataSize, Fn &&fn) {
   uint64_t at = 0;
   auto zeros = [&](uint64_t to) -> Status {
     while (at < to) {
@@ -216,7 +213,7 @@ Status forEachDataRun(const Layout &layout, Fn &&fn) {
     MC_RETURN_IF_ERROR(fn(piece.data, piece.size));
     at += piece.size;
   }
-  return zeros(layout.dataSize);
+  return zeros(dataSize);
 }
 
 /// The table, built for real once the data section's CRC is known.
@@ -302,9 +299,14 @@ void writeTrailer(const Layout &layout, uint8_t *trailer) {
 /// section's CRC in a first pass over the plan's buffers.
 template <typename Fn>
 Status emit(const Plan &plan, Layout &layout, Fn &&write) {
+  std::vector<Layout::Piece> pieces = layout.pieces;
+  std::stable_sort(pieces.begin(), pieces.end(),
+                   [](const Layout::Piece &a, const Layout::Piece &b) {
+                     return a.at < b.at;
+                   });
   uLong crc = ::crc32(0, nullptr, 0);
-  MC_RETURN_IF_ERROR(
-      forEachDataRun(layout, [&](const uint8_t *p, uint64_t n) {
+  MC_RETURN_IF_ERROR(forEachDataRun(
+      pieces, layout.dataSize, [&](const uint8_t *p, uint64_t n) {
         crc = crc32Of(p, n, uint32_t(crc));
         return Status::ok();
       }));
@@ -312,7 +314,7 @@ Status emit(const Plan &plan, Layout &layout, Fn &&write) {
   MC_RETURN_IF_ERROR(write(layout.table.data(), layout.table.size()));
   uint64_t pad = layout.dataOffset - layout.table.size();
   MC_RETURN_IF_ERROR(write(zeroChunk(), pad)); // < 64 bytes
-  MC_RETURN_IF_ERROR(forEachDataRun(layout, write));
+  MC_RETURN_IF_ERROR(forEachDataRun(pieces, layout.dataSize, write));
   pad = layout.trailerAt - (layout.dataOffset + layout.dataSize);
   MC_RETURN_IF_ERROR(write(zeroChunk(), pad)); // < 8 bytes
   uint8_t trailer[rt::kTrailerSize] = {};

@@ -312,23 +312,26 @@ std::optional<std::string> checkIRSection(ByteReader ir, uint64_t version,
 /// refused here. Attributes and types kept as text (those without a
 /// dialect encoding) go through the recursive-descent text parser: the
 /// bracket pre-scan of each.
-std::optional<std::string> checkAttrTypeSections(ByteReader offsets,
-                                                 ByteReader data,
-                                                 unsigned limit,
-                                                 const uint8_t *begin) {
-  uint64_t numAttrs, numTypes, dialect, groupSize, size, used = 0;
+/// Walks the attribute and type offset section OFFSETS: for each entry,
+/// ENTRY(kind, size, custom) (kind "attribute" or "type"), stopping at the
+/// first one that returns a problem. A group larger than the entries left
+/// of its kind is a problem (see above); a truncated section is not (MLIR's
+/// reader reports it).
+template <typename Fn>
+std::optional<std::string> walkAttrTypeEntries(ByteReader offsets,
+                                               const uint8_t *begin,
+                                               Fn &&entry) {
+  uint64_t numAttrs, numTypes, dialect, groupSize, size;
   bool custom;
-  const uint8_t *at = offsets.p;
-  if (!offsets.count(numAttrs) || !offsets.count(numTypes) ||
-      !offsets.fits(at, numAttrs + numTypes))
-    return oversized(offsets, begin);
+  if (!offsets.varint(numAttrs) || !offsets.varint(numTypes))
+    return std::nullopt;
   for (auto [kind, count] : {std::pair<const char *, uint64_t>{"attribute",
                                                                numAttrs},
                              {"type", numTypes}}) {
     for (uint64_t left = count; left > 0;) {
       const uint8_t *group = offsets.p;
       if (!offsets.varint(dialect) || !offsets.varint(groupSize))
-        return std::nullopt; // MLIR's reader reports the truncation
+        return std::nullopt;
       if (groupSize > left)
         return std::string("a dialect group of ") +
                std::to_string(groupSize) + " " + kind + " entries at byte " +
@@ -336,9 +339,34 @@ std::optional<std::string> checkAttrTypeSections(ByteReader offsets,
                std::to_string(left) + " of the file's " +
                std::to_string(count) + " are left (malformed bytecode)";
       for (; groupSize > 0; --groupSize, --left) {
-        if (!offsets.flagged(size, custom) ||
-            size > uint64_t(data.end - data.p) - used)
+        if (!offsets.flagged(size, custom))
           return std::nullopt;
+        if (auto problem = entry(size, custom))
+          return problem;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> checkAttrTypeSections(ByteReader offsets,
+                                                 ByteReader data,
+                                                 unsigned limit,
+                                                 const uint8_t *begin) {
+  uint64_t numAttrs, numTypes, used = 0;
+  const uint8_t *at = offsets.p;
+  ByteReader counts = offsets;
+  if (!counts.count(numAttrs) || !counts.count(numTypes) ||
+      !counts.fits(at, numAttrs + numTypes))
+    return oversized(counts, begin);
+  bool truncated = false;
+  auto problem = walkAttrTypeEntries(
+      offsets, begin,
+      [&](uint64_t size, bool custom) -> std::optional<std::string> {
+        if (truncated || size > uint64_t(data.end - data.p) - used) {
+          truncated = true; // MLIR's reader reports it
+          return std::nullopt;
+        }
         llvm::StringRef text(reinterpret_cast<const char *>(data.p + used),
                              size);
         if (!custom && findExcessNesting(text, limit))
@@ -346,10 +374,9 @@ std::optional<std::string> checkAttrTypeSections(ByteReader offsets,
                  " at byte " + std::to_string(data.p + used - begin) +
                  " (an attribute or type kept as text)";
         used += size;
-      }
-    }
-  }
-  return std::nullopt;
+        return std::nullopt;
+      });
+  return problem;
 }
 
 /// The sections of bytecode BYTES, as far as they can be read.
@@ -448,23 +475,15 @@ uint64_t largestAttrTypeEntry(const Sections &s) {
   using namespace mlir::bytecode::Section;
   if (!s.found[kAttrTypeOffset])
     return 0;
-  ByteReader offsets = s.data[kAttrTypeOffset];
-  uint64_t numAttrs, numTypes, dialect, groupSize, size, largest = 0;
-  bool custom;
-  if (!offsets.varint(numAttrs) || !offsets.varint(numTypes))
-    return 0;
-  for (uint64_t left = numAttrs + numTypes; left > 0;) {
-    if (!offsets.varint(dialect) || !offsets.varint(groupSize))
-      break;
-    for (; groupSize > 0 && left > 0; --groupSize, --left) {
-      if (!offsets.flagged(size, custom))
-        return largest;
-      largest = std::max(largest, size);
-    }
-  }
+  uint64_t largest = 0;
+  (void)walkAttrTypeEntries(
+      s.data[kAttrTypeOffset], s.data[kAttrTypeOffset].p,
+      [&](uint64_t size, bool) -> std::optional<std::string> {
+        largest = std::max(largest, size);
+        return std::nullopt;
+      });
   return largest;
 }
-
 
 /// A DialectBytecodeReader that forwards to the reader of one builtin
 /// attribute or type entry and checks what MLIR's builtin reader takes on
