@@ -99,7 +99,7 @@ flatbuffers::DetachedBuffer buildTable(const Plan &plan,
     if (s.executable >= 0)
       launch = fb::CreateLaunch(b, s.launch.block, s.launch.perBlock,
                                 s.launch.units, s.launch.unitsPerBatch,
-                                s.launch.sharedBytes);
+                                s.launch.sharedBytes, s.launch.errorRecord);
     steps.push_back(fb::CreateStep(
         b, b.CreateString(rt::opName(s.op)), b.CreateVector(s.inputs),
         b.CreateVector(s.outputs), attrs, b.CreateString(s.location),

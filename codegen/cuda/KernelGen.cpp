@@ -17,6 +17,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 
+#include "modelc/error_record.h"
+
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -24,6 +26,9 @@
 using namespace mlir;
 
 namespace mc::codegen::cuda {
+
+bool isUnwrittenInput(const Plan& plan, uint32_t b);
+
 namespace {
 
 using rt::DType;
@@ -70,7 +75,7 @@ bool isElementwiseOp(OpId op) {
 /// Ops that compute only in floating point here.
 bool floatOnly(OpId op) {
   switch (op) {
-  case OpId::Div: case OpId::Erf: case OpId::Exp: case OpId::Gelu:
+  case OpId::Erf: case OpId::Exp: case OpId::Gelu:
   case OpId::Hardswish: case OpId::Log: case OpId::Pow: case OpId::Sigmoid:
   case OpId::Sqrt: case OpId::Tanh:
     return true;
@@ -94,6 +99,20 @@ std::vector<PlanRegionOp> bodyOf(const Plan& plan, const PlanStep& step) {
   op.shape = out.shape;
   op.batchScale = out.batchScale;
   return {op};
+}
+
+/// Whether the step's kernel can fail, and so reports through an error
+/// record (modelc/error_record.h): a gather by indices the graph computes
+/// (indices that are an unwritten graph input are checked when the input
+/// is set), an integer division.
+bool needsErrorRecord(const Plan& plan, const PlanStep& step) {
+  if (step.op == OpId::Gather)
+    return plan.buffers[step.inputs[1]].kind != fb::BufferKind::Constant &&
+           !isUnwrittenInput(plan, step.inputs[1]);
+  for (const PlanRegionOp& op : bodyOf(plan, step))
+    if (op.op == OpId::Div && !isFloat(op.dtype))
+      return true;
+  return false;
 }
 
 /// Dims [k, rank) with k the first of `dims` when they are exactly the
@@ -133,6 +152,7 @@ public:
   }
 
   FailureOr<rt::LaunchInfo> emit(StringRef name, KernelKind kind) {
+    withRecord = needsErrorRecord(plan, step);
     createFunction(name);
     rt::LaunchInfo launch;
     LogicalResult ok = failure();
@@ -167,6 +187,7 @@ public:
     if (failed(ok))
       return failure();
     gpu::ReturnOp::create(b, loc);
+    launch.errorRecord = withRecord;
     return launch;
   }
 
@@ -180,6 +201,13 @@ private:
   gpu::GPUFuncOp fn;
   std::vector<Value> args;
   Value batch; // index
+  // The error record (memref<2xi64>), when the kernel can fail.
+  bool withRecord = false;
+  Value record;
+  // While a region is evaluated: the element's flat index in the region
+  // and the op's index in the body (what an integer division reports).
+  Value element;
+  int64_t opIndex = 0;
 
   const TensorDesc& out() const { return tensors.back(); }
   size_t numInputs() const { return tensors.size() - 1; }
@@ -228,6 +256,8 @@ private:
       types.push_back(MemRefType::get({std::max<int64_t>(1, t.numel())},
                                       storageType(t.dtype)));
     types.push_back(b.getI64Type());
+    if (withRecord)
+      types.push_back(MemRefType::get({2}, b.getI64Type()));
     fn = gpu::GPUFuncOp::create(b, loc, name, b.getFunctionType(types, {}));
     fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
     // Every buffer starts 64-byte aligned (arena, constants, state): say so,
@@ -245,6 +275,32 @@ private:
       args.push_back(entry.getArgument(i));
     batch = arith::IndexCastOp::create(b, loc, b.getIndexType(),
                                          entry.getArgument(tensors.size()));
+    if (withRecord)
+      record = entry.getArgument(tensors.size() + 1);
+  }
+
+  /// When `failed`: records element `position` (index) failing with
+  /// `value` (i64) in the error record, keeping the lowest position
+  /// (modelc/error_record.h).
+  void reportError(Value failed, Value position, Value value) {
+    auto ifOp = scf::IfOp::create(b, loc, failed);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    Type i64 = b.getI64Type();
+    Value p = arith::IndexCastUIOp::create(b, loc, i64, position);
+    p = arith::MinUIOp::create(
+        b, loc, p, intConst(i64, int64_t(rt::kErrorRecordMaxPosition)));
+    Value key = arith::ShLIOp::create(
+        b, loc, arith::SubIOp::create(b, loc, intConst(i64, 0xFFFFFFFFll), p),
+        intConst(i64, 32));
+    Value lo = arith::AndIOp::create(b, loc, value, intConst(i64, 0xFFFFFFFFll));
+    Value hi = arith::ShRUIOp::create(b, loc, value, intConst(i64, 32));
+    memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::maxu,
+                                arith::OrIOp::create(b, loc, key, lo), record,
+                                ValueRange{idx(0)});
+    memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::maxu,
+                                arith::OrIOp::create(b, loc, key, hi), record,
+                                ValueRange{idx(1)});
   }
 
   //===--- shapes ---===//
@@ -525,7 +581,26 @@ private:
       r = fl ? mulf(x[0], x[1]) : Value(arith::MulIOp::create(b, loc, x[0], x[1]));
       break;
     case OpId::Div:
-      r = divf(x[0], x[1]);
+      if (fl) {
+        r = divf(x[0], x[1]);
+        break;
+      }
+      // The CPU's integer division: truncates toward zero, min / -1 wraps,
+      // a zero divisor is an error (reported; the element gets 0).
+      {
+        Type t = x[0].getType();
+        Value zero = intConst(t, 0);
+        Value byZero = cmpi(arith::CmpIPredicate::eq, x[1], zero);
+        Value byMinusOne = cmpi(arith::CmpIPredicate::eq, x[1], intConst(t, -1));
+        Value safe = select(arith::OrIOp::create(b, loc, byZero, byMinusOne),
+                            intConst(t, 1), x[1]);
+        r = arith::DivSIOp::create(b, loc, x[0], safe);
+        r = select(byMinusOne, arith::SubIOp::create(b, loc, zero, x[0]), r);
+        r = select(byZero, zero, r);
+        if (record)
+          reportError(byZero, element ? element : idx(0),
+                      intConst(b.getI64Type(), opIndex));
+      }
       break;
     case OpId::Pow:
       r = math::PowFOp::create(b, loc, x[0], x[1]);
@@ -657,6 +732,8 @@ private:
         x.push_back(v < nin ? input(v) : values[v]);
         xt.push_back(types[v]);
       }
+      element = i;
+      opIndex = int64_t(j);
       FailureOr<Value> r = scalarOp(op, x, xt);
       if (failed(r))
         return emitError(loc) << "no kernel for mc." << rt::opName(op.op);
@@ -829,7 +906,21 @@ private:
         SmallVector<Value> ds = sizes(data);
         SmallVector<Value> is = sizes(tensors[1]);
         SmallVector<Value> idxPos(ix.begin() + axis, ix.begin() + axis + ri);
-        Value k = load(1, linearize(idxPos, strides(is)));
+        Value position = linearize(idxPos, strides(is));
+        Value k = load(1, position);
+        if (record) { // indices the graph computes: out of range is an error
+          Value k64 = k.getType().isInteger(64)
+                          ? k
+                          : Value(arith::ExtSIOp::create(b, loc, b.getI64Type(), k));
+          Value dim = arith::IndexCastOp::create(b, loc, b.getI64Type(),
+                                                 ds[axis]);
+          // k in [-dim, dim)  <=>  (u64)(k + dim) < 2 * dim (one unsigned
+          // compare; a wrapped sum is huge, so out of range).
+          Value out = cmpi(arith::CmpIPredicate::uge,
+                           arith::AddIOp::create(b, loc, k64, dim),
+                           arith::AddIOp::create(b, loc, dim, dim));
+          reportError(out, position, k64);
+        }
         k = arith::IndexCastOp::create(b, loc, b.getIndexType(), k);
         Value wrapped = arith::AddIOp::create(b, loc, k, ds[axis]);
         k = select(cmpi(arith::CmpIPredicate::slt, k, idx(0)), wrapped, k);
@@ -1387,14 +1478,10 @@ KernelKind classifyStep(const Plan& plan, const PlanStep& step,
     int64_t axis = step.attrs.getInt("axis");
     if (data.batchScale.size() > size_t(axis) && data.batchScale[axis] > 0)
       return refuse("gather along the batch dim");
-    if (ind.kind != fb::BufferKind::Constant) {
-      if (!isUnwrittenInput(plan, step.inputs[1]))
-        return refuse("gather with indices computed on the device (a "
-                      "kernel cannot report one out of range; indices "
-                      "that are a graph input are checked when the input "
-                      "is set)");
+    // Indices the graph computes: the kernel reports one out of range
+    // through its error record (needsErrorRecord).
+    if (ind.kind != fb::BufferKind::Constant)
       return KernelKind::Index;
-    }
     int64_t dim = data.shape[axis];
     size_t width = ind.dtype == DType::I64 ? 8 : 4;
     for (size_t o = 0; o + width <= ind.data.size(); o += width) {

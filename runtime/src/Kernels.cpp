@@ -2,6 +2,7 @@
 // These define what the mc ops compute (eager and compiled both call them).
 // Matmul lives in KernelsLinalg.cpp.
 #include "modelc/kernels.h"
+#include "modelc/error_record.h"
 #include "KernelUtil.h"
 #include "VecMath.h"
 
@@ -170,8 +171,7 @@ Status binaryInt(OpId op, const ConstTensor &a, const ConstTensor &b,
     // not a SIGFPE.
     for (int64_t i = 0; i < n; ++i)
       if (z[i] == 0)
-        return Status::error("div: integer division by zero at element " +
-                             std::to_string(i));
+        return Status::error(integerDivisionError(uint64_t(i)));
     for (int64_t i = 0; i < n; ++i)
       y[i] = z[i] == -1 ? T(U(0) - U(x[i])) : T(x[i] / z[i]);
     break;

@@ -2,6 +2,7 @@
 // Any dtype (they copy elements by size).
 #include "KernelUtil.h"
 #include "modelc/kernels.h"
+#include "modelc/error_record.h"
 
 #include <cmath>
 #include <cstring>
@@ -111,11 +112,7 @@ Status checkIndices(const I *idx, int64_t n, int64_t len) {
   for (int64_t k = 0; k < n; ++k) {
     int64_t i = int64_t(idx[k]);
     if (i < -len || i >= len)
-      return Status::error("gather: index " + std::to_string(i) +
-                           " (at position " + std::to_string(k) +
-                           " of the indices) is out of range for an axis "
-                           "of size " +
-                           std::to_string(len));
+      return Status::error(gatherIndexError(i, uint64_t(k), len));
   }
   return Status::ok();
 }

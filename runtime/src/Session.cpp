@@ -233,7 +233,8 @@ Status Session::Impl::bind(int64_t batch, Binding *out, size_t *scratch) const {
         if (const fb::Launch *l = st->launch())
           generated.launch = LaunchInfo{l->block(), l->per_block(),
                                         l->shared_bytes(), l->units(),
-                                        l->units_per_batch()};
+                                        l->units_per_batch(),
+                                        l->error_record()};
       }
     }
     if (const auto *body = st->body())

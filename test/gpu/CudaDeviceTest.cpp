@@ -43,7 +43,7 @@ rt::ExecutableView view(const std::string &format, const std::string &data) {
   rt::ExecutableView v;
   v.target = "cuda";
   v.format = format;
-  v.entryPoints = {"add_f32", "copy_via_shared"};
+  v.entryPoints = {"add_f32", "copy_via_shared", "div_i32"};
   v.data = reinterpret_cast<const uint8_t *>(data.data());
   v.size = data.size();
   return v;
@@ -461,6 +461,104 @@ TEST_F(CudaDevice, AProfiledSessionTimesItsStepsOnTheDevice) {
   std::string table = testing::internal::GetCapturedStderr();
   EXPECT_TRUE(has(table, "profile: copies.mcpk: 3 runs")) << table;
   EXPECT_TRUE(has(table, "copy")) << table;
+}
+
+/// Uploads i32 values.
+rt::DeviceMemory uploadInts(CudaTest &t, const std::vector<int32_t> &v) {
+  rt::DeviceMemory m;
+  EXPECT_TRUE(t.device->allocate(v.size() * 4, &m));
+  EXPECT_TRUE(t.device->copyToDevice(m.get(), v.data(), v.size() * 4));
+  return m;
+}
+
+// A kernel that can fail (kernels.ptx's div_i32: an integer division, a
+// zero divisor recorded in its error record, modelc/error_record.h): the
+// device copies the records back at the end of each run (inside the CUDA
+// graph once one is recorded) and synchronize() reports the lowest failing
+// element with the CPU kernel's own message, naming the step; the records
+// are then zeroed, so the next good run passes.
+TEST_F(CudaDevice, AKernelsErrorRecordIsTheCpusErrorAfterTheRun) {
+  ASSERT_TRUE(device->loadExecutables({view("cuda-ptx", kernelsPtx())}));
+  const int64_t batch = 2, n = 5 + 37 * batch;
+  std::vector<int32_t> a(n), b(n);
+  for (int64_t i = 0; i < n; ++i) {
+    a[size_t(i)] = int32_t(i * 7 - 200);
+    b[size_t(i)] = int32_t(i % 5) - 2 ? int32_t(i % 5) - 2 : 3; // -2..2, no 0
+  }
+  a[1] = INT32_MIN;
+  b[1] = -1; // wraps, as on the CPU
+  rt::DeviceMemory da = uploadInts(*this, a), db = uploadInts(*this, b),
+                   dout = uploadInts(*this, std::vector<int32_t>(n));
+  rt::GeneratedKernel g;
+  g.entry = "div_i32";
+  g.launch = rt::LaunchInfo{32, 32, 0, 5, 37};
+  g.launch.errorRecord = true;
+  g.batch = batch;
+  rt::OpAttrs none;
+  rt::KernelRequest r{rt::OpId::Div,
+                      none,
+                      {{rt::DType::I32, {n}, da.get()},
+                       {rt::DType::I32, {n}, db.get()}},
+                      {rt::DType::I32, {n}, dout.get()},
+                      *device};
+  r.generated = &g;
+  r.stepIndex = 6;
+  r.location = "div.py:2";
+  rt::BoundKernel k;
+  rt::Status st = device->bindGenerated(r, &k);
+  ASSERT_TRUE(st) << st.message();
+
+  // The CPU's kernel on the same values: its result, or its error.
+  auto cpu = [&](const std::vector<int32_t> &divisors,
+                 std::vector<int32_t> *out) {
+    std::unique_ptr<rt::Device> host;
+    EXPECT_TRUE(rt::createDevice("cpu", &host));
+    out->assign(size_t(n), 0);
+    rt::KernelRequest c{rt::OpId::Div,
+                        none,
+                        {{rt::DType::I32, {n}, a.data()},
+                         {rt::DType::I32, {n}, divisors.data()}},
+                        {rt::DType::I32, {n}, out->data()},
+                        *host};
+    rt::BoundKernel bound;
+    size_t scratch = 0;
+    rt::Status s = rt::findKernel("cpu", rt::OpId::Div)(c, &bound, &scratch);
+    return s ? bound(nullptr) : s;
+  };
+  auto run = [&](const std::vector<int32_t> &divisors) {
+    EXPECT_TRUE(device->copyToDevice(db.get(), divisors.data(), n * 4));
+    rt::Status s = device->runSteps(7, [&] { return k(nullptr); });
+    return s ? device->synchronize() : s;
+  };
+  std::vector<int32_t> zeros = b;
+  zeros[40] = 0;
+  zeros[9] = 0;
+  std::vector<int32_t> late = b;
+  late[70] = 0;
+  // Run 1 as is, run 2 recorded as a graph, runs 3 to 5 replayed.
+  int runs = 0;
+  for (const std::vector<int32_t> *divisors : {&b, &zeros, &late, &b, &zeros}) {
+    ++runs;
+    std::vector<int32_t> want;
+    rt::Status onCpu = cpu(*divisors, &want);
+    rt::Status onGpu = run(*divisors);
+    if (onCpu) {
+      ASSERT_TRUE(onGpu) << "run " << runs << ": " << onGpu.message();
+      std::vector<int32_t> got(static_cast<size_t>(n));
+      ASSERT_TRUE(device->copyToHost(got.data(), dout.get(), n * 4));
+      EXPECT_EQ(got, want) << "run " << runs;
+      continue;
+    }
+    ASSERT_FALSE(onGpu) << "run " << runs << " should fail: "
+                        << onCpu.message();
+    EXPECT_EQ(onGpu.message(),
+              "cuda:0: step 6 (mc.div at div.py:2): " + onCpu.message() +
+                  " (found by the step's kernel on the GPU; the steps after "
+                  "it ran anyway, so this run's outputs and any state it "
+                  "updated are not valid)")
+        << "run " << runs;
+  }
+  EXPECT_EQ(cuda->graphCount(), 1u);
 }
 
 TEST_F(CudaDevice, ALaunchOfAnUnknownEntryIsABindError) {

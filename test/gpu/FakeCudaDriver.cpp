@@ -254,7 +254,7 @@ CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *m, const void *image,
   }
   std::string text(bytes, size);
   auto mod = std::make_unique<Module>();
-  for (const char *name : {"add_f32", "copy_via_shared"})
+  for (const char *name : {"add_f32", "copy_via_shared", "div_i32"})
     if (text.find(name) != std::string::npos)
       mod->functions.push_back(std::make_unique<Function>(Function{name}));
   if (mod->functions.empty())
@@ -308,6 +308,38 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy,
       extra || int(shared) > fn->maxDynamicShared)
     return CUDA_ERROR_INVALID_VALUE;
   ++stats.launches;
+  if (fn->name == "div_i32") {
+    // div_i32 (a, b, out, batch, record): the CPU's integer division, a
+    // zero divisor recorded as kernels.ptx does (the atomics' max).
+    auto iptr = [&](int i) {
+      return reinterpret_cast<int32_t *>(*static_cast<CUdeviceptr *>(params[i]));
+    };
+    int32_t *a = iptr(0), *b = iptr(1), *out = iptr(2);
+    int64_t n = 5 + 37 * *static_cast<int64_t *>(params[3]);
+    auto *record =
+        reinterpret_cast<uint64_t *>(*static_cast<CUdeviceptr *>(params[4]));
+    uint64_t bytes = uint64_t(n) * 4;
+    if (!onDevice(CUdeviceptr(a), bytes) || !onDevice(CUdeviceptr(b), bytes) ||
+        !onDevice(CUdeviceptr(out), bytes) || !onDevice(CUdeviceptr(record), 16))
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
+    return enqueue(s, [=] {
+      ++stats.kernelsRun;
+      int64_t stride = int64_t(gx) * bx;
+      for (int64_t first = 0; first < stride; ++first)
+        for (int64_t i = first; i < n; i += stride) {
+          if (b[i] == 0) {
+            out[i] = 0;
+            uint64_t key = (0xFFFFFFFFull -
+                            std::min<uint64_t>(uint64_t(i), 0xFFFFFFFEull))
+                           << 32;
+            record[0] = std::max(record[0], key);
+            record[1] = std::max(record[1], key);
+          } else {
+            out[i] = b[i] == -1 ? int32_t(0u - uint32_t(a[i])) : a[i] / b[i];
+          }
+        }
+    });
+  }
   bool add = fn->name == "add_f32";
   // Parameters: the pointers, then the batch (the ABI of Launch).
   auto ptr = [&](int i) {

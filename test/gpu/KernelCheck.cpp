@@ -1,5 +1,6 @@
 // See KernelCheck.h.
 #include "KernelCheck.h"
+#include "modelc/error_record.h"
 
 #include "SpirvLowering.h"
 
@@ -17,6 +18,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <regex>
 
 namespace mc::gputest {
 namespace {
@@ -121,7 +123,8 @@ double valueAt(const std::vector<uint8_t>& bytes, DType t, size_t i) {
 } // namespace
 
 bool checkStep(const Plan& plan, size_t index, int64_t batch, bool positive,
-               VulkanRunner& runner, StepCheck* out, std::string* error) {
+               VulkanRunner& runner, StepCheck* out, std::string* error,
+               const std::vector<std::vector<uint8_t>>* given) {
 
     const PlanStep& step = plan.steps[index];
     batch = plan.batch.dynamic() ? batch : 0;
@@ -160,6 +163,13 @@ bool checkStep(const Plan& plan, size_t index, int64_t batch, bool positive,
       }
       if (!b.data.empty())
         bytes = b.data.toVector();
+      if (given && k < given->size() && !(*given)[k].empty()) {
+        if ((*given)[k].size() != bytes.size())
+          return fail("input " + std::to_string(k) + " given " +
+                      std::to_string((*given)[k].size()) + " bytes, not " +
+                      std::to_string(bytes.size()));
+        bytes = (*given)[k];
+      }
       ins.push_back(std::move(bytes));
     }
     const PlanBuffer& ob = plan.buffers[step.outputs[0]];
@@ -195,9 +205,9 @@ bool checkStep(const Plan& plan, size_t index, int64_t batch, bool positive,
     if (!st)
       return fail("cpu kernel: " + st.message());
     std::vector<uint8_t> workspace(scratch + 64);
-    st = bound(workspace.data());
-    if (!st)
-      return fail("cpu kernel: " + st.message());
+    // A failing CPU kernel is checked against the generated kernel's error
+    // record below, when it has one.
+    rt::Status cpuRun = bound(workspace.data());
 
     // The generated kernel, through SPIR-V.
     mlir::DialectRegistry registry;
@@ -224,6 +234,8 @@ bool checkStep(const Plan& plan, size_t index, int64_t batch, bool positive,
     auto launch = codegen::cuda::emitKernel(gm, plan, step, "k0", flavor);
     if (mlir::failed(launch))
       return fail("kernel generation failed");
+    if (!cpuRun && !launch->errorRecord)
+      return fail("cpu kernel: " + cpuRun.message());
     auto words = lowerGpuModuleToSpirv(*module, error);
     if (mlir::failed(words))
       return fail(*error);
@@ -235,6 +247,9 @@ bool checkStep(const Plan& plan, size_t index, int64_t batch, bool positive,
       bufs.push_back(&in);
     bufs.push_back(&got);
     bufs.push_back(&batchBytes);
+    std::vector<uint8_t> record(launch->errorRecord ? rt::kErrorRecordBytes : 0);
+    if (launch->errorRecord)
+      bufs.push_back(&record);
     uint64_t units = launch->unitsAt(batch);
     // A small grid on purpose: the grid-stride loops must cover the rest.
     uint32_t groups = uint32_t(std::min<uint64_t>(
@@ -245,6 +260,36 @@ bool checkStep(const Plan& plan, size_t index, int64_t batch, bool positive,
     if (!runner.dispatch(*words, "k0", bufs, groups, 1, 1, &dispatchError))
       return fail(dispatchError);
 
+    if (launch->errorRecord) {
+      uint64_t words[2];
+      std::memcpy(words, record.data(), sizeof words);
+      rt::ErrorRecord e = rt::decodeErrorRecord(words);
+      if (e.failed) {
+        std::vector<std::vector<int64_t>> shapes;
+        for (const rt::ConstTensor& t : cin)
+          shapes.push_back(t.shape);
+        std::vector<rt::OpId> ops;
+        for (const rt::RegionOp& op : body)
+          ops.push_back(op.op);
+        out->deviceError =
+            rt::kernelErrorMessage(step.op, step.attrs, shapes, ops, e);
+      }
+    }
+    if (!cpuRun) {
+      // The CPU's fused regions name the element inside its tile: the
+      // element of the region, as the kernel names it.
+      std::string m = cpuRun.message();
+      std::smatch g;
+      static const std::regex tile(
+          "at element ([0-9]+) \\(in the tile of the region's elements "
+          "([0-9]+) to [0-9]+\\)");
+      if (std::regex_search(m, g, tile))
+        m = g.prefix().str() + "at element " +
+            std::to_string(std::stoll(g[1]) + std::stoll(g[2])) +
+            g.suffix().str();
+      out->cpuError = m;
+      return true; // the output is not compared: the step failed
+    }
     size_t n = bytesOf(ob, batch) / rt::dtypeSize(ob.dtype);
     double worst = 0;
     size_t worstAt = 0;

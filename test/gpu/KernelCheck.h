@@ -23,16 +23,25 @@ struct StepCheck {
   double worst = 0;
   size_t worstAt = 0;
   double cpu = 0, lavapipe = 0;
+  /// For a step whose kernel can fail: the CPU kernel's error (the element
+  /// of a fused region's tile made the region's), and the message the
+  /// device gives for the kernel's error record; "" for none. When the
+  /// CPU fails, the outputs are not compared.
+  std::string cpuError, deviceError;
 };
 
 /// Checks step `index` of `plan` at `batch` (0: static, else the session's
 /// batch of a dynamic plan); inputs uniform in [-3, 3] ([0.1, 3] with
 /// `positive`), constants from the plan. False, with *error, when a part
 /// fails to run (the CPU kernel refuses, the lowering or the dispatch
-/// fails); a mismatch is reported in *out, not as an error.
+/// fails); a mismatch is reported in *out, not as an error. A CPU kernel
+/// that fails is an error unless the generated kernel has an error record
+/// (then both messages are in *out).
+/// `given`: inputs to use instead of random ones (an empty entry: random).
 bool checkStep(const codegen::Plan& plan, size_t index, int64_t batch,
                bool positive, VulkanRunner& runner, StepCheck* out,
-               std::string* error);
+               std::string* error,
+               const std::vector<std::vector<uint8_t>>* given = nullptr);
 
 } // namespace mc::gputest
 

@@ -120,25 +120,58 @@ protected:
     delete whyNot_;
   }
 
-  /// Runs the case's step on lavapipe and with the CPU kernel; compares.
+  /// Runs the case's step on lavapipe and with the CPU kernel (on
+  /// `inputs`, an empty one random) into *r; false when it could not run.
+  bool run(const Case& c, mc::gputest::StepCheck* r,
+           const std::vector<std::vector<uint8_t>>* inputs = nullptr) {
+    std::string error;
+    bool ran = mc::gputest::checkStep(c.plan, 0, c.batch, c.positive,
+                                      *runner_, r, &error, inputs);
+    EXPECT_TRUE(ran) << error;
+    EXPECT_TRUE(r->skipped.empty()) << r->skipped;
+    return ran && r->skipped.empty();
+  }
+
+  /// Runs the case's step both ways; compares.
   void check(const Case& c, double tol = 1e-5) {
     if (!runner_)
       GTEST_SKIP() << "no Vulkan device: " << *whyNot_;
     mc::gputest::StepCheck r;
-    std::string error;
-    ASSERT_TRUE(mc::gputest::checkStep(c.plan, 0, c.batch, c.positive,
-                                       *runner_, &r, &error))
-        << error;
-    ASSERT_TRUE(r.skipped.empty()) << r.skipped;
+    if (!run(c, &r))
+      return;
     ASSERT_GT(r.elements, 0u);
     EXPECT_LE(r.worst, tol) << "at element " << r.worstAt << " of "
                             << r.elements << ": cpu " << r.cpu
                             << ", lavapipe " << r.lavapipe;
   }
 
+  /// Runs the case's step on `inputs` both ways: the CPU kernel must fail
+  /// with `cpuError` (its tile's element made the region's) and the
+  /// kernel's error record must give the same message; with `cpuError`
+  /// empty, neither fails and the results agree exactly.
+  void checkError(const Case& c, const std::vector<std::vector<uint8_t>>& inputs,
+                  const std::string& cpuError) {
+    if (!runner_)
+      GTEST_SKIP() << "no Vulkan device: " << *whyNot_;
+    mc::gputest::StepCheck r;
+    if (!run(c, &r, &inputs))
+      return;
+    EXPECT_EQ(r.cpuError, cpuError);
+    EXPECT_EQ(r.deviceError, cpuError);
+    if (cpuError.empty())
+      EXPECT_EQ(r.worst, 0) << "at element " << r.worstAt << ": cpu " << r.cpu
+                            << ", lavapipe " << r.lavapipe;
+  }
+
   static mc::gputest::VulkanRunner* runner_;
   static std::string* whyNot_;
 };
+
+template <typename T> std::vector<uint8_t> bytesOf(const std::vector<T>& v) {
+  std::vector<uint8_t> b(v.size() * sizeof(T));
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
 mc::gputest::VulkanRunner* KernelCheck::runner_ = nullptr;
 std::string* KernelCheck::whyNot_ = nullptr;
 
@@ -252,6 +285,80 @@ TEST_F(KernelCheck, IndexKernelsMatchTheCpu) {
   std::memcpy(bytes.data(), idx.data(), 24);
   ib.data = std::move(bytes);
   check(g, 0);
+}
+
+// Kernels that can fail report through their error record
+// (modelc/error_record.h) the CPU kernel's own error: the lowest failing
+// element, whatever order the threads ran in (a small grid strides).
+TEST_F(KernelCheck, IntegerDivisionIsTheCpusAndReportsTheFirstZeroDivisor) {
+  for (DType t : {DType::I32, DType::I64}) {
+    SCOPED_TRACE(mc::rt::dtypeName(t));
+    Case c = stepCase(OpId::Div, {{t, {3000}}, {t, {3000}}}, {t, {3000}});
+    std::vector<int64_t> a(3000), b(3000);
+    for (int64_t i = 0; i < 3000; ++i) {
+      a[i] = i * 7919 % 2001 - 1000;
+      b[i] = i % 7 - 3 ? i % 7 - 3 : 5; // -3..3 but 0, so -1 too
+    }
+    a[4] = t == DType::I32 ? INT32_MIN : INT64_MIN; // / -1 wraps
+    b[4] = -1;
+    auto as = [&](const std::vector<int64_t>& v) {
+      if (t == DType::I64)
+        return bytesOf(v);
+      return bytesOf(std::vector<int32_t>(v.begin(), v.end()));
+    };
+    checkError(c, {as(a), as(b)}, "");
+    b[2500] = 0;
+    b[1234] = 0;
+    b[2999] = 0;
+    checkError(c, {as(a), as(b)},
+               "div: integer division by zero at element 1234");
+  }
+}
+
+TEST_F(KernelCheck, AnIntegerDivisionInARegionNamesTheRegionsElement) {
+  // cast(x / y) to f32, over more elements than one CPU tile.
+  const int64_t n = 70000;
+  Case c = stepCase(OpId::Fused, {{DType::I32, {n}}, {DType::I32, {n}}},
+                    {F, {n}});
+  c.plan.steps[0].body = {
+      regionOp(OpId::Div, {0, 1}, DType::I32, {n}),
+      regionOp(OpId::Cast, {2}, F, {n}),
+  };
+  std::vector<int32_t> a(n, 100), b(n, 7);
+  checkError(c, {bytesOf(a), bytesOf(b)}, "");
+  b[65001] = 0;
+  b[41234] = 0;
+  checkError(c, {bytesOf(a), bytesOf(b)},
+             "div: integer division by zero at element 41234");
+}
+
+TEST_F(KernelCheck, AGatherByComputedIndicesReportsOneOutOfRange) {
+  // Indices no graph input holds (the graph computes them): the kernel
+  // checks them and clamps.
+  Case c = stepCase(OpId::Gather, {{F, {6, 4}}, {DType::I64, {2, 5}}},
+                    {F, {2, 5, 4}}, {integer("axis", 0)});
+  std::vector<int64_t> ok = {0, 5, -6, -1, 3, 2, 2, 4, 1, 0};
+  checkError(c, {{}, bytesOf(ok)}, "");
+  std::vector<int64_t> bad = ok;
+  bad[7] = -7;
+  bad[3] = 6;
+  checkError(c, {{}, bytesOf(bad)},
+             "gather: index 6 (at position 3 of the indices) is out of range "
+             "for an axis of size 6");
+  // A value past 32 bits, in i32 indices and along an inner axis.
+  Case d = stepCase(OpId::Gather, {{F, {3, 9}}, {DType::I32, {4}}},
+                    {F, {3, 4}}, {integer("axis", 1)});
+  std::vector<int32_t> wide = {8, -9, 0, 4};
+  checkError(d, {{}, bytesOf(wide)}, "");
+  wide[2] = INT32_MIN;
+  checkError(d, {{}, bytesOf(wide)},
+             "gather: index -2147483648 (at position 2 of the indices) is out "
+             "of range for an axis of size 9");
+  bad = ok;
+  bad[1] = int64_t(1) << 40;
+  checkError(c, {{}, bytesOf(bad)},
+             "gather: index 1099511627776 (at position 1 of the indices) is "
+             "out of range for an axis of size 6");
 }
 
 TEST_F(KernelCheck, RowKernelsMatchTheCpu) {

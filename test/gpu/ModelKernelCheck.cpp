@@ -123,6 +123,18 @@ int main(int argc, char** argv) {
       ++skipped;
       continue;
     }
+    if (!r.cpuError.empty() || !r.deviceError.empty()) {
+      // A step that failed on the CPU: the kernel's error record must say
+      // the same.
+      bool same = r.cpuError == r.deviceError;
+      std::printf("%-5zu %-22s %-12s %9s %10s  %s: cpu '%s', kernel '%s'\n", i,
+                  name.c_str(), r.kind.c_str(), "-", "-",
+                  same ? "same error" : "ERROR MISMATCH", r.cpuError.c_str(),
+                  r.deviceError.c_str());
+      ++checked;
+      failures += !same;
+      continue;
+    }
     bool ok = r.worst <= tol;
     std::printf("%-5zu %-22s %-12s %9zu %10.2e  %s", i, name.c_str(),
                 r.kind.c_str(), r.elements, r.worst, ok ? "ok" : "MISMATCH");

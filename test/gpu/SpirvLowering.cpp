@@ -35,7 +35,8 @@ namespace {
 // SPIR-V 1.3 is what Vulkan 1.1 accepts; spirv-update-vce lowers the
 // module's requirements to what it uses.
 constexpr const char *kLavapipeTargetEnv =
-    "#spirv.target_env<#spirv.vce<v1.3, [Shader, Int8, Int16, Int64, Float16, "
+    "#spirv.target_env<#spirv.vce<v1.3, [Shader, Int8, Int16, Int64, "
+    "Int64Atomics, Float16, "
     "StorageBuffer8BitAccess, StorageBuffer16BitAccess, GroupNonUniform, "
     "GroupNonUniformArithmetic, GroupNonUniformBallot, "
     "GroupNonUniformShuffle], [SPV_KHR_storage_buffer_storage_class, "
@@ -268,6 +269,23 @@ FailureOr<std::vector<uint32_t>> lowerGpuModuleToSpirv(ModuleOp module,
     return fail("lowerGpuModuleToSpirv: expected one spirv.module after "
                 "convert-gpu-to-spirv, found " +
                 std::to_string(spirvModules.size()));
+  // spirv-update-vce does not know that 64-bit atomics (the kernels' error
+  // records, modelc/error_record.h) need Int64Atomics: add it.
+  spirv::ModuleOp spirvModule = spirvModules.front();
+  bool atomics64 = false;
+  spirvModule.walk([&](Operation *op) {
+    if (op->getName().getStringRef().starts_with("spirv.Atomic") &&
+        op->getNumResults() == 1 && op->getResult(0).getType().isInteger(64))
+      atomics64 = true;
+  });
+  if (auto vce = spirvModule.getVceTriple(); atomics64 && vce) {
+    SmallVector<spirv::Capability> caps(vce->getCapabilities());
+    if (!llvm::is_contained(caps, spirv::Capability::Int64Atomics))
+      caps.push_back(spirv::Capability::Int64Atomics);
+    SmallVector<spirv::Extension> exts(vce->getExtensions());
+    spirvModule.setVceTripleAttr(spirv::VerCapExtAttr::get(
+        vce->getVersion(), caps, exts, spirvModule.getContext()));
+  }
   SmallVector<uint32_t, 0> words;
   if (failed(spirv::serialize(spirvModules.front(), words)))
     return fail("lowerGpuModuleToSpirv: spirv::serialize failed");

@@ -92,6 +92,9 @@ struct ExecutableView {
 struct LaunchInfo {
   uint32_t block = 0, perBlock = 0, sharedBytes = 0;
   uint64_t units = 0, unitsPerBatch = 0;
+  /// The kernel's last parameter is a pointer to its error record (two
+  /// u64, zeroed; see ErrorRecord in modelc/error_record.h).
+  bool errorRecord = false;
   uint64_t unitsAt(int64_t batch) const {
     return units + unitsPerBatch * uint64_t(batch < 0 ? 0 : batch);
   }

@@ -16,7 +16,7 @@ namespace mc::rt {
 /// dynamic batch, 2.2 fused regions (Step.body), 2.3 the launch of a
 /// generated kernel (Step.launch).
 inline constexpr uint32_t kSchemaVersionMajor = 2;
-inline constexpr uint32_t kSchemaVersionMinor = 3;
+inline constexpr uint32_t kSchemaVersionMinor = 4;
 /// The first modelc version that writes schema 2.
 inline constexpr char kFirstSchema2Version[] = "0.2.0";
 

@@ -547,14 +547,20 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
       MC_RETURN_IF_ERROR(st->anchor(ws));
     int64_t tiles = (st->total + st->tile - 1) / st->tile;
     int slots = st->slots;
+    // Per slot: its first failing tile and the error. Slot s takes tiles
+    // s, s + slots, ... in order, so the lowest failing tile of all is the
+    // lowest of the slots' first ones: the error the CPU reports whatever
+    // the split (the region's first failing elements, as one kernel would).
     std::vector<Status> failures(size_t(slots), Status::ok());
+    std::vector<int64_t> failedTile(size_t(slots), tiles);
     FusedState& S = *st;
     detail::parallelFor(slots, 1, [&](int64_t b, int64_t e) {
       for (int64_t s = b; s < e; ++s) {
         uint8_t* slot = ws + S.slotsOffset + size_t(s) * S.slotBytes;
         // Slot s takes tiles s, s + slots, ...: the same bits whatever the
         // split, since each tile is computed alone.
-        for (int64_t t = s; t < tiles; t += slots) {
+        for (int64_t t = s; t < tiles && failedTile[size_t(s)] == tiles;
+             t += slots) {
           int64_t start = t * S.tile;
           int64_t n = std::min(S.tile, S.total - start);
           for (size_t v = 0; v < S.loadOf.size(); ++v)
@@ -565,10 +571,16 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
           for (const BoundKernel& k : plan.kernels) {
             Status status = k(nullptr);
             if (!status) {
-              failures[size_t(s)] = status;
-              return;
+              failures[size_t(s)] = Status::error(
+                  status.message() + " (in the tile of the region's elements " +
+                  std::to_string(start) + " to " +
+                  std::to_string(start + n - 1) + ")");
+              failedTile[size_t(s)] = t;
+              break;
             }
           }
+          if (failedTile[size_t(s)] < tiles)
+            break;
           // Reduced, a tile of whole rows gives one element per row.
           std::memcpy(S.output + start / S.rowLength * S.outElemSize,
                       slot + S.tileOffset[S.resultValue],
@@ -576,10 +588,10 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
         }
       }
     });
-    for (const Status& f : failures)
-      if (!f)
-        return f;
-    return Status::ok();
+    size_t first = size_t(std::min_element(failedTile.begin(),
+                                           failedTile.end()) -
+                          failedTile.begin());
+    return failures[first];
   };
   *out = std::move(kernel);
   return Status::ok();

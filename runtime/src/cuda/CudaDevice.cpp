@@ -33,6 +33,9 @@ namespace {
 constexpr size_t kStagingChunk = 64 << 20;
 /// CUDA graphs kept per device (a session keeps at most 4 bindings).
 constexpr size_t kMaxGraphs = 8;
+/// Error records per block (4 KiB of device memory and of pinned host
+/// memory).
+constexpr size_t kRecordsPerBlock = 256;
 
 int countCuda() {
   static int n = 0;
@@ -162,6 +165,10 @@ CudaDevice::~CudaDevice() {
     dnn_->destroy(dnnHandle_);
   if (pinned_)
     d.memFreeHost(pinned_);
+  for (RecordBlock& b : recordBlocks_) {
+    d.memFree(b.device);
+    d.memFreeHost(b.host);
+  }
   if (stream_)
     d.streamDestroy(stream_);
 }
@@ -318,7 +325,91 @@ Status CudaDevice::synchronize() {
   pinnedUsed_ = 0;
   if (r != CUDA_SUCCESS)
     return asyncError(r, "a step failed on the GPU");
+  return checkRecords();
+}
+
+Status CudaDevice::errorRecord(
+    const KernelRequest& r,
+    std::function<std::string(const ErrorRecord&)> describe,
+    CUdeviceptr* out) {
+  MC_RETURN_IF_ERROR(makeCurrent());
+  const CudaDriver& d = driver();
+  if (recordBlocks_.empty() || recordBlocks_.back().used == kRecordsPerBlock) {
+    size_t bytes = kRecordsPerBlock * kErrorRecordBytes;
+    RecordBlock b;
+    CUresult e = d.memAlloc(&b.device, bytes);
+    if (e != CUDA_SUCCESS)
+      return Status::error(name() + ": cannot allocate " +
+                           std::to_string(bytes) +
+                           " bytes for the kernels' error records: " +
+                           errorText(d, e));
+    void* host = nullptr;
+    e = d.memAllocHost(&host, bytes);
+    if (e != CUDA_SUCCESS) {
+      d.memFree(b.device);
+      return Status::error(name() + ": cannot allocate " +
+                           std::to_string(bytes) +
+                           " bytes of pinned host memory for the kernels' "
+                           "error records: " + errorText(d, e));
+    }
+    b.host = static_cast<uint64_t*>(host);
+    std::memset(b.host, 0, bytes);
+    recordBlocks_.push_back(b);
+    MC_RETURN_IF_ERROR(check(d.memsetD8Async(b.device, 0, bytes, stream_),
+                             "cuMemsetD8Async"));
+  }
+  RecordBlock& b = recordBlocks_.back();
+  RecordCheck c;
+  c.block = recordBlocks_.size() - 1;
+  c.slot = b.used++;
+  c.stepIndex = r.stepIndex;
+  c.where = "step " + std::to_string(r.stepIndex) + " (mc." + opName(r.op) +
+            (r.location.empty() ? "" : " at " + r.location) + ")";
+  c.describe = std::move(describe);
+  *out = b.device + c.slot * kErrorRecordBytes;
+  recordChecks_.push_back(std::move(c));
   return Status::ok();
+}
+
+Status CudaDevice::queueRecordCopies() {
+  for (RecordBlock& b : recordBlocks_)
+    if (b.used)
+      MC_RETURN_IF_ERROR(check(
+          driver().memcpyDtoHAsync(b.host, b.device,
+                                   b.used * kErrorRecordBytes, stream_),
+          "cuMemcpyDtoHAsync (error records)"));
+  return Status::ok();
+}
+
+Status CudaDevice::checkRecords() {
+  const RecordCheck* first = nullptr;
+  ErrorRecord failed;
+  for (const RecordCheck& c : recordChecks_) {
+    ErrorRecord rec =
+        decodeErrorRecord(recordBlocks_[c.block].host + 2 * c.slot);
+    if (rec.failed && (!first || c.stepIndex < first->stepIndex)) {
+      first = &c;
+      failed = rec;
+    }
+  }
+  if (!first)
+    return Status::ok();
+  std::string message =
+      name() + ": " + first->where + ": " + first->describe(failed) +
+      " (found by the step's kernel on the GPU; the steps after it ran "
+      "anyway, so this run's outputs and any state it updated are not "
+      "valid)";
+  // Zeroed, so the next run starts clean.
+  const CudaDriver& d = driver();
+  for (RecordBlock& b : recordBlocks_) {
+    std::memset(b.host, 0, kRecordsPerBlock * kErrorRecordBytes);
+    MC_RETURN_IF_ERROR(check(d.memsetD8Async(b.device, 0,
+                                             kRecordsPerBlock *
+                                                 kErrorRecordBytes,
+                                             stream_),
+                             "cuMemsetD8Async (error records)"));
+  }
+  return Status::error(message);
 }
 
 BoundKernel CudaDevice::step(const KernelRequest& r,
@@ -373,8 +464,14 @@ Status CudaDevice::cudnn(const Cudnn** lib, cudnnHandle_t* handle) {
 }
 
 Status CudaDevice::runSteps(uint64_t key,
-                            const std::function<Status()>& runAll) {
+                            const std::function<Status()>& stepList) {
   MC_RETURN_IF_ERROR(makeCurrent());
+  // The steps, then the copies of the error records that synchronize()
+  // reads (recorded into the graph with them).
+  auto runAll = [&]() -> Status {
+    MC_RETURN_IF_ERROR(stepList());
+    return queueRecordCopies();
+  };
   if (key == 0 || !graphs_)
     return runAll();
   auto it = std::find_if(recorded_.begin(), recorded_.end(),

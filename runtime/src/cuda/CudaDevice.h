@@ -8,6 +8,7 @@
 
 #include "CudaDriver.h"
 #include "modelc/device.h"
+#include "modelc/error_record.h"
 
 #include <map>
 #include <memory>
@@ -86,6 +87,15 @@ public:
   void disableGraphs(const std::string& why);
   /// How many step lists runSteps replays as CUDA graphs (for tests).
   size_t graphCount() const;
+  /// The error record (modelc/error_record.h) of the kernel of step `r`,
+  /// which can fail: a zeroed 16-byte slot of device memory at *out. At
+  /// the end of each runSteps the device queues a copy of its records to
+  /// pinned host memory (inside the CUDA graph when one is recorded);
+  /// synchronize() then reports the failed record of the lowest step as
+  /// "step N (mc.op at loc): " + describe(record), and zeroes the records.
+  Status errorRecord(const KernelRequest& r,
+                     std::function<std::string(const ErrorRecord&)> describe,
+                     CUdeviceptr* out);
 
 private:
   CudaDevice() = default;
@@ -96,6 +106,11 @@ private:
   Status ensurePinned(size_t bytes);
   /// An asynchronous error, naming the last step queued.
   Status asyncError(CUresult r, const std::string& what) const;
+  /// Queues the copies of the error records to their host mirrors.
+  Status queueRecordCopies();
+  /// After the stream is idle: the lowest failed record's error (the
+  /// records are then zeroed), else OK.
+  Status checkRecords();
   void note(const std::string& text);
 
   std::shared_ptr<Context> ctx_;
@@ -127,6 +142,21 @@ private:
   cublasLtHandle_t ltHandle_ = nullptr;
   const Cudnn* dnn_ = nullptr;
   cudnnHandle_t dnnHandle_ = nullptr;
+  // Error records: blocks of slots in device memory with pinned host
+  // mirrors (neither moves once a graph captured a copy between them).
+  struct RecordBlock {
+    CUdeviceptr device = 0;
+    uint64_t* host = nullptr;
+    size_t used = 0; // slots handed out
+  };
+  struct RecordCheck {
+    size_t block = 0, slot = 0;
+    uint32_t stepIndex = 0;
+    std::string where;
+    std::function<std::string(const ErrorRecord&)> describe;
+  };
+  std::vector<RecordBlock> recordBlocks_;
+  std::vector<RecordCheck> recordChecks_;
 };
 
 /// The CudaDevice a kernel request runs on (kernels registered for "cuda"

@@ -220,6 +220,7 @@ Status CudaDevice::bindGenerated(const KernelRequest& r, BoundKernel* out) {
   struct Args {
     std::vector<CUdeviceptr> pointers;
     int64_t batch = 0;
+    CUdeviceptr record = 0; // the error record, when the kernel has one
     std::vector<void*> params;
   };
   auto args = std::make_shared<Args>();
@@ -230,6 +231,23 @@ Status CudaDevice::bindGenerated(const KernelRequest& r, BoundKernel* out) {
   for (CUdeviceptr& p : args->pointers)
     args->params.push_back(&p);
   args->params.push_back(&args->batch);
+  if (l.errorRecord) {
+    // A kernel that can fail: its error record, the last parameter, and
+    // the CPU's message for what it records.
+    std::vector<Shape> shapes;
+    for (const ConstTensor& t : r.inputs)
+      shapes.push_back(t.shape);
+    std::vector<OpId> body;
+    if (r.body)
+      for (const RegionOp& op : *r.body)
+        body.push_back(op.op);
+    auto describe = [op = r.op, attrs = r.attrs, shapes,
+                     body](const ErrorRecord& e) {
+      return kernelErrorMessage(op, attrs, shapes, body, e);
+    };
+    MC_RETURN_IF_ERROR(errorRecord(r, std::move(describe), &args->record));
+    args->params.push_back(&args->record);
+  }
   *out = step(r, [this, f, args, grid, block = l.block, shared = l.sharedBytes,
                   entryName = g.entry](void*) {
     if (grid == 0) // no units at this batch

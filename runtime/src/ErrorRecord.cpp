@@ -1,0 +1,64 @@
+// Error records of generated kernels (see modelc/error_record.h).
+#include "modelc/error_record.h"
+
+#include <algorithm>
+
+namespace mc::rt {
+namespace {
+
+uint64_t key(uint64_t position) {
+  return (0xFFFFFFFFull - std::min(position, kErrorRecordMaxPosition)) << 32;
+}
+
+std::string positionText(uint64_t p) {
+  return p >= kErrorRecordMaxPosition
+             ? std::to_string(kErrorRecordMaxPosition) + " or later"
+             : std::to_string(p);
+}
+
+} // namespace
+
+ErrorRecord decodeErrorRecord(const uint64_t words[2]) {
+  ErrorRecord r;
+  if (!words[0] && !words[1])
+    return r;
+  r.failed = true;
+  r.position = 0xFFFFFFFFull - (words[0] >> 32);
+  uint64_t bits = (words[0] & 0xFFFFFFFFull) | (words[1] << 32);
+  r.value = int64_t(bits);
+  return r;
+}
+
+void encodeErrorRecord(uint64_t position, int64_t value, uint64_t words[2]) {
+  uint64_t bits = uint64_t(value);
+  words[0] = key(position) | (bits & 0xFFFFFFFFull);
+  words[1] = key(position) | (bits >> 32);
+}
+
+std::string gatherIndexError(int64_t index, uint64_t position,
+                             int64_t axisSize) {
+  return "gather: index " + std::to_string(index) + " (at position " +
+         positionText(position) +
+         " of the indices) is out of range for an axis of size " +
+         std::to_string(axisSize);
+}
+
+std::string integerDivisionError(uint64_t element) {
+  return "div: integer division by zero at element " + positionText(element);
+}
+
+std::string kernelErrorMessage(OpId op, const OpAttrs& attrs,
+                               const std::vector<std::vector<int64_t>>& inputs,
+                               const std::vector<OpId>& body,
+                               const ErrorRecord& e) {
+  if (op == OpId::Gather && inputs.size() == 2) {
+    int64_t axis = attrs.getInt("axis");
+    const std::vector<int64_t>& data = inputs[0];
+    int64_t size = axis >= 0 && size_t(axis) < data.size() ? data[axis] : 0;
+    return gatherIndexError(e.value, e.position, size);
+  }
+  (void)body; // the step's name says "mc.fused"; the CPU's message is the op's
+  return integerDivisionError(e.position);
+}
+
+} // namespace mc::rt
