@@ -94,8 +94,10 @@ def MC_DivOp : MC_BinaryOp<"div", MC_NumericTensor> {
   let mcFusible = 1;
   let summary = "elementwise division";
   let description = [{
-    `lhs / rhs` (IEEE for floats; integers truncate toward zero, and an
-    integer division by zero yields 0 rather than trapping). Folds `x / 1`.
+    `lhs / rhs` (IEEE for floats; integers truncate toward zero, the
+    minimum divided by -1 wraps, and an integer division by zero is a run
+    error naming the first such element, on the CPU and, through the
+    kernel's error record, on cuda). Folds `x / 1`.
 
     ```mlir
     %0 = mc.div %a, %b : tensor<4x8xf32>
