@@ -99,6 +99,13 @@ model shape_ops "$tmp/shape_ops/shape_ops.onnx" "x=$tmp/shape_ops/x.npy" \
   -- --input-shape x=2x4x8
 model mask_ops "$tmp/mask_ops/mask_ops.onnx" "x=$tmp/mask_ops/x.npy" \
   -- --input-shape x=2x5x5
+# Integer division of two int64 inputs (a generated kernel with an error
+# record, docs/cuda.md "Errors found by a kernel").
+mkdir -p "$tmp/structural"
+"$py" "$root/test/onnx/Inputs/structural_models.py" "$tmp/structural" \
+  > /dev/null
+model int_div "$tmp/structural/int_div.onnx" "x=$tmp/structural/x.npy" \
+  "z=$tmp/structural/z.npy" -- --input-shape x=2x6 --input-shape z=2x6
 if [ "${PREPARE_RESNET18:-0}" = 1 ]; then
   onnx resnet18
   model resnet18 "$tmp/resnet18/resnet18.onnx" "image=$tmp/resnet18/image.npy"
