@@ -258,7 +258,7 @@ bool isLibraryRegion(const Plan& plan, const PlanStep& step) {
 /// as one library call becomes two steps: the anchor (a library call) into
 /// a new buffer, then the rest of the region, which reads it as one more
 /// input. Value numbers stay as they were: the new input takes the number
-/// the anchor's result had.
+/// the anchor's result had. A rest of one op becomes a step of that op.
 void splitAnchorRegions(Plan& plan) {
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     PlanStep& step = plan.steps[i];
@@ -304,6 +304,22 @@ void splitAnchorRegions(Plan& plan) {
             --v; // the reshape's result (n + 1) is the new input n
     }
     step.inputs.push_back(a);
+    if (step.body.size() == 1) {
+      // One op left (a loss's mean of a matmul): a step of its own op, as
+      // the CPU lowering would make it; a region of one reduction is not
+      // one the kernels take.
+      PlanRegionOp op = std::move(step.body[0]);
+      std::vector<uint32_t> inputs;
+      for (uint32_t v : op.operands)
+        inputs.push_back(step.inputs[v]);
+      step.op = op.op;
+      step.attrs = std::move(op.attrs);
+      step.inputs = std::move(inputs);
+      step.location = std::move(op.location);
+      step.precision = std::move(op.precision);
+      step.precisionReason = std::move(op.precisionReason);
+      step.body.clear();
+    }
     plan.steps.insert(plan.steps.begin() + i, std::move(anchor));
     ++i;
   }
