@@ -559,7 +559,11 @@ Status Session::run() {
   // A profiled run times each step, so the device records nothing (key 0).
   MC_RETURN_IF_ERROR(impl.device->runSteps(
       timer ? 0 : impl.bindings[impl.current].key, runAll));
-  MC_RETURN_IF_ERROR(impl.device->synchronize());
+  // What the device finds when the steps are done (a fault, a kernel's
+  // error record) names the device and the step; the file goes first, as
+  // in the errors of the steps themselves.
+  if (Status done = impl.device->synchronize(); !done)
+    return Status::error(model_.name() + ": " + done.message());
   if (timer) {
     ++impl.profiledRuns;
     MC_RETURN_IF_ERROR(timer->collect(impl.stepSeconds));

@@ -561,6 +561,83 @@ TEST_F(CudaDevice, AKernelsErrorRecordIsTheCpusErrorAfterTheRun) {
   EXPECT_EQ(cuda->graphCount(), 1u);
 }
 
+// The same error through an artifact and a Session: Launch.error_record
+// written and read back (schema 2.4), the record bound by the session, the
+// error the CPU gives for the same file and values, prefixed by the file
+// and the device.
+TEST_F(CudaDevice, ASessionReportsAKernelsErrorRecordAsTheCpuDoes) {
+  codegen::Plan p;
+  p.entry = "divide";
+  p.targets = {"cpu", "cuda"};
+  auto buf = [&](std::string name) {
+    codegen::PlanBuffer b;
+    b.name = std::move(name);
+    b.dtype = rt::DType::I32;
+    b.shape = {5}; // div_i32 divides 5 + 37 * batch elements; batch 0
+    p.buffers.push_back(b);
+    return uint32_t(p.buffers.size() - 1);
+  };
+  uint32_t a = buf("a"), b = buf("b"), q = buf("q");
+  codegen::PlanStep &step = addStep(p, rt::OpId::Div, {a, b}, q, "div.py:3");
+  step.executable = 0;
+  step.entry = "div_i32";
+  step.launch = rt::LaunchInfo{32, 32, 0, 5, 0};
+  step.launch.errorRecord = true;
+  codegen::PlanExecutable exe;
+  exe.target = "cuda";
+  exe.format = "cuda-ptx";
+  exe.entryPoints = {"div_i32"};
+  exe.data.assign(kernelsPtx().begin(), kernelsPtx().end());
+  p.executables.push_back(std::move(exe));
+  p.inputs = {{"a", a}, {"b", b}};
+  p.outputs = {{"q", q}};
+  std::vector<uint8_t> bytes;
+  ASSERT_TRUE(codegen::planMemory(p));
+  ASSERT_TRUE(codegen::writeArtifactToBytes(p, &bytes));
+  std::unique_ptr<rt::Model> model;
+  rt::Status st =
+      rt::Model::loadMemory(bytes.data(), bytes.size(), "div.mcpk", &model);
+  ASSERT_TRUE(st) << st.message();
+  std::unique_ptr<rt::Device> host;
+  ASSERT_TRUE(rt::createDevice("cpu", &host));
+  std::unique_ptr<rt::Session> gpu, cpu;
+  st = rt::Session::create(*model, std::move(device), &gpu);
+  ASSERT_TRUE(st) << st.message();
+  ASSERT_TRUE(rt::Session::create(*model, std::move(host), &cpu));
+  std::vector<int32_t> x = {7, -7, 9, INT32_MIN, 100};
+  for (std::vector<int32_t> y : {std::vector<int32_t>{2, 2, -4, -1, 3},
+                                 std::vector<int32_t>{2, 0, 1, 0, 3},
+                                 std::vector<int32_t>{1, 1, 1, 1, 0}}) {
+    std::vector<int32_t> got(5), want(5);
+    rt::Status runs[2];
+    rt::Session *sessions[2] = {cpu.get(), gpu.get()};
+    for (int k = 0; k < 2; ++k) {
+      ASSERT_TRUE(sessions[k]->setInput(0, rt::DType::I32, {5}, x.data(), 20));
+      ASSERT_TRUE(sessions[k]->setInput(1, rt::DType::I32, {5}, y.data(), 20));
+      runs[k] = sessions[k]->run();
+      if (runs[k])
+        ASSERT_TRUE(sessions[k]->copyOutput(0, k ? got.data() : want.data(),
+                                            20));
+    }
+    if (runs[0]) {
+      ASSERT_TRUE(runs[1]) << runs[1].message();
+      EXPECT_EQ(got, want);
+      continue;
+    }
+    // "div.mcpk: step 0 (mc.div at div.py:3): div: ..." on the CPU.
+    std::string cpuText = runs[0].message();
+    std::string prefix = "div.mcpk: step 0 (mc.div at div.py:3): ";
+    ASSERT_EQ(cpuText.rfind(prefix, 0), 0u) << cpuText;
+    ASSERT_FALSE(runs[1]);
+    EXPECT_EQ(runs[1].message(),
+              "div.mcpk: cuda:0: step 0 (mc.div at div.py:3): " +
+                  cpuText.substr(prefix.size()) +
+                  " (found by the step's kernel on the GPU; the steps after "
+                  "it ran anyway, so this run's outputs and any state it "
+                  "updated are not valid)");
+  }
+}
+
 TEST_F(CudaDevice, ALaunchOfAnUnknownEntryIsABindError) {
   ASSERT_TRUE(device->loadExecutables({view("cuda-ptx", kernelsPtx())}));
   rt::GeneratedKernel g;
