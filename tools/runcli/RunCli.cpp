@@ -185,16 +185,23 @@ int inspect(const std::string &tool, const std::string &path,
   std::printf("targets:    %s\n", targets.empty() ? "-" : targets.c_str());
   if (const auto *exes = t.executables())
     for (const fb::Executable *e : *exes) {
-      size_t launched = 0;
+      size_t launched = 0, checking = 0;
       if (const auto *steps = t.steps())
-        for (const fb::Step *s : *steps)
+        for (const fb::Step *s : *steps) {
           launched += s->executable() >= 0;
+          checking += s->executable() >= 0 && s->launch() &&
+                      s->launch()->error_record();
+        }
+      std::string records =
+          checking ? ", " + std::to_string(checking) +
+                         " of them with an error record"
+                   : "";
       std::printf("executable: %s %s, %zu bytes, %u entry points (%zu steps "
-                  "launch generated kernels)\n",
+                  "launch generated kernels%s)\n",
                   str(e->target()).c_str(), str(e->format()).c_str(),
                   size_t(e->data() ? e->data()->size() : 0),
                   e->entry_points() ? e->entry_points()->size() : 0u,
-                  launched);
+                  launched, records.c_str());
     }
   if (model->dynamicBatch()) {
     rt::BatchBounds b = model->batch();
