@@ -218,7 +218,10 @@ private:
     switch (t) {
     case DType::F32: return b.getF32Type();
     case DType::F16: return b.getF16Type();
-    case DType::BF16: return b.getBF16Type();
+    // SPIR-V has no bf16: the lavapipe check carries its bits as i16
+    // (widen and narrow below), so the kernel's logic is the same.
+    case DType::BF16: return flavor.spirv ? Type(b.getI16Type())
+                                          : Type(b.getBF16Type());
     case DType::I32: return b.getI32Type();
     case DType::I64: return b.getI64Type();
     case DType::I1: return b.getI8Type();
@@ -351,11 +354,42 @@ private:
 
   //===--- loads and stores ---===//
 
+  /// A stored f16 / bf16 value widened to f32.
+  Value widen(Value v, DType t) {
+    if (t == DType::BF16 && flavor.spirv) { // the bits, as i16
+      Value w = arith::ExtUIOp::create(b, loc, b.getI32Type(), v);
+      w = arith::ShLIOp::create(b, loc, w, intConst(b.getI32Type(), 16));
+      return arith::BitcastOp::create(b, loc, b.getF32Type(), w);
+    }
+    return arith::ExtFOp::create(b, loc, b.getF32Type(), v);
+  }
+  /// An f32 value rounded to f16 / bf16 (nearest even), as stored.
+  Value narrow(Value v, DType t) {
+    if (t == DType::BF16 && flavor.spirv) {
+      // The runtime's floatToBf16: round to nearest even on the low 16
+      // bits; a NaN truncated with its quiet bit set.
+      Type i32 = b.getI32Type();
+      Value x = arith::BitcastOp::create(b, loc, i32, v);
+      Value lsb = arith::AndIOp::create(
+          b, loc, arith::ShRUIOp::create(b, loc, x, intConst(i32, 16)),
+          intConst(i32, 1));
+      Value bias = arith::AddIOp::create(b, loc, intConst(i32, 0x7fff), lsb);
+      Value rounded = arith::ShRUIOp::create(
+          b, loc, arith::AddIOp::create(b, loc, x, bias), intConst(i32, 16));
+      Value quiet = arith::OrIOp::create(
+          b, loc, arith::ShRUIOp::create(b, loc, x, intConst(i32, 16)),
+          intConst(i32, 0x40));
+      Value bits = select(isNan(v), quiet, rounded);
+      return arith::TruncIOp::create(b, loc, b.getI16Type(), bits);
+    }
+    return arith::TruncFOp::create(b, loc, storageType(t), v);
+  }
+
   Value load(size_t arg, Value flat) {
     Value v = memref::LoadOp::create(b, loc, args[arg], ValueRange{flat});
     DType t = tensors[arg].dtype;
     if (t == DType::F16 || t == DType::BF16)
-      return arith::ExtFOp::create(b, loc, b.getF32Type(), v);
+      return widen(v, t);
     if (t == DType::I1)
       return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, v,
                                      intConst(b.getI8Type(), 0));
@@ -364,7 +398,7 @@ private:
   void store(Value v, Value flat) {
     DType t = out().dtype;
     if (t == DType::F16 || t == DType::BF16)
-      v = arith::TruncFOp::create(b, loc, storageType(t), v);
+      v = narrow(v, t);
     else if (t == DType::I1)
       v = arith::ExtUIOp::create(b, loc, b.getI8Type(), v);
     memref::StoreOp::create(b, loc, v, args.back(), ValueRange{flat});
@@ -373,8 +407,7 @@ private:
   Value roundTo(Value v, DType t) {
     if (t != DType::F16 && t != DType::BF16)
       return v;
-    Value narrow = arith::TruncFOp::create(b, loc, storageType(t), v);
-    return arith::ExtFOp::create(b, loc, b.getF32Type(), narrow);
+    return widen(narrow(v, t), t);
   }
 
   //===--- loops ---===//
@@ -1415,16 +1448,6 @@ KernelKind classifyStep(const Plan& plan, const PlanStep& step,
   // into the bucket and NCCL; the scale after it).
   if (step.op == OpId::AllReduceStart || step.op == OpId::AllReduceWait)
     return KernelKind::None;
-  // SPIR-V has no bf16: one check of every tensor the kernel would touch.
-  if (flavor.spirv) {
-    bool bf16 = outBuf.dtype == DType::BF16;
-    for (uint32_t i : step.inputs)
-      bf16 |= plan.buffers[i].dtype == DType::BF16;
-    for (const PlanRegionOp& op : step.body)
-      bf16 |= op.dtype == DType::BF16;
-    if (bf16)
-      return refuse("bf16 has no SPIR-V type");
-  }
   auto checkTypes = [&](const std::vector<PlanRegionOp>& body) {
     for (const PlanRegionOp& op : body)
       if (floatOnly(op.op) && !isFloat(op.dtype))

@@ -26,7 +26,8 @@ namespace mc::codegen::cuda {
 struct KernelFlavor {
   /// SPIR-V (the lavapipe check): the subgroup size is read at run time (8
   /// on lavapipe), the entry point carries its workgroup size, and bf16 is
-  /// refused (SPIR-V has no such type). NVVM: subgroups of 32.
+  /// stored as its i16 bits, widened and rounded (nearest even) by integer
+  /// ops, since SPIR-V has no bf16 type. NVVM: subgroups of 32, bf16.
   bool spirv = false;
   /// Threads per block of row kernels and of elementwise kernels (SPIR-V:
   /// the workgroup size fixed in the entry point).

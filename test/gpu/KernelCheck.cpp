@@ -72,6 +72,11 @@ void fillRandom(std::vector<uint8_t>& bytes, DType t, std::mt19937& rng,
       std::memcpy(bytes.data() + 2 * i, &h, 2);
       break;
     }
+    case DType::BF16: {
+      uint16_t h = rt::floatToBf16(v);
+      std::memcpy(bytes.data() + 2 * i, &h, 2);
+      break;
+    }
     case DType::I32: {
       int32_t x = int32_t(std::lround(v * 10));
       std::memcpy(bytes.data() + 4 * i, &x, 4);
@@ -102,6 +107,11 @@ double valueAt(const std::vector<uint8_t>& bytes, DType t, size_t i) {
     uint16_t h;
     std::memcpy(&h, bytes.data() + 2 * i, 2);
     return rt::halfToFloat(h);
+  }
+  case DType::BF16: {
+    uint16_t h;
+    std::memcpy(&h, bytes.data() + 2 * i, 2);
+    return rt::bf16ToFloat(h);
   }
   case DType::I32: {
     int32_t v;

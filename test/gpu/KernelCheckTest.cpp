@@ -234,6 +234,26 @@ TEST_F(KernelCheck, AnF16RegionRoundsLikeTheCpu) {
         0);
 }
 
+// bf16 on lavapipe: its bits as i16, widened and rounded (nearest even, a
+// NaN kept quiet) by integer ops, as the runtime's floatToBf16; every op of
+// a region rounds, so a region must give the CPU's bits exactly.
+TEST_F(KernelCheck, Bf16KernelsRoundLikeTheCpu) {
+  const DType H = DType::BF16;
+  check(stepCase(OpId::Mul, {{H, {4, 64}}, {H, {4, 64}}}, {H, {4, 64}}), 0);
+  check(stepCase(OpId::Cast, {{F, {333}}}, {H, {333}}), 0);
+  check(stepCase(OpId::Cast, {{H, {333}}}, {F, {333}}), 0);
+  Case r = stepCase(OpId::Fused, {{H, {64}}, {H, {6, 64}}}, {H, {6, 64}});
+  r.plan.steps[0].body = {
+      regionOp(OpId::BroadcastInDim, {0}, H, {6, 64}, {ints("dims", {1})}),
+      regionOp(OpId::Add, {1, 2}, H, {6, 64}),
+      regionOp(OpId::Tanh, {3}, H, {6, 64}),
+  };
+  check(r, 1e-2); // tanh's approximations may land one bf16 ulp apart
+  check(stepCase(OpId::Softmax, {{H, {8, 300}}}, {H, {8, 300}},
+                 {integer("axis", 1)}),
+        1e-2);
+}
+
 TEST_F(KernelCheck, AFusedRegionWithBroadcastsAndAScalarMatchesTheCpu) {
   // relu(x + broadcast(bias)) * s, s a rank-0 input.
   Case c = stepCase(OpId::Fused, {{F, {64}}, {F, {6, 64}}, {F, {}}},
