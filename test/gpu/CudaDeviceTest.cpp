@@ -559,6 +559,16 @@ TEST_F(CudaDevice, AKernelsErrorRecordIsTheCpusErrorAfterTheRun) {
         << "run " << runs;
   }
   EXPECT_EQ(cuda->graphCount(), 1u);
+  // A binding a session drops gives its record back: binding the step
+  // again and again (a server cycling through batch sizes) takes no more.
+  EXPECT_EQ(cuda->errorRecordSlots(), 1u);
+  for (int i = 0; i < 300; ++i) {
+    rt::BoundKernel again;
+    ASSERT_TRUE(device->bindGenerated(r, &again));
+  }
+  EXPECT_EQ(cuda->errorRecordSlots(), 2u); // k's, and the one reused
+  ASSERT_FALSE(run(zeros)) << "the first kernel still reports";
+  ASSERT_TRUE(run(b));
 }
 
 // The same error through an artifact and a Session: Launch.error_record

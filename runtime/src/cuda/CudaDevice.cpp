@@ -331,9 +331,34 @@ Status CudaDevice::synchronize() {
 Status CudaDevice::errorRecord(
     const KernelRequest& r,
     std::function<std::string(const ErrorRecord&)> describe,
-    CUdeviceptr* out) {
+    CUdeviceptr* out, size_t* id) {
   MC_RETURN_IF_ERROR(makeCurrent());
   const CudaDriver& d = driver();
+  RecordCheck c;
+  c.stepIndex = r.stepIndex;
+  c.where = "step " + std::to_string(r.stepIndex) + " (mc." + opName(r.op) +
+            (r.location.empty() ? "" : " at " + r.location) + ")";
+  c.describe = std::move(describe);
+  // A slot a dropped binding's kernel left, else a new one. A slot is zero
+  // when its kernel goes (every run's records are read, and zeroed when
+  // one failed); zeroed again all the same.
+  for (size_t i = 0; i < recordChecks_.size(); ++i) {
+    RecordCheck& old = recordChecks_[i];
+    if (old.live)
+      continue;
+    c.block = old.block;
+    c.slot = old.slot;
+    RecordBlock& b = recordBlocks_[c.block];
+    std::memset(b.host + 2 * c.slot, 0, kErrorRecordBytes);
+    MC_RETURN_IF_ERROR(check(
+        d.memsetD8Async(b.device + c.slot * kErrorRecordBytes, 0,
+                        kErrorRecordBytes, stream_),
+        "cuMemsetD8Async"));
+    *out = b.device + c.slot * kErrorRecordBytes;
+    *id = i;
+    old = std::move(c);
+    return Status::ok();
+  }
   if (recordBlocks_.empty() || recordBlocks_.back().used == kRecordsPerBlock) {
     size_t bytes = kRecordsPerBlock * kErrorRecordBytes;
     RecordBlock b;
@@ -359,16 +384,19 @@ Status CudaDevice::errorRecord(
                              "cuMemsetD8Async"));
   }
   RecordBlock& b = recordBlocks_.back();
-  RecordCheck c;
   c.block = recordBlocks_.size() - 1;
   c.slot = b.used++;
-  c.stepIndex = r.stepIndex;
-  c.where = "step " + std::to_string(r.stepIndex) + " (mc." + opName(r.op) +
-            (r.location.empty() ? "" : " at " + r.location) + ")";
-  c.describe = std::move(describe);
   *out = b.device + c.slot * kErrorRecordBytes;
+  *id = recordChecks_.size();
   recordChecks_.push_back(std::move(c));
   return Status::ok();
+}
+
+void CudaDevice::releaseErrorRecord(size_t id) {
+  if (id < recordChecks_.size()) {
+    recordChecks_[id].live = false;
+    recordChecks_[id].describe = nullptr;
+  }
 }
 
 Status CudaDevice::queueRecordCopies() {
@@ -385,6 +413,8 @@ Status CudaDevice::checkRecords() {
   const RecordCheck* first = nullptr;
   ErrorRecord failed;
   for (const RecordCheck& c : recordChecks_) {
+    if (!c.live)
+      continue;
     ErrorRecord rec =
         decodeErrorRecord(recordBlocks_[c.block].host + 2 * c.slot);
     if (rec.failed && (!first || c.stepIndex < first->stepIndex)) {

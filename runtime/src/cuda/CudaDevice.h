@@ -93,9 +93,15 @@ public:
   /// pinned host memory (inside the CUDA graph when one is recorded);
   /// synchronize() then reports the failed record of the lowest step as
   /// "step N (mc.op at loc): " + describe(record), and zeroes the records.
+  /// `*id` names the record for releaseErrorRecord.
   Status errorRecord(const KernelRequest& r,
                      std::function<std::string(const ErrorRecord&)> describe,
-                     CUdeviceptr* out);
+                     CUdeviceptr* out, size_t* id);
+  /// The kernel that had record `id` is gone (its binding was dropped): the
+  /// slot is free for another.
+  void releaseErrorRecord(size_t id);
+  /// Error record slots handed out so far, free ones included (for tests).
+  size_t errorRecordSlots() const { return recordChecks_.size(); }
 
 private:
   CudaDevice() = default;
@@ -150,6 +156,7 @@ private:
     size_t used = 0; // slots handed out
   };
   struct RecordCheck {
+    bool live = true; // a bound kernel has it
     size_t block = 0, slot = 0;
     uint32_t stepIndex = 0;
     std::string where;

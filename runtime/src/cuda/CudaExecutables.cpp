@@ -222,6 +222,13 @@ Status CudaDevice::bindGenerated(const KernelRequest& r, BoundKernel* out) {
     int64_t batch = 0;
     CUdeviceptr record = 0; // the error record, when the kernel has one
     std::vector<void*> params;
+    // The record's slot goes back to the device with the kernel.
+    CudaDevice* device = nullptr;
+    size_t recordId = 0;
+    ~Args() {
+      if (device)
+        device->releaseErrorRecord(recordId);
+    }
   };
   auto args = std::make_shared<Args>();
   for (const ConstTensor& t : r.inputs)
@@ -245,7 +252,9 @@ Status CudaDevice::bindGenerated(const KernelRequest& r, BoundKernel* out) {
                      body](const ErrorRecord& e) {
       return kernelErrorMessage(op, attrs, shapes, body, e);
     };
-    MC_RETURN_IF_ERROR(errorRecord(r, std::move(describe), &args->record));
+    MC_RETURN_IF_ERROR(errorRecord(r, std::move(describe), &args->record,
+                                   &args->recordId));
+    args->device = this;
     args->params.push_back(&args->record);
   }
   *out = step(r, [this, f, args, grid, block = l.block, shared = l.sharedBytes,
