@@ -10,6 +10,9 @@ Inference: each artifact (compiled for cpu,cuda) runs with
 `modelc-run --device cuda`; every output is compared with the CPU's as
 ||gpu - cpu|| / ||cpu|| against its dtype's tolerance (f32 runs its matmuls
 and convolutions on TF32 tensor cores: 5e-4; bf16 AMP 1e-2).
+Errors: values the CPU refuses at a step (an integer division by zero, a
+gather index out of range the graph computed) must be refused on the GPU
+with the CPU's message, from the kernel's error record.
 Training: the digits MLP's step trains on the GPU with the CPU's data,
 batches and shuffle; the mean loss of the last 10 steps must be within 10%
 of the CPU's and below a quarter of the first 10 steps' (as
@@ -70,6 +73,29 @@ def infer(e, root, logs, modelc_run):
     return ("ok" if ok else "FAIL"), worst, worst_name
 
 
+def error(e, root, logs, modelc_run):
+    """Values the CPU refuses at a step: the GPU must refuse them with the
+    CPU's message (from the kernel's error record), naming the device."""
+    d = os.path.join(root, e["dir"])
+    args = []
+    for spec in e["inputs"]:
+        args += ["--input", spec]
+    log = os.path.join(logs, e["name"] + ".log")
+    rc = run([modelc_run, "model.mcpk", *args, "--output-dir", "gpu",
+              "--device", DEVICE], d, log)
+    got = last_line(log)
+    if rc == 0:
+        return "FAIL", float("nan"), "ran without an error"
+    # "modelc-run: error: model.mcpk: step 0 (...): div: ..." on the CPU;
+    # "modelc-run: error: model.mcpk: cuda:0: step 0 (...): div: ... (found
+    # by the step's kernel on the GPU; ...)" on the GPU.
+    head = "modelc-run: error: model.mcpk: "
+    cpu = e["cpu_error"]
+    core = cpu[len(head):] if cpu.startswith(head) else cpu
+    ok = core in got
+    return ("ok" if ok else "FAIL"), 0.0, got[:120] if not ok else core[:70]
+
+
 def losses(path):
     return [float(r["loss"]) for r in csv.DictReader(open(path))]
 
@@ -105,7 +131,7 @@ def main():
             rows.append((e["name"], e["dtype"], "skip", float("nan"),
                          "not compiled: " + e["skip"][:70]))
             continue
-        fn = infer if e["kind"] == "infer" else train
+        fn = {"infer": infer, "train": train, "error": error}[e["kind"]]
         status, err, note = fn(e, root, logs, modelc_run)
         failed += status == "FAIL"
         rows.append((e["name"], e["dtype"], status, err, note))

@@ -140,6 +140,50 @@ for variant in f32 bf16; do
   entries+=("{\"name\": \"train-mlp-$variant\", \"kind\": \"train\", \"dtype\": \"$variant\", \"dir\": \"train/mlp-$variant\", \"args\": [\"--data\", \"x=x_train.npy\", \"--data\", \"y=y_train.npy\", \"--batch\", \"50\", \"--epochs\", \"4\", \"--shuffle\", \"1\"]}")
 done
 
+# Errors a generated kernel finds (docs/cuda.md, "Errors found by a
+# kernel"): values the CPU refuses at a step, which the GPU must refuse with
+# the same message, from the kernel's error record. $1 name, $2 artifact,
+# then input specs NAME=FILE.
+error_case() {
+  local name="$1" artifact="$2"
+  shift 2
+  local dir="$out/errors/$name" args=() specs=()
+  mkdir -p "$dir"
+  cp "$artifact" "$dir/model.mcpk"
+  for spec in "$@"; do
+    cp "${spec#*=}" "$dir/"
+    args+=(--input "${spec%%=*}=$(basename "${spec#*=}")")
+    specs+=("\"${spec%%=*}=$(basename "${spec#*=}")\"")
+  done
+  if (cd "$dir" && "$run" model.mcpk "${args[@]}" --output-dir cpu \
+      --device cpu > cpu.log 2>&1); then
+    echo "prepare: error case $name: the CPU did not refuse it"
+    return
+  fi
+  local joined
+  joined=$(IFS=,; echo "${specs[*]}")
+  entries+=("{\"name\": \"error-$name\", \"kind\": \"error\", \"dtype\": \"f32\", \"dir\": \"errors/$name\", \"inputs\": [$joined], \"cpu_error\": $(tail -1 "$dir/cpu.log" | "$py" -c 'import json,sys; print(json.dumps(sys.stdin.read().strip()))')}")
+}
+# int_div with zero divisors at elements 5 and 8: element 5 is named.
+"$py" - "$tmp/structural" <<'PY'
+import os, sys
+import numpy as np
+d = sys.argv[1]
+z = np.load(os.path.join(d, "z.npy")).copy()
+z[1, 2] = 0
+z[0, 5] = 0
+np.save(os.path.join(d, "z_zero.npy"), z)
+PY
+error_case int-div "$out/models/int_div-f32/model.mcpk" \
+  "x=$tmp/structural/x.npy" "z=$tmp/structural/z_zero.npy"
+# A gather by computed indices (ids + 1) over a dim of 5: ids 4 at
+# position 4 gives index 5.
+mkdir -p "$tmp/gather"
+"$modelc" compile "$root/test/codegen/cuda/Inputs/gather-computed.mlir" \
+  --target cpu,cuda -o "$tmp/gather/model.mcpk" > /dev/null
+"$py" -c "import numpy as np; np.save('$tmp/gather/ids.npy', np.array([[0, 1, 2], [3, 4, -1]], dtype=np.int64))"
+error_case gather-computed "$tmp/gather/model.mcpk" "ids=$tmp/gather/ids.npy"
+
 # The benchmark's artifacts (weights that gzip well; see the script).
 if ! "$py" "$root/bench/gpu_peers.py" --prepare "$out/bench" \
     --modelc "$modelc" > "$out/bench-prepare.log" 2>&1; then

@@ -44,7 +44,12 @@ done
 export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export MODELC_TEST_KERNELS_PTX="$root/test/gpu/kernels.ptx"
 export MODELC_TEST_CUBIN_DIR="$build/test/gpu/cubins"
-py=python3 # PyTorch's Python, for the benchmark; numpy for the checks
+# PyTorch's Python, for the benchmark; numpy for the checks: the first
+# python3 that has numpy.
+py=python3
+for cand in python3 /usr/bin/python3; do
+  if "$cand" -c "import numpy" > /dev/null 2>&1; then py="$cand"; break; fi
+done
 
 {
   echo "date: $(date -u +%FT%TZ)"
