@@ -46,7 +46,9 @@ def last_line(path):
 DEVICE = "cuda"
 
 
-def infer(e, root, logs, modelc_run):
+def run_model(e, root, logs, modelc_run):
+    """Runs entry e's model.mcpk on its inputs on DEVICE, outputs in gpu/:
+    (its folder, the exit status, the log's path)."""
     d = os.path.join(root, e["dir"])
     args = []
     for spec in e["inputs"]:
@@ -54,6 +56,11 @@ def infer(e, root, logs, modelc_run):
     log = os.path.join(logs, e["name"] + ".log")
     rc = run([modelc_run, "model.mcpk", *args, "--output-dir", "gpu",
               "--device", DEVICE], d, log)
+    return d, rc, log
+
+
+def infer(e, root, logs, modelc_run):
+    d, rc, log = run_model(e, root, logs, modelc_run)
     if rc != 0:
         return "FAIL", float("nan"), last_line(log)
     worst, worst_name = 0.0, ""
@@ -76,13 +83,7 @@ def infer(e, root, logs, modelc_run):
 def error(e, root, logs, modelc_run):
     """Values the CPU refuses at a step: the GPU must refuse them with the
     CPU's message (from the kernel's error record), naming the device."""
-    d = os.path.join(root, e["dir"])
-    args = []
-    for spec in e["inputs"]:
-        args += ["--input", spec]
-    log = os.path.join(logs, e["name"] + ".log")
-    rc = run([modelc_run, "model.mcpk", *args, "--output-dir", "gpu",
-              "--device", DEVICE], d, log)
+    _, rc, log = run_model(e, root, logs, modelc_run)
     got = last_line(log)
     if rc == 0:
         return "FAIL", float("nan"), "ran without an error"
