@@ -463,6 +463,32 @@ TEST_F(CudaDevice, AProfiledSessionTimesItsStepsOnTheDevice) {
   EXPECT_TRUE(has(table, "copy")) << table;
 }
 
+/// kernels.ptx's div_i32 (a / b over 5 + 37 * batch i32 elements, a zero
+/// divisor recorded in its error record) as a session would bind step
+/// `stepIndex`, on device memory a, b and out.
+struct DivStep {
+  rt::GeneratedKernel g;
+  rt::OpAttrs none;
+  rt::KernelRequest r;
+  DivStep(rt::Device &device, int64_t batch, void *a, void *b, void *out,
+          uint32_t stepIndex, std::string location)
+      : r{rt::OpId::Div,
+          none,
+          {{rt::DType::I32, {5 + 37 * batch}, a},
+           {rt::DType::I32, {5 + 37 * batch}, b}},
+          {rt::DType::I32, {5 + 37 * batch}, out},
+          device} {
+    g.entry = "div_i32";
+    g.launch = rt::LaunchInfo{32, 32, 0, 5, 37};
+    g.launch.errorRecord = true;
+    g.batch = batch;
+    r.generated = &g;
+    r.stepIndex = stepIndex;
+    r.location = std::move(location);
+  }
+  DivStep(const DivStep &) = delete;
+};
+
 /// Uploads i32 values.
 rt::DeviceMemory uploadInts(CudaTest &t, const std::vector<int32_t> &v) {
   rt::DeviceMemory m;
@@ -489,21 +515,9 @@ TEST_F(CudaDevice, AKernelsErrorRecordIsTheCpusErrorAfterTheRun) {
   b[1] = -1; // wraps, as on the CPU
   rt::DeviceMemory da = uploadInts(*this, a), db = uploadInts(*this, b),
                    dout = uploadInts(*this, std::vector<int32_t>(n));
-  rt::GeneratedKernel g;
-  g.entry = "div_i32";
-  g.launch = rt::LaunchInfo{32, 32, 0, 5, 37};
-  g.launch.errorRecord = true;
-  g.batch = batch;
+  DivStep div(*device, batch, da.get(), db.get(), dout.get(), 6, "div.py:2");
+  const rt::KernelRequest &r = div.r;
   rt::OpAttrs none;
-  rt::KernelRequest r{rt::OpId::Div,
-                      none,
-                      {{rt::DType::I32, {n}, da.get()},
-                       {rt::DType::I32, {n}, db.get()}},
-                      {rt::DType::I32, {n}, dout.get()},
-                      *device};
-  r.generated = &g;
-  r.stepIndex = 6;
-  r.location = "div.py:2";
   rt::BoundKernel k;
   rt::Status st = device->bindGenerated(r, &k);
   ASSERT_TRUE(st) << st.message();
@@ -625,9 +639,10 @@ TEST_F(CudaDevice, ASessionReportsAKernelsErrorRecordAsTheCpuDoes) {
       ASSERT_TRUE(sessions[k]->setInput(0, rt::DType::I32, {5}, x.data(), 20));
       ASSERT_TRUE(sessions[k]->setInput(1, rt::DType::I32, {5}, y.data(), 20));
       runs[k] = sessions[k]->run();
-      if (runs[k])
+      if (runs[k]) {
         ASSERT_TRUE(sessions[k]->copyOutput(0, k ? got.data() : want.data(),
                                             20));
+      }
     }
     if (runs[0]) {
       ASSERT_TRUE(runs[1]) << runs[1].message();
@@ -646,6 +661,39 @@ TEST_F(CudaDevice, ASessionReportsAKernelsErrorRecordAsTheCpuDoes) {
                   "it ran anyway, so this run's outputs and any state it "
                   "updated are not valid)");
   }
+}
+
+// With MODELC_CUDA_SYNC=1 the device waits after each step and reads the
+// records then: the run stops at the failing step, as on the CPU, and the
+// session names the step as for any step's error.
+TEST_F(CudaDevice, WithSyncEachStepAKernelsErrorStopsTheRunAtItsStep) {
+  std::unique_ptr<rt::Device> synced;
+  {
+    ScopedEnv sync("MODELC_CUDA_SYNC", "1");
+    rt::Status st = rt::cuda::CudaDevice::create(0, &synced);
+    ASSERT_TRUE(st) << st.message();
+  }
+  ASSERT_TRUE(synced->loadExecutables({view("cuda-ptx", kernelsPtx())}));
+  std::vector<int32_t> a = {7, -7, 9, 1, 100}, b = {2, 0, 0, 1, 3};
+  rt::DeviceMemory da, db, dout;
+  for (auto [m, v] : {std::pair{&da, &a}, std::pair{&db, &b},
+                      std::pair{&dout, &a}}) {
+    ASSERT_TRUE(synced->allocate(20, m));
+    ASSERT_TRUE(synced->copyToDevice(m->get(), v->data(), 20));
+  }
+  DivStep div(*synced, 0, da.get(), db.get(), dout.get(), 2, "");
+  rt::BoundKernel k;
+  ASSERT_TRUE(synced->bindGenerated(div.r, &k));
+  rt::Status st = k(nullptr);
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.message(), "cuda:0: div: integer division by zero at element "
+                          "1 (found by the step's kernel on the GPU)");
+  // The records were zeroed: the next good run passes.
+  b = {1, 1, 1, 1, 1};
+  ASSERT_TRUE(synced->copyToDevice(db.get(), b.data(), 20));
+  st = k(nullptr);
+  EXPECT_TRUE(st) << st.message();
+  EXPECT_TRUE(synced->synchronize());
 }
 
 TEST_F(CudaDevice, ALaunchOfAnUnknownEntryIsABindError) {

@@ -325,7 +325,7 @@ Status CudaDevice::synchronize() {
   pinnedUsed_ = 0;
   if (r != CUDA_SUCCESS)
     return asyncError(r, "a step failed on the GPU");
-  return checkRecords();
+  return checkRecords(/*atStep=*/false);
 }
 
 Status CudaDevice::errorRecord(
@@ -409,7 +409,7 @@ Status CudaDevice::queueRecordCopies() {
   return Status::ok();
 }
 
-Status CudaDevice::checkRecords() {
+Status CudaDevice::checkRecords(bool atStep) {
   const RecordCheck* first = nullptr;
   ErrorRecord failed;
   for (const RecordCheck& c : recordChecks_) {
@@ -424,11 +424,15 @@ Status CudaDevice::checkRecords() {
   }
   if (!first)
     return Status::ok();
+  // At a step (MODELC_CUDA_SYNC) the caller names the step, and no later
+  // step has run.
   std::string message =
-      name() + ": " + first->where + ": " + first->describe(failed) +
-      " (found by the step's kernel on the GPU; the steps after it ran "
-      "anyway, so this run's outputs and any state it updated are not "
-      "valid)";
+      atStep ? name() + ": " + first->describe(failed) +
+                   " (found by the step's kernel on the GPU)"
+             : name() + ": " + first->where + ": " + first->describe(failed) +
+                   " (found by the step's kernel on the GPU; the steps "
+                   "after it ran anyway, so this run's outputs and any "
+                   "state it updated are not valid)";
   // Zeroed, so the next run starts clean.
   const CudaDriver& d = driver();
   for (RecordBlock& b : recordBlocks_) {
@@ -456,6 +460,15 @@ BoundKernel CudaDevice::step(const KernelRequest& r,
         return Status::error(name() + ": the step failed on the GPU "
                              "(MODELC_CUDA_SYNC): " +
                              errorText(driver(), e));
+      // The records too: a kernel's error stops the run at its step, as
+      // on the CPU (the steps before it were read clean).
+      if (!recordChecks_.empty()) {
+        MC_RETURN_IF_ERROR(queueRecordCopies());
+        e = driver().streamSynchronize(stream_);
+        if (e != CUDA_SUCCESS)
+          return asyncError(e, "a step failed on the GPU");
+        return checkRecords(/*atStep=*/true);
+      }
     }
     return Status::ok();
   };

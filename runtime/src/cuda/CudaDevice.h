@@ -115,8 +115,9 @@ private:
   /// Queues the copies of the error records to their host mirrors.
   Status queueRecordCopies();
   /// After the stream is idle: the lowest failed record's error (the
-  /// records are then zeroed), else OK.
-  Status checkRecords();
+  /// records are then zeroed), else OK. `atStep`: right after a step
+  /// (MODELC_CUDA_SYNC), whose caller names it.
+  Status checkRecords(bool atStep);
   void note(const std::string& text);
 
   std::shared_ptr<Context> ctx_;
