@@ -36,6 +36,8 @@ struct Binding {
   /// binding, and again for all of them when the workspace moves.
   uint64_t key = 0;
   std::vector<StepExec> steps;
+  /// The step that asks for the most scratch (named when it cannot be had).
+  uint32_t scratchStep = 0;
 };
 
 /// How many batch sizes a session keeps bound; binding again costs a call
@@ -268,7 +270,10 @@ Status Session::Impl::bind(int64_t batch, Binding *out, size_t *scratch) const {
     if (!bound)
       return Status::error(stepWhere(*model, index) + atBatch + ": " +
                            bound.message());
-    *scratch = std::max(*scratch, bytes);
+    if (bytes > *scratch) {
+      *scratch = bytes;
+      out->scratchStep = index;
+    }
     out->steps.push_back(std::move(e));
   }
   return Status::ok();
@@ -288,7 +293,13 @@ Status Session::Impl::select(int64_t batch) {
   // One scratch for all steps (they run one at a time), so run() does not
   // allocate once bound. Binding at max first sizes it for every batch.
   if (scratch > workspaceBytes) {
-    MC_RETURN_IF_ERROR(device->allocate(scratch, &workspace));
+    if (Status st = device->allocate(scratch, &workspace); !st)
+      return Status::error(
+          stepWhere(*model, b.scratchStep) + ": its " +
+          std::to_string(scratch) + " bytes of scratch memory" +
+          (model->dynamicBatch() ? " at batch " + std::to_string(batch)
+                                 : std::string()) +
+          ": " + st.message());
     workspaceBytes = scratch;
     // What a device recorded of the other bindings used the old workspace.
     for (Binding &old : bindings)

@@ -44,10 +44,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   std::unique_ptr<Model> model;
   if (!Model::loadMemory(bytes.data(), bytes.size(), "fuzz.mcpk", &model))
     return 0;
-  // Keep each execution small: big arenas are legal but slow to fill.
+  // Keep each execution small: big arenas are legal but slow to fill, and
+  // so are big fused regions (a region's values need not be buffers: the
+  // CPU's fused kernel keeps a tile of whole rows of each in scratch, and
+  // a region of one scalar reduced over 2^31-element rows asks for 49 GB).
   if (model->table().arena_size() > (64u << 20) ||
       model->stateSize() > (64u << 20))
     return 0;
+  if (const auto *steps = model->table().steps())
+    for (const mc::fb::Step *st : *steps)
+      if (st->body())
+        for (const mc::fb::RegionOp *op : *st->body()) {
+          uint64_t n = 1;
+          if (op->shape())
+            for (int64_t d : *op->shape())
+              n *= uint64_t(d); // the verifier bounds each at 2^36
+          if (n > (16u << 20))
+            return 0;
+        }
   std::unique_ptr<Session> s;
   if (!Session::create(*model, &s))
     std::abort(); // an accepted artifact has a kernel for every step

@@ -778,3 +778,75 @@ TEST(Fused, DynamicBatchEqualsUnfused) {
   for (int64_t batch : {1, 3, 8})
     expectFusedEqualsUnfused(p, batch);
 }
+
+namespace {
+/// The CPU device with a cap on one allocation (what a machine without the
+/// memory does), naming itself as the CPU does.
+class CappedDevice final : public rt::Device {
+public:
+  explicit CappedDevice(size_t cap) : cap_(cap) {
+    EXPECT_TRUE(rt::createDevice("cpu", &cpu_));
+  }
+  std::string name() const override { return "cpu"; }
+  std::string kind() const override { return "cpu"; }
+  std::vector<std::string> targets() const override { return {"cpu"}; }
+  bool hostAccessible() const override { return true; }
+  Status allocate(size_t n, rt::DeviceMemory *out) override {
+    if (n > cap_)
+      return Status::error("cpu: cannot allocate " + std::to_string(n) +
+                           " bytes");
+    return cpu_->allocate(n, out);
+  }
+  Status copyToDevice(void *d, const void *s, size_t n) override {
+    return cpu_->copyToDevice(d, s, n);
+  }
+  Status copyToHost(void *d, const void *s, size_t n) override {
+    return cpu_->copyToHost(d, s, n);
+  }
+  Status synchronize() override { return cpu_->synchronize(); }
+
+private:
+  size_t cap_;
+  std::unique_ptr<rt::Device> cpu_;
+};
+} // namespace
+
+// A region whose values are no buffers can still ask for much scratch (the
+// CPU's fused kernel keeps tiles of whole rows: a fuzzed artifact reduced a
+// scalar's exp over 2^31-element rows and asked for 49 GB). When the
+// scratch cannot be had, the error names the step that asks the most and
+// the bytes, before any step runs.
+TEST(Fused, ScratchThatCannotBeHadNamesItsStep) {
+  Builder b;
+  uint32_t s = b.input("s", {});
+  uint32_t out = b.output("out", {2, 8});
+  b.fused({s}, out); // step 0
+  PlanStep &f = b.p.steps.back();
+  const Shape big{2, 8, 1 << 20};
+  uint32_t e = bodyOp(f, K::Exp, {0}, F, big);
+  bodyOp(f, K::ReduceSum, {e}, F, {2, 8},
+         {OpAttr::list("dims", {2}), OpAttr::boolean("keepdim", false)});
+  Plan p = planned(b.p);
+  std::vector<uint8_t> bytes;
+  ASSERT_TRUE(codegen::writeArtifactToBytes(p, &bytes));
+  std::unique_ptr<Model> m;
+  ASSERT_TRUE(Model::loadMemory(bytes.data(), bytes.size(), "big.mcpk", &m));
+  std::unique_ptr<Session> session;
+  Status st = Session::create(*m, std::make_unique<CappedDevice>(1 << 20),
+                              &session);
+  ASSERT_FALSE(st);
+  const std::string &why = st.message();
+  const std::string head = "big.mcpk: step 0 (mc.fused at fused.py:1): its ";
+  EXPECT_TRUE(why.compare(0, head.size(), head) == 0 &&
+              why.find(" bytes of scratch memory: cpu: cannot allocate ") !=
+                  std::string::npos)
+      << why;
+  // With the memory, it runs: sum over a row of exp(s) = 2^20 exp(s).
+  ASSERT_TRUE(Session::create(*m, &session));
+  float x = 0.5f;
+  ASSERT_TRUE(session->setInput(0, F, {}, &x, 4));
+  ASSERT_TRUE(session->run());
+  std::vector<float> got(16);
+  ASSERT_TRUE(session->copyOutput(0, got.data(), 64));
+  EXPECT_NEAR(got[0], std::exp(0.5) * (1 << 20), 1e-3 * std::exp(0.5) * (1 << 20));
+}
