@@ -205,9 +205,8 @@ private:
   bool withRecord = false;
   Value record;
   // While a region is evaluated: the element's flat index in the region
-  // and the op's index in the body (what an integer division reports).
+  // (what an integer division by zero reports).
   Value element;
-  int64_t opIndex = 0;
 
   const TensorDesc& out() const { return tensors.back(); }
   size_t numInputs() const { return tensors.size() - 1; }
@@ -632,7 +631,7 @@ private:
         r = select(byZero, zero, r);
         if (record)
           reportError(byZero, element ? element : idx(0),
-                      intConst(b.getI64Type(), opIndex));
+                      intConst(b.getI64Type(), 0));
       }
       break;
     case OpId::Pow:
@@ -766,7 +765,6 @@ private:
         xt.push_back(types[v]);
       }
       element = i;
-      opIndex = int64_t(j);
       FailureOr<Value> r = scalarOp(op, x, xt);
       if (failed(r))
         return emitError(loc) << "no kernel for mc." << rt::opName(op.op);

@@ -49,7 +49,6 @@ std::string integerDivisionError(uint64_t element) {
 
 std::string kernelErrorMessage(OpId op, const OpAttrs& attrs,
                                const std::vector<std::vector<int64_t>>& inputs,
-                               const std::vector<OpId>& body,
                                const ErrorRecord& e) {
   if (op == OpId::Gather && inputs.size() == 2) {
     int64_t axis = attrs.getInt("axis");
@@ -57,7 +56,6 @@ std::string kernelErrorMessage(OpId op, const OpAttrs& attrs,
     int64_t size = axis >= 0 && size_t(axis) < data.size() ? data[axis] : 0;
     return gatherIndexError(e.value, e.position, size);
   }
-  (void)body; // the step's name says "mc.fused"; the CPU's message is the op's
   return integerDivisionError(e.position);
 }
 

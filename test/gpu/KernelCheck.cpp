@@ -278,11 +278,8 @@ bool checkStep(const Plan& plan, size_t index, int64_t batch, bool positive,
         std::vector<std::vector<int64_t>> shapes;
         for (const rt::ConstTensor& t : cin)
           shapes.push_back(t.shape);
-        std::vector<rt::OpId> ops;
-        for (const rt::RegionOp& op : body)
-          ops.push_back(op.op);
         out->deviceError =
-            rt::kernelErrorMessage(step.op, step.attrs, shapes, ops, e);
+            rt::kernelErrorMessage(step.op, step.attrs, shapes, e);
       }
     }
     if (!cpuRun) {

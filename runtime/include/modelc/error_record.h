@@ -34,8 +34,8 @@ inline constexpr uint64_t kErrorRecordMaxPosition = 0xFFFFFFFEull;
 struct ErrorRecord {
   bool failed = false;
   uint64_t position = 0; // the lowest failing element (capped, see above)
-  int64_t value = 0;     // that element's value (the index; for a
-                         // division, the region op's index)
+  int64_t value = 0;     // that element's value (a gather's index; 0
+                         // for a division by zero)
 };
 
 /// Decodes a record's two words.
@@ -52,12 +52,11 @@ std::string gatherIndexError(int64_t index, uint64_t position,
 std::string integerDivisionError(uint64_t element);
 
 /// The CPU kernel's message for the failed record `e` of the generated
-/// kernel of a step `op` (its attributes, its inputs' shapes, and for a
-/// fused region its body's ops): a gather's index out of range, else an
-/// integer division by zero ("fused region, mc.div: ..." in a region).
+/// kernel of a step `op` (its attributes, its inputs' shapes): a gather's
+/// index out of range, else an integer division by zero (in a fused region
+/// too: the CPU's message is the op's, and the step names the region).
 std::string kernelErrorMessage(OpId op, const OpAttrs& attrs,
                                const std::vector<std::vector<int64_t>>& inputs,
-                               const std::vector<OpId>& body,
                                const ErrorRecord& e);
 
 } // namespace mc::rt

@@ -244,13 +244,9 @@ Status CudaDevice::bindGenerated(const KernelRequest& r, BoundKernel* out) {
     std::vector<Shape> shapes;
     for (const ConstTensor& t : r.inputs)
       shapes.push_back(t.shape);
-    std::vector<OpId> body;
-    if (r.body)
-      for (const RegionOp& op : *r.body)
-        body.push_back(op.op);
-    auto describe = [op = r.op, attrs = r.attrs, shapes,
-                     body](const ErrorRecord& e) {
-      return kernelErrorMessage(op, attrs, shapes, body, e);
+    auto describe = [op = r.op, attrs = r.attrs,
+                     shapes](const ErrorRecord& e) {
+      return kernelErrorMessage(op, attrs, shapes, e);
     };
     MC_RETURN_IF_ERROR(errorRecord(r, std::move(describe), &args->record,
                                    &args->recordId));
