@@ -67,10 +67,14 @@ bool isAnchor(Operation* op) {
          fusibleTypes(op);
 }
 
-/// A reduction over the trailing dims of its operand (keepdim or not):
-/// it may end a region, the region computing its operand tile by tile of
-/// whole rows.
-bool isTrailingReduce(Operation* op) {
+/// A reduction over the trailing dims of its operand (keepdim or not): it
+/// may end a region, the region computing its operand tile by tile of
+/// whole rows; unless it reduces everything to one value over more than
+/// `maxFull` elements (a loss's mean over a batch of images, 9.6M): that
+/// one row would be one tile, which leaves the cache and all threads but
+/// one idle, so the elementwise ops fuse without it and it runs as its own
+/// step (mc-fuse's max-full-reduction; a dynamic dim counts as fitting).
+bool isTrailingReduce(Operation* op, int64_t maxFull) {
   const mc::rt::OpInfo* info = registryInfo(op);
   if (!info || !mc::rt::isReduction(info->id) || !fusibleTypes(op))
     return false;
@@ -83,6 +87,17 @@ bool isTrailingReduce(Operation* op) {
   for (size_t i = 0; i < sorted.size(); ++i)
     if (sorted[i] != in.getRank() - int64_t(sorted.size()) + int64_t(i))
       return false;
+  // Leading dims kept: more than one row (or a dynamic batch of them).
+  if (in.getRank() > int64_t(sorted.size()))
+    return true;
+  int64_t n = 1;
+  for (int64_t d : in.getShape()) {
+    if (ShapedType::isDynamic(d))
+      return true;
+    if (d > 0 && n > maxFull / d)
+      return false;
+    n *= d;
+  }
   return true;
 }
 
@@ -139,7 +154,7 @@ struct FusePass : mc::impl::FusePassBase<FusePass> {
     // their own.
     for (Operation& op : llvm::reverse(block)) {
       if (taken.contains(&op) ||
-          !(isElementwise(&op) || isTrailingReduce(&op)))
+          !(isElementwise(&op) || isTrailingReduce(&op, maxFullReduction)))
         continue;
       Group g = grow(&op, position, taken);
       if (g.members.size() + g.clonedLoads.size() < 2)
@@ -259,7 +274,7 @@ struct FusePass : mc::impl::FusePassBase<FusePass> {
     g.members.insert(root);
     // The region's values have the root's shape, or, under a trailing
     // reduction, its operand's.
-    ArrayRef<int64_t> shape = isTrailingReduce(root)
+    ArrayRef<int64_t> shape = isTrailingReduce(root, maxFullReduction)
                                   ? shapeOf(root->getOperand(0))
                                   : shapeOf(root->getResult(0));
     // Producers in decreasing program order: every user of a producer comes

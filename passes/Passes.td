@@ -332,6 +332,10 @@ def FusePass : Pass<"mc-fuse", "mlir::ModuleOp"> {
     - A reduction over the trailing dims of a value the region computes
       may end it (the region computes that value a tile of whole rows at a
       time): the region's other values have the reduction's operand shape.
+      Not a reduction to one value of more than `max-full-reduction`
+      elements (65536; a loss's mean over a batch of images): its one row
+      would be one tile, which leaves the cache and all threads but one
+      idle, so the reduction runs as its own step.
     - Integer arithmetic (i32, i64) stays unfused; f32, f16, bf16 and i1
       values fuse.
     - Everything else is a boundary: library calls other than the anchor,
@@ -373,6 +377,10 @@ def FusePass : Pass<"mc-fuse", "mlir::ModuleOp"> {
            "let matmul and conv2d lead a region (their epilogue)">,
     Option<"attention", "attention", "bool", /*default=*/"true",
            "mark the attention pattern as one region">,
+    Option<"maxFullReduction", "max-full-reduction", "int64_t",
+           /*default=*/"65536",
+           "the most elements a reduction to one value may reduce and "
+           "still end a region">,
   ];
   let dependentDialects = ["::mc::MCDialect"];
 }

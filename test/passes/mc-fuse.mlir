@@ -1,5 +1,6 @@
 // RUN: modelc-opt %s -split-input-file --mc-fuse | FileCheck %s
 // RUN: modelc-opt %s -split-input-file --mc-fuse="epilogues=false" | FileCheck %s --check-prefix=NOEPI
+// RUN: modelc-opt %s -split-input-file --mc-fuse="max-full-reduction=200000" | FileCheck %s --check-prefix=LONG
 
 // One test per rule of mc-fuse (passes/Passes.td), with the cases that must
 // not fuse.
@@ -319,4 +320,38 @@ func.func @trailing_reduction(%x: tensor<4x8xf32>) -> (tensor<4xf32>, tensor<8xf
   %3 = mc.exp %x : tensor<4x8xf32>
   %4 = mc.reduce_sum %3, dims = [0] : (tensor<4x8xf32>) -> tensor<8xf32>
   return %2, %4 : tensor<4xf32>, tensor<8xf32>
+}
+
+// -----
+
+// A reduction of more than 65536 elements to one value does not end a
+// region (its one row would be one tile: out of cache, one thread): the
+// elementwise ops fuse without it, and it runs as its own step. Long rows
+// with more than one of them (threads share them), and a full reduction of
+// 65536, still end one.
+// CHECK-LABEL: func.func @full_reductions
+// CHECK: %[[F:.*]] = mc.fused %arg0, %arg1 : (tensor<8x16384xf32>, tensor<8x16384xf32>) -> tensor<8x16384xf32> {
+// CHECK:   mc.sub
+// CHECK:   mc.mul
+// CHECK:   mc.yield
+// CHECK: mc.reduce_mean %[[F]], dims = [0, 1]
+// CHECK: mc.fused %arg0, %arg1 : (tensor<8x16384xf32>, tensor<8x16384xf32>) -> tensor<8xf32> {
+// CHECK:   mc.reduce_sum
+// CHECK: mc.fused %arg2 : (tensor<4x16384xf32>) -> tensor<f32> {
+// CHECK:   mc.exp
+// CHECK:   mc.reduce_sum
+// With max-full-reduction above the count, the region ends in it again.
+// LONG-LABEL: func.func @full_reductions
+// LONG: mc.fused %arg0, %arg1 : (tensor<8x16384xf32>, tensor<8x16384xf32>) -> tensor<f32> {
+// LONG:   mc.reduce_mean
+func.func @full_reductions(%x: tensor<8x16384xf32>, %y: tensor<8x16384xf32>, %z: tensor<4x16384xf32>) -> (tensor<f32>, tensor<8xf32>, tensor<f32>) {
+  %0 = mc.sub %x, %y : tensor<8x16384xf32>
+  %1 = mc.mul %0, %0 : tensor<8x16384xf32>
+  %2 = mc.reduce_mean %1, dims = [0, 1] : (tensor<8x16384xf32>) -> tensor<f32>
+  %a = mc.sub %x, %y : tensor<8x16384xf32>
+  %b = mc.mul %a, %a : tensor<8x16384xf32>
+  %c = mc.reduce_sum %b, dims = [1] : (tensor<8x16384xf32>) -> tensor<8xf32>
+  %3 = mc.exp %z : tensor<4x16384xf32>
+  %4 = mc.reduce_sum %3, dims = [0, 1] : (tensor<4x16384xf32>) -> tensor<f32>
+  return %2, %c, %4 : tensor<f32>, tensor<8xf32>, tensor<f32>
 }
