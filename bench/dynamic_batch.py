@@ -16,28 +16,18 @@ import argparse
 import os
 import platform
 import re
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
+
+from benchlib import log, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 EXPORT = os.path.join(ROOT, "test", "onnx", "Inputs", "dynamic_batch.py")
 SHAPES = {"mlp": (64,), "cnn": (3, 17, 17), "resnet18": (3, 64, 64),
           "transformer": (8, 64)}
-
-
-def log(msg):
-    print(msg, file=sys.stderr, flush=True)
-
-
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"dynamic_batch.py: {' '.join(cmd)} failed:\n{r.stderr}")
-    return r.stdout + r.stderr
 
 
 def bench(bindir, artifact, x, batch, runs, outdir):

@@ -19,12 +19,13 @@ import argparse
 import os
 import platform
 import re
-import subprocess
 import sys
 import tempfile
 import time
 
 import numpy as np
+
+from benchlib import log, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -35,17 +36,6 @@ CASES = [
     ("mse, 8 rows of 1.2M", (8, 3, 224, 224 * 8), (1, 2, 3), "mse"),
     ("sum(exp), 4096 rows of 512", (4096, 512), (1,), "expsum"),
 ]
-
-
-def log(msg):
-    print(msg, file=sys.stderr, flush=True)
-
-
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"fused_reduction.py: {' '.join(cmd)} failed:\n{r.stderr}")
-    return r.stdout + r.stderr
 
 
 def mlir(shape, dims, body):

@@ -1,14 +1,9 @@
 // Error records of generated kernels (see modelc/error_record.h).
 #include "modelc/error_record.h"
 
-#include <algorithm>
 
 namespace mc::rt {
 namespace {
-
-uint64_t key(uint64_t position) {
-  return (0xFFFFFFFFull - std::min(position, kErrorRecordMaxPosition)) << 32;
-}
 
 std::string positionText(uint64_t p) {
   return p >= kErrorRecordMaxPosition
@@ -27,12 +22,6 @@ ErrorRecord decodeErrorRecord(const uint64_t words[2]) {
   uint64_t bits = (words[0] & 0xFFFFFFFFull) | (words[1] << 32);
   r.value = int64_t(bits);
   return r;
-}
-
-void encodeErrorRecord(uint64_t position, int64_t value, uint64_t words[2]) {
-  uint64_t bits = uint64_t(value);
-  words[0] = key(position) | (bits & 0xFFFFFFFFull);
-  words[1] = key(position) | (bits >> 32);
 }
 
 std::string gatherIndexError(int64_t index, uint64_t position,

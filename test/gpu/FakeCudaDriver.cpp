@@ -9,6 +9,8 @@
 // the real driver on a GPU.
 #include <cuda.h>
 
+#include "modelc/error_record.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -329,11 +331,10 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy,
         for (int64_t i = first; i < n; i += stride) {
           if (b[i] == 0) {
             out[i] = 0;
-            uint64_t key = (0xFFFFFFFFull -
-                            std::min<uint64_t>(uint64_t(i), 0xFFFFFFFEull))
-                           << 32;
-            record[0] = std::max(record[0], key);
-            record[1] = std::max(record[1], key);
+            uint64_t words[2];
+            mc::rt::encodeErrorRecord(uint64_t(i), 0, words);
+            record[0] = std::max(record[0], words[0]);
+            record[1] = std::max(record[1], words[1]);
           } else {
             out[i] = b[i] == -1 ? int32_t(0u - uint32_t(a[i])) : a[i] / b[i];
           }

@@ -40,8 +40,16 @@ struct ErrorRecord {
 
 /// Decodes a record's two words.
 ErrorRecord decodeErrorRecord(const uint64_t words[2]);
-/// The two words one failing element contributes (for tests and fakes).
-void encodeErrorRecord(uint64_t position, int64_t value, uint64_t words[2]);
+/// The two words element `position` failing with `value` contributes (each
+/// atomic-maxed into the record). Inline: the tests' fake driver uses it.
+inline void encodeErrorRecord(uint64_t position, int64_t value,
+                              uint64_t words[2]) {
+  uint64_t p = position < kErrorRecordMaxPosition ? position
+                                                  : kErrorRecordMaxPosition;
+  uint64_t key = (0xFFFFFFFFull - p) << 32, bits = uint64_t(value);
+  words[0] = key | (bits & 0xFFFFFFFFull);
+  words[1] = key | (bits >> 32);
+}
 
 /// The CPU's messages, shared by its kernels and the device's report.
 /// "gather: index 7 (at position 3 of the indices) is out of range for an

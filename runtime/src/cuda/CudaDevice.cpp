@@ -328,75 +328,69 @@ Status CudaDevice::synchronize() {
   return checkRecords(/*atStep=*/false);
 }
 
-Status CudaDevice::errorRecord(
-    const KernelRequest& r,
-    std::function<std::string(const ErrorRecord&)> describe,
-    CUdeviceptr* out, size_t* id) {
+/// "step N (mc.op at loc)".
+std::string CudaDevice::stepText(const KernelRequest& r) {
+  return "step " + std::to_string(r.stepIndex) + " (mc." + opName(r.op) +
+         (r.location.empty() ? "" : " at " + r.location) + ")";
+}
+
+Status CudaDevice::errorRecord(const KernelRequest& r, CUdeviceptr* out,
+                               size_t* id) {
   MC_RETURN_IF_ERROR(makeCurrent());
   const CudaDriver& d = driver();
   RecordCheck c;
   c.stepIndex = r.stepIndex;
-  c.where = "step " + std::to_string(r.stepIndex) + " (mc." + opName(r.op) +
-            (r.location.empty() ? "" : " at " + r.location) + ")";
-  c.describe = std::move(describe);
-  // A slot a dropped binding's kernel left, else a new one. A slot is zero
-  // when its kernel goes (every run's records are read, and zeroed when
-  // one failed); zeroed again all the same.
-  for (size_t i = 0; i < recordChecks_.size(); ++i) {
-    RecordCheck& old = recordChecks_[i];
-    if (old.live)
-      continue;
-    c.block = old.block;
-    c.slot = old.slot;
-    RecordBlock& b = recordBlocks_[c.block];
-    std::memset(b.host + 2 * c.slot, 0, kErrorRecordBytes);
-    MC_RETURN_IF_ERROR(check(
-        d.memsetD8Async(b.device + c.slot * kErrorRecordBytes, 0,
-                        kErrorRecordBytes, stream_),
-        "cuMemsetD8Async"));
-    *out = b.device + c.slot * kErrorRecordBytes;
-    *id = i;
-    old = std::move(c);
-    return Status::ok();
-  }
-  if (recordBlocks_.empty() || recordBlocks_.back().used == kRecordsPerBlock) {
-    size_t bytes = kRecordsPerBlock * kErrorRecordBytes;
-    RecordBlock b;
-    CUresult e = d.memAlloc(&b.device, bytes);
-    if (e != CUDA_SUCCESS)
-      return Status::error(name() + ": cannot allocate " +
-                           std::to_string(bytes) +
-                           " bytes for the kernels' error records: " +
-                           errorText(d, e));
-    void* host = nullptr;
-    e = d.memAllocHost(&host, bytes);
-    if (e != CUDA_SUCCESS) {
-      d.memFree(b.device);
-      return Status::error(name() + ": cannot allocate " +
-                           std::to_string(bytes) +
-                           " bytes of pinned host memory for the kernels' "
-                           "error records: " + errorText(d, e));
+  c.where = stepText(r);
+  c.op = r.op;
+  c.attrs = r.attrs;
+  for (const ConstTensor& t : r.inputs)
+    c.inputs.push_back(t.shape);
+  // A slot a dropped binding's kernel left, else a new one (a new block of
+  // them when the last is full).
+  auto free = std::find_if(recordChecks_.begin(), recordChecks_.end(),
+                           [](const RecordCheck& k) { return !k.live; });
+  if (free != recordChecks_.end()) {
+    c.block = free->block;
+    c.slot = free->slot;
+    *id = size_t(free - recordChecks_.begin());
+  } else {
+    if (recordBlocks_.empty() ||
+        recordBlocks_.back().used == kRecordsPerBlock) {
+      size_t bytes = kRecordsPerBlock * kErrorRecordBytes;
+      RecordBlock b;
+      void* host = nullptr;
+      CUresult e = d.memAlloc(&b.device, bytes);
+      if (e == CUDA_SUCCESS && (e = d.memAllocHost(&host, bytes)) != CUDA_SUCCESS)
+        d.memFree(b.device);
+      if (e != CUDA_SUCCESS)
+        return Status::error(name() + ": cannot allocate " +
+                             std::to_string(bytes) +
+                             " bytes (device and pinned host) for the "
+                             "kernels' error records: " + errorText(d, e));
+      b.host = static_cast<uint64_t*>(host);
+      recordBlocks_.push_back(b);
     }
-    b.host = static_cast<uint64_t*>(host);
-    std::memset(b.host, 0, bytes);
-    recordBlocks_.push_back(b);
-    MC_RETURN_IF_ERROR(check(d.memsetD8Async(b.device, 0, bytes, stream_),
-                             "cuMemsetD8Async"));
+    c.block = recordBlocks_.size() - 1;
+    c.slot = recordBlocks_.back().used++;
+    *id = recordChecks_.size();
   }
-  RecordBlock& b = recordBlocks_.back();
-  c.block = recordBlocks_.size() - 1;
-  c.slot = b.used++;
+  // Zeroed (a freed slot is zero already: every run's records are read,
+  // and zeroed when one failed).
+  RecordBlock& b = recordBlocks_[c.block];
   *out = b.device + c.slot * kErrorRecordBytes;
-  *id = recordChecks_.size();
-  recordChecks_.push_back(std::move(c));
+  std::memset(b.host + 2 * c.slot, 0, kErrorRecordBytes);
+  MC_RETURN_IF_ERROR(check(d.memsetD8Async(*out, 0, kErrorRecordBytes, stream_),
+                           "cuMemsetD8Async (error record)"));
+  if (*id < recordChecks_.size())
+    recordChecks_[*id] = std::move(c);
+  else
+    recordChecks_.push_back(std::move(c));
   return Status::ok();
 }
 
 void CudaDevice::releaseErrorRecord(size_t id) {
-  if (id < recordChecks_.size()) {
+  if (id < recordChecks_.size())
     recordChecks_[id].live = false;
-    recordChecks_[id].describe = nullptr;
-  }
 }
 
 Status CudaDevice::queueRecordCopies() {
@@ -426,10 +420,11 @@ Status CudaDevice::checkRecords(bool atStep) {
     return Status::ok();
   // At a step (MODELC_CUDA_SYNC) the caller names the step, and no later
   // step has run.
+  std::string what =
+      kernelErrorMessage(first->op, first->attrs, first->inputs, failed);
   std::string message =
-      atStep ? name() + ": " + first->describe(failed) +
-                   " (found by the step's kernel on the GPU)"
-             : name() + ": " + first->where + ": " + first->describe(failed) +
+      atStep ? name() + ": " + what + " (found by the step's kernel on the GPU)"
+             : name() + ": " + first->where + ": " + what +
                    " (found by the step's kernel on the GPU; the steps "
                    "after it ran anyway, so this run's outputs and any "
                    "state it updated are not valid)";
@@ -448,9 +443,7 @@ Status CudaDevice::checkRecords(bool atStep) {
 
 BoundKernel CudaDevice::step(const KernelRequest& r,
                              std::function<Status(void*)> launch) {
-  auto where = std::make_shared<const std::string>(
-      "step " + std::to_string(r.stepIndex) + " (mc." + opName(r.op) +
-      (r.location.empty() ? "" : " at " + r.location) + ")");
+  auto where = std::make_shared<const std::string>(stepText(r));
   return [this, where, launch = std::move(launch)](void* workspace) {
     lastStep_ = where;
     MC_RETURN_IF_ERROR(launch(workspace));

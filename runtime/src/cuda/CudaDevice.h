@@ -91,12 +91,10 @@ public:
   /// which can fail: a zeroed 16-byte slot of device memory at *out. At
   /// the end of each runSteps the device queues a copy of its records to
   /// pinned host memory (inside the CUDA graph when one is recorded);
-  /// synchronize() then reports the failed record of the lowest step as
-  /// "step N (mc.op at loc): " + describe(record), and zeroes the records.
-  /// `*id` names the record for releaseErrorRecord.
-  Status errorRecord(const KernelRequest& r,
-                     std::function<std::string(const ErrorRecord&)> describe,
-                     CUdeviceptr* out, size_t* id);
+  /// synchronize() then reports the failed record of the lowest step
+  /// with the CPU kernel's message (kernelErrorMessage), and zeroes the
+  /// records. `*id` names the record for releaseErrorRecord.
+  Status errorRecord(const KernelRequest& r, CUdeviceptr* out, size_t* id);
   /// The kernel that had record `id` is gone (its binding was dropped): the
   /// slot is free for another.
   void releaseErrorRecord(size_t id);
@@ -110,6 +108,8 @@ private:
   /// A pinned staging buffer of at least `bytes` (pinnedFailed_ when the
   /// driver gives none: copies then go from pageable memory).
   Status ensurePinned(size_t bytes);
+  /// "step N (mc.op at loc)", as errors name a step.
+  static std::string stepText(const KernelRequest& r);
   /// An asynchronous error, naming the last step queued.
   Status asyncError(CUresult r, const std::string& what) const;
   /// Queues the copies of the error records to their host mirrors.
@@ -160,8 +160,11 @@ private:
     bool live = true; // a bound kernel has it
     size_t block = 0, slot = 0;
     uint32_t stepIndex = 0;
-    std::string where;
-    std::function<std::string(const ErrorRecord&)> describe;
+    std::string where; // "step N (mc.op at loc)"
+    // What kernelErrorMessage needs of the step.
+    OpId op = OpId::Copy;
+    OpAttrs attrs;
+    std::vector<Shape> inputs;
   };
   std::vector<RecordBlock> recordBlocks_;
   std::vector<RecordCheck> recordChecks_;

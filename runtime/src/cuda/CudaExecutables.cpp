@@ -239,17 +239,8 @@ Status CudaDevice::bindGenerated(const KernelRequest& r, BoundKernel* out) {
     args->params.push_back(&p);
   args->params.push_back(&args->batch);
   if (l.errorRecord) {
-    // A kernel that can fail: its error record, the last parameter, and
-    // the CPU's message for what it records.
-    std::vector<Shape> shapes;
-    for (const ConstTensor& t : r.inputs)
-      shapes.push_back(t.shape);
-    auto describe = [op = r.op, attrs = r.attrs,
-                     shapes](const ErrorRecord& e) {
-      return kernelErrorMessage(op, attrs, shapes, e);
-    };
-    MC_RETURN_IF_ERROR(errorRecord(r, std::move(describe), &args->record,
-                                   &args->recordId));
+    // A kernel that can fail: its error record, the last parameter.
+    MC_RETURN_IF_ERROR(errorRecord(r, &args->record, &args->recordId));
     args->device = this;
     args->params.push_back(&args->record);
   }
