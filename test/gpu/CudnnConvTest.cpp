@@ -4,6 +4,7 @@
 // dilation, groups and depthwise; the conv2d + bias (+ relu) regions as
 // one cuDNN graph, and the regions refused (those need no cuDNN, so they
 // also run on the fake driver).
+#include "ConvCases.h"
 #include "GpuTestUtil.h"
 #include "modelc/shapes.h"
 
@@ -16,40 +17,6 @@ using rt::OpId;
 
 namespace {
 
-struct ConvCase {
-  const char *name;
-  rt::Shape x, w;
-  std::vector<int64_t> strides, padding, dilation;
-  int64_t groups;
-};
-
-const ConvCase kCases[] = {
-    {"3x3 pad 1", {2, 8, 16, 16}, {16, 8, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
-    {"stride 2, asymmetric padding", {2, 6, 15, 13}, {8, 6, 3, 3}, {2, 2},
-     {1, 0, 2, 1}, {1, 1}, 1},
-    {"dilation 2", {1, 4, 20, 20}, {8, 4, 3, 3}, {1, 1}, {2, 2, 2, 2}, {2, 2}, 1},
-    {"groups 4", {2, 16, 12, 12}, {32, 4, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 4},
-    {"depthwise stride 2", {2, 8, 10, 10}, {8, 1, 3, 3}, {2, 2}, {1, 1, 1, 1},
-     {1, 1}, 8},
-    {"1x1", {4, 32, 7, 7}, {64, 32, 1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},
-    {"7x7 stride 2 pad 3 (a ResNet stem)", {1, 3, 32, 32}, {8, 3, 7, 7}, {2, 2},
-     {3, 3, 3, 3}, {1, 1}, 1},
-};
-
-rt::OpAttrs convAttrs(const ConvCase &c) {
-  return {rt::OpAttr::list("strides", c.strides),
-          rt::OpAttr::list("padding", c.padding),
-          rt::OpAttr::list("dilation", c.dilation),
-          rt::OpAttr::integer("groups", c.groups)};
-}
-
-rt::Shape outShape(const ConvCase &c) {
-  rt::Shape out;
-  EXPECT_TRUE(rt::shapes::conv2d(c.x, c.w, c.strides, c.padding, c.dilation,
-                                 c.groups, &out));
-  return out;
-}
-
 /// The CPU's f32 conv2d of the values (each input first rounded to the
 /// dtype), plus the bias along the channels and relu when asked.
 std::vector<double> reference(const ConvCase &c, const HostTensor &x,
@@ -59,13 +26,7 @@ std::vector<double> reference(const ConvCase &c, const HostTensor &x,
       ref(DType::F32, outShape(c));
   xf.setFloats(x.floats());
   wf.setFloats(w.floats());
-  rt::Conv2dParams p;
-  p.strideH = c.strides[0], p.strideW = c.strides[1];
-  p.padTop = c.padding[0], p.padLeft = c.padding[1];
-  p.padBottom = c.padding[2], p.padRight = c.padding[3];
-  p.dilationH = c.dilation[0], p.dilationW = c.dilation[1];
-  p.groups = c.groups;
-  rt::Status st = rt::conv2d(xf.view(), wf.view(), p, ref.mut());
+  rt::Status st = rt::conv2d(xf.view(), wf.view(), convParams(c), ref.mut());
   EXPECT_TRUE(st) << st.message();
   std::vector<double> r = ref.doubles();
   const rt::Shape &s = ref.shape;

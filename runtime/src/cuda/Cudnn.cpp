@@ -131,9 +131,9 @@ private:
   cudnnBackendDescriptor_t d_ = nullptr;
 };
 
-/// What a bound convolution keeps: its plan and the device pointers of
-/// its variant pack, made again when the workspace moves.
-struct ConvState {
+/// What a bound cuDNN step keeps: its plan and the device pointers of its
+/// variant pack, made again when the workspace moves.
+struct PlanState {
   const Cudnn* dnn = nullptr;
   cudnnHandle_t handle = nullptr;
   Desc plan;
@@ -191,17 +191,15 @@ int64_t alignmentOf(const void* p) {
   return a;
 }
 
-/// Builds one graph and its plan; every failure names the call.
-class ConvBuilder {
+/// Builds one graph and its plan; every failure names the call, prefixed
+/// with `what` (the problem).
+class GraphBuilder {
 public:
-  ConvBuilder(const Cudnn& dnn, cudnnHandle_t handle, const ConvProblem& p)
-      : dnn_(dnn), handle_(handle), p_(p) {}
+  GraphBuilder(const Cudnn& dnn, PlanTarget target, std::string what)
+      : dnn_(dnn), target_(target), what_(std::move(what)) {}
 
-  Status build(ConvState* st);
-
-private:
-  Status fail(const std::string& what, cudnnStatus_t s) const {
-    return Status::error("conv2d " + describe(p_) + ": " + what +
+  Status fail(const std::string& call, cudnnStatus_t s) const {
+    return Status::error(what_ + ": " + call +
                          " failed: " + statusText(dnn_, s));
   }
   template <class T>
@@ -213,13 +211,21 @@ private:
   /// A tensor descriptor: non-virtual ones get `uid` in the variant pack.
   Status tensor(int64_t uid, cudnnDataType_t type, const Shape& dims,
                 std::vector<int64_t> strides, bool isVirtual,
-                int64_t alignment, Desc* out) const;
+                int64_t alignment, Desc* out, bool byValue = false) const;
   Status pointwise(cudnnPointwiseMode_t mode, const Desc& x, const Desc* b,
                    const Desc& y, Desc* out) const;
+  /// The operation graph of `ops`, then the heuristic's engine
+  /// configurations, best first (mode A, then the fallback list), and the
+  /// plan of the first whose numerics fit and whose plan finalizes.
+  Status plan(const std::vector<Desc>& ops, bool allowTensorCoresForF32,
+              PlanInfo* info, Desc* planOut) const;
 
+  const Cudnn& dnn() const { return dnn_; }
+
+private:
   const Cudnn& dnn_;
-  cudnnHandle_t handle_;
-  const ConvProblem& p_;
+  PlanTarget target_;
+  std::string what_;
 };
 
 #define MC_DNN(what, call)                                                     \
@@ -229,9 +235,10 @@ private:
       return fail(what, _s);                                                   \
   } while (0)
 
-Status ConvBuilder::tensor(int64_t uid, cudnnDataType_t type, const Shape& dims,
-                           std::vector<int64_t> strides, bool isVirtual,
-                           int64_t alignment, Desc* out) const {
+Status GraphBuilder::tensor(int64_t uid, cudnnDataType_t type,
+                            const Shape& dims, std::vector<int64_t> strides,
+                            bool isVirtual, int64_t alignment, Desc* out,
+                            bool byValue) const {
   MC_DNN("creating a tensor descriptor",
          out->create(dnn_, CUDNN_BACKEND_TENSOR_DESCRIPTOR));
   bool virt = isVirtual;
@@ -248,12 +255,15 @@ Status ConvBuilder::tensor(int64_t uid, cudnnDataType_t type, const Shape& dims,
                                  CUDNN_TYPE_INT64, &alignment));
   MC_DNN("tensor virtual",
          set(*out, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, &virt));
+  if (byValue)
+    MC_DNN("tensor by value", set(*out, CUDNN_ATTR_TENSOR_IS_BY_VALUE,
+                                  CUDNN_TYPE_BOOLEAN, &byValue));
   MC_DNN("finalizing tensor " + std::to_string(uid),
          dnn_.finalize(out->get()));
   return Status::ok();
 }
 
-Status ConvBuilder::pointwise(cudnnPointwiseMode_t mode, const Desc& x,
+Status GraphBuilder::pointwise(cudnnPointwiseMode_t mode, const Desc& x,
                               const Desc* b, const Desc& y, Desc* out) const {
   Desc pw;
   cudnnDataType_t prec = CUDNN_DATA_FLOAT;
@@ -286,95 +296,107 @@ Status ConvBuilder::pointwise(cudnnPointwiseMode_t mode, const Desc& x,
 // Unique ids of the variant pack's tensors; virtual ones after them.
 enum : int64_t { kX = 1, kW = 2, kY = 3, kBias = 4, kConvOut = 10, kSum = 11 };
 
-Status ConvBuilder::build(ConvState* st) {
-  const Conv2dParams& c = p_.params;
-  cudnnDataType_t io = dataType(p_.dtype), f32 = CUDNN_DATA_FLOAT;
-  bool fused = p_.bias || p_.relu;
+/// The convolution's graph: the convolution, then the bias add and relu as
+/// pointwise ops.
+Status convOps(const GraphBuilder& g, const ConvProblem& p,
+               std::vector<Desc>* ops) {
+  auto fail = [&](const std::string& call, cudnnStatus_t s) {
+    return g.fail(call, s);
+  };
+  const Cudnn& dnn = g.dnn();
+  const Conv2dParams& c = p.params;
+  cudnnDataType_t io = dataType(p.dtype), f32 = CUDNN_DATA_FLOAT;
+  bool fused = p.bias || p.relu;
   Desc x, w, y, convOut, bias, sum;
-  MC_RETURN_IF_ERROR(tensor(kX, io, p_.x, packedStrides(p_.x), false,
-                            alignmentOf(p_.xData), &x));
-  MC_RETURN_IF_ERROR(tensor(kW, io, p_.w, packedStrides(p_.w), false,
-                            alignmentOf(p_.wData), &w));
-  MC_RETURN_IF_ERROR(tensor(kY, io, p_.y, packedStrides(p_.y), false,
-                            alignmentOf(p_.yData), &y));
+  MC_RETURN_IF_ERROR(g.tensor(kX, io, p.x, packedStrides(p.x), false,
+                            alignmentOf(p.xData), &x));
+  MC_RETURN_IF_ERROR(g.tensor(kW, io, p.w, packedStrides(p.w), false,
+                            alignmentOf(p.wData), &w));
+  MC_RETURN_IF_ERROR(g.tensor(kY, io, p.y, packedStrides(p.y), false,
+                            alignmentOf(p.yData), &y));
   if (fused) // the convolution's result stays in f32, inside the graph
-    MC_RETURN_IF_ERROR(tensor(kConvOut, f32, p_.y, packedStrides(p_.y), true,
+    MC_RETURN_IF_ERROR(g.tensor(kConvOut, f32, p.y, packedStrides(p.y), true,
                               16, &convOut));
-  if (p_.bias)
-    MC_RETURN_IF_ERROR(tensor(kBias, io, {1, p_.y[1], 1, 1},
-                              {p_.y[1], 1, 1, 1}, false,
-                              alignmentOf(p_.bias), &bias));
-  if (p_.bias && p_.relu)
-    MC_RETURN_IF_ERROR(tensor(kSum, f32, p_.y, packedStrides(p_.y), true, 16,
+  if (p.bias)
+    MC_RETURN_IF_ERROR(g.tensor(kBias, io, {1, p.y[1], 1, 1},
+                              {p.y[1], 1, 1, 1}, false,
+                              alignmentOf(p.bias), &bias));
+  if (p.bias && p.relu)
+    MC_RETURN_IF_ERROR(g.tensor(kSum, f32, p.y, packedStrides(p.y), true, 16,
                               &sum));
 
   // The convolution: cross-correlation, f32 accumulation; the groups are
   // the ratio of x's channels to w's input channels.
   Desc conv;
   MC_DNN("creating the convolution descriptor",
-         conv.create(dnn_, CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR));
+         conv.create(dnn, CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR));
   int64_t spatial = 2;
   cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
   int64_t strides[2] = {c.strideH, c.strideW},
           pre[2] = {c.padTop, c.padLeft}, post[2] = {c.padBottom, c.padRight},
           dil[2] = {c.dilationH, c.dilationW};
-  MC_DNN("convolution compute type", set(conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE,
+  MC_DNN("convolution compute type", g.set(conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE,
                                          CUDNN_TYPE_DATA_TYPE, &f32));
-  MC_DNN("convolution mode", set(conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE,
+  MC_DNN("convolution mode", g.set(conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE,
                                  CUDNN_TYPE_CONVOLUTION_MODE, &mode));
   MC_DNN("convolution spatial dims",
-         set(conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64,
+         g.set(conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64,
              &spatial));
-  MC_DNN("convolution strides", set(conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES,
+  MC_DNN("convolution strides", g.set(conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES,
                                     CUDNN_TYPE_INT64, strides, 2));
-  MC_DNN("convolution pre-paddings", set(conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS,
+  MC_DNN("convolution pre-paddings", g.set(conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS,
                                          CUDNN_TYPE_INT64, pre, 2));
   MC_DNN("convolution post-paddings",
-         set(conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, post,
+         g.set(conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, post,
              2));
-  MC_DNN("convolution dilations", set(conv, CUDNN_ATTR_CONVOLUTION_DILATIONS,
+  MC_DNN("convolution dilations", g.set(conv, CUDNN_ATTR_CONVOLUTION_DILATIONS,
                                       CUDNN_TYPE_INT64, dil, 2));
-  MC_DNN("finalizing the convolution descriptor", dnn_.finalize(conv.get()));
+  MC_DNN("finalizing the convolution descriptor", dnn.finalize(conv.get()));
 
   Desc convOp;
   MC_DNN("creating the convolution operation",
-         convOp.create(dnn_,
+         convOp.create(dnn,
                        CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR));
   cudnnBackendDescriptor_t xd = x.get(), wd = w.get(),
                            yd = fused ? convOut.get() : y.get(),
                            cd = conv.get();
   float alpha = 1.0f, beta = 0.0f;
-  MC_DNN("convolution x", set(convOp, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+  MC_DNN("convolution x", g.set(convOp, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
                               CUDNN_TYPE_BACKEND_DESCRIPTOR, &xd));
-  MC_DNN("convolution w", set(convOp, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+  MC_DNN("convolution w", g.set(convOp, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
                               CUDNN_TYPE_BACKEND_DESCRIPTOR, &wd));
-  MC_DNN("convolution y", set(convOp, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+  MC_DNN("convolution y", g.set(convOp, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
                               CUDNN_TYPE_BACKEND_DESCRIPTOR, &yd));
   MC_DNN("convolution descriptor",
-         set(convOp, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+         g.set(convOp, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
              CUDNN_TYPE_BACKEND_DESCRIPTOR, &cd));
   MC_DNN("convolution alpha",
-         set(convOp, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+         g.set(convOp, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
              CUDNN_TYPE_FLOAT, &alpha));
-  MC_DNN("convolution beta", set(convOp, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
+  MC_DNN("convolution beta", g.set(convOp, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
                                  CUDNN_TYPE_FLOAT, &beta));
-  MC_DNN("finalizing the convolution operation", dnn_.finalize(convOp.get()));
+  MC_DNN("finalizing the convolution operation", dnn.finalize(convOp.get()));
 
-  std::vector<Desc> ops;
-  ops.push_back(std::move(convOp));
-  if (p_.bias) {
+  ops->push_back(std::move(convOp));
+  if (p.bias) {
     Desc add;
     MC_RETURN_IF_ERROR(
-        pointwise(CUDNN_POINTWISE_ADD, convOut, &bias, p_.relu ? sum : y, &add));
-    ops.push_back(std::move(add));
+        g.pointwise(CUDNN_POINTWISE_ADD, convOut, &bias, p.relu ? sum : y, &add));
+    ops->push_back(std::move(add));
   }
-  if (p_.relu) {
+  if (p.relu) {
     Desc relu;
-    MC_RETURN_IF_ERROR(pointwise(CUDNN_POINTWISE_RELU_FWD,
-                                 p_.bias ? sum : convOut, nullptr, y, &relu));
-    ops.push_back(std::move(relu));
+    MC_RETURN_IF_ERROR(g.pointwise(CUDNN_POINTWISE_RELU_FWD,
+                                 p.bias ? sum : convOut, nullptr, y, &relu));
+    ops->push_back(std::move(relu));
   }
 
+  return Status::ok();
+}
+
+Status GraphBuilder::plan(const std::vector<Desc>& ops,
+                          bool allowTensorCoresForF32, PlanInfo* info,
+                          Desc* planOut) const {
   Desc graph;
   MC_DNN("creating the operation graph",
          graph.create(dnn_, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR));
@@ -384,14 +406,12 @@ Status ConvBuilder::build(ConvState* st) {
   MC_DNN("graph ops", set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS,
                           CUDNN_TYPE_BACKEND_DESCRIPTOR, opList.data(),
                           int64_t(opList.size())));
-  MC_DNN("graph handle", set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE,
-                             CUDNN_TYPE_HANDLE, &handle_));
+  if (target_.handle) // else (cuDNN 9.8 and up) the device property serves
+    MC_DNN("graph handle", set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE,
+                               CUDNN_TYPE_HANDLE, &target_.handle));
   MC_DNN("finalizing the operation graph", dnn_.finalize(graph.get()));
 
-  // The heuristic's engine configurations, best first (mode A, then the
-  // fallback list), and the first whose numerics fit and whose plan
-  // finalizes.
-  bool f32NoTf32 = p_.dtype == DType::F32 && !tf32Allowed();
+  bool f32NoTf32 = !allowTensorCoresForF32;
   std::string skipped;
   cudnnStatus_t lastError = CUDNN_STATUS_SUCCESS;
   int64_t tried = 0;
@@ -405,6 +425,10 @@ Status ConvBuilder::build(ConvState* st) {
                                   CUDNN_TYPE_BACKEND_DESCRIPTOR, &gd));
     MC_DNN("heuristic mode", set(heur, CUDNN_ATTR_ENGINEHEUR_MODE,
                                  CUDNN_TYPE_HEUR_MODE, &heurMode));
+    if (target_.deviceProperties)
+      MC_DNN("heuristic device properties",
+             set(heur, CUDNN_ATTR_ENGINEHEUR_DEVICEPROP,
+                 CUDNN_TYPE_BACKEND_DESCRIPTOR, &target_.deviceProperties));
     if (cudnnStatus_t s = dnn_.finalize(heur.get()); s != CUDNN_STATUS_SUCCESS) {
       lastError = s;
       continue;
@@ -464,8 +488,13 @@ Status ConvBuilder::build(ConvState* st) {
       MC_DNN("creating an execution plan",
              plan.create(dnn_, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR));
       cudnnBackendDescriptor_t cfg = cfgPtrs[size_t(i)];
-      MC_DNN("plan handle", set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE,
-                                CUDNN_TYPE_HANDLE, &handle_));
+      if (target_.handle)
+        MC_DNN("plan handle", set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE,
+                                  CUDNN_TYPE_HANDLE, &target_.handle));
+      else
+        MC_DNN("plan device properties",
+               set(plan, CUDNN_ATTR_EXECUTION_PLAN_DEVICEPROP,
+                   CUDNN_TYPE_BACKEND_DESCRIPTOR, &target_.deviceProperties));
       MC_DNN("plan engine configuration",
              set(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
                  CUDNN_TYPE_BACKEND_DESCRIPTOR, &cfg));
@@ -478,8 +507,16 @@ Status ConvBuilder::build(ConvState* st) {
       MC_DNN("reading the plan's workspace size",
              dnn_.getAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
                                CUDNN_TYPE_INT64, 1, &one, &ws));
-      st->plan = std::move(plan);
-      st->workspace = ws;
+      int64_t index = -1;
+      if (dnn_.getAttribute(ed, CUDNN_ATTR_ENGINE_GLOBAL_INDEX,
+                            CUDNN_TYPE_INT64, 1, &one,
+                            &index) != CUDNN_STATUS_SUCCESS)
+        index = -1;
+      *planOut = std::move(plan);
+      info->workspace = ws;
+      info->engine = index;
+      info->tried = tried;
+      info->heuristic = heurMode == CUDNN_HEUR_MODE_A ? "A" : "fallback";
       return Status::ok();
     }
   }
@@ -489,42 +526,20 @@ Status ConvBuilder::build(ConvState* st) {
     why += "; the last refusal: " + statusText(dnn_, lastError);
   if (!skipped.empty())
     why += "; skipped for their numerics: " + skipped;
-  return Status::error("conv2d " + describe(p_) + ": " + why + ")");
+  return Status::error(what_ + ": " + why + ")");
 }
 
-} // namespace
+bool convAllowsTf32(const ConvProblem& p) {
+  return p.dtype != DType::F32 || tf32Allowed();
+}
 
-Status bindConv(CudaDevice& dev, const KernelRequest& r, const ConvProblem& p,
-                BoundKernel* out, size_t* workspaceBytes) {
-  *workspaceBytes = 0;
-  if (p.dtype != DType::F32 && p.dtype != DType::F16 &&
-      p.dtype != DType::BF16)
-    return Status::error(std::string("conv2d: cuDNN takes f32, f16 and bf16, "
-                                     "not ") +
-                         dtypeName(p.dtype));
-  if (numElements(p.y) == 0) {
-    *out = [](void*) { return Status::ok(); };
-    return Status::ok();
-  }
-  const Cudnn* dnn = nullptr;
-  cudnnHandle_t handle = nullptr;
-  MC_RETURN_IF_ERROR(dev.cudnn(&dnn, &handle));
-  auto st = std::make_shared<ConvState>();
-  st->dnn = dnn;
-  st->handle = handle;
-  MC_RETURN_IF_ERROR(ConvBuilder(*dnn, handle, p).build(st.get()));
-  st->uids = {kX, kW, kY};
-  st->pointers = {const_cast<void*>(p.xData), const_cast<void*>(p.wData),
-                  p.yData};
-  if (p.bias) {
-    st->uids.push_back(kBias);
-    st->pointers.push_back(const_cast<void*>(p.bias));
-  }
-  *workspaceBytes = size_t(st->workspace);
-  *out = dev.step(r, [st, what = describe(p)](void* workspace) {
+/// The step that executes a plan on the device's stream.
+BoundKernel planStep(CudaDevice& dev, const KernelRequest& r,
+                     std::shared_ptr<PlanState> st, std::string what) {
+  return dev.step(r, [st, what](void* workspace) {
     const Cudnn& dnn = *st->dnn;
     auto fail = [&](const char* call, cudnnStatus_t s) {
-      return Status::error("conv2d " + what + ": " + call + " failed: " +
+      return Status::error(what + ": " + call + " failed: " +
                            statusText(dnn, s));
     };
     void* ws = st->workspace ? workspace : nullptr;
@@ -559,6 +574,76 @@ Status bindConv(CudaDevice& dev, const KernelRequest& r, const ConvProblem& p,
       return fail("cudnnBackendExecute", s);
     return Status::ok();
   });
+}
+
+} // namespace
+
+DeviceProperties::~DeviceProperties() {
+  if (d_)
+    dnn_->destroyDescriptor(d_);
+}
+
+Status DeviceProperties::fromJson(const Cudnn& dnn, const std::string& json,
+                                  DeviceProperties* out) {
+  if (dnn.version < 90800)
+    return Status::error("cuDNN " + std::to_string(dnn.version) +
+                         " has no device properties (9.8 and up)");
+  out->dnn_ = &dnn;
+  cudnnStatus_t s =
+      dnn.createDescriptor(CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR, &out->d_);
+  if (s == CUDNN_STATUS_SUCCESS)
+    s = dnn.setAttribute(out->d_, CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION,
+                         CUDNN_TYPE_CHAR, int64_t(json.size()), json.data());
+  if (s == CUDNN_STATUS_SUCCESS)
+    s = dnn.finalize(out->d_);
+  if (s != CUDNN_STATUS_SUCCESS)
+    return Status::error("cuDNN device properties from JSON: " +
+                         statusText(dnn, s));
+  return Status::ok();
+}
+
+Status planConv(const Cudnn& dnn, PlanTarget target, const ConvProblem& p,
+                PlanInfo* info) {
+  GraphBuilder g(dnn, target, "conv2d " + describe(p));
+  std::vector<Desc> ops;
+  MC_RETURN_IF_ERROR(convOps(g, p, &ops));
+  Desc plan;
+  return g.plan(ops, convAllowsTf32(p), info, &plan);
+}
+
+Status bindConv(CudaDevice& dev, const KernelRequest& r, const ConvProblem& p,
+                BoundKernel* out, size_t* workspaceBytes) {
+  *workspaceBytes = 0;
+  if (p.dtype != DType::F32 && p.dtype != DType::F16 &&
+      p.dtype != DType::BF16)
+    return Status::error(std::string("conv2d: cuDNN takes f32, f16 and bf16, "
+                                     "not ") +
+                         dtypeName(p.dtype));
+  if (numElements(p.y) == 0) {
+    *out = [](void*) { return Status::ok(); };
+    return Status::ok();
+  }
+  const Cudnn* dnn = nullptr;
+  cudnnHandle_t handle = nullptr;
+  MC_RETURN_IF_ERROR(dev.cudnn(&dnn, &handle));
+  auto st = std::make_shared<PlanState>();
+  st->dnn = dnn;
+  st->handle = handle;
+  GraphBuilder g(*dnn, PlanTarget{handle, nullptr}, "conv2d " + describe(p));
+  std::vector<Desc> ops;
+  MC_RETURN_IF_ERROR(convOps(g, p, &ops));
+  PlanInfo info;
+  MC_RETURN_IF_ERROR(g.plan(ops, convAllowsTf32(p), &info, &st->plan));
+  st->workspace = info.workspace;
+  st->uids = {kX, kW, kY};
+  st->pointers = {const_cast<void*>(p.xData), const_cast<void*>(p.wData),
+                  p.yData};
+  if (p.bias) {
+    st->uids.push_back(kBias);
+    st->pointers.push_back(const_cast<void*>(p.bias));
+  }
+  *workspaceBytes = size_t(st->workspace);
+  *out = planStep(dev, r, st, "conv2d " + describe(p));
   return Status::ok();
 }
 

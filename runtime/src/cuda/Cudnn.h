@@ -65,6 +65,43 @@ struct ConvProblem {
   bool relu = false;
 };
 
+/// Where cuDNN makes a plan: on a device, its handle; with no GPU (cuDNN
+/// 9.8 and up), a device-property descriptor of the GPU the plan is for,
+/// made from cuDNN's JSON description of it (deviceProperties below): the
+/// heuristic and the plan are then those of that GPU, and the plan can be
+/// made, not executed.
+struct PlanTarget {
+  cudnnHandle_t handle = nullptr;
+  cudnnBackendDescriptor_t deviceProperties = nullptr;
+};
+
+/// What planning picked.
+struct PlanInfo {
+  int64_t workspace = 0; // bytes
+  int64_t engine = -1;   // cuDNN's global engine index
+  int64_t tried = 0;     // engine configurations looked at
+  std::string heuristic; // "A" or "fallback": the list it came from
+};
+
+/// A device-property descriptor, destroyed with the object, made from
+/// cuDNN's JSON description of a GPU (CUDNN_ATTR_DEVICEPROP_JSON_
+/// REPRESENTATION: multiProcessorCount, deviceVer, l2CacheSize, ...;
+/// test/gpu/Inputs/*.json hold an A100's and an H100's). No GPU needed.
+class DeviceProperties {
+public:
+  DeviceProperties() = default;
+  DeviceProperties(const DeviceProperties&) = delete;
+  DeviceProperties& operator=(const DeviceProperties&) = delete;
+  ~DeviceProperties();
+  static Status fromJson(const Cudnn& dnn, const std::string& json,
+                         DeviceProperties* out);
+  cudnnBackendDescriptor_t get() const { return d_; }
+
+private:
+  const Cudnn* dnn_ = nullptr;
+  cudnnBackendDescriptor_t d_ = nullptr;
+};
+
 /// Builds the cuDNN graph of the problem (convolution, then the bias add
 /// and relu as pointwise ops), picks the first engine of cuDNN's heuristic
 /// whose numerics fit (no TF32 for f32 when it is off, no f16 reductions,
@@ -74,6 +111,13 @@ struct ConvProblem {
 Status bindConv(CudaDevice& device, const KernelRequest& request,
                 const ConvProblem& problem, BoundKernel* out,
                 size_t* workspaceBytes);
+
+/// The plan bindConv would make, made for `target` instead (a GPU's device
+/// properties, with no GPU: CI checks every graph the device builds
+/// against cuDNN's own validation and heuristics this way). The data
+/// pointers may be null (16-byte alignment is assumed).
+Status planConv(const Cudnn& dnn, PlanTarget target, const ConvProblem& p,
+                PlanInfo* info);
 
 } // namespace mc::rt::cuda
 
