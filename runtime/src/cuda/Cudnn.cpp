@@ -8,6 +8,7 @@
 
 #include <dlfcn.h>
 #include <link.h>
+#include <cstdio>
 #include <mutex>
 
 // The handle attributes of the operation graph and the plan are marked
@@ -214,6 +215,11 @@ public:
                 int64_t alignment, Desc* out, bool byValue = false) const;
   Status pointwise(cudnnPointwiseMode_t mode, const Desc& x, const Desc* b,
                    const Desc& y, Desc* out) const;
+  /// c = a b (batched over the leading dims), accumulated in f32.
+  Status matmul(const Desc& a, const Desc& b, const Desc& c, Desc* out) const;
+  /// y = the reduction of x over the dims where y has 1.
+  Status reduction(cudnnReduceTensorOp_t mode, const Desc& x, const Desc& y,
+                   Desc* out) const;
   /// The operation graph of `ops`, then the heuristic's engine
   /// configurations, best first (mode A, then the fallback list), and the
   /// plan of the first whose numerics fit and whose plan finalizes.
@@ -290,6 +296,55 @@ Status GraphBuilder::pointwise(cudnnPointwiseMode_t mode, const Desc& x,
   MC_DNN("pointwise op y", set(*out, CUDNN_ATTR_OPERATION_POINTWISE_YDESC,
                                CUDNN_TYPE_BACKEND_DESCRIPTOR, &yd));
   MC_DNN("finalizing a pointwise operation", dnn_.finalize(out->get()));
+  return Status::ok();
+}
+
+Status GraphBuilder::matmul(const Desc& a, const Desc& b, const Desc& c,
+                            Desc* out) const {
+  Desc mm;
+  cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+  MC_DNN("creating a matmul descriptor",
+         mm.create(dnn_, CUDNN_BACKEND_MATMUL_DESCRIPTOR));
+  MC_DNN("matmul compute type",
+         set(mm, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, &f32));
+  MC_DNN("finalizing the matmul descriptor", dnn_.finalize(mm.get()));
+  MC_DNN("creating a matmul operation",
+         out->create(dnn_, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR));
+  cudnnBackendDescriptor_t ad = a.get(), bd = b.get(), cd = c.get(),
+                           md = mm.get();
+  MC_DNN("matmul a", set(*out, CUDNN_ATTR_OPERATION_MATMUL_ADESC,
+                         CUDNN_TYPE_BACKEND_DESCRIPTOR, &ad));
+  MC_DNN("matmul b", set(*out, CUDNN_ATTR_OPERATION_MATMUL_BDESC,
+                         CUDNN_TYPE_BACKEND_DESCRIPTOR, &bd));
+  MC_DNN("matmul c", set(*out, CUDNN_ATTR_OPERATION_MATMUL_CDESC,
+                         CUDNN_TYPE_BACKEND_DESCRIPTOR, &cd));
+  MC_DNN("matmul descriptor", set(*out, CUDNN_ATTR_OPERATION_MATMUL_DESC,
+                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, &md));
+  MC_DNN("finalizing a matmul operation", dnn_.finalize(out->get()));
+  return Status::ok();
+}
+
+Status GraphBuilder::reduction(cudnnReduceTensorOp_t mode, const Desc& x,
+                               const Desc& y, Desc* out) const {
+  Desc red;
+  cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+  MC_DNN("creating a reduction descriptor",
+         red.create(dnn_, CUDNN_BACKEND_REDUCTION_DESCRIPTOR));
+  MC_DNN("reduction operator", set(red, CUDNN_ATTR_REDUCTION_OPERATOR,
+                                   CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, &mode));
+  MC_DNN("reduction compute type",
+         set(red, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, &f32));
+  MC_DNN("finalizing the reduction descriptor", dnn_.finalize(red.get()));
+  MC_DNN("creating a reduction operation",
+         out->create(dnn_, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR));
+  cudnnBackendDescriptor_t xd = x.get(), yd = y.get(), rd = red.get();
+  MC_DNN("reduction x", set(*out, CUDNN_ATTR_OPERATION_REDUCTION_XDESC,
+                            CUDNN_TYPE_BACKEND_DESCRIPTOR, &xd));
+  MC_DNN("reduction y", set(*out, CUDNN_ATTR_OPERATION_REDUCTION_YDESC,
+                            CUDNN_TYPE_BACKEND_DESCRIPTOR, &yd));
+  MC_DNN("reduction descriptor", set(*out, CUDNN_ATTR_OPERATION_REDUCTION_DESC,
+                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, &rd));
+  MC_DNN("finalizing a reduction operation", dnn_.finalize(out->get()));
   return Status::ok();
 }
 
@@ -498,15 +553,22 @@ Status GraphBuilder::plan(const std::vector<Desc>& ops,
       MC_DNN("plan engine configuration",
              set(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
                  CUDNN_TYPE_BACKEND_DESCRIPTOR, &cfg));
-      if (cudnnStatus_t s = dnn_.finalize(plan.get());
-          s != CUDNN_STATUS_SUCCESS) {
+      cudnnStatus_t s = dnn_.finalize(plan.get());
+      // With no GPU, a runtime-compiled engine's plan gets as far as
+      // loading the kernel NVRTC compiled, which takes a driver (the
+      // toolkit's stub libcuda fails it): the graph passed every check.
+      bool compiledOnly = !target_.handle &&
+                          s == CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER;
+      if (s != CUDNN_STATUS_SUCCESS && !compiledOnly) {
         lastError = s;
         continue;
       }
       int64_t ws = 0;
-      MC_DNN("reading the plan's workspace size",
-             dnn_.getAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                               CUDNN_TYPE_INT64, 1, &one, &ws));
+      if (!compiledOnly)
+        MC_DNN("reading the plan's workspace size",
+               dnn_.getAttribute(plan.get(),
+                                 CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                 CUDNN_TYPE_INT64, 1, &one, &ws));
       int64_t index = -1;
       if (dnn_.getAttribute(ed, CUDNN_ATTR_ENGINE_GLOBAL_INDEX,
                             CUDNN_TYPE_INT64, 1, &one,
@@ -517,6 +579,7 @@ Status GraphBuilder::plan(const std::vector<Desc>& ops,
       info->engine = index;
       info->tried = tried;
       info->heuristic = heurMode == CUDNN_HEUR_MODE_A ? "A" : "fallback";
+      info->compiledOnly = compiledOnly;
       return Status::ok();
     }
   }
@@ -527,6 +590,105 @@ Status GraphBuilder::plan(const std::vector<Desc>& ops,
   if (!skipped.empty())
     why += "; skipped for their numerics: " + skipped;
   return Status::error(what_ + ": " + why + ")");
+}
+
+// The attention graph's tensors: Q, KT, V, O, the bias, the scale (by
+// value), then the virtual ones.
+enum : int64_t {
+  kQ = 1, kKT = 2, kV = 3, kO = 4, kAttnBias = 5, kScale = 6,
+  kScores = 20, kScaled, kBiased, kMax, kCentered, kExp, kSumExp, kLogSum,
+  kStats, kProbs
+};
+
+/// "bf16 attention q [2, 12, 128, 64], kv 128, + bias, scale 0.125".
+std::string describe(const AttentionProblem& p) {
+  std::string s = std::string(dtypeName(p.dtype)) + " attention q " +
+                  shapeString({p.b, p.h, p.sq, p.d}) + ", " +
+                  std::to_string(p.skv) + " keys, dv " + std::to_string(p.dv);
+  if (p.hasBias)
+    s += ", + bias " + shapeString(p.biasDims);
+  char scale[32];
+  std::snprintf(scale, sizeof scale, ", scale %g", double(p.scale));
+  return s + scale;
+}
+
+Status attentionOps(const GraphBuilder& g, const AttentionProblem& p,
+                    std::vector<Desc>* ops) {
+  cudnnDataType_t io = dataType(p.dtype), f32 = CUDNN_DATA_FLOAT;
+  int64_t b = p.b, h = p.h, sq = p.sq, skv = p.skv;
+  Shape scores{b, h, sq, skv}, rows{b, h, sq, 1};
+  std::vector<int64_t> scoreStrides{h * sq * skv, sq * skv, skv, 1},
+      rowStrides{h * sq, sq, 1, 1};
+  Desc q, kt, v, o, bias, scale, s, scaled, biased, mx, centered, ex, sum,
+      logSum, stats, probs;
+  MC_RETURN_IF_ERROR(g.tensor(kQ, io, {b, h, sq, p.d}, p.qStrides, false,
+                              alignmentOf(p.q), &q));
+  MC_RETURN_IF_ERROR(g.tensor(kKT, io, {b, h, p.d, skv}, p.ktStrides, false,
+                              alignmentOf(p.kt), &kt));
+  MC_RETURN_IF_ERROR(g.tensor(kV, io, {b, h, skv, p.dv}, p.vStrides, false,
+                              alignmentOf(p.v), &v));
+  MC_RETURN_IF_ERROR(g.tensor(kO, io, {b, h, sq, p.dv}, p.oStrides, false,
+                              alignmentOf(p.o), &o));
+  MC_RETURN_IF_ERROR(g.tensor(kScale, f32, {1, 1, 1, 1}, {1, 1, 1, 1}, false,
+                              4, &scale, /*byValue=*/true));
+  if (p.hasBias)
+    MC_RETURN_IF_ERROR(g.tensor(kAttnBias, dataType(p.biasType), p.biasDims,
+                                p.biasStrides, false, alignmentOf(p.bias),
+                                &bias));
+  auto virt = [&](int64_t uid, bool row, Desc* d,
+                  cudnnDataType_t type = CUDNN_DATA_FLOAT) {
+    return g.tensor(uid, type, row ? rows : scores,
+                    row ? rowStrides : scoreStrides, true, 16, d);
+  };
+  MC_RETURN_IF_ERROR(virt(kScores, false, &s));
+  MC_RETURN_IF_ERROR(virt(kScaled, false, &scaled));
+  if (p.hasBias)
+    MC_RETURN_IF_ERROR(virt(kBiased, false, &biased));
+  MC_RETURN_IF_ERROR(virt(kMax, true, &mx));
+  MC_RETURN_IF_ERROR(virt(kCentered, false, &centered));
+  MC_RETURN_IF_ERROR(virt(kExp, false, &ex));
+  MC_RETURN_IF_ERROR(virt(kSumExp, true, &sum));
+  MC_RETURN_IF_ERROR(virt(kLogSum, true, &logSum));
+  MC_RETURN_IF_ERROR(virt(kStats, true, &stats));
+  MC_RETURN_IF_ERROR(virt(kProbs, false, &probs, io));
+  const Desc& logits = p.hasBias ? biased : scaled;
+  auto add = [&](auto&& build) -> Status {
+    Desc op;
+    MC_RETURN_IF_ERROR(build(&op));
+    ops->push_back(std::move(op));
+    return Status::ok();
+  };
+  MC_RETURN_IF_ERROR(add([&](Desc* d) { return g.matmul(q, kt, s, d); }));
+  MC_RETURN_IF_ERROR(add([&](Desc* d) {
+    return g.pointwise(CUDNN_POINTWISE_MUL, s, &scale, scaled, d);
+  }));
+  if (p.hasBias)
+    MC_RETURN_IF_ERROR(add([&](Desc* d) {
+      return g.pointwise(CUDNN_POINTWISE_ADD, scaled, &bias, biased, d);
+    }));
+  MC_RETURN_IF_ERROR(add([&](Desc* d) {
+    return g.reduction(CUDNN_REDUCE_TENSOR_MAX, logits, mx, d);
+  }));
+  MC_RETURN_IF_ERROR(add([&](Desc* d) {
+    return g.pointwise(CUDNN_POINTWISE_SUB, logits, &mx, centered, d);
+  }));
+  MC_RETURN_IF_ERROR(add([&](Desc* d) {
+    return g.pointwise(CUDNN_POINTWISE_EXP, centered, nullptr, ex, d);
+  }));
+  MC_RETURN_IF_ERROR(add([&](Desc* d) {
+    return g.reduction(CUDNN_REDUCE_TENSOR_ADD, ex, sum, d);
+  }));
+  MC_RETURN_IF_ERROR(add([&](Desc* d) {
+    return g.pointwise(CUDNN_POINTWISE_LOG, sum, nullptr, logSum, d);
+  }));
+  MC_RETURN_IF_ERROR(add([&](Desc* d) {
+    return g.pointwise(CUDNN_POINTWISE_ADD, mx, &logSum, stats, d);
+  }));
+  MC_RETURN_IF_ERROR(add([&](Desc* d) {
+    return g.pointwise(CUDNN_POINTWISE_DIV, ex, &sum, probs, d);
+  }));
+  MC_RETURN_IF_ERROR(add([&](Desc* d) { return g.matmul(probs, v, o, d); }));
+  return Status::ok();
 }
 
 bool convAllowsTf32(const ConvProblem& p) {
@@ -609,6 +771,18 @@ Status planConv(const Cudnn& dnn, PlanTarget target, const ConvProblem& p,
   MC_RETURN_IF_ERROR(convOps(g, p, &ops));
   Desc plan;
   return g.plan(ops, convAllowsTf32(p), info, &plan);
+}
+
+Status planAttention(const Cudnn& dnn, PlanTarget target,
+                     const AttentionProblem& p, PlanInfo* info) {
+  if (p.dtype != DType::F16 && p.dtype != DType::BF16)
+    return Status::error(describe(p) + ": cuDNN's fused attention takes f16 "
+                                       "and bf16");
+  GraphBuilder g(dnn, target, describe(p));
+  std::vector<Desc> ops;
+  MC_RETURN_IF_ERROR(attentionOps(g, p, &ops));
+  Desc plan;
+  return g.plan(ops, true, info, &plan);
 }
 
 Status bindConv(CudaDevice& dev, const KernelRequest& r, const ConvProblem& p,

@@ -81,6 +81,10 @@ struct PlanInfo {
   int64_t engine = -1;   // cuDNN's global engine index
   int64_t tried = 0;     // engine configurations looked at
   std::string heuristic; // "A" or "fallback": the list it came from
+  /// Planned with no GPU, a runtime-compiled engine: its kernel compiled
+  /// (NVRTC) and the plan failed only at loading it, which needs a driver
+  /// (the workspace is then unknown, 0).
+  bool compiledOnly = false;
 };
 
 /// A device-property descriptor, destroyed with the object, made from
@@ -111,6 +115,34 @@ private:
 Status bindConv(CudaDevice& device, const KernelRequest& request,
                 const ConvProblem& problem, BoundKernel* out,
                 size_t* workspaceBytes);
+
+/// O = softmax(scale * (Q KT) + bias) V, the softmax over the last dim, as
+/// one cuDNN graph (the composition cuDNN's fused flash-attention engines
+/// take: matmul, scale, bias add, max, sub, exp, sum, div, matmul, with the
+/// scores in f32). f16 or bf16 Q, KT, V and O; Q [b, h, sq, d], KT [b, h,
+/// d, skv], V [b, h, skv, dv], O [b, h, sq, dv], each with its strides in
+/// elements (KT may be a transposed view of a [b, h, skv, d] K); the bias
+/// [b|1, h|1, sq, skv] (stride 0 along a broadcast dim), in the dtype or
+/// f32, or none.
+struct AttentionProblem {
+  DType dtype = DType::BF16;
+  int64_t b = 1, h = 1, sq = 0, skv = 0, d = 0, dv = 0;
+  std::vector<int64_t> qStrides, ktStrides, vStrides, oStrides;
+  float scale = 1.0f;
+  bool hasBias = false;
+  DType biasType = DType::BF16;
+  Shape biasDims;
+  std::vector<int64_t> biasStrides;
+  const void* q = nullptr;
+  const void* kt = nullptr;
+  const void* v = nullptr;
+  const void* bias = nullptr;
+  void* o = nullptr;
+};
+
+/// The plan of the attention graph for `target` (as planConv).
+Status planAttention(const Cudnn& dnn, PlanTarget target,
+                     const AttentionProblem& p, PlanInfo* info);
 
 /// The plan bindConv would make, made for `target` instead (a GPU's device
 /// properties, with no GPU: CI checks every graph the device builds
