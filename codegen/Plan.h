@@ -155,20 +155,39 @@ struct Plan {
   } unfused;
 };
 
+/// A fused step's body and inputs as the runtime's matchers read them
+/// (dtypes and shapes; no data).
+inline void regionOf(const Plan &plan, const PlanStep &step,
+                     std::vector<rt::RegionOp> *body,
+                     std::vector<rt::ConstTensor> *inputs) {
+  for (const PlanRegionOp &op : step.body)
+    body->push_back({op.op, op.attrs, op.operands, op.dtype, op.shape});
+  for (uint32_t b : step.inputs)
+    inputs->push_back({plan.buffers[b].dtype, plan.buffers[b].shape, nullptr});
+}
+
 /// rt::matchLibraryRegion on fused step STEP of PLAN (its types at the
 /// batch's max): whether, and how, a device runs the region as one
 /// library call; the device binds by the same rules.
 inline rt::LibraryRegion matchLibraryStep(const Plan &plan,
                                           const PlanStep &step) {
   std::vector<rt::RegionOp> body;
-  for (const PlanRegionOp &op : step.body)
-    body.push_back({op.op, op.attrs, op.operands, op.dtype, op.shape});
   std::vector<rt::ConstTensor> inputs;
-  for (uint32_t b : step.inputs)
-    inputs.push_back({plan.buffers[b].dtype, plan.buffers[b].shape, nullptr});
+  regionOf(plan, step, &body, &inputs);
   const PlanBuffer &out = plan.buffers[step.outputs.at(0)];
   return rt::matchLibraryRegion(body, inputs, out.dtype, out.shape,
                                 step.attrs.getBool("attention"));
+}
+
+/// rt::matchAttentionRegion on attention step STEP of PLAN: whether the
+/// cuda device runs it as cuDNN's fused attention (the same rules).
+inline rt::AttentionRegion matchAttentionStep(const Plan &plan,
+                                              const PlanStep &step) {
+  std::vector<rt::RegionOp> body;
+  std::vector<rt::ConstTensor> inputs;
+  regionOf(plan, step, &body, &inputs);
+  const PlanBuffer &out = plan.buffers[step.outputs.at(0)];
+  return rt::matchAttentionRegion(body, inputs, out.dtype, out.shape);
 }
 
 } // namespace mc::codegen

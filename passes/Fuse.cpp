@@ -178,15 +178,25 @@ struct FusePass : mc::impl::FusePassBase<FusePass> {
   /// [scale] -> [mask] -> softmax(last dim) -> matmul(p, v), where q' may
   /// be q scaled first; each intermediate used once, every value of the
   /// result's rank and leading dims, scales and masks broadcasts of values
-  /// from outside (or splat constants).
+  /// from outside (or splat constants). Casts may sit between the scores'
+  /// ops and around the softmax, as mc-amp leaves them (O1 keeps the
+  /// softmax in f32 between bf16 matmuls).
   std::optional<Group> matchAttention(mc::SoftmaxOp sm) {
     auto type = llvm::cast<RankedTensorType>(sm.getType());
     int64_t rank = type.getRank();
     if (rank < 2 || sm.getAxis() != uint64_t(rank - 1) || !sm->hasOneUse())
       return std::nullopt;
-    auto pv = llvm::dyn_cast<mc::MatmulOp>(*sm->getUsers().begin());
-    if (!pv || pv->getOperand(0) != sm.getResult() ||
-        pv->getOperand(1) == sm.getResult())
+    Value probs = sm.getResult();
+    Operation* user = *sm->getUsers().begin();
+    auto probsCast = llvm::dyn_cast<mc::CastOp>(user);
+    if (probsCast) {
+      if (!probsCast->hasOneUse())
+        return std::nullopt;
+      probs = probsCast.getResult();
+      user = *probsCast->getUsers().begin();
+    }
+    auto pv = llvm::dyn_cast<mc::MatmulOp>(user);
+    if (!pv || pv->getOperand(0) != probs || pv->getOperand(1) == probs)
       return std::nullopt;
     ArrayRef<int64_t> lead = shapeOf(pv.getResult()).drop_back(2);
     auto sameLead = [&](Value v) {
@@ -199,6 +209,11 @@ struct FusePass : mc::impl::FusePassBase<FusePass> {
     g.attention = true;
     g.members.insert(pv);
     g.members.insert(sm);
+    if (probsCast) {
+      if (!sameLead(probs))
+        return std::nullopt;
+      g.members.insert(probsCast);
+    }
     // A scale or mask operand: a splat constant (read as an input) or a
     // broadcast of an outside value (cloned in when shared).
     auto takeOperand = [&](Value v) -> bool {
@@ -239,10 +254,17 @@ struct FusePass : mc::impl::FusePassBase<FusePass> {
       return false;
     };
     Value v = sm.getInput();
-    for (int steps = 0; steps < 4; ++steps) {
+    for (int steps = 0; steps < 6; ++steps) {
       Operation* def = v.getDefiningOp();
       if (!def || llvm::isa<mc::MatmulOp>(def))
         break;
+      if (auto cast = llvm::dyn_cast<mc::CastOp>(def)) {
+        if (!cast->hasOneUse() || !sameLead(cast.getResult()))
+          return std::nullopt;
+        g.members.insert(cast);
+        v = cast.getInput();
+        continue;
+      }
       if (!scaleOrMask(def, &v))
         return std::nullopt;
     }

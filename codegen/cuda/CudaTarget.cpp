@@ -154,7 +154,9 @@ public:
     return setArchitectures(opts, error);
   }
   bool fusesEpilogues() const override { return true; }
-  bool fusesAttention() const override { return false; }
+  // Attention regions the device runs as cuDNN's fused attention stay
+  // whole; placeAttentionRegions expands the others into their ops.
+  bool fusesAttention() const override { return true; }
 
   LogicalResult serializeExecutables(ModuleOp module,
                                      Plan& plan) const override {
@@ -254,6 +256,96 @@ bool isLibraryRegion(const Plan& plan, const PlanStep& step) {
   return false;
 }
 
+/// Why the cuda device cannot run attention step STEP as cuDNN's fused
+/// attention (rt::matchAttentionRegion, the rule the device binds by, and
+/// this target's policy: a constant scale, which the device reads once at
+/// bind; a static shape, since a cuDNN plan is made for one), or empty.
+std::string attentionMisfit(const Plan& plan, const PlanStep& step) {
+  rt::AttentionRegion m = matchAttentionStep(plan, step);
+  if (!m.ok)
+    return m.why;
+  if (m.scale >= 0 &&
+      plan.buffers[step.inputs[size_t(m.scale)]].kind != fb::BufferKind::Constant)
+    return "its scale is not a constant";
+  for (uint32_t b : step.inputs)
+    if (!plan.buffers[b].batchScale.empty())
+      return "its shapes follow the dynamic batch";
+  if (!plan.buffers[step.outputs[0]].batchScale.empty())
+    return "its shapes follow the dynamic batch";
+  return "";
+}
+
+/// Replaces region step I by one step per body op, as the CPU lowering
+/// would have made them with fusion off: each value but the last gets a
+/// buffer of its own, and a rank-0 input (a splat constant) read by an
+/// elementwise op is broadcast to the op's shape first.
+void expandRegion(Plan& plan, size_t i) {
+  PlanStep region = std::move(plan.steps[i]);
+  plan.steps.erase(plan.steps.begin() + i);
+  const size_t n = region.inputs.size();
+  std::vector<uint32_t> buffer(region.inputs);
+  std::vector<PlanStep> steps;
+  const std::string base = plan.buffers[region.outputs[0]].name;
+  auto newBuffer = [&](const std::string& name, rt::DType dtype,
+                       const std::vector<int64_t>& shape,
+                       const std::vector<int64_t>& batchScale) {
+    PlanBuffer b;
+    b.name = name;
+    b.dtype = dtype;
+    b.shape = shape;
+    b.batchScale = batchScale;
+    plan.buffers.push_back(std::move(b));
+    return uint32_t(plan.buffers.size() - 1);
+  };
+  for (size_t k = 0; k < region.body.size(); ++k) {
+    PlanRegionOp& op = region.body[k];
+    PlanStep step;
+    step.op = op.op;
+    step.attrs = std::move(op.attrs);
+    step.location = op.location;
+    step.precision = op.precision;
+    step.precisionReason = op.precisionReason;
+    for (uint32_t v : op.operands) {
+      uint32_t b = buffer[v];
+      if (v < n && plan.buffers[b].shape.empty() && !op.shape.empty() &&
+          op.op != rt::OpId::BroadcastInDim && rt::opInfo(op.op).fusible) {
+        PlanStep bcast;
+        bcast.op = rt::OpId::BroadcastInDim;
+        bcast.attrs = {rt::OpAttr::list("dims", {})};
+        bcast.location = op.location;
+        bcast.inputs = {b};
+        b = newBuffer(base + ".splat" + std::to_string(k),
+                      plan.buffers[b].dtype, op.shape, op.batchScale);
+        bcast.outputs = {b};
+        steps.push_back(std::move(bcast));
+      }
+      step.inputs.push_back(b);
+    }
+    uint32_t out = k + 1 == region.body.size()
+                       ? region.outputs[0]
+                       : newBuffer(base + ".v" + std::to_string(k), op.dtype,
+                                   op.shape, op.batchScale);
+    buffer.push_back(out);
+    step.outputs = {out};
+    steps.push_back(std::move(step));
+  }
+  plan.steps.insert(plan.steps.begin() + i, std::make_move_iterator(steps.begin()),
+                    std::make_move_iterator(steps.end()));
+}
+
+/// Attention regions: kept where the device runs them as cuDNN's fused
+/// attention, expanded into their ops (cuBLASLt matmuls, generated
+/// kernels) elsewhere.
+void placeAttentionRegions(Plan& plan) {
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const PlanStep& step = plan.steps[i];
+    if (step.op != rt::OpId::Fused || !step.attrs.getBool("attention"))
+      continue;
+    if (!attentionMisfit(plan, step).empty())
+      expandRegion(plan, i); // step i is now the region's first op
+  }
+}
+
 /// A region led by a matmul or conv2d anchor that the device does not run
 /// as one library call becomes two steps: the anchor (a library call) into
 /// a new buffer, then the rest of the region, which reads it as one more
@@ -263,6 +355,7 @@ void splitAnchorRegions(Plan& plan) {
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     PlanStep& step = plan.steps[i];
     if (step.op != rt::OpId::Fused || step.body.empty() ||
+        step.attrs.getBool("attention") ||
         (step.body[0].op != rt::OpId::Matmul &&
          step.body[0].op != rt::OpId::Conv2d) ||
         isLibraryRegion(plan, step))
@@ -334,6 +427,7 @@ LogicalResult generate(ModuleOp module, Plan& plan, const CudaOptions& opts) {
                       b.getUnitAttr());
   b.setInsertionPointToEnd(kernels->getBody());
   auto gm = gpu::GPUModuleOp::create(b, module.getLoc(), "modelc_kernels");
+  placeAttentionRegions(plan);
   splitAnchorRegions(plan);
   KernelFlavor flavor;
   std::vector<std::string> entries;

@@ -1455,9 +1455,10 @@ KernelKind classifyStep(const Plan& plan, const PlanStep& step,
   };
   switch (step.op) {
   case OpId::Fused: {
+    // An attention region the target kept is cuDNN's fused attention
+    // (the device's library step); the target expanded the others.
     if (step.attrs.getBool("attention"))
-      return refuse("attention regions run as separate steps on cuda "
-                    "(compile with the cuda target's fusion options)");
+      return KernelKind::None;
     for (size_t j = 0; j < step.body.size(); ++j) {
       const PlanRegionOp& op = step.body[j];
       bool lastReduction =

@@ -173,4 +173,211 @@ LibraryRegion matchLibraryRegion(const std::vector<RegionOp>& body,
                        matmulActivation);
 }
 
+AttentionRegion matchAttentionRegion(const std::vector<RegionOp>& body,
+                                     const std::vector<ConstTensor>& inputs,
+                                     DType outputDtype,
+                                     const Shape& outputShape) {
+  AttentionRegion r;
+  const uint32_t n = uint32_t(inputs.size());
+  auto fail = [&](std::string why) {
+    r.ok = false;
+    r.why = std::move(why);
+    return r;
+  };
+  auto opText = [&](uint32_t value) {
+    return "body op " + std::to_string(value - n) + " (mc." +
+           opName(body[value - n].op) + ")";
+  };
+  auto isOp = [&](uint32_t value) { return value >= n && value < n + body.size(); };
+  std::vector<bool> seen(body.size(), false);
+  auto opOf = [&](uint32_t value) -> const RegionOp& { return body[value - n]; };
+  // A scale: a rank-0 input, or a broadcast_in_dim of one-element input
+  // (as mc-fuse leaves a splat constant); returns the input, or -1.
+  auto scalarInput = [&](uint32_t value) -> int64_t {
+    if (value < n)
+      return inputs[value].shape.empty() ? int64_t(value) : -1;
+    if (!isOp(value) || opOf(value).op != OpId::BroadcastInDim ||
+        opOf(value).operands.size() != 1)
+      return -1;
+    uint32_t in = opOf(value).operands[0];
+    if (in >= n || numElements(inputs[in].shape) != 1)
+      return -1;
+    return int64_t(in);
+  };
+  auto isScalarInput = [&](uint32_t value) { return scalarInput(value) >= 0; };
+  // Takes the scale read through VALUE (marking its broadcast seen).
+  auto takeScale = [&](uint32_t value) {
+    r.scale = scalarInput(value);
+    if (value >= n)
+      seen[value - n] = true;
+  };
+  if (body.empty())
+    return fail("the step has no body");
+  auto visit = [&](uint32_t value) { seen[value - n] = true; };
+
+  // O = matmul(P', v).
+  uint32_t last = n + uint32_t(body.size()) - 1;
+  const RegionOp& pv = opOf(last);
+  visit(last);
+  if (pv.op != OpId::Matmul || pv.operands.size() != 2)
+    return fail("the last body op is mc." + std::string(opName(pv.op)) +
+                ", not the matmul of the probabilities and v");
+  if (pv.attrs.getBool("transpose_a") || pv.attrs.getBool("transpose_b"))
+    return fail("the matmul of the probabilities and v transposes an operand");
+  if (pv.operands[1] >= n)
+    return fail("v is not one of the step's inputs");
+  r.v = pv.operands[1];
+  uint32_t cur = pv.operands[0];
+  if (isOp(cur) && opOf(cur).op == OpId::Cast) {
+    visit(cur);
+    cur = opOf(cur).operands.at(0);
+  }
+  if (!isOp(cur) || opOf(cur).op != OpId::Softmax)
+    return fail("the matmul's left operand is not a softmax (or its cast)");
+  const RegionOp& sm = opOf(cur);
+  visit(cur);
+  if (sm.shape.size() < 2 ||
+      sm.attrs.getInt("axis", -1) != int64_t(sm.shape.size()) - 1)
+    return fail("the softmax is not over the last dim");
+  r.scoresDtype = sm.dtype;
+  const Shape scores = sm.shape;
+  cur = sm.operands.at(0);
+
+  // Back from the softmax to the first matmul: casts, a scale, a mask.
+  while (isOp(cur) && opOf(cur).op != OpId::Matmul) {
+    const RegionOp& op = opOf(cur);
+    visit(cur);
+    if (op.op == OpId::Cast) {
+      cur = op.operands.at(0);
+      continue;
+    }
+    if (op.operands.size() != 2)
+      return fail(opText(cur) + " is not a cast, a scale or a mask");
+    uint32_t a = op.operands[0], b = op.operands[1];
+    if ((op.op == OpId::Mul && (isScalarInput(a) || isScalarInput(b))) ||
+        (op.op == OpId::Div && isScalarInput(b))) {
+      if (r.scale >= 0)
+        return fail(opText(cur) + " is a second scale");
+      bool left = isScalarInput(a) && op.op == OpId::Mul;
+      takeScale(left ? a : b);
+      r.scaleDivides = op.op == OpId::Div;
+      cur = left ? b : a;
+      continue;
+    }
+    if (op.op == OpId::Add) {
+      if (r.mask >= 0)
+        return fail(opText(cur) + " is a second mask");
+      // The mask is the side that is an input or a broadcast of one.
+      auto maskOf = [&](uint32_t m) -> bool {
+        if (m < n && inputs[m].shape == op.shape) {
+          r.mask = m;
+          return true;
+        }
+        if (isOp(m) && opOf(m).op == OpId::BroadcastInDim &&
+            opOf(m).operands.at(0) < n) {
+          visit(m);
+          r.mask = opOf(m).operands[0];
+          r.maskDims = opOf(m).attrs.getInts("dims");
+          r.maskBroadcast = true;
+          return true;
+        }
+        return false;
+      };
+      if (maskOf(b))
+        cur = a;
+      else if (maskOf(a))
+        cur = b;
+      else
+        return fail(opText(cur) + " adds no input or broadcast of one");
+      r.maskDtype = op.dtype;
+      continue;
+    }
+    return fail(opText(cur) + " is not a cast, a scale or a mask");
+  }
+  if (!isOp(cur))
+    return fail("the softmax's scores do not come from a matmul in the "
+                "region");
+  const RegionOp& qk = opOf(cur);
+  visit(cur);
+  if (qk.operands.size() != 2 || qk.attrs.getBool("transpose_a"))
+    return fail("the scores' matmul transposes q");
+  if (qk.operands[1] >= n)
+    return fail("k is not one of the step's inputs");
+  r.k = qk.operands[1];
+  r.kTransposed = qk.attrs.getBool("transpose_b");
+  uint32_t qValue = qk.operands[0];
+  if (isOp(qValue)) {
+    const RegionOp& op = opOf(qValue);
+    visit(qValue);
+    uint32_t a = op.operands.size() == 2 ? op.operands[0] : UINT32_MAX,
+             b = op.operands.size() == 2 ? op.operands[1] : UINT32_MAX;
+    bool mulLeft = op.op == OpId::Mul && a != UINT32_MAX && isScalarInput(a);
+    bool mulRight = op.op == OpId::Mul && b != UINT32_MAX && isScalarInput(b);
+    bool div = op.op == OpId::Div && b != UINT32_MAX && isScalarInput(b);
+    if (!(mulLeft || mulRight || div))
+      return fail(opText(qValue) + " before the scores' matmul is not a scale "
+                              "of q");
+    if (r.scale >= 0)
+      return fail(opText(qValue) + " is a second scale");
+    takeScale(mulLeft ? a : b);
+    r.scaleDivides = div;
+    r.scaleBeforeMatmul = true;
+    qValue = mulLeft ? b : a;
+  }
+  if (qValue >= n)
+    return fail("q is not one of the step's inputs");
+  r.q = qValue;
+  for (size_t k = 0; k < body.size(); ++k)
+    if (!seen[k])
+      return fail(opText(n + uint32_t(k)) + " is not part of the pattern");
+  if (r.scale >= 0 && inputs[size_t(r.scale)].dtype != DType::F32 &&
+      inputs[size_t(r.scale)].dtype != DType::F16 &&
+      inputs[size_t(r.scale)].dtype != DType::BF16)
+    return fail("the scale is " +
+                std::string(dtypeName(inputs[size_t(r.scale)].dtype)));
+
+  // cuDNN's limits.
+  const ConstTensor &q = inputs[r.q], &k = inputs[r.k], &v = inputs[r.v];
+  size_t rank = outputShape.size();
+  if (rank != 3 && rank != 4)
+    return fail("the output " + shapeString(outputShape) +
+                " is not [heads, s, d] or [b, heads, s, d]");
+  for (const ConstTensor* t : {&q, &k, &v})
+    if (t->dtype != outputDtype || t->shape.size() != rank)
+      return fail("q " + typeText(q.dtype, q.shape) + ", k " +
+                  typeText(k.dtype, k.shape) + ", v " +
+                  typeText(v.dtype, v.shape) + " and the output " +
+                  typeText(outputDtype, outputShape) +
+                  " are not of one dtype and rank");
+  if (outputDtype != DType::F16 && outputDtype != DType::BF16)
+    return fail(std::string("cuDNN's fused attention takes f16 and bf16, "
+                            "not ") +
+                dtypeName(outputDtype));
+  int64_t d = q.shape[rank - 1], dv = v.shape[rank - 1];
+  int64_t skv = v.shape[rank - 2];
+  int64_t kd = k.shape[rank - (r.kTransposed ? 1 : 2)],
+          ks = k.shape[rank - (r.kTransposed ? 2 : 1)];
+  if (kd != d || ks != skv || scores.back() != skv ||
+      outputShape[rank - 1] != dv || outputShape[rank - 2] != q.shape[rank - 2])
+    return fail("q " + shapeString(q.shape) + ", k " + shapeString(k.shape) +
+                ", v " + shapeString(v.shape) + " do not make attention");
+  if (d != dv || d % 8 != 0 || d > 128)
+    return fail("the head dims (" + std::to_string(d) + " for q and k, " +
+                std::to_string(dv) +
+                " for v) are not one multiple of 8 up to 128");
+  for (size_t i = 0; i + 2 < rank; ++i)
+    if (q.shape[i] != outputShape[i] || k.shape[i] != outputShape[i] ||
+        v.shape[i] != outputShape[i])
+      return fail("q, k and v do not share the output's leading dims");
+  if (r.mask >= 0 && r.maskDtype != DType::F32 &&
+      r.maskDtype != DType::F16 && r.maskDtype != DType::BF16)
+    return fail(std::string("the mask is added in ") + dtypeName(r.maskDtype));
+  if (r.mask >= 0 && inputs[size_t(r.mask)].dtype != r.maskDtype)
+    return fail("the mask input is " +
+                std::string(dtypeName(inputs[size_t(r.mask)].dtype)) +
+                ", added in " + dtypeName(r.maskDtype));
+  r.ok = true;
+  return r;
+}
+
 } // namespace mc::rt

@@ -312,4 +312,79 @@ TEST_F(CudnnPlan, F32AttentionIsRefusedNamingIt) {
       << st.message();
 }
 
+/// Attention regions as mc-fuse leaves them under --amp=bf16 (the plans
+/// of test/onnx's transformer and the GPT-2 example, at the benchmark's
+/// sizes): matched by rt::matchAttentionRegion, turned into cuDNN's
+/// problem by attentionProblemOf, and planned, as the device binds them.
+TEST_F(CudnnPlan, AttentionRegionsAsTheDeviceBindsThem) {
+  if (!dlopen("libcuda.so.1", RTLD_NOW))
+    GTEST_SKIP() << "no libcuda.so.1 (see AttentionGraphsHaveAFusedEngine)";
+  DeviceProperties props;
+  ASSERT_NO_FATAL_FAILURE(load("a100", &props));
+  using rt::OpAttr;
+  using rt::OpId;
+  const DType bf = DType::BF16, f32 = DType::F32;
+  alignas(16) static char data[16] = {};
+  struct Region {
+    const char *name;
+    std::vector<rt::RegionOp> body;
+    std::vector<rt::ConstTensor> inputs;
+    rt::Shape out;
+  };
+  std::vector<Region> regions;
+  {
+    // GPT-2: q k^T (transpose_b), cast, + causal mask [s, s] broadcast
+    // over batch and heads, softmax, cast, p v. Inputs q, k, mask, v.
+    int64_t b = 4, h = 12, s = 512, d = 64;
+    Region r{"GPT-2 block (b 4, s 512)", {}, {}, {b, h, s, d}};
+    r.inputs = {{bf, {b, h, s, d}, data}, {bf, {b, h, s, d}, data},
+                {f32, {s, s}, data}, {bf, {b, h, s, d}, data}};
+    r.body = {
+        {OpId::Matmul, {OpAttr::boolean("transpose_b", true)}, {0, 1}, bf,
+         {b, h, s, s}},
+        {OpId::Cast, {}, {4}, f32, {b, h, s, s}},
+        {OpId::BroadcastInDim, {OpAttr::list("dims", {2, 3})}, {2}, f32,
+         {b, h, s, s}},
+        {OpId::Add, {}, {5, 6}, f32, {b, h, s, s}},
+        {OpId::Softmax, {OpAttr::integer("axis", 3)}, {7}, f32, {b, h, s, s}},
+        {OpId::Cast, {}, {8}, bf, {b, h, s, s}},
+        {OpId::Matmul, {}, {9, 3}, bf, {b, h, s, d}}};
+    regions.push_back(std::move(r));
+  }
+  {
+    // The transformer encoder: [batch * heads, s, d], k already
+    // transposed, no mask; a scale by a splat f32 (q / sqrt(d)).
+    int64_t bh = 32 * 12, s = 512, d = 64;
+    Region r{"encoder (32 x 12 heads, s 512)", {}, {}, {bh, s, d}};
+    r.inputs = {{f32, {}, data}, {bf, {bh, s, d}, data},
+                {bf, {bh, d, s}, data}, {bf, {bh, s, d}, data}};
+    r.body = {{OpId::Matmul, {}, {1, 2}, bf, {bh, s, s}},
+              {OpId::Cast, {}, {4}, f32, {bh, s, s}},
+              {OpId::BroadcastInDim, {OpAttr::list("dims", {})}, {0}, f32,
+               {bh, s, s}},
+              {OpId::Div, {}, {5, 6}, f32, {bh, s, s}},
+              {OpId::Softmax, {OpAttr::integer("axis", 2)}, {7}, f32,
+               {bh, s, s}},
+              {OpId::Cast, {}, {8}, bf, {bh, s, s}},
+              {OpId::Matmul, {}, {9, 3}, bf, {bh, s, d}}};
+    regions.push_back(std::move(r));
+  }
+  for (const Region &r : regions) {
+    SCOPED_TRACE(r.name);
+    rt::AttentionRegion m =
+        rt::matchAttentionRegion(r.body, r.inputs, bf, r.out);
+    ASSERT_TRUE(m.ok) << m.why;
+    rt::cuda::AttentionProblem p;
+    rt::Status st = rt::cuda::attentionProblemOf(
+        m, r.inputs, {bf, r.out, data}, 0.125f, &p);
+    ASSERT_TRUE(st) << st.message();
+    PlanInfo info;
+    st = planInChild(*dnn, props, p, &info);
+    EXPECT_TRUE(st) << st.message();
+    std::printf("  a100  %-32s engine %lld%s\n", r.name,
+                (long long)info.engine,
+                info.compiledOnly ? ", compiled, not loaded (no driver)" : "");
+  }
+}
+
 } // namespace

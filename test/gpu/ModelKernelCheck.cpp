@@ -92,14 +92,26 @@ int main(int argc, char** argv) {
       // A region the compiler left to the device's library call: the
       // device must accept it (the rules it binds by), or the model fails
       // on a GPU at load.
-      mc::rt::LibraryRegion m = mc::codegen::matchLibraryStep(*plan, step);
-      bool ok = m.kind != mc::rt::LibraryRegion::Kind::None;
-      std::printf("%-5zu %-22s %-12s %9s %10s  %s%s\n", i, name.c_str(),
-                  m.kind == mc::rt::LibraryRegion::Kind::ConvEpilogue
-                      ? "cudnn"
-                      : "cublaslt",
+      bool ok = false;
+      std::string why;
+      const char* kind = "cublaslt";
+      if (step.attrs.getBool("attention")) {
+        // cuDNN's fused attention (its plan is checked by
+        // CudnnPlan.AttentionRegionsAsTheDeviceBindsThem).
+        mc::rt::AttentionRegion m = mc::codegen::matchAttentionStep(*plan, step);
+        ok = m.ok;
+        why = m.why;
+        kind = "cudnn-attn";
+      } else {
+        mc::rt::LibraryRegion m = mc::codegen::matchLibraryStep(*plan, step);
+        ok = m.kind != mc::rt::LibraryRegion::Kind::None;
+        why = m.why;
+        if (m.kind == mc::rt::LibraryRegion::Kind::ConvEpilogue)
+          kind = "cudnn";
+      }
+      std::printf("%-5zu %-22s %-12s %9s %10s  %s%s\n", i, name.c_str(), kind,
                   "-", "-", ok ? "library region ok" : "FAILED: ",
-                  ok ? "" : m.why.c_str());
+                  ok ? "" : why.c_str());
       library += ok;
       failures += !ok;
       continue;

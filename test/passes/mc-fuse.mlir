@@ -285,6 +285,29 @@ func.func @attention(%q: tensor<4x16x32xf32>, %kt: tensor<4x32x16xf32>, %v: tens
 
 // -----
 
+// Attention as mc-amp (O1) leaves it: the matmuls in bf16, the scores cast
+// to f32 for the softmax and the probabilities cast back. The casts join
+// the region: one attention region, as without AMP.
+// CHECK-LABEL: func.func @attention_amp
+// CHECK: %[[A:.*]] = mc.fused %{{.*}} {attention} : (tensor<4x16x32xbf16>, tensor<4x32x16xbf16>, tensor<4x16x32xbf16>) -> tensor<4x16x32xbf16> {
+// CHECK:   mc.matmul
+// CHECK:   mc.cast {{.*}} to tensor<4x16x16xf32>
+// CHECK:   mc.softmax
+// CHECK:   mc.cast {{.*}} to tensor<4x16x16xbf16>
+// CHECK:   mc.matmul
+// CHECK:   mc.yield
+// CHECK: return %[[A]]
+func.func @attention_amp(%q: tensor<4x16x32xbf16>, %kt: tensor<4x32x16xbf16>, %v: tensor<4x16x32xbf16>) -> tensor<4x16x32xbf16> {
+  %0 = mc.matmul %q, %kt : tensor<4x16x32xbf16>, tensor<4x32x16xbf16> -> tensor<4x16x16xbf16>
+  %1 = mc.cast %0 : tensor<4x16x16xbf16> to tensor<4x16x16xf32>
+  %2 = mc.softmax %1, axis = 2 : tensor<4x16x16xf32>
+  %3 = mc.cast %2 : tensor<4x16x16xf32> to tensor<4x16x16xbf16>
+  %4 = mc.matmul %3, %v : tensor<4x16x16xbf16>, tensor<4x16x32xbf16> -> tensor<4x16x32xbf16>
+  return %4 : tensor<4x16x32xbf16>
+}
+
+// -----
+
 // Not attention: the scores are used twice (returned), and a softmax over
 // another dim.
 // CHECK-LABEL: func.func @not_attention

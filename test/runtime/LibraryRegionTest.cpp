@@ -165,4 +165,117 @@ TEST(LibraryRegion, ConvChannelBiasReluIsOneCudnnGraph) {
 }
 
 } // namespace
+// --- attention (rt::matchAttentionRegion) ---
+
+/// bf16 q [2, 4, 16, 32], k [2, 4, 16, 32] (read with transpose_b), v, a
+/// mask [16, 16] and an f32 scale of rank 0: inputs 0..4, values from 5.
+std::vector<ConstTensor> attnInputs(DType dtype = DType::BF16,
+                                    int64_t d = 32) {
+  return {in({2, 4, 16, d}, dtype), in({2, 4, 16, d}, dtype),
+          in({2, 4, 16, d}, dtype), in({16, 16}), in({})};
+}
+
+/// mc-fuse's region under --amp=bf16: q k^T, cast to f32, * scale, + the
+/// mask's broadcast, softmax, cast back, p v.
+std::vector<RegionOp> attnBody(DType dtype = DType::BF16, int64_t d = 32) {
+  Shape s{2, 4, 16, 16};
+  return {op(OpId::Matmul, {0, 1}, s, dtype,
+             {OpAttr::boolean("transpose_b", true)}),
+          op(OpId::Cast, {5}, s),
+          op(OpId::Mul, {6, 4}, s),
+          op(OpId::BroadcastInDim, {3}, s, DType::F32, dims({2, 3})),
+          op(OpId::Add, {8, 7}, s),
+          op(OpId::Softmax, {9}, s, DType::F32, {OpAttr::integer("axis", 3)}),
+          op(OpId::Cast, {10}, s, dtype),
+          op(OpId::Matmul, {11, 2}, {2, 4, 16, d}, dtype)};
+}
+
+TEST(LibraryRegion, AmpAttentionIsCudnnsFusedAttention) {
+  AttentionRegion m = matchAttentionRegion(attnBody(), attnInputs(),
+                                           DType::BF16, {2, 4, 16, 32});
+  ASSERT_TRUE(m.ok) << m.why;
+  EXPECT_EQ(m.q, 0u);
+  EXPECT_EQ(m.k, 1u);
+  EXPECT_EQ(m.v, 2u);
+  EXPECT_TRUE(m.kTransposed);
+  EXPECT_EQ(m.scale, 4);
+  EXPECT_FALSE(m.scaleDivides);
+  EXPECT_FALSE(m.scaleBeforeMatmul);
+  EXPECT_EQ(m.mask, 3);
+  EXPECT_TRUE(m.maskBroadcast);
+  EXPECT_EQ(m.maskDims, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(m.maskDtype, DType::F32);
+}
+
+TEST(LibraryRegion, QScaledBeforeTheMatmulThroughABroadcastIsTheScale) {
+  // PyTorch's MultiheadAttention: q / splat, then q k, softmax, p v, all
+  // in f16; the splat reaches the region as a broadcast of a rank-0
+  // input. Inputs: s (rank 0), q, k [.., d, s], v.
+  Shape qs{8, 16, 32}, ss{8, 16, 16};
+  std::vector<ConstTensor> inputs = {in({}, DType::F16),
+                                     in(qs, DType::F16),
+                                     in({8, 32, 16}, DType::F16),
+                                     in(qs, DType::F16)};
+  std::vector<RegionOp> body = {
+      op(OpId::BroadcastInDim, {0}, qs, DType::F16, dims({})),
+      op(OpId::Div, {1, 4}, qs, DType::F16),
+      op(OpId::Matmul, {5, 2}, ss, DType::F16),
+      op(OpId::Softmax, {6}, ss, DType::F16, {OpAttr::integer("axis", 2)}),
+      op(OpId::Matmul, {7, 3}, qs, DType::F16)};
+  AttentionRegion m = matchAttentionRegion(body, inputs, DType::F16, qs);
+  ASSERT_TRUE(m.ok) << m.why;
+  EXPECT_EQ(m.q, 1u);
+  EXPECT_EQ(m.k, 2u);
+  EXPECT_FALSE(m.kTransposed);
+  EXPECT_EQ(m.scale, 0);
+  EXPECT_TRUE(m.scaleDivides);
+  EXPECT_TRUE(m.scaleBeforeMatmul);
+  EXPECT_EQ(m.mask, -1);
+}
+
+TEST(LibraryRegion, AttentionCudnnCannotRunIsRefusedWithTheReason) {
+  auto why = [](std::vector<RegionOp> body, std::vector<ConstTensor> inputs,
+                DType out, Shape outShape) {
+    AttentionRegion m = matchAttentionRegion(body, inputs, out, outShape);
+    EXPECT_FALSE(m.ok);
+    return m.why;
+  };
+  EXPECT_NE(why(attnBody(DType::F32), attnInputs(DType::F32), DType::F32,
+                {2, 4, 16, 32})
+                .find("takes f16 and bf16, not f32"),
+            std::string::npos);
+  EXPECT_NE(why(attnBody(DType::BF16, 20), attnInputs(DType::BF16, 20),
+                DType::BF16, {2, 4, 16, 20})
+                .find("not one multiple of 8 up to 128"),
+            std::string::npos);
+  std::vector<RegionOp> body = attnBody();
+  body[5].attrs = {OpAttr::integer("axis", 2)};
+  EXPECT_NE(why(body, attnInputs(), DType::BF16, {2, 4, 16, 32})
+                .find("the softmax is not over the last dim"),
+            std::string::npos);
+  body = attnBody();
+  body[1] = op(OpId::Exp, {5}, {2, 4, 16, 16}); // not a cast, scale or mask
+  EXPECT_NE(why(body, attnInputs(), DType::BF16, {2, 4, 16, 32})
+                .find("body op 1 (mc.exp) is not a cast, a scale or a mask"),
+            std::string::npos);
+  body = attnBody();
+  body[7].attrs = {OpAttr::boolean("transpose_b", true)};
+  EXPECT_NE(why(body, attnInputs(), DType::BF16, {2, 4, 16, 32})
+                .find("transposes an operand"),
+            std::string::npos);
+  // A second scale, on q before the matmul.
+  std::vector<ConstTensor> inputs = attnInputs();
+  body = attnBody();
+  for (RegionOp &o : body)
+    for (uint32_t &v : o.operands)
+      if (v >= 5)
+        ++v;
+  body.insert(body.begin(),
+              op(OpId::Mul, {0, 4}, {2, 4, 16, 32}, DType::BF16));
+  body[1].operands[0] = 5;
+  EXPECT_NE(why(body, inputs, DType::BF16, {2, 4, 16, 32})
+                .find("is a second scale"),
+            std::string::npos);
+}
+
 } // namespace mc::rt

@@ -49,6 +49,43 @@ LibraryRegion matchLibraryRegion(const std::vector<RegionOp>& body,
                                  DType outputDtype, const Shape& outputShape,
                                  bool attention);
 
+/// An attention region (mc-fuse's; the step's ATTENTION attribute) in the
+/// form cuDNN's fused attention runs, O = softmax(s * (q k) + mask) v:
+///   [q' = mul(q, s) | mul(s, q) | div(q, s)]        q scaled first
+///   S = matmul(q or q', k)     k [.., d, skv], or [.., skv, d] with
+///                              transpose_b; no transpose_a
+///   then, in any order: casts, at most one scale (mul by s either side,
+///   or div by s; one scale in all), at most one mask add (either side)
+///   of broadcast_in_dim(in m) or of an input of the scores' shape
+///   P = softmax(S', last dim), [cast], O = matmul(P, v)   v [.., skv, dv]
+/// with q, k, v, m and s the step's inputs, s of rank 0 (the splat
+/// constant mc-fuse passes), and nothing else in the body; and within
+/// what cuDNN's fused attention takes (its documented limits): q, k, v and
+/// the output of one dtype, f16 or bf16, rank 3 ([heads, s, d]) or 4
+/// ([b, heads, s, d]), the head dim d and v's dv equal, a multiple of 8,
+/// at most 128 (the A100's limit), the mask f32, f16 or bf16. The scale's
+/// value is the caller's: the cuda target keeps such a region only when s
+/// is a constant, and the device reads it once at bind.
+struct AttentionRegion {
+  bool ok = false;
+  std::string why; // !ok: what does not fit
+  uint32_t q = 0, k = 0, v = 0;
+  bool kTransposed = false; // k is [.., skv, d] (the matmul's transpose_b)
+  int64_t scale = -1;       // the rank-0 input, or -1
+  bool scaleDivides = false;
+  bool scaleBeforeMatmul = false;
+  int64_t mask = -1;               // the input added to the scores, or -1
+  std::vector<int64_t> maskDims;   // its broadcast_in_dim dims, or empty
+  bool maskBroadcast = false;      // read through a broadcast_in_dim
+  DType maskDtype = DType::F32;    // the add's dtype
+  DType scoresDtype = DType::F32;  // the softmax's
+};
+
+AttentionRegion matchAttentionRegion(const std::vector<RegionOp>& body,
+                                     const std::vector<ConstTensor>& inputs,
+                                     DType outputDtype,
+                                     const Shape& outputShape);
+
 } // namespace mc::rt
 
 #endif // MODELC_LIBRARY_REGION_H

@@ -10,6 +10,8 @@
 #include "modelc/library_region.h"
 #include "modelc/shapes.h"
 
+#include <cstring>
+
 namespace mc::rt::cuda {
 namespace {
 
@@ -139,6 +141,36 @@ Status fusedConvKernel(const KernelRequest& r, const LibraryRegion& match,
   return bindConv(cudaDevice(r), r, p, out, workspaceBytes);
 }
 
+/// An attention region (rt::matchAttentionRegion) as cuDNN's fused
+/// attention (attentionProblemOf), the scale read once from its constant.
+Status attentionKernel(const KernelRequest& r, const AttentionRegion& m,
+                       BoundKernel* out, size_t* workspaceBytes) {
+  float scale = 1.0f;
+  if (m.scale >= 0) {
+    size_t i = size_t(m.scale);
+    if (i >= r.constantInputs.size() || !r.constantInputs[i])
+      return Status::error("mc.fused (attention): its scale (input " +
+                           std::to_string(i) +
+                           ") is not a constant; cuDNN takes it by value "
+                           "(the compiler keeps such regions only with a "
+                           "constant scale)");
+    uint32_t bits = 0;
+    MC_RETURN_IF_ERROR(r.device.copyToHost(&bits, r.inputs[i].data,
+                                           dtypeSize(r.inputs[i].dtype)));
+    if (r.inputs[i].dtype == DType::F32)
+      std::memcpy(&scale, &bits, 4);
+    else if (r.inputs[i].dtype == DType::BF16)
+      scale = bf16ToFloat(uint16_t(bits));
+    else
+      scale = halfToFloat(uint16_t(bits));
+    if (m.scaleDivides)
+      scale = 1.0f / scale;
+  }
+  AttentionProblem p;
+  MC_RETURN_IF_ERROR(attentionProblemOf(m, r.inputs, r.output, scale, &p));
+  return bindAttention(cudaDevice(r), r, p, out, workspaceBytes);
+}
+
 /// A fused region the device runs as one library call
 /// (rt::matchLibraryRegion, the rules the cuda target keeps regions
 /// whole by): a matmul with cuBLASLt's epilogue (bias along the last dim,
@@ -149,6 +181,16 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
                    size_t* workspaceBytes) {
   if (!r.body)
     return Status::error("mc.fused: the step has no body");
+  if (r.attrs.getBool("attention")) {
+    AttentionRegion m = matchAttentionRegion(*r.body, r.inputs,
+                                             r.output.dtype, r.output.shape);
+    if (!m.ok)
+      return Status::error(
+          "mc.fused (attention): the CUDA device runs an attention region "
+          "as cuDNN's fused attention, and this one does not fit: " +
+          m.why + " (the compiler expands such regions into their ops)");
+    return attentionKernel(r, m, out, workspaceBytes);
+  }
   LibraryRegion match =
       matchLibraryRegion(*r.body, r.inputs, r.output.dtype, r.output.shape,
                          r.attrs.getBool("attention"));

@@ -143,6 +143,7 @@ struct PlanState {
   int64_t workspace = 0;
   Desc pack;
   void* packWorkspace = nullptr;
+  float byValue = 0; // a by-value tensor's value (the attention's scale)
 };
 
 cudnnDataType_t dataType(DType t) {
@@ -695,6 +696,27 @@ bool convAllowsTf32(const ConvProblem& p) {
   return p.dtype != DType::F32 || tf32Allowed();
 }
 
+/// The device's cuDNN and handle, the graph BUILD makes, and its plan.
+template <class Build>
+Status planOnDevice(CudaDevice& dev, const std::string& what,
+                    bool allowTf32, std::shared_ptr<PlanState>* out,
+                    Build build) {
+  const Cudnn* dnn = nullptr;
+  cudnnHandle_t handle = nullptr;
+  MC_RETURN_IF_ERROR(dev.cudnn(&dnn, &handle));
+  auto st = std::make_shared<PlanState>();
+  st->dnn = dnn;
+  st->handle = handle;
+  GraphBuilder g(*dnn, PlanTarget{handle, nullptr}, what);
+  std::vector<Desc> ops;
+  MC_RETURN_IF_ERROR(build(g, &ops));
+  PlanInfo info;
+  MC_RETURN_IF_ERROR(g.plan(ops, allowTf32, &info, &st->plan));
+  st->workspace = info.workspace;
+  *out = std::move(st);
+  return Status::ok();
+}
+
 /// The step that executes a plan on the device's stream.
 BoundKernel planStep(CudaDevice& dev, const KernelRequest& r,
                      std::shared_ptr<PlanState> st, std::string what) {
@@ -785,6 +807,125 @@ Status planAttention(const Cudnn& dnn, PlanTarget target,
   return g.plan(ops, true, info, &plan);
 }
 
+namespace {
+
+std::vector<int64_t> packed(const Shape& s) {
+  std::vector<int64_t> st(s.size(), 1);
+  for (size_t i = s.size(); i-- > 1;)
+    st[i - 1] = st[i] * s[i];
+  return st;
+}
+
+/// [heads, x, y] as [1, heads, x, y]; rank 4 as it is.
+void view4d(Shape* dims, std::vector<int64_t>* strides) {
+  if (dims->size() == 3) {
+    strides->insert(strides->begin(), (*dims)[0] * (*strides)[0]);
+    dims->insert(dims->begin(), 1);
+  }
+}
+
+} // namespace
+
+Status attentionProblemOf(const AttentionRegion& m,
+                          const std::vector<ConstTensor>& inputs,
+                          const MutTensor& output, float scale,
+                          AttentionProblem* out) {
+  if (!m.ok)
+    return Status::error("not an attention region cuDNN runs: " + m.why);
+  const ConstTensor &q = inputs.at(m.q), &k = inputs.at(m.k),
+                    &v = inputs.at(m.v);
+  size_t rank = q.shape.size();
+  if (rank != 3 && rank != 4)
+    return Status::error("attention of rank " + std::to_string(rank));
+  AttentionProblem p;
+  p.dtype = output.dtype;
+  Shape qd = q.shape, vd = v.shape, od = output.shape;
+  std::vector<int64_t> qs = packed(qd), vs = packed(vd), os = packed(od);
+  // KT [.., d, skv]: k itself, or the transposed view of k [.., skv, d].
+  Shape kd = k.shape;
+  std::vector<int64_t> ks = packed(kd);
+  if (m.kTransposed) {
+    std::swap(kd[rank - 1], kd[rank - 2]);
+    std::swap(ks[rank - 1], ks[rank - 2]);
+  }
+  view4d(&qd, &qs);
+  view4d(&kd, &ks);
+  view4d(&vd, &vs);
+  view4d(&od, &os);
+  p.b = qd[0], p.h = qd[1], p.sq = qd[2], p.d = qd[3];
+  p.skv = vd[2], p.dv = vd[3];
+  p.qStrides = qs, p.ktStrides = ks, p.vStrides = vs, p.oStrides = os;
+  p.q = q.data, p.kt = k.data, p.v = v.data, p.o = output.data;
+  p.scale = scale;
+  if (m.mask >= 0) {
+    const ConstTensor& mask = inputs.at(size_t(m.mask));
+    // The scores' shape: the output's, with skv last.
+    Shape scores = output.shape;
+    scores.back() = p.skv;
+    std::vector<int64_t> st(scores.size(), 0), ms = packed(mask.shape);
+    if (m.maskBroadcast) {
+      if (m.maskDims.size() != mask.shape.size())
+        return Status::error("the mask's broadcast dims do not match it");
+      for (size_t i = 0; i < mask.shape.size(); ++i) {
+        size_t to = size_t(m.maskDims[i]);
+        if (to >= scores.size() ||
+            (mask.shape[i] != 1 && mask.shape[i] != scores[to]))
+          return Status::error("the mask " + shapeString(mask.shape) +
+                               " does not broadcast to the scores " +
+                               shapeString(scores));
+        if (mask.shape[i] != 1)
+          st[to] = ms[i];
+      }
+    } else if (mask.shape == scores) {
+      st = ms;
+    } else {
+      return Status::error("the mask " + shapeString(mask.shape) +
+                           " is not of the scores' shape " +
+                           shapeString(scores));
+    }
+    Shape dims(scores.size());
+    for (size_t i = 0; i < scores.size(); ++i)
+      dims[i] = st[i] == 0 ? 1 : scores[i];
+    if (dims.size() == 3) {
+      dims.insert(dims.begin(), 1);
+      st.insert(st.begin(), 0);
+    }
+    p.hasBias = true;
+    p.biasType = mask.dtype;
+    p.biasDims = dims;
+    p.biasStrides = st;
+    p.bias = mask.data;
+  }
+  *out = std::move(p);
+  return Status::ok();
+}
+
+Status bindAttention(CudaDevice& dev, const KernelRequest& r,
+                     const AttentionProblem& p, BoundKernel* out,
+                     size_t* workspaceBytes) {
+  *workspaceBytes = 0;
+  if (p.dtype != DType::F16 && p.dtype != DType::BF16)
+    return Status::error(describe(p) + ": cuDNN's fused attention takes f16 "
+                                       "and bf16");
+  std::shared_ptr<PlanState> st;
+  MC_RETURN_IF_ERROR(planOnDevice(dev, describe(p), true, &st,
+                                  [&](const GraphBuilder& g,
+                                      std::vector<Desc>* ops) {
+                                    return attentionOps(g, p, ops);
+                                  }));
+  st->byValue = p.scale;
+  st->uids = {kQ, kKT, kV, kO, kScale};
+  st->pointers = {const_cast<void*>(p.q), const_cast<void*>(p.kt),
+                  const_cast<void*>(p.v), p.o, &st->byValue};
+  if (p.hasBias) {
+    st->uids.push_back(kAttnBias);
+    st->pointers.push_back(const_cast<void*>(p.bias));
+  }
+  *workspaceBytes = size_t(st->workspace);
+  *out = planStep(dev, r, st, describe(p));
+  return Status::ok();
+}
+
 Status bindConv(CudaDevice& dev, const KernelRequest& r, const ConvProblem& p,
                 BoundKernel* out, size_t* workspaceBytes) {
   *workspaceBytes = 0;
@@ -797,18 +938,13 @@ Status bindConv(CudaDevice& dev, const KernelRequest& r, const ConvProblem& p,
     *out = [](void*) { return Status::ok(); };
     return Status::ok();
   }
-  const Cudnn* dnn = nullptr;
-  cudnnHandle_t handle = nullptr;
-  MC_RETURN_IF_ERROR(dev.cudnn(&dnn, &handle));
-  auto st = std::make_shared<PlanState>();
-  st->dnn = dnn;
-  st->handle = handle;
-  GraphBuilder g(*dnn, PlanTarget{handle, nullptr}, "conv2d " + describe(p));
-  std::vector<Desc> ops;
-  MC_RETURN_IF_ERROR(convOps(g, p, &ops));
-  PlanInfo info;
-  MC_RETURN_IF_ERROR(g.plan(ops, convAllowsTf32(p), &info, &st->plan));
-  st->workspace = info.workspace;
+  std::shared_ptr<PlanState> st;
+  MC_RETURN_IF_ERROR(planOnDevice(dev, "conv2d " + describe(p),
+                                  convAllowsTf32(p), &st,
+                                  [&](const GraphBuilder& g,
+                                      std::vector<Desc>* ops) {
+                                    return convOps(g, p, ops);
+                                  }));
   st->uids = {kX, kW, kY};
   st->pointers = {const_cast<void*>(p.xData), const_cast<void*>(p.wData),
                   p.yData};

@@ -8,6 +8,7 @@
 
 #include "modelc/device.h"
 #include "modelc/kernels.h"
+#include "modelc/library_region.h"
 
 #include <cudnn_graph.h>
 
@@ -139,6 +140,22 @@ struct AttentionProblem {
   const void* bias = nullptr;
   void* o = nullptr;
 };
+
+/// The problem of an attention region (rt::matchAttentionRegion's match
+/// on the step's INPUTS and OUTPUT, their data pointers taken): q, k (or
+/// its transposed view), v and the output as 4-d tensors ([heads, s, d]
+/// as [1, heads, s, d]), the mask with stride 0 (and size 1) along the
+/// dims it is broadcast over, SCALE the scores' factor.
+Status attentionProblemOf(const AttentionRegion& match,
+                          const std::vector<ConstTensor>& inputs,
+                          const MutTensor& output, float scale,
+                          AttentionProblem* out);
+
+/// Binds the attention graph on the device (as bindConv): the plan once,
+/// the scale passed by value.
+Status bindAttention(CudaDevice& device, const KernelRequest& request,
+                     const AttentionProblem& problem, BoundKernel* out,
+                     size_t* workspaceBytes);
 
 /// The plan of the attention graph for `target` (as planConv).
 Status planAttention(const Cudnn& dnn, PlanTarget target,

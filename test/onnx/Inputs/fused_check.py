@@ -30,6 +30,9 @@ EXAMPLES = {
 }
 ONNX = ["resnet18", "transformer", "shape_ops", "mask_ops", "split_pad",
         "dilated_conv", "mobile_block", "cnn"]
+# Also compiled with --amp=bf16: the models with attention, whose region
+# then holds mc-amp's casts around the softmax.
+AMP = {"gpt2-example", "transformer"}
 
 
 def run(cmd):
@@ -59,7 +62,7 @@ def steps_of(artifact):
     return int(re.search(r"^steps:\s+(\d+)", out, re.M).group(1))
 
 
-def check(name, source, d):
+def check(name, source, d, extra=(), tag=""):
     arts = {}
     shapes = []
     if source.endswith(".onnx"):
@@ -68,22 +71,23 @@ def check(name, source, d):
             if f.endswith(".npy") and not f.startswith("ref_"):
                 dims = "x".join(str(n) for n in np.load(os.path.join(d, f)).shape)
                 shapes += ["--input-shape", f"{f[:-4]}={dims}"]
-    for kind, flags in (("fused", []), ("unfused", ["--no-fuse"])):
+    for kind, flags in (("fused" + tag, []), ("unfused" + tag, ["--no-fuse"])):
         art = os.path.join(d, f"{kind}.mcpk")
-        run(["modelc", "compile", source, "-o", art] + shapes + flags)
+        run(["modelc", "compile", source, "-o", art] + shapes + flags +
+            list(extra))
         args = ["modelc-run", art, "--output-dir", os.path.join(d, kind)]
         for i in inputs_of(art):
             args += ["--input", f"{i}={os.path.join(d, i + '.npy')}"]
         run(args)
         arts[kind] = art
     worst = 0.0
-    outs = sorted(f for f in os.listdir(os.path.join(d, "unfused"))
+    outs = sorted(f for f in os.listdir(os.path.join(d, "unfused" + tag))
                   if f.endswith(".npy"))
     if not outs:
         sys.exit(f"fused_check: {name}: no outputs")
     for f in outs:
-        a = np.load(os.path.join(d, "fused", f)).astype(np.float64)
-        b = np.load(os.path.join(d, "unfused", f)).astype(np.float64)
+        a = np.load(os.path.join(d, "fused" + tag, f)).astype(np.float64)
+        b = np.load(os.path.join(d, "unfused" + tag, f)).astype(np.float64)
         if a.shape != b.shape:
             sys.exit(f"fused_check: {name}: {f}: shapes {a.shape} vs {b.shape}")
         if not np.array_equal(np.isnan(a), np.isnan(b)):
@@ -92,7 +96,8 @@ def check(name, source, d):
         norm = np.linalg.norm(b)
         err = np.linalg.norm(a - b) / norm if norm else np.linalg.norm(a - b)
         worst = max(worst, err)
-    fused, unfused = steps_of(arts["fused"]), steps_of(arts["unfused"])
+    fused = steps_of(arts["fused" + tag])
+    unfused = steps_of(arts["unfused" + tag])
     status = "ok" if worst < TOL else "FAIL"
     print(f"{name}: {fused} steps fused, {unfused} unfused, "
           f"rel err {worst:.1e}: {status}", flush=True)
@@ -114,6 +119,9 @@ def main():
         os.makedirs(d, exist_ok=True)
         run([c.format(d=d) for c in cmd])
         check(name, os.path.join(d, mlir), d)
+        if name in AMP:
+            check(name + " --amp=bf16", os.path.join(d, mlir), d,
+                  ["--amp=bf16"], "-bf16")
     for name in ONNX:
         if only and name not in only:
             continue
@@ -123,6 +131,9 @@ def main():
         run([sys.executable, os.path.join(HERE, "models.py"), name, d,
              "--opset", opset])
         check(name, os.path.join(d, name + ".onnx"), d)
+        if name in AMP:
+            check(name + " --amp=bf16", os.path.join(d, name + ".onnx"), d,
+                  ["--amp=bf16"], "-bf16")
 
 
 if __name__ == "__main__":
