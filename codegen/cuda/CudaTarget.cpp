@@ -333,16 +333,130 @@ void expandRegion(Plan& plan, size_t i) {
                     std::make_move_iterator(steps.end()));
 }
 
+/// The body op of attention step STEP whose operand 1 is k: the scores'
+/// matmul (the first matmul), or null.
+PlanRegionOp* scoresMatmul(PlanStep& step) {
+  for (PlanRegionOp& op : step.body)
+    if (op.op == rt::OpId::Matmul)
+      return &op;
+  return nullptr;
+}
+
+/// cuDNN reads k with its head dim contiguous (matmul transpose_b). A
+/// region that reads k as [.., d, s] gets it as [.., s, d] instead: the
+/// transpose step that made it (used by nothing else) permutes the other
+/// way, or a new transpose step makes it. Returns false, changing
+/// nothing, when the region would not fit cuDNN even so.
+bool readKWithItsHeadDimContiguous(Plan& plan, size_t i) {
+  PlanStep trial = plan.steps[i];
+  PlanRegionOp* mm = scoresMatmul(trial);
+  if (!mm || mm->attrs.getBool("transpose_b") || mm->operands.size() != 2 ||
+      mm->operands[1] >= trial.inputs.size())
+    return false;
+  uint32_t kIn = mm->operands[1], kBuf = trial.inputs[kIn];
+  std::vector<int64_t> kShape = plan.buffers[kBuf].shape;
+  size_t rank = kShape.size();
+  if (rank < 2 || !plan.buffers[kBuf].batchScale.empty())
+    return false;
+  std::vector<int64_t> swapped = kShape;
+  std::swap(swapped[rank - 1], swapped[rank - 2]);
+  // Try the region on a k of the swapped shape, read with transpose_b.
+  mm->attrs.set(rt::OpAttr::boolean("transpose_b", true));
+  PlanBuffer probe = plan.buffers[kBuf];
+  probe.shape = swapped;
+  plan.buffers.push_back(probe);
+  trial.inputs[kIn] = uint32_t(plan.buffers.size() - 1);
+  bool fits = attentionMisfit(plan, trial).empty();
+  plan.buffers.pop_back();
+  if (!fits)
+    return false;
+  // The producer: a transpose step, possibly through casts (mc-amp's),
+  // each result read only by the next and no output of the graph.
+  auto onlyReadOnce = [&](uint32_t buf, int64_t* producer) {
+    int64_t readers = 0;
+    *producer = -1;
+    for (size_t j = 0; j < plan.steps.size(); ++j) {
+      for (uint32_t o : plan.steps[j].outputs)
+        if (o == buf)
+          *producer = int64_t(j);
+      for (uint32_t in : plan.steps[j].inputs)
+        readers += in == buf;
+    }
+    bool hidden = plan.buffers[buf].kind == fb::BufferKind::Arena &&
+                  plan.buffers[buf].aliasOf < 0;
+    for (const PlanSignature& o : plan.outputs)
+      hidden &= o.buffer != buf;
+    for (const PlanBuffer& b : plan.buffers)
+      hidden &= b.aliasOf != int64_t(buf);
+    return hidden && readers == 1 && *producer >= 0;
+  };
+  std::vector<uint32_t> chain; // buffers from k back to the transpose's
+  int64_t producer = -1;
+  uint32_t buf = kBuf;
+  bool found = false;
+  while (onlyReadOnce(buf, &producer)) {
+    chain.push_back(buf);
+    const PlanStep& p = plan.steps[size_t(producer)];
+    if (p.op == rt::OpId::Transpose) {
+      found = true;
+      break;
+    }
+    if (p.op != rt::OpId::Cast)
+      break;
+    buf = p.inputs[0];
+  }
+  PlanStep& region = plan.steps[i];
+  if (found) {
+    PlanStep& t = plan.steps[size_t(producer)];
+    std::vector<int64_t> perm = t.attrs.getInts("permutation");
+    std::swap(perm[rank - 1], perm[rank - 2]);
+    t.attrs.set(rt::OpAttr::list("permutation", perm));
+    for (uint32_t b : chain)
+      std::swap(plan.buffers[b].shape[rank - 1],
+                plan.buffers[b].shape[rank - 2]);
+  } else {
+    PlanBuffer kt = plan.buffers[kBuf];
+    kt.name += ".t";
+    kt.shape = swapped;
+    kt.kind = fb::BufferKind::Arena;
+    kt.aliasOf = -1;
+    kt.data = {};
+    plan.buffers.push_back(std::move(kt));
+    PlanStep t;
+    t.op = rt::OpId::Transpose;
+    std::vector<int64_t> perm(rank);
+    for (size_t d = 0; d < rank; ++d)
+      perm[d] = int64_t(d);
+    std::swap(perm[rank - 1], perm[rank - 2]);
+    t.attrs = {rt::OpAttr::list("permutation", perm)};
+    t.location = region.location;
+    t.inputs = {kBuf};
+    t.outputs = {uint32_t(plan.buffers.size() - 1)};
+    region.inputs[kIn] = t.outputs[0];
+    plan.steps.insert(plan.steps.begin() + i, std::move(t));
+    ++i;
+  }
+  PlanStep& kept = plan.steps[i];
+  scoresMatmul(kept)->attrs.set(rt::OpAttr::boolean("transpose_b", true));
+  return true;
+}
+
 /// Attention regions: kept where the device runs them as cuDNN's fused
-/// attention, expanded into their ops (cuBLASLt matmuls, generated
-/// kernels) elsewhere.
+/// attention (k made head-dim contiguous first when needed), expanded
+/// into their ops (cuBLASLt matmuls, generated kernels) elsewhere.
 void placeAttentionRegions(Plan& plan) {
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const PlanStep& step = plan.steps[i];
     if (step.op != rt::OpId::Fused || !step.attrs.getBool("attention"))
       continue;
-    if (!attentionMisfit(plan, step).empty())
-      expandRegion(plan, i); // step i is now the region's first op
+    if (attentionMisfit(plan, step).empty())
+      continue;
+    size_t before = plan.steps.size();
+    if (readKWithItsHeadDimContiguous(plan, i)) {
+      i += plan.steps.size() - before; // past an inserted transpose
+      continue;
+    }
+    expandRegion(plan, i); // step i is now the region's first op
   }
 }
 

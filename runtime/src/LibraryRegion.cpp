@@ -361,6 +361,11 @@ AttentionRegion matchAttentionRegion(const std::vector<RegionOp>& body,
       outputShape[rank - 1] != dv || outputShape[rank - 2] != q.shape[rank - 2])
     return fail("q " + shapeString(q.shape) + ", k " + shapeString(k.shape) +
                 ", v " + shapeString(v.shape) + " do not make attention");
+  if (!r.kTransposed)
+    return fail("k is read as [.., d, s] (s contiguous); cuDNN's fused "
+                "attention reads k with its head dim contiguous (a matmul "
+                "with transpose_b; the cuda target rewrites a transpose "
+                "into that)");
   if (d != dv || d % 8 != 0 || d > 128)
     return fail("the head dims (" + std::to_string(d) + " for q and k, " +
                 std::to_string(dv) +

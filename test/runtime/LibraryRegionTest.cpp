@@ -210,23 +210,24 @@ TEST(LibraryRegion, AmpAttentionIsCudnnsFusedAttention) {
 TEST(LibraryRegion, QScaledBeforeTheMatmulThroughABroadcastIsTheScale) {
   // PyTorch's MultiheadAttention: q / splat, then q k, softmax, p v, all
   // in f16; the splat reaches the region as a broadcast of a rank-0
-  // input. Inputs: s (rank 0), q, k [.., d, s], v.
+  // input. Inputs: s (rank 0), q, k [.., s, d] (read with transpose_b), v.
   Shape qs{8, 16, 32}, ss{8, 16, 16};
   std::vector<ConstTensor> inputs = {in({}, DType::F16),
                                      in(qs, DType::F16),
-                                     in({8, 32, 16}, DType::F16),
+                                     in(qs, DType::F16),
                                      in(qs, DType::F16)};
   std::vector<RegionOp> body = {
       op(OpId::BroadcastInDim, {0}, qs, DType::F16, dims({})),
       op(OpId::Div, {1, 4}, qs, DType::F16),
-      op(OpId::Matmul, {5, 2}, ss, DType::F16),
+      op(OpId::Matmul, {5, 2}, ss, DType::F16,
+         {OpAttr::boolean("transpose_b", true)}),
       op(OpId::Softmax, {6}, ss, DType::F16, {OpAttr::integer("axis", 2)}),
       op(OpId::Matmul, {7, 3}, qs, DType::F16)};
   AttentionRegion m = matchAttentionRegion(body, inputs, DType::F16, qs);
   ASSERT_TRUE(m.ok) << m.why;
   EXPECT_EQ(m.q, 1u);
   EXPECT_EQ(m.k, 2u);
-  EXPECT_FALSE(m.kTransposed);
+  EXPECT_TRUE(m.kTransposed);
   EXPECT_EQ(m.scale, 0);
   EXPECT_TRUE(m.scaleDivides);
   EXPECT_TRUE(m.scaleBeforeMatmul);
@@ -257,6 +258,14 @@ TEST(LibraryRegion, AttentionCudnnCannotRunIsRefusedWithTheReason) {
   body[1] = op(OpId::Exp, {5}, {2, 4, 16, 16}); // not a cast, scale or mask
   EXPECT_NE(why(body, attnInputs(), DType::BF16, {2, 4, 16, 32})
                 .find("body op 1 (mc.exp) is not a cast, a scale or a mask"),
+            std::string::npos);
+  // k stored [.., d, s]: cuDNN reads k with its head dim contiguous.
+  std::vector<ConstTensor> kt = attnInputs();
+  kt[1] = in({2, 4, 32, 16}, DType::BF16);
+  body = attnBody();
+  body[0].attrs = {};
+  EXPECT_NE(why(body, kt, DType::BF16, {2, 4, 16, 32})
+                .find("k is read as [.., d, s]"),
             std::string::npos);
   body = attnBody();
   body[7].attrs = {OpAttr::boolean("transpose_b", true)};

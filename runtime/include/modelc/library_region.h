@@ -62,7 +62,9 @@ LibraryRegion matchLibraryRegion(const std::vector<RegionOp>& body,
 /// constant mc-fuse passes), and nothing else in the body; and within
 /// what cuDNN's fused attention takes (its documented limits): q, k, v and
 /// the output of one dtype, f16 or bf16, rank 3 ([heads, s, d]) or 4
-/// ([b, heads, s, d]), the head dim d and v's dv equal, a multiple of 8,
+/// ([b, heads, s, d]), k read with transpose_b (its head dim contiguous,
+/// as cuDNN's engines read it; cuDNN 9.19's heuristic crashes for Hopper
+/// on a k stored [.., d, s]), the head dim d and v's dv equal, a multiple of 8,
 /// at most 128 (the A100's limit), the mask f32, f16 or bf16. The scale's
 /// value is the caller's: the cuda target keeps such a region only when s
 /// is a constant, and the device reads it once at bind.

@@ -152,6 +152,15 @@ public:
     const OpAttr* a = find(name);
     return a ? a->ints : std::vector<int64_t>();
   }
+  /// Replaces the attribute of A's name, or adds A.
+  void set(OpAttr a) {
+    for (OpAttr& x : attrs_)
+      if (x.name == a.name) {
+        x = std::move(a);
+        return;
+      }
+    attrs_.push_back(std::move(a));
+  }
   const std::vector<OpAttr>& all() const { return attrs_; }
   std::vector<OpAttr>& all() { return attrs_; }
 
