@@ -6,9 +6,12 @@
 // also run on the fake driver).
 #include "ConvCases.h"
 #include "GpuTestUtil.h"
+#include "cuda/Cudnn.h"
 #include "modelc/shapes.h"
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 
 using namespace mc;
 using namespace mc::test;
@@ -206,6 +209,68 @@ TEST_F(CudnnConv, RegionsOtherThanConvBiasReluAreRefusedNamingTheOp) {
   refuse({conv, {OpId::Relu, {}, {3}, DType::F32, out}, bcast,
           {OpId::Add, {}, {4, 5}, DType::F32, out}},
          {16}, "body op 3 is mc.add that is not the bias's add");
+}
+
+/// The JSON value of KEY in cuDNN's flat device-property JSON, as text.
+std::string jsonValue(const std::string &json, const std::string &key) {
+  size_t at = json.find("\"" + key + "\"");
+  if (at == std::string::npos)
+    return "";
+  at = json.find(':', at);
+  size_t end = json.find_first_of(",}\n", at);
+  std::string v = json.substr(at + 1, end - at - 1);
+  v.erase(0, v.find_first_not_of(" \""));
+  v.erase(v.find_last_not_of(" \"") + 1);
+  return v;
+}
+
+std::string readText(const std::string &path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// CI plans every cuDNN graph for the GPUs that
+// test/gpu/Inputs/*.cudnn-device.json describe (CudnnPlanTest). Those
+// were written from published figures; on a GPU, its own properties are
+// printed (for the log) and, for the GPU a file names, compared.
+TEST_F(CudnnConv, TheGpusPropertiesAreThoseTheCheckedInJsonDescribes) {
+  const rt::cuda::Cudnn *dnn = nullptr;
+  cudnnHandle_t handle = nullptr;
+  rt::Status st = cuda->cudnn(&dnn, &handle);
+  ASSERT_TRUE(st) << st.message();
+  rt::cuda::DeviceProperties props;
+  st = rt::cuda::DeviceProperties::fromHandle(*dnn, handle, &props);
+  ASSERT_TRUE(st) << st.message();
+  std::string json;
+  st = props.json(&json);
+  ASSERT_TRUE(st) << st.message();
+  std::printf("cuDNN's device properties of this GPU:\n%s\n", json.c_str());
+  std::string name = jsonValue(json, "deviceName");
+  for (const char *file : {"a100", "h100"}) {
+    // The source tree's, else the one under the working directory (the
+    // GPU machine runs from a copy of the repository's root).
+    std::string path =
+        std::string(MODELC_TEST_GPU_INPUTS) + "/" + file + ".cudnn-device.json";
+    std::string mine = readText(path);
+    if (mine.empty()) {
+      path = std::string("test/gpu/Inputs/") + file + ".cudnn-device.json";
+      mine = readText(path);
+    }
+    if (mine.empty() || jsonValue(mine, "deviceName") != name)
+      continue;
+    for (const char *key :
+         {"deviceVer", "multiProcessorCount", "maxSharedMemoryPerBlockOptin",
+          "maxSharedMemoryPerBlock", "reservedSharedMemoryPerBlock",
+          "l2CacheSize", "maxThreadsPerSM", "maxRegistersPerSM",
+          "maxCtasPerSM"})
+      EXPECT_EQ(jsonValue(json, key), jsonValue(mine, key))
+          << key << " of " << name << " differs from " << path
+          << ": replace the file with the JSON printed above";
+    return;
+  }
+  std::printf("(no checked-in file describes '%s')\n", name.c_str());
 }
 
 } // namespace

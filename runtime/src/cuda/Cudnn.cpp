@@ -786,6 +786,44 @@ Status DeviceProperties::fromJson(const Cudnn& dnn, const std::string& json,
   return Status::ok();
 }
 
+Status DeviceProperties::fromHandle(const Cudnn& dnn, cudnnHandle_t handle,
+                                    DeviceProperties* out) {
+  if (dnn.version < 90800)
+    return Status::error("cuDNN " + std::to_string(dnn.version) +
+                         " has no device properties (9.8 and up)");
+  out->dnn_ = &dnn;
+  cudnnStatus_t s =
+      dnn.createDescriptor(CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR, &out->d_);
+  if (s == CUDNN_STATUS_SUCCESS)
+    s = dnn.setAttribute(out->d_, CUDNN_ATTR_DEVICEPROP_HANDLE,
+                         CUDNN_TYPE_HANDLE, 1, &handle);
+  if (s == CUDNN_STATUS_SUCCESS)
+    s = dnn.finalize(out->d_);
+  if (s != CUDNN_STATUS_SUCCESS)
+    return Status::error("cuDNN device properties of the device: " +
+                         statusText(dnn, s));
+  return Status::ok();
+}
+
+Status DeviceProperties::json(std::string* out) const {
+  int64_t n = 0;
+  cudnnStatus_t s = dnn_->getAttribute(
+      d_, CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, 0, &n,
+      nullptr);
+  if (s == CUDNN_STATUS_SUCCESS) {
+    out->assign(size_t(n), '\0');
+    s = dnn_->getAttribute(d_, CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION,
+                           CUDNN_TYPE_CHAR, n, &n, out->data());
+    out->resize(size_t(n));
+    while (!out->empty() && out->back() == '\0')
+      out->pop_back();
+  }
+  if (s != CUDNN_STATUS_SUCCESS)
+    return Status::error("cuDNN device properties as JSON: " +
+                         statusText(*dnn_, s));
+  return Status::ok();
+}
+
 Status planConv(const Cudnn& dnn, PlanTarget target, const ConvProblem& p,
                 PlanInfo* info) {
   GraphBuilder g(dnn, target, "conv2d " + describe(p));

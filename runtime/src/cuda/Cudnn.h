@@ -100,6 +100,11 @@ public:
   ~DeviceProperties();
   static Status fromJson(const Cudnn& dnn, const std::string& json,
                          DeviceProperties* out);
+  /// The properties of the GPU behind a handle (needs the device).
+  static Status fromHandle(const Cudnn& dnn, cudnnHandle_t handle,
+                           DeviceProperties* out);
+  /// cuDNN's JSON description (what fromJson reads).
+  Status json(std::string* out) const;
   cudnnBackendDescriptor_t get() const { return d_; }
 
 private:
