@@ -767,8 +767,11 @@ DeviceProperties::~DeviceProperties() {
     dnn_->destroyDescriptor(d_);
 }
 
-Status DeviceProperties::fromJson(const Cudnn& dnn, const std::string& json,
-                                  DeviceProperties* out) {
+Status DeviceProperties::make(const Cudnn& dnn,
+                              cudnnBackendAttributeName_t attr,
+                              cudnnBackendAttributeType_t type, int64_t count,
+                              const void* value, const char* from,
+                              DeviceProperties* out) {
   if (dnn.version < 90800)
     return Status::error("cuDNN " + std::to_string(dnn.version) +
                          " has no device properties (9.8 and up)");
@@ -776,33 +779,25 @@ Status DeviceProperties::fromJson(const Cudnn& dnn, const std::string& json,
   cudnnStatus_t s =
       dnn.createDescriptor(CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR, &out->d_);
   if (s == CUDNN_STATUS_SUCCESS)
-    s = dnn.setAttribute(out->d_, CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION,
-                         CUDNN_TYPE_CHAR, int64_t(json.size()), json.data());
+    s = dnn.setAttribute(out->d_, attr, type, count, value);
   if (s == CUDNN_STATUS_SUCCESS)
     s = dnn.finalize(out->d_);
   if (s != CUDNN_STATUS_SUCCESS)
-    return Status::error("cuDNN device properties from JSON: " +
-                         statusText(dnn, s));
+    return Status::error(std::string("cuDNN device properties ") + from +
+                         ": " + statusText(dnn, s));
   return Status::ok();
+}
+
+Status DeviceProperties::fromJson(const Cudnn& dnn, const std::string& json,
+                                  DeviceProperties* out) {
+  return make(dnn, CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION, CUDNN_TYPE_CHAR,
+              int64_t(json.size()), json.data(), "from JSON", out);
 }
 
 Status DeviceProperties::fromHandle(const Cudnn& dnn, cudnnHandle_t handle,
                                     DeviceProperties* out) {
-  if (dnn.version < 90800)
-    return Status::error("cuDNN " + std::to_string(dnn.version) +
-                         " has no device properties (9.8 and up)");
-  out->dnn_ = &dnn;
-  cudnnStatus_t s =
-      dnn.createDescriptor(CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR, &out->d_);
-  if (s == CUDNN_STATUS_SUCCESS)
-    s = dnn.setAttribute(out->d_, CUDNN_ATTR_DEVICEPROP_HANDLE,
-                         CUDNN_TYPE_HANDLE, 1, &handle);
-  if (s == CUDNN_STATUS_SUCCESS)
-    s = dnn.finalize(out->d_);
-  if (s != CUDNN_STATUS_SUCCESS)
-    return Status::error("cuDNN device properties of the device: " +
-                         statusText(dnn, s));
-  return Status::ok();
+  return make(dnn, CUDNN_ATTR_DEVICEPROP_HANDLE, CUDNN_TYPE_HANDLE, 1,
+              &handle, "of the device", out);
 }
 
 Status DeviceProperties::json(std::string* out) const {

@@ -108,6 +108,10 @@ public:
   cudnnBackendDescriptor_t get() const { return d_; }
 
 private:
+  static Status make(const Cudnn& dnn, cudnnBackendAttributeName_t attr,
+                     cudnnBackendAttributeType_t type, int64_t count,
+                     const void* value, const char* from,
+                     DeviceProperties* out);
   const Cudnn* dnn_ = nullptr;
   cudnnBackendDescriptor_t d_ = nullptr;
 };
