@@ -178,10 +178,19 @@ LogicalResult setArchitectures(llvm::StringRef list, std::string* error) {
   for (StringRef p : parts) {
     p = p.trim();
     unsigned v = 0;
-    if (!p.consume_front("sm_") || p.getAsInteger(10, v) || v < 70 ||
+    StringRef name = p;
+    if (!p.consume_front("sm_") || p.getAsInteger(10, v) || v < 50 ||
         v > 200) {
       *error = "unknown CUDA architecture '" + parts.front().str() +
                "' in '" + list.str() + "' (expected sm_NN, e.g. sm_80,sm_90)";
+      return failure();
+    }
+    // The PTX is generated for sm_80 (bf16, cp.async): older GPUs cannot
+    // run it, and ptxas refuses it for them.
+    if (v < 80) {
+      *error = "CUDA architecture '" + name.str() +
+               "' is older than the oldest the cuda target generates for "
+               "(sm_80, the A100)";
       return failure();
     }
     archs.push_back("sm_" + std::to_string(v));
@@ -275,15 +284,18 @@ std::string attentionMisfit(const Plan& plan, const PlanStep& step) {
   return "";
 }
 
-/// Replaces region step I by one step per body op, as the CPU lowering
-/// would have made them with fusion off: each value but the last gets a
-/// buffer of its own, and a rank-0 input (a splat constant) read by an
-/// elementwise op is broadcast to the op's shape first.
+/// Replaces region step I by the steps of its ops: a run of consecutive
+/// elementwise ops of one shape whose values are read only inside the run
+/// (a scale's broadcast and its multiply; a cast, a mask's broadcast and
+/// the add), or one elementwise op reading a rank-0 input (a splat),
+/// becomes one elementwise region, as mc-fuse would have made it; any
+/// other op a step of its own. Each value but the last gets a buffer.
 void expandRegion(Plan& plan, size_t i) {
   PlanStep region = std::move(plan.steps[i]);
   plan.steps.erase(plan.steps.begin() + i);
-  const size_t n = region.inputs.size();
+  const size_t n = region.inputs.size(), count = region.body.size();
   std::vector<uint32_t> buffer(region.inputs);
+  buffer.resize(n + count, UINT32_MAX);
   std::vector<PlanStep> steps;
   const std::string base = plan.buffers[region.outputs[0]].name;
   auto newBuffer = [&](const std::string& name, rt::DType dtype,
@@ -297,7 +309,83 @@ void expandRegion(Plan& plan, size_t i) {
     plan.buffers.push_back(std::move(b));
     return uint32_t(plan.buffers.size() - 1);
   };
-  for (size_t k = 0; k < region.body.size(); ++k) {
+  // The last body op reading each value (values read by nothing: none).
+  std::vector<size_t> lastUse(n + count, 0);
+  std::vector<bool> used(n + count, false);
+  for (size_t k = 0; k < count; ++k)
+    for (uint32_t v : region.body[k].operands) {
+      lastUse[v] = k;
+      used[v] = true;
+    }
+  auto elementwise = [&](const PlanRegionOp& op) {
+    return rt::opInfo(op.op).fusible && op.op != rt::OpId::Reshape;
+  };
+  auto resultBuffer = [&](size_t k) {
+    const PlanRegionOp& op = region.body[k];
+    uint32_t b = k + 1 == count ? region.outputs[0]
+                                : newBuffer(base + ".v" + std::to_string(k),
+                                            op.dtype, op.shape, op.batchScale);
+    buffer[n + k] = b;
+    return b;
+  };
+  for (size_t k = 0; k < count;) {
+    // The run of elementwise ops from k: each value but the run's last
+    // read only inside the run.
+    size_t end = k;
+    while (end < count && elementwise(region.body[end]) &&
+           region.body[end].shape == region.body[k].shape)
+      ++end;
+    while (end > k + 1) {
+      bool contained = true;
+      for (size_t j = k; j + 1 < end; ++j)
+        contained &= used[n + j] && lastUse[n + j] < end;
+      if (contained)
+        break;
+      --end;
+    }
+    // One elementwise op that reads a rank-0 input (a splat constant):
+    // a region of one op, which reads it as its splat.
+    bool readsSplat = false;
+    if (end == k + 1 && region.body[k].op != rt::OpId::BroadcastInDim)
+      for (uint32_t v : region.body[k].operands)
+        readsSplat |= v < n && plan.buffers[buffer[v]].shape.empty() &&
+                      !region.body[k].shape.empty();
+    if (end > k + 1 || readsSplat) {
+      PlanStep fused;
+      fused.op = rt::OpId::Fused;
+      std::vector<uint32_t> local(n + count, UINT32_MAX);
+      for (size_t j = k; j < end; ++j) {
+        PlanRegionOp op = region.body[j];
+        for (uint32_t& v : op.operands) {
+          if (v < n + k) { // from outside the run: an input of the region
+            if (local[v] == UINT32_MAX) {
+              local[v] = uint32_t(fused.inputs.size());
+              fused.inputs.push_back(buffer[v]);
+            }
+            v = local[v];
+          } else {
+            v = local[v];
+          }
+        }
+        fused.body.push_back(std::move(op));
+        local[n + j] = UINT32_MAX; // numbered once the inputs are known
+      }
+      // Body values follow the run's inputs.
+      uint32_t m = uint32_t(fused.inputs.size());
+      for (size_t j = k; j < end; ++j)
+        local[n + j] = m + uint32_t(j - k);
+      for (size_t j = k; j < end; ++j)
+        for (size_t o = 0; o < region.body[j].operands.size(); ++o) {
+          uint32_t v = region.body[j].operands[o];
+          if (v >= n + k)
+            fused.body[j - k].operands[o] = local[v];
+        }
+      fused.location = region.body[end - 1].location;
+      fused.outputs = {resultBuffer(end - 1)};
+      steps.push_back(std::move(fused));
+      k = end;
+      continue;
+    }
     PlanRegionOp& op = region.body[k];
     PlanStep step;
     step.op = op.op;
@@ -305,31 +393,14 @@ void expandRegion(Plan& plan, size_t i) {
     step.location = op.location;
     step.precision = op.precision;
     step.precisionReason = op.precisionReason;
-    for (uint32_t v : op.operands) {
-      uint32_t b = buffer[v];
-      if (v < n && plan.buffers[b].shape.empty() && !op.shape.empty() &&
-          op.op != rt::OpId::BroadcastInDim && rt::opInfo(op.op).fusible) {
-        PlanStep bcast;
-        bcast.op = rt::OpId::BroadcastInDim;
-        bcast.attrs = {rt::OpAttr::list("dims", {})};
-        bcast.location = op.location;
-        bcast.inputs = {b};
-        b = newBuffer(base + ".splat" + std::to_string(k),
-                      plan.buffers[b].dtype, op.shape, op.batchScale);
-        bcast.outputs = {b};
-        steps.push_back(std::move(bcast));
-      }
-      step.inputs.push_back(b);
-    }
-    uint32_t out = k + 1 == region.body.size()
-                       ? region.outputs[0]
-                       : newBuffer(base + ".v" + std::to_string(k), op.dtype,
-                                   op.shape, op.batchScale);
-    buffer.push_back(out);
-    step.outputs = {out};
+    for (uint32_t v : op.operands)
+      step.inputs.push_back(buffer[v]);
+    step.outputs = {resultBuffer(k)};
     steps.push_back(std::move(step));
+    ++k;
   }
-  plan.steps.insert(plan.steps.begin() + i, std::make_move_iterator(steps.begin()),
+  plan.steps.insert(plan.steps.begin() + i,
+                    std::make_move_iterator(steps.begin()),
                     std::make_move_iterator(steps.end()));
 }
 
@@ -354,6 +425,13 @@ bool readKWithItsHeadDimContiguous(Plan& plan, size_t i) {
       mm->operands[1] >= trial.inputs.size())
     return false;
   uint32_t kIn = mm->operands[1], kBuf = trial.inputs[kIn];
+  // k read by nothing else in the region (its shape is about to change).
+  int reads = 0;
+  for (const PlanRegionOp& op : trial.body)
+    for (uint32_t v : op.operands)
+      reads += v == kIn;
+  if (reads != 1)
+    return false;
   std::vector<int64_t> kShape = plan.buffers[kBuf].shape;
   size_t rank = kShape.size();
   if (rank < 2 || !plan.buffers[kBuf].batchScale.empty())

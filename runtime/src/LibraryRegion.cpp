@@ -227,8 +227,20 @@ AttentionRegion matchAttentionRegion(const std::vector<RegionOp>& body,
   if (pv.operands[1] >= n)
     return fail("v is not one of the step's inputs");
   r.v = pv.operands[1];
+  // A cast between f32, f16 and bf16 (mc-amp's); a cast to an integer or
+  // bool changes what is computed, which cuDNN would not do.
+  auto floatCast = [&](uint32_t v) {
+    if (!isOp(v) || opOf(v).op != OpId::Cast || opOf(v).operands.size() != 1)
+      return false;
+    uint32_t from = opOf(v).operands[0];
+    DType in = from < n ? inputs[from].dtype : opOf(from).dtype;
+    auto isFloat = [](DType t) {
+      return t == DType::F32 || t == DType::F16 || t == DType::BF16;
+    };
+    return isFloat(in) && isFloat(opOf(v).dtype);
+  };
   uint32_t cur = pv.operands[0];
-  if (isOp(cur) && opOf(cur).op == OpId::Cast) {
+  if (floatCast(cur)) {
     visit(cur);
     cur = opOf(cur).operands.at(0);
   }
@@ -239,7 +251,6 @@ AttentionRegion matchAttentionRegion(const std::vector<RegionOp>& body,
   if (sm.shape.size() < 2 ||
       sm.attrs.getInt("axis", -1) != int64_t(sm.shape.size()) - 1)
     return fail("the softmax is not over the last dim");
-  r.scoresDtype = sm.dtype;
   const Shape scores = sm.shape;
   cur = sm.operands.at(0);
 
@@ -247,7 +258,7 @@ AttentionRegion matchAttentionRegion(const std::vector<RegionOp>& body,
   while (isOp(cur) && opOf(cur).op != OpId::Matmul) {
     const RegionOp& op = opOf(cur);
     visit(cur);
-    if (op.op == OpId::Cast) {
+    if (floatCast(cur)) {
       cur = op.operands.at(0);
       continue;
     }
@@ -267,6 +278,11 @@ AttentionRegion matchAttentionRegion(const std::vector<RegionOp>& body,
     if (op.op == OpId::Add) {
       if (r.mask >= 0)
         return fail(opText(cur) + " is a second mask");
+      // Walking back, a scale already taken comes after the mask in the
+      // region: (q k + m) * s, which is not cuDNN's s * (q k) + m.
+      if (r.scale >= 0)
+        return fail(opText(cur) + " adds the mask before the scale; cuDNN "
+                                  "scales the scores, then adds the mask");
       // The mask is the side that is an input or a broadcast of one.
       auto maskOf = [&](uint32_t m) -> bool {
         if (m < n && inputs[m].shape == op.shape) {
@@ -299,7 +315,9 @@ AttentionRegion matchAttentionRegion(const std::vector<RegionOp>& body,
                 "region");
   const RegionOp& qk = opOf(cur);
   visit(cur);
-  if (qk.operands.size() != 2 || qk.attrs.getBool("transpose_a"))
+  if (qk.operands.size() != 2)
+    return fail("the scores' matmul does not have two operands");
+  if (qk.attrs.getBool("transpose_a"))
     return fail("the scores' matmul transposes q");
   if (qk.operands[1] >= n)
     return fail("k is not one of the step's inputs");
@@ -374,9 +392,10 @@ AttentionRegion matchAttentionRegion(const std::vector<RegionOp>& body,
     if (q.shape[i] != outputShape[i] || k.shape[i] != outputShape[i] ||
         v.shape[i] != outputShape[i])
       return fail("q, k and v do not share the output's leading dims");
-  if (r.mask >= 0 && r.maskDtype != DType::F32 &&
-      r.maskDtype != DType::F16 && r.maskDtype != DType::BF16)
-    return fail(std::string("the mask is added in ") + dtypeName(r.maskDtype));
+  if (r.mask >= 0 && r.maskDtype != DType::F32 && r.maskDtype != outputDtype)
+    return fail(std::string("the mask is added in ") +
+                dtypeName(r.maskDtype) + " (cuDNN's bias: f32 or " +
+                dtypeName(outputDtype) + ")");
   if (r.mask >= 0 && inputs[size_t(r.mask)].dtype != r.maskDtype)
     return fail("the mask input is " +
                 std::string(dtypeName(inputs[size_t(r.mask)].dtype)) +

@@ -164,7 +164,6 @@ TEST(LibraryRegion, ConvChannelBiasReluIsOneCudnnGraph) {
                    "[3], not one bias of [8] along dim 1");
 }
 
-} // namespace
 // --- attention (rt::matchAttentionRegion) ---
 
 /// bf16 q [2, 4, 16, 32], k [2, 4, 16, 32] (read with transpose_b), v, a
@@ -272,6 +271,34 @@ TEST(LibraryRegion, AttentionCudnnCannotRunIsRefusedWithTheReason) {
   EXPECT_NE(why(body, attnInputs(), DType::BF16, {2, 4, 16, 32})
                 .find("transposes an operand"),
             std::string::npos);
+  // The mask added before the scale: (q k + m) * s is not cuDNN's
+  // s * (q k) + m.
+  body = attnBody();
+  body[2] = op(OpId::BroadcastInDim, {3}, {2, 4, 16, 16}, DType::F32,
+               dims({2, 3}));
+  body[3] = op(OpId::Add, {6, 7}, {2, 4, 16, 16}); // + the mask
+  body[4] = op(OpId::Mul, {8, 4}, {2, 4, 16, 16}); // then * s
+  EXPECT_NE(why(body, attnInputs(), DType::BF16, {2, 4, 16, 32})
+                .find("adds the mask before the scale"),
+            std::string::npos);
+  // A cast to an integer type is not mc-amp's and changes the values.
+  body = attnBody();
+  body[1] = op(OpId::Cast, {5}, {2, 4, 16, 16}, DType::I32);
+  EXPECT_NE(why(body, attnInputs(), DType::BF16, {2, 4, 16, 32})
+                .find("body op 1 (mc.cast) is not a cast, a scale or a mask"),
+            std::string::npos);
+  // A mask in f16 under bf16 q, k, v: cuDNN's bias is f32 or the I/O type.
+  std::vector<ConstTensor> f16Mask = attnInputs();
+  f16Mask[3] = in({16, 16}, DType::F16);
+  body = attnBody();
+  for (size_t k : {3, 4})
+    body[k].dtype = DType::F16;
+  body[1].dtype = DType::F16;
+  body[2].dtype = DType::F16;
+  body[5].dtype = DType::F16;
+  EXPECT_NE(why(body, f16Mask, DType::BF16, {2, 4, 16, 32})
+                .find("the mask is added in f16"),
+            std::string::npos);
   // A second scale, on q before the matmul.
   std::vector<ConstTensor> inputs = attnInputs();
   body = attnBody();
@@ -287,4 +314,5 @@ TEST(LibraryRegion, AttentionCudnnCannotRunIsRefusedWithTheReason) {
             std::string::npos);
 }
 
+} // namespace
 } // namespace mc::rt

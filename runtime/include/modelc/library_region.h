@@ -54,9 +54,11 @@ LibraryRegion matchLibraryRegion(const std::vector<RegionOp>& body,
 ///   [q' = mul(q, s) | mul(s, q) | div(q, s)]        q scaled first
 ///   S = matmul(q or q', k)     k [.., d, skv], or [.., skv, d] with
 ///                              transpose_b; no transpose_a
-///   then, in any order: casts, at most one scale (mul by s either side,
-///   or div by s; one scale in all), at most one mask add (either side)
-///   of broadcast_in_dim(in m) or of an input of the scores' shape
+///   then casts (between f32, f16 and bf16), at most one scale (mul by s
+///   either side, or div by s; one scale in all) and then at most one
+///   mask add (either side) of broadcast_in_dim(in m) or of an input of
+///   the scores' shape (a mask added before the scale is refused: cuDNN
+///   scales, then adds)
 ///   P = softmax(S', last dim), [cast], O = matmul(P, v)   v [.., skv, dv]
 /// with q, k, v, m and s the step's inputs, s of rank 0 (the splat
 /// constant mc-fuse passes), and nothing else in the body; and within
@@ -65,7 +67,7 @@ LibraryRegion matchLibraryRegion(const std::vector<RegionOp>& body,
 /// ([b, heads, s, d]), k read with transpose_b (its head dim contiguous,
 /// as cuDNN's engines read it; cuDNN 9.19's heuristic crashes for Hopper
 /// on a k stored [.., d, s]), the head dim d and v's dv equal, a multiple of 8,
-/// at most 128 (the A100's limit), the mask f32, f16 or bf16. The scale's
+/// at most 128 (the A100's limit), the mask f32 or the I/O dtype. The scale's
 /// value is the caller's: the cuda target keeps such a region only when s
 /// is a constant, and the device reads it once at bind.
 struct AttentionRegion {
@@ -80,7 +82,6 @@ struct AttentionRegion {
   std::vector<int64_t> maskDims;   // its broadcast_in_dim dims, or empty
   bool maskBroadcast = false;      // read through a broadcast_in_dim
   DType maskDtype = DType::F32;    // the add's dtype
-  DType scoresDtype = DType::F32;  // the softmax's
 };
 
 AttentionRegion matchAttentionRegion(const std::vector<RegionOp>& body,
