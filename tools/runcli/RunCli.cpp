@@ -239,10 +239,14 @@ int inspect(const std::string &tool, const std::string &path,
       for (const fb::TensorSig *o : *t.outputs())
         outputs.insert(o->buffer());
     unsigned long long written = 0;
-    size_t regions = 0;
+    size_t regions = 0, attention = 0;
     if (t.steps() && t.buffers())
       for (const fb::Step *s : *t.steps()) {
         regions += s->body() && s->body()->size();
+        if (s->body() && s->attrs())
+          for (const fb::Attr *a : *s->attrs())
+            attention += a->name() && a->name()->str() == "attention" &&
+                         a->i() != 0;
         if (s->outputs())
           for (uint32_t o : *s->outputs()) {
             const fb::Buffer *b = t.buffers()->Get(o);
@@ -251,15 +255,20 @@ int inspect(const std::string &tool, const std::string &path,
           }
       }
     const char *atMax = model->dynamicBatch() ? ", at the max batch" : "";
+    // Attention regions: the CPU's fused attention kernel; cuDNN's fused
+    // attention on the CUDA device (docs/cuda.md).
+    std::string attn =
+        attention ? ", " + std::to_string(attention) + " of them attention"
+                  : "";
     if (const fb::PlanStats *u = t.unfused()) {
-      std::printf("fusion:     %zu fused steps (one step per op: %llu "
+      std::printf("fusion:     %zu fused steps%s (one step per op: %llu "
                   "steps)\n",
-                  regions, (unsigned long long)u->steps());
+                  regions, attn.c_str(), (unsigned long long)u->steps());
       std::printf("written:    %llu bytes of intermediates per run (one step "
                   "per op: %llu)%s\n",
                   written, (unsigned long long)u->intermediate_bytes(), atMax);
     } else {
-      std::printf("fusion:     %zu fused steps\n", regions);
+      std::printf("fusion:     %zu fused steps%s\n", regions, attn.c_str());
       std::printf("written:    %llu bytes of intermediates per run%s\n",
                   written, atMax);
     }
