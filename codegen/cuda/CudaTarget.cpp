@@ -181,8 +181,8 @@ LogicalResult setArchitectures(llvm::StringRef list, std::string* error) {
     StringRef name = p;
     if (!p.consume_front("sm_") || p.getAsInteger(10, v) || v < 50 ||
         v > 200) {
-      *error = "unknown CUDA architecture '" + parts.front().str() +
-               "' in '" + list.str() + "' (expected sm_NN, e.g. sm_80,sm_90)";
+      *error = "unknown CUDA architecture '" + name.str() + "' in '" +
+               list.str() + "' (expected sm_NN, e.g. sm_80,sm_90)";
       return failure();
     }
     // The PTX is generated for sm_80 (bf16, cp.async): older GPUs cannot
@@ -333,7 +333,8 @@ void expandRegion(Plan& plan, size_t i) {
     // read only inside the run.
     size_t end = k;
     while (end < count && elementwise(region.body[end]) &&
-           region.body[end].shape == region.body[k].shape)
+           region.body[end].shape == region.body[k].shape &&
+           region.body[end].batchScale == region.body[k].batchScale)
       ++end;
     while (end > k + 1) {
       bool contained = true;
@@ -418,7 +419,8 @@ PlanRegionOp* scoresMatmul(PlanStep& step) {
 /// transpose step that made it (used by nothing else) permutes the other
 /// way, or a new transpose step makes it. Returns false, changing
 /// nothing, when the region would not fit cuDNN even so.
-bool readKWithItsHeadDimContiguous(Plan& plan, size_t i) {
+bool readKWithItsHeadDimContiguous(Plan& plan, size_t* at) {
+  size_t i = *at;
   PlanStep trial = plan.steps[i];
   PlanRegionOp* mm = scoresMatmul(trial);
   if (!mm || mm->attrs.getBool("transpose_b") || mm->operands.size() != 2 ||
@@ -492,6 +494,21 @@ bool readKWithItsHeadDimContiguous(Plan& plan, size_t i) {
     for (uint32_t b : chain)
       std::swap(plan.buffers[b].shape[rank - 1],
                 plan.buffers[b].shape[rank - 2]);
+    // A transpose that only swapped the last two dims (q k.transpose(-2,
+    // -1)) is now the identity: a view of its input, no copy.
+    bool identity = true;
+    for (size_t d = 0; d < perm.size(); ++d)
+      identity &= perm[d] == int64_t(d);
+    uint32_t from = t.inputs[0], to = t.outputs[0];
+    int64_t root = plan.buffers[from].aliasOf >= 0 ? plan.buffers[from].aliasOf
+                                                   : int64_t(from);
+    if (identity && plan.buffers[size_t(root)].kind == fb::BufferKind::Arena &&
+        plan.buffers[from].dtype == plan.buffers[to].dtype) {
+      plan.buffers[to].aliasOf = root;
+      plan.steps.erase(plan.steps.begin() + producer);
+      if (size_t(producer) < i)
+        --i;
+    }
   } else {
     PlanBuffer kt = plan.buffers[kBuf];
     kt.name += ".t";
@@ -514,6 +531,7 @@ bool readKWithItsHeadDimContiguous(Plan& plan, size_t i) {
     plan.steps.insert(plan.steps.begin() + i, std::move(t));
     ++i;
   }
+  *at = i;
   PlanStep& kept = plan.steps[i];
   scoresMatmul(kept)->attrs.set(rt::OpAttr::boolean("transpose_b", true));
   return true;
@@ -529,11 +547,8 @@ void placeAttentionRegions(Plan& plan) {
       continue;
     if (attentionMisfit(plan, step).empty())
       continue;
-    size_t before = plan.steps.size();
-    if (readKWithItsHeadDimContiguous(plan, i)) {
-      i += plan.steps.size() - before; // past an inserted transpose
-      continue;
-    }
+    if (readKWithItsHeadDimContiguous(plan, &i))
+      continue; // i: the region, past a transpose inserted before it
     expandRegion(plan, i); // step i is now the region's first op
   }
 }

@@ -262,6 +262,10 @@ AttentionRegion matchAttentionRegion(const std::vector<RegionOp>& body,
       cur = op.operands.at(0);
       continue;
     }
+    if (op.op == OpId::Cast)
+      return fail(opText(cur) + " casts to " + dtypeName(op.dtype) +
+                  " (only casts between f32, f16 and bf16 keep the values "
+                  "cuDNN computes)");
     if (op.operands.size() != 2)
       return fail(opText(cur) + " is not a cast, a scale or a mask");
     uint32_t a = op.operands[0], b = op.operands[1];
