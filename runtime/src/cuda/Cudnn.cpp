@@ -1,5 +1,7 @@
-// cuDNN loaded at run time, and NCHW convolutions (with a channel bias and
-// relu fused) through its graph API's backend descriptors (see Cudnn.h).
+// cuDNN loaded at run time, and its graphs: NCHW convolutions (with a
+// channel bias and relu fused) and fused attention, through the graph
+// API's backend descriptors, planned on a device or for device
+// properties (see Cudnn.h).
 #include "Cudnn.h"
 
 #include "CudaDevice.h"
@@ -12,8 +14,9 @@
 #include <mutex>
 
 // The handle attributes of the operation graph and the plan are marked
-// deprecated in cuDNN 9 (a device property may stand in for them), but a
-// handle is what this device has; they work through 9.x.
+// deprecated in cuDNN 9 (a device property may stand in for them, which
+// is how plans are made with no GPU), but a handle is what a device has;
+// they work through 9.x.
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
 namespace mc::rt::cuda {

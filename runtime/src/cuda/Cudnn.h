@@ -1,8 +1,10 @@
-// cuDNN 9, loaded at run time (dlopen "libcudnn.so.9"), and the NCHW
-// convolution the CUDA device's Conv2d and Fused kernels bind through its
-// graph API (the backend descriptors of cudnn_graph.h, called through
-// dlsym: docs/decisions.md says why not cudnn-frontend). Internal to the
-// runtime.
+// cuDNN 9, loaded at run time (dlopen "libcudnn.so.9"), and the graphs
+// the CUDA device binds through its graph API (the backend descriptors of
+// cudnn_graph.h, called through dlsym: docs/decisions.md says why not
+// cudnn-frontend): the NCHW convolution of Conv2d and conv Fused steps,
+// and the fused attention of attention regions. Each can also be planned
+// with no GPU, for one described by device properties (CudnnPlanTest).
+// Internal to the runtime.
 #ifndef MODELC_RUNTIME_CUDA_CUDNN_H
 #define MODELC_RUNTIME_CUDA_CUDNN_H
 
