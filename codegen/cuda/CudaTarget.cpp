@@ -540,15 +540,29 @@ bool readKWithItsHeadDimContiguous(Plan& plan, size_t* at) {
 /// Attention regions: kept where the device runs them as cuDNN's fused
 /// attention (k made head-dim contiguous first when needed), expanded
 /// into their ops (cuBLASLt matmuls, generated kernels) elsewhere.
-void placeAttentionRegions(Plan& plan) {
+void placeAttentionRegions(Plan& plan, bool verbose) {
+  auto say = [&](const PlanStep& step, const std::string& how) {
+    if (verbose)
+      llvm::errs() << "modelc: cuda: the attention region at "
+                   << (step.location.empty() ? "?" : step.location) << " "
+                   << how << "\n";
+  };
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const PlanStep& step = plan.steps[i];
     if (step.op != rt::OpId::Fused || !step.attrs.getBool("attention"))
       continue;
-    if (attentionMisfit(plan, step).empty())
+    std::string why = attentionMisfit(plan, step);
+    if (why.empty()) {
+      say(step, "runs as cuDNN's fused attention");
       continue;
-    if (readKWithItsHeadDimContiguous(plan, &i))
-      continue; // i: the region, past a transpose inserted before it
+    }
+    if (readKWithItsHeadDimContiguous(plan, &i)) {
+      // i: the region, past a transpose inserted before it.
+      say(plan.steps[i], "runs as cuDNN's fused attention (k read with its "
+                         "head dim contiguous)");
+      continue;
+    }
+    say(step, "runs as its ops: " + why);
     expandRegion(plan, i); // step i is now the region's first op
   }
 }
@@ -634,7 +648,7 @@ LogicalResult generate(ModuleOp module, Plan& plan, const CudaOptions& opts) {
                       b.getUnitAttr());
   b.setInsertionPointToEnd(kernels->getBody());
   auto gm = gpu::GPUModuleOp::create(b, module.getLoc(), "modelc_kernels");
-  placeAttentionRegions(plan);
+  placeAttentionRegions(plan, opts.verbose);
   splitAnchorRegions(plan);
   KernelFlavor flavor;
   std::vector<std::string> entries;

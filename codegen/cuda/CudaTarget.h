@@ -17,6 +17,9 @@ struct CudaOptions {
   /// a copy of the kernels' gpu-dialect module before lowering.
   std::string* ptx = nullptr;
   mlir::OwningOpRef<mlir::ModuleOp>* emitKernels = nullptr;
+  /// `modelc compile -v`: say, on stderr, how each attention region runs
+  /// (cuDNN's fused attention, or its ops and why).
+  bool verbose = false;
 };
 
 /// The options the registered target uses (the compile driver sets them).

@@ -57,7 +57,8 @@ commands:
       --no-fuse                  one step per op: no mc-fuse regions or
                                  epilogues (batch norms still fold)
       -v, --verbose              print each stage and its time, and the
-                                 steps, intermediate bytes and arena size
+                                 steps, intermediate bytes and arena size;
+                                 for cuda, how each attention region runs
       --input-shape NAME=1x3x224x224
                                  static shape of an ONNX input (needed for
                                  dynamic dimensions; repeatable)
@@ -376,9 +377,11 @@ int compileMain(int argc, char** argv) {
   OwningOpRef<ModuleOp> kernels;
   codegen::cuda::options().ptx = emit == "ptx" ? &ptx : nullptr;
   codegen::cuda::options().emitKernels = emit == "gpu" ? &kernels : nullptr;
+  codegen::cuda::options().verbose = options.verbose;
   auto plan = codegen::buildPlan(module, options);
   codegen::cuda::options().ptx = nullptr;
   codegen::cuda::options().emitKernels = nullptr;
+  codegen::cuda::options().verbose = false;
   if (failed(plan))
     return 1;
   if (emit == "ptx")
