@@ -265,6 +265,32 @@ bool isLibraryRegion(const Plan& plan, const PlanStep& step) {
   return false;
 }
 
+/// A new arena buffer of the plan; its index.
+uint32_t addBuffer(Plan& plan, std::string name, rt::DType dtype,
+                   std::vector<int64_t> shape,
+                   std::vector<int64_t> batchScale) {
+  PlanBuffer b;
+  b.name = std::move(name);
+  b.dtype = dtype;
+  b.shape = std::move(shape);
+  b.batchScale = std::move(batchScale);
+  plan.buffers.push_back(std::move(b));
+  return uint32_t(plan.buffers.size() - 1);
+}
+
+/// A step of region op OP alone (as the CPU lowering would make it),
+/// reading INPUTS (buffers, one per operand).
+PlanStep stepOf(PlanRegionOp op, std::vector<uint32_t> inputs) {
+  PlanStep step;
+  step.op = op.op;
+  step.attrs = std::move(op.attrs);
+  step.inputs = std::move(inputs);
+  step.location = std::move(op.location);
+  step.precision = std::move(op.precision);
+  step.precisionReason = std::move(op.precisionReason);
+  return step;
+}
+
 /// Why the cuda device cannot run attention step STEP as cuDNN's fused
 /// attention (rt::matchAttentionRegion, the rule the device binds by, and
 /// this target's policy: a constant scale, which the device reads once at
@@ -298,17 +324,6 @@ void expandRegion(Plan& plan, size_t i) {
   buffer.resize(n + count, UINT32_MAX);
   std::vector<PlanStep> steps;
   const std::string base = plan.buffers[region.outputs[0]].name;
-  auto newBuffer = [&](const std::string& name, rt::DType dtype,
-                       const std::vector<int64_t>& shape,
-                       const std::vector<int64_t>& batchScale) {
-    PlanBuffer b;
-    b.name = name;
-    b.dtype = dtype;
-    b.shape = shape;
-    b.batchScale = batchScale;
-    plan.buffers.push_back(std::move(b));
-    return uint32_t(plan.buffers.size() - 1);
-  };
   // The last body op reading each value (values read by nothing: none).
   std::vector<size_t> lastUse(n + count, 0);
   std::vector<bool> used(n + count, false);
@@ -323,7 +338,7 @@ void expandRegion(Plan& plan, size_t i) {
   auto resultBuffer = [&](size_t k) {
     const PlanRegionOp& op = region.body[k];
     uint32_t b = k + 1 == count ? region.outputs[0]
-                                : newBuffer(base + ".v" + std::to_string(k),
+                                : addBuffer(plan, base + ".v" + std::to_string(k),
                                             op.dtype, op.shape, op.batchScale);
     buffer[n + k] = b;
     return b;
@@ -352,51 +367,36 @@ void expandRegion(Plan& plan, size_t i) {
         readsSplat |= v < n && plan.buffers[buffer[v]].shape.empty() &&
                       !region.body[k].shape.empty();
     if (end > k + 1 || readsSplat) {
+      // The run's inputs: the values from outside it, in order of first
+      // use; its body values follow them.
       PlanStep fused;
       fused.op = rt::OpId::Fused;
       std::vector<uint32_t> local(n + count, UINT32_MAX);
-      for (size_t j = k; j < end; ++j) {
-        PlanRegionOp op = region.body[j];
-        for (uint32_t& v : op.operands) {
-          if (v < n + k) { // from outside the run: an input of the region
-            if (local[v] == UINT32_MAX) {
-              local[v] = uint32_t(fused.inputs.size());
-              fused.inputs.push_back(buffer[v]);
-            }
-            v = local[v];
-          } else {
-            v = local[v];
+      for (size_t j = k; j < end; ++j)
+        for (uint32_t v : region.body[j].operands)
+          if (v < n + k && local[v] == UINT32_MAX) {
+            local[v] = uint32_t(fused.inputs.size());
+            fused.inputs.push_back(buffer[v]);
           }
-        }
-        fused.body.push_back(std::move(op));
-        local[n + j] = UINT32_MAX; // numbered once the inputs are known
+      for (size_t j = k; j < end; ++j)
+        local[n + j] = uint32_t(fused.inputs.size() + (j - k));
+      for (size_t j = k; j < end; ++j) {
+        fused.body.push_back(region.body[j]);
+        for (uint32_t& v : fused.body.back().operands)
+          v = local[v];
       }
-      // Body values follow the run's inputs.
-      uint32_t m = uint32_t(fused.inputs.size());
-      for (size_t j = k; j < end; ++j)
-        local[n + j] = m + uint32_t(j - k);
-      for (size_t j = k; j < end; ++j)
-        for (size_t o = 0; o < region.body[j].operands.size(); ++o) {
-          uint32_t v = region.body[j].operands[o];
-          if (v >= n + k)
-            fused.body[j - k].operands[o] = local[v];
-        }
       fused.location = region.body[end - 1].location;
       fused.outputs = {resultBuffer(end - 1)};
       steps.push_back(std::move(fused));
       k = end;
       continue;
     }
-    PlanRegionOp& op = region.body[k];
-    PlanStep step;
-    step.op = op.op;
-    step.attrs = std::move(op.attrs);
-    step.location = op.location;
-    step.precision = op.precision;
-    step.precisionReason = op.precisionReason;
-    for (uint32_t v : op.operands)
-      step.inputs.push_back(buffer[v]);
-    step.outputs = {resultBuffer(k)};
+    std::vector<uint32_t> inputs;
+    for (uint32_t v : region.body[k].operands)
+      inputs.push_back(buffer[v]);
+    uint32_t out = resultBuffer(k);
+    PlanStep step = stepOf(std::move(region.body[k]), std::move(inputs));
+    step.outputs = {out};
     steps.push_back(std::move(step));
     ++k;
   }
@@ -510,13 +510,8 @@ bool readKWithItsHeadDimContiguous(Plan& plan, size_t* at) {
         --i;
     }
   } else {
-    PlanBuffer kt = plan.buffers[kBuf];
-    kt.name += ".t";
-    kt.shape = swapped;
-    kt.kind = fb::BufferKind::Arena;
-    kt.aliasOf = -1;
-    kt.data = {};
-    plan.buffers.push_back(std::move(kt));
+    uint32_t kt = addBuffer(plan, plan.buffers[kBuf].name + ".t",
+                            plan.buffers[kBuf].dtype, swapped, {});
     PlanStep t;
     t.op = rt::OpId::Transpose;
     std::vector<int64_t> perm(rank);
@@ -526,7 +521,7 @@ bool readKWithItsHeadDimContiguous(Plan& plan, size_t* at) {
     t.attrs = {rt::OpAttr::list("permutation", perm)};
     t.location = region.location;
     t.inputs = {kBuf};
-    t.outputs = {uint32_t(plan.buffers.size() - 1)};
+    t.outputs = {kt};
     region.inputs[kIn] = t.outputs[0];
     plan.steps.insert(plan.steps.begin() + i, std::move(t));
     ++i;
@@ -581,36 +576,24 @@ void splitAnchorRegions(Plan& plan) {
          step.body[0].op != rt::OpId::Conv2d) ||
         isLibraryRegion(plan, step))
       continue;
-    PlanRegionOp anchorOp = step.body[0];
-    PlanBuffer result;
-    result.name = plan.buffers[step.outputs[0]].name + ".anchor";
-    result.dtype = anchorOp.dtype;
-    result.shape = anchorOp.shape;
-    result.batchScale = anchorOp.batchScale;
-    plan.buffers.push_back(std::move(result));
-    uint32_t a = uint32_t(plan.buffers.size() - 1);
-    PlanStep anchor;
-    anchor.op = anchorOp.op;
-    anchor.attrs = anchorOp.attrs;
-    for (uint32_t v : anchorOp.operands)
-      anchor.inputs.push_back(step.inputs[v]);
-    anchor.outputs = {a};
-    anchor.location = anchorOp.location;
-    anchor.precision = anchorOp.precision;
-    anchor.precisionReason = anchorOp.precisionReason;
+    PlanRegionOp anchorOp = std::move(step.body[0]);
     step.body.erase(step.body.begin());
+    uint32_t a = addBuffer(plan, plan.buffers[step.outputs[0]].name + ".anchor",
+                           anchorOp.dtype, anchorOp.shape, anchorOp.batchScale);
+    std::vector<uint32_t> anchorInputs;
+    for (uint32_t v : anchorOp.operands)
+      anchorInputs.push_back(step.inputs[v]);
+    PlanStep anchor = stepOf(std::move(anchorOp), std::move(anchorInputs));
+    anchor.outputs = {a};
     uint32_t n = uint32_t(step.inputs.size());
     if (!step.body.empty() && step.body[0].op == rt::OpId::Reshape) {
       // The anchor's reshape becomes a view of its buffer (as the CPU
       // lowering makes every reshape), and leaves the region.
-      PlanBuffer view;
-      view.name = plan.buffers[a].name + ".view";
-      view.dtype = step.body[0].dtype;
-      view.shape = step.body[0].shape;
-      view.batchScale = step.body[0].batchScale;
-      view.aliasOf = a;
-      plan.buffers.push_back(std::move(view));
-      a = uint32_t(plan.buffers.size() - 1);
+      uint32_t view = addBuffer(plan, plan.buffers[a].name + ".view",
+                                step.body[0].dtype, step.body[0].shape,
+                                step.body[0].batchScale);
+      plan.buffers[view].aliasOf = a;
+      a = view;
       step.body.erase(step.body.begin());
       for (PlanRegionOp& op : step.body)
         for (uint32_t& v : op.operands)
@@ -622,17 +605,12 @@ void splitAnchorRegions(Plan& plan) {
       // One op left (a loss's mean of a matmul): a step of its own op, as
       // the CPU lowering would make it; a region of one reduction is not
       // one the kernels take.
-      PlanRegionOp op = std::move(step.body[0]);
       std::vector<uint32_t> inputs;
-      for (uint32_t v : op.operands)
+      for (uint32_t v : step.body[0].operands)
         inputs.push_back(step.inputs[v]);
-      step.op = op.op;
-      step.attrs = std::move(op.attrs);
-      step.inputs = std::move(inputs);
-      step.location = std::move(op.location);
-      step.precision = std::move(op.precision);
-      step.precisionReason = std::move(op.precisionReason);
-      step.body.clear();
+      std::vector<uint32_t> outputs = std::move(step.outputs);
+      step = stepOf(std::move(step.body[0]), std::move(inputs));
+      step.outputs = std::move(outputs);
     }
     plan.steps.insert(plan.steps.begin() + i, std::move(anchor));
     ++i;

@@ -182,9 +182,12 @@ std::string describe(const ConvProblem& p) {
   return s;
 }
 
-/// Packed NCHW strides of a rank-4 shape.
+/// Packed (row-major) strides of a shape, in elements.
 std::vector<int64_t> packedStrides(const Shape& s) {
-  return {s[1] * s[2] * s[3], s[2] * s[3], s[3], 1};
+  std::vector<int64_t> st(s.size(), 1);
+  for (size_t i = s.size(); i-- > 1;)
+    st[i - 1] = st[i] * s[i];
+  return st;
 }
 
 /// The largest power of two up to 16 that divides the address.
@@ -224,6 +227,13 @@ public:
   /// y = the reduction of x over the dims where y has 1.
   Status reduction(cudnnReduceTensorOp_t mode, const Desc& x, const Desc& y,
                    Desc* out) const;
+  /// An operation of TYPE whose attributes LINKS name the descriptors it
+  /// reads and writes, finalized; failures name WHAT.
+  Status operation(
+      cudnnBackendDescriptorType_t type, const std::string& what,
+      const std::vector<std::pair<cudnnBackendAttributeName_t, const Desc*>>&
+          links,
+      Desc* out) const;
   /// The operation graph of `ops`, then the heuristic's engine
   /// configurations, best first (mode A, then the fallback list), and the
   /// plan of the first whose numerics fit and whose plan finalizes.
@@ -284,22 +294,28 @@ Status GraphBuilder::pointwise(cudnnPointwiseMode_t mode, const Desc& x,
   MC_DNN("pointwise precision", set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC,
                                     CUDNN_TYPE_DATA_TYPE, &prec));
   MC_DNN("finalizing the pointwise descriptor", dnn_.finalize(pw.get()));
-  MC_DNN("creating a pointwise operation",
-         out->create(dnn_, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR));
-  cudnnBackendDescriptor_t d = pw.get(), xd = x.get(), yd = y.get();
-  MC_DNN("pointwise op descriptor",
-         set(*out, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR,
-             CUDNN_TYPE_BACKEND_DESCRIPTOR, &d));
-  MC_DNN("pointwise op x", set(*out, CUDNN_ATTR_OPERATION_POINTWISE_XDESC,
-                               CUDNN_TYPE_BACKEND_DESCRIPTOR, &xd));
-  if (b) {
-    cudnnBackendDescriptor_t bd = b->get();
-    MC_DNN("pointwise op b", set(*out, CUDNN_ATTR_OPERATION_POINTWISE_BDESC,
-                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, &bd));
+  std::vector<std::pair<cudnnBackendAttributeName_t, const Desc*>> links = {
+      {CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, &pw},
+      {CUDNN_ATTR_OPERATION_POINTWISE_XDESC, &x},
+      {CUDNN_ATTR_OPERATION_POINTWISE_YDESC, &y}};
+  if (b)
+    links.push_back({CUDNN_ATTR_OPERATION_POINTWISE_BDESC, b});
+  return operation(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, "pointwise",
+                   links, out);
+}
+
+Status GraphBuilder::operation(
+    cudnnBackendDescriptorType_t type, const std::string& what,
+    const std::vector<std::pair<cudnnBackendAttributeName_t, const Desc*>>&
+        links,
+    Desc* out) const {
+  MC_DNN("creating a " + what + " operation", out->create(dnn_, type));
+  for (const auto& [name, desc] : links) {
+    cudnnBackendDescriptor_t d = desc->get();
+    MC_DNN(what + " operation attribute " + std::to_string(int(name)),
+           set(*out, name, CUDNN_TYPE_BACKEND_DESCRIPTOR, &d));
   }
-  MC_DNN("pointwise op y", set(*out, CUDNN_ATTR_OPERATION_POINTWISE_YDESC,
-                               CUDNN_TYPE_BACKEND_DESCRIPTOR, &yd));
-  MC_DNN("finalizing a pointwise operation", dnn_.finalize(out->get()));
+  MC_DNN("finalizing a " + what + " operation", dnn_.finalize(out->get()));
   return Status::ok();
 }
 
@@ -312,20 +328,12 @@ Status GraphBuilder::matmul(const Desc& a, const Desc& b, const Desc& c,
   MC_DNN("matmul compute type",
          set(mm, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, &f32));
   MC_DNN("finalizing the matmul descriptor", dnn_.finalize(mm.get()));
-  MC_DNN("creating a matmul operation",
-         out->create(dnn_, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR));
-  cudnnBackendDescriptor_t ad = a.get(), bd = b.get(), cd = c.get(),
-                           md = mm.get();
-  MC_DNN("matmul a", set(*out, CUDNN_ATTR_OPERATION_MATMUL_ADESC,
-                         CUDNN_TYPE_BACKEND_DESCRIPTOR, &ad));
-  MC_DNN("matmul b", set(*out, CUDNN_ATTR_OPERATION_MATMUL_BDESC,
-                         CUDNN_TYPE_BACKEND_DESCRIPTOR, &bd));
-  MC_DNN("matmul c", set(*out, CUDNN_ATTR_OPERATION_MATMUL_CDESC,
-                         CUDNN_TYPE_BACKEND_DESCRIPTOR, &cd));
-  MC_DNN("matmul descriptor", set(*out, CUDNN_ATTR_OPERATION_MATMUL_DESC,
-                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, &md));
-  MC_DNN("finalizing a matmul operation", dnn_.finalize(out->get()));
-  return Status::ok();
+  return operation(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, "matmul",
+                   {{CUDNN_ATTR_OPERATION_MATMUL_ADESC, &a},
+                    {CUDNN_ATTR_OPERATION_MATMUL_BDESC, &b},
+                    {CUDNN_ATTR_OPERATION_MATMUL_CDESC, &c},
+                    {CUDNN_ATTR_OPERATION_MATMUL_DESC, &mm}},
+                   out);
 }
 
 Status GraphBuilder::reduction(cudnnReduceTensorOp_t mode, const Desc& x,
@@ -339,17 +347,11 @@ Status GraphBuilder::reduction(cudnnReduceTensorOp_t mode, const Desc& x,
   MC_DNN("reduction compute type",
          set(red, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, &f32));
   MC_DNN("finalizing the reduction descriptor", dnn_.finalize(red.get()));
-  MC_DNN("creating a reduction operation",
-         out->create(dnn_, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR));
-  cudnnBackendDescriptor_t xd = x.get(), yd = y.get(), rd = red.get();
-  MC_DNN("reduction x", set(*out, CUDNN_ATTR_OPERATION_REDUCTION_XDESC,
-                            CUDNN_TYPE_BACKEND_DESCRIPTOR, &xd));
-  MC_DNN("reduction y", set(*out, CUDNN_ATTR_OPERATION_REDUCTION_YDESC,
-                            CUDNN_TYPE_BACKEND_DESCRIPTOR, &yd));
-  MC_DNN("reduction descriptor", set(*out, CUDNN_ATTR_OPERATION_REDUCTION_DESC,
-                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, &rd));
-  MC_DNN("finalizing a reduction operation", dnn_.finalize(out->get()));
-  return Status::ok();
+  return operation(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, "reduction",
+                   {{CUDNN_ATTR_OPERATION_REDUCTION_XDESC, &x},
+                    {CUDNN_ATTR_OPERATION_REDUCTION_YDESC, &y},
+                    {CUDNN_ATTR_OPERATION_REDUCTION_DESC, &red}},
+                   out);
 }
 
 // Unique ids of the variant pack's tensors; virtual ones after them.
@@ -845,13 +847,6 @@ Status planAttention(const Cudnn& dnn, PlanTarget target,
 
 namespace {
 
-std::vector<int64_t> packed(const Shape& s) {
-  std::vector<int64_t> st(s.size(), 1);
-  for (size_t i = s.size(); i-- > 1;)
-    st[i - 1] = st[i] * s[i];
-  return st;
-}
-
 /// [heads, x, y] as [1, heads, x, y]; rank 4 as it is.
 void view4d(Shape* dims, std::vector<int64_t>* strides) {
   if (dims->size() == 3) {
@@ -876,10 +871,11 @@ Status attentionProblemOf(const AttentionRegion& m,
   AttentionProblem p;
   p.dtype = output.dtype;
   Shape qd = q.shape, vd = v.shape, od = output.shape;
-  std::vector<int64_t> qs = packed(qd), vs = packed(vd), os = packed(od);
+  std::vector<int64_t> qs = packedStrides(qd), vs = packedStrides(vd),
+                       os = packedStrides(od);
   // KT [.., d, skv]: k itself, or the transposed view of k [.., skv, d].
   Shape kd = k.shape;
-  std::vector<int64_t> ks = packed(kd);
+  std::vector<int64_t> ks = packedStrides(kd);
   if (m.kTransposed) {
     std::swap(kd[rank - 1], kd[rank - 2]);
     std::swap(ks[rank - 1], ks[rank - 2]);
@@ -898,7 +894,7 @@ Status attentionProblemOf(const AttentionRegion& m,
     // The scores' shape: the output's, with skv last.
     Shape scores = output.shape;
     scores.back() = p.skv;
-    std::vector<int64_t> st(scores.size(), 0), ms = packed(mask.shape);
+    std::vector<int64_t> st(scores.size(), 0), ms = packedStrides(mask.shape);
     if (m.maskBroadcast) {
       if (m.maskDims.size() != mask.shape.size())
         return Status::error("the mask's broadcast dims do not match it");
