@@ -883,6 +883,22 @@ Status Verifier::checkFused(const fb::Step &step,
     MC_RETURN_IF_ERROR(checkStepKind(id, step, operands, {result}, bwhere));
     value.push_back(result);
   }
+  // An elementwise region computes: besides its anchor, the anchor's
+  // reshape and broadcast loads, some op (an elementwise one, or the
+  // trailing reduction). A region of loads alone is a copy, which the
+  // compiler emits as a step of its own.
+  if (!attention) {
+    bool computes = false;
+    for (flatbuffers::uoffset_t k = 0; k < body->size(); ++k) {
+      OpId id = OpId(findOpId(body->Get(k)));
+      computes |= !(k == 0 && opInfo(id).epilogueAnchor) &&
+                  id != OpId::Reshape && id != OpId::BroadcastInDim;
+    }
+    if (!computes)
+      return fail(where + ": the region computes nothing (its body is only " +
+                  "an anchor, its reshape and broadcasts; a fused region " +
+                  "needs an elementwise op or a reduction)");
+  }
   const BufInfo &last = bufs_[value.back()];
   if (last.dtype != bufs_[out[0]].dtype || last.shape != resultShape)
     return fail(where + ": the body's last op computes " +

@@ -9,6 +9,7 @@
 #include <zlib.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -63,8 +64,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             return 0;
         }
   std::unique_ptr<Session> s;
-  if (!Session::create(*model, &s))
-    std::abort(); // an accepted artifact has a kernel for every step
+  if (Status st = Session::create(*model, &s); !st) {
+    // An accepted artifact has a kernel for every step.
+    std::fprintf(stderr, "fuzz-artifact: the verifier accepted an artifact "
+                         "no session can run: %s\n",
+                 st.message().c_str());
+    std::abort();
+  }
   // A dynamic batch runs at its max (the stored shapes), then at its min:
   // both bounds the verifier checked, and a rebinding in between.
   std::vector<int64_t> batches{model->batch().max};
@@ -74,9 +80,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (size_t k = 0; k < model->inputs().size(); ++k) {
       const TensorInfo &info = model->inputs()[k];
       std::vector<uint8_t> zeros(info.byteSizeAt(batch));
-      if (!s->setInput(k, info.dtype, info.shapeAt(batch), zeros.data(),
-                       zeros.size()))
-        std::abort(); // the signature's shapes at a bound are accepted
+      if (Status st = s->setInput(k, info.dtype, info.shapeAt(batch),
+                                  zeros.data(), zeros.size());
+          !st) {
+        // The signature's shapes at a bound are accepted.
+        std::fprintf(stderr, "fuzz-artifact: input %zu at batch %lld: %s\n",
+                     k, (long long)batch, st.message().c_str());
+        std::abort();
+      }
     }
     (void)s->run(); // may fail (e.g. a gather index), never crash
   }

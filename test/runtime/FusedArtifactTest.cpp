@@ -543,6 +543,20 @@ TEST(Fused, VerifierRefusesMalformedAnchorRegions) {
   op(1).operands = {0};
   expectRefused(p, reshape + "a fused region may reshape only its anchor's "
                              "result, right after it");
+  // A region of loads alone computes nothing (a fuzz finding: the verifier
+  // took it, and no device could bind it). The anchor and its reshape:
+  const std::string nothing = "step 0 (mc.fused at fused.py:1): the region "
+                              "computes nothing (its body is only an anchor, "
+                              "its reshape and broadcasts; a fused region "
+                              "needs an elementwise op or a reduction)";
+  fresh();
+  p.steps[0].body.resize(2);
+  expectRefused(p, nothing);
+  // A broadcast of an input to the output's shape:
+  fresh();
+  p.steps[0].body = {
+      makeOp(K::BroadcastInDim, {2}, F, {2, 3, 8}, dims({2}))};
+  expectRefused(p, nothing);
 }
 
 TEST(Fused, VerifierRefusesMalformedAttentionRegions) {
