@@ -91,12 +91,30 @@ struct FoldConstantsPass : mc::impl::FoldConstantsPassBase<FoldConstantsPass> {
       return false;
     uint64_t bytes = uint64_t(type.getNumElements()) *
                      rt::dtypeSize(*mc::elementDType(type.getElementType()));
-    if (bytes > uint64_t(maxBytes))
-      return false;
     for (Value v : op->getOperands())
       if (!isConstant(v))
         return false;
-    return true;
+    return bytes <= uint64_t(maxBytes) || replacesItsOperands(op, bytes);
+  }
+
+  /// Whether folding `op` (a result of `bytes`) does not grow the file: it
+  /// alone reads each of its operands, stored constants (not broadcasts),
+  /// which are at least as large together. A weight cast to bf16 by
+  /// mc-amp is the case: its f32 constant goes, its half-size cast stays.
+  static bool replacesItsOperands(Operation* op, uint64_t bytes) {
+    uint64_t freed = 0;
+    for (Value v : op->getOperands()) {
+      Operation* def = v.getDefiningOp();
+      if (!v.hasOneUse() ||
+          !llvm::isa<mc::ConstantOp, ml_program::GlobalLoadConstOp>(def))
+        return false;
+      auto t = llvm::cast<RankedTensorType>(v.getType());
+      auto dtype = mc::elementDType(t.getElementType());
+      if (failed(dtype) || !t.hasStaticShape())
+        return false;
+      freed += uint64_t(t.getNumElements()) * rt::dtypeSize(*dtype);
+    }
+    return bytes <= freed;
   }
 
   bool isConstant(Value v) {

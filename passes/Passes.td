@@ -433,7 +433,9 @@ def FoldConstantsPass : Pass<"mc-fold-constants", "mlir::ModuleOp"> {
 
     Not folded: a `broadcast_in_dim` on its own (fusion reads the small
     tensor; folding would write the large one into the file), results over
-    `max-bytes` (16 MiB by default), dynamic shapes, and an op whose kernel
+    `max-bytes` (16 MiB by default) unless the op alone reads constants at
+    least as large (the file does not grow: mc-amp's cast of a weight to
+    bf16 replaces the f32 weight by its half-size cast), dynamic shapes, and an op whose kernel
     fails at compile time (a gather index out of range stays a run-time
     error). Parameters being trained are mutable globals, so training state
     is never folded.

@@ -19,8 +19,8 @@ void mc::buildCompilePipeline(OpPassManager& pm,
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createSymbolDCEPass());
   // 3. Inference folding: constant subgraphs computed once; a batch norm
-  //    after a conv becomes the conv's weight and bias (before AMP, so the
-  //    folded weight is cast once).
+  //    after a conv becomes the conv's weight and bias (before AMP, whose
+  //    casts of the folded weights are folded in turn).
   FoldConstantsPassOptions fold;
   fold.entry = options.entry;
   pm.addPass(createFoldConstantsPass(fold));
@@ -37,6 +37,12 @@ void mc::buildCompilePipeline(OpPassManager& pm,
     amp.entry = options.entry;
     pm.addPass(createAutoMixedPrecisionPass(amp));
     pm.addPass(createCanonicalizerPass());
+    //  The casts of constant weights it made, folded: the file holds each
+    //  weight in the precision its matmul or conv reads, so no run casts
+    //  it again. The f32 weights no op reads any more go.
+    pm.addPass(createFoldConstantsPass(fold));
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createSymbolDCEPass());
   }
   // 5. Fusion last among the rewrites: it groups the final ops (casts
   //    included) into regions, and no pass after it looks inside them.

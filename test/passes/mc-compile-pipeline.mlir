@@ -1,6 +1,7 @@
 // RUN: modelc-opt %s --mc-compile-pipeline=fuse=false | FileCheck %s
 // RUN: modelc-opt %s --mc-compile-pipeline="entry=forward fuse=false" | FileCheck %s
 // RUN: modelc-opt %s --mc-compile-pipeline | FileCheck %s --check-prefix=FUSED
+// RUN: modelc-opt %s --mc-compile-pipeline="amp=bf16 fuse=false" | FileCheck %s --check-prefix=AMP
 // RUN: not modelc-opt %s --mc-compile-pipeline=entry=missing 2>&1 | FileCheck %s --check-prefix=MISSING
 // RUN: not modelc-opt %s --mc-compile-pipeline=target=tpu 2>&1 | FileCheck %s --check-prefix=TARGET
 
@@ -15,6 +16,15 @@
 // FUSED-NEXT: mc.relu
 // FUSED-NEXT: mc.yield
 // FUSED: return %[[F]], %[[F]]
+
+// With AMP, the weight's cast to bf16 is folded: the module holds the
+// bf16 weight, and only the input is cast at run time.
+// AMP-NOT: ml_program.global
+// AMP-LABEL: func.func @forward
+// AMP-DAG: %[[W:.*]] = mc.constant dense<1.000000e+00> : tensor<3x8xbf16>
+// AMP-DAG: %[[X:.*]] = mc.cast %arg0 : tensor<4x8xf32> to tensor<4x8xbf16>
+// AMP: mc.matmul %[[X]], %[[W]] transpose_b
+// AMP-NOT: ml_program.global_load_const
 
 // MISSING: error: entry function 'missing' not found
 // TARGET: error: unknown target 'tpu'; known targets: cpu

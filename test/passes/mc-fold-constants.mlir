@@ -56,3 +56,32 @@ func.func @not_folded() -> (tensor<2x2xf32>, tensor<1x2xf32>) {
   %1 = mc.gather %w, %i, axis = 0 : (tensor<3x2xf32>, tensor<1xi64>) -> tensor<1x2xf32>
   return %0, %1 : tensor<2x2xf32>, tensor<1x2xf32>
 }
+
+// -----
+
+// Over max-bytes, an op still folds when it alone reads its constants and
+// is no larger: mc-amp's cast of a weight to bf16 (32 bytes of bf16 for 64
+// of f32). A weight something else reads too stays, and so does its cast.
+// The bf16 values are the runtime cast kernel's (round to nearest even):
+// 1.00390625 is halfway between 1.0 and 1.0078125 and rounds to 1.0.
+// SMALL-LABEL: func.func @weight_casts
+// SMALL: %[[W:.*]] = mc.constant dense<1.000000e+00> : tensor<4x4xbf16>
+// SMALL-NEXT: mc.matmul %arg0, %[[W]]
+// SMALL: %[[U:.*]] = ml_program.global_load_const @u
+// SMALL-NEXT: %[[UC:.*]] = mc.cast %[[U]] : tensor<4x4xf32> to tensor<4x4xbf16>
+// SMALL-NEXT: mc.matmul %arg0, %[[UC]]
+// SMALL: mc.add %{{.*}}, %[[U]]
+ml_program.global private @w(dense<1.00390625> : tensor<4x4xf32>) : tensor<4x4xf32>
+ml_program.global private @u(dense<2.0> : tensor<4x4xf32>) : tensor<4x4xf32>
+func.func @weight_casts(%x: tensor<4x4xbf16>) -> (tensor<4x4xbf16>, tensor<4x4xf32>) {
+  %w = ml_program.global_load_const @w : tensor<4x4xf32>
+  %wc = mc.cast %w : tensor<4x4xf32> to tensor<4x4xbf16>
+  %0 = mc.matmul %x, %wc : tensor<4x4xbf16>, tensor<4x4xbf16> -> tensor<4x4xbf16>
+  %u = ml_program.global_load_const @u : tensor<4x4xf32>
+  %uc = mc.cast %u : tensor<4x4xf32> to tensor<4x4xbf16>
+  %1 = mc.matmul %x, %uc : tensor<4x4xbf16>, tensor<4x4xbf16> -> tensor<4x4xbf16>
+  %2 = mc.cast %1 : tensor<4x4xbf16> to tensor<4x4xf32>
+  %3 = mc.add %2, %u : tensor<4x4xf32>
+  %4 = mc.add %0, %1 : tensor<4x4xbf16>
+  return %4, %3 : tensor<4x4xbf16>, tensor<4x4xf32>
+}
