@@ -60,6 +60,18 @@ std::vector<OpAttr> decodeAttrList(
 
 namespace {
 
+/// Whether a body op of `body` broadcasts value `v` (an input).
+bool readsThroughBroadcast(
+    const flatbuffers::Vector<flatbuffers::Offset<fb::RegionOp>> &body,
+    uint32_t v) {
+  for (const fb::RegionOp *r : body)
+    if (r->op() && r->op()->str() == "broadcast_in_dim" && r->operands())
+      for (uint32_t o : *r->operands())
+        if (o == v)
+          return true;
+  return false;
+}
+
 /// A region op's registry id (Copy when unknown; the caller checks).
 int findOpId(const fb::RegionOp *r) {
   OpId id = OpId::Copy;
@@ -660,10 +672,18 @@ Status Verifier::checkStep(size_t index, const fb::Step &step) {
                   "State, for elementwise kinds)");
   }
   // Elementwise kinds (the same element count in and out, element i read
-  // before element i is written): Copy to Cast, Abs to Not. Only these may
-  // write State buffers (a global store is a Copy; an optimizer update may
-  // write its parameter in place).
+  // before element i is written): Copy to Cast, Abs to Not, and (schema
+  // 2.5) an elementwise fused region. Only these may write State buffers
+  // (a global store is a Copy; an optimizer update may write its parameter
+  // in place).
   bool elementwise = opInfo(kind).fusible && kind != OpId::BroadcastInDim;
+  const auto *body = step.body();
+  bool elementwiseRegion =
+      kind == OpId::Fused && body && body->size() > 0 &&
+      isElementwiseRegion(attrs_.getBool("attention"),
+                          OpId(findOpId(body->Get(0))),
+                          OpId(findOpId(body->Get(body->size() - 1))));
+  elementwise |= elementwiseRegion;
   for (size_t i = 0; i < out.size(); ++i)
     if (bufs_[out[i]].kind == fb::BufferKind::State && !elementwise)
       return fail(where + ": output " + std::to_string(i) + " (" +
@@ -682,7 +702,8 @@ Status Verifier::checkStep(size_t index, const fb::Step &step) {
   bool inPlaceOk = elementwise && kind != OpId::Cast;
   for (uint32_t o : out) {
     const BufInfo &ob = bufs_[o];
-    for (uint32_t i : in) {
+    for (size_t k = 0; k < in.size(); ++k) {
+      uint32_t i = in[k];
       const BufInfo &ib = bufs_[i];
       // Only buffers of one region (the arena, or the state region) share
       // bytes.
@@ -691,6 +712,20 @@ Status Verifier::checkStep(size_t index, const fb::Step &step) {
       bool disjoint =
           ob.offset + ob.size <= ib.offset || ib.offset + ib.size <= ob.offset;
       bool same = ob.offset == ib.offset && ob.size == ib.size;
+      // A region in place: the input read element for element, as the
+      // output's type and shape, never through a broadcast (which may
+      // read element j for element i).
+      if (!disjoint && same && elementwiseRegion &&
+          (ib.dtype != ob.dtype || ib.shape != ob.shape ||
+           readsThroughBroadcast(*body, uint32_t(k))))
+        return fail(where + ": output " + bufDesc(o) + " is input " +
+                    std::to_string(k) + " " + bufDesc(i) +
+                    ", which the region reads " +
+                    (ib.dtype != ob.dtype || ib.shape != ob.shape
+                         ? "as another type or shape"
+                         : "through a broadcast") +
+                    "; a region runs in place only on an input it reads "
+                    "element for element");
       if (!disjoint && !(same && inPlaceOk))
         return fail(where + ": output " + bufDesc(o) + " overlaps input " +
                     bufDesc(i) + " in the " +

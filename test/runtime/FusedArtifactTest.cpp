@@ -771,6 +771,68 @@ TEST(Fused, ManyTilesPerThreadEqualsUnfused) {
   expectFusedEqualsUnfused(tiledPlan(rows, 997));
 }
 
+/// An optimizer-like update in place (schema 2.5): state w f32[2, 3] =
+/// w - g * lr, lr a rank-0 input, written by the region into w itself;
+/// then a copy of w to the output. Values: w 0, g 1, lr 2, then mul 3,
+/// sub 4. Buffers: g 0, lr 1, w 2, out 3.
+Plan inPlacePlan() {
+  Builder b;
+  uint32_t g = b.input("g", {2, 3}), lr = b.input("lr", {});
+  uint32_t w = b.buf("w", F, {2, 3}, {}, fb::BufferKind::State);
+  b.p.buffers[w].data = floatBytes(randomFloats(6, 11));
+  uint32_t out = b.output("out", {2, 3});
+  PlanStep &f = b.fused({w, g, lr}, w);
+  uint32_t m = bodyOp(f, K::Mul, {1, 2}, F, {2, 3});
+  bodyOp(f, K::Sub, {0, m}, F, {2, 3});
+  addStep(b.p, K::Copy, {w}, out, "fused.py:9");
+  return b.p;
+}
+
+TEST(Fused, AnElementwiseRegionUpdatesStateInPlace) {
+  // The region writes the state it reads; equal to the same ops one step
+  // each (the sub then writes w in place, as an elementwise op may).
+  expectFusedEqualsUnfused(inPlacePlan());
+}
+
+TEST(Fused, VerifierRefusesRegionsWritingStateTheyMayNot) {
+  const std::string state = "step 0 (mc.fused at fused.py:1): output 0 "
+                            "(buffer 2 'w' f32[2, 3]) is a State buffer; only "
+                            "Copy and elementwise kinds may write state";
+  // Not elementwise as a whole: an attention region, a region ending in a
+  // reduction (each fails on the state before its other rules).
+  Plan p = planned(inPlacePlan());
+  setBool(p.steps[0], "attention", true);
+  expectRefused(p, state);
+  p = planned(inPlacePlan());
+  bodyOp(p.steps[0], K::ReduceSum, {4}, F, {2}, dims({1}));
+  expectRefused(p, state);
+  // In place, the input read through a broadcast (which may read element j
+  // for element i).
+  p = planned(inPlacePlan());
+  PlanStep &f = p.steps[0];
+  f.body.clear();
+  uint32_t wb = bodyOp(f, K::BroadcastInDim, {0}, F, {2, 3}, dims({0, 1}));
+  uint32_t m = bodyOp(f, K::Mul, {1, 2}, F, {2, 3});
+  bodyOp(f, K::Sub, {wb, m}, F, {2, 3});
+  expectRefused(p, "step 0 (mc.fused at fused.py:1): output buffer 2 'w' "
+                   "f32[2, 3] is input 0 buffer 2 'w' f32[2, 3], which the "
+                   "region reads through a broadcast; a region runs in place "
+                   "only on an input it reads element for element");
+  // In place on an input of another type: an i32 input at the output's
+  // bytes in the arena.
+  Builder b;
+  uint32_t x = b.buf("x", DType::I32, {2, 3});
+  b.p.inputs.push_back({"x", x});
+  uint32_t out = b.output("out", {2, 3});
+  PlanStep &c = b.fused({x}, out);
+  bodyOp(c, K::Cast, {0}, F, {2, 3});
+  p = planned(b.p);
+  p.buffers[out].offset = p.buffers[x].offset;
+  expectRefused(p, "step 0 (mc.fused at fused.py:1): output buffer 1 'out' "
+                   "f32[2, 3] is input 0 buffer 0 'x' i32[2, 3], which the "
+                   "region reads as another type or shape");
+}
+
 TEST(Fused, DynamicBatchEqualsUnfused) {
   // Two fused steps, batch bounds [1, 8]: a matmul-led epilogue over rows
   // and an attention region whose leading dim is the batch.

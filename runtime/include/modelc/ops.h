@@ -86,6 +86,14 @@ inline bool isReduction(OpId id) {
   return id == OpId::ReduceSum || id == OpId::ReduceMean ||
          id == OpId::ReduceMax || id == OpId::ReduceMin;
 }
+/// A fused region that is elementwise as a whole: not attention, not led
+/// by an epilogue anchor, not ended by a reduction. Each output element is
+/// computed from the same element of each input of the output's shape, so
+/// (like an elementwise op) it may write a State buffer and run in place
+/// (docs/artifact-format.md, "Steps").
+inline bool isElementwiseRegion(bool attention, OpId first, OpId last) {
+  return !attention && !opInfo(first).epilogueAnchor && !isReduction(last);
+}
 /// The op called `mnemonic` ("gelu"; "mc.gelu" also accepted); false when
 /// there is none.
 inline bool findOp(std::string_view mnemonic, OpId* out) {
