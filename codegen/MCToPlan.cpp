@@ -564,8 +564,9 @@ static bool writesStateElementwise(const PlanStep& s) {
 ///   - the value's buffer (`src`) is an arena buffer of the State buffer's
 ///     type and shape that only this step writes, no view of it exists,
 ///     and it is not a graph input or output;
-///   - no step after the producer and before the Copy reads or writes the
-///     State buffer (it would see the new value early);
+///   - no step after the producer and before the Copy reads the State
+///     buffer (it would see the new value early), and no step but the
+///     Copy writes it;
 ///   - if the producer reads the State buffer (an update in place), it
 ///     reads it element for element: not as a cast's input, and in a region
 ///     not through a broadcast.
@@ -606,7 +607,13 @@ static void writeStoresInPlace(Plan& plan) {
         plan.steps[producer].outputs.size() != 1 ||
         !writesStateElementwise(plan.steps[producer]))
       continue;
-    bool touched = false;
+    // The Copy is the State buffer's only writer: a later store would
+    // change what src's readers after it see.
+    size_t dstWriters = 0;
+    for (const PlanStep& st : plan.steps)
+      for (uint32_t o : st.outputs)
+        dstWriters += o == dst;
+    bool touched = dstWriters != 1;
     for (size_t k = producer + 1; k < c; ++k) {
       for (uint32_t b : plan.steps[k].inputs)
         touched |= b == dst;
