@@ -112,7 +112,12 @@ struct FoldConstantsPass : mc::impl::FoldConstantsPassBase<FoldConstantsPass> {
       auto dtype = mc::elementDType(t.getElementType());
       if (failed(dtype) || !t.hasStaticShape())
         return false;
-      freed += uint64_t(t.getNumElements()) * rt::dtypeSize(*dtype);
+      // A splat is stored as one element (MCToPlan's lowerSplat).
+      auto c = llvm::dyn_cast<mc::ConstantOp>(def);
+      auto dense = c ? llvm::dyn_cast<DenseElementsAttr>(c.getValue())
+                     : DenseElementsAttr();
+      int64_t stored = dense && dense.isSplat() ? 1 : t.getNumElements();
+      freed += uint64_t(stored) * rt::dtypeSize(*dtype);
     }
     return bytes <= freed;
   }
@@ -124,6 +129,8 @@ struct FoldConstantsPass : mc::impl::FoldConstantsPassBase<FoldConstantsPass> {
     if (llvm::isa<mc::ConstantOp>(def))
       return true;
     if (auto load = llvm::dyn_cast<ml_program::GlobalLoadConstOp>(def)) {
+      if (!globals)
+        return false;
       auto global = SymbolTable::lookupNearestSymbolFrom<ml_program::GlobalOp>(
           def, load.getGlobalAttr());
       return global && !global.getIsMutable() &&

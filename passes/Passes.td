@@ -437,8 +437,10 @@ def FoldConstantsPass : Pass<"mc-fold-constants", "mlir::ModuleOp"> {
     least as large (the file does not grow: mc-amp's cast of a weight to
     bf16 replaces the f32 weight by its half-size cast), dynamic shapes, and an op whose kernel
     fails at compile time (a gather index out of range stays a run-time
-    error). Parameters being trained are mutable globals, so training state
-    is never folded.
+    error). In the train pipeline (`globals=false`) no global is a
+    constant: the parameters are immutable globals until mc-autodiff and
+    mc-optimizer have read them, and an op folded on one would have no
+    gradient.
 
     ```mlir
     // Before:
@@ -454,6 +456,10 @@ def FoldConstantsPass : Pass<"mc-fold-constants", "mlir::ModuleOp"> {
            "the entry function (default: the only public func.func)">,
     Option<"maxBytes", "max-bytes", "int64_t", /*default=*/"16 << 20",
            "the largest result folded, in bytes">,
+    Option<"globals", "globals", "bool", /*default=*/"true",
+           "whether immutable globals count as constants (the train "
+           "pipeline: false, since its globals are the parameters "
+           "mc-autodiff differentiates and the state it updates)">,
   ];
   let dependentDialects = ["::mc::MCDialect"];
 }

@@ -67,9 +67,11 @@ void mc::buildTrainPipeline(OpPassManager& pm,
   pm.addPass(createInlinerPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
-  //    Constant subgraphs (masks, slices of frozen weights) once, now.
+  //    Constant subgraphs (masks, position ids) once, now; never an op on
+  //    a global (a parameter, or state the step updates).
   FoldConstantsPassOptions fold;
   fold.entry = o.entry;
+  fold.globals = false; // the parameters: folded, they get no gradient
   pm.addPass(createFoldConstantsPass(fold));
   // 2. Precision decisions on the forward pass only: autodiff then
   //    differentiates through the casts, so the gradients of the f32 master

@@ -60,24 +60,24 @@ std::vector<OpAttr> decodeAttrList(
 
 namespace {
 
-/// Whether a body op of `body` broadcasts value `v` (an input).
-bool readsThroughBroadcast(
-    const flatbuffers::Vector<flatbuffers::Offset<fb::RegionOp>> &body,
-    uint32_t v) {
-  for (const fb::RegionOp *r : body)
-    if (r->op() && r->op()->str() == "broadcast_in_dim" && r->operands())
-      for (uint32_t o : *r->operands())
-        if (o == v)
-          return true;
-  return false;
-}
-
 /// A region op's registry id (Copy when unknown; the caller checks).
 int findOpId(const fb::RegionOp *r) {
   OpId id = OpId::Copy;
   if (r->op())
     findOp(r->op()->string_view(), &id);
   return int(id);
+}
+
+/// Whether a body op of `body` broadcasts value `v` (an input).
+bool readsThroughBroadcast(
+    const flatbuffers::Vector<flatbuffers::Offset<fb::RegionOp>> &body,
+    uint32_t v) {
+  for (const fb::RegionOp *r : body)
+    if (OpId(findOpId(r)) == OpId::BroadcastInDim && r->operands())
+      for (uint32_t o : *r->operands())
+        if (o == v)
+          return true;
+  return false;
 }
 
 std::string hex32(uint32_t v) {
@@ -829,8 +829,8 @@ Status Verifier::checkFused(const fb::Step &step,
       shape = shapes::atBatch(shape, scale, checkBatch_);
     const OpInfo &info = opInfo(id);
     bool anchor = !attention && k == 0 && info.epilogueAnchor;
-    bool reshapedAnchor = anchor && body->size() > 1 && body->Get(1)->op() &&
-                          body->Get(1)->op()->str() == "reshape";
+    bool reshapedAnchor = anchor && body->size() > 1 &&
+                          OpId(findOpId(body->Get(1))) == OpId::Reshape;
     bool load = id == OpId::BroadcastInDim;
     std::vector<uint32_t> operandValues;
     if (r->operands())

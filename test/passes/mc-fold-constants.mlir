@@ -1,5 +1,6 @@
 // RUN: modelc-opt %s -split-input-file --mc-fold-constants | FileCheck %s
 // RUN: modelc-opt %s -split-input-file --mc-fold-constants="max-bytes=16" | FileCheck %s --check-prefix=SMALL
+// RUN: modelc-opt %s -split-input-file --mc-fold-constants="globals=false" | FileCheck %s --check-prefix=NOGLOBALS
 
 // Slices of a frozen weight become constants (computed by the runtime's
 // slice kernel); the op reading the input stays.
@@ -9,6 +10,10 @@
 // CHECK: mc.matmul %arg0, %[[Q]]
 // SMALL-LABEL: func.func @slices
 // SMALL: mc.slice
+// The train pipeline (globals=false): the weight is a parameter, and a
+// folded slice of it would get no gradient.
+// NOGLOBALS-LABEL: func.func @slices
+// NOGLOBALS: mc.slice
 ml_program.global private @w(dense<[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]> : tensor<3x2xf32>) : tensor<3x2xf32>
 func.func @slices(%x: tensor<2x2xf32>) -> tensor<2x2xf32> {
   %w = ml_program.global_load_const @w : tensor<3x2xf32>
