@@ -18,6 +18,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstring>
+#include <optional>
 
 using namespace mlir;
 
@@ -226,6 +227,8 @@ private:
           uint32_t src = lookup(st.getValue());
           if (src == *id)
             return success(); // storing the unchanged state
+          if (failed(snapshotStaleReads(st, *id)))
+            return failure();
           PlanStep s;
           s.op = rt::OpId::Copy;
           s.location = locationString(op->getLoc());
@@ -422,6 +425,52 @@ private:
     uint32_t id = plan.buffers.size() - 1;
     states[name] = id;
     return id;
+  }
+
+  /// Loads read a global's State buffer in place, so a loaded value used
+  /// after the global's store would read the stored value. Before the
+  /// store, such a value is copied to the arena once, and its later
+  /// readers read the copy: the value is the state as the step began, as
+  /// the IR says (`%w = load @w; store @w = f(%w); use(%w)`).
+  LogicalResult snapshotStaleReads(ml_program::GlobalStoreOp st,
+                                   uint32_t state) {
+    Block* block = st->getBlock();
+    auto usedAfterStore = [&](Value v) {
+      for (Operation* user : v.getUsers()) {
+        Operation* at = block->findAncestorOpInBlock(*user);
+        if (at && st->isBeforeInBlock(at))
+          return true;
+      }
+      return false;
+    };
+    StringAttr name = st.getGlobalAttr().getLeafReference();
+    std::optional<uint32_t> copy;
+    for (Operation& op : *block) {
+      if (&op == st.getOperation())
+        break;
+      auto load = llvm::dyn_cast<ml_program::GlobalLoadOp>(op);
+      if (!load || load.getGlobalAttr().getLeafReference() != name ||
+          lookup(load.getResult()) != state ||
+          !usedAfterStore(load.getResult()))
+        continue;
+      if (!copy) {
+        PlanStep s;
+        s.op = rt::OpId::Copy;
+        s.location = locationString(load->getLoc());
+        s.inputs.push_back(state);
+        auto id = newBuffer(load.getResult(),
+                            valueName(load.getResult()) + " (before @" +
+                                name.getValue().str() + "'s store)",
+                            fb::BufferKind::Arena);
+        if (failed(id))
+          return failure();
+        s.outputs.push_back(*id);
+        plan.steps.push_back(std::move(s));
+        copy = *id;
+      }
+      buffers[load.getResult()] = *copy;
+    }
+    return success();
   }
 
   /// A reshape of an arena buffer is a view (no copy); of a constant, it is
