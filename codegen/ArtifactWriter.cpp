@@ -54,24 +54,36 @@ flatbuffers::DetachedBuffer buildTable(const Plan &plan,
                                        uint32_t major, uint64_t dataOffset,
                                        uint64_t dataSize, uint32_t dataCrc,
                                        uint64_t stateDataOffset) {
+  // Every child (string, vector, table) is created in its own statement,
+  // in field order, before the table that holds it: C++ leaves the order
+  // in which a call's arguments are evaluated open, so children created
+  // inside a Create call's arguments land in the file in an order that
+  // depends on the compiler (gcc and clang builds wrote different bytes
+  // for the same plan). test/tools/artifact-bytes.test pins the bytes.
   flatbuffers::FlatBufferBuilder b(4096);
   b.ForceDefaults(true);
   std::vector<flatbuffers::Offset<fb::Buffer>> buffers;
   for (size_t i = 0; i < plan.buffers.size(); ++i) {
     const PlanBuffer &pb = plan.buffers[i];
-    buffers.push_back(fb::CreateBuffer(
-        b, b.CreateString(pb.name), fb::DType(pb.dtype),
-        b.CreateVector(pb.shape), pb.kind, offsets[i], pb.byteSize(),
-        pb.batchScale.empty() ? 0 : b.CreateVector(pb.batchScale)));
+    auto name = b.CreateString(pb.name);
+    auto shape = b.CreateVector(pb.shape);
+    flatbuffers::Offset<flatbuffers::Vector<int64_t>> scale;
+    if (!pb.batchScale.empty())
+      scale = b.CreateVector(pb.batchScale);
+    buffers.push_back(fb::CreateBuffer(b, name, fb::DType(pb.dtype), shape,
+                                       pb.kind, offsets[i], pb.byteSize(),
+                                       scale));
   }
   auto encodeAttrs = [&](const rt::OpAttrs &list) {
     std::vector<flatbuffers::Offset<fb::Attr>> attrs;
-    for (const rt::OpAttr &a : list.all())
-      attrs.push_back(fb::CreateAttr(
-          b, b.CreateString(a.name), fb::AttrKind(a.kind), a.i, a.f,
-          a.kind == rt::AttrKind::Ints ? b.CreateVector(a.ints)
-                                       : flatbuffers::Offset<
-                                             flatbuffers::Vector<int64_t>>()));
+    for (const rt::OpAttr &a : list.all()) {
+      auto name = b.CreateString(a.name);
+      flatbuffers::Offset<flatbuffers::Vector<int64_t>> ints;
+      if (a.kind == rt::AttrKind::Ints)
+        ints = b.CreateVector(a.ints);
+      attrs.push_back(
+          fb::CreateAttr(b, name, fb::AttrKind(a.kind), a.i, a.f, ints));
+    }
     return b.CreateVector(attrs);
   };
   // AMP's decisions travel with the steps (empty strings are not stored).
@@ -86,13 +98,21 @@ flatbuffers::DetachedBuffer buildTable(const Plan &plan,
         body;
     if (!s.body.empty()) {
       std::vector<flatbuffers::Offset<fb::RegionOp>> ops;
-      for (const PlanRegionOp &r : s.body)
-        ops.push_back(fb::CreateRegionOp(
-            b, b.CreateString(rt::opName(r.op)), b.CreateVector(r.operands),
-            encodeAttrs(r.attrs), fb::DType(r.dtype),
-            b.CreateString(r.location), optional(r.precision),
-            optional(r.precisionReason), b.CreateVector(r.shape),
-            r.batchScale.empty() ? 0 : b.CreateVector(r.batchScale)));
+      for (const PlanRegionOp &r : s.body) {
+        auto op = b.CreateString(rt::opName(r.op));
+        auto operands = b.CreateVector(r.operands);
+        auto attrs = encodeAttrs(r.attrs);
+        auto location = b.CreateString(r.location);
+        auto precision = optional(r.precision);
+        auto reason = optional(r.precisionReason);
+        auto shape = b.CreateVector(r.shape);
+        flatbuffers::Offset<flatbuffers::Vector<int64_t>> scale;
+        if (!r.batchScale.empty())
+          scale = b.CreateVector(r.batchScale);
+        ops.push_back(fb::CreateRegionOp(b, op, operands, attrs,
+                                         fb::DType(r.dtype), location,
+                                         precision, reason, shape, scale));
+      }
       body = b.CreateVector(ops);
     }
     flatbuffers::Offset<fb::Launch> launch = 0;
@@ -100,20 +120,28 @@ flatbuffers::DetachedBuffer buildTable(const Plan &plan,
       launch = fb::CreateLaunch(b, s.launch.block, s.launch.perBlock,
                                 s.launch.units, s.launch.unitsPerBatch,
                                 s.launch.sharedBytes, s.launch.errorRecord);
-    steps.push_back(fb::CreateStep(
-        b, b.CreateString(rt::opName(s.op)), b.CreateVector(s.inputs),
-        b.CreateVector(s.outputs), attrs, b.CreateString(s.location),
-        optional(s.precision), optional(s.precisionReason), s.executable,
-        optional(s.entry), body, launch));
+    auto op = b.CreateString(rt::opName(s.op));
+    auto stepInputs = b.CreateVector(s.inputs);
+    auto stepOutputs = b.CreateVector(s.outputs);
+    auto location = b.CreateString(s.location);
+    auto precision = optional(s.precision);
+    auto reason = optional(s.precisionReason);
+    auto entry = optional(s.entry);
+    steps.push_back(fb::CreateStep(b, op, stepInputs, stepOutputs, attrs,
+                                   location, precision, reason, s.executable,
+                                   entry, body, launch));
   }
   std::vector<flatbuffers::Offset<fb::Executable>> executables;
   for (const PlanExecutable &e : plan.executables) {
     std::vector<flatbuffers::Offset<flatbuffers::String>> entries;
     for (const std::string &name : e.entryPoints)
       entries.push_back(b.CreateString(name));
-    executables.push_back(fb::CreateExecutable(
-        b, b.CreateString(e.target), b.CreateString(e.format),
-        b.CreateVector(entries), b.CreateVector(e.data)));
+    auto target = b.CreateString(e.target);
+    auto format = b.CreateString(e.format);
+    auto entryVector = b.CreateVector(entries);
+    auto data = b.CreateVector(e.data);
+    executables.push_back(
+        fb::CreateExecutable(b, target, format, entryVector, data));
   }
   auto sigs = [&](const std::vector<PlanSignature> &list) {
     std::vector<flatbuffers::Offset<fb::TensorSig>> out;
@@ -123,10 +151,14 @@ flatbuffers::DetachedBuffer buildTable(const Plan &plan,
       const PlanBuffer *pb = ok ? &plan.buffers[s.buffer] : nullptr;
       std::vector<int64_t> shape = ok ? pb->shape : std::vector<int64_t>();
       bool scaled = ok && !pb->batchScale.empty();
+      auto name = b.CreateString(s.name);
+      auto shapeVector = b.CreateVector(shape);
+      flatbuffers::Offset<flatbuffers::Vector<int64_t>> scale;
+      if (scaled)
+        scale = b.CreateVector(pb->batchScale);
       out.push_back(fb::CreateTensorSig(
-          b, b.CreateString(s.name), s.buffer,
-          ok ? fb::DType(pb->dtype) : fb::DType::F32, b.CreateVector(shape),
-          scaled ? b.CreateVector(pb->batchScale) : 0));
+          b, name, s.buffer, ok ? fb::DType(pb->dtype) : fb::DType::F32,
+          shapeVector, scale));
     }
     return b.CreateVector(out);
   };
@@ -135,21 +167,27 @@ flatbuffers::DetachedBuffer buildTable(const Plan &plan,
   std::vector<flatbuffers::Offset<flatbuffers::String>> targets;
   for (const std::string &t : plan.targets)
     targets.push_back(b.CreateString(t));
-  auto model = fb::CreateModel(
-      b, major, rt::kSchemaVersionMinor, b.CreateString("modelc"),
-      b.CreateString(rt::modelcVersion()), b.CreateString(plan.entry),
-      b.CreateVector(targets), inputs, outputs, b.CreateVector(buffers),
-      b.CreateVector(steps), plan.arenaSize, dataOffset, dataSize, dataCrc,
-      plan.stateSize, stateDataOffset, b.CreateVector(executables),
-      plan.batch.dynamic()
-          ? fb::CreateBatchBounds(b, plan.batch.min, plan.batch.max,
-                                  plan.batch.opt)
-          : 0,
-      plan.unfused.steps
-          ? fb::CreatePlanStats(b, plan.unfused.steps,
+  auto producer = b.CreateString("modelc");
+  auto version = b.CreateString(rt::modelcVersion());
+  auto entry = b.CreateString(plan.entry);
+  auto targetVector = b.CreateVector(targets);
+  auto bufferVector = b.CreateVector(buffers);
+  auto stepVector = b.CreateVector(steps);
+  auto executableVector = b.CreateVector(executables);
+  flatbuffers::Offset<fb::BatchBounds> batch;
+  if (plan.batch.dynamic())
+    batch = fb::CreateBatchBounds(b, plan.batch.min, plan.batch.max,
+                                  plan.batch.opt);
+  flatbuffers::Offset<fb::PlanStats> stats;
+  if (plan.unfused.steps)
+    stats = fb::CreatePlanStats(b, plan.unfused.steps,
                                 plan.unfused.intermediateBytes,
-                                plan.unfused.arenaSize)
-          : 0);
+                                plan.unfused.arenaSize);
+  auto model = fb::CreateModel(
+      b, major, rt::kSchemaVersionMinor, producer, version, entry,
+      targetVector, inputs, outputs, bufferVector, stepVector,
+      plan.arenaSize, dataOffset, dataSize, dataCrc, plan.stateSize,
+      stateDataOffset, executableVector, batch, stats);
   fb::FinishSizePrefixedModelBuffer(b, model);
   return b.Release();
 }

@@ -51,11 +51,15 @@ void SGD::step() {
       d = add(d, mul(p, Tensor::scalar(o.weightDecay, p.dtype())));
     if (o.momentum != 0) {
       Tensor& buf = momentum_[i];
-      if (!buf.defined())
+      if (!buf.defined()) {
         buf = d.clone();
-      else
-        buf = add(mul(buf, Tensor::scalar(o.momentum, p.dtype())),
-                  mul(d, Tensor::scalar(1 - o.dampening, p.dtype())));
+      } else {
+        // One traced op per statement: C++ leaves the order of a call's
+        // arguments open, and a trace must not depend on the compiler.
+        Tensor kept = mul(buf, Tensor::scalar(o.momentum, p.dtype()));
+        Tensor added = mul(d, Tensor::scalar(1 - o.dampening, p.dtype()));
+        buf = add(kept, added);
+      }
       d = o.nesterov ? add(d, mul(buf, Tensor::scalar(o.momentum, p.dtype())))
                      : buf;
     }
@@ -93,8 +97,12 @@ void AdamW::step() {
       m = Tensor::zeros(p.shape(), p.dtype());
       v = Tensor::zeros(p.shape(), p.dtype());
     }
-    m = add(mul(m, s(o.beta1)), mul(g, s(1 - o.beta1)));
-    v = add(mul(v, s(o.beta2)), mul(mul(g, g), s(1 - o.beta2)));
+    Tensor mKept = mul(m, s(o.beta1)); // (one traced op per statement)
+    Tensor mAdded = mul(g, s(1 - o.beta1));
+    m = add(mKept, mAdded);
+    Tensor vKept = mul(v, s(o.beta2));
+    Tensor vAdded = mul(mul(g, g), s(1 - o.beta2));
+    v = add(vKept, vAdded);
     Tensor denom = add(div(sqrt(v), s(bc2Sqrt)), s(o.eps));
     assign(p, sub(decayed, mul(div(m, denom), s(stepSize))));
   }

@@ -32,6 +32,11 @@
 //                                    `like` (compiled graphs with a dynamic
 //                                    batch; shapes hold it as
 //                                    rt::shapes::kBatch)
+//
+// At most one argument of a builder call may itself build a value: C++
+// leaves the order of a call's arguments open, so with two the order of the
+// ops (and the compiled artifact's bytes) would depend on the compiler.
+// Build the others first, one statement each.
 #ifndef MODELC_IR_DERIVATIVERULES_H
 #define MODELC_IR_DERIVATIVERULES_H
 
@@ -299,7 +304,8 @@ Grads<B> pow(B& b, typename B::Value g, typename B::Value a,
   // p >= 0; for p < 0 the true value is infinite anyway).
   auto isZero = b.compare(Cmp::Eq, a, b.splatLike(a, 0.0));
   auto safeA = b.select(isZero, b.splatLike(a, 1.0), a);
-  return {ga, b.mul(b.mul(g, y), b.log(safeA))};
+  auto gy = b.mul(g, y);
+  return {ga, b.mul(gy, b.log(safeA))};
 }
 
 template <class B> Grads<B> neg(B& b, typename B::Value g) {
@@ -320,7 +326,8 @@ Grads<B> log(B& b, typename B::Value g, typename B::Value x) {
 /// `y` is tanh(x).
 template <class B>
 Grads<B> tanh(B& b, typename B::Value g, typename B::Value y) {
-  return {b.mul(g, b.sub(b.splatLike(y, 1.0), b.mul(y, y)))};
+  auto one = b.splatLike(y, 1.0);
+  return {b.mul(g, b.sub(one, b.mul(y, y)))};
 }
 
 /// `y` is sigmoid(x).
@@ -344,8 +351,9 @@ Grads<B> sqrt(B& b, typename B::Value g, typename B::Value y) {
 template <class B>
 Grads<B> abs(B& b, typename B::Value g, typename B::Value x) {
   auto zero = b.splatLike(x, 0.0);
-  auto sign = b.sub(detail::mask(b, Cmp::Gt, x, zero, g),
-                    detail::mask(b, Cmp::Lt, x, zero, g));
+  auto positive = detail::mask(b, Cmp::Gt, x, zero, g);
+  auto negative = detail::mask(b, Cmp::Lt, x, zero, g);
+  auto sign = b.sub(positive, negative);
   return {b.mul(g, sign)};
 }
 
@@ -383,8 +391,9 @@ Grads<B> gelu(B& b, typename B::Value g, typename B::Value x,
 template <class B>
 Grads<B> clamp(B& b, typename B::Value g, typename B::Value x, double lo,
                double hi) {
-  auto inside = b.mul(detail::mask(b, Cmp::Ge, x, b.splatLike(x, lo), g),
-                      detail::mask(b, Cmp::Le, x, b.splatLike(x, hi), g));
+  auto fromLo = detail::mask(b, Cmp::Ge, x, b.splatLike(x, lo), g);
+  auto upToHi = detail::mask(b, Cmp::Le, x, b.splatLike(x, hi), g);
+  auto inside = b.mul(fromLo, upToHi);
   return {b.mul(g, inside)};
 }
 
@@ -506,10 +515,10 @@ Grads<B> gather(B& b, typename B::Value g, const Dims& dataShape,
   idx = b.select(
       negative, b.add(idx, b.intConstant(indices, {k, 1}, Dims(k, size))), idx);
   auto classes = b.intConstant(indices, {1, size}, detail::iota(0, size));
+  auto rowsOfIdx = b.broadcastInDim(idx, {k, size}, {0, 1});
+  auto rowsOfClasses = b.broadcastInDim(classes, {k, size}, {0, 1});
   auto oneHot =
-      b.castLike(b.compare(Cmp::Eq, b.broadcastInDim(idx, {k, size}, {0, 1}),
-                           b.broadcastInDim(classes, {k, size}, {0, 1})),
-                 g);
+      b.castLike(b.compare(Cmp::Eq, rowsOfIdx, rowsOfClasses), g);
   // g as [pre, K, post] -> [pre * post, K] x [K, size] -> back.
   auto g2 = b.reshape(b.transpose(b.reshape(g, {pre, k, post}), {0, 2, 1}),
                       {pre * post, k});
@@ -603,15 +612,14 @@ Grads<B> layerNorm(B& b, typename B::Value g, typename B::Value x,
   };
   auto xc = b.sub(x, rowMean(x));
   auto var = b.reduceMean(b.mul(xc, xc), norm, /*keepdim=*/true);
-  auto rstd =
-      detail::expand(b,
-                     b.div(b.splatLike(var, 1.0),
-                           b.sqrt(b.add(var, b.splatLike(var, epsilon)))),
-                     shape);
+  auto one = b.splatLike(var, 1.0);
+  auto rstd = detail::expand(
+      b, b.div(one, b.sqrt(b.add(var, b.splatLike(var, epsilon)))), shape);
   auto xhat = b.mul(xc, rstd);
   auto gxhat = b.mul(g, b.broadcastInDim(gamma, shape, norm));
-  auto term = b.sub(b.sub(gxhat, rowMean(gxhat)),
-                    b.mul(xhat, rowMean(b.mul(gxhat, xhat))));
+  auto centered = b.sub(gxhat, rowMean(gxhat));
+  auto projected = b.mul(xhat, rowMean(b.mul(gxhat, xhat)));
+  auto term = b.sub(centered, projected);
   auto gGamma = b.mul(g, xhat);
   if (!lead.empty())
     gGamma = b.reduceSum(gGamma, lead, /*keepdim=*/false);
@@ -636,8 +644,9 @@ Grads<B> batchNorm(B& b, typename B::Value g, typename B::Value x,
   auto along = [&](typename B::Value v) {
     return b.broadcastInDim(v, shape, {axis});
   };
-  auto rstd = b.div(b.splatLike(variance, 1.0),
-                    b.sqrt(b.add(variance, b.splatLike(variance, epsilon))));
+  auto one = b.splatLike(variance, 1.0);
+  auto rstd =
+      b.div(one, b.sqrt(b.add(variance, b.splatLike(variance, epsilon))));
   auto xc = b.sub(x, along(mean));
   auto gx = b.mul(g, along(b.mul(scale, rstd)));
   auto gOffset = b.reduceSum(g, dims, /*keepdim=*/false);
@@ -740,7 +749,8 @@ Grads<B> hardswish(B& b, typename B::Value g, typename B::Value x) {
   auto from = detail::mask(b, Cmp::Ge, x, b.splatLike(x, -3.0), g);
   auto upTo = detail::mask(b, Cmp::Le, x, b.splatLike(x, 3.0), g);
   auto above = detail::mask(b, Cmp::Gt, x, b.splatLike(x, 3.0), g);
-  auto ramp = b.add(detail::scale(b, x, 1.0 / 3.0), b.splatLike(x, 0.5));
+  auto third = detail::scale(b, x, 1.0 / 3.0);
+  auto ramp = b.add(third, b.splatLike(x, 0.5));
   auto d = b.mul(from, b.add(b.mul(upTo, ramp), above));
   return {b.mul(g, d)};
 }

@@ -214,8 +214,12 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
           ml_program::GlobalOp bufGlobal = newGlobal(
               (name + ".momentum_buffer").str(), type, p.global.getLoc());
           Value buf = load(bufGlobal);
-          Value running = u.add(u.mulScalar(buf, momentum),
-                                u.mulScalar(d, 1 - dampening));
+          // Operands built one statement each: C++ leaves the order of
+          // a call's arguments open, and the IR's order (so the
+          // artifact's bytes) must not depend on the compiler.
+          Value kept = u.mulScalar(buf, momentum);
+          Value added = u.mulScalar(d, 1 - dampening);
+          Value running = u.add(kept, added);
           // torch.optim.SGD starts the buffer at the first gradient.
           Value first = mc::BroadcastInDimOp::create(
               b, loc, RankedTensorType::get(type.getShape(), b.getI1Type()),
@@ -231,10 +235,13 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
         ml_program::GlobalOp vGlobal =
             newGlobal((name + ".exp_avg_sq").str(), type, p.global.getLoc());
         Value decayed = u.mulScalar(w, 1 - lr * decay);
-        Value m = u.add(u.mulScalar(load(mGlobal), beta1),
-                        u.mulScalar(g, 1 - beta1));
-        Value v = u.add(u.mulScalar(load(vGlobal), beta2),
-                        u.mulScalar(u.mul(g, g), 1 - beta2));
+        // One op-building call per statement, as above.
+        Value mKept = u.mulScalar(load(mGlobal), beta1);
+        Value mAdded = u.mulScalar(g, 1 - beta1);
+        Value m = u.add(mKept, mAdded);
+        Value vKept = u.mulScalar(load(vGlobal), beta2);
+        Value vAdded = u.mulScalar(u.mul(g, g), 1 - beta2);
+        Value v = u.add(vKept, vAdded);
         store(mGlobal, m);
         store(vGlobal, v);
         // Bias corrections from the step count, as rank-0 tensors.
@@ -244,10 +251,13 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
         Value bc2 =
             u.sub(one, u.pow(u.splat(scalarType, beta2), nextStepF32));
         Value stepSize = u.div(u.splat(scalarType, lr), bc1);
-        Value denom = u.add(u.div(u.sqrt(v), u.broadcast(u.sqrt(bc2), type)),
-                            u.splat(type, eps));
-        updated = u.sub(decayed,
-                        u.mul(u.div(m, denom), u.broadcast(stepSize, type)));
+        Value rootV = u.sqrt(v);
+        Value rootBc2 = u.broadcast(u.sqrt(bc2), type);
+        Value scaled = u.div(rootV, rootBc2);
+        Value denom = u.add(scaled, u.splat(type, eps));
+        Value ratio = u.div(m, denom);
+        Value stepSizes = u.broadcast(stepSize, type);
+        updated = u.sub(decayed, u.mul(ratio, stepSizes));
       }
       store(p.global, updated);
     }

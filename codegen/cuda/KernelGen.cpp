@@ -234,6 +234,12 @@ private:
       return b.getI1Type();
     return storageType(t);
   }
+
+  // One IR-building call per argument list: C++ leaves the order of a
+  // call's arguments open (gcc and clang differ), ops land in creation
+  // order, and the kernels must be the same bytes from any compiler. So
+  // where two arguments would create ops (::create, idx, f32, load, cmpf,
+  // select, threadId...), each gets its own statement, left to right.
   Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
   Value f32(double v) {
     return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(float(v)));
@@ -292,17 +298,19 @@ private:
     Value p = arith::IndexCastUIOp::create(b, loc, i64, position);
     p = arith::MinUIOp::create(
         b, loc, p, intConst(i64, int64_t(rt::kErrorRecordMaxPosition)));
-    Value key = arith::ShLIOp::create(
-        b, loc, arith::SubIOp::create(b, loc, intConst(i64, 0xFFFFFFFFll), p),
-        intConst(i64, 32));
+    Value inverted =
+        arith::SubIOp::create(b, loc, intConst(i64, 0xFFFFFFFFll), p);
+    Value key = arith::ShLIOp::create(b, loc, inverted, intConst(i64, 32));
     Value lo = arith::AndIOp::create(b, loc, value, intConst(i64, 0xFFFFFFFFll));
     Value hi = arith::ShRUIOp::create(b, loc, value, intConst(i64, 32));
-    memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::maxu,
-                                arith::OrIOp::create(b, loc, key, lo), record,
-                                ValueRange{idx(0)});
-    memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::maxu,
-                                arith::OrIOp::create(b, loc, key, hi), record,
-                                ValueRange{idx(1)});
+    Value keyLo = arith::OrIOp::create(b, loc, key, lo);
+    Value word0 = idx(0);
+    memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::maxu, keyLo,
+                                record, ValueRange{word0});
+    Value keyHi = arith::OrIOp::create(b, loc, key, hi);
+    Value word1 = idx(1);
+    memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::maxu, keyHi,
+                                record, ValueRange{word1});
   }
 
   //===--- shapes ---===//
@@ -369,15 +377,14 @@ private:
       // bits; a NaN truncated with its quiet bit set.
       Type i32 = b.getI32Type();
       Value x = arith::BitcastOp::create(b, loc, i32, v);
-      Value lsb = arith::AndIOp::create(
-          b, loc, arith::ShRUIOp::create(b, loc, x, intConst(i32, 16)),
-          intConst(i32, 1));
+      Value high = arith::ShRUIOp::create(b, loc, x, intConst(i32, 16));
+      Value lsb = arith::AndIOp::create(b, loc, high, intConst(i32, 1));
       Value bias = arith::AddIOp::create(b, loc, intConst(i32, 0x7fff), lsb);
-      Value rounded = arith::ShRUIOp::create(
-          b, loc, arith::AddIOp::create(b, loc, x, bias), intConst(i32, 16));
-      Value quiet = arith::OrIOp::create(
-          b, loc, arith::ShRUIOp::create(b, loc, x, intConst(i32, 16)),
-          intConst(i32, 0x40));
+      Value biased = arith::AddIOp::create(b, loc, x, bias);
+      Value rounded =
+          arith::ShRUIOp::create(b, loc, biased, intConst(i32, 16));
+      Value top = arith::ShRUIOp::create(b, loc, x, intConst(i32, 16));
+      Value quiet = arith::OrIOp::create(b, loc, top, intConst(i32, 0x40));
       Value bits = select(isNan(v), quiet, rounded);
       return arith::TruncIOp::create(b, loc, b.getI16Type(), bits);
     }
@@ -438,9 +445,14 @@ private:
   }
   /// The grid-stride loop over `n` units.
   void gridStride(Value n, const std::function<void(Value)>& body) {
-    Value start = arith::AddIOp::create(b,
-        loc, arith::MulIOp::create(b, loc, blockId(), blockDim()), threadId());
-    Value stride = arith::MulIOp::create(b, loc, gridDim(), blockDim());
+    Value bid = blockId();
+    Value bdim = blockDim();
+    Value blockStart = arith::MulIOp::create(b, loc, bid, bdim);
+    Value tid = threadId();
+    Value start = arith::AddIOp::create(b, loc, blockStart, tid);
+    Value gdim = gridDim();
+    Value bdim2 = blockDim();
+    Value stride = arith::MulIOp::create(b, loc, gdim, bdim2);
     loop(start, n, stride, body);
   }
 
@@ -496,7 +508,9 @@ private:
                                          : std::numeric_limits<int32_t>::min());
     t = select(cmpf(arith::CmpFPredicate::OGE, v, f32(hi)), maxV, t);
     t = select(cmpf(arith::CmpFPredicate::OLT, v, f32(-hi)), minV, t);
-    return select(isNan(v), intConst(to, 0), t);
+    Value nan = isNan(v);
+    Value zero = intConst(to, 0);
+    return select(nan, zero, t);
   }
 
   Value cast(Value v, DType from, DType to) {
@@ -548,19 +562,27 @@ private:
                                              x[0]));
       break;
     case OpId::Abs:
-      r = fl ? Value(math::AbsFOp::create(b, loc, x[0]))
-             : select(cmpi(arith::CmpIPredicate::slt, x[0],
-                           intConst(x[0].getType(), 0)),
-                      arith::SubIOp::create(b, loc, intConst(x[0].getType(), 0),
-                                              x[0]),
-                      x[0]);
+      if (fl) {
+        r = math::AbsFOp::create(b, loc, x[0]);
+      } else {
+        Value negative = cmpi(arith::CmpIPredicate::slt, x[0],
+                              intConst(x[0].getType(), 0));
+        Value negated = arith::SubIOp::create(
+            b, loc, intConst(x[0].getType(), 0), x[0]);
+        r = select(negative, negated, x[0]);
+      }
       break;
     case OpId::Relu: // NaN stays NaN
-      r = fl ? select(cmpf(arith::CmpFPredicate::OLT, x[0], f32(0)), f32(0),
-                      x[0])
-             : select(cmpi(arith::CmpIPredicate::slt, x[0],
-                           intConst(x[0].getType(), 0)),
-                      intConst(x[0].getType(), 0), x[0]);
+      if (fl) {
+        Value below = cmpf(arith::CmpFPredicate::OLT, x[0], f32(0));
+        Value zero = f32(0);
+        r = select(below, zero, x[0]);
+      } else {
+        Value below = cmpi(arith::CmpIPredicate::slt, x[0],
+                           intConst(x[0].getType(), 0));
+        Value zero = intConst(x[0].getType(), 0);
+        r = select(below, zero, x[0]);
+      }
       break;
     case OpId::Exp:
       r = expf(x[0]);
@@ -577,27 +599,41 @@ private:
     case OpId::Erf:
       r = math::ErfOp::create(b, loc, x[0]);
       break;
-    case OpId::Sigmoid:
-      r = divf(f32(1), addf(f32(1), expf(arith::NegFOp::create(b, loc, x[0]))));
+    case OpId::Sigmoid: {
+      Value numerator = f32(1);
+      Value one = f32(1);
+      Value e = expf(arith::NegFOp::create(b, loc, x[0]));
+      r = divf(numerator, addf(one, e));
       break;
+    }
     case OpId::Gelu:
       if (op.attrs.getBool("tanh_approximation")) {
         // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
         Value x3 = mulf(mulf(x[0], x[0]), x[0]);
-        Value inner =
-            mulf(f32(0.7978845608028654), addf(x[0], mulf(f32(0.044715), x3)));
-        r = mulf(mulf(f32(0.5), x[0]),
-                 addf(f32(1), math::TanhOp::create(b, loc, inner)));
+        Value scale = f32(0.7978845608028654);
+        Value cubic = addf(x[0], mulf(f32(0.044715), x3));
+        Value inner = mulf(scale, cubic);
+        Value half = mulf(f32(0.5), x[0]);
+        Value one = f32(1);
+        Value th = math::TanhOp::create(b, loc, inner);
+        r = mulf(half, addf(one, th));
       } else {
         Value e = math::ErfOp::create(b, loc, mulf(x[0], f32(M_SQRT1_2)));
-        r = mulf(mulf(f32(0.5), x[0]), addf(f32(1), e));
+        Value half = mulf(f32(0.5), x[0]);
+        Value onePlus = addf(f32(1), e);
+        r = mulf(half, onePlus);
       }
       break;
     case OpId::Hardswish: {
       Value y = addf(x[0], f32(3));
-      y = select(cmpf(arith::CmpFPredicate::OLT, y, f32(0)), f32(0), y);
-      y = select(cmpf(arith::CmpFPredicate::OGT, y, f32(6)), f32(6), y);
-      r = divf(mulf(x[0], y), f32(6));
+      Value below = cmpf(arith::CmpFPredicate::OLT, y, f32(0));
+      Value zero = f32(0);
+      y = select(below, zero, y);
+      Value above = cmpf(arith::CmpFPredicate::OGT, y, f32(6));
+      Value six = f32(6);
+      y = select(above, six, y);
+      Value xy = mulf(x[0], y);
+      r = divf(xy, f32(6));
       break;
     }
     case OpId::Not:
@@ -624,41 +660,54 @@ private:
         Value zero = intConst(t, 0);
         Value byZero = cmpi(arith::CmpIPredicate::eq, x[1], zero);
         Value byMinusOne = cmpi(arith::CmpIPredicate::eq, x[1], intConst(t, -1));
-        Value safe = select(arith::OrIOp::create(b, loc, byZero, byMinusOne),
-                            intConst(t, 1), x[1]);
+        Value special = arith::OrIOp::create(b, loc, byZero, byMinusOne);
+        Value one = intConst(t, 1);
+        Value safe = select(special, one, x[1]);
         r = arith::DivSIOp::create(b, loc, x[0], safe);
         r = select(byMinusOne, arith::SubIOp::create(b, loc, zero, x[0]), r);
         r = select(byZero, zero, r);
-        if (record)
-          reportError(byZero, element ? element : idx(0),
-                      intConst(b.getI64Type(), 0));
+        if (record) {
+          Value position = element ? element : idx(0);
+          Value code = intConst(b.getI64Type(), 0);
+          reportError(byZero, position, code);
+        }
       }
       break;
     case OpId::Pow:
       r = math::PowFOp::create(b, loc, x[0], x[1]);
       break;
     case OpId::Maximum: // NaN from either side
-      r = fl ? select(arith::OrIOp::create(b,
-                          loc, isNan(x[0]),
-                          cmpf(arith::CmpFPredicate::OGT, x[0], x[1])),
-                      x[0], x[1])
-             : select(cmpi(arith::CmpIPredicate::slt, x[0], x[1]), x[1], x[0]);
+      if (fl) {
+        Value nan = isNan(x[0]);
+        Value greater = cmpf(arith::CmpFPredicate::OGT, x[0], x[1]);
+        r = select(arith::OrIOp::create(b, loc, nan, greater), x[0], x[1]);
+      } else {
+        r = select(cmpi(arith::CmpIPredicate::slt, x[0], x[1]), x[1], x[0]);
+      }
       break;
     case OpId::Minimum:
-      r = fl ? select(arith::OrIOp::create(b,
-                          loc, isNan(x[0]),
-                          cmpf(arith::CmpFPredicate::OLT, x[0], x[1])),
-                      x[0], x[1])
-             : select(cmpi(arith::CmpIPredicate::slt, x[1], x[0]), x[1], x[0]);
+      if (fl) {
+        Value nan = isNan(x[0]);
+        Value less = cmpf(arith::CmpFPredicate::OLT, x[0], x[1]);
+        r = select(arith::OrIOp::create(b, loc, nan, less), x[0], x[1]);
+      } else {
+        r = select(cmpi(arith::CmpIPredicate::slt, x[1], x[0]), x[1], x[0]);
+      }
       break;
     case OpId::Clamp: {
       double lo = op.attrs.getFloat("min"), hi = op.attrs.getFloat("max");
       if (fl) {
         r = x[0];
-        if (!std::isnan(lo))
-          r = select(cmpf(arith::CmpFPredicate::OLT, r, f32(lo)), f32(lo), r);
-        if (!std::isnan(hi))
-          r = select(cmpf(arith::CmpFPredicate::OGT, r, f32(hi)), f32(hi), r);
+        if (!std::isnan(lo)) {
+          Value below = cmpf(arith::CmpFPredicate::OLT, r, f32(lo));
+          Value l = f32(lo);
+          r = select(below, l, r);
+        }
+        if (!std::isnan(hi)) {
+          Value above = cmpf(arith::CmpFPredicate::OGT, r, f32(hi));
+          Value h = f32(hi);
+          r = select(above, h, r);
+        }
       } else {
         Type it = x[0].getType();
         r = x[0];
@@ -855,9 +904,14 @@ private:
     gridStride(n, [&](Value i) {
       Value c = delinearize(i, s)[axis];
       Value x = load(0, i);
-      Value y = divf(subf(x, load(3, c)),
-                     math::SqrtOp::create(b, loc, addf(load(4, c), f32(eps))));
-      y = addf(mulf(y, load(1, c)), load(2, c));
+      Value centered = subf(x, load(3, c));
+      Value var = load(4, c);
+      Value epsilon = f32(eps);
+      Value dev = math::SqrtOp::create(b, loc, addf(var, epsilon));
+      Value y = divf(centered, dev);
+      Value scaled = mulf(y, load(1, c));
+      Value offset = load(2, c);
+      y = addf(scaled, offset);
       store(y, i);
     });
     return success();
@@ -887,10 +941,10 @@ private:
         SmallVector<Value> st = strides(sizes(tensors[0]));
         Value flat = idx(0);
         for (size_t d = 0; d < ix.size(); ++d) {
-          Value src = arith::AddIOp::create(b,
-              loc, idx(start[d]),
-              arith::MulIOp::create(b, loc, ix[d],
-                                      idx(stride.empty() ? 1 : stride[d])));
+          Value begin = idx(start[d]);
+          Value offset = arith::MulIOp::create(
+              b, loc, ix[d], idx(stride.empty() ? 1 : stride[d]));
+          Value src = arith::AddIOp::create(b, loc, begin, offset);
           flat = arith::AddIOp::create(b,
               loc, flat, arith::MulIOp::create(b, loc, src, st[d]));
         }
@@ -906,9 +960,9 @@ private:
         for (size_t d = 0; d < ix.size(); ++d) {
           // src = ix - low, in [0, in) (compared as signed index values)
           Value src = arith::SubIOp::create(b, loc, ix[d], idx(low[d]));
-          Value ok = arith::AndIOp::create(b,
-              loc, cmpi(arith::CmpIPredicate::sge, src, idx(0)),
-              cmpi(arith::CmpIPredicate::slt, src, in[d]));
+          Value aboveLow = cmpi(arith::CmpIPredicate::sge, src, idx(0));
+          Value belowHigh = cmpi(arith::CmpIPredicate::slt, src, in[d]);
+          Value ok = arith::AndIOp::create(b, loc, aboveLow, belowHigh);
           inside = arith::AndIOp::create(b, loc, inside, ok);
           Value safe = select(ok, src, idx(0));
           flat = arith::AddIOp::create(b,
@@ -947,16 +1001,18 @@ private:
                                                  ds[axis]);
           // k in [-dim, dim)  <=>  (u64)(k + dim) < 2 * dim (one unsigned
           // compare; a wrapped sum is huge, so out of range).
-          Value out = cmpi(arith::CmpIPredicate::uge,
-                           arith::AddIOp::create(b, loc, k64, dim),
-                           arith::AddIOp::create(b, loc, dim, dim));
+          Value shifted = arith::AddIOp::create(b, loc, k64, dim);
+          Value span = arith::AddIOp::create(b, loc, dim, dim);
+          Value out = cmpi(arith::CmpIPredicate::uge, shifted, span);
           reportError(out, position, k64);
         }
         k = arith::IndexCastOp::create(b, loc, b.getIndexType(), k);
         Value wrapped = arith::AddIOp::create(b, loc, k, ds[axis]);
         k = select(cmpi(arith::CmpIPredicate::slt, k, idx(0)), wrapped, k);
         Value last = arith::SubIOp::create(b, loc, ds[axis], idx(1));
-        k = select(cmpi(arith::CmpIPredicate::slt, k, idx(0)), idx(0), k);
+        Value negative = cmpi(arith::CmpIPredicate::slt, k, idx(0));
+        Value zero = idx(0);
+        k = select(negative, zero, k);
         k = select(cmpi(arith::CmpIPredicate::sgt, k, last), last, k);
         SmallVector<Value> src(ix.begin(), ix.begin() + axis);
         src.push_back(k);
@@ -972,9 +1028,9 @@ private:
         for (size_t k = 0; k < numInputs(); ++k) {
           SmallVector<Value> s = sizes(tensors[k]);
           Value end = arith::AddIOp::create(b, loc, offset, s[axis]);
-          Value inK = arith::AndIOp::create(b,
-              loc, cmpi(arith::CmpIPredicate::uge, pos, offset),
-              cmpi(arith::CmpIPredicate::ult, pos, end));
+          Value fromStart = cmpi(arith::CmpIPredicate::uge, pos, offset);
+          Value beforeEnd = cmpi(arith::CmpIPredicate::ult, pos, end);
+          Value inK = arith::AndIOp::create(b, loc, fromStart, beforeEnd);
           auto ifOp = scf::IfOp::create(b, loc, inK);
           {
             OpBuilder::InsertionGuard g(b);
@@ -1024,12 +1080,14 @@ private:
       memref::StoreOp::create(b, loc, r, smem, ValueRange{sub});
     }
     gpu::BarrierOp::create(b, loc);
-    Value nsub = arith::DivUIOp::create(b,
-        loc, arith::AddIOp::create(b,
-                 loc, blockDim(), arith::SubIOp::create(b, loc, sg, idx(1))),
-        sg);
+    Value bdim = blockDim();
+    Value sgMinusOne = arith::SubIOp::create(b, loc, sg, idx(1));
+    Value padded = arith::AddIOp::create(b, loc, bdim, sgMinusOne);
+    Value nsub = arith::DivUIOp::create(b, loc, padded, sg);
     Value init = identity(kind);
-    Value total = loopAcc(idx(0), nsub, idx(1), init, [&](Value j, Value acc) {
+    Value lo = idx(0);
+    Value one = idx(1);
+    Value total = loopAcc(lo, nsub, one, init, [&](Value j, Value acc) {
       Value p = memref::LoadOp::create(b, loc, smem, ValueRange{j});
       return combine(kind, acc, p);
     });
@@ -1061,10 +1119,12 @@ private:
   /// the block combines.
   Value rowReduce(gpu::AllReduceOperation kind, Value cols, Value smem,
                   const std::function<Value(Value)>& element) {
-    Value part = loopAcc(threadId(), cols, blockDim(), identity(kind),
-                         [&](Value j, Value acc) {
-                           return combine(kind, acc, element(j));
-                         });
+    Value tid = threadId();
+    Value bdim = blockDim();
+    Value init = identity(kind);
+    Value part = loopAcc(tid, cols, bdim, init, [&](Value j, Value acc) {
+      return combine(kind, acc, element(j));
+    });
     return blockReduce(part, kind, smem);
   }
 
@@ -1139,7 +1199,9 @@ private:
       cache = memref::AllocOp::create(b,
           loc, MemRefType::get({rowLength}, b.getF32Type(), AffineMap(),
                                b.getI64IntegerAttr(3)));
-    loop(blockId(), rows, gridDim(), [&](Value row) {
+    Value bid = blockId();
+    Value gdim = gridDim();
+    loop(bid, rows, gdim, [&](Value row) {
       Value base = arith::MulIOp::create(b, loc, row, cols);
       auto at = [&](Value j) { return arith::AddIOp::create(b, loc, base, j); };
       auto in = [&](Value j) -> Value {
@@ -1164,9 +1226,13 @@ private:
         bool log = step.op == OpId::LogSoftmax;
         Value lse = log ? Value(math::LogOp::create(b, loc, sum)) : Value();
         Value inv = log ? Value() : divf(f32(1), sum);
-        loop(threadId(), cols, blockDim(), [&](Value j) {
+        Value tid = threadId();
+        Value bdim = blockDim();
+        loop(tid, cols, bdim, [&](Value j) {
           Value d = subf(in(j), m);
-          store(log ? subf(d, lse) : mulf(expf(d), inv), at(j));
+          Value y = log ? subf(d, lse) : mulf(expf(d), inv);
+          Value dst = at(j);
+          store(y, dst);
         });
         break;
       }
@@ -1184,9 +1250,13 @@ private:
                          fcols);
         Value rstd = math::RsqrtOp::create(b,
             loc, addf(var, f32(step.attrs.getFloat("epsilon"))));
-        loop(threadId(), cols, blockDim(), [&](Value j) {
+        Value tid = threadId();
+        Value bdim = blockDim();
+        loop(tid, cols, bdim, [&](Value j) {
           Value y = mulf(subf(in(j), mean), rstd);
-          y = addf(mulf(y, load(1, j)), load(2, j));
+          Value scaled = mulf(y, load(1, j));
+          Value offset = load(2, j);
+          y = addf(scaled, offset);
           store(y, at(j));
         });
         break;
@@ -1202,8 +1272,10 @@ private:
                           loc, b.getF32Type(),
                           arith::IndexCastOp::create(b, loc, b.getI64Type(),
                                                        cols)));
-        auto ifOp = scf::IfOp::create(b,
-            loc, cmpi(arith::CmpIPredicate::eq, threadId(), idx(0)));
+        Value tid = threadId();
+        Value zero = idx(0);
+        auto ifOp = scf::IfOp::create(
+            b, loc, cmpi(arith::CmpIPredicate::eq, tid, zero));
         OpBuilder::InsertionGuard g(b);
         b.setInsertionPointToStart(ifOp.thenBlock());
         store(r, row);
@@ -1251,23 +1323,27 @@ private:
                                      : std::numeric_limits<int32_t>::max());
       else
         init = fl ? f32(0) : intConst(ct, 0);
-      Value acc = loopAcc(idx(0), count, idx(1), init, [&](Value j, Value a) {
+      Value lo = idx(0);
+      Value one = idx(1);
+      Value acc = loopAcc(lo, count, one, init, [&](Value j, Value a) -> Value {
         Value flat = arith::AddIOp::create(b,
             loc, base, linearize(delinearize(j, red), redSt));
         Value v = element(flat);
         switch (op) {
-        case OpId::ReduceMax: // NaN wins
-          return fl ? select(arith::OrIOp::create(b,
-                                 loc, isNan(v),
-                                 cmpf(arith::CmpFPredicate::OGT, v, a)),
-                             v, a)
-                    : Value(arith::MaxSIOp::create(b, loc, a, v));
-        case OpId::ReduceMin:
-          return fl ? select(arith::OrIOp::create(b,
-                                 loc, isNan(v),
-                                 cmpf(arith::CmpFPredicate::OLT, v, a)),
-                             v, a)
-                    : Value(arith::MinSIOp::create(b, loc, a, v));
+        case OpId::ReduceMax: { // NaN wins
+          if (!fl)
+            return arith::MaxSIOp::create(b, loc, a, v);
+          Value nan = isNan(v);
+          Value greater = cmpf(arith::CmpFPredicate::OGT, v, a);
+          return select(arith::OrIOp::create(b, loc, nan, greater), v, a);
+        }
+        case OpId::ReduceMin: {
+          if (!fl)
+            return arith::MinSIOp::create(b, loc, a, v);
+          Value nan = isNan(v);
+          Value less = cmpf(arith::CmpFPredicate::OLT, v, a);
+          return select(arith::OrIOp::create(b, loc, nan, less), v, a);
+        }
         default:
           return fl ? addf(a, v) : Value(arith::AddIOp::create(b, loc, a, v));
         }
@@ -1302,19 +1378,26 @@ private:
         return arith::AddIOp::create(b,
             loc, base, arith::MulIOp::create(b, loc, j, inner));
       };
-      Value m = loopAcc(idx(0), len, idx(1),
-                        f32(-std::numeric_limits<float>::infinity()),
-                        [&](Value j, Value a) {
-                          return arith::MaxNumFOp::create(b, loc, a,
-                                                            load(0, at(j)));
-                        });
-      Value sum = loopAcc(idx(0), len, idx(1), f32(0), [&](Value j, Value a) {
+      Value lo = idx(0);
+      Value one = idx(1);
+      Value minusInf = f32(-std::numeric_limits<float>::infinity());
+      Value m = loopAcc(lo, len, one, minusInf, [&](Value j, Value a) {
+        return arith::MaxNumFOp::create(b, loc, a, load(0, at(j)));
+      });
+      Value lo2 = idx(0);
+      Value one2 = idx(1);
+      Value zero = f32(0);
+      Value sum = loopAcc(lo2, len, one2, zero, [&](Value j, Value a) {
         return addf(a, expf(subf(load(0, at(j)), m)));
       });
       Value lse = log ? Value(math::LogOp::create(b, loc, sum)) : Value();
-      loop(idx(0), len, idx(1), [&](Value j) {
+      Value lo3 = idx(0);
+      Value one3 = idx(1);
+      loop(lo3, len, one3, [&](Value j) {
         Value d = subf(load(0, at(j)), m);
-        store(log ? subf(d, lse) : divf(expf(d), sum), at(j));
+        Value y = log ? subf(d, lse) : divf(expf(d), sum);
+        Value dst = at(j);
+        store(y, dst);
       });
     });
     return success();
@@ -1338,14 +1421,13 @@ private:
     int64_t H = x.shape[2], W = x.shape[3];
     gridStride(n, [&](Value i) {
       SmallVector<Value> oi = delinearize(i, os); // n, c, oh, ow
-      Value plane = arith::MulIOp::create(b,
-          loc, arith::AddIOp::create(b,
-                   loc, arith::MulIOp::create(b, loc, oi[0], is[1]), oi[1]),
-          idx(H * W));
-      Value h0 = arith::SubIOp::create(b,
-          loc, arith::MulIOp::create(b, loc, oi[2], idx(st[0])), idx(pad[0]));
-      Value w0 = arith::SubIOp::create(b,
-          loc, arith::MulIOp::create(b, loc, oi[3], idx(st[1])), idx(pad[1]));
+      Value nc = arith::AddIOp::create(
+          b, loc, arith::MulIOp::create(b, loc, oi[0], is[1]), oi[1]);
+      Value plane = arith::MulIOp::create(b, loc, nc, idx(H * W));
+      Value hs = arith::MulIOp::create(b, loc, oi[2], idx(st[0]));
+      Value h0 = arith::SubIOp::create(b, loc, hs, idx(pad[0]));
+      Value ws = arith::MulIOp::create(b, loc, oi[3], idx(st[1]));
+      Value w0 = arith::SubIOp::create(b, loc, ws, idx(pad[1]));
       Value acc = isMax ? f32(-std::numeric_limits<float>::infinity()) : f32(0);
       Value cnt = f32(0), padCnt = f32(0);
       // The window, unrolled (kernels are small).
@@ -1353,32 +1435,31 @@ private:
         for (int64_t kw = 0; kw < k[1]; ++kw) {
           Value h = arith::AddIOp::create(b, loc, h0, idx(kh * dil[0]));
           Value w = arith::AddIOp::create(b, loc, w0, idx(kw * dil[1]));
-          Value inH = arith::AndIOp::create(b,
-              loc, cmpi(arith::CmpIPredicate::sge, h, idx(0)),
-              cmpi(arith::CmpIPredicate::slt, h, idx(H)));
-          Value inW = arith::AndIOp::create(b,
-              loc, cmpi(arith::CmpIPredicate::sge, w, idx(0)),
-              cmpi(arith::CmpIPredicate::slt, w, idx(W)));
+          Value hLow = cmpi(arith::CmpIPredicate::sge, h, idx(0));
+          Value hHigh = cmpi(arith::CmpIPredicate::slt, h, idx(H));
+          Value inH = arith::AndIOp::create(b, loc, hLow, hHigh);
+          Value wLow = cmpi(arith::CmpIPredicate::sge, w, idx(0));
+          Value wHigh = cmpi(arith::CmpIPredicate::slt, w, idx(W));
+          Value inW = arith::AndIOp::create(b, loc, wLow, wHigh);
           Value inside = arith::AndIOp::create(b, loc, inH, inW);
           // Inside the padded input (PyTorch's count_include_pad divisor).
-          Value inPad = arith::AndIOp::create(b,
-              loc,
-              arith::AndIOp::create(b,
-                  loc, cmpi(arith::CmpIPredicate::slt, h, idx(H + pad[2])),
-                  cmpi(arith::CmpIPredicate::slt, w, idx(W + pad[3]))),
-              intConst(b.getI1Type(), 1));
-          Value flat = arith::AddIOp::create(b,
-              loc, plane,
-              arith::AddIOp::create(b,
-                  loc, arith::MulIOp::create(b, loc, select(inside, h, idx(0)),
-                                               idx(W)),
-                  select(inside, w, idx(0))));
+          Value hPad = cmpi(arith::CmpIPredicate::slt, h, idx(H + pad[2]));
+          Value wPad = cmpi(arith::CmpIPredicate::slt, w, idx(W + pad[3]));
+          Value bothPad = arith::AndIOp::create(b, loc, hPad, wPad);
+          Value inPad = arith::AndIOp::create(b, loc, bothPad,
+                                              intConst(b.getI1Type(), 1));
+          Value hSafe = select(inside, h, idx(0));
+          Value width = idx(W);
+          Value rowStart = arith::MulIOp::create(b, loc, hSafe, width);
+          Value wSafe = select(inside, w, idx(0));
+          Value inPlane = arith::AddIOp::create(b, loc, rowStart, wSafe);
+          Value flat = arith::AddIOp::create(b, loc, plane, inPlane);
           Value v = load(0, flat);
           if (isMax) {
-            Value take = arith::AndIOp::create(b,
-                loc, inside,
-                arith::OrIOp::create(b, loc, isNan(v),
-                                       cmpf(arith::CmpFPredicate::OGT, v, acc)));
+            Value nan = isNan(v);
+            Value greater = cmpf(arith::CmpFPredicate::OGT, v, acc);
+            Value better = arith::OrIOp::create(b, loc, nan, greater);
+            Value take = arith::AndIOp::create(b, loc, inside, better);
             acc = select(take, v, acc);
           } else {
             acc = select(inside, addf(acc, v), acc);

@@ -74,7 +74,12 @@ Tensor GPT2::forward(const Tensor& ids) {
   Tensor positions = Tensor::empty({t}, DType::I64);
   for (int64_t i = 0; i < t; ++i)
     positions.data<int64_t>()[i] = i;
-  Tensor x = (*wte)(ids) + (*wpe)(positions); // [B, T, d] + [T, d]
+  // Two statements: C++ leaves the order of +'s operands open, and the
+  // trace records ops in the order they run (docs/compiler.md, "The
+  // tracer").
+  Tensor tokens = (*wte)(ids);        // [B, T, d]
+  Tensor place = (*wpe)(positions);   // [T, d]
+  Tensor x = tokens + place;
   x = (*h)(x);
   return (*lmHead)((*lnF)(x));
 }

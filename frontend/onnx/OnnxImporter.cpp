@@ -443,7 +443,11 @@ Tensor numpyMatmul(Tensor a, Tensor b) {
     Shape sa = batch, sb = batch;
     sa.insert(sa.end(), a.shape().end() - 2, a.shape().end());
     sb.insert(sb.end(), b.shape().end() - 2, b.shape().end());
-    y = matmul(broadcastTo(a, sa), broadcastTo(b, sb));
+    // Each operand in its own statement: the traced graph must not depend
+    // on the order a compiler evaluates a call's arguments in.
+    Tensor wideA = broadcastTo(a, sa);
+    Tensor wideB = broadcastTo(b, sb);
+    y = matmul(wideA, wideB);
   }
   if (vecA)
     y = squeeze(y, -2);
@@ -586,7 +590,9 @@ const std::unordered_map<std::string, Handler>& handlers() {
     h["LeakyRelu"] = [](const NodeContext& c) {
       const Tensor& x = c.in(0);
       double alpha = c.getFloat("alpha", 0.01f);
-      return R{where(lt(x, scalarOf(0.0, x.dtype())), x * alpha, x)};
+      Tensor negative = lt(x, scalarOf(0.0, x.dtype())); // (traced first)
+      Tensor scaled = x * alpha;
+      return R{where(negative, scaled, x)};
     };
     h["Clip"] = [](const NodeContext& c) {
       Tensor x = c.in(0);
