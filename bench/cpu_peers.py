@@ -19,7 +19,7 @@ stdout, progress on stderr.
 
     /usr/bin/python3 bench/cpu_peers.py [--build DIR] [--threads N] [--runs N]
         [--rounds N] [--quick] [--venv DIR] [--no-peers]
-        [--models resnet18,encoder]
+        [--models resnet18,encoder] [--opset 13..17 (17)]
 
 Every engine is timed --rounds times (default 2), the rounds interleaved,
 and its best median is reported: the machines here are shared and drift.
@@ -255,7 +255,7 @@ def bench_model(args, ctx, name, model, batch, shape, tmp):
 
     log(f"bench [{label}] export to ONNX, modelc import and compile")
     onnx_path = os.path.join(d, "m.onnx")
-    torch.onnx.export(model, (x,), onnx_path, opset_version=17,
+    torch.onnx.export(model, (x,), onnx_path, opset_version=args.opset,
                       input_names=["x"], output_names=["y"])
     mlir = os.path.join(d, "m.mlir")
     run([ctx["modelc"], "import", onnx_path, "-o", mlir])
@@ -352,8 +352,8 @@ def print_tables(args, ctx, rows):
 
     print(f"\nmodelc vs CPU peers: median ms of {args.runs} runs after "
           f"{args.warmup} warm-up, best of {args.rounds} round(s), "
-          f"{args.threads} threads; cell = ms (engine / modelc: above 1.00 "
-          f"modelc is faster)")
+          f"{args.threads} threads, ONNX opset {args.opset}; cell = ms "
+          f"(engine / modelc: above 1.00 modelc is faster)")
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, "
           f"{cpu_model()}; OPENBLAS_CORETYPE="
           f"{os.environ.get('OPENBLAS_CORETYPE', '(unset)')}; load average "
@@ -425,6 +425,9 @@ def main():
                     help="skip the venv and the PyPI peers")
     ap.add_argument("--models", default="resnet18,encoder",
                     help="comma-separated subset of resnet18, encoder")
+    ap.add_argument("--opset", type=int, default=17,
+                    help="the ONNX opset of the export (below 17, PyTorch "
+                    "writes LayerNorm out as ReduceMean/Sub/Pow/.../Div)")
     ap.add_argument("--peer-timeout", type=int, default=1800,
                     help="seconds for the peers of one model")
     args = ap.parse_args()

@@ -36,4 +36,14 @@ buildRegisteredGradients(::mlir::Operation* op, ::mlir::OpBuilder& builder,
 #define GET_OP_CLASSES
 #include "ir/MCOps.h.inc"
 
+#include <optional>
+
+namespace mc {
+/// The value of a float splat, `v` an mc.constant splat or a
+/// broadcast_in_dim of one (what the importer and the tracer make of a
+/// scalar); nullopt for anything else. The canonicalizer and the graph
+/// rewrites match exponents and epsilons with it.
+std::optional<double> floatSplatValue(::mlir::Value v);
+} // namespace mc
+
 #endif // MODELC_IR_MCDIALECT_H

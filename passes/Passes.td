@@ -385,6 +385,55 @@ def FusePass : Pass<"mc-fuse", "mlir::ModuleOp"> {
   let dependentDialects = ["::mc::MCDialect"];
 }
 
+def RaiseLayerNormPass : Pass<"mc-raise-layer-norm", "mlir::ModuleOp"> {
+  let summary = "a layer norm written out in ops becomes one mc.layer_norm";
+  let description = [{
+    PyTorch exports `nn.LayerNorm` to ONNX below opset 17 as
+    ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add: five steps
+    after fusion, each a pass over the activations, where mc.layer_norm is
+    one (onnxruntime's LayerNormFusion does the same). Matched:
+
+    - `d = x - broadcast(reduce_mean(x))`, `v = reduce_mean(pow(d, 2))`
+      (or `mul(d, d)`), `y = d / broadcast(sqrt(v + eps))`, both means
+      keepdim over the same trailing dims `[axis, rank)` of static size,
+      `eps` a splat, every intermediate used only inside the pattern:
+      `mc.layer_norm(x, ones, zeros, axis, eps)`;
+    - then `layer_norm(x, ones, zeros) * broadcast(g)` folds `g` in as
+      gamma, and `layer_norm(x, g, zeros) + broadcast(b)` folds `b` in as
+      beta, where the broadcast spreads a tensor of the normalized shape
+      over the trailing dims (either operand order).
+
+    Anything else is left as it is. The same formula as the ops it
+    replaces (biased variance, epsilon inside the root), computed by the
+    layer_norm kernel: results agree to rounding, not bit for bit. Runs in
+    the compile pipeline (inference); training keeps the ops it was given.
+
+    ```mlir
+    // Before:
+    %m = mc.reduce_mean %x, dims = [1] keepdim : (tensor<4x8xf32>) -> tensor<4x1xf32>
+    %mb = mc.broadcast_in_dim %m, dims = [0, 1] : (tensor<4x1xf32>) -> tensor<4x8xf32>
+    %d = mc.sub %x, %mb : tensor<4x8xf32>
+    %sq = mc.mul %d, %d : tensor<4x8xf32>
+    %v = mc.reduce_mean %sq, dims = [1] keepdim : (tensor<4x8xf32>) -> tensor<4x1xf32>
+    %e = mc.constant dense<1.0e-05> : tensor<4x1xf32>
+    %ve = mc.add %v, %e : tensor<4x1xf32>
+    %s = mc.sqrt %ve : tensor<4x1xf32>
+    %sb = mc.broadcast_in_dim %s, dims = [0, 1] : (tensor<4x1xf32>) -> tensor<4x8xf32>
+    %n = mc.div %d, %sb : tensor<4x8xf32>
+    %gb = mc.broadcast_in_dim %g, dims = [1] : (tensor<8xf32>) -> tensor<4x8xf32>
+    %y = mc.mul %n, %gb : tensor<4x8xf32>
+    // After:
+    %zeros = mc.constant dense<0.0> : tensor<8xf32>
+    %y = mc.layer_norm %x, %g, %zeros, axis = 1, epsilon = 1.0e-05 : tensor<4x8xf32>, tensor<8xf32>
+    ```
+  }];
+  let options = [
+    Option<"entry", "entry", "std::string", /*default=*/"\"\"",
+           "the entry function (default: the only public func.func)">,
+  ];
+  let dependentDialects = ["::mc::MCDialect"];
+}
+
 def FoldBatchNormPass : Pass<"mc-fold-batch-norm", "mlir::ModuleOp"> {
   let summary = "fold inference batch_norm into the conv2d before it";
   let description = [{

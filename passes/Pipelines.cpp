@@ -18,6 +18,13 @@ void mc::buildCompilePipeline(OpPassManager& pm,
   pm.addPass(createCSEPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createSymbolDCEPass());
+  //    A layer norm exported as ReduceMean/Sub/Pow/.../Div (ONNX below
+  //    opset 17) becomes one op, before AMP decides its precision (f32,
+  //    as layer_norm's) and fusion groups what is left.
+  RaiseLayerNormPassOptions raise;
+  raise.entry = options.entry;
+  pm.addPass(createRaiseLayerNormPass(raise));
+  pm.addPass(createCanonicalizerPass());
   // 3. Inference folding: constant subgraphs computed once; a batch norm
   //    after a conv becomes the conv's weight and bias (before AMP, whose
   //    casts of the folded weights are folded in turn).
