@@ -59,7 +59,7 @@ flatbuffers::DetachedBuffer buildTable(const Plan &plan,
   // in which a call's arguments are evaluated open, so children created
   // inside a Create call's arguments land in the file in an order that
   // depends on the compiler (gcc and clang builds wrote different bytes
-  // for the same plan). test/tools/artifact-bytes.test pins the bytes.
+  // for the same plan). scripts/reproducible compares two builds' bytes.
   flatbuffers::FlatBufferBuilder b(4096);
   b.ForceDefaults(true);
   std::vector<flatbuffers::Offset<fb::Buffer>> buffers;

@@ -205,8 +205,14 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   // (No detach(): under NoGradGuard nothing is recorded for autograd, and a
   // detached view would be a stranger to the tracer, captured as a
   // constant.)
-  Tensor mean = runningMean * (1 - momentum) + batchMean * momentum;
-  Tensor var = runningVar * (1 - momentum) + unbiased * momentum;
+  // One traced op per statement: the operands of + are evaluated in an
+  // order C++ leaves open, and the trace must not depend on the compiler.
+  Tensor keptMean = runningMean * (1 - momentum);
+  Tensor newMean = batchMean * momentum;
+  Tensor mean = keptMean + newMean;
+  Tensor keptVar = runningVar * (1 - momentum);
+  Tensor newVar = unbiased * momentum;
+  Tensor var = keptVar + newVar;
   if (TraceHook* hook = activeTraceHook()) {
     // Traced: the update is part of the step (state in the compiled step);
     // the buffers keep their values.

@@ -244,7 +244,7 @@ void TransposeOp::getCanonicalizationPatterns(RewritePatternSet& results,
 }
 
 //===----------------------------------------------------------------------===//
-// PowOp
+// Splats
 //===----------------------------------------------------------------------===//
 
 std::optional<double> mc::floatSplatValue(Value v) {
@@ -259,29 +259,6 @@ std::optional<double> mc::floatSplatValue(Value v) {
   bool lost = false;
   f.convert(APFloat::IEEEdouble(), APFloat::rmNearestTiesToEven, &lost);
   return f.convertToDouble();
-}
-
-namespace {
-
-/// pow(x, 2) -> mul(x, x): the correctly rounded square, which is what
-/// torch.pow computes for a scalar 2 (a powf per element is ~10x slower:
-/// the ONNX export of LayerNorm below opset 17 squares with Pow).
-struct SquareByMul : OpRewritePattern<PowOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(PowOp op,
-                                PatternRewriter& rewriter) const override {
-    if (floatSplatValue(op.getRhs()) != 2.0)
-      return rewriter.notifyMatchFailure(op, "the exponent is not a splat 2");
-    rewriter.replaceOpWithNewOp<MulOp>(op, op.getLhs(), op.getLhs());
-    return success();
-  }
-};
-
-} // namespace
-
-void PowOp::getCanonicalizationPatterns(RewritePatternSet& results,
-                                        MLIRContext* context) {
-  results.add<SquareByMul>(context);
 }
 
 //===----------------------------------------------------------------------===//

@@ -410,12 +410,12 @@ def MC_PowOp : MC_BinaryOp<"pow", MC_FloatTensor> {
   let mcCpuTypes = "f32,f16,bf16";
   let mcAmp = "f32";
   let mcFusible = 1;
-  let hasCanonicalizer = 1;
   let summary = "elementwise power";
   let description = [{
-    `lhs ^ rhs` with C's `pow` semantics. A power by a splat 2 canonicalizes
-    to `mul(lhs, lhs)`, as `torch.pow` computes it (exact: one rounding,
-    where a `powf` call is ~10x the cost and within an ulp).
+    `lhs ^ rhs` with C's `pow` semantics; an exponent of 2 is computed as
+    `lhs * lhs` (as `torch.pow` does: one rounding, and ~10x cheaper than
+    `powf`). It stays a `pow` in the IR, on AMP's f32 list: a `mul` would
+    follow its inputs' precision, and an f16 square overflows above 256.
 
     ```mlir
     %0 = mc.pow %a, %b : tensor<4xf32>

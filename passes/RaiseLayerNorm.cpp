@@ -10,6 +10,7 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
+#include <cmath>
 #include <optional>
 
 namespace mc {
@@ -98,6 +99,11 @@ struct RaiseNormalization : OpRewritePattern<mc::DivOp> {
     auto varMean = var.getDefiningOp<mc::ReduceMeanOp>();
     if (!eps || !varMean || !varMean->hasOneUse())
       return rewriter.notifyMatchFailure(div, "no mean + epsilon");
+    // mc.layer_norm's epsilon is finite and >= 0 (its verifier); another
+    // constant stays the ops it is.
+    if (!std::isfinite(*eps) || *eps < 0)
+      return rewriter.notifyMatchFailure(div, "epsilon is negative or not "
+                                              "finite");
     Operation* square = varMean.getInput().getDefiningOp();
     if (!square || !square->hasOneUse())
       return rewriter.notifyMatchFailure(div, "no square");

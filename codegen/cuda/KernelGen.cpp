@@ -673,9 +673,15 @@ private:
         }
       }
       break;
-    case OpId::Pow:
-      r = math::PowFOp::create(b, loc, x[0], x[1]);
+    case OpId::Pow: {
+      // x * x for a power of 2, as the CPU kernel computes it.
+      Value two = f32(2);
+      Value isSquare = cmpf(arith::CmpFPredicate::OEQ, x[1], two);
+      Value square = mulf(x[0], x[0]);
+      Value power = math::PowFOp::create(b, loc, x[0], x[1]);
+      r = select(isSquare, square, power);
       break;
+    }
     case OpId::Maximum: // NaN from either side
       if (fl) {
         Value nan = isNan(x[0]);

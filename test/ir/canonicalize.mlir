@@ -150,23 +150,3 @@ func.func @broadcast_identity(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
   return %0 : tensor<2x3xf32>
 }
 
-// -----
-
-// pow by a splat 2 (a constant, or a broadcast of a rank-0 one) is x * x;
-// by 3 it stays a pow (x * x * x rounds twice).
-// CHECK-LABEL: func @pow_two_is_mul
-// CHECK-SAME: (%[[X:.*]]: tensor<4xf32>)
-// CHECK-DAG: %[[A:.*]] = mc.mul %[[X]], %[[X]] : tensor<4xf32>
-// CHECK-DAG: %[[B:.*]] = mc.mul %[[X]], %[[X]] : tensor<4xf32>
-// CHECK-DAG: %[[C:.*]] = mc.pow %[[X]], %{{.*}} : tensor<4xf32>
-// CHECK: return %[[A]], %[[B]], %[[C]]
-func.func @pow_two_is_mul(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
-  %two = mc.constant dense<2.0> : tensor<4xf32>
-  %0 = mc.pow %x, %two : tensor<4xf32>
-  %s = mc.constant dense<2.0> : tensor<f32>
-  %b = mc.broadcast_in_dim %s, dims = [] : (tensor<f32>) -> tensor<4xf32>
-  %1 = mc.pow %x, %b : tensor<4xf32>
-  %three = mc.constant dense<3.0> : tensor<4xf32>
-  %2 = mc.pow %x, %three : tensor<4xf32>
-  return %0, %1, %2 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
-}

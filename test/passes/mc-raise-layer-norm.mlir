@@ -160,3 +160,34 @@ func.func @not_a_layer_norm(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8
   %n4 = mc.div %d4, %sb4 : tensor<4x8xf32>
   return %n, %d, %n2, %n3, %n4 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// -----
+
+// An epsilon mc.layer_norm cannot hold (negative, or inf) leaves the ops as
+// they are: the graph stays valid.
+// CHECK-LABEL: func @bad_epsilon
+// CHECK-NOT: mc.layer_norm
+// CHECK: return
+func.func @bad_epsilon(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %m = mc.reduce_mean %x, dims = [1] keepdim : (tensor<4x8xf32>) -> tensor<4x1xf32>
+  %mb = mc.broadcast_in_dim %m, dims = [0, 1] : (tensor<4x1xf32>) -> tensor<4x8xf32>
+  %d = mc.sub %x, %mb : tensor<4x8xf32>
+  %sq = mc.mul %d, %d : tensor<4x8xf32>
+  %v = mc.reduce_mean %sq, dims = [1] keepdim : (tensor<4x8xf32>) -> tensor<4x1xf32>
+  %eps = mc.constant dense<-0.5> : tensor<4x1xf32>
+  %ve = mc.add %v, %eps : tensor<4x1xf32>
+  %s = mc.sqrt %ve : tensor<4x1xf32>
+  %sb = mc.broadcast_in_dim %s, dims = [0, 1] : (tensor<4x1xf32>) -> tensor<4x8xf32>
+  %n = mc.div %d, %sb : tensor<4x8xf32>
+  %m2 = mc.reduce_mean %x, dims = [1] keepdim : (tensor<4x8xf32>) -> tensor<4x1xf32>
+  %mb2 = mc.broadcast_in_dim %m2, dims = [0, 1] : (tensor<4x1xf32>) -> tensor<4x8xf32>
+  %d2 = mc.sub %x, %mb2 : tensor<4x8xf32>
+  %sq2 = mc.mul %d2, %d2 : tensor<4x8xf32>
+  %v2 = mc.reduce_mean %sq2, dims = [1] keepdim : (tensor<4x8xf32>) -> tensor<4x1xf32>
+  %inf = mc.constant dense<0x7F800000> : tensor<4x1xf32>
+  %ve2 = mc.add %v2, %inf : tensor<4x1xf32>
+  %s2 = mc.sqrt %ve2 : tensor<4x1xf32>
+  %sb2 = mc.broadcast_in_dim %s2, dims = [0, 1] : (tensor<4x1xf32>) -> tensor<4x8xf32>
+  %n2 = mc.div %d2, %sb2 : tensor<4x8xf32>
+  return %n, %n2 : tensor<4x8xf32>, tensor<4x8xf32>
+}

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <gtest/gtest.h>
 #include <limits>
 #include <numeric>
@@ -691,6 +692,30 @@ TEST(KernelsElementwise, NewUnaryOpsMatchFormulas) {
              {DType::I32, {4}, iy.data()});
   EXPECT_NE(st.message().find("gelu: unsupported dtype i32"), std::string::npos)
       << st.message();
+}
+
+// A power of 2 is computed as x * x (torch.pow's square, ~10x cheaper than
+// powf): bit for bit the correctly rounded square, and pow's result for
+// the special values; other exponents still go through pow.
+TEST(KernelsElementwise, PowOfTwoIsTheExactSquare) {
+  std::vector<float> a{1.1f, -3.3f, 1e-20f, -1e20f, 0.0f, -0.0f, INFINITY,
+                       -INFINITY, NAN, 16777217.0f, 1.0000001f, 2.5f};
+  std::vector<float> b(a.size(), 2.0f), y(a.size());
+  b.back() = 2.0000002f; // not 2: pow
+  ASSERT_TRUE(binary(OpId::Pow, cin(a, {12}), cin(b, {12}), mout(y, {12})));
+  for (size_t i = 0; i + 1 < a.size(); ++i) {
+    float square = a[i] * a[i];
+    if (std::isnan(square)) {
+      EXPECT_TRUE(std::isnan(y[i])) << i;
+      continue;
+    }
+    EXPECT_EQ(std::memcmp(&y[i], &square, sizeof(float)), 0)
+        << i << ": " << y[i] << " vs " << square;
+    EXPECT_EQ(y[i], std::pow(a[i], 2.0f)) << i; // what pow gives
+  }
+  EXPECT_EQ(y[3], INFINITY); // overflow, as pow
+  EXPECT_FALSE(std::signbit(y[5])); // (-0)^2 = +0
+  EXPECT_EQ(y[11], std::pow(2.5f, 2.0000002f));
 }
 
 TEST(KernelsElementwise, PowAndMinimum) {
