@@ -138,11 +138,45 @@ struct FoldLosslessCastChain : OpRewritePattern<CastOp> {
   }
 };
 
+/// cast(transpose(x)) -> transpose(cast(x)), and the same through a
+/// reshape, when the cast narrows (f32 to bf16 / f16) and the transpose or
+/// reshape has no other user: the same values, but the transpose moves half
+/// the bytes, and a cast that meets the widening cast AMP put before it
+/// folds away with it (bf16 -> f32 -> transpose -> bf16 becomes one bf16
+/// transpose). Data movement only, so exact.
+struct NarrowBeforeTranspose : OpRewritePattern<CastOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(CastOp op,
+                                PatternRewriter& rewriter) const override {
+    Operation* mover = op.getInput().getDefiningOp();
+    if (!mover || !llvm::isa<TransposeOp, ReshapeOp>(mover) ||
+        !mover->hasOneUse())
+      return rewriter.notifyMatchFailure(op, "input is not a transpose or "
+                                             "reshape only this cast reads");
+    Type from = tensorType(op.getInput()).getElementType();
+    Type to = op.getType().getElementType();
+    if (!llvm::isa<FloatType>(from) || !llvm::isa<FloatType>(to) ||
+        to.getIntOrFloatBitWidth() >= from.getIntOrFloatBitWidth())
+      return rewriter.notifyMatchFailure(op, "not a narrowing float cast");
+    Value source = mover->getOperand(0);
+    auto inType = tensorType(source);
+    auto narrowed = RankedTensorType::get(inType.getShape(), to,
+                                          inType.getEncoding());
+    Value cast = CastOp::create(rewriter, op.getLoc(), narrowed, source);
+    if (auto transpose = llvm::dyn_cast<TransposeOp>(mover))
+      rewriter.replaceOpWithNewOp<TransposeOp>(op, op.getType(), cast,
+                                               transpose.getPermutation());
+    else
+      rewriter.replaceOpWithNewOp<ReshapeOp>(op, op.getType(), cast);
+    return success();
+  }
+};
+
 } // namespace
 
 void CastOp::getCanonicalizationPatterns(RewritePatternSet& results,
                                          MLIRContext* context) {
-  results.add<FoldLosslessCastChain>(context);
+  results.add<FoldLosslessCastChain, NarrowBeforeTranspose>(context);
 }
 
 //===----------------------------------------------------------------------===//

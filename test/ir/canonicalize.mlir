@@ -150,3 +150,43 @@ func.func @broadcast_identity(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
   return %0 : tensor<2x3xf32>
 }
 
+
+// -----
+
+// A narrowing cast moves above a transpose or reshape only it reads (the
+// data movement then carries half the bytes), and meets the widening cast
+// before it: bf16 -> f32 -> transpose -> reshape -> bf16 is one bf16
+// transpose and reshape.
+// CHECK-LABEL: func @narrow_before_data_movement
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3xbf16>, %[[Y:.*]]: tensor<2x3xf32>)
+// CHECK-NEXT: %[[T:.*]] = mc.transpose %[[X]], permutation = [1, 0] : (tensor<2x3xbf16>) -> tensor<3x2xbf16>
+// CHECK-NEXT: %[[R:.*]] = mc.reshape %[[T]] : (tensor<3x2xbf16>) -> tensor<6xbf16>
+// CHECK-NEXT: %[[C:.*]] = mc.cast %[[Y]] : tensor<2x3xf32> to tensor<2x3xf16>
+// CHECK-NEXT: %[[T2:.*]] = mc.transpose %[[C]], permutation = [1, 0] : (tensor<2x3xf16>) -> tensor<3x2xf16>
+// CHECK-NEXT: return %[[R]], %[[T2]]
+func.func @narrow_before_data_movement(%x: tensor<2x3xbf16>, %y: tensor<2x3xf32>) -> (tensor<6xbf16>, tensor<3x2xf16>) {
+  %w = mc.cast %x : tensor<2x3xbf16> to tensor<2x3xf32>
+  %t = mc.transpose %w, permutation = [1, 0] : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  %r = mc.reshape %t : (tensor<3x2xf32>) -> tensor<6xf32>
+  %n = mc.cast %r : tensor<6xf32> to tensor<6xbf16>
+  %t2 = mc.transpose %y, permutation = [1, 0] : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  %n2 = mc.cast %t2 : tensor<3x2xf32> to tensor<3x2xf16>
+  return %n, %n2 : tensor<6xbf16>, tensor<3x2xf16>
+}
+
+// -----
+
+// It stays where the transpose has another user (moving it would keep both
+// the f32 and the bf16 transpose), and a widening cast does not move.
+// CHECK-LABEL: func @cast_stays
+// CHECK: mc.transpose %{{.*}} : (tensor<2x3xf32>) -> tensor<3x2xf32>
+// CHECK: mc.cast %{{.*}} : tensor<3x2xf32> to tensor<3x2xbf16>
+// CHECK: mc.transpose %{{.*}} : (tensor<2x3xbf16>) -> tensor<3x2xbf16>
+// CHECK: mc.cast %{{.*}} : tensor<3x2xbf16> to tensor<3x2xf32>
+func.func @cast_stays(%y: tensor<2x3xf32>, %z: tensor<2x3xbf16>) -> (tensor<3x2xbf16>, tensor<3x2xf32>, tensor<3x2xf32>) {
+  %t = mc.transpose %y, permutation = [1, 0] : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  %n = mc.cast %t : tensor<3x2xf32> to tensor<3x2xbf16>
+  %t2 = mc.transpose %z, permutation = [1, 0] : (tensor<2x3xbf16>) -> tensor<3x2xbf16>
+  %w = mc.cast %t2 : tensor<3x2xbf16> to tensor<3x2xf32>
+  return %n, %t, %w : tensor<3x2xbf16>, tensor<3x2xf32>, tensor<3x2xf32>
+}
