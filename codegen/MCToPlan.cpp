@@ -217,6 +217,7 @@ private:
           // Read in place: stores come after every read (checked at the
           // store), so the value is the state as the step began.
           buffers[load.getResult()] = *id;
+          loadsOf[load.getGlobalAttr().getLeafReference()].push_back(load);
           return success();
         })
         .Case<ml_program::GlobalStoreOp>([&](auto st) -> LogicalResult {
@@ -445,12 +446,10 @@ private:
     };
     StringAttr name = st.getGlobalAttr().getLeafReference();
     std::optional<uint32_t> copy;
-    for (Operation& op : *block) {
-      if (&op == st.getOperation())
-        break;
-      auto load = llvm::dyn_cast<ml_program::GlobalLoadOp>(op);
-      if (!load || load.getGlobalAttr().getLeafReference() != name ||
-          lookup(load.getResult()) != state ||
+    // The loads lowered so far, all before the store (lowering follows the
+    // block), in order: the first one used after the store names the copy.
+    for (ml_program::GlobalLoadOp load : loadsOf[name]) {
+      if (lookup(load.getResult()) != state ||
           !usedAfterStore(load.getResult()))
         continue;
       if (!copy) {
@@ -542,6 +541,8 @@ private:
   ModuleOp module;
   Plan plan;
   llvm::DenseMap<Value, uint32_t> buffers;
+  /// Each mutable global's loads, in the order they were lowered.
+  llvm::DenseMap<StringAttr, SmallVector<ml_program::GlobalLoadOp>> loadsOf;
   llvm::DenseMap<Attribute, uint32_t> globals;
   llvm::DenseMap<StringAttr, uint32_t> states;
   llvm::DenseMap<Attribute, uint32_t> splats;

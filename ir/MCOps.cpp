@@ -33,19 +33,24 @@ struct OptionalEmitter {
   }
 };
 
+/// The value of a float splat attribute, as a double.
+std::optional<double> floatSplatOf(Attribute attr) {
+  auto dense = llvm::dyn_cast_if_present<DenseElementsAttr>(attr);
+  if (!dense || !dense.isSplat() ||
+      !llvm::isa<FloatType>(dense.getElementType()))
+    return std::nullopt;
+  APFloat v = dense.getSplatValue<APFloat>();
+  bool lost = false;
+  v.convert(APFloat::IEEEdouble(), APFloat::rmNearestTiesToEven, &lost);
+  return v.convertToDouble();
+}
+
 /// True when `attr` is a splat constant equal to `value`.
 bool isSplatOf(Attribute attr, int64_t value) {
+  if (std::optional<double> f = floatSplatOf(attr))
+    return *f == static_cast<double>(value);
   auto dense = llvm::dyn_cast_if_present<DenseElementsAttr>(attr);
-  if (!dense || !dense.isSplat())
-    return false;
-  Type et = dense.getElementType();
-  if (llvm::isa<FloatType>(et)) {
-    APFloat v = dense.getSplatValue<APFloat>();
-    bool lost = false;
-    v.convert(APFloat::IEEEdouble(), APFloat::rmNearestTiesToEven, &lost);
-    return v.convertToDouble() == static_cast<double>(value);
-  }
-  if (llvm::isa<IntegerType>(et))
+  if (dense && dense.isSplat() && llvm::isa<IntegerType>(dense.getElementType()))
     return dense.getSplatValue<APInt>().getSExtValue() == value;
   return false;
 }
@@ -285,14 +290,7 @@ std::optional<double> mc::floatSplatValue(Value v) {
   if (auto b = v.getDefiningOp<BroadcastInDimOp>())
     return floatSplatValue(b.getInput());
   auto c = v.getDefiningOp<ConstantOp>();
-  auto dense = c ? llvm::dyn_cast<DenseElementsAttr>(c.getValue()) : nullptr;
-  if (!dense || !dense.isSplat() ||
-      !llvm::isa<FloatType>(dense.getElementType()))
-    return std::nullopt;
-  APFloat f = dense.getSplatValue<APFloat>();
-  bool lost = false;
-  f.convert(APFloat::IEEEdouble(), APFloat::rmNearestTiesToEven, &lost);
-  return f.convertToDouble();
+  return c ? floatSplatOf(c.getValue()) : std::nullopt;
 }
 
 //===----------------------------------------------------------------------===//

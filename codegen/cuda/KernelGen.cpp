@@ -683,23 +683,21 @@ private:
       break;
     }
     case OpId::Maximum: // NaN from either side
+    case OpId::Minimum: {
+      bool max = op.op == OpId::Maximum;
       if (fl) {
+        // x[0] when it is NaN or wins, else x[1] (NaN there too).
         Value nan = isNan(x[0]);
-        Value greater = cmpf(arith::CmpFPredicate::OGT, x[0], x[1]);
-        r = select(arith::OrIOp::create(b, loc, nan, greater), x[0], x[1]);
+        Value wins = cmpf(max ? arith::CmpFPredicate::OGT
+                              : arith::CmpFPredicate::OLT,
+                          x[0], x[1]);
+        r = select(arith::OrIOp::create(b, loc, nan, wins), x[0], x[1]);
       } else {
-        r = select(cmpi(arith::CmpIPredicate::slt, x[0], x[1]), x[1], x[0]);
+        Value lo = max ? x[0] : x[1], hi = max ? x[1] : x[0];
+        r = select(cmpi(arith::CmpIPredicate::slt, lo, hi), x[1], x[0]);
       }
       break;
-    case OpId::Minimum:
-      if (fl) {
-        Value nan = isNan(x[0]);
-        Value less = cmpf(arith::CmpFPredicate::OLT, x[0], x[1]);
-        r = select(arith::OrIOp::create(b, loc, nan, less), x[0], x[1]);
-      } else {
-        r = select(cmpi(arith::CmpIPredicate::slt, x[1], x[0]), x[1], x[0]);
-      }
-      break;
+    }
     case OpId::Clamp: {
       double lo = op.attrs.getFloat("min"), hi = op.attrs.getFloat("max");
       if (fl) {
