@@ -199,6 +199,7 @@ LogicalResult runCompilePipeline(ModuleOp module,
     for (const Target* t : *targets) {
       training.fuseEpilogues &= t->fusesEpilogues();
       training.fuseAttention &= t->fusesAttention();
+      training.fuseViews &= t->fusesViews();
     }
     buildTrainPipeline(pm, training);
   } else {
@@ -211,6 +212,7 @@ LogicalResult runCompilePipeline(ModuleOp module,
     for (const Target* t : *targets) {
       pipeline.fuseEpilogues &= t->fusesEpilogues();
       pipeline.fuseAttention &= t->fusesAttention();
+      pipeline.fuseViews &= t->fusesViews();
     }
     buildCompilePipeline(pm, pipeline);
   }

@@ -6,6 +6,7 @@
 #include "ir/MCDialect.h"
 #include "ir/RegistryOps.h"
 #include "passes/Passes.h"
+#include "modelc/shapes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
@@ -619,7 +620,7 @@ static bool writesStateElementwise(const PlanStep& s) {
 ///     Copy writes it;
 ///   - if the producer reads the State buffer (an update in place), it
 ///     reads it element for element: not as a cast's input, and in a region
-///     not through a broadcast.
+///     not through a broadcast or a view.
 static void writeStoresInPlace(Plan& plan) {
   auto isSignature = [&](uint32_t b) {
     for (const PlanSignature& s : plan.inputs)
@@ -678,7 +679,7 @@ static void writeStoresInPlace(Plan& plan) {
         touched = true;
       if (p.op == rt::OpId::Fused)
         for (const PlanRegionOp& r : p.body)
-          if (r.op == rt::OpId::BroadcastInDim)
+          if (r.op == rt::OpId::BroadcastInDim || rt::shapes::isViewOp(r.op))
             for (uint32_t v : r.operands)
               touched |= v == k;
     }

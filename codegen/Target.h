@@ -45,6 +45,9 @@ public:
   /// compile does not, mc-fuse leaves them as separate steps.
   virtual bool fusesEpilogues() const { return true; }
   virtual bool fusesAttention() const { return true; }
+  /// Whether its region kernels read inputs through views (transpose,
+  /// reshape, slice ops in the region: schema 2.6).
+  virtual bool fusesViews() const { return true; }
   virtual mlir::LogicalResult serializeExecutables(mlir::ModuleOp module,
                                                    Plan& plan) const {
     return mlir::success();

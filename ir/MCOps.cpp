@@ -633,12 +633,48 @@ static_assert(static_cast<int>(mc::ComparisonDirection::EQ) ==
 /// An attention region: matmul, softmax and elementwise ops (broadcasts
 /// reading inputs), every value of the result's rank and leading dims,
 /// softmax over the last dim.
+/// A view inside a region (schema 2.6): a transpose, reshape or slice of a
+/// region input or of another view, not the region's last op; the device
+/// reads it in place, as a strided view of the input's bytes.
+static bool isRegionView(Operation* op) {
+  if (!llvm::isa_and_nonnull<TransposeOp, ReshapeOp, SliceOp>(op) ||
+      llvm::isa<YieldOp>(op->getNextNode()))
+    return false;
+  Value in = op->getOperand(0);
+  return llvm::isa<BlockArgument>(in) || isRegionView(in.getDefiningOp());
+}
+
+/// Ops that read a view must be the region's compute ops (not an anchor or
+/// a broadcast, which read inputs) and read it at `shape` (elementwise) or
+/// with the result's rank and leading `lead` dims (attention).
+static LogicalResult checkViewReaders(Operation& op, ArrayRef<int64_t> shape,
+                                      std::optional<size_t> lead) {
+  for (Value v : op.getOperands()) {
+    if (!isRegionView(v.getDefiningOp()) || isRegionView(&op))
+      continue;
+    auto t = llvm::cast<RankedTensorType>(v.getType());
+    bool fits = lead ? (t.getRank() == int64_t(shape.size()) &&
+                        t.getShape().take_front(*lead) ==
+                            shape.take_front(*lead))
+                     : t.getShape() == shape;
+    if (!fits)
+      return op.emitOpError()
+             << "reads the view " << t << ", which lacks the region's "
+             << (lead ? "rank and leading dims" : "shape");
+  }
+  return success();
+}
+
 static LogicalResult verifyAttentionBody(FusedOp fused, Block& body,
                                          ArrayRef<int64_t> shape) {
   if (shape.size() < 2)
     return fused.emitOpError() << "with attention needs a result of rank >= 2";
   size_t lead = shape.size() - 2;
   for (Operation& op : body.without_terminator()) {
+    if (isRegionView(&op))
+      continue;
+    if (failed(checkViewReaders(op, shape, lead)))
+      return failure();
     rt::OpId id;
     if (!llvm::isa<MCDialect>(op.getDialect()) ||
         !rt::findOp(op.getName().getStringRef(), &id) ||
@@ -715,6 +751,12 @@ LogicalResult FusedOp::verifyRegions() {
   bool first = true;
   Operation* anchorOp = nullptr;
   for (Operation& op : body.without_terminator()) {
+    if (isRegionView(&op)) {
+      first = false; // an anchor comes first, before any view
+      continue;
+    }
+    if (failed(checkViewReaders(op, shape, std::nullopt)))
+      return failure();
     // The anchor's reshape: right after it, to the region's shape.
     if (auto r = llvm::dyn_cast<ReshapeOp>(op)) {
       if (!anchorOp || r.getInput().getDefiningOp() != anchorOp ||

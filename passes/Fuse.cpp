@@ -1,6 +1,8 @@
 // mc-fuse: producer-consumer chains of elementwise ops, and the epilogue of
 // a matmul or conv2d, grouped into mc.fused regions (rules in Passes.td).
 #include "passes/Passes.h"
+#include "ir/RegistryOps.h"
+#include "modelc/shapes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -118,6 +120,63 @@ struct Group {
   bool attention = false;
 };
 
+/// The transposes, reshapes and slices that make `leaf` from the value
+/// they start at, leaf first, as far as each is used only by the next (the
+/// leaf's user joins a region) and the chain is a strided view of where it
+/// starts (static shapes; shapes::applyView). Empty when the chain moves no
+/// data (reshapes alone): reading the value in place is as good.
+SmallVector<Operation*> viewChain(Value leaf) {
+  SmallVector<Operation*> chain;
+  Value cur = leaf;
+  while (Operation* def = cur.getDefiningOp()) {
+    if (!llvm::isa<mc::TransposeOp, mc::ReshapeOp, mc::SliceOp>(def) ||
+        !def->hasOneUse() || def->getBlock() != leaf.getParentBlock())
+      break;
+    auto in = llvm::cast<RankedTensorType>(def->getOperand(0).getType());
+    auto out = llvm::cast<RankedTensorType>(def->getResult(0).getType());
+    if (!in.hasStaticShape() || !out.hasStaticShape() ||
+        in.getElementType() != out.getElementType())
+      break;
+    chain.push_back(def);
+    cur = def->getOperand(0);
+  }
+  // From the start: an op the view cannot follow ends the chain there (the
+  // region reads its operand, or its result, instead).
+  auto shapeOf = [](Value v) {
+    ArrayRef<int64_t> s = llvm::cast<RankedTensorType>(v.getType()).getShape();
+    return mc::rt::shapes::Dims(s.begin(), s.end());
+  };
+  size_t kept = chain.size();
+  mc::rt::shapes::StridedView view = mc::rt::shapes::contiguousView(shapeOf(cur));
+  for (size_t i = chain.size(); i-- > 0;) {
+    Operation* op = chain[i];
+    mc::rt::OpId id;
+    FailureOr<mc::rt::OpAttrs> attrs = failure();
+    if (mc::rt::findOp(op->getName().getStringRef(), &id))
+      attrs = mc::registryAttributes(op, mc::rt::opInfo(id));
+    mc::rt::shapes::Dims result = shapeOf(op->getResult(0));
+    if (failed(attrs))
+      return {};
+    if (mc::rt::shapes::applyView(id, *attrs, result, &view))
+      continue;
+    // Not a view of where the chain starts: the region may still read it
+    // as a view of its own operand, which it then takes as an input.
+    view = mc::rt::shapes::contiguousView(shapeOf(op->getOperand(0)));
+    if (mc::rt::shapes::applyView(id, *attrs, result, &view)) {
+      kept = i + 1;
+    } else {
+      kept = i;
+      view = mc::rt::shapes::contiguousView(result);
+    }
+  }
+  chain.resize(kept);
+  if (llvm::all_of(chain, [](Operation* op) {
+        return llvm::isa<mc::ReshapeOp>(op);
+      }))
+    chain.clear();
+  return chain;
+}
+
 struct FusePass : mc::impl::FusePassBase<FusePass> {
   using Base::Base;
 
@@ -142,7 +201,7 @@ struct FusePass : mc::impl::FusePassBase<FusePass> {
         if (auto sm = llvm::dyn_cast<mc::SoftmaxOp>(op))
           softmaxes.push_back(sm);
       for (mc::SoftmaxOp sm : softmaxes)
-        if (auto g = matchAttention(sm))
+        if (auto g = matchAttention(sm, position))
           outline(*g, position);
       number();
     }
@@ -181,7 +240,9 @@ struct FusePass : mc::impl::FusePassBase<FusePass> {
   /// from outside (or splat constants). Casts may sit between the scores'
   /// ops and around the softmax, as mc-amp leaves them (O1 keeps the
   /// softmax in f32 between bf16 matmuls).
-  std::optional<Group> matchAttention(mc::SoftmaxOp sm) {
+  std::optional<Group>
+  matchAttention(mc::SoftmaxOp sm,
+                 llvm::DenseMap<Operation*, unsigned>& position) {
     auto type = llvm::cast<RankedTensorType>(sm.getType());
     int64_t rank = type.getRank();
     if (rank < 2 || sm.getAxis() != uint64_t(rank - 1) || !sm->hasOneUse())
@@ -273,18 +334,60 @@ struct FusePass : mc::impl::FusePassBase<FusePass> {
       return std::nullopt;
     g.members.insert(qk);
     // q scaled before the matmul (PyTorch's MultiheadAttention).
-    if (Operation* q = qk->getOperand(0).getDefiningOp()) {
+    Value qLeaf = qk->getOperand(0);
+    if (Operation* q = qLeaf.getDefiningOp()) {
       Value through;
-      (void)scaleOrMask(q, &through); // else q is read as an input
+      if (scaleOrMask(q, &through)) // else q is read as an input
+        qLeaf = through;
     }
     for (Value operand : {qk->getOperand(0), qk->getOperand(1),
                           pv->getOperand(1)})
       if (!g.members.contains(operand.getDefiningOp()) && !sameLead(operand))
         return std::nullopt;
+    // q, k and v as views of the projection they come from.
+    if (views) {
+      for (Value leaf : {qLeaf, qk->getOperand(1), pv->getOperand(1)})
+        if (sameLead(leaf) && !g.members.contains(leaf.getDefiningOp()))
+          for (Operation* op : viewChain(leaf))
+            g.members.insert(op);
+      readKRowMajor(qk, g, position);
+    }
     for (Operation* m : g.members)
       if (m->getBlock() != sm->getBlock())
         return std::nullopt;
     return g;
+  }
+
+  /// k joined the region as a transpose to [.., d, s] (k.transpose(-2,
+  /// -1)): it is read as [.., s, d] with the scores' matmul transposing it
+  /// (transpose_b), so each row of a slice is a run of contiguous head-dim
+  /// elements in the projection, not one element per row (the same
+  /// transpose cuDNN's attention wants, docs/cuda.md).
+  void readKRowMajor(mc::MatmulOp qk, Group& g,
+                     llvm::DenseMap<Operation*, unsigned>& position) {
+    auto t = qk.getRhs().getDefiningOp<mc::TransposeOp>();
+    if (!t || qk.getTransposeB() || !g.members.contains(t))
+      return;
+    SmallVector<int64_t> perm(t.getPermutation());
+    size_t rank = perm.size();
+    if (rank < 2)
+      return;
+    std::swap(perm[rank - 1], perm[rank - 2]);
+    auto type = llvm::cast<RankedTensorType>(t.getType());
+    SmallVector<int64_t> shape(type.getShape());
+    std::swap(shape[rank - 1], shape[rank - 2]);
+    OpBuilder b(t);
+    auto swapped = mc::TransposeOp::create(
+        b, t.getLoc(), RankedTensorType::get(shape, type.getElementType(),
+                                             type.getEncoding()),
+        t.getInput(), b.getDenseI64ArrayAttr(perm));
+    g.members.erase(t);
+    g.members.insert(swapped);
+    position[swapped] = position.lookup(t);
+    position.erase(t);
+    qk.getRhsMutable().assign(swapped.getResult());
+    qk.setTransposeB(true);
+    t->erase();
   }
 
   /// The largest region ending at `root` under the rules.
@@ -362,6 +465,13 @@ struct FusePass : mc::impl::FusePassBase<FusePass> {
       });
       if (readAsInput)
         continue;
+      // A transpose or slice the region reads: a view of where it starts.
+      if (views && llvm::isa<mc::TransposeOp, mc::SliceOp>(p) &&
+          fusibleTypes(p)) {
+        for (Operation* op : viewChain(p->getResult(0)))
+          g.members.insert(op);
+        continue;
+      }
       if (isElementwise(p)) {
         g.members.insert(p);
         pushOperands(p);
@@ -393,8 +503,10 @@ struct FusePass : mc::impl::FusePassBase<FusePass> {
     if (g.hasAnchor && anchorIt != ops.end()) {
       std::rotate(ops.begin(), anchorIt, anchorIt + 1);
       // Its reshape, if any, right after it.
-      auto reshapeIt = llvm::find_if(ops, [](Operation* op) {
-        return llvm::isa<mc::ReshapeOp>(op);
+      Operation* anchor = ops.front();
+      auto reshapeIt = llvm::find_if(ops, [&](Operation* op) {
+        return llvm::isa<mc::ReshapeOp>(op) &&
+               op->getOperand(0).getDefiningOp() == anchor;
       });
       if (reshapeIt != ops.end())
         std::rotate(ops.begin() + 1, reshapeIt, reshapeIt + 1);

@@ -351,6 +351,13 @@ def FusePass : Pass<"mc-fuse", "mlir::ModuleOp"> {
       are not claimed by elementwise regions). A backend gives it one
       kernel; the CPU runs it one `[S, T]` slice of the batch and heads at a
       time, the scores staying in cache.
+    - Views (option `views`): the transposes, reshapes and slices that make
+      an attention region's q, k and v out of a projection (PyTorch's
+      MultiheadAttention slices the packed in_proj result, splits the heads
+      and transposes them), and a transpose an elementwise region reads,
+      join the region when each is a strided view of the value they start
+      from (`shapes::applyView`; static shapes). The device reads the
+      input's bytes at those strides: no step copies them.
 
     Since every op of a region has all its users inside the region except
     the last, grouping cannot create a cycle.
@@ -377,6 +384,9 @@ def FusePass : Pass<"mc-fuse", "mlir::ModuleOp"> {
            "let matmul and conv2d lead a region (their epilogue)">,
     Option<"attention", "attention", "bool", /*default=*/"true",
            "mark the attention pattern as one region">,
+    Option<"views", "views", "bool", /*default=*/"true",
+           "let a region read an input through transposes, reshapes and "
+           "slices (strided views) instead of a step copying it">,
     Option<"maxFullReduction", "max-full-reduction", "int64_t",
            /*default=*/"65536",
            "the most elements a reduction to one value may reduce and "

@@ -58,6 +58,7 @@ void mc::buildCompilePipeline(OpPassManager& pm,
     fuse.entry = options.entry;
     fuse.epilogues = options.fuseEpilogues;
     fuse.attention = options.fuseAttention;
+    fuse.views = options.fuseViews;
     pm.addPass(createFusePass(fuse));
   }
   // 6. Last, the contract: what reaches codegen has static shapes,
@@ -146,6 +147,7 @@ void mc::buildTrainPipeline(OpPassManager& pm,
     fuse.entry = o.entry;
     fuse.epilogues = o.fuseEpilogues;
     fuse.attention = o.fuseAttention;
+    fuse.views = o.fuseViews;
     pm.addPass(createFusePass(fuse));
   }
   VerifyContractPassOptions contract;

@@ -73,7 +73,9 @@ bool readsThroughBroadcast(
     const flatbuffers::Vector<flatbuffers::Offset<fb::RegionOp>> &body,
     uint32_t v) {
   for (const fb::RegionOp *r : body)
-    if (OpId(findOpId(r)) == OpId::BroadcastInDim && r->operands())
+    if ((OpId(findOpId(r)) == OpId::BroadcastInDim ||
+         shapes::isViewOp(OpId(findOpId(r)))) &&
+        r->operands())
       for (uint32_t o : *r->operands())
         if (o == v)
           return true;
@@ -723,7 +725,7 @@ Status Verifier::checkStep(size_t index, const fb::Step &step) {
                     ", which the region reads " +
                     (ib.dtype != ob.dtype || ib.shape != ob.shape
                          ? "as another type or shape"
-                         : "through a broadcast") +
+                         : "through a broadcast or a view") +
                     "; a region runs in place only on an input it reads "
                     "element for element");
       if (!disjoint && !(same && inPlaceOk))
@@ -799,6 +801,9 @@ Status Verifier::checkFused(const fb::Step &step,
   };
   // value number -> buffer index (inputs: their own buffers).
   std::vector<uint32_t> value(in.begin(), in.end());
+  // Per value: a view of an input (schema 2.6), where it lies in it.
+  std::vector<int64_t> viewInput(in.size() + body->size(), -1);
+  std::vector<shapes::StridedView> views(in.size() + body->size());
   for (flatbuffers::uoffset_t k = 0; k < body->size(); ++k) {
     const fb::RegionOp *r = body->Get(k);
     std::string opText = r->op() ? r->op()->str() : "";
@@ -841,6 +846,41 @@ Status Verifier::checkFused(const fb::Step &step,
                     " is not defined before it (the region has " +
                     std::to_string(in.size()) + " inputs and " +
                     std::to_string(k) + " earlier ops)");
+    // A view (schema 2.6): a transpose, reshape or slice of an input or of
+    // another view, read in place by the ops after it (the anchor's
+    // reshape is the case below).
+    bool anchorReshape = id == OpId::Reshape && !attention && k == 1 &&
+                         opInfo(OpId(findOpId(body->Get(0)))).epilogueAnchor;
+    bool readsInputOrView =
+        operandValues.size() == 1 &&
+        (operandValues[0] < in.size() || viewInput[operandValues[0]] >= 0);
+    if (shapes::isViewOp(id) && !anchorReshape && readsInputOrView) {
+      if (k + 1 == body->size())
+        return fail(bwhere + ": a region's last op computes its result; a "
+                             "view cannot be it");
+      uint32_t from = operandValues[0];
+      MC_RETURN_IF_ERROR(checkAttrs(id, r->attrs(), bwhere));
+      const BufInfo &src = bufs_[value[from]];
+      if (DType(r->dtype()) != src.dtype)
+        return fail(bwhere + ": a view keeps its operand's dtype " +
+                    dtypeName(src.dtype) + ", not " +
+                    dtypeName(DType(r->dtype())));
+      shapes::StridedView view = from < in.size()
+                                     ? shapes::contiguousView(src.shape)
+                                     : views[from];
+      if (Status s = shapes::applyView(id, attrs_, shape, &view); !s)
+        return fail(bwhere + ": " + s.message());
+      uint32_t result = virtualBuffer(DType(r->dtype()), shape,
+                                      "value " + std::to_string(value.size()));
+      if (id != OpId::Reshape) // its step rules: the attributes' limits
+        MC_RETURN_IF_ERROR(
+            checkStepKind(id, step, {value[from]}, {result}, bwhere));
+      viewInput[value.size()] = from < in.size() ? int64_t(from)
+                                                 : viewInput[from];
+      views[value.size()] = std::move(view);
+      value.push_back(result);
+      continue;
+    }
     // The anchor's reshape (body op 1): its bytes, seen at the output's
     // shape.
     if (id == OpId::Reshape) {
@@ -882,6 +922,17 @@ Status Verifier::checkFused(const fb::Step &step,
                   shapeString(outShape));
     std::vector<uint32_t> operands;
     for (uint32_t v : operandValues) {
+      if (viewInput[v] >= 0 && (anchor || load))
+        return fail(bwhere + ": reads the view " + std::to_string(v) +
+                    "; a view is read by the region's elementwise, matmul or "
+                    "softmax ops");
+      if (viewInput[v] >= 0 && (attention ? !sameLead(bufs_[value[v]].shape)
+                                          : bufs_[value[v]].shape != outShape))
+        return fail(bwhere + ": reads the view " + std::to_string(v) + " " +
+                    bufDesc(value[v]) + ", which lacks the " +
+                    (attention ? "output's rank and leading dims "
+                               : "region's shape ") +
+                    shapeString(outShape));
       if ((anchor || load) && v >= in.size())
         return fail(bwhere + ": must read only the step's inputs (value " +
                     std::to_string(v) + " is a body op's result)");
@@ -927,7 +978,7 @@ Status Verifier::checkFused(const fb::Step &step,
     for (flatbuffers::uoffset_t k = 0; k < body->size(); ++k) {
       OpId id = OpId(findOpId(body->Get(k)));
       computes |= !(k == 0 && opInfo(id).epilogueAnchor) &&
-                  id != OpId::Reshape && id != OpId::BroadcastInDim;
+                  id != OpId::BroadcastInDim && !shapes::isViewOp(id);
     }
     if (!computes)
       return fail(where + ": the region computes nothing (its body is only " +

@@ -446,4 +446,166 @@ Status pool2d(const Dims &input, const Dims &kernel, const Dims &strides,
   return Status::ok();
 }
 
+Dims StridedView::shape() const {
+  Dims out;
+  for (const std::vector<Factor> &d : dims) {
+    int64_t n = 1;
+    for (const Factor &f : d)
+      n *= f.size;
+    out.push_back(n);
+  }
+  return out;
+}
+
+void StridedView::flatten(Dims *sizes, Dims *strides) const {
+  sizes->clear();
+  strides->clear();
+  bool empty = false;
+  for (const std::vector<Factor> &d : dims)
+    for (const Factor &f : d) {
+      empty |= f.size == 0;
+      if (f.size == 1)
+        continue;
+      // (a, s * b) followed by (b, s) is one factor (a * b, s).
+      if (!sizes->empty() && strides->back() == f.size * f.stride) {
+        sizes->back() *= f.size;
+        strides->back() = f.stride;
+        continue;
+      }
+      sizes->push_back(f.size);
+      strides->push_back(f.stride);
+    }
+  if (empty) {
+    *sizes = {0};
+    *strides = {0};
+  }
+}
+
+StridedView contiguousView(const Dims &shape) {
+  StridedView v;
+  v.dims.resize(shape.size());
+  int64_t stride = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    v.dims[d] = {StridedView::Factor{shape[d], stride}};
+    stride *= shape[d];
+  }
+  return v;
+}
+
+bool isViewOp(OpId op) {
+  return op == OpId::Transpose || op == OpId::Reshape || op == OpId::Slice;
+}
+
+Status applyView(OpId op, const OpAttrs &attrs, const Dims &result,
+                 StridedView *view) {
+  using Factor = StridedView::Factor;
+  Dims input = view->shape();
+  for (int64_t d : result)
+    if (d < 0)
+      return err("a view needs concrete sizes, not " + shapeStr(result));
+  Dims expected;
+  switch (op) {
+  case OpId::Transpose: {
+    Dims perm = attrs.getInts("permutation");
+    MC_RETURN_IF_ERROR(transpose(input, perm, &expected));
+    if (expected != result)
+      break;
+    std::vector<std::vector<Factor>> dims;
+    for (int64_t p : perm)
+      dims.push_back(view->dims[size_t(p)]);
+    view->dims = std::move(dims);
+    return Status::ok();
+  }
+  case OpId::Reshape: {
+    MC_RETURN_IF_ERROR(reshape(input, result));
+    if (std::find(result.begin(), result.end(), 0) != result.end()) {
+      StridedView empty;
+      for (int64_t d : result)
+        empty.dims.push_back({Factor{d, 0}});
+      empty.offset = view->offset;
+      *view = std::move(empty);
+      return Status::ok();
+    }
+    // The factors in order, then each result dim takes the outermost ones
+    // until their product is its size, splitting a factor whose size its
+    // remaining need divides.
+    std::vector<Factor> factors; // merged where contiguous to each other
+    for (const std::vector<Factor> &d : view->dims)
+      for (const Factor &f : d) {
+        if (f.size == 1)
+          continue;
+        if (!factors.empty() &&
+            factors.back().stride == f.size * f.stride) {
+          factors.back() = Factor{factors.back().size * f.size, f.stride};
+          continue;
+        }
+        factors.push_back(f);
+      }
+    size_t next = 0;
+    std::vector<std::vector<Factor>> dims;
+    for (int64_t size : result) {
+      std::vector<Factor> mine;
+      int64_t need = size;
+      while (need > 1) {
+        Factor &f = factors.at(next);
+        if (f.size <= need) {
+          if (need % f.size != 0)
+            return err("reshaping " + shapeStr(input) + " to " +
+                       shapeStr(result) + " regroups strided dims: no view");
+          mine.push_back(f);
+          need /= f.size;
+          ++next;
+        } else {
+          if (f.size % need != 0)
+            return err("reshaping " + shapeStr(input) + " to " +
+                       shapeStr(result) + " splits a strided dim of " +
+                       num(f.size) + " by " + num(need) + ": no view");
+          int64_t inner = f.size / need;
+          mine.push_back(Factor{need, f.stride * inner});
+          f = Factor{inner, f.stride};
+          need = 1;
+        }
+      }
+      if (mine.empty())
+        mine.push_back(Factor{1, 0});
+      dims.push_back(std::move(mine));
+    }
+    view->dims = std::move(dims);
+    return Status::ok();
+  }
+  case OpId::Slice: {
+    Dims start = attrs.getInts("start"), strides = attrs.getInts("strides");
+    if (start.size() != input.size() || strides.size() != input.size() ||
+        result.size() != input.size())
+      return err("a slice of " + shapeStr(input) + " needs start and strides "
+                 "of its rank");
+    for (size_t d = 0; d < input.size(); ++d) {
+      int64_t b = start[d], step = strides[d], n = result[d];
+      if (step < 1 || b < 0 || b > input[d] ||
+          (n > 0 && (n - 1 > (input[d] - 1 - b) / step)))
+        return err("slice [" + num(b) + ", step " + num(step) + "] of " +
+                   num(n) + " elements is outside dim " + std::to_string(d) +
+                   " of " + shapeStr(input));
+      if (b == 0 && step == 1 && n == input[d])
+        continue;
+      std::vector<Factor> real;
+      for (const Factor &f : view->dims[d])
+        if (f.size != 1)
+          real.push_back(f);
+      if (real.size() > 1)
+        return err("slicing dim " + std::to_string(d) + " of " +
+                   shapeStr(input) + ", a merge of strided dims: no view");
+      int64_t stride = real.empty() ? 0 : real[0].stride;
+      view->offset += b * stride;
+      view->dims[d] = {Factor{n, stride * step}};
+    }
+    return Status::ok();
+  }
+  default:
+    return err(std::string(opName(op)) + " is not a view");
+  }
+  return err(std::string(opName(op)) + " of " + shapeStr(input) + " gives " +
+             shapeStr(expected) + ", not " + shapeStr(result));
+}
+
 } // namespace mc::rt::shapes

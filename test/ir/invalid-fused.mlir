@@ -102,15 +102,59 @@ func.func @foreign(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
-func.func @reshape_not_of_anchor(%x: tensor<8xf32>) -> tensor<2x4xf32> {
-  %0 = mc.fused %x : (tensor<8xf32>) -> tensor<2x4xf32> {
-  ^bb0(%a: tensor<8xf32>):
+func.func @reshape_not_of_anchor(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  %0 = mc.fused %x : (tensor<2x4xf32>) -> tensor<2x4xf32> {
+  ^bb0(%a: tensor<2x4xf32>):
+    %1 = mc.neg %a : tensor<2x4xf32>
     // expected-error @+1 {{in an mc.fused region may only reshape the anchor's result, right after it}}
-    %1 = mc.reshape %a : (tensor<8xf32>) -> tensor<2x4xf32>
-    %2 = mc.neg %1 : tensor<2x4xf32>
-    mc.yield %2 : tensor<2x4xf32>
+    %2 = mc.reshape %1 : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %3 = mc.neg %2 : tensor<2x4xf32>
+    mc.yield %3 : tensor<2x4xf32>
   }
   return %0 : tensor<2x4xf32>
+}
+
+// -----
+
+// A view (schema 2.6) read at another shape than the region's.
+func.func @view_of_other_shape(%x: tensor<4x2xf32>, %y: tensor<4x2xf32>) -> tensor<4x2xf32> {
+  %0 = mc.fused %x, %y : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x2xf32> {
+  ^bb0(%a: tensor<4x2xf32>, %b: tensor<4x2xf32>):
+    %1 = mc.transpose %a, permutation = [1, 0] : (tensor<4x2xf32>) -> tensor<2x4xf32>
+    // expected-error @+1 {{reads the view 'tensor<2x4xf32>', which lacks the region's shape}}
+    %2 = mc.neg %1 : tensor<2x4xf32>
+    %3 = mc.add %b, %b : tensor<4x2xf32>
+    mc.yield %3 : tensor<4x2xf32>
+  }
+  return %0 : tensor<4x2xf32>
+}
+
+// -----
+
+// A broadcast reads inputs, not views.
+func.func @broadcast_of_view(%x: tensor<2x4xf32>, %y: tensor<3x4x2xf32>) -> tensor<3x4x2xf32> {
+  %0 = mc.fused %x, %y : (tensor<2x4xf32>, tensor<3x4x2xf32>) -> tensor<3x4x2xf32> {
+  ^bb0(%a: tensor<2x4xf32>, %b: tensor<3x4x2xf32>):
+    %1 = mc.transpose %a, permutation = [1, 0] : (tensor<2x4xf32>) -> tensor<4x2xf32>
+    // expected-error @+1 {{reads the view 'tensor<4x2xf32>', which lacks the region's shape}}
+    %2 = mc.broadcast_in_dim %1, dims = [1, 2] : (tensor<4x2xf32>) -> tensor<3x4x2xf32>
+    %3 = mc.add %b, %2 : tensor<3x4x2xf32>
+    mc.yield %3 : tensor<3x4x2xf32>
+  }
+  return %0 : tensor<3x4x2xf32>
+}
+
+// -----
+
+// A view cannot end a region: the region would compute nothing.
+func.func @view_last(%x: tensor<2x4xf32>) -> tensor<4x2xf32> {
+  %0 = mc.fused %x : (tensor<2x4xf32>) -> tensor<4x2xf32> {
+  ^bb0(%a: tensor<2x4xf32>):
+    // expected-error @+1 {{cannot be in an mc.fused region}}
+    %1 = mc.transpose %a, permutation = [1, 0] : (tensor<2x4xf32>) -> tensor<4x2xf32>
+    mc.yield %1 : tensor<4x2xf32>
+  }
+  return %0 : tensor<4x2xf32>
 }
 
 // -----

@@ -691,6 +691,146 @@ TEST(Fused, ElementwiseRegionEqualsUnfused) {
   expectFusedEqualsUnfused(b.p);
 }
 
+// Views (schema 2.6): a region reads an input through transposes,
+// reshapes and slices at the input's strides; every view op expanded into a
+// step of its own computes the same bits.
+OpAttrs perm(std::vector<int64_t> p) {
+  return {OpAttr::list("permutation", std::move(p))};
+}
+OpAttrs sliceAttrs(std::vector<int64_t> start, std::vector<int64_t> limit,
+                   std::vector<int64_t> step) {
+  return {OpAttr::list("start", std::move(start)),
+          OpAttr::list("limit", std::move(limit)),
+          OpAttr::list("strides", std::move(step))};
+}
+
+/// Elementwise: out f32[3, 4, 5] = exp(x) * (y[1::2] reshaped and
+/// transposed): y f32[7, 20] -> slice rows 1, 3, 5 -> [3, 20] -> reshape
+/// [3, 5, 4] -> transpose [0, 2, 1]. Tiles of 2048 elements cut the 60 here
+/// once; the tile size is irrelevant to a view's addressing.
+Plan elementwiseViewPlan() {
+  Builder b;
+  const Shape o{3, 4, 5};
+  uint32_t x = b.input("x", o), y = b.input("y", {7, 20});
+  uint32_t out = b.output("out", o);
+  PlanStep &f = b.fused({x, y}, out);
+  uint32_t s = bodyOp(f, K::Slice, {1}, F, {3, 20},
+                      sliceAttrs({1, 0}, {7, 20}, {2, 1}));
+  uint32_t r = bodyOp(f, K::Reshape, {s}, F, {3, 5, 4});
+  uint32_t t = bodyOp(f, K::Transpose, {r}, F, o, perm({0, 2, 1}));
+  uint32_t e = bodyOp(f, K::Exp, {0}, F, o);
+  bodyOp(f, K::Mul, {e, t}, F, o);
+  return b.p;
+}
+
+/// Attention whose q, k and v are views of one packed projection
+/// f32[S=5, B=2, 3 * 8] (2 heads of 4, as MultiheadAttention): each sliced,
+/// reshaped to [5, 4, 4] and transposed to [4, 5, 4]; k read with
+/// transpose_b.
+Plan attentionViewPlan() {
+  Builder b;
+  uint32_t proj = b.input("proj", {5, 2, 24}), scale = b.input("scale", {});
+  uint32_t out = b.output("attn", {4, 5, 4});
+  PlanStep &f = b.fused({proj, scale}, out, /*attention=*/true);
+  uint32_t heads[3];
+  for (int i = 0; i < 3; ++i) {
+    uint32_t s = bodyOp(f, K::Slice, {0}, F, {5, 2, 8},
+                        sliceAttrs({0, 0, 8 * i}, {5, 2, 8 * i + 8},
+                                   {1, 1, 1}));
+    uint32_t r = bodyOp(f, K::Reshape, {s}, F, {5, 4, 4});
+    heads[i] = bodyOp(f, K::Transpose, {r}, F, {4, 5, 4}, perm({1, 0, 2}));
+  }
+  uint32_t sc = bodyOp(f, K::Matmul, {heads[0], heads[1]}, F, {4, 5, 5},
+                       {OpAttr::boolean("transpose_b", true)});
+  uint32_t m = bodyOp(f, K::Mul, {sc, 1}, F, {4, 5, 5});
+  uint32_t p = bodyOp(f, K::Softmax, {m}, F, {4, 5, 5},
+                      {OpAttr::integer("axis", 2)});
+  bodyOp(f, K::Matmul, {p, heads[2]}, F, {4, 5, 4});
+  return b.p;
+}
+
+TEST(Fused, ViewsEqualUnfused) {
+  expectFusedEqualsUnfused(elementwiseViewPlan());
+  expectFusedEqualsUnfused(attentionViewPlan());
+}
+
+TEST(Fused, VerifierRefusesMalformedViews) {
+  const std::string where = "step 0 (mc.fused at fused.py:1), body op ";
+  auto op = [](Plan &p, size_t k) -> PlanRegionOp & {
+    return p.steps[0].body[k];
+  };
+  Plan p = planned(elementwiseViewPlan());
+  // A slice inside a dim that is no single strided dim: reshape first,
+  // then slice the merged dim.
+  op(p, 0) = makeOp(K::Reshape, {1}, F, {140});
+  op(p, 1) = makeOp(K::Slice, {2}, F, {60}, sliceAttrs({1}, {61}, {1}));
+  op(p, 2) = makeOp(K::Reshape, {3}, F, {3, 5, 4});
+  p.steps[0].body.insert(p.steps[0].body.begin() + 3,
+                         makeOp(K::Transpose, {4}, F, {3, 4, 5},
+                                perm({0, 2, 1})));
+  op(p, 4).operands = {0};
+  op(p, 5).operands = {6, 5};
+  ASSERT_TRUE(codegen::planMemory(p));
+  // (the plan is now: reshape, slice, reshape, transpose, exp, mul: all
+  // views of one contiguous input, so it verifies)
+  {
+    std::vector<uint8_t> bytes = writeUnchecked(p);
+    std::unique_ptr<Model> m;
+    Status st = Model::loadMemory(bytes.data(), bytes.size(), "v.mcpk", &m);
+    EXPECT_TRUE(st) << st.message();
+  }
+  // Transposed first, the merged dim is two strided dims: no view.
+  p = planned(elementwiseViewPlan());
+  op(p, 1) = makeOp(K::Reshape, {3}, F, {60}); // [3, 20] -> [60]
+  op(p, 2) = makeOp(K::Slice, {4}, F, {60}, sliceAttrs({0}, {60}, {1}));
+  p.steps[0].body.insert(p.steps[0].body.begin() + 1,
+                         makeOp(K::Transpose, {2}, F, {20, 3}, perm({1, 0})));
+  op(p, 1).operands = {2};
+  op(p, 2).operands = {3};
+  op(p, 2).shape = {60};
+  op(p, 3) = makeOp(K::Slice, {4}, F, {20}, sliceAttrs({1}, {21}, {1}));
+  p.steps[0].body.insert(p.steps[0].body.begin() + 4,
+                         makeOp(K::Reshape, {5}, F, {4, 5}));
+  expectRefused(p, where + "3 (mc.slice): slicing dim 0 of [60], a merge of "
+                           "strided dims: no view");
+  // A view's dtype is its operand's.
+  p = planned(elementwiseViewPlan());
+  op(p, 0).dtype = DType::BF16;
+  expectRefused(p, where + "0 (mc.slice): a view keeps its operand's dtype "
+                           "f32, not bf16");
+  // Attributes the result does not have.
+  p = planned(elementwiseViewPlan());
+  op(p, 2).attrs = perm({1, 0, 2});
+  expectRefused(p, where + "2 (mc.transpose): transpose of [3, 5, 4] gives "
+                           "[5, 3, 4], not [3, 4, 5]");
+  // A slice reading past its operand.
+  p = planned(elementwiseViewPlan());
+  op(p, 0).attrs = sliceAttrs({3, 0}, {8, 20}, {2, 1});
+  expectRefused(p, where + "0 (mc.slice): slice [3, step 2] of 3 elements is "
+                           "outside dim 0 of [7, 20]");
+  // A view read at another shape than the region's.
+  p = planned(elementwiseViewPlan());
+  op(p, 4).operands = {5, 3}; // exp(x) * the reshape [3, 5, 4]
+  expectRefused(p, where + "4 (mc.mul): reads the view 3 ");
+  expectRefused(p, "which lacks the region's shape [3, 4, 5]");
+  // A broadcast reads an input, not a view.
+  p = planned(elementwiseViewPlan());
+  op(p, 3) = makeOp(K::BroadcastInDim, {4}, F, {3, 4, 5}, dims({0, 1, 2}));
+  expectRefused(p, where + "3 (mc.broadcast_in_dim): reads the view 4; a "
+                           "view is read by the region's elementwise, "
+                           "matmul or softmax ops");
+  // A view cannot end a region.
+  p = planned(elementwiseViewPlan());
+  p.steps[0].body.resize(3);
+  expectRefused(p, where + "2 (mc.transpose): a region's last op computes "
+                           "its result; a view cannot be it");
+  // Attention: a view without the output's leading dims.
+  p = planned(attentionViewPlan());
+  op(p, 9).operands = {3, 4}; // the matmul reads k's [5, 2, 8] slice
+  expectRefused(p, where + "9 (mc.matmul): reads the view 3 ");
+  expectRefused(p, "which lacks the output's rank and leading dims [4, 5, 4]");
+}
+
 TEST(Fused, MatmulEpilogueWithReshapeEqualsUnfused) {
   expectFusedEqualsUnfused(matmulPlan());
 }
@@ -816,7 +956,8 @@ TEST(Fused, VerifierRefusesRegionsWritingStateTheyMayNot) {
   bodyOp(f, K::Sub, {wb, m}, F, {2, 3});
   expectRefused(p, "step 0 (mc.fused at fused.py:1): output buffer 2 'w' "
                    "f32[2, 3] is input 0 buffer 2 'w' f32[2, 3], which the "
-                   "region reads through a broadcast; a region runs in place "
+                   "region reads through a broadcast or a view; a region runs "
+                   "in place "
                    "only on an input it reads element for element");
   // In place on an input of another type: an i32 input at the output's
   // bytes in the arena.

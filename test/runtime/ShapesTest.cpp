@@ -5,7 +5,9 @@
 #include "modelc/model.h"
 #include "modelc/shapes.h"
 
+#include <algorithm>
 #include <climits>
+#include <random>
 #include <gtest/gtest.h>
 
 using namespace mc;
@@ -464,4 +466,228 @@ TEST(Shapes, ElementCountLimit) {
   rt::Status negative = rt::checkElementCount({2, -3});
   ASSERT_FALSE(negative);
   EXPECT_EQ(negative.message(), "shape [2, -3] has a negative dimension");
+}
+
+// Strided views (applyView, schema 2.6's views in fused regions): checked
+// against the ops done for real. A "tensor" of element offsets goes through
+// the same transposes, reshapes and slices by copying; where applyView
+// says the result is a view, enumerating the view's factors must give the
+// copied offsets, element for element.
+namespace views {
+
+struct Ref {
+  Dims shape;
+  std::vector<int64_t> data; // the input's element offsets
+};
+
+Dims stridesOf(const Dims &shape) {
+  Dims s(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;)
+    s[d - 1] = s[d] * shape[d];
+  return s;
+}
+
+/// The multi-index of flat element i of `shape`.
+Dims unflatten(int64_t i, const Dims &shape) {
+  Dims idx(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    idx[d] = i % shape[d];
+    i /= shape[d];
+  }
+  return idx;
+}
+
+Ref iota(const Dims &shape) {
+  Ref r{shape, {}};
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  for (int64_t i = 0; i < n; ++i)
+    r.data.push_back(i);
+  return r;
+}
+
+Ref transposed(const Ref &a, const Dims &perm) {
+  Ref r;
+  for (int64_t p : perm)
+    r.shape.push_back(a.shape[size_t(p)]);
+  Dims in = stridesOf(a.shape);
+  for (size_t i = 0; i < a.data.size(); ++i) {
+    Dims idx = unflatten(int64_t(i), r.shape);
+    int64_t src = 0;
+    for (size_t d = 0; d < perm.size(); ++d)
+      src += idx[d] * in[size_t(perm[d])];
+    r.data.push_back(a.data[size_t(src)]);
+  }
+  return r;
+}
+
+Ref sliced(const Ref &a, const Dims &start, const Dims &step,
+           const Dims &result) {
+  Ref r{result, {}};
+  Dims in = stridesOf(a.shape);
+  int64_t n = 1;
+  for (int64_t d : result)
+    n *= d;
+  for (int64_t i = 0; i < n; ++i) {
+    Dims idx = unflatten(i, result);
+    int64_t src = 0;
+    for (size_t d = 0; d < idx.size(); ++d)
+      src += (start[d] + idx[d] * step[d]) * in[d];
+    r.data.push_back(a.data[size_t(src)]);
+  }
+  return r;
+}
+
+/// The offsets the view enumerates, row-major over its factors.
+std::vector<int64_t> enumerate(const StridedView &v) {
+  Dims sizes, strides;
+  v.flatten(&sizes, &strides);
+  int64_t n = 1;
+  for (int64_t s : sizes)
+    n *= s;
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < n; ++i) {
+    Dims idx = unflatten(i, sizes);
+    int64_t off = v.offset;
+    for (size_t d = 0; d < idx.size(); ++d)
+      off += idx[d] * strides[d];
+    out.push_back(off);
+  }
+  return out;
+}
+
+rt::OpAttrs permutation(const Dims &p) {
+  return rt::OpAttrs{rt::OpAttr::list("permutation", p)};
+}
+rt::OpAttrs slicing(const Dims &start, const Dims &limit, const Dims &step) {
+  return rt::OpAttrs{rt::OpAttr::list("start", start),
+                     rt::OpAttr::list("limit", limit),
+                     rt::OpAttr::list("strides", step)};
+}
+
+} // namespace views
+
+TEST(Shapes, ViewOfMultiheadAttentionsK) {
+  using namespace views;
+  // k of a packed [S=8, B=2, 3 * D] projection, D = 8 in 2 heads of 4:
+  // slice, reshape to [S, B * H, 4], transpose to [B * H, S, 4].
+  StridedView v = contiguousView({8, 2, 24});
+  ASSERT_EQ(msg(applyView(rt::OpId::Slice,
+                          slicing({0, 0, 8}, {8, 2, 16}, {1, 1, 1}),
+                          {8, 2, 8}, &v)),
+            "ok");
+  ASSERT_EQ(msg(applyView(rt::OpId::Reshape, {}, {8, 4, 4}, &v)), "ok");
+  ASSERT_EQ(msg(applyView(rt::OpId::Transpose, permutation({1, 0, 2}),
+                          {4, 8, 4}, &v)),
+            "ok");
+  EXPECT_EQ(v.shape(), (Dims{4, 8, 4}));
+  Dims sizes, strides;
+  v.flatten(&sizes, &strides);
+  // [b, h, s, d]: b steps 24, h 4, s 48, d 1; 8 = k's offset.
+  EXPECT_EQ(sizes, (Dims{2, 2, 8, 4}));
+  EXPECT_EQ(strides, (Dims{24, 4, 48, 1}));
+  EXPECT_EQ(v.offset, 8);
+  Ref r = iota({8, 2, 24});
+  r = sliced(r, {0, 0, 8}, {1, 1, 1}, {8, 2, 8});
+  r.shape = {8, 4, 4};
+  r = transposed(r, {1, 0, 2});
+  EXPECT_EQ(enumerate(v), r.data);
+}
+
+TEST(Shapes, ViewRefusesWhatNoStridesDescribe) {
+  using namespace views;
+  // [4, 2] transposed to [2, 4] and flattened: one dim of two factors
+  // (strides 1 and 2); a slice inside it is no strided view.
+  StridedView v = contiguousView({4, 2});
+  ASSERT_TRUE(applyView(rt::OpId::Transpose, permutation({1, 0}), {2, 4}, &v));
+  ASSERT_TRUE(applyView(rt::OpId::Reshape, {}, {8}, &v));
+  EXPECT_EQ(msg(applyView(rt::OpId::Slice, slicing({1}, {4}, {1}), {3}, &v)),
+            "slicing dim 0 of [8], a merge of strided dims: no view");
+  // A slice of 3 of 6, seen as [2, 3]... reshaped to [3, 2]: the factor 3
+  // (stride 1) split by 2.
+  StridedView w = contiguousView({6});
+  ASSERT_TRUE(applyView(rt::OpId::Slice, slicing({0}, {6}, {2}), {3}, &w));
+  StridedView u = contiguousView({2, 3});
+  ASSERT_TRUE(applyView(rt::OpId::Transpose, permutation({1, 0}), {3, 2}, &u));
+  EXPECT_EQ(msg(applyView(rt::OpId::Reshape, {}, {2, 3}, &u)),
+            "reshaping [3, 2] to [2, 3] splits a strided dim of 3 by 2: no "
+            "view");
+  // Attributes that do not give the result, and a slice out of bounds.
+  StridedView x = contiguousView({2, 3});
+  EXPECT_EQ(msg(applyView(rt::OpId::Transpose, permutation({1, 0}), {2, 3},
+                          &x)),
+            "transpose of [2, 3] gives [3, 2], not [2, 3]");
+  EXPECT_EQ(msg(applyView(rt::OpId::Slice, slicing({1, 0}, {3, 3}, {1, 1}),
+                          {2, 3}, &x)),
+            "slice [1, step 1] of 2 elements is outside dim 0 of [2, 3]");
+  EXPECT_EQ(msg(applyView(rt::OpId::Add, {}, {2, 3}, &x)), "add is not a view");
+}
+
+TEST(Shapes, RandomViewChainsMatchTheOpsDoneByCopying) {
+  using namespace views;
+  std::mt19937 gen(11);
+  auto pick = [&](int64_t n) {
+    return int64_t(std::uniform_int_distribution<int64_t>(0, n - 1)(gen));
+  };
+  int viewed = 0, refused = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    Dims shape;
+    size_t rank = size_t(1 + pick(4));
+    for (size_t d = 0; d < rank; ++d)
+      shape.push_back(1 + pick(4));
+    Ref ref = iota(shape);
+    StridedView v = contiguousView(shape);
+    bool ok = true;
+    for (int step = 0; step < 4 && ok; ++step) {
+      int kind = int(pick(3));
+      if (kind == 0) { // transpose
+        Dims perm(ref.shape.size());
+        for (size_t i = 0; i < perm.size(); ++i)
+          perm[i] = int64_t(i);
+        std::shuffle(perm.begin(), perm.end(), gen);
+        ref = transposed(ref, perm);
+        ok = bool(applyView(rt::OpId::Transpose, permutation(perm), ref.shape,
+                            &v));
+      } else if (kind == 1) { // reshape: regroup the elements
+        Dims to;
+        int64_t n = int64_t(ref.data.size());
+        while (n > 1) {
+          int64_t f = 1 + pick(n);
+          while (n % f)
+            --f;
+          to.push_back(f);
+          n /= f;
+        }
+        if (to.empty())
+          to.push_back(1);
+        std::shuffle(to.begin(), to.end(), gen);
+        ref.shape = to;
+        ok = bool(applyView(rt::OpId::Reshape, {}, to, &v));
+      } else { // slice
+        Dims start, limit, st, result;
+        for (int64_t n : ref.shape) {
+          int64_t b = pick(n), s = 1 + pick(2);
+          int64_t len = 1 + pick((n - b + s - 1) / s);
+          start.push_back(b);
+          st.push_back(s);
+          limit.push_back(b + (len - 1) * s + 1);
+          result.push_back(len);
+        }
+        ref = sliced(ref, start, st, result);
+        ok = bool(applyView(rt::OpId::Slice, slicing(start, limit, st), result,
+                            &v));
+      }
+    }
+    if (!ok) {
+      ++refused;
+      continue;
+    }
+    ++viewed;
+    ASSERT_EQ(v.shape(), ref.shape) << "trial " << trial;
+    ASSERT_EQ(enumerate(v), ref.data) << "trial " << trial;
+  }
+  // Both outcomes are exercised.
+  EXPECT_GT(viewed, 200);
+  EXPECT_GT(refused, 10);
 }

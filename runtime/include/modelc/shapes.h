@@ -119,6 +119,42 @@ int64_t pooledSize(int64_t input, int64_t kernel, int64_t stride,
                    int64_t padBegin, int64_t padEnd, int64_t dilation,
                    bool ceilMode);
 
+/// Where the elements of a data-movement op's result lie in a contiguous
+/// tensor, when the op is a strided view of it (no copy needed): the
+/// result's dim d is the product of factors dims[d] (outermost first), each
+/// a size and an element stride, and element 0 is at `offset`. Enumerating
+/// every factor of every dim row-major visits the result's elements in
+/// row-major order (`flatten`). A fused region reads a transpose, reshape
+/// or slice of its input this way instead of a step copying it
+/// (docs/fusion.md, "Views").
+struct StridedView {
+  struct Factor {
+    int64_t size, stride;
+  };
+  int64_t offset = 0;
+  std::vector<std::vector<Factor>> dims;
+  Dims shape() const;
+  /// Every factor in order (size-1 factors dropped, mergeable neighbours
+  /// merged): the sizes and strides of a rank-n loop over the elements.
+  void flatten(Dims *sizes, Dims *strides) const;
+};
+
+/// The view of a contiguous tensor of `shape` (concrete sizes).
+StridedView contiguousView(const Dims &shape);
+
+/// Whether `op` can be read as a view of its operand (transpose, reshape,
+/// slice).
+bool isViewOp(OpId op);
+
+/// `view` becomes the view of op `op` (transpose, reshape or slice, with
+/// `attrs`) applied to it, whose result has shape `result` (concrete
+/// sizes). An error says why the result is no strided view of the operand:
+/// a slice inside a dim that merges strided dims, a reshape that splits a
+/// factor by a size that does not divide it, or attributes that do not
+/// give `result`.
+Status applyView(OpId op, const OpAttrs &attrs, const Dims &result,
+                 StridedView *view);
+
 } // namespace mc::rt::shapes
 
 #endif // MODELC_SHAPES_H

@@ -34,14 +34,34 @@ struct Load {
   std::vector<int64_t> strides;
   bool contiguous = false; // the output's own layout: a plain copy
   bool splat = false;      // one element everywhere
+  /// A view (a transpose, reshape or slice of an input): the sizes its
+  /// `strides` go with, which enumerate the value's elements row-major;
+  /// empty: the strides go with the value's own shape.
+  Shape dims;
 };
+
+/// Copies a run of n contiguous elements. Short runs (a view's rows of a
+/// head dim, 32 floats) inline as fixed-size moves: a libc memcpy call per
+/// row would cost more than the copy.
+template <typename T> inline void copyRun(T* dst, const T* src, int64_t n) {
+  if (n * int64_t(sizeof(T)) >= 512) {
+    std::memcpy(dst, src, size_t(n) * sizeof(T));
+    return;
+  }
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    __builtin_memcpy(dst + i, src + i, 8 * sizeof(T));
+  for (; i < n; ++i)
+    dst[i] = src[i];
+}
 
 /// Copies elements [start, start + n) of the output-shaped view of `load`
 /// into dst, for elements of type T (the element size picks T: a memcpy
 /// of a run-time size per element would be a libc call each).
 template <typename T>
-void loadTileAs(const Load& load, const Shape& outShape, int64_t start,
+void loadTileAs(const Load& load, const Shape& valueShape, int64_t start,
                 int64_t n, uint8_t* dstBytes) {
+  const Shape& outShape = load.dims.empty() ? valueShape : load.dims;
   const T* src = reinterpret_cast<const T*>(load.data);
   T* dst = reinterpret_cast<T*>(dstBytes);
   if (load.contiguous) {
@@ -69,7 +89,7 @@ void loadTileAs(const Load& load, const Shape& outShape, int64_t start,
     if (innerStride == 0)
       std::fill(out, out + run, src[offset]);
     else if (innerStride == 1)
-      std::memcpy(out, src + offset, size_t(run) * sizeof(T));
+      copyRun(out, src + offset, run);
     else
       for (int64_t i = 0; i < run; ++i)
         out[i] = src[offset + i * innerStride];
@@ -127,6 +147,74 @@ Status broadcastLoad(const ConstTensor& in, const std::vector<int64_t>& dims,
                          [](int64_t x) { return x == 0; });
   l->contiguous = !l->splat && in.shape == shape &&
                   l->strides == contiguousStrides(shape);
+  return Status::ok();
+}
+
+/// Body values that are views of an input (transpose, reshape and slice
+/// ops over an input or another view, docs/fusion.md "Views"): the input
+/// and where the value's elements lie in it.
+struct ViewOf {
+  int64_t input = -1; // -1: not a view
+  shapes::StridedView view;
+};
+
+/// Value `v` (body op `k`, a view op) as a view of an input; its operand
+/// must be an input or a view itself.
+Status viewValue(const KernelRequest& r, const RegionOp& op, size_t k,
+                 std::vector<ViewOf>* views) {
+  size_t n = r.inputs.size();
+  if (op.operands.size() != 1 || op.operands[0] >= n + k)
+    return Status::error("mc.fused: body op " + std::to_string(k) + " (mc." +
+                         opName(op.op) + ") must read one earlier value");
+  uint32_t from = op.operands[0];
+  ViewOf v;
+  if (from < n) {
+    v.input = from;
+    v.view = shapes::contiguousView(r.inputs[from].shape);
+  } else if ((*views)[from].input >= 0) {
+    v = (*views)[from];
+  } else {
+    return Status::error("mc.fused: body op " + std::to_string(k) + " (mc." +
+                         opName(op.op) + ") reads a computed value; a view "
+                         "in a region reads an input or another view");
+  }
+  Status s = shapes::applyView(op.op, op.attrs, op.shape, &v.view);
+  if (!s)
+    return Status::error("mc.fused: body op " + std::to_string(k) + " (mc." +
+                         opName(op.op) + "): " + s.message());
+  (*views)[n + k] = std::move(v);
+  return Status::ok();
+}
+
+/// The load of view `v`: its input's bytes at the view's strides, checked
+/// to stay inside the input.
+Status viewLoad(const KernelRequest& r, const ViewOf& v, Load* l) {
+  const ConstTensor& in = r.inputs[size_t(v.input)];
+  Shape sizes, strides;
+  v.view.flatten(&sizes, &strides);
+  if (sizes.size() > 16)
+    return Status::error("mc.fused: a view of input " +
+                         std::to_string(v.input) + " needs " +
+                         std::to_string(sizes.size()) +
+                         " strided dims, above the 16 a fused step supports");
+  int64_t last = v.view.offset, count = 1;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    last += (sizes[d] - 1) * strides[d];
+    count *= sizes[d];
+  }
+  if (count > 0 && (v.view.offset < 0 || last >= numElements(in.shape)))
+    return Status::error("mc.fused: a view of input " +
+                         std::to_string(v.input) + " " +
+                         shapeString(in.shape) + " reads outside it");
+  l->elemSize = dtypeSize(in.dtype);
+  l->data = static_cast<const uint8_t*>(in.data) +
+            size_t(v.view.offset) * l->elemSize;
+  l->dims = sizes;
+  l->strides = strides;
+  if (sizes.empty()) { // one element
+    l->dims = {1};
+    l->strides = {0};
+  }
   return Status::ok();
 }
 
@@ -405,10 +493,15 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
     // known; its own scratch comes first in the workspace.
     (void)ins;
   }
-  // Loads for broadcasts and for inputs read directly.
+  // Loads for broadcasts, views and inputs read directly.
+  std::vector<ViewOf> views(numValues);
   for (size_t k = first; k < body.size(); ++k) {
     const RegionOp& op = body[k];
     uint32_t value = uint32_t(r.inputs.size() + k);
+    if (shapes::isViewOp(op.op) && k + 1 < body.size()) {
+      MC_RETURN_IF_ERROR(viewValue(r, op, k, &views));
+      continue;
+    }
     if (op.op == OpId::BroadcastInDim) {
       if (op.operands.size() != 1 || op.operands[0] >= r.inputs.size())
         return Status::error("mc.fused: a broadcast must read an input");
@@ -425,6 +518,18 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
       if (v >= value)
         return Status::error("mc.fused: body op " + std::to_string(k) +
                              " reads a value defined after it");
+      if (views[v].input >= 0 && st->loadOf[v] < 0) {
+        if (body[v - r.inputs.size()].shape != st->outShape)
+          return Status::error("mc.fused: the view " + std::to_string(v) +
+                               " " +
+                               shapeString(body[v - r.inputs.size()].shape) +
+                               " does not have the region's shape " +
+                               shapeString(st->outShape));
+        Load l;
+        MC_RETURN_IF_ERROR(viewLoad(r, views[v], &l));
+        st->loads.push_back(std::move(l));
+        st->loadOf[v] = int(st->loads.size() - 1);
+      }
       if (v < r.inputs.size())
         MC_RETURN_IF_ERROR(directLoad(v));
     }
@@ -617,6 +722,7 @@ struct AttentionState {
   std::vector<int> loadOf;
   std::vector<Load> loads;
   std::vector<Shape> shapes; // per value
+  std::vector<bool> isView;  // per value: a view op's (no kernel)
   size_t scratchBytes = 0;
   std::vector<std::vector<BoundKernel>> kernels; // per slice
   uint8_t* boundTo = nullptr;
@@ -655,11 +761,22 @@ Status attentionKernel(const KernelRequest& r, BoundKernel* out,
     st->scratch[v] = int64_t(st->scratchBytes);
     st->scratchBytes += (size_t(st->sliceBytes[v]) + 63) / 64 * 64;
   };
+  auto leadOf = [&](const Shape& sh) {
+    return sh.size() == outShape.size() &&
+           std::equal(sh.begin(), sh.begin() + st->lead, outShape.begin());
+  };
+  std::vector<ViewOf> views(numValues);
   for (size_t k = 0; k < st->body.size(); ++k) {
     const RegionOp& op = st->body[k];
     size_t v = numInputs + k;
     st->shapes[v] = op.shape;
     dtypes[v] = op.dtype;
+    // A view of an input (q, k or v transposed out of a projection): read
+    // slice by slice from the input's bytes, like a broadcast.
+    if (shapes::isViewOp(op.op) && k + 1 < st->body.size()) {
+      MC_RETURN_IF_ERROR(viewValue(r, op, k, &views));
+      continue;
+    }
     if (op.shape.size() != outShape.size() ||
         !std::equal(op.shape.begin(), op.shape.begin() + st->lead,
                     outShape.begin()))
@@ -683,6 +800,22 @@ Status attentionKernel(const KernelRequest& r, BoundKernel* out,
         return Status::error("mc.fused (attention): body op " +
                              std::to_string(k) +
                              " reads a value defined after it");
+      if (views[o].input >= 0) {
+        if (st->loadOf[o] >= 0)
+          continue;
+        if (!leadOf(st->shapes[o]))
+          return Status::error("mc.fused (attention): the view " +
+                               std::to_string(o) + " " +
+                               shapeString(st->shapes[o]) +
+                               " lacks the output's leading dims");
+        Load l;
+        MC_RETURN_IF_ERROR(viewLoad(r, views[o], &l));
+        st->sliceBytes[o] = sliceOf(st->shapes[o]) * int64_t(l.elemSize);
+        st->loads.push_back(std::move(l));
+        st->loadOf[o] = int(st->loads.size() - 1);
+        alloc(o);
+        continue;
+      }
       // A scalar input read by an elementwise op: a splat slice.
       if (o < numInputs && r.inputs[o].shape.empty() && st->loadOf[o] < 0) {
         Load l;
@@ -720,6 +853,8 @@ Status attentionKernel(const KernelRequest& r, BoundKernel* out,
   st->slots = int(std::max<int64_t>(
       1, std::min<int64_t>(detail::maxThreads(), st->slices)));
   *workspaceBytes = st->scratchBytes * size_t(st->slots);
+  for (size_t v = 0; v < numValues; ++v)
+    st->isView.push_back(views[v].input >= 0);
   *out = [st, numInputs, &device = r.device](void* workspace) -> Status {
     uint8_t* ws = static_cast<uint8_t*>(workspace);
     AttentionState& S = *st;
@@ -741,9 +876,9 @@ Status attentionKernel(const KernelRequest& r, BoundKernel* out,
         };
         for (size_t k = 0; k < S.body.size(); ++k) {
           const RegionOp& op = S.body[k];
-          if (op.op == OpId::BroadcastInDim)
-            continue;
           size_t v = numInputs + k;
+          if (op.op == OpId::BroadcastInDim || S.isView[v])
+            continue;
           std::vector<ConstTensor> ins;
           for (uint32_t o : op.operands) {
             DType t = o < numInputs ? S.inputs[o].dtype : S.body[o - numInputs].dtype;

@@ -1,0 +1,51 @@
+// Views in fused regions (schema 2.6, docs/fusion.md "Views") compute what
+// the steps they replace compute: MultiheadAttention's q, k and v sliced,
+// reshaped and transposed out of a packed projection, a transpose read by
+// an elementwise region, a strided slice. The fused artifact reads the
+// projection in place (no slice or transpose step), agrees bit for bit
+// with --no-fuse (one step per op), and both match NumPy.
+// RUN: rm -rf %t && mkdir -p %t
+// RUN: modelc compile %s --emit=plan -o - | FileCheck %s --check-prefix=PLAN
+// PLAN: steps:
+// PLAN-NEXT: 0: mc.fused (#0, #{{[0-9]+}}) -> (#{{[0-9]+}}) {attention}
+// PLAN: mc.slice(%0)
+// PLAN: mc.transpose
+// PLAN: mc.matmul({{.*}}) : f32 {transpose_b}
+// PLAN: 1: mc.fused
+// PLAN: mc.transpose
+// PLAN: mc.add
+// PLAN: 2: mc.fused
+// PLAN: mc.slice
+// PLAN-NOT: {{^ +[0-9]+: mc.(transpose|slice)}}
+// RUN: modelc compile %s -o %t/fused.mcpk
+// RUN: modelc compile %s --no-fuse -o %t/unfused.mcpk
+// RUN: %python -c "import numpy as np; r = np.random.default_rng(3); [np.save('%t/' + n + '.npy', r.standard_normal(s).astype(np.float32)) for n, s in (('proj', (8, 2, 24)), ('x', (2, 8, 4)), ('y', (8, 2, 4)), ('m', (8, 4)), ('n', (4, 4)))]"
+// RUN: modelc-run %t/fused.mcpk --input arg0=%t/proj.npy --input arg1=%t/x.npy --input arg2=%t/y.npy --input arg3=%t/m.npy --input arg4=%t/n.npy --output-dir %t/f > /dev/null
+// RUN: modelc-run %t/unfused.mcpk --input arg0=%t/proj.npy --input arg1=%t/x.npy --input arg2=%t/y.npy --input arg3=%t/m.npy --input arg4=%t/n.npy --output-dir %t/u > /dev/null
+// RUN: %python %S/Inputs/fused_views_ref.py %t | FileCheck %s --check-prefix=VALUES
+// VALUES: output0: fused == unfused, rel err vs numpy {{[0-9.e-]+}}: ok
+// VALUES: output1: fused == unfused, rel err vs numpy {{[0-9.e-]+}}: ok
+// VALUES: output2: fused == unfused, rel err vs numpy {{[0-9.e-]+}}: ok
+func.func @views(%proj: tensor<8x2x24xf32>, %x: tensor<2x8x4xf32>, %y: tensor<8x2x4xf32>, %m: tensor<8x4xf32>, %n: tensor<4x4xf32>) -> (tensor<4x8x4xf32>, tensor<2x8x4xf32>, tensor<4x4xf32>) {
+  %s = mc.constant dense<2.0> : tensor<f32>
+  %q0 = mc.slice %proj, start = [0, 0, 0], limit = [8, 2, 8], strides = [1, 1, 1] : (tensor<8x2x24xf32>) -> tensor<8x2x8xf32>
+  %k0 = mc.slice %proj, start = [0, 0, 8], limit = [8, 2, 16], strides = [1, 1, 1] : (tensor<8x2x24xf32>) -> tensor<8x2x8xf32>
+  %v0 = mc.slice %proj, start = [0, 0, 16], limit = [8, 2, 24], strides = [1, 1, 1] : (tensor<8x2x24xf32>) -> tensor<8x2x8xf32>
+  %q1 = mc.reshape %q0 : (tensor<8x2x8xf32>) -> tensor<8x4x4xf32>
+  %k1 = mc.reshape %k0 : (tensor<8x2x8xf32>) -> tensor<8x4x4xf32>
+  %v1 = mc.reshape %v0 : (tensor<8x2x8xf32>) -> tensor<8x4x4xf32>
+  %q = mc.transpose %q1, permutation = [1, 0, 2] : (tensor<8x4x4xf32>) -> tensor<4x8x4xf32>
+  %kt = mc.transpose %k1, permutation = [1, 2, 0] : (tensor<8x4x4xf32>) -> tensor<4x4x8xf32>
+  %v = mc.transpose %v1, permutation = [1, 0, 2] : (tensor<8x4x4xf32>) -> tensor<4x8x4xf32>
+  %sb = mc.broadcast_in_dim %s, dims = [] : (tensor<f32>) -> tensor<4x8x4xf32>
+  %qs = mc.div %q, %sb : tensor<4x8x4xf32>
+  %scores = mc.matmul %qs, %kt : tensor<4x8x4xf32>, tensor<4x4x8xf32> -> tensor<4x8x8xf32>
+  %p = mc.softmax %scores, axis = 2 : tensor<4x8x8xf32>
+  %o = mc.matmul %p, %v : tensor<4x8x8xf32>, tensor<4x8x4xf32> -> tensor<4x8x4xf32>
+  %t = mc.transpose %y, permutation = [1, 0, 2] : (tensor<8x2x4xf32>) -> tensor<2x8x4xf32>
+  %a = mc.add %x, %t : tensor<2x8x4xf32>
+  %r = mc.relu %a : tensor<2x8x4xf32>
+  %ms = mc.slice %m, start = [1, 0], limit = [8, 4], strides = [2, 1] : (tensor<8x4xf32>) -> tensor<4x4xf32>
+  %mn = mc.mul %ms, %n : tensor<4x4xf32>
+  return %o, %r, %mn : tensor<4x8x4xf32>, tensor<2x8x4xf32>, tensor<4x4xf32>
+}

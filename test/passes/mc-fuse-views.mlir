@@ -1,0 +1,105 @@
+// RUN: modelc-opt %s -split-input-file --mc-fuse | FileCheck %s
+// RUN: modelc-opt %s -split-input-file --mc-fuse="views=false" | FileCheck %s --check-prefix=NOVIEWS
+
+// Views in regions (schema 2.6): the slices, reshapes and transposes that
+// make q, k and v out of a packed projection ([S, B, 3D], PyTorch's
+// MultiheadAttention: 2 batches, 2 heads of 4) join the attention region,
+// which reads the projection itself. k's transpose to [.., d, s] is
+// permuted the other way and read with transpose_b (each row of a slice
+// is a run of the head dim).
+
+// CHECK-LABEL: func.func @mha
+// CHECK: %[[R:.*]] = mc.fused %arg0, %{{.*}} {attention} : (tensor<8x2x24xf32>, tensor<f32>) -> tensor<4x8x4xf32> {
+// CHECK-NEXT: ^bb0(%[[P:.*]]: tensor<8x2x24xf32>, %{{.*}}: tensor<f32>):
+// CHECK: mc.slice %[[P]], start = [0, 0, 0], limit = [8, 2, 8]
+// CHECK: %[[K0:.*]] = mc.slice %[[P]], start = [0, 0, 8], limit = [8, 2, 16]
+// CHECK: mc.slice %[[P]], start = [0, 0, 16], limit = [8, 2, 24]
+// CHECK: %[[K1:.*]] = mc.reshape %[[K0]]
+// CHECK: %[[KT:.*]] = mc.transpose %[[K1]], permutation = [1, 0, 2] : (tensor<8x4x4xf32>) -> tensor<4x8x4xf32>
+// CHECK: mc.matmul %{{.*}}, %[[KT]] transpose_b : tensor<4x8x4xf32>, tensor<4x8x4xf32> -> tensor<4x8x8xf32>
+// CHECK: mc.softmax
+// CHECK: mc.yield
+// CHECK-NOT: mc.slice
+// CHECK-NOT: mc.transpose
+// CHECK: return %[[R]]
+// NOVIEWS-LABEL: func.func @mha
+// NOVIEWS-COUNT-3: mc.slice
+// NOVIEWS-COUNT-3: mc.transpose
+// NOVIEWS: mc.fused {{.*}} {attention} : (tensor<f32>, tensor<4x8x4xf32>, tensor<4x4x8xf32>, tensor<4x8x4xf32>)
+// NOVIEWS-NOT: transpose_b
+func.func @mha(%proj: tensor<8x2x24xf32>) -> tensor<4x8x4xf32> {
+  %s = mc.constant dense<2.0> : tensor<f32>
+  %q0 = mc.slice %proj, start = [0, 0, 0], limit = [8, 2, 8], strides = [1, 1, 1] : (tensor<8x2x24xf32>) -> tensor<8x2x8xf32>
+  %k0 = mc.slice %proj, start = [0, 0, 8], limit = [8, 2, 16], strides = [1, 1, 1] : (tensor<8x2x24xf32>) -> tensor<8x2x8xf32>
+  %v0 = mc.slice %proj, start = [0, 0, 16], limit = [8, 2, 24], strides = [1, 1, 1] : (tensor<8x2x24xf32>) -> tensor<8x2x8xf32>
+  %q1 = mc.reshape %q0 : (tensor<8x2x8xf32>) -> tensor<8x4x4xf32>
+  %k1 = mc.reshape %k0 : (tensor<8x2x8xf32>) -> tensor<8x4x4xf32>
+  %v1 = mc.reshape %v0 : (tensor<8x2x8xf32>) -> tensor<8x4x4xf32>
+  %q = mc.transpose %q1, permutation = [1, 0, 2] : (tensor<8x4x4xf32>) -> tensor<4x8x4xf32>
+  %kt = mc.transpose %k1, permutation = [1, 2, 0] : (tensor<8x4x4xf32>) -> tensor<4x4x8xf32>
+  %v = mc.transpose %v1, permutation = [1, 0, 2] : (tensor<8x4x4xf32>) -> tensor<4x8x4xf32>
+  %sb = mc.broadcast_in_dim %s, dims = [] : (tensor<f32>) -> tensor<4x8x4xf32>
+  %qs = mc.div %q, %sb : tensor<4x8x4xf32>
+  %scores = mc.matmul %qs, %kt : tensor<4x8x4xf32>, tensor<4x4x8xf32> -> tensor<4x8x8xf32>
+  %p = mc.softmax %scores, axis = 2 : tensor<4x8x8xf32>
+  %o = mc.matmul %p, %v : tensor<4x8x8xf32>, tensor<4x8x4xf32> -> tensor<4x8x4xf32>
+  return %o : tensor<4x8x4xf32>
+}
+
+// -----
+
+// An elementwise region reads a transpose (the residual add after
+// attention's [S, B, D] -> [B, S, D]) as a view: one step.
+// CHECK-LABEL: func.func @transpose_add
+// CHECK: %[[R:.*]] = mc.fused %arg1, %arg0 : (tensor<8x2x4xf32>, tensor<2x8x4xf32>) -> tensor<2x8x4xf32> {
+// CHECK: mc.transpose
+// CHECK: mc.add
+// CHECK: mc.relu
+// CHECK: return %[[R]]
+// NOVIEWS-LABEL: func.func @transpose_add
+// NOVIEWS: mc.transpose
+// NOVIEWS-NEXT: mc.fused
+func.func @transpose_add(%x: tensor<2x8x4xf32>, %y: tensor<8x2x4xf32>) -> tensor<2x8x4xf32> {
+  %t = mc.transpose %y, permutation = [1, 0, 2] : (tensor<8x2x4xf32>) -> tensor<2x8x4xf32>
+  %a = mc.add %x, %t : tensor<2x8x4xf32>
+  %r = mc.relu %a : tensor<2x8x4xf32>
+  return %r : tensor<2x8x4xf32>
+}
+
+// -----
+
+// A strided slice (every other row) is a view too.
+// CHECK-LABEL: func.func @strided_slice
+// CHECK: mc.fused %arg0, %arg1 : (tensor<8x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32> {
+// CHECK: mc.slice %{{.*}}, start = [1, 0], limit = [8, 4], strides = [2, 1]
+func.func @strided_slice(%x: tensor<8x4xf32>, %y: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %s = mc.slice %x, start = [1, 0], limit = [8, 4], strides = [2, 1] : (tensor<8x4xf32>) -> tensor<4x4xf32>
+  %m = mc.mul %s, %y : tensor<4x4xf32>
+  return %m : tensor<4x4xf32>
+}
+
+// -----
+
+// Not views: a transpose with another user (it stays a step, read by the
+// region as an input), and a slice inside a dim that a reshape merged from
+// two strided dims (no strided view of the transpose's operand: the chain
+// stops at the slice, which reads the reshape's result as a view).
+// CHECK-LABEL: func.func @not_views
+// CHECK: %[[T:.*]] = mc.transpose
+// CHECK: mc.fused %{{.*}}, %[[T]] : (tensor<2x8xf32>, tensor<2x8xf32>)
+// CHECK: mc.transpose
+// CHECK: %[[ZR:.*]] = mc.reshape
+// CHECK: mc.fused %[[ZR]], %{{.*}} : (tensor<8xf32>, tensor<3xf32>)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: mc.slice
+func.func @not_views(%x: tensor<8x2xf32>, %y: tensor<2x8xf32>, %z: tensor<4x2xf32>, %w: tensor<3xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>, tensor<3xf32>) {
+  %t = mc.transpose %x, permutation = [1, 0] : (tensor<8x2xf32>) -> tensor<2x8xf32>
+  %a = mc.add %y, %t : tensor<2x8xf32>
+  %b = mc.relu %a : tensor<2x8xf32>
+  %zt = mc.transpose %z, permutation = [1, 0] : (tensor<4x2xf32>) -> tensor<2x4xf32>
+  %zr = mc.reshape %zt : (tensor<2x4xf32>) -> tensor<8xf32>
+  %s = mc.slice %zr, start = [1], limit = [4], strides = [1] : (tensor<8xf32>) -> tensor<3xf32>
+  %c = mc.mul %s, %w : tensor<3xf32>
+  %d = mc.exp %c : tensor<3xf32>
+  return %b, %t, %d : tensor<2x8xf32>, tensor<2x8xf32>, tensor<3xf32>
+}
