@@ -200,6 +200,7 @@ LogicalResult runCompilePipeline(ModuleOp module,
       training.fuseEpilogues &= t->fusesEpilogues();
       training.fuseAttention &= t->fusesAttention();
       training.fuseViews &= t->fusesViews();
+      training.fuseAttentionViews &= t->fusesAttentionViews();
     }
     buildTrainPipeline(pm, training);
   } else {
@@ -213,6 +214,7 @@ LogicalResult runCompilePipeline(ModuleOp module,
       pipeline.fuseEpilogues &= t->fusesEpilogues();
       pipeline.fuseAttention &= t->fusesAttention();
       pipeline.fuseViews &= t->fusesViews();
+      pipeline.fuseAttentionViews &= t->fusesAttentionViews();
     }
     buildCompilePipeline(pm, pipeline);
   }

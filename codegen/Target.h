@@ -46,8 +46,10 @@ public:
   virtual bool fusesEpilogues() const { return true; }
   virtual bool fusesAttention() const { return true; }
   /// Whether its region kernels read inputs through views (transpose,
-  /// reshape, slice ops in the region: schema 2.6).
+  /// reshape, slice ops in the region: schema 2.6), in elementwise regions
+  /// and in attention regions.
   virtual bool fusesViews() const { return true; }
+  virtual bool fusesAttentionViews() const { return true; }
   virtual mlir::LogicalResult serializeExecutables(mlir::ModuleOp module,
                                                    Plan& plan) const {
     return mlir::success();

@@ -756,6 +756,13 @@ def MC_FusedOp : MC_Op<"fused", [IsolatedFromAbove, SingleBlock,
     and heads), so a backend may run it one `[S, T]` slice at a time, or as
     one fused attention kernel.
 
+    Either kind may read an input through *views*: `mc.transpose`,
+    `mc.reshape` and `mc.slice` ops whose operand is a block argument or
+    another view, none of them the last op. A backend reads a view from the
+    input's bytes at strides (`shapes::applyView`) instead of a step copying
+    it; the ops that read a view see it at the result's shape (attention:
+    its rank and leading dims).
+
     ```mlir
     %0 = mc.fused %x, %w, %b : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>) -> tensor<1x4x6x6xf32> {
     ^bb0(%a: tensor<1x3x8x8xf32>, %k: tensor<4x3x3x3xf32>, %c: tensor<4xf32>):

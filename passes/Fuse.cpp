@@ -345,7 +345,7 @@ struct FusePass : mc::impl::FusePassBase<FusePass> {
       if (!g.members.contains(operand.getDefiningOp()) && !sameLead(operand))
         return std::nullopt;
     // q, k and v as views of the projection they come from.
-    if (views) {
+    if (views && attentionViews) {
       for (Value leaf : {qLeaf, qk->getOperand(1), pv->getOperand(1)})
         if (sameLead(leaf) && !g.members.contains(leaf.getDefiningOp()))
           for (Operation* op : viewChain(leaf))

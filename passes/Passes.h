@@ -42,7 +42,8 @@ struct CompilePipelineOptions {
   bool fuse = true;
   /// mc-fuse's epilogues and attention options (off when a target of the
   /// compile does not run such regions, e.g. cuda).
-  bool fuseEpilogues = true, fuseAttention = true, fuseViews = true;
+  bool fuseEpilogues = true, fuseAttention = true, fuseViews = true,
+       fuseAttentionViews = true;
 };
 
 /// Appends the inference compile pipeline: inline, canonicalize, cse,
@@ -72,7 +73,8 @@ struct TrainPipelineOptions {
   double dpBucketMb = 25;
   /// mc-fuse on the finished step.
   bool fuse = true;
-  bool fuseEpilogues = true, fuseAttention = true, fuseViews = true;
+  bool fuseEpilogues = true, fuseAttention = true, fuseViews = true,
+       fuseAttentionViews = true;
 };
 
 /// Appends the training pipeline (see Pipelines.cpp for the order):

@@ -387,6 +387,8 @@ def FusePass : Pass<"mc-fuse", "mlir::ModuleOp"> {
     Option<"views", "views", "bool", /*default=*/"true",
            "let a region read an input through transposes, reshapes and "
            "slices (strided views) instead of a step copying it">,
+    Option<"attentionViews", "attention-views", "bool", /*default=*/"true",
+           "with views: let an attention region read q, k and v as views">,
     Option<"maxFullReduction", "max-full-reduction", "int64_t",
            /*default=*/"65536",
            "the most elements a reduction to one value may reduce and "

@@ -59,6 +59,7 @@ void mc::buildCompilePipeline(OpPassManager& pm,
     fuse.epilogues = options.fuseEpilogues;
     fuse.attention = options.fuseAttention;
     fuse.views = options.fuseViews;
+    fuse.attentionViews = options.fuseAttentionViews;
     pm.addPass(createFusePass(fuse));
   }
   // 6. Last, the contract: what reaches codegen has static shapes,
@@ -148,6 +149,7 @@ void mc::buildTrainPipeline(OpPassManager& pm,
     fuse.epilogues = o.fuseEpilogues;
     fuse.attention = o.fuseAttention;
     fuse.views = o.fuseViews;
+    fuse.attentionViews = o.fuseAttentionViews;
     pm.addPass(createFusePass(fuse));
   }
   VerifyContractPassOptions contract;

@@ -157,9 +157,11 @@ public:
   // Attention regions the device runs as cuDNN's fused attention stay
   // whole; placeAttentionRegions expands the others into their ops.
   bool fusesAttention() const override { return true; }
-  // Views in regions: not yet in the generated kernels, cuDNN's attention
-  // graph or the lavapipe check (docs/fusion.md, "Views").
-  bool fusesViews() const override { return false; }
+  // Views: the generated kernels read them (KernelGen's viewLoad, checked
+  // on lavapipe); cuDNN's attention graph and the expansion of attention
+  // regions do not yet (docs/fusion.md, "Views").
+  bool fusesViews() const override { return true; }
+  bool fusesAttentionViews() const override { return false; }
 
   LogicalResult serializeExecutables(ModuleOp module,
                                      Plan& plan) const override {

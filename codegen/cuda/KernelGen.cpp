@@ -5,6 +5,7 @@
 // of a region rounds its result to its own element type, as the CPU's
 // per-op kernels do, so a region gives what its ops give one by one.
 #include "codegen/cuda/KernelGen.h"
+#include "modelc/shapes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -768,6 +769,23 @@ private:
     return load(arg, flat);
   }
 
+  /// Input `arg` read through view `v` (schema 2.6: a transpose, reshape or
+  /// slice of it in the region) at the region's flat index `i`: `i`
+  /// delinearized over the view's factors, dotted with their strides.
+  Value viewLoad(size_t arg, const rt::shapes::StridedView& v, Value i) {
+    std::vector<int64_t> sizes, strides;
+    v.flatten(&sizes, &strides);
+    SmallVector<Value> s;
+    for (int64_t n : sizes)
+      s.push_back(idx(n));
+    SmallVector<Value> ix = delinearize(i, s);
+    Value flat = idx(v.offset);
+    for (size_t k = 0; k < ix.size(); ++k)
+      flat = arith::AddIOp::create(
+          b, loc, flat, arith::MulIOp::create(b, loc, ix[k], idx(strides[k])));
+    return load(arg, flat);
+  }
+
   /// Input `k` read at the region's flat index `i` (an input of one element
   /// is a scalar, read at 0).
   Value loadDirect(size_t k, Value i, int64_t numel) {
@@ -803,8 +821,29 @@ private:
         values[k] = loadDirect(k, i, numel);
       return values[k];
     };
+    // Views of inputs: the input each reads and where its elements lie.
+    std::vector<int64_t> viewArg(nin + count, -1);
+    std::vector<rt::shapes::StridedView> views(nin + count);
     for (size_t j = 0; j < count; ++j) {
       const PlanRegionOp& op = body[j];
+      if (rt::shapes::isViewOp(op.op) && op.operands.size() == 1 &&
+          (op.operands[0] < nin || viewArg[op.operands[0]] >= 0)) {
+        uint32_t from = op.operands[0];
+        if (plan.batch.dynamic())
+          return emitError(loc) << "a view (mc." << rt::opName(op.op)
+                                << ") in a region of a dynamic-batch model";
+        rt::shapes::StridedView v =
+            from < nin ? rt::shapes::contiguousView(tensors[from].shape)
+                       : views[from];
+        rt::Status st = rt::shapes::applyView(op.op, op.attrs, op.shape, &v);
+        if (!st)
+          return emitError(loc) << "mc." << rt::opName(op.op) << ": "
+                                << st.message();
+        viewArg[nin + j] = from < nin ? int64_t(from) : viewArg[from];
+        views[nin + j] = std::move(v);
+        types[nin + j] = op.dtype;
+        continue;
+      }
       if (op.op == OpId::BroadcastInDim && op.operands[0] < nin) {
         values[nin + j] =
             broadcastLoad(op.operands[0], op.attrs.getInts("dims"), index());
@@ -814,7 +853,21 @@ private:
       SmallVector<Value> x;
       SmallVector<DType> xt;
       for (uint32_t v : op.operands) {
-        x.push_back(v < nin ? input(v) : values[v]);
+        if (viewArg[v] >= 0) {
+          // A reshape of an input (an epilogue's, split from its anchor)
+          // reads it in order: the element's own index, as before views.
+          std::vector<int64_t> sizes, strides;
+          views[v].flatten(&sizes, &strides);
+          bool inOrder = views[v].offset == 0 && sizes.size() == 1 &&
+                         strides[0] == 1 &&
+                         sizes[0] == tensors[size_t(viewArg[v])].numel();
+          if (!values[v])
+            values[v] = inOrder ? input(size_t(viewArg[v]))
+                                : viewLoad(size_t(viewArg[v]), views[v], i);
+          x.push_back(values[v]);
+        } else {
+          x.push_back(v < nin ? input(v) : values[v]);
+        }
         xt.push_back(types[v]);
       }
       element = i;
@@ -859,7 +912,8 @@ private:
     Value units = arith::DivUIOp::create(b, loc, n, idx(vectorWidth));
     std::vector<bool> direct(numInputs(), false);
     for (const PlanRegionOp& op : body)
-      if (op.op != OpId::BroadcastInDim)
+      if (op.op != OpId::BroadcastInDim && op.op != OpId::Transpose &&
+          op.op != OpId::Slice)
         for (uint32_t v : op.operands)
           if (v < numInputs())
             direct[v] = true;
@@ -1548,7 +1602,8 @@ KernelKind classifyStep(const Plan& plan, const PlanStep& step,
       const PlanRegionOp& op = step.body[j];
       bool lastReduction =
           j + 1 == step.body.size() && rt::isReduction(op.op) && j > 0;
-      if (!isElementwiseOp(op.op) && !lastReduction)
+      bool view = rt::shapes::isViewOp(op.op) && j + 1 < step.body.size();
+      if (!isElementwiseOp(op.op) && !lastReduction && !view)
         return refuse("region op mc." + std::string(rt::opName(op.op)) +
                       " (only elementwise regions, optionally ending in a "
                       "reduction, get one kernel)");

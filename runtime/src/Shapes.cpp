@@ -597,7 +597,9 @@ Status applyView(OpId op, const OpAttrs &attrs, const Dims &result,
                    shapeStr(input) + ", a merge of strided dims: no view");
       int64_t stride = real.empty() ? 0 : real[0].stride;
       view->offset += b * stride;
-      view->dims[d] = {Factor{n, stride * step}};
+      // One element (or none): its stride is never used (and an untrusted
+      // step times the stride could overflow).
+      view->dims[d] = {Factor{n, n > 1 ? stride * step : stride}};
     }
     return Status::ok();
   }
