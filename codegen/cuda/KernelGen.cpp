@@ -829,9 +829,12 @@ private:
       if (rt::shapes::isViewOp(op.op) && op.operands.size() == 1 &&
           (op.operands[0] < nin || viewArg[op.operands[0]] >= 0)) {
         uint32_t from = op.operands[0];
-        if (plan.batch.dynamic())
+        uint32_t root = from < nin ? from : uint32_t(viewArg[from]);
+        if (plan.batch.dynamic() && scaledDims(tensors[root]))
           return emitError(loc) << "a view (mc." << rt::opName(op.op)
-                                << ") in a region of a dynamic-batch model";
+                                << ") of an input whose size depends on the "
+                                   "batch (mc-fuse makes views of static "
+                                   "shapes only)";
         rt::shapes::StridedView v =
             from < nin ? rt::shapes::contiguousView(tensors[from].shape)
                        : views[from];
