@@ -2,7 +2,9 @@
 #include "ir/MCDialect.h"
 #include "ir/Batch.h"
 #include "modelc/ops.h"
+#include "ir/RegistryOps.h"
 #include "ir/ShapeInference.h"
+#include "modelc/shapes.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -644,6 +646,43 @@ static bool isRegionView(Operation* op) {
   return llvm::isa<BlockArgument>(in) || isRegionView(in.getDefiningOp());
 }
 
+/// A view must be a strided view of the input its chain starts from
+/// (shapes::applyView, as the artifact verifier and the kernels compute
+/// it); checked where the shapes are static.
+static LogicalResult verifyRegionView(Operation* op) {
+  SmallVector<Operation*> chain{op};
+  Value root = op->getOperand(0);
+  while (Operation* def = root.getDefiningOp()) {
+    chain.push_back(def);
+    root = def->getOperand(0);
+  }
+  auto dims = [](Value v) -> std::optional<rt::shapes::Dims> {
+    auto t = llvm::cast<RankedTensorType>(v.getType());
+    if (!t.hasStaticShape())
+      return std::nullopt;
+    return rt::shapes::Dims(t.getShape().begin(), t.getShape().end());
+  };
+  std::optional<rt::shapes::Dims> start = dims(root);
+  if (!start)
+    return success();
+  rt::shapes::StridedView view = rt::shapes::contiguousView(*start);
+  for (Operation* v : llvm::reverse(chain)) {
+    std::optional<rt::shapes::Dims> result = dims(v->getResult(0));
+    rt::OpId id;
+    if (!result || !rt::findOp(v->getName().getStringRef(), &id))
+      return success();
+    FailureOr<rt::OpAttrs> attrs = registryAttributes(v, rt::opInfo(id));
+    if (failed(attrs))
+      return failure();
+    rt::Status s = rt::shapes::applyView(id, *attrs, *result, &view);
+    if (!s)
+      return v->emitOpError() << "in an mc.fused region is no strided view of "
+                                 "the region's input: "
+                              << s.message();
+  }
+  return success();
+}
+
 /// Ops that read a view must be the region's compute ops (not an anchor or
 /// a broadcast, which read inputs) and read it at `shape` (elementwise) or
 /// with the result's rank and leading `lead` dims (attention).
@@ -671,8 +710,11 @@ static LogicalResult verifyAttentionBody(FusedOp fused, Block& body,
     return fused.emitOpError() << "with attention needs a result of rank >= 2";
   size_t lead = shape.size() - 2;
   for (Operation& op : body.without_terminator()) {
-    if (isRegionView(&op))
+    if (isRegionView(&op)) {
+      if (failed(verifyRegionView(&op)))
+        return failure();
       continue;
+    }
     if (failed(checkViewReaders(op, shape, lead)))
       return failure();
     rt::OpId id;
@@ -753,6 +795,8 @@ LogicalResult FusedOp::verifyRegions() {
   for (Operation& op : body.without_terminator()) {
     if (isRegionView(&op)) {
       first = false; // an anchor comes first, before any view
+      if (failed(verifyRegionView(&op)))
+        return failure();
       continue;
     }
     if (failed(checkViewReaders(op, shape, std::nullopt)))
@@ -786,8 +830,8 @@ LogicalResult FusedOp::verifyRegions() {
       return op.emitOpError()
              << "cannot be in an mc.fused region: only elementwise ops, "
                 "after at most one matmul or conv2d as the first op";
-    bool reshaped = anchor && op.getNextNode() &&
-                    llvm::isa<ReshapeOp>(op.getNextNode());
+    auto next = llvm::dyn_cast_or_null<ReshapeOp>(op.getNextNode());
+    bool reshaped = anchor && next && next.getInput().getDefiningOp() == &op;
     if (op.getNumResults() != 1 ||
         (!reshaped &&
          llvm::cast<RankedTensorType>(op.getResult(0).getType()).getShape() !=

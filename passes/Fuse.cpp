@@ -128,6 +128,8 @@ struct Group {
 SmallVector<Operation*> viewChain(Value leaf) {
   SmallVector<Operation*> chain;
   Value cur = leaf;
+  // (A splat constant becomes a rank-0 input of the region: no view of it;
+  // see below.)
   while (Operation* def = cur.getDefiningOp()) {
     if (!llvm::isa<mc::TransposeOp, mc::ReshapeOp, mc::SliceOp>(def) ||
         !def->hasOneUse() || def->getBlock() != leaf.getParentBlock())
@@ -140,6 +142,8 @@ SmallVector<Operation*> viewChain(Value leaf) {
     chain.push_back(def);
     cur = def->getOperand(0);
   }
+  if (chain.empty()) // (the leaf's own shape may be dynamic)
+    return chain;
   // From the start: an op the view cannot follow ends the chain there (the
   // region reads its operand, or its result, instead).
   auto shapeOf = [](Value v) {
@@ -170,6 +174,12 @@ SmallVector<Operation*> viewChain(Value leaf) {
     }
   }
   chain.resize(kept);
+  // A region reads a splat constant as its rank-0 scalar (MCToPlan), which
+  // a view cannot start from.
+  Value start = chain.empty() ? leaf : chain.back()->getOperand(0);
+  if (Operation* def = start.getDefiningOp())
+    if (isSplatConstant(def))
+      chain.clear();
   if (llvm::all_of(chain, [](Operation* op) {
         return llvm::isa<mc::ReshapeOp>(op);
       }))
@@ -459,9 +469,11 @@ struct FusePass : mc::impl::FusePassBase<FusePass> {
       }
       if (!allUsersInside)
         continue;
-      // Anchors and broadcasts inside a region read only its inputs.
-      bool readAsInput = llvm::any_of(p->getUsers(), [](Operation* u) {
-        return isAnchor(u) || llvm::isa<mc::BroadcastInDimOp>(u);
+      // Anchors, broadcasts and views inside a region read only its inputs.
+      bool readAsInput = llvm::any_of(p->getUsers(), [&](Operation* u) {
+        return isAnchor(u) || llvm::isa<mc::BroadcastInDimOp>(u) ||
+               (llvm::isa<mc::TransposeOp, mc::ReshapeOp, mc::SliceOp>(u) &&
+                g.members.contains(u));
       });
       if (readAsInput)
         continue;

@@ -591,7 +591,8 @@ void splitAnchorRegions(Plan& plan) {
     PlanStep anchor = stepOf(std::move(anchorOp), std::move(anchorInputs));
     anchor.outputs = {a};
     uint32_t n = uint32_t(step.inputs.size());
-    if (!step.body.empty() && step.body[0].op == rt::OpId::Reshape) {
+    if (!step.body.empty() && step.body[0].op == rt::OpId::Reshape &&
+        step.body[0].operands.size() == 1 && step.body[0].operands[0] == n) {
       // The anchor's reshape becomes a view of its buffer (as the CPU
       // lowering makes every reshape), and leaves the region.
       uint32_t view = addBuffer(plan, plan.buffers[a].name + ".view",

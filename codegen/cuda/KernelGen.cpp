@@ -824,6 +824,23 @@ private:
     // Views of inputs: the input each reads and where its elements lie.
     std::vector<int64_t> viewArg(nin + count, -1);
     std::vector<rt::shapes::StridedView> views(nin + count);
+    // Value v at the element: an input's, a view's, or a computed one.
+    auto read = [&](uint32_t v) -> Value {
+      if (viewArg[v] < 0)
+        return v < nin ? input(v) : values[v];
+      if (!values[v]) {
+        // A reshape of an input (an epilogue's, split from its anchor)
+        // reads it in order: the element's own index, as before views.
+        std::vector<int64_t> sizes, strides;
+        views[v].flatten(&sizes, &strides);
+        bool inOrder = views[v].offset == 0 && sizes.size() == 1 &&
+                       strides[0] == 1 &&
+                       sizes[0] == tensors[size_t(viewArg[v])].numel();
+        values[v] = inOrder ? input(size_t(viewArg[v]))
+                            : viewLoad(size_t(viewArg[v]), views[v], i);
+      }
+      return values[v];
+    };
     for (size_t j = 0; j < count; ++j) {
       const PlanRegionOp& op = body[j];
       if (rt::shapes::isViewOp(op.op) && op.operands.size() == 1 &&
@@ -856,21 +873,7 @@ private:
       SmallVector<Value> x;
       SmallVector<DType> xt;
       for (uint32_t v : op.operands) {
-        if (viewArg[v] >= 0) {
-          // A reshape of an input (an epilogue's, split from its anchor)
-          // reads it in order: the element's own index, as before views.
-          std::vector<int64_t> sizes, strides;
-          views[v].flatten(&sizes, &strides);
-          bool inOrder = views[v].offset == 0 && sizes.size() == 1 &&
-                         strides[0] == 1 &&
-                         sizes[0] == tensors[size_t(viewArg[v])].numel();
-          if (!values[v])
-            values[v] = inOrder ? input(size_t(viewArg[v]))
-                                : viewLoad(size_t(viewArg[v]), views[v], i);
-          x.push_back(values[v]);
-        } else {
-          x.push_back(v < nin ? input(v) : values[v]);
-        }
+        x.push_back(read(v));
         xt.push_back(types[v]);
       }
       element = i;
@@ -885,7 +888,7 @@ private:
       return input(0);
     }
     *resultType = types.back();
-    return values.back();
+    return read(uint32_t(nin + count - 1)); // a view, when a reduction reads one
   }
 
   LogicalResult emitElementwise() {

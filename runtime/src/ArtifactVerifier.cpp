@@ -834,8 +834,15 @@ Status Verifier::checkFused(const fb::Step &step,
       shape = shapes::atBatch(shape, scale, checkBatch_);
     const OpInfo &info = opInfo(id);
     bool anchor = !attention && k == 0 && info.epilogueAnchor;
+    // The anchor's reshape: body op 1, reading the anchor's result (a view
+    // of an input may sit there too, when the anchor has no reshape).
+    auto readsAnchor = [&](const fb::RegionOp *op) {
+      return op->operands() && op->operands()->size() == 1 &&
+             op->operands()->Get(0) == in.size();
+    };
     bool reshapedAnchor = anchor && body->size() > 1 &&
-                          OpId(findOpId(body->Get(1))) == OpId::Reshape;
+                          OpId(findOpId(body->Get(1))) == OpId::Reshape &&
+                          readsAnchor(body->Get(1));
     bool load = id == OpId::BroadcastInDim;
     std::vector<uint32_t> operandValues;
     if (r->operands())
@@ -850,7 +857,8 @@ Status Verifier::checkFused(const fb::Step &step,
     // another view, read in place by the ops after it (the anchor's
     // reshape is the case below).
     bool anchorReshape = id == OpId::Reshape && !attention && k == 1 &&
-                         opInfo(OpId(findOpId(body->Get(0)))).epilogueAnchor;
+                         opInfo(OpId(findOpId(body->Get(0)))).epilogueAnchor &&
+                         readsAnchor(r);
     bool readsInputOrView =
         operandValues.size() == 1 &&
         (operandValues[0] < in.size() || viewInput[operandValues[0]] >= 0);
@@ -870,6 +878,12 @@ Status Verifier::checkFused(const fb::Step &step,
                                      : views[from];
       if (Status s = shapes::applyView(id, attrs_, shape, &view); !s)
         return fail(bwhere + ": " + s.message());
+      shapes::Dims sizes, strides;
+      view.flatten(&sizes, &strides);
+      if (sizes.size() > 16)
+        return fail(bwhere + ": the view needs " +
+                    std::to_string(sizes.size()) +
+                    " strided dims, above the 16 a fused step supports");
       uint32_t result = virtualBuffer(DType(r->dtype()), shape,
                                       "value " + std::to_string(value.size()));
       if (id != OpId::Reshape) // its step rules: the attributes' limits
@@ -982,7 +996,7 @@ Status Verifier::checkFused(const fb::Step &step,
     }
     if (!computes)
       return fail(where + ": the region computes nothing (its body is only " +
-                  "an anchor, its reshape and broadcasts; a fused region " +
+                  "an anchor, its reshape, broadcasts and views; a fused region " +
                   "needs an elementwise op or a reduction)");
   }
   const BufInfo &last = bufs_[value.back()];

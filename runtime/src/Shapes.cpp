@@ -582,7 +582,7 @@ Status applyView(OpId op, const OpAttrs &attrs, const Dims &result,
     for (size_t d = 0; d < input.size(); ++d) {
       int64_t b = start[d], step = strides[d], n = result[d];
       if (step < 1 || b < 0 || b > input[d] ||
-          (n > 0 && (n - 1 > (input[d] - 1 - b) / step)))
+          (n > 0 && (b >= input[d] || n - 1 > (input[d] - 1 - b) / step)))
         return err("slice [" + num(b) + ", step " + num(step) + "] of " +
                    num(n) + " elements is outside dim " + std::to_string(d) +
                    " of " + shapeStr(input));

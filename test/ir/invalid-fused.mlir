@@ -244,3 +244,20 @@ func.func @reduction_not_trailing(%x: tensor<4x8xf32>) -> tensor<8xf32> {
   }
   return %0 : tensor<8xf32>
 }
+
+// -----
+
+// A view that is no strided view of the input: a slice inside a dim that
+// merges two strided dims (a transpose, then a flattening reshape).
+func.func @not_a_strided_view(%x: tensor<4x2xf32>) -> tensor<3xf32> {
+  %0 = mc.fused %x : (tensor<4x2xf32>) -> tensor<3xf32> {
+  ^bb0(%a: tensor<4x2xf32>):
+    %1 = mc.transpose %a, permutation = [1, 0] : (tensor<4x2xf32>) -> tensor<2x4xf32>
+    %2 = mc.reshape %1 : (tensor<2x4xf32>) -> tensor<8xf32>
+    // expected-error @+1 {{in an mc.fused region is no strided view of the region's input: slicing dim 0 of [8], a merge of strided dims: no view}}
+    %3 = mc.slice %2, start = [1], limit = [4], strides = [1] : (tensor<8xf32>) -> tensor<3xf32>
+    %4 = mc.neg %3 : tensor<3xf32>
+    mc.yield %4 : tensor<3xf32>
+  }
+  return %0 : tensor<3xf32>
+}

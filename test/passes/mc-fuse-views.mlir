@@ -103,3 +103,37 @@ func.func @not_views(%x: tensor<8x2xf32>, %y: tensor<2x8xf32>, %z: tensor<4x2xf3
   %d = mc.exp %c : tensor<3xf32>
   return %b, %t, %d : tensor<2x8xf32>, tensor<2x8xf32>, tensor<3xf32>
 }
+
+// -----
+
+// A view starts from a value outside the region: x + x.T of a computed x
+// keeps the sigmoid out of the region (the region reads it as an input, as
+// such and transposed).
+// CHECK-LABEL: func.func @symmetric
+// CHECK: %[[S:.*]] = mc.sigmoid
+// CHECK: mc.fused %[[S]], %{{.*}} : (tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xf32> {
+// CHECK: mc.transpose
+// CHECK: mc.add
+func.func @symmetric(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %s = mc.sigmoid %x : tensor<4x4xf32>
+  %t = mc.transpose %s, permutation = [1, 0] : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  %a = mc.add %s, %t : tensor<4x4xf32>
+  %h = mc.constant dense<0.5> : tensor<f32>
+  %hb = mc.broadcast_in_dim %h, dims = [] : (tensor<f32>) -> tensor<4x4xf32>
+  %m = mc.mul %a, %hb : tensor<4x4xf32>
+  return %m : tensor<4x4xf32>
+}
+
+// -----
+
+// No view of a splat constant: a region reads a splat as its rank-0 scalar.
+// CHECK-LABEL: func.func @splat_transpose
+// CHECK: %[[T:.*]] = mc.transpose
+// CHECK: mc.fused %arg0, %[[T]]
+func.func @splat_transpose(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  %c = mc.constant dense<1.0> : tensor<4x2xf32>
+  %t = mc.transpose %c, permutation = [1, 0] : (tensor<4x2xf32>) -> tensor<2x4xf32>
+  %a = mc.add %x, %t : tensor<2x4xf32>
+  %r = mc.relu %a : tensor<2x4xf32>
+  return %r : tensor<2x4xf32>
+}

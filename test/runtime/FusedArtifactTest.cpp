@@ -538,16 +538,19 @@ TEST(Fused, VerifierRefusesMalformedAnchorRegions) {
   expectRefused(p, "step 0 (mc.fused at fused.py:1), body op 0 (mc.matmul): "
                    "output buffer 4 'value 3' f32[6, 9]: expected shape "
                    "[6, 8]");
-  // The anchor's reshape reads the anchor, and only the anchor.
+  // The anchor's reshape reads the anchor, and only the anchor. A reshape
+  // of an input there is a view (schema 2.6), so the anchor has no reshape
+  // and must compute the output's shape itself.
   fresh();
   op(1).operands = {0};
-  expectRefused(p, reshape + "a fused region may reshape only its anchor's "
-                             "result, right after it");
+  expectRefused(p, "step 0 (mc.fused at fused.py:1), body op 0 (mc.matmul): "
+                   "computes [6, 8], but every value of a fused region has "
+                   "the output's shape: [2, 3, 8]");
   // A region of loads alone computes nothing (a fuzz finding: the verifier
   // took it, and no device could bind it). The anchor and its reshape:
   const std::string nothing = "step 0 (mc.fused at fused.py:1): the region "
                               "computes nothing (its body is only an anchor, "
-                              "its reshape and broadcasts; a fused region "
+                              "its reshape, broadcasts and views; a fused region "
                               "needs an elementwise op or a reduction)";
   fresh();
   p.steps[0].body.resize(2);

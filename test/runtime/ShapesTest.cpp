@@ -622,6 +622,11 @@ TEST(Shapes, ViewRefusesWhatNoStridesDescribe) {
                           {2, 3}, &x)),
             "slice [1, step 1] of 2 elements is outside dim 0 of [2, 3]");
   EXPECT_EQ(msg(applyView(rt::OpId::Add, {}, {2, 3}, &x)), "add is not a view");
+  // One element starting at the dim's end (step 2 made the bound's
+  // arithmetic round to in range).
+  StridedView y = contiguousView({3});
+  EXPECT_EQ(msg(applyView(rt::OpId::Slice, slicing({3}, {4}, {2}), {1}, &y)),
+            "slice [3, step 2] of 1 elements is outside dim 0 of [3]");
 }
 
 TEST(Shapes, RandomViewChainsMatchTheOpsDoneByCopying) {

@@ -62,6 +62,8 @@ template <typename T>
 void loadTileAs(const Load& load, const Shape& valueShape, int64_t start,
                 int64_t n, uint8_t* dstBytes) {
   const Shape& outShape = load.dims.empty() ? valueShape : load.dims;
+  if (n <= 0)
+    return;
   const T* src = reinterpret_cast<const T*>(load.data);
   T* dst = reinterpret_cast<T*>(dstBytes);
   if (load.contiguous) {
@@ -458,7 +460,12 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
   // The anchor's own shape: the output's, or another one its reshape (body
   // op 1) views as the output's.
   Shape anchorShape = st->outShape;
-  bool reshaped = body.size() > 1 && body[1].op == OpId::Reshape;
+  // The anchor's reshape reads the anchor's result (a view of an input may
+  // also sit at body op 1, when the anchor has none).
+  bool reshaped = body.size() > 1 && opInfo(body[0].op).epilogueAnchor &&
+                  body[1].op == OpId::Reshape &&
+                  body[1].operands.size() == 1 &&
+                  body[1].operands[0] == r.inputs.size();
   if (opInfo(body[0].op).epilogueAnchor) {
     // The anchor: its registered kernel on the whole tensors, writing the
     // output buffer when the dtypes agree, else scratch.

@@ -7,13 +7,17 @@ import numpy as np
 
 d = sys.argv[1]
 ld = lambda n: np.load(os.path.join(d, n + ".npy")).astype(np.float64)
-proj, x, y, m, n = (ld(k) for k in ("proj", "x", "y", "m", "n"))
+proj, x, y, m, n, a, w, p0, z, u = (
+    ld(k) for k in ("proj", "x", "y", "m", "n", "a", "w", "p", "z", "u"))
 heads = lambda t: t.reshape(8, 4, 4).transpose(1, 0, 2)  # [S, B*H, d] -> [B*H, S, d]
 q, k, v = heads(proj[:, :, 0:8]), heads(proj[:, :, 8:16]), heads(proj[:, :, 16:24])
 s = (q / 2.0) @ k.transpose(0, 2, 1)
 p = np.exp(s - s.max(-1, keepdims=True))
 p /= p.sum(-1, keepdims=True)
-refs = [p @ v, np.maximum(x + y.transpose(1, 0, 2), 0), m[1:8:2] * n]
+zs = 1 / (1 + np.exp(-z))
+refs = [p @ v, np.maximum(x + y.transpose(1, 0, 2), 0), m[1:8:2] * n,
+        np.maximum(a @ w + p0.reshape(6, 8).T, 0), zs + zs.T,
+        np.exp(u.transpose(0, 2, 1)).sum(-1)]
 ok = True
 for i, ref in enumerate(refs):
     f = np.load(os.path.join(d, "f", f"output{i}.npy"))
