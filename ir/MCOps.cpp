@@ -632,9 +632,6 @@ static_assert(static_cast<int>(mc::ComparisonDirection::EQ) ==
 // mc.fused
 //===----------------------------------------------------------------------===//
 
-/// An attention region: matmul, softmax and elementwise ops (broadcasts
-/// reading inputs), every value of the result's rank and leading dims,
-/// softmax over the last dim.
 /// A view inside a region (schema 2.6): a transpose, reshape or slice of a
 /// region input or of another view, not the region's last op; the device
 /// reads it in place, as a strided view of the input's bytes.
@@ -656,25 +653,20 @@ static LogicalResult verifyRegionView(Operation* op) {
     chain.push_back(def);
     root = def->getOperand(0);
   }
-  auto dims = [](Value v) -> std::optional<rt::shapes::Dims> {
-    auto t = llvm::cast<RankedTensorType>(v.getType());
-    if (!t.hasStaticShape())
-      return std::nullopt;
-    return rt::shapes::Dims(t.getShape().begin(), t.getShape().end());
+  // Dynamic shapes are checked where they are known (the kernels).
+  auto isStatic = [](Value v) {
+    return llvm::cast<RankedTensorType>(v.getType()).hasStaticShape();
   };
-  std::optional<rt::shapes::Dims> start = dims(root);
-  if (!start)
+  if (!isStatic(root) || !llvm::all_of(chain, [&](Operation* v) {
+        return isStatic(v->getResult(0));
+      }))
     return success();
-  rt::shapes::StridedView view = rt::shapes::contiguousView(*start);
+  ArrayRef<int64_t> start =
+      llvm::cast<RankedTensorType>(root.getType()).getShape();
+  rt::shapes::StridedView view = rt::shapes::contiguousView(
+      rt::shapes::Dims(start.begin(), start.end()));
   for (Operation* v : llvm::reverse(chain)) {
-    std::optional<rt::shapes::Dims> result = dims(v->getResult(0));
-    rt::OpId id;
-    if (!result || !rt::findOp(v->getName().getStringRef(), &id))
-      return success();
-    FailureOr<rt::OpAttrs> attrs = registryAttributes(v, rt::opInfo(id));
-    if (failed(attrs))
-      return failure();
-    rt::Status s = rt::shapes::applyView(id, *attrs, *result, &view);
+    rt::Status s = applyViewOf(v, &view);
     if (!s)
       return v->emitOpError() << "in an mc.fused region is no strided view of "
                                  "the region's input: "
@@ -704,6 +696,9 @@ static LogicalResult checkViewReaders(Operation& op, ArrayRef<int64_t> shape,
   return success();
 }
 
+/// An attention region: matmul, softmax and elementwise ops (broadcasts
+/// reading inputs), every value of the result's rank and leading dims,
+/// softmax over the last dim.
 static LogicalResult verifyAttentionBody(FusedOp fused, Block& body,
                                          ArrayRef<int64_t> shape) {
   if (shape.size() < 2)

@@ -61,6 +61,22 @@ FailureOr<rt::OpAttrs> registryAttributes(Operation* op,
   return out;
 }
 
+rt::Status applyViewOf(Operation* op, rt::shapes::StridedView* view) {
+  auto type = llvm::dyn_cast<RankedTensorType>(op->getResult(0).getType());
+  rt::OpId id;
+  if (!type || !type.hasStaticShape() ||
+      !rt::findOp(op->getName().getStringRef(), &id))
+    return rt::Status::error(op->getName().getStringRef().str() +
+                             " of a dynamic or unknown shape is no view");
+  FailureOr<rt::OpAttrs> attrs = registryAttributes(op, rt::opInfo(id));
+  if (failed(attrs))
+    return rt::Status::error("the attributes of " +
+                             op->getName().getStringRef().str());
+  return rt::shapes::applyView(
+      id, *attrs, rt::shapes::Dims(type.getShape().begin(), type.getShape().end()),
+      view);
+}
+
 namespace {
 
 const char* kindName(rt::AttrKind k) {

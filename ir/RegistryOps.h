@@ -9,6 +9,7 @@
 
 #include "modelc/kernels.h"
 #include "modelc/ops.h"
+#include "modelc/shapes.h"
 
 #include "mlir/IR/BuiltinAttributeInterfaces.h"
 #include "mlir/IR/Builders.h"
@@ -35,6 +36,12 @@ mlir::Operation* buildRegistryOp(mlir::OpBuilder& builder, mlir::Location loc,
                                  rt::OpId id, mlir::ValueRange operands,
                                  mlir::Type resultType,
                                  const rt::OpAttrs& attrs, std::string* error);
+
+/// `view` continued by `op`, a transpose, reshape or slice of static result
+/// shape (shapes::applyView with the op's registry attributes): what
+/// mc-fuse and mc.fused's verifier ask of a region's views. An error names
+/// why the op is no view, or what it is.
+rt::Status applyViewOf(mlir::Operation* op, rt::shapes::StridedView* view);
 
 /// The runtime's element type of an MLIR element type (f32, f16, bf16, i32,
 /// i64, i1); failure for any other.

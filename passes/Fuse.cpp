@@ -154,23 +154,16 @@ SmallVector<Operation*> viewChain(Value leaf) {
   mc::rt::shapes::StridedView view = mc::rt::shapes::contiguousView(shapeOf(cur));
   for (size_t i = chain.size(); i-- > 0;) {
     Operation* op = chain[i];
-    mc::rt::OpId id;
-    FailureOr<mc::rt::OpAttrs> attrs = failure();
-    if (mc::rt::findOp(op->getName().getStringRef(), &id))
-      attrs = mc::registryAttributes(op, mc::rt::opInfo(id));
-    mc::rt::shapes::Dims result = shapeOf(op->getResult(0));
-    if (failed(attrs))
-      return {};
-    if (mc::rt::shapes::applyView(id, *attrs, result, &view))
+    if (mc::applyViewOf(op, &view))
       continue;
     // Not a view of where the chain starts: the region may still read it
     // as a view of its own operand, which it then takes as an input.
     view = mc::rt::shapes::contiguousView(shapeOf(op->getOperand(0)));
-    if (mc::rt::shapes::applyView(id, *attrs, result, &view)) {
+    if (mc::applyViewOf(op, &view)) {
       kept = i + 1;
     } else {
       kept = i;
-      view = mc::rt::shapes::contiguousView(result);
+      view = mc::rt::shapes::contiguousView(shapeOf(op->getResult(0)));
     }
   }
   chain.resize(kept);

@@ -821,46 +821,40 @@ private:
         values[k] = loadDirect(k, i, numel);
       return values[k];
     };
-    // Views of inputs: the input each reads and where its elements lie.
-    std::vector<int64_t> viewArg(nin + count, -1);
-    std::vector<rt::shapes::StridedView> views(nin + count);
+    rt::shapes::RegionViews views(nin, nin + count);
     // Value v at the element: an input's, a view's, or a computed one.
     auto read = [&](uint32_t v) -> Value {
-      if (viewArg[v] < 0)
+      if (!views.isView(v))
         return v < nin ? input(v) : values[v];
       if (!values[v]) {
         // A reshape of an input (an epilogue's, split from its anchor)
         // reads it in order: the element's own index, as before views.
         std::vector<int64_t> sizes, strides;
-        views[v].flatten(&sizes, &strides);
-        bool inOrder = views[v].offset == 0 && sizes.size() == 1 &&
+        views.view(v).flatten(&sizes, &strides);
+        bool inOrder = views.view(v).offset == 0 && sizes.size() == 1 &&
                        strides[0] == 1 &&
-                       sizes[0] == tensors[size_t(viewArg[v])].numel();
-        values[v] = inOrder ? input(size_t(viewArg[v]))
-                            : viewLoad(size_t(viewArg[v]), views[v], i);
+                       sizes[0] == tensors[views.input(v)].numel();
+        values[v] = inOrder ? input(views.input(v))
+                            : viewLoad(views.input(v), views.view(v), i);
       }
       return values[v];
     };
     for (size_t j = 0; j < count; ++j) {
       const PlanRegionOp& op = body[j];
       if (rt::shapes::isViewOp(op.op) && op.operands.size() == 1 &&
-          (op.operands[0] < nin || viewArg[op.operands[0]] >= 0)) {
+          views.viewable(op.operands[0])) {
         uint32_t from = op.operands[0];
-        uint32_t root = from < nin ? from : uint32_t(viewArg[from]);
+        uint32_t root = from < nin ? from : views.input(from);
         if (plan.batch.dynamic() && scaledDims(tensors[root]))
           return emitError(loc) << "a view (mc." << rt::opName(op.op)
                                 << ") of an input whose size depends on the "
                                    "batch (mc-fuse makes views of static "
                                    "shapes only)";
-        rt::shapes::StridedView v =
-            from < nin ? rt::shapes::contiguousView(tensors[from].shape)
-                       : views[from];
-        rt::Status st = rt::shapes::applyView(op.op, op.attrs, op.shape, &v);
+        rt::Status st = views.add(uint32_t(nin + j), op.op, op.attrs,
+                                  op.shape, from, tensors[root].shape);
         if (!st)
           return emitError(loc) << "mc." << rt::opName(op.op) << ": "
                                 << st.message();
-        viewArg[nin + j] = from < nin ? int64_t(from) : viewArg[from];
-        views[nin + j] = std::move(v);
         types[nin + j] = op.dtype;
         continue;
       }

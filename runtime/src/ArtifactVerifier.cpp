@@ -68,8 +68,9 @@ int findOpId(const fb::RegionOp *r) {
   return int(id);
 }
 
-/// Whether a body op of `body` broadcasts value `v` (an input).
-bool readsThroughBroadcast(
+/// Whether a body op of `body` reads value `v` (an input) through a load:
+/// a broadcast or a view, which may read element j for element i.
+bool readsThroughLoad(
     const flatbuffers::Vector<flatbuffers::Offset<fb::RegionOp>> &body,
     uint32_t v) {
   for (const fb::RegionOp *r : body)
@@ -719,7 +720,7 @@ Status Verifier::checkStep(size_t index, const fb::Step &step) {
       // read element j for element i).
       if (!disjoint && same && elementwiseRegion &&
           (ib.dtype != ob.dtype || ib.shape != ob.shape ||
-           readsThroughBroadcast(*body, uint32_t(k))))
+           readsThroughLoad(*body, uint32_t(k))))
         return fail(where + ": output " + bufDesc(o) + " is input " +
                     std::to_string(k) + " " + bufDesc(i) +
                     ", which the region reads " +
@@ -801,9 +802,8 @@ Status Verifier::checkFused(const fb::Step &step,
   };
   // value number -> buffer index (inputs: their own buffers).
   std::vector<uint32_t> value(in.begin(), in.end());
-  // Per value: a view of an input (schema 2.6), where it lies in it.
-  std::vector<int64_t> viewInput(in.size() + body->size(), -1);
-  std::vector<shapes::StridedView> views(in.size() + body->size());
+  // The views among the values (schema 2.6).
+  shapes::RegionViews views(in.size(), in.size() + body->size());
   for (flatbuffers::uoffset_t k = 0; k < body->size(); ++k) {
     const fb::RegionOp *r = body->Get(k);
     std::string opText = r->op() ? r->op()->str() : "";
@@ -860,8 +860,7 @@ Status Verifier::checkFused(const fb::Step &step,
                          opInfo(OpId(findOpId(body->Get(0)))).epilogueAnchor &&
                          readsAnchor(r);
     bool readsInputOrView =
-        operandValues.size() == 1 &&
-        (operandValues[0] < in.size() || viewInput[operandValues[0]] >= 0);
+        operandValues.size() == 1 && views.viewable(operandValues[0]);
     if (shapes::isViewOp(id) && !anchorReshape && readsInputOrView) {
       if (k + 1 == body->size())
         return fail(bwhere + ": a region's last op computes its result; a "
@@ -873,13 +872,11 @@ Status Verifier::checkFused(const fb::Step &step,
         return fail(bwhere + ": a view keeps its operand's dtype " +
                     dtypeName(src.dtype) + ", not " +
                     dtypeName(DType(r->dtype())));
-      shapes::StridedView view = from < in.size()
-                                     ? shapes::contiguousView(src.shape)
-                                     : views[from];
-      if (Status s = shapes::applyView(id, attrs_, shape, &view); !s)
+      uint32_t self = uint32_t(value.size());
+      if (Status s = views.add(self, id, attrs_, shape, from, src.shape); !s)
         return fail(bwhere + ": " + s.message());
       shapes::Dims sizes, strides;
-      view.flatten(&sizes, &strides);
+      views.view(self).flatten(&sizes, &strides);
       if (sizes.size() > 16)
         return fail(bwhere + ": the view needs " +
                     std::to_string(sizes.size()) +
@@ -889,9 +886,6 @@ Status Verifier::checkFused(const fb::Step &step,
       if (id != OpId::Reshape) // its step rules: the attributes' limits
         MC_RETURN_IF_ERROR(
             checkStepKind(id, step, {value[from]}, {result}, bwhere));
-      viewInput[value.size()] = from < in.size() ? int64_t(from)
-                                                 : viewInput[from];
-      views[value.size()] = std::move(view);
       value.push_back(result);
       continue;
     }
@@ -936,11 +930,11 @@ Status Verifier::checkFused(const fb::Step &step,
                   shapeString(outShape));
     std::vector<uint32_t> operands;
     for (uint32_t v : operandValues) {
-      if (viewInput[v] >= 0 && (anchor || load))
+      if (views.isView(v) && (anchor || load))
         return fail(bwhere + ": reads the view " + std::to_string(v) +
                     "; a view is read by the region's elementwise, matmul or "
                     "softmax ops");
-      if (viewInput[v] >= 0 && (attention ? !sameLead(bufs_[value[v]].shape)
+      if (views.isView(v) && (attention ? !sameLead(bufs_[value[v]].shape)
                                           : bufs_[value[v]].shape != outShape))
         return fail(bwhere + ": reads the view " + std::to_string(v) + " " +
                     bufDesc(value[v]) + ", which lacks the " +

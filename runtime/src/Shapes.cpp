@@ -610,4 +610,15 @@ Status applyView(OpId op, const OpAttrs &attrs, const Dims &result,
              shapeStr(expected) + ", not " + shapeStr(result));
 }
 
+Status RegionViews::add(uint32_t value, OpId op, const OpAttrs &attrs,
+                        const Dims &result, uint32_t operand,
+                        const Dims &inputShape) {
+  StridedView v = operand < numInputs_ ? contiguousView(inputShape)
+                                       : view_[operand];
+  MC_RETURN_IF_ERROR(applyView(op, attrs, result, &v));
+  input_[value] = operand < numInputs_ ? int64_t(operand) : input_[operand];
+  view_[value] = std::move(v);
+  return Status::ok();
+}
+
 } // namespace mc::rt::shapes

@@ -155,6 +155,32 @@ bool isViewOp(OpId op);
 Status applyView(OpId op, const OpAttrs &attrs, const Dims &result,
                  StridedView *view);
 
+/// The views of a fused region's values (inputs 0..n-1, then each body
+/// op's result), as the verifier, the CPU kernels and the cuda target's
+/// kernel generator read a body: which input each view reads and where
+/// its elements lie in it.
+class RegionViews {
+public:
+  RegionViews(size_t numInputs, size_t numValues)
+      : numInputs_(numInputs), input_(numValues, -1), view_(numValues) {}
+  bool isView(uint32_t v) const { return input_[v] >= 0; }
+  /// What a view may read: an input or another view.
+  bool viewable(uint32_t v) const { return v < numInputs_ || isView(v); }
+  /// The input view `v` reads.
+  uint32_t input(uint32_t v) const { return uint32_t(input_[v]); }
+  const StridedView &view(uint32_t v) const { return view_[v]; }
+  /// Value `value` is op `op` (with `attrs`, result `result`) of `operand`,
+  /// which is viewable; `inputShape` is the operand's shape when it is an
+  /// input (unread otherwise).
+  Status add(uint32_t value, OpId op, const OpAttrs &attrs, const Dims &result,
+             uint32_t operand, const Dims &inputShape);
+
+private:
+  size_t numInputs_;
+  std::vector<int64_t> input_;
+  std::vector<StridedView> view_;
+};
+
 } // namespace mc::rt::shapes
 
 #endif // MODELC_SHAPES_H

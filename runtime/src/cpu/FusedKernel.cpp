@@ -152,65 +152,51 @@ Status broadcastLoad(const ConstTensor& in, const std::vector<int64_t>& dims,
   return Status::ok();
 }
 
-/// Body values that are views of an input (transpose, reshape and slice
-/// ops over an input or another view, docs/fusion.md "Views"): the input
-/// and where the value's elements lie in it.
-struct ViewOf {
-  int64_t input = -1; // -1: not a view
-  shapes::StridedView view;
-};
-
-/// Value `v` (body op `k`, a view op) as a view of an input; its operand
-/// must be an input or a view itself.
+/// Body op `k`, a view op (transpose, reshape or slice of an input or of
+/// another view, docs/fusion.md "Views"), recorded in `views`.
 Status viewValue(const KernelRequest& r, const RegionOp& op, size_t k,
-                 std::vector<ViewOf>* views) {
+                 shapes::RegionViews* views) {
   size_t n = r.inputs.size();
+  auto fail = [&](const std::string& why) {
+    return Status::error("mc.fused: body op " + std::to_string(k) + " (mc." +
+                         opName(op.op) + ")" + why);
+  };
   if (op.operands.size() != 1 || op.operands[0] >= n + k)
-    return Status::error("mc.fused: body op " + std::to_string(k) + " (mc." +
-                         opName(op.op) + ") must read one earlier value");
+    return fail(" must read one earlier value");
   uint32_t from = op.operands[0];
-  ViewOf v;
-  if (from < n) {
-    v.input = from;
-    v.view = shapes::contiguousView(r.inputs[from].shape);
-  } else if ((*views)[from].input >= 0) {
-    v = (*views)[from];
-  } else {
-    return Status::error("mc.fused: body op " + std::to_string(k) + " (mc." +
-                         opName(op.op) + ") reads a computed value; a view "
-                         "in a region reads an input or another view");
-  }
-  Status s = shapes::applyView(op.op, op.attrs, op.shape, &v.view);
-  if (!s)
-    return Status::error("mc.fused: body op " + std::to_string(k) + " (mc." +
-                         opName(op.op) + "): " + s.message());
-  (*views)[n + k] = std::move(v);
-  return Status::ok();
+  if (!views->viewable(from))
+    return fail(" reads a computed value; a view in a region reads an input "
+                "or another view");
+  Status s = views->add(uint32_t(n + k), op.op, op.attrs, op.shape, from,
+                        from < n ? r.inputs[from].shape : Shape{});
+  return s ? s : fail(": " + s.message());
 }
 
-/// The load of view `v`: its input's bytes at the view's strides, checked
-/// to stay inside the input.
-Status viewLoad(const KernelRequest& r, const ViewOf& v, Load* l) {
-  const ConstTensor& in = r.inputs[size_t(v.input)];
+/// The load of view value `v`: its input's bytes at the view's strides,
+/// checked to stay inside the input.
+Status viewLoad(const KernelRequest& r, const shapes::RegionViews& views,
+                uint32_t v, Load* l) {
+  const ConstTensor& in = r.inputs[views.input(v)];
+  const shapes::StridedView& view = views.view(v);
   Shape sizes, strides;
-  v.view.flatten(&sizes, &strides);
+  view.flatten(&sizes, &strides);
   if (sizes.size() > 16)
     return Status::error("mc.fused: a view of input " +
-                         std::to_string(v.input) + " needs " +
+                         std::to_string(views.input(v)) + " needs " +
                          std::to_string(sizes.size()) +
                          " strided dims, above the 16 a fused step supports");
-  int64_t last = v.view.offset, count = 1;
+  int64_t last = view.offset, count = 1;
   for (size_t d = 0; d < sizes.size(); ++d) {
     last += (sizes[d] - 1) * strides[d];
     count *= sizes[d];
   }
-  if (count > 0 && (v.view.offset < 0 || last >= numElements(in.shape)))
+  if (count > 0 && (view.offset < 0 || last >= numElements(in.shape)))
     return Status::error("mc.fused: a view of input " +
-                         std::to_string(v.input) + " " +
+                         std::to_string(views.input(v)) + " " +
                          shapeString(in.shape) + " reads outside it");
   l->elemSize = dtypeSize(in.dtype);
   l->data = static_cast<const uint8_t*>(in.data) +
-            size_t(v.view.offset) * l->elemSize;
+            size_t(view.offset) * l->elemSize;
   l->dims = sizes;
   l->strides = strides;
   if (sizes.empty()) { // one element
@@ -501,7 +487,7 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
     (void)ins;
   }
   // Loads for broadcasts, views and inputs read directly.
-  std::vector<ViewOf> views(numValues);
+  shapes::RegionViews views(r.inputs.size(), numValues);
   for (size_t k = first; k < body.size(); ++k) {
     const RegionOp& op = body[k];
     uint32_t value = uint32_t(r.inputs.size() + k);
@@ -525,7 +511,7 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
       if (v >= value)
         return Status::error("mc.fused: body op " + std::to_string(k) +
                              " reads a value defined after it");
-      if (views[v].input >= 0 && st->loadOf[v] < 0) {
+      if (views.isView(v) && st->loadOf[v] < 0) {
         if (body[v - r.inputs.size()].shape != st->outShape)
           return Status::error("mc.fused: the view " + std::to_string(v) +
                                " " +
@@ -533,7 +519,7 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
                                " does not have the region's shape " +
                                shapeString(st->outShape));
         Load l;
-        MC_RETURN_IF_ERROR(viewLoad(r, views[v], &l));
+        MC_RETURN_IF_ERROR(viewLoad(r, views, v, &l));
         st->loads.push_back(std::move(l));
         st->loadOf[v] = int(st->loads.size() - 1);
       }
@@ -772,7 +758,7 @@ Status attentionKernel(const KernelRequest& r, BoundKernel* out,
     return sh.size() == outShape.size() &&
            std::equal(sh.begin(), sh.begin() + st->lead, outShape.begin());
   };
-  std::vector<ViewOf> views(numValues);
+  shapes::RegionViews views(numInputs, numValues);
   for (size_t k = 0; k < st->body.size(); ++k) {
     const RegionOp& op = st->body[k];
     size_t v = numInputs + k;
@@ -784,9 +770,7 @@ Status attentionKernel(const KernelRequest& r, BoundKernel* out,
       MC_RETURN_IF_ERROR(viewValue(r, op, k, &views));
       continue;
     }
-    if (op.shape.size() != outShape.size() ||
-        !std::equal(op.shape.begin(), op.shape.begin() + st->lead,
-                    outShape.begin()))
+    if (!leadOf(op.shape))
       return Status::error("mc.fused (attention): body op " +
                            std::to_string(k) + " computes " +
                            shapeString(op.shape) +
@@ -807,7 +791,7 @@ Status attentionKernel(const KernelRequest& r, BoundKernel* out,
         return Status::error("mc.fused (attention): body op " +
                              std::to_string(k) +
                              " reads a value defined after it");
-      if (views[o].input >= 0) {
+      if (views.isView(o)) {
         if (st->loadOf[o] >= 0)
           continue;
         if (!leadOf(st->shapes[o]))
@@ -816,7 +800,7 @@ Status attentionKernel(const KernelRequest& r, BoundKernel* out,
                                shapeString(st->shapes[o]) +
                                " lacks the output's leading dims");
         Load l;
-        MC_RETURN_IF_ERROR(viewLoad(r, views[o], &l));
+        MC_RETURN_IF_ERROR(viewLoad(r, views, o, &l));
         st->sliceBytes[o] = sliceOf(st->shapes[o]) * int64_t(l.elemSize);
         st->loads.push_back(std::move(l));
         st->loadOf[o] = int(st->loads.size() - 1);
@@ -835,10 +819,7 @@ Status attentionKernel(const KernelRequest& r, BoundKernel* out,
         st->sliceBytes[o] = sliceOf(op.shape) * int64_t(l.elemSize);
         alloc(o);
       } else if (o < numInputs && st->loadOf[o] < 0 &&
-                 (r.inputs[o].shape.size() != outShape.size() ||
-                  !std::equal(r.inputs[o].shape.begin(),
-                              r.inputs[o].shape.begin() + st->lead,
-                              outShape.begin()))) {
+                 !leadOf(r.inputs[o].shape)) {
         return Status::error("mc.fused (attention): input " +
                              std::to_string(o) + " " +
                              shapeString(r.inputs[o].shape) +
@@ -861,7 +842,7 @@ Status attentionKernel(const KernelRequest& r, BoundKernel* out,
       1, std::min<int64_t>(detail::maxThreads(), st->slices)));
   *workspaceBytes = st->scratchBytes * size_t(st->slots);
   for (size_t v = 0; v < numValues; ++v)
-    st->isView.push_back(views[v].input >= 0);
+    st->isView.push_back(views.isView(uint32_t(v)));
   *out = [st, numInputs, &device = r.device](void* workspace) -> Status {
     uint8_t* ws = static_cast<uint8_t*>(workspace);
     AttentionState& S = *st;
