@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """Two or more compiled artifacts of one model, timed alternately on one
-machine: what a compiler change did, with the runtime held fixed.
+machine: what a compiler change did, with the runtime held fixed; or one
+artifact under runtime settings (`A.mcpk@VAR=VALUE[,VAR=VALUE]` runs A with
+those environment variables, e.g. `enc.mcpk@MODELC_GEMM=openblas`).
 
     /usr/bin/python3 bench/ab_artifacts.py A.mcpk B.mcpk [...] --input x=x.npy
         [--threads 1,2] [--rounds 6] [--runs 60] [--build DIR]
@@ -38,12 +40,26 @@ def main():
     run_bin = os.path.join(args.build, "bin", "modelc-run")
     inputs = [a for i in args.input for a in ("--input", i)]
     medians = {}  # (artifact, threads) -> [ms]
+
+    def split(variant):
+        """The artifact's path and the environment it runs with."""
+        path, sep, settings = variant.rpartition("@")
+        if not sep or "=" not in settings:
+            return variant, {}
+        return path, dict(kv.split("=", 1) for kv in settings.split(","))
+
+    def label(variant):
+        path, extra = split(variant)
+        return os.path.basename(path) + "".join(
+            f" {k}={v}" for k, v in extra.items())
     with tempfile.TemporaryDirectory() as tmp:
         outs = []
         for k, art in enumerate(args.artifacts):
             d = os.path.join(tmp, str(k))
-            subprocess.run([run_bin, art, *inputs, "--output-dir", d],
-                           check=True, capture_output=True)
+            path, extra = split(art)
+            subprocess.run([run_bin, path, *inputs, "--output-dir", d],
+                           check=True, capture_output=True,
+                           env=dict(os.environ, **extra))
             outs.append({f: np.load(os.path.join(d, f))
                          for f in sorted(os.listdir(d))})
         for k in range(1, len(outs)):
@@ -54,19 +70,21 @@ def main():
                 err = float("inf") if got is None or got.shape != ref.shape \
                     else float(np.linalg.norm(got.astype(np.float64) - ref) /
                                max(np.linalg.norm(ref), 1e-30))
-                print(f"{os.path.basename(args.artifacts[k])} {f}: "
+                print(f"{label(args.artifacts[k])} {f}: "
                       f"{'bit-identical to' if same else f'rel err {err:.1e} against'} "
-                      f"{os.path.basename(args.artifacts[0])}", file=sys.stderr)
+                      f"{label(args.artifacts[0])}", file=sys.stderr)
         for t in args.threads.split(","):
             env = dict(os.environ, MODELC_NUM_THREADS=t,
                        OPENBLAS_NUM_THREADS=t, OMP_NUM_THREADS=t)
             for r in range(args.rounds):
                 for art in args.artifacts:
+                    path, extra = split(art)
                     out = subprocess.run(
-                        [run_bin, art, *inputs, "--output-dir",
+                        [run_bin, path, *inputs, "--output-dir",
                          os.path.join(tmp, "bench"), "--bench",
                          str(args.runs)],
-                        check=True, capture_output=True, text=True, env=env)
+                        check=True, capture_output=True, text=True,
+                        env=dict(env, **extra))
                     m = re.search(r"median ([0-9.]+) ms", out.stdout + out.stderr)
                     medians.setdefault((art, t), []).append(float(m.group(1)))
                 print(f"threads {t} round {r + 1}/{args.rounds}: " +
@@ -82,7 +100,7 @@ def main():
         for art in args.artifacts:
             ms = medians[(art, t)]
             med = statistics.median(ms)
-            print(f"| {os.path.basename(art)} | {t} | {min(ms):.2f} | "
+            print(f"| {label(art)} | {t} | {min(ms):.2f} | "
                   f"{med:.2f} | {med / base:.2f} |")
 
 

@@ -163,16 +163,29 @@ inline Status stridedCopyAny(const char *op, DType t, const Shape &shape,
                        std::to_string(int(t)));
 }
 
-/// C [m, n] = op(A) op(B), row-major, f32 (beta 0), through OpenBLAS: split
-/// among the pool's threads along the larger of m and n (in multiples of
-/// 16), each part one single-threaded cblas_sgemm. OpenBLAS is switched to
-/// one thread on first use (see KernelsLinalg.cpp). Dims fit in int.
+/// C [m, n] = op(A) op(B), row-major, f32 (beta 0): split among the pool's
+/// threads along the larger of m and n (in multiples of 16), each part one
+/// single-threaded product (oneDNN's sgemm where the runtime has oneDNN,
+/// else OpenBLAS's; see KernelsLinalg.cpp). Dims fit in int.
 void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
            const float *a, int64_t lda, const float *b, int64_t ldb,
            float *c, int64_t ldc);
-/// Sets OpenBLAS to one thread before the caller runs cblas calls of its
-/// own inside parallelFor.
-void blasSingleThreadedForBatch();
+/// The library behind sgemm. Auto, the default where the runtime has
+/// oneDNN: oneDNN's for products of up to kOneDnnMaxMacs multiply-adds,
+/// OpenBLAS's above (modelc-gemm-bench on this project's AVX2 EPYC: oneDNN
+/// 1.1-1.6x faster on the transformer's, attention's and the MLPs'
+/// products, 5x on one row; on products of 2^28 and more, where both are
+/// near the peak, OpenBLAS 2-20% faster). MODELC_GEMM=auto|onednn|openblas
+/// (read once) picks one. Without oneDNN, always OpenBLAS.
+enum class GemmLibrary { Auto, OneDnn, OpenBlas };
+inline constexpr double kOneDnnMaxMacs = double(int64_t(1) << 27);
+GemmLibrary gemmLibrary();
+/// The library that runs one [m, k] x [k, n] product under `library`.
+GemmLibrary gemmLibraryFor(GemmLibrary library, int64_t m, int64_t n,
+                           int64_t k);
+/// Picks the library from now on (benchmarks and tests compare them);
+/// false, and no change, where the runtime lacks it.
+bool setGemmLibrary(GemmLibrary library);
 
 //===--- f16 / bf16 through f32 ---===//
 //

@@ -1,19 +1,39 @@
-// Batched matmul through OpenBLAS's cblas_sgemm, and the sgemm every
-// kernel calls (detail::sgemm): the runtime's thread pool splits the work
-// and each thread runs a single-threaded OpenBLAS call on its part.
+// Batched matmul, and the sgemm every kernel calls (detail::sgemm): the
+// runtime's thread pool splits the work and each thread runs one
+// single-threaded product on its part, so a result never depends on the
+// thread count (no split along k).
+//
+// The product: oneDNN's dnnl_sgemm where the runtime has oneDNN (its JIT
+// AVX2 / AVX-512 kernels; Debian's oneDNN 2.6 on this project's 2-core
+// EPYC: 1.06-1.15x OpenBLAS's speed on the transformer's [1024, 128] x
+// [128, 384..512] products, 1.3-1.5x on attention's [128, 32] x [32, 128],
+// 5x on a single row; bench/gemm, docs/decisions.md), else OpenBLAS's
+// cblas_sgemm.
 //
 // One pool for everything: OpenBLAS is set to one thread at the first
 // kernel call (openblas_set_num_threads(1), process-wide; the pool has
 // MODELC_NUM_THREADS / OMP_NUM_THREADS / all cores). With OpenBLAS's own
 // threads running next to the pool's, each side's idle threads spin on the
 // cores the other needs: on 2 cores, ResNet-18 ran up to 1.7x slower.
+// oneDNN runs on OpenMP, as the pool does when the runtime has oneDNN
+// (Parallel.cpp): inside a chunk it runs on the calling thread, and
+// outside one the caller's OpenMP thread count is 1 for the call.
 #include "KernelUtil.h"
 #include "modelc/kernels.h"
 
+#include <atomic>
 #include <cblas.h>
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
+
+#ifdef MODELC_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#include <omp.h>
+#endif
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -40,24 +60,97 @@ int64_t alignedSplit(int64_t n, int64_t c, int64_t chunks) {
   return std::min(b, n);
 }
 
+#ifdef MODELC_HAVE_DNNL
+GemmLibrary initialGemmLibrary() {
+  const char *v = std::getenv("MODELC_GEMM");
+  if (!v || !*v || std::string(v) == "auto")
+    return GemmLibrary::Auto;
+  if (std::string(v) == "onednn")
+    return GemmLibrary::OneDnn;
+  if (std::string(v) == "openblas")
+    return GemmLibrary::OpenBlas;
+  std::fprintf(stderr,
+               "modelc: MODELC_GEMM=%s is not auto, onednn or openblas; "
+               "using auto\n",
+               v);
+  return GemmLibrary::Auto;
+}
+#else
+GemmLibrary initialGemmLibrary() { return GemmLibrary::OpenBlas; }
+#endif
+
+std::atomic<GemmLibrary> &gemmChoice() {
+  static std::atomic<GemmLibrary> choice{initialGemmLibrary()};
+  return choice;
+}
+
 } // namespace
 
-void blasSingleThreadedForBatch() { blasSingleThreadedOnce(); }
+GemmLibrary gemmLibrary() {
+  return gemmChoice().load(std::memory_order_relaxed);
+}
+
+GemmLibrary gemmLibraryFor(GemmLibrary library, int64_t m, int64_t n,
+                           int64_t k) {
+  if (library != GemmLibrary::Auto)
+    return library;
+  return double(m) * double(n) * double(k) <= kOneDnnMaxMacs
+             ? GemmLibrary::OneDnn
+             : GemmLibrary::OpenBlas;
+}
+
+namespace {
+
+/// One single-threaded product C = op(A) op(B), row-major, beta 0, through
+/// `library` (OneDnn or OpenBlas: a part of a product runs through the
+/// whole product's choice).
+void gemm1(GemmLibrary library, bool transA, bool transB, int64_t m,
+           int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
+           int64_t ldb, float *c, int64_t ldc) {
+#ifdef MODELC_HAVE_DNNL
+  if (library == GemmLibrary::OneDnn) {
+    // Outside a parallel region oneDNN would take every OpenMP thread.
+    int outer = omp_in_parallel() ? 0 : omp_get_max_threads();
+    if (outer > 1)
+      omp_set_num_threads(1);
+    dnnl_status_t st = dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', m,
+                                  n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+    if (outer > 1)
+      omp_set_num_threads(outer);
+    if (st == dnnl_success)
+      return;
+    // oneDNN could not run it (its scratch allocation failed): the same
+    // product through OpenBLAS.
+  }
+#endif
+  blasSingleThreadedOnce();
+  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+              transB ? CblasTrans : CblasNoTrans, int(m), int(n), int(k), 1.0f,
+              a, int(lda), b, int(ldb), 0.0f, c, int(ldc));
+}
+
+} // namespace
+
+bool setGemmLibrary(GemmLibrary library) {
+#ifndef MODELC_HAVE_DNNL
+  if (library != GemmLibrary::OpenBlas)
+    return false;
+#endif
+  gemmChoice().store(library, std::memory_order_relaxed);
+  return true;
+}
 
 void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
            const float *a, int64_t lda, const float *b, int64_t ldb,
            float *c, int64_t ldc) {
-  blasSingleThreadedOnce();
-  CBLAS_TRANSPOSE ta = transA ? CblasTrans : CblasNoTrans;
-  CBLAS_TRANSPOSE tb = transB ? CblasTrans : CblasNoTrans;
+  GemmLibrary library = gemmLibraryFor(gemmLibrary(), m, n, k);
   double macs = double(m) * double(n) * double(k);
   int64_t chunks = std::min<int64_t>(maxThreads(), int64_t(macs / kGemmGrainMacs));
   bool splitN = n >= m;
   int64_t along = splitN ? n : m;
   chunks = std::min<int64_t>(chunks, along / kSplitAlign);
   if (chunks <= 1) {
-    cblas_sgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), 1.0f, a,
-                int(lda), b, int(ldb), 0.0f, c, int(ldc));
+    gemm1(library, transA, transB, m, n, k, a, lda, b, ldb, c, ldc);
     return;
   }
   parallelFor(chunks, 1, [&](int64_t cb, int64_t ce) {
@@ -67,13 +160,11 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
       if (hi <= lo)
         continue;
       if (splitN)
-        cblas_sgemm(CblasRowMajor, ta, tb, int(m), int(hi - lo), int(k), 1.0f,
-                    a, int(lda), b + (transB ? lo * ldb : lo), int(ldb), 0.0f,
-                    c + lo, int(ldc));
+        gemm1(library, transA, transB, m, hi - lo, k, a, lda,
+              b + (transB ? lo * ldb : lo), ldb, c + lo, ldc);
       else
-        cblas_sgemm(CblasRowMajor, ta, tb, int(hi - lo), int(n), int(k), 1.0f,
-                    a + (transA ? lo : lo * lda), int(lda), b, int(ldb), 0.0f,
-                    c + lo * ldc, int(ldc));
+        gemm1(library, transA, transB, hi - lo, n, k,
+              a + (transA ? lo : lo * lda), lda, b, ldb, c + lo * ldc, ldc);
     }
   });
 }
@@ -145,16 +236,16 @@ Status matmul(const ConstTensor &a, const ConstTensor &b, bool transposeA,
                     pb + i * k * n, ldb, pc + i * m * n, n);
     return Status::ok();
   }
-  detail::blasSingleThreadedForBatch();
+  detail::GemmLibrary library =
+      detail::gemmLibraryFor(detail::gemmLibrary(), m, n, k);
   detail::parallelFor(
       batch,
       std::max<int64_t>(1, int64_t((1 << 20) / std::max(1.0, double(m) * n * k))),
       [&](int64_t b0, int64_t e0) {
         for (int64_t i = b0; i < e0; ++i)
-          cblas_sgemm(CblasRowMajor, transposeA ? CblasTrans : CblasNoTrans,
-                      transposeB ? CblasTrans : CblasNoTrans, int(m), int(n),
-                      int(k), 1.0f, pa + i * m * k, int(lda), pb + i * k * n,
-                      int(ldb), 0.0f, pc + i * m * n, int(n));
+          detail::gemm1(library, transposeA, transposeB, m, n, k,
+                        pa + i * m * k, lda, pb + i * k * n, ldb,
+                        pc + i * m * n, n);
       });
   return Status::ok();
 }

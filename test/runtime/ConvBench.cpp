@@ -4,6 +4,7 @@
 // turns so the machine's drift hits all three alike. The numbers behind
 // bindConv2d's choice of layout (docs/decisions.md).
 //   modelc-conv-bench [--batch N]... [--reps N]
+#include "BenchUtil.h"
 #include "cpu/DnnlConv.h"
 #include "modelc/kernels.h"
 
@@ -17,6 +18,8 @@
 #include <vector>
 
 using namespace mc::rt;
+using mc::bench::randomFloats;
+using mc::bench::seconds;
 
 namespace {
 
@@ -32,20 +35,6 @@ const Conv kResNet18[] = {
     {512, 7, 512, 3, 1, 1, 3},
 };
 
-double seconds() {
-  return std::chrono::duration<double>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-std::vector<float> randomFloats(size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1, 1);
-  std::vector<float> v(n);
-  for (float &x : v)
-    x = d(rng);
-  return v;
-}
 
 } // namespace
 

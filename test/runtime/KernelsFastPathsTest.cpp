@@ -2,9 +2,11 @@
 // polynomial exp / erf (over the whole range, special values included),
 // sigmoid and gelu, the vectorized softmax / log_softmax / layer_norm rows,
 // tensors large enough to be split among threads, the batched im2col conv
-// plan, the thread-split sgemm (along n, along m, over a batch), merged-dim
+// plan, the thread-split sgemm (along n, along m, over a batch; through
+// oneDNN and through OpenBLAS, and the default's choice), merged-dim
 // strided copies (broadcast, transpose) and reductions; and determinism:
 // the same inputs give the same bits on every run.
+#include "KernelUtil.h"
 #include "TestUtil.h"
 #include "modelc/kernels.h"
 
@@ -337,6 +339,77 @@ TEST(KernelsFastPaths, ReduceSplitAmongThreads) {
   for (size_t i = 0; i < m.size(); ++i)
     ASSERT_EQ(m[i], *std::max_element(x.begin() + long(i * 16),
                                       x.begin() + long(i * 16 + 16)));
+}
+
+namespace {
+
+/// Restores the runtime's sgemm library when a test ends.
+struct GemmLibraryScope {
+  detail::GemmLibrary saved = detail::gemmLibrary();
+  ~GemmLibraryScope() { detail::setGemmLibrary(saved); }
+};
+
+} // namespace
+
+TEST(KernelsFastPaths, SgemmOfEachLibraryMatchesDouble) {
+  GemmLibraryScope scope;
+  struct Case {
+    int64_t m, n, k;
+    bool ta, tb;
+  } cases[] = {{1, 1000, 512, false, false}, // one row
+               {37, 1, 20, false, true},     // one column
+               {5, 7, 1, true, false},       // k = 1
+               {128, 128, 32, false, true},  // attention's q k^T
+               {300, 200, 1024, true, true},
+               {70, 3000, 40, false, false}};
+  std::vector<detail::GemmLibrary> libraries = {detail::GemmLibrary::OpenBlas};
+  if (detail::setGemmLibrary(detail::GemmLibrary::OneDnn))
+    libraries.push_back(detail::GemmLibrary::OneDnn);
+  else
+    std::printf("[ SKIPPED  ] oneDNN's sgemm: this runtime has no oneDNN\n");
+  unsigned seed = 400;
+  for (const Case &c : cases) {
+    // Leading dims wider than the matrices: the products read and write
+    // inside larger buffers.
+    int64_t ar = c.ta ? c.k : c.m, ac = c.ta ? c.m : c.k;
+    int64_t br = c.tb ? c.n : c.k, bc = c.tb ? c.k : c.n;
+    int64_t lda = ac + 3, ldb = bc + 5, ldc = c.n + 2;
+    std::vector<float> a = randomFloats(size_t(ar * lda), ++seed),
+                       b = randomFloats(size_t(br * ldb), ++seed);
+    std::vector<double> ref(size_t(c.m * c.n));
+    for (int64_t i = 0; i < c.m; ++i)
+      for (int64_t j = 0; j < c.n; ++j) {
+        double s = 0;
+        for (int64_t l = 0; l < c.k; ++l)
+          s += double(c.ta ? a[size_t(l * lda + i)] : a[size_t(i * lda + l)]) *
+               (c.tb ? b[size_t(j * ldb + l)] : b[size_t(l * ldb + j)]);
+        ref[size_t(i * c.n + j)] = s;
+      }
+    for (detail::GemmLibrary lib : libraries) {
+      ASSERT_TRUE(detail::setGemmLibrary(lib));
+      // NaN everywhere: beta is 0, so C must not be read, and the padding
+      // between rows must stay as it was.
+      std::vector<float> y(size_t(c.m * ldc), NAN);
+      detail::sgemm(c.ta, c.tb, c.m, c.n, c.k, a.data(), lda, b.data(), ldb,
+                    y.data(), ldc);
+      std::vector<float> got(ref.size());
+      for (int64_t i = 0; i < c.m; ++i) {
+        for (int64_t j = 0; j < c.n; ++j)
+          got[size_t(i * c.n + j)] = y[size_t(i * ldc + j)];
+        for (int64_t j = c.n; j < ldc; ++j)
+          EXPECT_TRUE(std::isnan(y[size_t(i * ldc + j)]))
+              << "padding written at row " << i;
+      }
+      EXPECT_LT(relErr(got, ref), 1e-6)
+          << c.m << "x" << c.n << "x" << c.k << " library " << int(lib);
+    }
+  }
+  EXPECT_EQ(detail::gemmLibraryFor(detail::GemmLibrary::Auto, 64, 8192, 256),
+            detail::GemmLibrary::OneDnn); // 2^27
+  EXPECT_EQ(detail::gemmLibraryFor(detail::GemmLibrary::Auto, 256, 1024, 1024),
+            detail::GemmLibrary::OpenBlas); // 2^28
+  EXPECT_EQ(detail::gemmLibraryFor(detail::GemmLibrary::OpenBlas, 1, 1, 8),
+            detail::GemmLibrary::OpenBlas);
 }
 
 TEST(KernelsFastPaths, SameBitsOnEveryRun) {
