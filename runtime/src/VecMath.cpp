@@ -5,6 +5,7 @@
 #include "VecMath.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #if defined(__x86_64__) && defined(__ELF__) &&                                  \
@@ -29,33 +30,39 @@ template <typename T> T sumLanes(T *acc) {
   return acc[0];
 }
 
-/// Max of x[0, n) and whether any is NaN.
+/// Eight floats: GCC / Clang vector extensions, which each target clone
+/// compiles to its own registers (two SSE halves on the baseline). Used
+/// where the plain-loop form does not vectorize.
+typedef float Float8 __attribute__((vector_size(32)));
+
+/// Max of x[0, n) and whether any is NaN, in two vectors of lanes (a NaN,
+/// once taken, stays: nothing compares above it).
 inline float rowMax(const float *x, int64_t n, bool *nan) {
-  float m[kLanes];
-  int nanLanes[kLanes];
-  for (int i = 0; i < kLanes; ++i) {
-    m[i] = -std::numeric_limits<float>::infinity();
-    nanLanes[i] = 0;
-  }
+  const float kNegInf = -std::numeric_limits<float>::infinity();
+  Float8 m0 = {kNegInf, kNegInf, kNegInf, kNegInf,
+               kNegInf, kNegInf, kNegInf, kNegInf};
+  Float8 m1 = m0;
   int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int i = 0; i < kLanes; ++i) {
-      float v = x[j + i];
-      m[i] = v > m[i] ? v : m[i];
-      nanLanes[i] |= v != v;
-    }
+  for (; j + 16 <= n; j += 16) {
+    Float8 a, b;
+    std::memcpy(&a, x + j, sizeof a);
+    std::memcpy(&b, x + j + 8, sizeof b);
+    m0 = ((a > m0) | (a != a)) ? a : m0;
+    m1 = ((b > m1) | (b != b)) ? b : m1;
+  }
+  float r = kNegInf;
+  bool anyNan = false;
+  for (int i = 0; i < 8; ++i) {
+    anyNan |= (m0[i] != m0[i]) | (m1[i] != m1[i]);
+    r = m0[i] > r ? m0[i] : r;
+    r = m1[i] > r ? m1[i] : r;
+  }
   for (; j < n; ++j) {
     float v = x[j];
-    m[0] = v > m[0] ? v : m[0];
-    nanLanes[0] |= v != v;
+    anyNan |= v != v;
+    r = v > r ? v : r;
   }
-  float r = m[0];
-  int anyNan = nanLanes[0];
-  for (int i = 1; i < kLanes; ++i) {
-    r = m[i] > r ? m[i] : r;
-    anyNan |= nanLanes[i];
-  }
-  *nan = anyNan != 0;
+  *nan = anyNan;
   return r;
 }
 
@@ -217,20 +224,29 @@ MC_CLONES void softmaxRow(const float *x, float *y, int64_t n) {
       y[j] = std::numeric_limits<float>::quiet_NaN();
     return;
   }
-  float acc[kLanes] = {0};
+  // Sixteen lanes of partial sums in registers (a float array here lived
+  // on the stack, a store and a load per vector); summed as sumLanes does.
+  Float8 acc0 = {0, 0, 0, 0, 0, 0, 0, 0}, acc1 = acc0;
   int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int i = 0; i < kLanes; ++i) {
-      float e = fastExp(x[j + i] - m);
-      y[j + i] = e;
-      acc[i] += e;
-    }
+  for (; j + 16 <= n; j += 16) {
+    float e[16];
+    for (int i = 0; i < 16; ++i)
+      e[i] = fastExp(x[j + i] - m);
+    std::memcpy(y + j, e, sizeof e);
+    Float8 e0, e1;
+    std::memcpy(&e0, e, sizeof e0);
+    std::memcpy(&e1, e + 8, sizeof e1);
+    acc0 += e0;
+    acc1 += e1;
+  }
   for (; j < n; ++j) {
     float e = fastExp(x[j] - m);
     y[j] = e;
-    acc[0] += e;
+    acc0[0] += e;
   }
-  float inv = 1.0f / sumLanes(acc);
+  acc0 += acc1;
+  float inv = 1.0f / (((acc0[0] + acc0[4]) + (acc0[2] + acc0[6])) +
+                      ((acc0[1] + acc0[5]) + (acc0[3] + acc0[7])));
   for (j = 0; j < n; ++j)
     y[j] *= inv;
 }

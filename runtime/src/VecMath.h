@@ -23,9 +23,10 @@ namespace mc::rt::vec {
 /// in the subnormal range round once, as std::exp's.
 inline float fastExp(float x) {
   const float kMax = 89.0f, kMin = -105.0f; // beyond: inf / 0 after scaling
-  float xc = x > kMax ? kMax : x;
-  xc = xc < kMin ? kMin : xc;
-  xc = xc == xc ? xc : 0.0f; // NaN: any finite value; fixed up at the end
+  // Written as min / max (minps, maxps: a NaN x becomes the bound, a
+  // finite value; the result is fixed up at the end).
+  float xc = x < kMax ? x : kMax;
+  xc = xc > kMin ? xc : kMin;
   // Round to nearest with the 1.5 * 2^23 trick (vectorizes without SSE4.1).
   const float kShift = 12582912.0f;
   float fn = (xc * 1.44269504088896341f + kShift) - kShift;

@@ -153,14 +153,17 @@ TEST(KernelsFastPaths, SoftmaxAndLogSoftmaxRows) {
             << len << " " << i;
     }
   }
-  // A NaN makes its row NaN, and only its row.
-  std::vector<float> x = randomFloats(3 * 40, 5), y(x.size()), ly(x.size());
+  // A NaN makes its row NaN, and only its row: one in the vector lanes
+  // (row 1), one in the tail past the last 16 (row 3).
+  std::vector<float> x = randomFloats(4 * 40, 5), y(x.size()), ly(x.size());
   x[41] = NAN;
-  ASSERT_TRUE(softmax(cin(x, {3, 40}), 1, mout(y, {3, 40})));
-  ASSERT_TRUE(logSoftmax(cin(x, {3, 40}), 1, mout(ly, {3, 40})));
-  for (int j = 0; j < 120; ++j) {
-    EXPECT_EQ(std::isnan(y[size_t(j)]), j >= 40 && j < 80) << j;
-    EXPECT_EQ(std::isnan(ly[size_t(j)]), j >= 40 && j < 80) << j;
+  x[3 * 40 + 37] = NAN;
+  ASSERT_TRUE(softmax(cin(x, {4, 40}), 1, mout(y, {4, 40})));
+  ASSERT_TRUE(logSoftmax(cin(x, {4, 40}), 1, mout(ly, {4, 40})));
+  for (int j = 0; j < 160; ++j) {
+    bool nanRow = j / 40 == 1 || j / 40 == 3;
+    EXPECT_EQ(std::isnan(y[size_t(j)]), nanRow) << j;
+    EXPECT_EQ(std::isnan(ly[size_t(j)]), nanRow) << j;
   }
   // Softmax along a non-last axis (the strided path), split among threads.
   std::vector<float> z = randomFloats(64 * 50 * 40, 6, -5, 5), zy(z.size());
