@@ -35,6 +35,16 @@ template <typename T> T sumLanes(T *acc) {
 /// where the plain-loop form does not vectorize.
 typedef float Float8 __attribute__((vector_size(32)));
 
+typedef float Float4 __attribute__((vector_size(16)));
+typedef double Double4 __attribute__((vector_size(32)));
+
+/// sumLanes over sixteen double lanes held as four vectors of four.
+inline double sumLanes4(Double4 *v) {
+  Double4 a = v[0] + v[2], b = v[1] + v[3];
+  a += b;
+  return (a[0] + a[2]) + (a[1] + a[3]);
+}
+
 /// Max of x[0, n) and whether any is NaN, in two vectors of lanes (a NaN,
 /// once taken, stays: nothing compares above it).
 inline float rowMax(const float *x, int64_t n, bool *nan) {
@@ -275,31 +285,41 @@ MC_CLONES void logSoftmaxRow(const float *x, float *y, int64_t n) {
 
 MC_CLONES void layerNormRow(const float *x, const float *g, const float *b,
                             float *y, int64_t n, double epsilon) {
-  double acc[kLanes] = {0};
+  // Sixteen double lanes as four vectors of four (lanes 0-3, 4-7, 8-11,
+  // 12-15), the tail in lane 0, summed pairwise as sumLanes does: the loop
+  // form with a double array kept the widening scalar.
+  const Double4 kZero = {0, 0, 0, 0};
+  Double4 acc[4] = {kZero, kZero, kZero, kZero};
   int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int i = 0; i < kLanes; ++i)
-      acc[i] += double(x[j + i]);
+  for (; j + 16 <= n; j += 16)
+    for (int q = 0; q < 4; ++q) {
+      Float4 v;
+      std::memcpy(&v, x + j + 4 * q, sizeof v);
+      acc[q] += __builtin_convertvector(v, Double4);
+    }
   for (; j < n; ++j)
-    acc[0] += double(x[j]);
-  float mean = float(sumLanes(acc) / double(n));
+    acc[0][0] += double(x[j]);
+  float mean = float(sumLanes4(acc) / double(n));
   // Second pass around the float mean; its rounding error r (the mean of
   // the deviations) is taken out, so a large common offset costs no
   // accuracy: var = E[d^2] - r^2, y = (d - r) * rstd.
-  double sd[kLanes] = {0}, sq[kLanes] = {0};
-  for (j = 0; j + kLanes <= n; j += kLanes)
-    for (int i = 0; i < kLanes; ++i) {
-      double dv = double(x[j + i] - mean);
-      sd[i] += dv;
-      sq[i] += dv * dv;
+  Double4 sd[4] = {kZero, kZero, kZero, kZero};
+  Double4 sq[4] = {kZero, kZero, kZero, kZero};
+  for (j = 0; j + 16 <= n; j += 16)
+    for (int q = 0; q < 4; ++q) {
+      Float4 v;
+      std::memcpy(&v, x + j + 4 * q, sizeof v);
+      Double4 dv = __builtin_convertvector(v - mean, Double4);
+      sd[q] += dv;
+      sq[q] += dv * dv;
     }
   for (; j < n; ++j) {
     double dv = double(x[j] - mean);
-    sd[0] += dv;
-    sq[0] += dv * dv;
+    sd[0][0] += dv;
+    sq[0][0] += dv * dv;
   }
-  double resid = sumLanes(sd) / double(n);
-  double var = std::max(0.0, sumLanes(sq) / double(n) - resid * resid);
+  double resid = sumLanes4(sd) / double(n);
+  double var = std::max(0.0, sumLanes4(sq) / double(n) - resid * resid);
   float rstd = float(1.0 / std::sqrt(var + epsilon));
   float rf = float(resid);
   for (j = 0; j < n; ++j)
