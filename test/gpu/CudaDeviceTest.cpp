@@ -4,6 +4,8 @@
 // (runtime/schema/mcpk.fbs), and the error for an artifact with no code
 // for this GPU.
 #include "GpuTestUtil.h"
+#include "cuda/Nccl.h"
+#include "modelc/communicator.h"
 #include "modelc/model.h"
 
 #include <dlfcn.h>
@@ -709,6 +711,121 @@ TEST_F(CudaDevice, ALaunchOfAnUnknownEntryIsABindError) {
   rt::Status st = device->bindGenerated(r, &k);
   ASSERT_FALSE(st);
   EXPECT_TRUE(has(st.message(), "entry 'nope'")) << st.message();
+}
+
+// The all-reduce step pair of one rank (pack, self communicator, scale by
+// the runtime's own kernel) on a device, then on a new device after the
+// first is gone. The scale kernel's module belongs to the device's
+// context: it used to be cached per ordinal for the life of the process,
+// so the second device launched a function of a context that had reset
+// (CUDA_ERROR_INVALID_HANDLE; the fake driver resets its context, as the
+// real one does, when the last reference goes).
+TEST_F(CudaDevice, CollectiveStepsRunOnEachNewDeviceOfAProcess) {
+  device.reset(); // the fixture's device holds the context
+  cuda = nullptr;
+  rt::setCurrentCommunicator(rt::makeSelfCommunicator());
+  HostTensor g0 = HostTensor::random(rt::DType::F32, {3, 5}, 1);
+  HostTensor g1 = HostTensor::random(rt::DType::F32, {7}, 2);
+  rt::Shape bucket{int64_t(g0.size() + g1.size())};
+  std::vector<float> want = g0.floats();
+  for (float v : g1.floats())
+    want.push_back(v);
+  for (float &v : want)
+    v *= 0.5f;
+  for (int round = 0; round < 2; ++round) {
+    std::unique_ptr<rt::Device> dev;
+    rt::Status st = rt::createDevice("cuda", &dev);
+    ASSERT_TRUE(st) << st.message();
+    {
+      rt::DeviceMemory d0, d1, db, dout;
+      size_t bytes = size_t(rt::numElements(bucket)) * 4;
+      ASSERT_TRUE(dev->allocate(g0.bytes.size(), &d0));
+      ASSERT_TRUE(dev->allocate(g1.bytes.size(), &d1));
+      ASSERT_TRUE(dev->allocate(bytes, &db));
+      ASSERT_TRUE(dev->allocate(bytes, &dout));
+      ASSERT_TRUE(dev->copyToDevice(d0.get(), g0.bytes.data(), g0.bytes.size()));
+      ASSERT_TRUE(dev->copyToDevice(d1.get(), g1.bytes.data(), g1.bytes.size()));
+      rt::KernelRequest start{rt::OpId::AllReduceStart,
+                              {rt::OpAttr::integer("ranks", 1)},
+                              {{rt::DType::F32, g0.shape, d0.get()},
+                               {rt::DType::F32, g1.shape, d1.get()}},
+                              {rt::DType::F32, bucket, db.get()},
+                              *dev};
+      rt::KernelRequest wait{rt::OpId::AllReduceWait,
+                             {rt::OpAttr::real("scale", 0.5)},
+                             {{rt::DType::F32, bucket, db.get()}},
+                             {rt::DType::F32, bucket, dout.get()},
+                             *dev};
+      st = bindAndRun(*dev, start);
+      ASSERT_TRUE(st) << "round " << round << ": " << st.message();
+      st = bindAndRun(*dev, wait);
+      ASSERT_TRUE(st) << "round " << round << ": " << st.message();
+      HostTensor out(rt::DType::F32, bucket);
+      ASSERT_TRUE(dev->copyToHost(out.bytes.data(), dout.get(), bytes));
+      EXPECT_EQ(out.floats(), want) << "round " << round;
+    }
+  }
+  rt::setCurrentCommunicator(nullptr);
+}
+
+/// A stand-in for libnccl (its entry points as NcclApi holds them) that
+/// counts what the communicator asks of it.
+struct FakeNccl {
+  static int inits, destroys, aborts;
+  static rt::cuda::NcclApi api() {
+    rt::cuda::NcclApi a;
+    a.commInitRank = [](rt::cuda::nccl::Comm *c, int, rt::cuda::nccl::UniqueId,
+                        int) {
+      ++inits;
+      *c = reinterpret_cast<rt::cuda::nccl::Comm>(&inits);
+      return rt::cuda::nccl::kSuccess;
+    };
+    a.commDestroy = [](rt::cuda::nccl::Comm) {
+      ++destroys;
+      return rt::cuda::nccl::kSuccess;
+    };
+    a.commAbort = [](rt::cuda::nccl::Comm) {
+      ++aborts;
+      return rt::cuda::nccl::kSuccess;
+    };
+    return a;
+  }
+};
+int FakeNccl::inits = 0, FakeNccl::destroys = 0, FakeNccl::aborts = 0;
+
+// The process's NCCL communicator outlives the session whose device it is
+// on (modelc-run --train drops the session, then the communicator): the
+// device, as it goes, destroys the NCCL communicator and frees the stream
+// and events it made in the device's context. The communicator used to
+// reach the freed device from its destructor.
+TEST_F(CudaDevice, AnNcclCommunicatorIsReleasedByItsDeviceWhenTheDeviceGoesFirst) {
+  for (bool deviceFirst : {true, false}) {
+    FakeNccl::inits = FakeNccl::destroys = FakeNccl::aborts = 0;
+    std::unique_ptr<rt::Device> dev;
+    rt::Status st = rt::createDevice("cuda", &dev);
+    ASSERT_TRUE(st) << st.message();
+    auto comm = std::make_unique<rt::cuda::NcclCommunicator>(
+        FakeNccl::api(), 0, 1, rt::cuda::nccl::UniqueId{});
+    st = comm->attach(static_cast<rt::cuda::CudaDevice &>(*dev));
+    ASSERT_TRUE(st) << st.message();
+    EXPECT_EQ(FakeNccl::inits, 1);
+    if (deviceFirst) {
+      dev.reset();
+      EXPECT_EQ(FakeNccl::destroys, 1) << "released by the device";
+      float x = 1;
+      st = comm->start(&x, 1, rt::DType::F32, rt::ReduceOp::Sum, "a bucket");
+      ASSERT_FALSE(st);
+      EXPECT_TRUE(has(st.message(), "its device cuda:0 is gone"))
+          << st.message();
+      comm.reset();
+    } else {
+      comm.reset();
+      EXPECT_EQ(FakeNccl::destroys, 1) << "released by its destructor";
+      dev.reset();
+    }
+    EXPECT_EQ(FakeNccl::destroys, 1) << "once, whatever goes first";
+    EXPECT_EQ(FakeNccl::aborts, 0);
+  }
 }
 
 } // namespace

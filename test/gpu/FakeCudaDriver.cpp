@@ -1,8 +1,9 @@
 // A fake CUDA driver (libmodelc_fake_cuda.so) for machines without a GPU:
 // the entry points the runtime's CUDA device loads, over host memory, with
-// a stream that runs everything at once, and the two kernels of
-// kernels.ptx emulated in C++ (their grid-stride loops over the launch's
-// real grid and block). Stream capture records the work and a graph launch
+// a stream that runs everything at once, the kernels of kernels.ptx and
+// the runtime's all-reduce scale kernel emulated in C++ (their grid-stride
+// loops over the launch's real grid and block), and a primary context that
+// resets, unloading its modules, when its last reference goes. Stream capture records the work and a graph launch
 // replays it. The runtime loads it through MODELC_CUDA_DRIVER, so the
 // device's own logic (memory, staging, executable choice, launches and
 // their parameters, graphs, events, errors) runs in CI; test/gpu covers
@@ -90,6 +91,18 @@ CUresult forbiddenWhileCapturing(CUstream s) {
 }
 
 int fakeContext = 0;
+/// Primary context references; at 0 the context resets, and with it go
+/// its modules (a function handle from before is then invalid).
+int contextRefs = 0;
+std::set<Module *> liveModules;
+
+bool liveFunction(const Function *f) {
+  for (Module *m : liveModules)
+    for (auto &fn : m->functions)
+      if (fn.get() == f)
+        return true;
+  return false;
+}
 
 } // namespace
 
@@ -116,6 +129,8 @@ CUresult CUDAAPI cuGetErrorName(CUresult r, const char **s) {
   case CUDA_ERROR_OUT_OF_MEMORY: *s = "CUDA_ERROR_OUT_OF_MEMORY"; break;
   case CUDA_ERROR_INVALID_IMAGE: *s = "CUDA_ERROR_INVALID_IMAGE"; break;
   case CUDA_ERROR_NOT_FOUND: *s = "CUDA_ERROR_NOT_FOUND"; break;
+  case CUDA_ERROR_INVALID_HANDLE: *s = "CUDA_ERROR_INVALID_HANDLE"; break;
+  case CUDA_ERROR_INVALID_CONTEXT: *s = "CUDA_ERROR_INVALID_CONTEXT"; break;
   case CUDA_ERROR_ILLEGAL_ADDRESS: *s = "CUDA_ERROR_ILLEGAL_ADDRESS"; break;
   case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED:
     *s = "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED";
@@ -159,9 +174,17 @@ CUresult CUDAAPI cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice) {
 }
 CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice) {
   *c = reinterpret_cast<CUcontext>(&fakeContext);
+  ++contextRefs;
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice) {
+  if (contextRefs <= 0)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  if (--contextRefs == 0) {
+    for (Module *m : liveModules)
+      delete m;
+    liveModules.clear();
+  }
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuCtxSetCurrent(CUcontext) { return CUDA_SUCCESS; }
@@ -256,20 +279,27 @@ CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *m, const void *image,
   }
   std::string text(bytes, size);
   auto mod = std::make_unique<Module>();
-  for (const char *name : {"add_f32", "copy_via_shared", "div_i32"})
+  for (const char *name :
+       {"add_f32", "copy_via_shared", "div_i32", "modelc_scale_f32"})
     if (text.find(name) != std::string::npos)
       mod->functions.push_back(std::make_unique<Function>(Function{name}));
   if (mod->functions.empty())
     return CUDA_ERROR_INVALID_IMAGE;
+  liveModules.insert(mod.get());
   *m = reinterpret_cast<CUmodule>(mod.release());
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuModuleUnload(CUmodule m) {
-  delete reinterpret_cast<Module *>(m);
+  Module *mod = reinterpret_cast<Module *>(m);
+  if (!liveModules.erase(mod))
+    return CUDA_ERROR_INVALID_HANDLE; // unloaded, or gone with its context
+  delete mod;
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuModuleGetFunction(CUfunction *f, CUmodule m,
                                      const char *name) {
+  if (!liveModules.count(reinterpret_cast<Module *>(m)))
+    return CUDA_ERROR_INVALID_HANDLE;
   for (auto &fn : reinterpret_cast<Module *>(m)->functions)
     if (fn->name == name) {
       *f = reinterpret_cast<CUfunction>(fn.get());
@@ -306,10 +336,26 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy,
                                 unsigned bz, unsigned shared, CUstream s,
                                 void **params, void **extra) {
   Function *fn = reinterpret_cast<Function *>(f);
+  if (!liveFunction(fn))
+    return CUDA_ERROR_INVALID_HANDLE;
   if (!gx || !bx || gy != 1 || gz != 1 || by != 1 || bz != 1 || bx > 1024 ||
       extra || int(shared) > fn->maxDynamicShared)
     return CUDA_ERROR_INVALID_VALUE;
   ++stats.launches;
+  if (fn->name == "modelc_scale_f32") {
+    // modelc_scale_f32 (x, y, scale, n): y = x * scale.
+    float *x = reinterpret_cast<float *>(*static_cast<CUdeviceptr *>(params[0]));
+    float *y = reinterpret_cast<float *>(*static_cast<CUdeviceptr *>(params[1]));
+    float scale = *static_cast<float *>(params[2]);
+    uint64_t n = *static_cast<uint64_t *>(params[3]);
+    if (!onDevice(CUdeviceptr(x), n * 4) || !onDevice(CUdeviceptr(y), n * 4))
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
+    return enqueue(s, [=] {
+      ++stats.kernelsRun;
+      for (uint64_t i = 0; i < n; ++i)
+        y[i] = x[i] * scale;
+    });
+  }
   if (fn->name == "div_i32") {
     // div_i32 (a, b, out, batch, record): the CPU's integer division, a
     // zero divisor recorded as kernels.ptx does (the atomics' max).

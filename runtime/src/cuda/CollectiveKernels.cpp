@@ -66,32 +66,6 @@ $L__BB0_3:
 }
 )";
 
-/// The scale kernel in the device's (primary) context, loaded on first
-/// use: one module per GPU ordinal, for the life of the process.
-Status scaleFunction(CudaDevice& dev, CUfunction* out) {
-  static std::mutex mu;
-  static std::map<std::string, CUfunction> byDevice;
-  std::lock_guard<std::mutex> lock(mu);
-  MC_RETURN_IF_ERROR(dev.makeCurrent());
-  auto it = byDevice.find(dev.name());
-  if (it != byDevice.end()) {
-    *out = it->second;
-    return Status::ok();
-  }
-  const CudaDriver& d = dev.driver();
-  CUmodule module = nullptr;
-  MC_RETURN_IF_ERROR(dev.check(
-      d.moduleLoadDataEx(&module, kScalePtx, 0, nullptr, nullptr),
-      "loading the all-reduce scale kernel (cuModuleLoadDataEx)"));
-  CUfunction f = nullptr;
-  MC_RETURN_IF_ERROR(dev.check(
-      d.moduleGetFunction(&f, module, "modelc_scale_f32"),
-      "cuModuleGetFunction(modelc_scale_f32)"));
-  byDevice[dev.name()] = f;
-  *out = f;
-  return Status::ok();
-}
-
 /// The process's communicator, ready for this device: NCCL attached to it,
 /// or the self communicator of one process. MPI cannot take device memory.
 Status deviceCommunicator(CudaDevice& dev, Communicator** out) {
@@ -146,7 +120,7 @@ Status waitKernel(const KernelRequest& r, BoundKernel* out, size_t*) {
   Communicator* comm = nullptr;
   MC_RETURN_IF_ERROR(deviceCommunicator(dev, &comm));
   CUfunction scale = nullptr;
-  MC_RETURN_IF_ERROR(scaleFunction(dev, &scale));
+  MC_RETURN_IF_ERROR(dev.runtimeKernel(kScalePtx, "modelc_scale_f32", &scale));
   unsigned grid = 1;
   uint64_t n = uint64_t(numElements(r.output.shape));
   {

@@ -154,10 +154,15 @@ CudaDevice::~CudaDevice() {
   d.ctxSetCurrent(ctx_->ctx);
   if (stream_)
     d.streamSynchronize(stream_);
+  for (const auto& weak : teardowns_)
+    if (auto teardown = weak.lock())
+      (*teardown)();
   for (Recorded& r : recorded_)
     if (r.exec)
       d.graphExecDestroy(r.exec);
   for (CUmodule m : modules_)
+    d.moduleUnload(m);
+  for (CUmodule m : runtimeModules_)
     d.moduleUnload(m);
   if (ltHandle_)
     lt_->destroy(ltHandle_);
@@ -171,6 +176,36 @@ CudaDevice::~CudaDevice() {
   }
   if (stream_)
     d.streamDestroy(stream_);
+}
+
+Status CudaDevice::runtimeKernel(const char* ptx, const std::string& entry,
+                                 CUfunction* out) {
+  auto it = runtimeFunctions_.find(entry);
+  if (it != runtimeFunctions_.end()) {
+    *out = it->second;
+    return Status::ok();
+  }
+  MC_RETURN_IF_ERROR(makeCurrent());
+  const CudaDriver& d = driver();
+  CUmodule module = nullptr;
+  MC_RETURN_IF_ERROR(
+      check(d.moduleLoadDataEx(&module, ptx, 0, nullptr, nullptr),
+            "loading the runtime's kernel " + entry + " (cuModuleLoadDataEx)"));
+  CUfunction f = nullptr;
+  Status st = check(d.moduleGetFunction(&f, module, entry.c_str()),
+                    "cuModuleGetFunction(" + entry + ")");
+  if (!st) {
+    d.moduleUnload(module);
+    return st;
+  }
+  runtimeModules_.push_back(module);
+  runtimeFunctions_[entry] = f;
+  *out = f;
+  return Status::ok();
+}
+
+void CudaDevice::atTeardown(std::weak_ptr<std::function<void()>> teardown) {
+  teardowns_.push_back(std::move(teardown));
 }
 
 Status CudaDevice::makeCurrent() const {

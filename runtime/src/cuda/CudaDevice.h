@@ -10,6 +10,7 @@
 #include "modelc/device.h"
 #include "modelc/error_record.h"
 
+#include <functional>
 #include <map>
 #include <memory>
 
@@ -100,6 +101,16 @@ public:
   void releaseErrorRecord(size_t id);
   /// Error record slots handed out so far, free ones included (for tests).
   size_t errorRecordSlots() const { return recordChecks_.size(); }
+  /// A kernel of the runtime's own (PTX text compiled into the library),
+  /// loaded into this device's context on first use and unloaded with the
+  /// device: a function handle never outlives the context it came from.
+  Status runtimeKernel(const char* ptx, const std::string& entry,
+                       CUfunction* out);
+  /// Runs `teardown`, if it is still alive, when the device goes, with
+  /// the device's context current and its stream idle: for what lives in
+  /// the device's context but not in the device (the NCCL communicator's
+  /// stream, events and communicator), and may outlive it.
+  void atTeardown(std::weak_ptr<std::function<void()>> teardown);
 
 private:
   CudaDevice() = default;
@@ -168,6 +179,11 @@ private:
   };
   std::vector<RecordBlock> recordBlocks_;
   std::vector<RecordCheck> recordChecks_;
+  // runtimeKernel's modules (apart from the artifact's, which
+  // loadExecutables replaces) and functions by entry name.
+  std::vector<CUmodule> runtimeModules_;
+  std::map<std::string, CUfunction> runtimeFunctions_;
+  std::vector<std::weak_ptr<std::function<void()>>> teardowns_;
 };
 
 /// The CudaDevice a kernel request runs on (kernels registered for "cuda"

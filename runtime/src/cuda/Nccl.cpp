@@ -54,7 +54,9 @@ NcclCommunicator::NcclCommunicator(NcclApi api, int rank, int size,
                                    nccl::UniqueId id)
     : api_(api), rank_(rank), size_(size), id_(id) {}
 
-NcclCommunicator::~NcclCommunicator() {
+NcclCommunicator::~NcclCommunicator() { release(); }
+
+void NcclCommunicator::release() {
   if (!device_)
     return;
   const CudaDriver& d = device_->driver();
@@ -75,6 +77,15 @@ NcclCommunicator::~NcclCommunicator() {
     d.memFree(hostScratch_);
   if (stream_)
     d.streamDestroy(stream_);
+  releasedFrom_ = device_->name();
+  device_ = nullptr;
+  comm_ = nullptr;
+  stream_ = nullptr;
+  ready_ = nullptr;
+  freeEvents_.clear();
+  pending_.clear();
+  hostScratch_ = 0;
+  hostScratchBytes_ = 0;
 }
 
 Status NcclCommunicator::ncclError(nccl::Result r,
@@ -96,9 +107,18 @@ Status NcclCommunicator::attach(CudaDevice& device) {
                          std::to_string(rank_) + " is already on " +
                          device_->name() + ", not " + device.name() +
                          ": one device per rank");
+  if (!releasedFrom_.empty())
+    return Status::error("the NCCL communicator of rank " +
+                         std::to_string(rank_) + " was on " + releasedFrom_ +
+                         ", which is gone: a communicator serves one device "
+                         "for its life (make a new one for a new session)");
   MC_RETURN_IF_ERROR(device.makeCurrent());
   const CudaDriver& d = device.driver();
   device_ = &device;
+  // The process's communicator may outlive the session's device: the
+  // device then releases what lives in its context first.
+  teardown_ = std::make_shared<std::function<void()>>([this] { release(); });
+  device.atTeardown(teardown_);
   MC_RETURN_IF_ERROR(device.check(
       d.streamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
   MC_RETURN_IF_ERROR(device.check(
@@ -121,7 +141,10 @@ Status NcclCommunicator::start(void* data, size_t count, DType dtype,
     return Status::error("nccl all-reduce of " + what +
                          ": the communicator is not on a CUDA device (a "
                          "cuda step binds it)" +
-                         (aborted_ ? " or was aborted" : ""));
+                         (aborted_ ? " or was aborted" : "") +
+                         (releasedFrom_.empty()
+                              ? ""
+                              : ", its device " + releasedFrom_ + " is gone"));
   if (dtype != DType::F32)
     return Status::error("nccl all-reduce of " + what +
                          ": only f32 is supported, got " + dtypeName(dtype));

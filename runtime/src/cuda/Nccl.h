@@ -97,6 +97,11 @@ public:
 
 private:
   Status ncclError(nccl::Result r, const std::string& what) const;
+  /// Destroys (or aborts) the NCCL communicator and frees the stream,
+  /// events and scratch in the device's context; the communicator is then
+  /// on no device. Run by the destructor, or by the device when it goes
+  /// first (the process's communicator outlives a session).
+  void release();
   struct Pending {
     CUevent done = nullptr;
     std::string what;
@@ -108,6 +113,9 @@ private:
   nccl::Comm comm_ = nullptr;
   bool aborted_ = false;
   CudaDevice* device_ = nullptr;
+  std::string releasedFrom_; // the device it was on, once released
+  /// What the device runs when it goes first (see release).
+  std::shared_ptr<std::function<void()>> teardown_;
   CUstream stream_ = nullptr; // the collectives' stream
   CUevent ready_ = nullptr;   // "the bucket is packed", on the device's
   std::vector<CUevent> freeEvents_;
