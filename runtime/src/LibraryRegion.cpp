@@ -303,12 +303,35 @@ AttentionRegion matchAttentionRegion(const std::vector<RegionOp>& body,
         }
         return false;
       };
+      uint32_t add = cur;
       if (maskOf(b))
         cur = a;
       else if (maskOf(a))
         cur = b;
       else
         return fail(opText(cur) + " adds no input or broadcast of one");
+      if (r.maskBroadcast) {
+        // cuDNN (9.26 has no engine for either) takes a mask whose dims
+        // keep their order and that varies along the keys: not one that
+        // is the same for every key (stride 0 in the last dim), which
+        // would change nothing in the softmax anyway.
+        const std::vector<int64_t>& dims = r.maskDims;
+        for (size_t i = 1; i < dims.size(); ++i)
+          if (dims[i] <= dims[i - 1])
+            return fail(opText(add) + " adds a mask broadcast with dims " +
+                        shapeString(Shape(dims.begin(), dims.end())) +
+                        " out of order (cuDNN's attention reads a mask in "
+                        "its own dims' order)");
+        int64_t last = int64_t(op.shape.size()) - 1;
+        const Shape& ms = inputs[uint32_t(r.mask)].shape;
+        if (op.shape.size() && op.shape.back() > 1 &&
+            (dims.empty() || dims.back() != last || ms.empty() ||
+             ms.back() != op.shape.back()))
+          return fail(opText(add) + " adds a mask that is the same for "
+                                    "every key (broadcast along the last "
+                                    "dim), which cuDNN's attention has no "
+                                    "engine for");
+      }
       r.maskDtype = op.dtype;
       continue;
     }

@@ -312,6 +312,34 @@ TEST(LibraryRegion, AttentionCudnnCannotRunIsRefusedWithTheReason) {
   EXPECT_NE(why(body, inputs, DType::BF16, {2, 4, 16, 32})
                 .find("is a second scale"),
             std::string::npos);
+  // Masks cuDNN 9.26's fused attention has no engine for (9.19 planned
+  // them): one that is the same for every key, read through a size-1 dim
+  // or not along the last dim at all, and one whose dims are out of order.
+  inputs = attnInputs();
+  inputs[3] = in({16, 1});
+  std::string text = why(attnBody(), inputs, DType::BF16, {2, 4, 16, 32});
+  EXPECT_NE(text.find("body op 4 (mc.add) adds a mask that is the same "
+                      "for every key"),
+            std::string::npos)
+      << text;
+  inputs[3] = in({16});
+  body = attnBody();
+  body[3].attrs = dims({2});
+  EXPECT_NE(why(body, inputs, DType::BF16, {2, 4, 16, 32})
+                .find("the same for every key"),
+            std::string::npos);
+  inputs[3] = in({16, 16});
+  body[3].attrs = dims({3, 2});
+  EXPECT_NE(why(body, inputs, DType::BF16, {2, 4, 16, 32})
+                .find("broadcast with dims [3, 2] out of order"),
+            std::string::npos);
+  // A key-padding mask [b, 1, 1, skv]: one value per key, the same for
+  // every head and query: cuDNN's to take.
+  inputs[3] = in({2, 1, 1, 16});
+  body[3].attrs = dims({0, 1, 2, 3});
+  AttentionRegion m =
+      matchAttentionRegion(body, inputs, DType::BF16, {2, 4, 16, 32});
+  EXPECT_TRUE(m.ok) << m.why;
 }
 
 } // namespace

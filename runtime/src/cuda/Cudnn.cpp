@@ -507,10 +507,15 @@ Status GraphBuilder::plan(const std::vector<Desc>& ops,
       cfgPtrs.push_back(d.get());
     }
     int64_t got = 0;
-    MC_DNN("reading the heuristic's results",
-           dnn_.getAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                             CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got,
-                             cfgPtrs.data()));
+    // A list that cannot be read is a refusal of this mode: the fallback
+    // list is still tried.
+    if (cudnnStatus_t s = dnn_.getAttribute(
+            heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+            CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, cfgPtrs.data());
+        s != CUDNN_STATUS_SUCCESS) {
+      lastError = s;
+      continue;
+    }
     for (int64_t i = 0; i < got; ++i) {
       ++tried;
       // The engine's numerical notes.
@@ -591,8 +596,16 @@ Status GraphBuilder::plan(const std::vector<Desc>& ops,
   }
   std::string why = "cuDNN has no engine for it (" + std::to_string(tried) +
                     " configurations tried";
-  if (lastError != CUDNN_STATUS_SUCCESS)
+  if (lastError != CUDNN_STATUS_SUCCESS) {
     why += "; the last refusal: " + statusText(dnn_, lastError);
+  } else if (dnn_.getLastErrorString) {
+    // No call failed: the heuristics listed nothing. cuDNN may still say
+    // why (its last error message; empty when it has none).
+    char message[512] = {0};
+    dnn_.getLastErrorString(message, sizeof message);
+    if (message[0])
+      why += std::string("; cuDNN says: ") + message;
+  }
   if (!skipped.empty())
     why += "; skipped for their numerics: " + skipped;
   return Status::error(what_ + ": " + why + ")");
@@ -709,6 +722,9 @@ Status planOnDevice(CudaDevice& dev, const std::string& what,
   const Cudnn* dnn = nullptr;
   cudnnHandle_t handle = nullptr;
   MC_RETURN_IF_ERROR(dev.cudnn(&dnn, &handle));
+  // cuDNN plans (and NVRTC-compiles for) the context current on this
+  // thread: the device's, whichever device bound last.
+  MC_RETURN_IF_ERROR(dev.makeCurrent());
   auto st = std::make_shared<PlanState>();
   st->dnn = dnn;
   st->handle = handle;

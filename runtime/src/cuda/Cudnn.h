@@ -84,9 +84,10 @@ struct PlanInfo {
   int64_t engine = -1;   // cuDNN's global engine index
   int64_t tried = 0;     // engine configurations looked at
   std::string heuristic; // "A" or "fallback": the list it came from
-  /// Planned with no GPU, a runtime-compiled engine: its kernel compiled
-  /// (NVRTC) and the plan failed only at loading it, which needs a driver
-  /// (the workspace is then unknown, 0).
+  /// Planned with no GPU, a runtime-compiled engine: its graph validated
+  /// and its kernel compiled (NVRTC); the plan failed only at loading it,
+  /// which needs a driver. Unchecked: whether the GPU takes the kernel
+  /// (shared memory, launch limits) and the workspace (then 0).
   bool compiledOnly = false;
 };
 
