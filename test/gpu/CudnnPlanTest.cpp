@@ -129,6 +129,58 @@ TEST_F(CudnnPlan, F32WithoutTf32HasAPlanWithoutTensorCores) {
   ::unsetenv("MODELC_CUDA_TF32");
 }
 
+// Identical graphs share a plan while one lives: a model with 12 identical
+// attention layers compiles one (cuDNN's runtime compilation is about half
+// a second each), not 12. Anything that changes the graph, the target or
+// the TF32 choice plans anew.
+TEST_F(CudnnPlan, IdenticalGraphsShareALivePlan) {
+  DeviceProperties a100, h100;
+  ASSERT_NO_FATAL_FAILURE(load("a100", &a100));
+  ASSERT_NO_FATAL_FAILURE(load("h100", &h100));
+  const ConvCase &c = kCases[1];
+  auto plan = [&](const DeviceProperties &props,
+                  const rt::cuda::ConvProblem &p,
+                  std::shared_ptr<const void> *keep) {
+    PlanInfo info;
+    rt::Status st = rt::cuda::planConv(*dnn, PlanTarget{nullptr, props.get()},
+                                       p, &info, keep);
+    EXPECT_TRUE(st) << st.message();
+    return info;
+  };
+  rt::cuda::ConvProblem p = problem(c, DType::F16, true, true);
+  std::shared_ptr<const void> first;
+  PlanInfo fresh = plan(a100, p, &first);
+  EXPECT_FALSE(fresh.cached);
+  PlanInfo again = plan(a100, p, nullptr);
+  EXPECT_TRUE(again.cached);
+  EXPECT_EQ(again.engine, fresh.engine);
+  EXPECT_EQ(again.workspace, fresh.workspace);
+  EXPECT_EQ(again.heuristic, fresh.heuristic);
+  // Another GPU, another graph (padding, the bias's alignment, no relu).
+  EXPECT_FALSE(plan(h100, p, nullptr).cached);
+  rt::cuda::ConvProblem padded = p;
+  padded.params.padBottom += 1;
+  padded.y[2] += 1;
+  EXPECT_FALSE(plan(a100, padded, nullptr).cached);
+  alignas(16) static const char bias[32] = {};
+  rt::cuda::ConvProblem shifted = p;
+  shifted.bias = bias + 2;
+  EXPECT_FALSE(plan(a100, shifted, nullptr).cached);
+  EXPECT_FALSE(plan(a100, problem(c, DType::F16, true, false), nullptr).cached);
+  // TF32 off is another plan for f32 (its engines may not use tensor
+  // cores).
+  rt::cuda::ConvProblem f32 = problem(c, DType::F32, false, false);
+  std::shared_ptr<const void> f32Plan;
+  EXPECT_FALSE(plan(a100, f32, &f32Plan).cached);
+  ::setenv("MODELC_CUDA_TF32", "0", 1);
+  EXPECT_FALSE(plan(a100, f32, nullptr).cached);
+  ::unsetenv("MODELC_CUDA_TF32");
+  EXPECT_TRUE(plan(a100, f32, nullptr).cached);
+  // Once no one holds it, the plan is gone: planned again.
+  first.reset();
+  EXPECT_FALSE(plan(a100, p, nullptr).cached);
+}
+
 TEST_F(CudnnPlan, AGraphCudnnRefusesIsAnErrorNamingTheProblem) {
   DeviceProperties props;
   ASSERT_NO_FATAL_FAILURE(load("h100", &props));

@@ -11,6 +11,8 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <cstdio>
+#include <map>
+#include <memory>
 #include <mutex>
 
 // The handle attributes of the operation graph and the plan are marked
@@ -137,10 +139,22 @@ private:
 
 /// What a bound cuDNN step keeps: its plan and the device pointers of its
 /// variant pack, made again when the workspace moves.
+/// A plan and what planning said of it; shared by the steps of identical
+/// graphs (see planConv).
+struct CachedPlan {
+  Desc plan;
+  PlanInfo info;
+};
+
+/// Live plans by target and graph signature (weak: a plan goes with the
+/// last step that holds it, before its device's cuDNN handle).
+std::mutex gPlansMutex;
+std::map<std::string, std::weak_ptr<CachedPlan>> gPlans;
+
 struct PlanState {
   const Cudnn* dnn = nullptr;
   cudnnHandle_t handle = nullptr;
-  Desc plan;
+  std::shared_ptr<const CachedPlan> plan;
   std::vector<int64_t> uids;
   std::vector<void*> pointers;
   int64_t workspace = 0;
@@ -214,6 +228,7 @@ public:
   cudnnStatus_t set(const Desc& d, cudnnBackendAttributeName_t name,
                     cudnnBackendAttributeType_t type, const T* values,
                     int64_t count = 1) const {
+    record(d.get(), name, type, values, count, sizeof(T));
     return dnn_.setAttribute(d.get(), name, type, count, values);
   }
   /// A tensor descriptor: non-virtual ones get `uid` in the variant pack.
@@ -237,16 +252,57 @@ public:
   /// The operation graph of `ops`, then the heuristic's engine
   /// configurations, best first (mode A, then the fallback list), and the
   /// plan of the first whose numerics fit and whose plan finalizes.
+  /// A plan of an identical graph still alive is returned as it is.
   Status plan(const std::vector<Desc>& ops, bool allowTensorCoresForF32,
-              PlanInfo* info, Desc* planOut) const;
+              PlanInfo* info, std::shared_ptr<const CachedPlan>* planOut) const;
 
   const Cudnn& dnn() const { return dnn_; }
 
 private:
+  /// Appends one attribute to the graph's signature: the descriptor and
+  /// any descriptors it links by their order of first appearance, the
+  /// values' bytes otherwise (a handle or pointer by kind only: the target
+  /// is in the cache key).
+  void record(const void* d, cudnnBackendAttributeName_t name,
+              cudnnBackendAttributeType_t type, const void* values,
+              int64_t count, size_t size) const;
+  Status planUncached(const std::vector<Desc>& ops,
+                      bool allowTensorCoresForF32, PlanInfo* info,
+                      Desc* planOut) const;
+
   const Cudnn& dnn_;
   PlanTarget target_;
   std::string what_;
+  mutable std::string signature_;
+  mutable std::map<const void*, size_t> ids_;
 };
+
+void GraphBuilder::record(const void* d, cudnnBackendAttributeName_t name,
+                          cudnnBackendAttributeType_t type,
+                          const void* values, int64_t count,
+                          size_t size) const {
+  auto id = [&](const void* p) {
+    auto it = ids_.emplace(p, ids_.size()).first;
+    return std::to_string(it->second);
+  };
+  signature_ += id(d) + "." + std::to_string(int(name)) + "." +
+                std::to_string(int(type)) + "." + std::to_string(count) + "=";
+  if (type == CUDNN_TYPE_BACKEND_DESCRIPTOR) {
+    auto* links = static_cast<const cudnnBackendDescriptor_t*>(values);
+    for (int64_t i = 0; i < count; ++i)
+      signature_ += id(links[i]) + ",";
+  } else if (type == CUDNN_TYPE_HANDLE || type == CUDNN_TYPE_VOID_PTR) {
+    signature_ += "p";
+  } else {
+    static const char kHex[] = "0123456789abcdef";
+    auto* bytes = static_cast<const unsigned char*>(values);
+    for (size_t i = 0; i < size * size_t(count); ++i) {
+      signature_ += kHex[bytes[i] >> 4];
+      signature_ += kHex[bytes[i] & 15];
+    }
+  }
+  signature_ += ";";
+}
 
 #define MC_DNN(what, call)                                                     \
   do {                                                                         \
@@ -457,7 +513,41 @@ Status convOps(const GraphBuilder& g, const ConvProblem& p,
 
 Status GraphBuilder::plan(const std::vector<Desc>& ops,
                           bool allowTensorCoresForF32, PlanInfo* info,
-                          Desc* planOut) const {
+                          std::shared_ptr<const CachedPlan>* planOut) const {
+  char target[64];
+  std::snprintf(target, sizeof target, "%p/%p%s|",
+                static_cast<void*>(target_.handle),
+                static_cast<void*>(target_.deviceProperties),
+                allowTensorCoresForF32 ? "" : " no tf32");
+  std::string key = target + signature_;
+  {
+    std::lock_guard<std::mutex> lock(gPlansMutex);
+    for (auto it = gPlans.begin(); it != gPlans.end();)
+      it = it->second.expired() ? gPlans.erase(it) : std::next(it);
+    auto it = gPlans.find(key);
+    if (it != gPlans.end())
+      if (std::shared_ptr<CachedPlan> live = it->second.lock()) {
+        *info = live->info;
+        info->cached = true;
+        *planOut = std::move(live);
+        return Status::ok();
+      }
+  }
+  auto fresh = std::make_shared<CachedPlan>();
+  MC_RETURN_IF_ERROR(
+      planUncached(ops, allowTensorCoresForF32, &fresh->info, &fresh->plan));
+  *info = fresh->info;
+  {
+    std::lock_guard<std::mutex> lock(gPlansMutex);
+    gPlans[key] = fresh;
+  }
+  *planOut = std::move(fresh);
+  return Status::ok();
+}
+
+Status GraphBuilder::planUncached(const std::vector<Desc>& ops,
+                                  bool allowTensorCoresForF32, PlanInfo* info,
+                                  Desc* planOut) const {
   Desc graph;
   MC_DNN("creating the operation graph",
          graph.create(dnn_, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR));
@@ -773,7 +863,7 @@ BoundKernel planStep(CudaDevice& dev, const KernelRequest& r,
       st->pack = std::move(pack);
       st->packWorkspace = ws;
     }
-    if (cudnnStatus_t s = dnn.execute(st->handle, st->plan.get(),
+    if (cudnnStatus_t s = dnn.execute(st->handle, st->plan->plan.get(),
                                       st->pack.get());
         s != CUDNN_STATUS_SUCCESS)
       return fail("cudnnBackendExecute", s);
@@ -841,24 +931,31 @@ Status DeviceProperties::json(std::string* out) const {
 }
 
 Status planConv(const Cudnn& dnn, PlanTarget target, const ConvProblem& p,
-                PlanInfo* info) {
+                PlanInfo* info, std::shared_ptr<const void>* keep) {
   GraphBuilder g(dnn, target, "conv2d " + describe(p));
   std::vector<Desc> ops;
   MC_RETURN_IF_ERROR(convOps(g, p, &ops));
-  Desc plan;
-  return g.plan(ops, convAllowsTf32(p), info, &plan);
+  std::shared_ptr<const CachedPlan> plan;
+  MC_RETURN_IF_ERROR(g.plan(ops, convAllowsTf32(p), info, &plan));
+  if (keep)
+    *keep = std::move(plan);
+  return Status::ok();
 }
 
 Status planAttention(const Cudnn& dnn, PlanTarget target,
-                     const AttentionProblem& p, PlanInfo* info) {
+                     const AttentionProblem& p, PlanInfo* info,
+                     std::shared_ptr<const void>* keep) {
   if (p.dtype != DType::F16 && p.dtype != DType::BF16)
     return Status::error(describe(p) + ": cuDNN's fused attention takes f16 "
                                        "and bf16");
   GraphBuilder g(dnn, target, describe(p));
   std::vector<Desc> ops;
   MC_RETURN_IF_ERROR(attentionOps(g, p, &ops));
-  Desc plan;
-  return g.plan(ops, true, info, &plan);
+  std::shared_ptr<const CachedPlan> plan;
+  MC_RETURN_IF_ERROR(g.plan(ops, true, info, &plan));
+  if (keep)
+    *keep = std::move(plan);
+  return Status::ok();
 }
 
 namespace {

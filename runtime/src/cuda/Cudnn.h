@@ -14,6 +14,8 @@
 
 #include <cudnn_graph.h>
 
+#include <memory>
+
 namespace mc::rt::cuda {
 
 class CudaDevice;
@@ -89,6 +91,9 @@ struct PlanInfo {
   /// which needs a driver. Unchecked: whether the GPU takes the kernel
   /// (shared memory, launch limits) and the workspace (then 0).
   bool compiledOnly = false;
+  /// The plan of an identical graph for the same target was alive: reused
+  /// (no heuristic, no compile), with that plan's figures above.
+  bool cached = false;
 };
 
 /// A device-property descriptor, destroyed with the object, made from
@@ -171,14 +176,22 @@ Status bindAttention(CudaDevice& device, const KernelRequest& request,
 
 /// The plan of the attention graph for `target` (as planConv).
 Status planAttention(const Cudnn& dnn, PlanTarget target,
-                     const AttentionProblem& p, PlanInfo* info);
+                     const AttentionProblem& p, PlanInfo* info,
+                     std::shared_ptr<const void>* keep = nullptr);
 
 /// The plan bindConv would make, made for `target` instead (a GPU's device
 /// properties, with no GPU: CI checks every graph the device builds
 /// against cuDNN's own validation and heuristics this way). The data
 /// pointers may be null (16-byte alignment is assumed).
+///
+/// Plans are shared: while a plan lives (a bound step holds it, or
+/// `keep`), planning an identical graph for the same target (handle or
+/// device properties) and the same TF32 choice returns it (PlanInfo::
+/// cached) instead of running the heuristic and compiling again. The
+/// graph's identity is every attribute set on its descriptors, in order,
+/// descriptor links by first appearance.
 Status planConv(const Cudnn& dnn, PlanTarget target, const ConvProblem& p,
-                PlanInfo* info);
+                PlanInfo* info, std::shared_ptr<const void>* keep = nullptr);
 
 } // namespace mc::rt::cuda
 
