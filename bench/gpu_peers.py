@@ -2,8 +2,8 @@
 """modelc on the CUDA device against PyTorch eager and torch.compile on the
 same GPU, in the same call: bf16 inference of an MLP (batch 4096, 3 layers
 of width 4096), ResNet-50 (batch 128, 224x224) and a transformer encoder
-(batch 32, seq 512, d_model 768, 12 heads, 4 layers); AMP training steps
-of the MLP and the transformer (PyTorch only for now: see below). Prints
+(batch 32, seq 512, d_model 768, 12 heads, 4 layers); AMP (bf16)
+training steps of the MLP and the transformer with AdamW. Prints
 one table: median time, modelc's ratio to each peer, achieved TFLOP/s and
 GB/s against ceilings measured in the same call (a 8192^3 bf16 matmul, a
 1 GiB device-to-device copy), and modelc's compile time (measured at
@@ -20,6 +20,11 @@ Two halves, because the GPU machine has no MLIR:
         device tool carries 64 MiB; ResNet-50's bf16 weights alone are
         51 MB, the transformer's f32 113 MB). Speed does not depend on the
         values; correctness is test/gpu/check_models.py's job.
+        The training rows' artifacts come from modelc-train-graphs (next
+        to modelc; bench/train_graphs): the same models traced in the C++
+        frontend with the loss mean(model(x)^2), compiled with `--train
+        --optimizer=adamw --lr=1e-4 --amp=bf16 --target cuda`
+        (DIR/NAME_train.mcpk.gz, DIR/train.json).
     bench/gpu_peers.py DIR [--modelc-run PATH] [--runs N]   (the GPU machine)
         times everything; prints "skipped: no GPU" and exits 0 where
         torch sees no CUDA device.
@@ -50,7 +55,7 @@ MODELS = {
 }
 
 
-def build(name, torch):
+def build(name, torch, dropout=0.1):
     nn = torch.nn
     if name == "mlp":
         return nn.Sequential(nn.Linear(4096, 4096), nn.ReLU(),
@@ -60,7 +65,8 @@ def build(name, torch):
         import torchvision
         return torchvision.models.resnet50(weights=None)
     layer = nn.TransformerEncoderLayer(d_model=768, nhead=12,
-                                       dim_feedforward=3072, batch_first=True)
+                                       dim_feedforward=3072, dropout=dropout,
+                                       batch_first=True)
     return nn.TransformerEncoder(layer, num_layers=4,
                                  enable_nested_tensor=False)
 
@@ -122,6 +128,48 @@ def prepare(args):
                       f"{os.path.getsize(os.path.join(args.prepare, name + '.mcpk.gz')) / 2**20:.1f} MiB")
         manifest[name] = entry
     json.dump(manifest, open(os.path.join(args.prepare, "manifest.json"), "w"),
+              indent=1)
+    return prepare_training(args)
+
+
+def prepare_training(args):
+    """The training rows' artifacts: modelc-train-graphs traces the graphs,
+    modelc compiles each into an AMP AdamW step for cuda."""
+    graphs = args.train_graphs or os.path.join(
+        os.path.dirname(os.path.abspath(args.modelc)), "modelc-train-graphs")
+    train = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        p = subprocess.run([graphs, tmp], capture_output=True, text=True)
+        for name in ("mlp", "transformer"):
+            entry = {"input": "x", "shape": MODELS[name][1]}
+            if p.returncode != 0:
+                entry["error"] = ("modelc-train-graphs: " +
+                                  (p.stderr or p.stdout).strip())[-300:]
+                print(f"{name} train: {entry['error']}")
+                train[name] = entry
+                continue
+            art = os.path.join(tmp, name + "_train.mcpk")
+            t0 = time.perf_counter()
+            c = subprocess.run([args.modelc, "compile",
+                                os.path.join(tmp, name + "_train.mlir"),
+                                "--train", "--optimizer=adamw", "--lr=1e-4",
+                                "--amp=bf16", "--target", "cuda", "-o", art],
+                               capture_output=True, text=True)
+            entry["compile_s"] = time.perf_counter() - t0
+            if c.returncode != 0:
+                entry["error"] = (c.stderr or c.stdout).strip()[-300:]
+                print(f"{name} train: compile failed: {entry['error']}")
+            else:
+                gz = os.path.join(args.prepare, name + "_train.mcpk.gz")
+                with open(art, "rb") as f, gzip.open(gz, "wb",
+                                                     compresslevel=6) as g:
+                    shutil.copyfileobj(f, g)
+                print(f"{name} train: compiled in {entry['compile_s']:.1f} s, "
+                      f"{os.path.getsize(art) / 2**20:.1f} MiB, gzip "
+                      f"{os.path.getsize(gz) / 2**20:.1f} MiB")
+                os.remove(art)
+            train[name] = entry
+    json.dump(train, open(os.path.join(args.prepare, "train.json"), "w"),
               indent=1)
     return 0
 
@@ -211,11 +259,13 @@ def run(args):
                      e.get("compile_s"), first, err))
         del model
         torch.cuda.empty_cache()
-    # AMP training steps: PyTorch only until modelc has training graphs of
-    # these models (a traced loss; the ONNX route has none).
+    # AMP training steps (dropout 0, as modelc-train-graphs traces them):
+    # modelc's artifact from --prepare's train.json, when there is one.
+    train_path = os.path.join(args.dir, "train.json")
+    train = json.load(open(train_path)) if os.path.exists(train_path) else {}
     for name in ("mlp", "transformer"):
         torch.manual_seed(0)
-        model = build(name, torch).cuda()
+        model = build(name, torch, dropout=0.0).cuda()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
         x = torch.randn(*MODELS[name][1], device="cuda")
 
@@ -230,8 +280,21 @@ def run(args):
         compiled = torch.compile(model)
         comp = cuda_median(torch, lambda: step(compiled), args.runs)
         f, b = flops_bytes(name)
-        rows.append((name + " AMP train", None, eager, comp, (3 * f, 3 * b),
-                     None, None, "modelc: no training artifact yet"))
+        e = train.get(name)
+        mc, first = None, None
+        err = "modelc: no training artifact (run --prepare again)"
+        if e:
+            err = e.get("error", "")
+        if e and not err:
+            art = os.path.join(tmp, name + "_train.mcpk")
+            with gzip.open(os.path.join(args.dir, name + "_train.mcpk.gz")) \
+                    as fz, open(art, "wb") as g:
+                shutil.copyfileobj(fz, g)
+            mc, first, err = modelc_times(art, e["input"], e["shape"],
+                                          args.modelc_run, args.runs, tmp)
+            os.remove(art)
+        rows.append((name + " AMP train", mc, eager, comp, (3 * f, 3 * b),
+                     e.get("compile_s") if e else None, first, err))
         del model, opt
         torch.cuda.empty_cache()
     shutil.rmtree(tmp, ignore_errors=True)
@@ -261,6 +324,8 @@ def main():
     ap.add_argument("--prepare")
     ap.add_argument("--modelc", default="build/bin/modelc")
     ap.add_argument("--modelc-run", default="build/bin/modelc-run")
+    ap.add_argument("--train-graphs",
+                    help="modelc-train-graphs (default: next to --modelc)")
     ap.add_argument("--runs", type=int, default=20)
     args = ap.parse_args()
     if args.prepare:

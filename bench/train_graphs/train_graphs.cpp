@@ -1,0 +1,96 @@
+// modelc-train-graphs: the training graphs of bench/gpu_peers.py's AMP
+// training rows, traced in the C++ frontend (a training step needs a traced
+// loss; an ONNX export has none): the loss is mean(model(x)^2), as the
+// PyTorch side's `m(x).float().pow(2).mean()`.
+//   mlp          3 x Linear(W, W) with ReLU between, x [B, W]
+//   transformer  L x TransformerEncoderLayer(D, H, FF, dropout 0,
+//                batch_first), x [B, S, D]
+// Inputs are traced as shapes only (nothing runs); every parameter is one
+// seeded block of 4096 values tiled, so the artifacts gzip small (as the
+// inference rows' weights; speed does not depend on the values).
+//   modelc-train-graphs OUT_DIR [--small]
+// writes OUT_DIR/mlp_train.mlir and OUT_DIR/transformer_train.mlir; --small
+// makes the models tiny (a CPU smoke test of the same graphs).
+#include "frontend/jit/Trace.h"
+#include "frontend/nn.h"
+#include "frontend/Ops.h"
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace mc;
+
+namespace {
+
+void tileParameters(nn::Module& m) {
+  std::mt19937 rng(0);
+  std::normal_distribution<float> d(0.0f, 0.02f);
+  std::vector<float> block(4096);
+  for (float& v : block)
+    v = d(rng);
+  for (auto& [name, p] : m.namedParameters()) {
+    float* data = p.data<float>();
+    for (int64_t i = 0; i < p.numel(); ++i)
+      data[i] = block[size_t(i) % block.size()];
+  }
+}
+
+void traceLoss(nn::Module& model, const Shape& inputShape,
+               const std::string& path) {
+  Tensor x = Tensor::shapeOnly(inputShape);
+  jit::TraceOptions names;
+  names.inputNames = {"x"};
+  names.outputNames = {"loss"};
+  jit::traceFunction(
+      [&](const std::vector<Tensor>& in) {
+        Tensor y = model(in[0]);
+        std::vector<int64_t> all;
+        for (int64_t d = 0; d < int64_t(y.shape().size()); ++d)
+          all.push_back(d);
+        return std::vector<Tensor>{mean(y * y, all)};
+      },
+      {x}, model.stateDict(), model.namedModules(), names)
+      .save(path);
+  std::printf("modelc-train-graphs: %s\n", path.c_str());
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help")) {
+    std::fprintf(stderr, "usage: modelc-train-graphs OUT_DIR [--small]\n");
+    return argc < 2 ? 1 : 0;
+  }
+  std::string dir = argv[1];
+  bool small = argc > 2 && !std::strcmp(argv[2], "--small");
+  try {
+    manualSeed(0);
+    int64_t b = small ? 8 : 4096, w = small ? 32 : 4096;
+    nn::Sequential mlp({std::make_shared<nn::Linear>(w, w),
+                        std::make_shared<nn::ReLU>(),
+                        std::make_shared<nn::Linear>(w, w),
+                        std::make_shared<nn::ReLU>(),
+                        std::make_shared<nn::Linear>(w, w)});
+    tileParameters(mlp);
+    traceLoss(mlp, {b, w}, dir + "/mlp_train.mlir");
+
+    int64_t batch = small ? 2 : 32, seq = small ? 16 : 512,
+            dModel = small ? 32 : 768, heads = small ? 4 : 12,
+            ff = small ? 64 : 3072, layers = small ? 2 : 4;
+    nn::Sequential encoder;
+    for (int64_t l = 0; l < layers; ++l)
+      encoder.push_back(std::make_shared<nn::TransformerEncoderLayer>(
+          dModel, heads, ff, /*dropout=*/0.0, "relu", 1e-5,
+          /*batchFirst=*/true));
+    tileParameters(encoder);
+    traceLoss(encoder, {batch, seq, dModel}, dir + "/transformer_train.mlir");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "modelc-train-graphs: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
