@@ -1,6 +1,7 @@
 // dtype helpers and the f32 <-> f16/bf16 conversions (round to nearest even,
 // NaN/inf/subnormal exact), shared by the cast kernel and npy I/O.
 #include "KernelUtil.h"
+#include "VecMath.h"
 #include "modelc/kernels.h"
 #include "modelc/version.h"
 
@@ -172,8 +173,7 @@ namespace detail {
 void widenToF32(DType t, const void *src, float *dst, int64_t n) {
   const uint16_t *h = static_cast<const uint16_t *>(src);
   if (t == DType::BF16)
-    for (int64_t i = 0; i < n; ++i)
-      dst[i] = bf16ToFloat(h[i]);
+    vec::bf16ToF32(h, dst, n);
   else
     for (int64_t i = 0; i < n; ++i)
       dst[i] = halfToFloat(h[i]);
@@ -182,8 +182,7 @@ void widenToF32(DType t, const void *src, float *dst, int64_t n) {
 void narrowFromF32(DType t, const float *src, void *dst, int64_t n) {
   uint16_t *h = static_cast<uint16_t *>(dst);
   if (t == DType::BF16)
-    for (int64_t i = 0; i < n; ++i)
-      h[i] = floatToBf16(src[i]);
+    vec::f32ToBf16(src, h, n);
   else
     for (int64_t i = 0; i < n; ++i)
       h[i] = floatToHalf(src[i]);

@@ -172,6 +172,23 @@ MC_CLONES void scaleShiftF32(const float *x, float m, float a, float b,
     y[i] = (x[i] - m) * a + b;
 }
 
+MC_CLONES void bf16ToF32(const uint16_t *h, float *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t b = uint32_t(h[i]) << 16;
+    std::memcpy(y + i, &b, sizeof b);
+  }
+}
+
+MC_CLONES void f32ToBf16(const float *x, uint16_t *h, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t b;
+    std::memcpy(&b, x + i, sizeof b);
+    uint32_t rounded = (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;
+    uint32_t quietNan = (b >> 16) | 0x0040u;
+    h[i] = uint16_t((b & 0x7fffffffu) > 0x7f800000u ? quietNan : rounded);
+  }
+}
+
 /// Rows longer than this (floats) do not stay in a core's cache between
 /// passes: softmax reads them twice (online), not three times.
 constexpr int64_t kOnlineSoftmaxRow = 64 * 1024;

@@ -88,6 +88,11 @@ void fillF32(float v, float *y, int64_t n);
 /// y = (x - m) * a + b.
 void scaleShiftF32(const float *x, float m, float a, float b, float *y,
                    int64_t n);
+/// bf16 <-> f32, bit for bit as bf16ToFloat / floatToBf16 (modelc/kernels.h:
+/// exact widening; nearest-even narrowing, overflow to inf, a NaN truncated
+/// and made quiet), without a call per element.
+void bf16ToF32(const uint16_t *h, float *y, int64_t n);
+void f32ToBf16(const float *x, uint16_t *h, int64_t n);
 
 /// One row of softmax / log_softmax (contiguous, n >= 1): max subtracted; a
 /// NaN anywhere makes the row NaN. The sum of exponentials is accumulated in

@@ -6,6 +6,7 @@
 #include "TestUtil.h"
 #include "modelc/kernels.h"
 
+#include <cstring>
 #include <functional>
 #include <initializer_list>
 #include <gtest/gtest.h>
@@ -315,3 +316,55 @@ INSTANTIATE_TEST_SUITE_P(Kernels, LowPrecision,
                          [](const ::testing::TestParamInfo<DType> &info) {
                            return std::string(dtypeName(info.param));
                          });
+
+// The vectorized bf16 conversions (VecMath: the cast kernel's f32 <-> bf16
+// and the widening and narrowing around every bf16 kernel) give the bits
+// of the scalar floatToBf16 / bf16ToFloat: every bf16 value widened; and
+// narrowed, every bf16 value's float and the floats around each rounding
+// boundary (halfway, either side, ties to even both ways), NaNs with
+// payloads, infinities, zeros and subnormals.
+TEST(LowPrecisionCasts, Bf16ConversionsAreTheScalarOnesBitForBit) {
+  std::vector<uint16_t> all(65536);
+  for (uint32_t h = 0; h < 65536; ++h)
+    all[h] = uint16_t(h);
+  std::vector<float> wide(all.size());
+  ASSERT_TRUE(cast(ConstTensor{DType::BF16, {65536}, all.data()},
+                   MutTensor{DType::F32, {65536}, wide.data()}));
+  for (uint32_t h = 0; h < 65536; ++h) {
+    float want = bf16ToFloat(uint16_t(h));
+    ASSERT_EQ(std::memcmp(&wide[h], &want, 4), 0) << "bf16 0x" << std::hex << h;
+  }
+  std::vector<float> floats;
+  for (uint32_t h = 0; h < 65536; ++h)
+    for (uint32_t low : {0x0000u, 0x0001u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu}) {
+      uint32_t bits = (h << 16) | low;
+      float f;
+      std::memcpy(&f, &bits, 4);
+      floats.push_back(f);
+    }
+  std::vector<uint16_t> narrow(floats.size());
+  Shape s{int64_t(floats.size())};
+  ASSERT_TRUE(cast(ConstTensor{DType::F32, s, floats.data()},
+                   MutTensor{DType::BF16, s, narrow.data()}));
+  for (size_t i = 0; i < floats.size(); ++i)
+    ASSERT_EQ(narrow[i], floatToBf16(floats[i]))
+        << "float 0x" << std::hex << [&] {
+             uint32_t b;
+             std::memcpy(&b, &floats[i], 4);
+             return b;
+           }();
+  // A bf16 kernel's result is the f32 kernel's, narrowed the same way.
+  std::vector<float> x = randomFloats(1000, 3, -50, 50);
+  std::vector<uint16_t> xb(x.size()), yb(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    xb[i] = floatToBf16(x[i]);
+  ASSERT_TRUE(unary(OpId::Exp, ConstTensor{DType::BF16, {1000}, xb.data()},
+                    MutTensor{DType::BF16, {1000}, yb.data()}));
+  std::vector<float> xw(x.size()), yw(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    xw[i] = bf16ToFloat(xb[i]);
+  ASSERT_TRUE(unary(OpId::Exp, ConstTensor{DType::F32, {1000}, xw.data()},
+                    MutTensor{DType::F32, {1000}, yw.data()}));
+  for (size_t i = 0; i < x.size(); ++i)
+    ASSERT_EQ(yb[i], floatToBf16(yw[i])) << i;
+}
