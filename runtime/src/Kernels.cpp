@@ -399,7 +399,7 @@ Status unary(OpId op, const ConstTensor &a, const MutTensor &out,
     vecMap(a, out, kParallelGrain, vec::reluF32);
     break;
   case OpId::Sqrt:
-    mapF32(a, out, [](float x) { return std::sqrt(x); });
+    vecMap(a, out, kParallelGrain, vec::sqrtF32);
     break;
   case OpId::Abs:
     mapF32(a, out, [](float x) { return std::fabs(x); });

@@ -141,6 +141,11 @@ MC_CLONES void reluF32(const float *x, float *y, int64_t n) {
     y[i] = x[i] < 0.0f ? 0.0f : x[i];
 }
 
+MC_CLONES void sqrtF32(const float *x, float *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = std::sqrt(x[i]);
+}
+
 MC_CLONES void addF32(const float *a, const float *b, float *y, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     y[i] = a[i] + b[i];

@@ -80,6 +80,8 @@ void erfF32(const float *x, float *y, int64_t n);
 void geluF32(const float *x, float *y, int64_t n);     // x * Phi(x), erf form
 void geluTanhF32(const float *x, float *y, int64_t n); // PyTorch 'tanh'
 void reluF32(const float *x, float *y, int64_t n);
+/// sqrt, correctly rounded (vsqrtps); NaN for a negative x, as std::sqrt.
+void sqrtF32(const float *x, float *y, int64_t n);
 void addF32(const float *a, const float *b, float *y, int64_t n);
 void subF32(const float *a, const float *b, float *y, int64_t n);
 void mulF32(const float *a, const float *b, float *y, int64_t n);

@@ -163,6 +163,24 @@ TEST(Kernels, UnaryF32MatchesReference) {
   EXPECT_EQ(out[1], 1.0f);
   ASSERT_TRUE(unary(OpId::Relu, cin(big, {3}), mout(out, {3})));
   EXPECT_TRUE(std::isnan(out[2]));
+  // Sqrt (vectorized) is std::sqrt's correctly rounded result, special
+  // values included, past the vector width (the tail too).
+  std::vector<float> sq = randomFloats(1001, 7, 0, 1e6);
+  sq[0] = -1.0f;
+  sq[1] = -0.0f;
+  sq[2] = INFINITY;
+  sq[3] = NAN;
+  sq[4] = 1e-45f; // subnormal
+  sq[1000] = -4.0f;
+  std::vector<float> root(sq.size());
+  ASSERT_TRUE(unary(OpId::Sqrt, cin(sq, {1001}), mout(root, {1001})));
+  for (size_t i = 0; i < sq.size(); ++i) {
+    float want = std::sqrt(sq[i]);
+    if (std::isnan(want))
+      EXPECT_TRUE(std::isnan(root[i])) << i;
+    else
+      EXPECT_EQ(std::memcmp(&root[i], &want, 4), 0) << i << ": " << sq[i];
+  }
 }
 
 TEST(Kernels, UnaryIntAndUnsupportedDTypes) {
