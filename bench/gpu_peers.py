@@ -139,7 +139,10 @@ def prepare_training(args):
         os.path.dirname(os.path.abspath(args.modelc)), "modelc-train-graphs")
     train = {}
     with tempfile.TemporaryDirectory() as tmp:
-        p = subprocess.run([graphs, tmp], capture_output=True, text=True)
+        try:
+            p = subprocess.run([graphs, tmp], capture_output=True, text=True)
+        except OSError as e:  # not built, not executable
+            p = subprocess.CompletedProcess([graphs], 1, "", str(e))
         for name in ("mlp", "transformer"):
             entry = {"input": "x", "shape": MODELS[name][1]}
             if p.returncode != 0:

@@ -1,7 +1,9 @@
 // Batched matmul, and the sgemm every kernel calls (detail::sgemm): the
-// runtime's thread pool splits the work and each thread runs one
-// single-threaded product on its part, so a result never depends on the
-// thread count (no split along k).
+// runtime's thread pool splits the work (along m or n, never k) and each
+// thread runs one single-threaded product on its part. A part's shape
+// depends on the thread count and the library's kernels and blocking on the
+// shape, so the last bits of a product may differ between thread counts
+// (same thread count, same bits).
 //
 // The product: oneDNN's dnnl_sgemm where the runtime has oneDNN (its JIT
 // AVX2 / AVX-512 kernels; Debian's oneDNN 2.6 on this project's 2-core

@@ -772,11 +772,14 @@ TEST_F(CudaDevice, CollectiveStepsRunOnEachNewDeviceOfAProcess) {
 /// counts what the communicator asks of it.
 struct FakeNccl {
   static int inits, destroys, aborts;
+  static bool failInit;
   static rt::cuda::NcclApi api() {
     rt::cuda::NcclApi a;
     a.commInitRank = [](rt::cuda::nccl::Comm *c, int, rt::cuda::nccl::UniqueId,
                         int) {
       ++inits;
+      if (failInit)
+        return rt::cuda::nccl::Result(2); // ncclSystemError
       *c = reinterpret_cast<rt::cuda::nccl::Comm>(&inits);
       return rt::cuda::nccl::kSuccess;
     };
@@ -792,6 +795,7 @@ struct FakeNccl {
   }
 };
 int FakeNccl::inits = 0, FakeNccl::destroys = 0, FakeNccl::aborts = 0;
+bool FakeNccl::failInit = false;
 
 // The process's NCCL communicator outlives the session whose device it is
 // on (modelc-run --train drops the session, then the communicator): the
@@ -826,6 +830,21 @@ TEST_F(CudaDevice, AnNcclCommunicatorIsReleasedByItsDeviceWhenTheDeviceGoesFirst
     EXPECT_EQ(FakeNccl::destroys, 1) << "once, whatever goes first";
     EXPECT_EQ(FakeNccl::aborts, 0);
   }
+  // An attach that fails (ncclCommInitRank) leaves the communicator on no
+  // device, not half attached: the next attach creates it.
+  FakeNccl::inits = FakeNccl::destroys = 0;
+  FakeNccl::failInit = true;
+  auto comm = std::make_unique<rt::cuda::NcclCommunicator>(
+      FakeNccl::api(), 0, 1, rt::cuda::nccl::UniqueId{});
+  rt::Status st = comm->attach(*cuda);
+  FakeNccl::failInit = false;
+  ASSERT_FALSE(st);
+  EXPECT_TRUE(has(st.message(), "ncclCommInitRank")) << st.message();
+  st = comm->attach(*cuda);
+  ASSERT_TRUE(st) << st.message();
+  EXPECT_EQ(FakeNccl::inits, 2);
+  comm.reset();
+  EXPECT_EQ(FakeNccl::destroys, 1);
 }
 
 } // namespace

@@ -224,6 +224,17 @@ public:
     return Status::error(what_ + ": " + call +
                          " failed: " + statusText(dnn_, s));
   }
+  /// Creates a descriptor of the graph: numbered in order of creation
+  /// for the graph's signature (addresses may be reused once a
+  /// descriptor is gone, so they cannot name it).
+  cudnnStatus_t create(Desc& d, cudnnBackendDescriptorType_t type) const {
+    cudnnStatus_t s = d.create(dnn_, type);
+    if (s == CUDNN_STATUS_SUCCESS) {
+      ids_[d.get()] = nextId_++;
+      signature_ += "new." + std::to_string(int(type)) + ";";
+    }
+    return s;
+  }
   template <class T>
   cudnnStatus_t set(const Desc& d, cudnnBackendAttributeName_t name,
                     cudnnBackendAttributeType_t type, const T* values,
@@ -260,7 +271,7 @@ public:
 
 private:
   /// Appends one attribute to the graph's signature: the descriptor and
-  /// any descriptors it links by their order of first appearance, the
+  /// any descriptors it links by their number of creation, the
   /// values' bytes otherwise (a handle or pointer by kind only: the target
   /// is in the cache key).
   void record(const void* d, cudnnBackendAttributeName_t name,
@@ -274,7 +285,9 @@ private:
   PlanTarget target_;
   std::string what_;
   mutable std::string signature_;
+  /// The graph's live descriptors by address: their number of creation.
   mutable std::map<const void*, size_t> ids_;
+  mutable size_t nextId_ = 0;
 };
 
 void GraphBuilder::record(const void* d, cudnnBackendAttributeName_t name,
@@ -282,7 +295,9 @@ void GraphBuilder::record(const void* d, cudnnBackendAttributeName_t name,
                           const void* values, int64_t count,
                           size_t size) const {
   auto id = [&](const void* p) {
-    auto it = ids_.emplace(p, ids_.size()).first;
+    auto it = ids_.find(p);
+    if (it == ids_.end()) // made elsewhere (none is, today): numbered now
+      it = ids_.emplace(p, nextId_++).first;
     return std::to_string(it->second);
   };
   signature_ += id(d) + "." + std::to_string(int(name)) + "." +
@@ -316,7 +331,7 @@ Status GraphBuilder::tensor(int64_t uid, cudnnDataType_t type,
                             bool isVirtual, int64_t alignment, Desc* out,
                             bool byValue) const {
   MC_DNN("creating a tensor descriptor",
-         out->create(dnn_, CUDNN_BACKEND_TENSOR_DESCRIPTOR));
+         create(*out, CUDNN_BACKEND_TENSOR_DESCRIPTOR));
   bool virt = isVirtual;
   MC_DNN("tensor data type",
          set(*out, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, &type));
@@ -344,7 +359,7 @@ Status GraphBuilder::pointwise(cudnnPointwiseMode_t mode, const Desc& x,
   Desc pw;
   cudnnDataType_t prec = CUDNN_DATA_FLOAT;
   MC_DNN("creating a pointwise descriptor",
-         pw.create(dnn_, CUDNN_BACKEND_POINTWISE_DESCRIPTOR));
+         create(pw, CUDNN_BACKEND_POINTWISE_DESCRIPTOR));
   MC_DNN("pointwise mode",
          set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, &mode));
   MC_DNN("pointwise precision", set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC,
@@ -365,7 +380,7 @@ Status GraphBuilder::operation(
     const std::vector<std::pair<cudnnBackendAttributeName_t, const Desc*>>&
         links,
     Desc* out) const {
-  MC_DNN("creating a " + what + " operation", out->create(dnn_, type));
+  MC_DNN("creating a " + what + " operation", create(*out, type));
   for (const auto& [name, desc] : links) {
     cudnnBackendDescriptor_t d = desc->get();
     MC_DNN(what + " operation attribute " + std::to_string(int(name)),
@@ -380,7 +395,7 @@ Status GraphBuilder::matmul(const Desc& a, const Desc& b, const Desc& c,
   Desc mm;
   cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
   MC_DNN("creating a matmul descriptor",
-         mm.create(dnn_, CUDNN_BACKEND_MATMUL_DESCRIPTOR));
+         create(mm, CUDNN_BACKEND_MATMUL_DESCRIPTOR));
   MC_DNN("matmul compute type",
          set(mm, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, &f32));
   MC_DNN("finalizing the matmul descriptor", dnn_.finalize(mm.get()));
@@ -397,7 +412,7 @@ Status GraphBuilder::reduction(cudnnReduceTensorOp_t mode, const Desc& x,
   Desc red;
   cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
   MC_DNN("creating a reduction descriptor",
-         red.create(dnn_, CUDNN_BACKEND_REDUCTION_DESCRIPTOR));
+         create(red, CUDNN_BACKEND_REDUCTION_DESCRIPTOR));
   MC_DNN("reduction operator", set(red, CUDNN_ATTR_REDUCTION_OPERATOR,
                                    CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, &mode));
   MC_DNN("reduction compute type",
@@ -446,7 +461,7 @@ Status convOps(const GraphBuilder& g, const ConvProblem& p,
   // the ratio of x's channels to w's input channels.
   Desc conv;
   MC_DNN("creating the convolution descriptor",
-         conv.create(dnn, CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR));
+         g.create(conv, CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR));
   int64_t spatial = 2;
   cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
   int64_t strides[2] = {c.strideH, c.strideW},
@@ -472,8 +487,8 @@ Status convOps(const GraphBuilder& g, const ConvProblem& p,
 
   Desc convOp;
   MC_DNN("creating the convolution operation",
-         convOp.create(dnn,
-                       CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR));
+         g.create(convOp,
+                 CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR));
   cudnnBackendDescriptor_t xd = x.get(), wd = w.get(),
                            yd = fused ? convOut.get() : y.get(),
                            cd = conv.get();

@@ -188,8 +188,8 @@ Status planAttention(const Cudnn& dnn, PlanTarget target,
 /// `keep`), planning an identical graph for the same target (handle or
 /// device properties) and the same TF32 choice returns it (PlanInfo::
 /// cached) instead of running the heuristic and compiling again. The
-/// graph's identity is every attribute set on its descriptors, in order,
-/// descriptor links by first appearance.
+/// graph's identity is every descriptor created and every attribute set
+/// on them, in order, links by the descriptors' order of creation.
 Status planConv(const Cudnn& dnn, PlanTarget target, const ConvProblem& p,
                 PlanInfo* info, std::shared_ptr<const void>* keep = nullptr);
 

@@ -119,17 +119,29 @@ Status NcclCommunicator::attach(CudaDevice& device) {
   // device then releases what lives in its context first.
   teardown_ = std::make_shared<std::function<void()>>([this] { release(); });
   device.atTeardown(teardown_);
-  MC_RETURN_IF_ERROR(device.check(
-      d.streamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
-  MC_RETURN_IF_ERROR(device.check(
-      d.eventCreate(&ready_, CU_EVENT_DISABLE_TIMING), "cuEventCreate"));
+  // A failure leaves the communicator on no device (a later attach tries
+  // again), not half attached.
+  auto failed = [&](Status st) {
+    release();
+    releasedFrom_.clear();
+    teardown_.reset();
+    return st;
+  };
+  if (Status st = device.check(d.streamCreate(&stream_, CU_STREAM_NON_BLOCKING),
+                               "cuStreamCreate");
+      !st)
+    return failed(st);
+  if (Status st = device.check(d.eventCreate(&ready_, CU_EVENT_DISABLE_TIMING),
+                               "cuEventCreate");
+      !st)
+    return failed(st);
   // Collective: returns once every rank has called it (each binds its
   // first all-reduce step at the same point of its setup). NCCL uses the
   // device whose context is current: the device's primary context.
   nccl::Result r = api_.commInitRank(&comm_, size_, id_, rank_);
   if (r != nccl::kSuccess) {
     comm_ = nullptr;
-    return ncclError(r, "ncclCommInitRank on " + device.gpuText());
+    return failed(ncclError(r, "ncclCommInitRank on " + device.gpuText()));
   }
   return Status::ok();
 }

@@ -30,7 +30,8 @@ with tempfile.TemporaryDirectory() as tmp:
     first = np.mean(by_epoch[min(by_epoch)])
     last = np.mean(by_epoch[max(by_epoch)])
     print(f"loss: first epoch {first:.3g}, last epoch {last:.3g}")
-    if not np.isfinite(last) or last > float(fraction) * first:
+    if not (np.isfinite(first) and np.isfinite(last)) or \
+            last > float(fraction) * first:
         sys.exit(f"the loss did not fall below {fraction} of the first "
                  f"epoch's: {first:.3g} -> {last:.3g}")
     print("loss falls: ok")
