@@ -175,8 +175,7 @@ void widenToF32(DType t, const void *src, float *dst, int64_t n) {
   if (t == DType::BF16)
     vec::bf16ToF32(h, dst, n);
   else
-    for (int64_t i = 0; i < n; ++i)
-      dst[i] = halfToFloat(h[i]);
+    vec::f16ToF32(h, dst, n);
 }
 
 void narrowFromF32(DType t, const float *src, void *dst, int64_t n) {
@@ -184,8 +183,7 @@ void narrowFromF32(DType t, const float *src, void *dst, int64_t n) {
   if (t == DType::BF16)
     vec::f32ToBf16(src, h, n);
   else
-    for (int64_t i = 0; i < n; ++i)
-      h[i] = floatToHalf(src[i]);
+    vec::f32ToF16(src, h, n);
 }
 
 NarrowStaging &narrowStaging() {

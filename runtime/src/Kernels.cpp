@@ -510,6 +510,16 @@ Status cast(const ConstTensor &a, const MutTensor &out) {
                    static_cast<float *>(out.data), n);
     return Status::ok();
   }
+  if (a.dtype == DType::F32 && out.dtype == DType::F16) {
+    vec::f32ToF16(static_cast<const float *>(p),
+                  static_cast<uint16_t *>(out.data), n);
+    return Status::ok();
+  }
+  if (a.dtype == DType::F16 && out.dtype == DType::F32) {
+    vec::f16ToF32(static_cast<const uint16_t *>(p),
+                  static_cast<float *>(out.data), n);
+    return Status::ok();
+  }
   switch (a.dtype) {
   case DType::F32:
     if (out.dtype == DType::F32) {

@@ -194,6 +194,52 @@ MC_CLONES void f32ToBf16(const float *x, uint16_t *h, int64_t n) {
   }
 }
 
+MC_CLONES void f16ToF32(const uint16_t *h, float *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t v = h[i];
+    uint32_t sign = (v & 0x8000u) << 16;
+    uint32_t exp = (v >> 10) & 0x1fu;
+    uint32_t mant = v & 0x3ffu;
+    // Zero or subnormal: mant * 2^-24, exact in f32.
+    float sub = float(int32_t(mant)) * 5.9604644775390625e-08f;
+    uint32_t subBits;
+    std::memcpy(&subBits, &sub, sizeof subBits);
+    uint32_t special = 0x7f800000u | (mant << 13); // inf, NaN (payload kept)
+    uint32_t normal = ((exp + 112) << 23) | (mant << 13);
+    uint32_t bits = exp == 0 ? subBits : exp == 31 ? special : normal;
+    bits |= sign;
+    std::memcpy(y + i, &bits, sizeof bits);
+  }
+}
+
+MC_CLONES void f32ToF16(const float *x, uint16_t *h, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t b;
+    std::memcpy(&b, x + i, sizeof b);
+    uint32_t sign = (b >> 16) & 0x8000u;
+    uint32_t a = b & 0x7fffffffu;
+    // Normal: rebias the exponent and round the 13 dropped bits to nearest
+    // even (a carry out of the mantissa bumps the exponent).
+    uint32_t normal = (a - 0x38000000u + 0xfffu + ((a >> 13) & 1u)) >> 13;
+    // Below 2^-14: align the 10 mantissa bits at the bottom of a float by
+    // adding 2^-1 (0.5 = 2^(-14-10+23)): the float add rounds to nearest
+    // even, and the low bits are the subnormal half (or the smallest
+    // normal, when it carries), values up to 2^-25 giving zero.
+    float af;
+    std::memcpy(&af, &a, sizeof af);
+    float aligned = af + 0.5f;
+    uint32_t alignedBits;
+    std::memcpy(&alignedBits, &aligned, sizeof alignedBits);
+    uint32_t sub = alignedBits - 0x3f000000u;
+    uint32_t nan = 0x7e00u | ((a >> 13) & 0x3ffu);
+    uint32_t r = a > 0x7f800000u   ? nan
+                 : a >= 0x477ff000u ? 0x7c00u // >= 65520, inf: inf
+                 : a < 0x38800000u  ? sub
+                                    : normal;
+    h[i] = uint16_t(sign | r);
+  }
+}
+
 /// Rows longer than this (floats) do not stay in a core's cache between
 /// passes: softmax reads them twice (online), not three times.
 constexpr int64_t kOnlineSoftmaxRow = 64 * 1024;

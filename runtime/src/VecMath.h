@@ -95,6 +95,11 @@ void scaleShiftF32(const float *x, float m, float a, float b, float *y,
 /// and made quiet), without a call per element.
 void bf16ToF32(const uint16_t *h, float *y, int64_t n);
 void f32ToBf16(const float *x, uint16_t *h, int64_t n);
+/// f16 <-> f32, bit for bit as halfToFloat / floatToHalf (exact widening;
+/// nearest-even narrowing with subnormals, overflow to inf, a NaN's top
+/// payload bits kept and made quiet), branch-free.
+void f16ToF32(const uint16_t *h, float *y, int64_t n);
+void f32ToF16(const float *x, uint16_t *h, int64_t n);
 
 /// One row of softmax / log_softmax (contiguous, n >= 1): max subtracted; a
 /// NaN anywhere makes the row NaN. The sum of exponentials is accumulated in

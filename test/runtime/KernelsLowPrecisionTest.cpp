@@ -317,13 +317,13 @@ INSTANTIATE_TEST_SUITE_P(Kernels, LowPrecision,
                            return std::string(dtypeName(info.param));
                          });
 
-// The vectorized bf16 conversions (VecMath: the cast kernel's f32 <-> bf16
-// and the widening and narrowing around every bf16 kernel) give the bits
-// of the scalar floatToBf16 / bf16ToFloat: every bf16 value widened; and
+// The vectorized bf16 and f16 conversions (VecMath: the cast kernel's and
+// the widening and narrowing around every bf16 / f16 kernel) give the
+// bits of the scalar floatToBf16 / bf16ToFloat (and the f16 pair): every bf16 value widened; and
 // narrowed, every bf16 value's float and the floats around each rounding
 // boundary (halfway, either side, ties to even both ways), NaNs with
 // payloads, infinities, zeros and subnormals.
-TEST(LowPrecisionCasts, Bf16ConversionsAreTheScalarOnesBitForBit) {
+TEST(LowPrecisionCasts, Bf16AndF16ConversionsAreTheScalarOnesBitForBit) {
   std::vector<uint16_t> all(65536);
   for (uint32_t h = 0; h < 65536; ++h)
     all[h] = uint16_t(h);
@@ -353,6 +353,40 @@ TEST(LowPrecisionCasts, Bf16ConversionsAreTheScalarOnesBitForBit) {
              std::memcpy(&b, &floats[i], 4);
              return b;
            }();
+  // f16 the same way, against halfToFloat / floatToHalf (all 2^32 floats
+  // matched when this was written; here the boundaries of every f16 value,
+  // the subnormal range's, and the specials).
+  std::vector<float> hwide(65536);
+  ASSERT_TRUE(cast(ConstTensor{DType::F16, {65536}, all.data()},
+                   MutTensor{DType::F32, {65536}, hwide.data()}));
+  for (uint32_t h = 0; h < 65536; ++h) {
+    float want = halfToFloat(uint16_t(h));
+    ASSERT_EQ(std::memcmp(&hwide[h], &want, 4), 0) << "f16 0x" << std::hex << h;
+  }
+  std::vector<float> near;
+  for (uint32_t h = 0; h < 65536; ++h) {
+    uint32_t bits;
+    std::memcpy(&bits, &hwide[h], 4);
+    for (int32_t d : {-4097, -4096, -4095, -1, 0, 1, 4095, 4096, 4097}) {
+      uint32_t b = bits + uint32_t(d);
+      float f;
+      std::memcpy(&f, &b, 4);
+      near.push_back(f);
+    }
+  }
+  for (uint32_t b : {0x33000000u, 0x33000001u, 0x32ffffffu, 0x387fffffu,
+                     0x38800000u, 0x477fefffu, 0x477ff000u, 0x7f800001u,
+                     0xffc00123u, 0x00000001u, 0x80000000u}) {
+    float f;
+    std::memcpy(&f, &b, 4);
+    near.push_back(f);
+  }
+  std::vector<uint16_t> hnarrow(near.size());
+  Shape hs{int64_t(near.size())};
+  ASSERT_TRUE(cast(ConstTensor{DType::F32, hs, near.data()},
+                   MutTensor{DType::F16, hs, hnarrow.data()}));
+  for (size_t i = 0; i < near.size(); ++i)
+    ASSERT_EQ(hnarrow[i], floatToHalf(near[i])) << i;
   // A bf16 kernel's result is the f32 kernel's, narrowed the same way.
   std::vector<float> x = randomFloats(1000, 3, -50, 50);
   std::vector<uint16_t> xb(x.size()), yb(x.size());

@@ -217,7 +217,7 @@ Status NcclCommunicator::wait(void* data) {
                                          since)
         .count();
   };
-  for (long polls = 0;; ++polls) {
+  for (;;) {
     CUresult q = d.eventQuery(p.done);
     if (q == CUDA_SUCCESS)
       break;
