@@ -491,6 +491,16 @@ Status binary(OpId op, const ConstTensor &a, const ConstTensor &b,
   return Status::ok();
 }
 
+/// Runs `convert` when the cast is from `from` to `to`; false otherwise.
+template <typename From, typename To>
+bool fastCast(const ConstTensor &a, const MutTensor &out, DType from, DType to,
+              void (*convert)(const From *, To *, int64_t), int64_t n) {
+  if (a.dtype != from || out.dtype != to)
+    return false;
+  convert(static_cast<const From *>(a.data), static_cast<To *>(out.data), n);
+  return true;
+}
+
 Status cast(const ConstTensor &a, const MutTensor &out) {
   if (a.shape != out.shape)
     return Status::error("cast: result shape " + shapeString(out.shape) +
@@ -500,26 +510,11 @@ Status cast(const ConstTensor &a, const MutTensor &out) {
   const void *p = a.data;
   // The casts of mixed precision (AMP), vectorized; the same bits as the
   // element loops below.
-  if (a.dtype == DType::F32 && out.dtype == DType::BF16) {
-    vec::f32ToBf16(static_cast<const float *>(p),
-                   static_cast<uint16_t *>(out.data), n);
+  if (fastCast(a, out, DType::F32, DType::BF16, vec::f32ToBf16, n) ||
+      fastCast(a, out, DType::BF16, DType::F32, vec::bf16ToF32, n) ||
+      fastCast(a, out, DType::F32, DType::F16, vec::f32ToF16, n) ||
+      fastCast(a, out, DType::F16, DType::F32, vec::f16ToF32, n))
     return Status::ok();
-  }
-  if (a.dtype == DType::BF16 && out.dtype == DType::F32) {
-    vec::bf16ToF32(static_cast<const uint16_t *>(p),
-                   static_cast<float *>(out.data), n);
-    return Status::ok();
-  }
-  if (a.dtype == DType::F32 && out.dtype == DType::F16) {
-    vec::f32ToF16(static_cast<const float *>(p),
-                  static_cast<uint16_t *>(out.data), n);
-    return Status::ok();
-  }
-  if (a.dtype == DType::F16 && out.dtype == DType::F32) {
-    vec::f16ToF32(static_cast<const uint16_t *>(p),
-                  static_cast<float *>(out.data), n);
-    return Status::ok();
-  }
   switch (a.dtype) {
   case DType::F32:
     if (out.dtype == DType::F32) {
