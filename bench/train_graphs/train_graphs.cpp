@@ -8,9 +8,10 @@
 // Inputs are traced as shapes only (nothing runs); every parameter is one
 // seeded block of 4096 values tiled, so the artifacts gzip small (as the
 // inference rows' weights; speed does not depend on the values).
-//   modelc-train-graphs OUT_DIR [--small]
+//   modelc-train-graphs OUT_DIR [--small] [--mlp WIDTH,BATCH]
 // writes OUT_DIR/mlp_train.mlir and OUT_DIR/transformer_train.mlir; --small
-// makes the models tiny (a CPU smoke test of the same graphs).
+// makes the models tiny (a CPU smoke test of the same graphs); --mlp sets
+// the MLP's width and batch (CPU benchmarks of a training step).
 #include "frontend/jit/Trace.h"
 #include "frontend/nn.h"
 #include "frontend/Ops.h"
@@ -62,14 +63,36 @@ void traceLoss(nn::Module& model, const Shape& inputShape,
 
 int main(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help")) {
-    std::fprintf(stderr, "usage: modelc-train-graphs OUT_DIR [--small]\n");
+    std::fprintf(stderr, "usage: modelc-train-graphs OUT_DIR [--small] "
+                         "[--mlp WIDTH,BATCH]\n");
     return argc < 2 ? 1 : 0;
   }
   std::string dir = argv[1];
-  bool small = argc > 2 && !std::strcmp(argv[2], "--small");
+  bool small = false;
+  long long mlpWidth = 0, mlpBatch = 0;
+  for (int i = 2; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--small")) {
+      small = true;
+    } else if (!std::strcmp(argv[i], "--mlp") && i + 1 < argc &&
+               std::sscanf(argv[i + 1], "%lld,%lld", &mlpWidth, &mlpBatch) ==
+                   2 &&
+               mlpWidth > 0 && mlpBatch > 0) {
+      ++i;
+    } else {
+      std::fprintf(stderr,
+                   "modelc-train-graphs: error: unknown or malformed "
+                   "argument '%s' (--small, --mlp WIDTH,BATCH)\n",
+                   argv[i]);
+      return 1;
+    }
+  }
   try {
     manualSeed(0);
     int64_t b = small ? 8 : 4096, w = small ? 32 : 4096;
+    if (mlpWidth) {
+      w = mlpWidth;
+      b = mlpBatch;
+    }
     nn::Sequential mlp({std::make_shared<nn::Linear>(w, w),
                         std::make_shared<nn::ReLU>(),
                         std::make_shared<nn::Linear>(w, w),

@@ -34,6 +34,10 @@ struct Load {
   std::vector<int64_t> strides;
   bool contiguous = false; // the output's own layout: a plain copy
   bool splat = false;      // one element everywhere
+  /// Every tile holds the same values (a splat, or a broadcast along the
+  /// leading dims whose pattern's length divides the tile): loaded on a
+  /// slot's first tile of a run only.
+  bool tileInvariant = false;
   /// A view (a transpose, reshape or slice of an input): the sizes its
   /// `strides` go with, which enumerate the value's elements row-major;
   /// empty: the strides go with the value's own shape.
@@ -538,6 +542,25 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
     if (reshaped) // the same bytes
       st->loadOf[st->anchorValue + 1] = st->loadOf[st->anchorValue];
   }
+  // Loads whose every tile is the same (tiles start at multiples of the
+  // tile): a splat, or a broadcast along the leading dims whose repeating
+  // pattern (the product of the dims after them) divides the tile, e.g. a
+  // bias [N] over [M, N] with N dividing the tile.
+  for (Load& l : st->loads) {
+    if (l.splat) {
+      l.tileInvariant = true;
+      continue;
+    }
+    if (!l.dims.empty() || l.contiguous || l.strides.empty())
+      continue;
+    size_t lead = 0;
+    while (lead < l.strides.size() && l.strides[lead] == 0)
+      ++lead;
+    int64_t period = 1;
+    for (size_t d = lead; d < st->outShape.size(); ++d)
+      period *= st->outShape[d];
+    l.tileInvariant = lead > 0 && period > 0 && st->tile % period == 0;
+  }
   // Tile buffers: every value a compute op reads or writes.
   for (size_t v = 0; v < numValues; ++v) {
     bool used = v == size_t(st->resultValue);
@@ -661,10 +684,16 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
              t += slots) {
           int64_t start = t * S.tile;
           int64_t n = std::min(S.tile, S.total - start);
-          for (size_t v = 0; v < S.loadOf.size(); ++v)
-            if (S.loadOf[v] >= 0 && S.tileOffset[v] >= 0)
-              loadTile(S.loads[S.loadOf[v]], S.outShape, start, n,
+          for (size_t v = 0; v < S.loadOf.size(); ++v) {
+            if (S.loadOf[v] < 0 || S.tileOffset[v] < 0)
+              continue;
+            const Load& l = S.loads[S.loadOf[v]];
+            if (!l.tileInvariant)
+              loadTile(l, S.outShape, start, n, slot + S.tileOffset[v]);
+            else if (t == s) // the slot's first tile: a whole one
+              loadTile(l, S.outShape, 0, std::min(S.tile, S.total),
                        slot + S.tileOffset[v]);
+          }
           const TilePlan& plan = n == S.tile ? S.full[s] : S.tail[s];
           for (const BoundKernel& k : plan.kernels) {
             Status status = k(nullptr);
