@@ -171,14 +171,17 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
            const float *a, int64_t lda, const float *b, int64_t ldb,
            float *c, int64_t ldc);
 /// The library behind sgemm. Auto, the default where the runtime has
-/// oneDNN: oneDNN's for products of up to kOneDnnMaxMacs multiply-adds,
-/// OpenBLAS's above (modelc-gemm-bench on this project's AVX2 EPYC: oneDNN
-/// 1.1-1.6x faster on the transformer's, attention's and the MLPs'
-/// products, 5x on one row; on products of 2^28 and more, where both are
-/// near the peak, OpenBLAS 2-20% faster). MODELC_GEMM=auto|onednn|openblas
-/// (read once) picks one. Without oneDNN, always OpenBLAS.
+/// oneDNN: oneDNN's for products with k below kOpenBlasFromK and at most
+/// kOneDnnMaxMacs multiply-adds, OpenBLAS's otherwise (modelc-gemm-bench on
+/// this project's AVX2 EPYC: oneDNN 1.1-1.6x faster on the transformer's,
+/// attention's and the MLPs' products, 5x on one row; OpenBLAS 2-20% faster
+/// on products of 2^28 and more, and 1.5x in a training step on a
+/// [64, 1024] x [1024, 1024] product whose weight comes in cold).
+/// MODELC_GEMM=auto|onednn|openblas (read once) picks one. Without oneDNN,
+/// always OpenBLAS.
 enum class GemmLibrary { Auto, OneDnn, OpenBlas };
 inline constexpr double kOneDnnMaxMacs = double(int64_t(1) << 27);
+inline constexpr int64_t kOpenBlasFromK = 1024;
 GemmLibrary gemmLibrary();
 /// The library that runs one [m, k] x [k, n] product under `library`.
 GemmLibrary gemmLibraryFor(GemmLibrary library, int64_t m, int64_t n,

@@ -96,7 +96,8 @@ GemmLibrary gemmLibraryFor(GemmLibrary library, int64_t m, int64_t n,
                            int64_t k) {
   if (library != GemmLibrary::Auto)
     return library;
-  return double(m) * double(n) * double(k) <= kOneDnnMaxMacs
+  return k < kOpenBlasFromK &&
+                 double(m) * double(n) * double(k) <= kOneDnnMaxMacs
              ? GemmLibrary::OneDnn
              : GemmLibrary::OpenBlas;
 }

@@ -409,8 +409,10 @@ TEST(KernelsFastPaths, SgemmOfEachLibraryMatchesDouble) {
   }
   EXPECT_EQ(detail::gemmLibraryFor(detail::GemmLibrary::Auto, 64, 8192, 256),
             detail::GemmLibrary::OneDnn); // 2^27
-  EXPECT_EQ(detail::gemmLibraryFor(detail::GemmLibrary::Auto, 256, 1024, 1024),
-            detail::GemmLibrary::OpenBlas); // 2^28
+  EXPECT_EQ(detail::gemmLibraryFor(detail::GemmLibrary::Auto, 1024, 1024, 256),
+            detail::GemmLibrary::OpenBlas); // 2^28 multiply-adds
+  EXPECT_EQ(detail::gemmLibraryFor(detail::GemmLibrary::Auto, 64, 1024, 1024),
+            detail::GemmLibrary::OpenBlas); // k = 1024
   EXPECT_EQ(detail::gemmLibraryFor(detail::GemmLibrary::OpenBlas, 1, 1, 8),
             detail::GemmLibrary::OpenBlas);
 }
