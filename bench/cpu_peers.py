@@ -68,8 +68,26 @@ import sys
 import tempfile
 import time
 
-import numpy as np
-import torch
+
+def _threads_from_argv():
+    """--threads as given (the default: every core), read before numpy and
+    torch load: their BLAS fixes its thread count when it loads."""
+    for i, a in enumerate(sys.argv):
+        if a == "--threads" and i + 1 < len(sys.argv):
+            return sys.argv[i + 1]
+        if a.startswith("--threads="):
+            return a.split("=", 1)[1]
+    return str(os.cpu_count() or 1)
+
+
+# PyTorch 1.13 (the reference, and a column) runs in this process on
+# OpenBLAS: without this, torch.set_num_threads(1) left its linear layers
+# on every core's BLAS threads.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = _threads_from_argv()
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
 sys.dont_write_bytecode = True  # no bench/__pycache__ in the checkout
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
