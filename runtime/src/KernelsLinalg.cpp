@@ -5,12 +5,9 @@
 // shape, so the last bits of a product may differ between thread counts
 // (same thread count, same bits).
 //
-// The product: oneDNN's dnnl_sgemm where the runtime has oneDNN (its JIT
-// AVX2 / AVX-512 kernels; Debian's oneDNN 2.6 on this project's 2-core
-// EPYC: 1.06-1.15x OpenBLAS's speed on the transformer's [1024, 128] x
-// [128, 384..512] products, 1.3-1.5x on attention's [128, 32] x [32, 128],
-// 5x on a single row; bench/gemm, docs/decisions.md), else OpenBLAS's
-// cblas_sgemm.
+// The product: oneDNN's dnnl_sgemm or OpenBLAS's cblas_sgemm, as
+// detail::GemmLibrary says (KernelUtil.h; the measurements behind it:
+// modelc-gemm-bench, docs/decisions.md).
 //
 // One pool for everything: OpenBLAS is set to one thread at the first
 // kernel call (openblas_set_num_threads(1), process-wide; the pool has

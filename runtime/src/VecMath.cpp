@@ -38,6 +38,12 @@ typedef float Float8 __attribute__((vector_size(32)));
 typedef float Float4 __attribute__((vector_size(16)));
 typedef double Double4 __attribute__((vector_size(32)));
 
+/// sumLanes over sixteen float lanes held as two vectors of eight.
+inline float sumLanes8(Float8 a, Float8 b) {
+  a += b;
+  return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+}
+
 /// sumLanes over sixteen double lanes held as four vectors of four.
 inline double sumLanes4(Double4 *v) {
   Double4 a = v[0] + v[2], b = v[1] + v[3];
@@ -322,9 +328,7 @@ MC_CLONES void softmaxRow(const float *x, float *y, int64_t n) {
     y[j] = e;
     acc0[0] += e;
   }
-  acc0 += acc1;
-  float inv = 1.0f / (((acc0[0] + acc0[4]) + (acc0[2] + acc0[6])) +
-                      ((acc0[1] + acc0[5]) + (acc0[3] + acc0[7])));
+  float inv = 1.0f / sumLanes8(acc0, acc1);
   for (j = 0; j < n; ++j)
     y[j] *= inv;
 }

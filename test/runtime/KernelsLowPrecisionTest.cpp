@@ -323,70 +323,72 @@ INSTANTIATE_TEST_SUITE_P(Kernels, LowPrecision,
 // narrowed, every bf16 value's float and the floats around each rounding
 // boundary (halfway, either side, ties to even both ways), NaNs with
 // payloads, infinities, zeros and subnormals.
-TEST(LowPrecisionCasts, Bf16AndF16ConversionsAreTheScalarOnesBitForBit) {
+namespace {
+
+/// Every 16-bit value of `t` widened by the cast kernel: `scalar`'s bits.
+void expectWidening(DType t, float (*scalar)(uint16_t)) {
   std::vector<uint16_t> all(65536);
   for (uint32_t h = 0; h < 65536; ++h)
     all[h] = uint16_t(h);
   std::vector<float> wide(all.size());
-  ASSERT_TRUE(cast(ConstTensor{DType::BF16, {65536}, all.data()},
+  ASSERT_TRUE(cast(ConstTensor{t, {65536}, all.data()},
                    MutTensor{DType::F32, {65536}, wide.data()}));
   for (uint32_t h = 0; h < 65536; ++h) {
-    float want = bf16ToFloat(uint16_t(h));
-    ASSERT_EQ(std::memcmp(&wide[h], &want, 4), 0) << "bf16 0x" << std::hex << h;
+    float want = scalar(uint16_t(h));
+    ASSERT_EQ(std::memcmp(&wide[h], &want, 4), 0)
+        << dtypeName(t) << " 0x" << std::hex << h;
   }
-  std::vector<float> floats;
-  for (uint32_t h = 0; h < 65536; ++h)
-    for (uint32_t low : {0x0000u, 0x0001u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu}) {
-      uint32_t bits = (h << 16) | low;
-      float f;
-      std::memcpy(&f, &bits, 4);
-      floats.push_back(f);
-    }
+}
+
+/// `floats` narrowed to `t` by the cast kernel: `scalar`'s bits.
+void expectNarrowing(DType t, const std::vector<float> &floats,
+                     uint16_t (*scalar)(float)) {
   std::vector<uint16_t> narrow(floats.size());
   Shape s{int64_t(floats.size())};
   ASSERT_TRUE(cast(ConstTensor{DType::F32, s, floats.data()},
-                   MutTensor{DType::BF16, s, narrow.data()}));
-  for (size_t i = 0; i < floats.size(); ++i)
-    ASSERT_EQ(narrow[i], floatToBf16(floats[i]))
-        << "float 0x" << std::hex << [&] {
-             uint32_t b;
-             std::memcpy(&b, &floats[i], 4);
-             return b;
-           }();
+                   MutTensor{t, s, narrow.data()}));
+  for (size_t i = 0; i < floats.size(); ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &floats[i], 4);
+    ASSERT_EQ(narrow[i], scalar(floats[i]))
+        << dtypeName(t) << " from float 0x" << std::hex << bits;
+  }
+}
+
+float fromBits(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+} // namespace
+
+TEST(LowPrecisionCasts, Bf16AndF16ConversionsAreTheScalarOnesBitForBit) {
+  ASSERT_NO_FATAL_FAILURE(expectWidening(DType::BF16, bf16ToFloat));
+  // Every bf16 value's float and the floats around its rounding
+  // boundaries.
+  std::vector<float> floats;
+  for (uint32_t h = 0; h < 65536; ++h)
+    for (uint32_t low : {0x0000u, 0x0001u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu})
+      floats.push_back(fromBits((h << 16) | low));
+  ASSERT_NO_FATAL_FAILURE(expectNarrowing(DType::BF16, floats, floatToBf16));
   // f16 the same way, against halfToFloat / floatToHalf (all 2^32 floats
   // matched when this was written; here the boundaries of every f16 value,
   // the subnormal range's, and the specials).
-  std::vector<float> hwide(65536);
-  ASSERT_TRUE(cast(ConstTensor{DType::F16, {65536}, all.data()},
-                   MutTensor{DType::F32, {65536}, hwide.data()}));
-  for (uint32_t h = 0; h < 65536; ++h) {
-    float want = halfToFloat(uint16_t(h));
-    ASSERT_EQ(std::memcmp(&hwide[h], &want, 4), 0) << "f16 0x" << std::hex << h;
-  }
+  ASSERT_NO_FATAL_FAILURE(expectWidening(DType::F16, halfToFloat));
   std::vector<float> near;
   for (uint32_t h = 0; h < 65536; ++h) {
     uint32_t bits;
-    std::memcpy(&bits, &hwide[h], 4);
-    for (int32_t d : {-4097, -4096, -4095, -1, 0, 1, 4095, 4096, 4097}) {
-      uint32_t b = bits + uint32_t(d);
-      float f;
-      std::memcpy(&f, &b, 4);
-      near.push_back(f);
-    }
+    float wide = halfToFloat(uint16_t(h));
+    std::memcpy(&bits, &wide, 4);
+    for (int32_t d : {-4097, -4096, -4095, -1, 0, 1, 4095, 4096, 4097})
+      near.push_back(fromBits(bits + uint32_t(d)));
   }
   for (uint32_t b : {0x33000000u, 0x33000001u, 0x32ffffffu, 0x387fffffu,
                      0x38800000u, 0x477fefffu, 0x477ff000u, 0x7f800001u,
-                     0xffc00123u, 0x00000001u, 0x80000000u}) {
-    float f;
-    std::memcpy(&f, &b, 4);
-    near.push_back(f);
-  }
-  std::vector<uint16_t> hnarrow(near.size());
-  Shape hs{int64_t(near.size())};
-  ASSERT_TRUE(cast(ConstTensor{DType::F32, hs, near.data()},
-                   MutTensor{DType::F16, hs, hnarrow.data()}));
-  for (size_t i = 0; i < near.size(); ++i)
-    ASSERT_EQ(hnarrow[i], floatToHalf(near[i])) << i;
+                     0xffc00123u, 0x00000001u, 0x80000000u})
+    near.push_back(fromBits(b));
+  ASSERT_NO_FATAL_FAILURE(expectNarrowing(DType::F16, near, floatToHalf));
   // A bf16 kernel's result is the f32 kernel's, narrowed the same way.
   std::vector<float> x = randomFloats(1000, 3, -50, 50);
   std::vector<uint16_t> xb(x.size()), yb(x.size());

@@ -11,8 +11,6 @@
 #include "Nccl.h"
 #include "KernelUtil.h"
 
-#include <map>
-#include <mutex>
 
 namespace mc::rt::cuda {
 namespace {

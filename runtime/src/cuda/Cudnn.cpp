@@ -80,17 +80,20 @@ Status loadCudnn(const Cudnn** out) {
   return Status::ok();
 }
 
+/// cuDNN's last error message ("" when it has none, or no such call).
+std::string lastErrorText(const Cudnn& dnn) {
+  char message[512] = {0};
+  if (dnn.getLastErrorString)
+    dnn.getLastErrorString(message, sizeof message);
+  return message;
+}
+
 std::string statusText(const Cudnn& dnn, cudnnStatus_t s) {
   const char* name = dnn.getErrorString ? dnn.getErrorString(s) : nullptr;
   std::string r = (name ? std::string(name) : "cuDNN status") + " (" +
                   std::to_string(int(s)) + ")";
-  if (dnn.getLastErrorString) {
-    char message[512] = {0};
-    dnn.getLastErrorString(message, sizeof message);
-    if (message[0])
-      r += ": " + std::string(message);
-  }
-  return r;
+  std::string last = lastErrorText(dnn);
+  return last.empty() ? r : r + ": " + last;
 }
 
 Status createCudnnHandle(const Cudnn& dnn, cudnnHandle_t* out) {
@@ -703,13 +706,10 @@ Status GraphBuilder::planUncached(const std::vector<Desc>& ops,
                     " configurations tried";
   if (lastError != CUDNN_STATUS_SUCCESS) {
     why += "; the last refusal: " + statusText(dnn_, lastError);
-  } else if (dnn_.getLastErrorString) {
+  } else if (std::string last = lastErrorText(dnn_); !last.empty()) {
     // No call failed: the heuristics listed nothing. cuDNN may still say
-    // why (its last error message; empty when it has none).
-    char message[512] = {0};
-    dnn_.getLastErrorString(message, sizeof message);
-    if (message[0])
-      why += std::string("; cuDNN says: ") + message;
+    // why.
+    why += "; cuDNN says: " + last;
   }
   if (!skipped.empty())
     why += "; skipped for their numerics: " + skipped;
