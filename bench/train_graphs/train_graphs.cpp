@@ -18,6 +18,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
@@ -85,6 +86,13 @@ int main(int argc, char** argv) {
                    argv[i]);
       return 1;
     }
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    std::fprintf(stderr, "modelc-train-graphs: error: cannot create %s: %s\n",
+                 dir.c_str(), ec.message().c_str());
+    return 1;
   }
   try {
     manualSeed(0);

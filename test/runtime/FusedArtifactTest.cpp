@@ -914,19 +914,48 @@ TEST(Fused, ManyTilesPerThreadEqualsUnfused) {
   expectFusedEqualsUnfused(tiledPlan(rows, 997));
 }
 
+TEST(Fused, RegionsOfManyTilesCopyThroughThreadSlotsAndEqualUnfused) {
+  // 70 x 997 = 69790 elements: 35 tiles, above the 32 a region binds per
+  // tile (kDirectTiles), so its kernels are bound per thread slot and its
+  // inputs copied into them.
+  expectFusedEqualsUnfused(tiledPlan(70, 997));
+}
+
+/// A region ending in a reduction over several tiles: out f32[rows] =
+/// reduce_sum(tanh(x) * y, dims [1]); each tile holds whole rows.
+Plan reducingPlan(int64_t rows, int64_t cols) {
+  Builder b;
+  const Shape o{rows, cols};
+  uint32_t x = b.input("x", o), y = b.input("y", o);
+  uint32_t out = b.output("out", {rows});
+  PlanStep &f = b.fused({x, y}, out);
+  uint32_t t = bodyOp(f, K::Tanh, {0}, F, o);
+  uint32_t m = bodyOp(f, K::Mul, {t, 1}, F, o);
+  bodyOp(f, K::ReduceSum, {m}, F, {rows},
+         {OpAttr::list("dims", {1}), OpAttr::boolean("keepdim", false)});
+  return b.p;
+}
+
+TEST(Fused, AReductionOverSeveralTilesEqualsUnfused) {
+  // 37 rows of 300: tiles of 6 rows (1800 elements), the last of 1.
+  expectFusedEqualsUnfused(reducingPlan(37, 300));
+  // Above kDirectTiles: 7 rows a tile, 40 tiles.
+  expectFusedEqualsUnfused(reducingPlan(280, 290));
+}
+
 /// An optimizer-like update in place (schema 2.5): state w f32[2, 3] =
 /// w - g * lr, lr a rank-0 input, written by the region into w itself;
 /// then a copy of w to the output. Values: w 0, g 1, lr 2, then mul 3,
 /// sub 4. Buffers: g 0, lr 1, w 2, out 3.
-Plan inPlacePlan() {
+Plan inPlacePlan(const Shape &shape = {2, 3}) {
   Builder b;
-  uint32_t g = b.input("g", {2, 3}), lr = b.input("lr", {});
-  uint32_t w = b.buf("w", F, {2, 3}, {}, fb::BufferKind::State);
-  b.p.buffers[w].data = floatBytes(randomFloats(6, 11));
-  uint32_t out = b.output("out", {2, 3});
+  uint32_t g = b.input("g", shape), lr = b.input("lr", {});
+  uint32_t w = b.buf("w", F, shape, {}, fb::BufferKind::State);
+  b.p.buffers[w].data = floatBytes(randomFloats(size_t(rt::numElements(shape)), 11));
+  uint32_t out = b.output("out", shape);
   PlanStep &f = b.fused({w, g, lr}, w);
-  uint32_t m = bodyOp(f, K::Mul, {1, 2}, F, {2, 3});
-  bodyOp(f, K::Sub, {0, m}, F, {2, 3});
+  uint32_t m = bodyOp(f, K::Mul, {1, 2}, F, shape);
+  bodyOp(f, K::Sub, {0, m}, F, shape);
   addStep(b.p, K::Copy, {w}, out, "fused.py:9");
   return b.p;
 }
@@ -935,6 +964,10 @@ TEST(Fused, AnElementwiseRegionUpdatesStateInPlace) {
   // The region writes the state it reads; equal to the same ops one step
   // each (the sub then writes w in place, as an elementwise op may).
   expectFusedEqualsUnfused(inPlacePlan());
+  // Over several tiles, each read and written in place (3 tiles of 2048
+  // and a tail), and over more tiles than a region binds one by one.
+  expectFusedEqualsUnfused(inPlacePlan({7, 1000}));
+  expectFusedEqualsUnfused(inPlacePlan({80, 1000}));
 }
 
 TEST(Fused, VerifierRefusesRegionsWritingStateTheyMayNot) {

@@ -26,6 +26,13 @@ namespace {
 /// Elements per tile: the body's values for one tile stay in L1/L2.
 constexpr int64_t kTile = 2048;
 
+/// Regions of at most this many tiles bind their body's kernels once per
+/// tile, reading inputs of the output's layout and writing the result in
+/// place (no copy into and out of the tile buffers); larger ones bind once
+/// per thread slot and copy, which costs little next to their memory
+/// traffic and keeps the bound kernels few.
+constexpr int64_t kDirectTiles = 32;
+
 /// How a region input becomes a tile of output-shaped values.
 struct Load {
   const uint8_t* data = nullptr;
@@ -234,6 +241,11 @@ struct FusedState {
   std::vector<size_t> computeOps;
   /// Per slot: plans for full tiles and for the last, shorter one.
   std::vector<TilePlan> full, tail;
+  /// Per tile, when the region has at most kDirectTiles tiles: plans whose
+  /// contiguous loads read the input's bytes and whose result is the
+  /// output's (see kDirectTiles); `full` and `tail` are then unused.
+  bool direct = false;
+  std::vector<TilePlan> perTile;
   int64_t tailLength = 0;
   // The anchor (body op 0 when it is a matmul or conv2d).
   BoundKernel anchor;
@@ -259,9 +271,25 @@ struct FusedState {
   std::vector<RegionOp> body;
 };
 
+/// Binds the body's compute ops over tile buffers in `slot`, for a tile of
+/// `length` elements; with `directStart` >= 0, for the tile starting at that
+/// element, with contiguous loads read where they lie and the result
+/// written into the output.
 Status bindTilePlan(const KernelRequest& r, const std::vector<RegionOp>& body,
                     FusedState& st, uint8_t* slot, int64_t length,
-                    TilePlan* plan) {
+                    TilePlan* plan, int64_t directStart = -1) {
+  auto tileOf = [&](int64_t v) -> uint8_t* {
+    if (directStart < 0)
+      return slot + st.tileOffset[size_t(v)];
+    if (v == st.resultValue)
+      return st.output + directStart / st.rowLength * st.outElemSize;
+    int load = st.loadOf[size_t(v)];
+    if (load >= 0 && st.loads[size_t(load)].contiguous) {
+      const Load& l = st.loads[size_t(load)];
+      return const_cast<uint8_t*>(l.data) + size_t(directStart) * l.elemSize;
+    }
+    return slot + st.tileOffset[size_t(v)];
+  };
   for (size_t k : st.computeOps) {
     const RegionOp& op = body[k];
     KernelFactory factory = findKernel(r.device.kind(), op.op);
@@ -280,10 +308,9 @@ Status bindTilePlan(const KernelRequest& r, const std::vector<RegionOp>& body,
                       OpAttr::boolean("keepdim", false)};
     std::vector<ConstTensor> ins;
     for (uint32_t v : op.operands)
-      ins.push_back(ConstTensor{st.dtypes[v], inShape,
-                                slot + st.tileOffset[v]});
+      ins.push_back(ConstTensor{st.dtypes[v], inShape, tileOf(v)});
     int64_t value = int64_t(st.numInputs + k);
-    MutTensor out{op.dtype, outShape, slot + st.tileOffset[value]};
+    MutTensor out{op.dtype, outShape, tileOf(value)};
     BoundKernel kernel;
     size_t scratch = 0;
     Status s = factory(KernelRequest{op.op, attrs, ins, out, r.device},
@@ -581,6 +608,7 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
   st->slots = int(std::max<int64_t>(
       1, std::min<int64_t>(detail::maxThreads(), tiles)));
   st->tailLength = st->total - (tiles - 1) * st->tile;
+  st->direct = tiles <= kDirectTiles;
 
   // Workspace: [anchor scratch][anchor result if not in output][slots].
   size_t offset = 0;
@@ -633,15 +661,6 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
     if (boundTo != ws) {
       // (Re)bind the tile kernels and a scratch-writing anchor to this
       // workspace. Sessions keep one workspace, so this runs once.
-      st->full.assign(st->slots, {});
-      st->tail.assign(st->slots, {});
-      for (int s = 0; s < st->slots; ++s) {
-        uint8_t* slot = ws + st->slotsOffset + size_t(s) * st->slotBytes;
-        MC_RETURN_IF_ERROR(
-            bindTilePlan(r, bodyCopy, *st, slot, st->tile, &st->full[s]));
-        MC_RETURN_IF_ERROR(bindTilePlan(r, bodyCopy, *st, slot,
-                                        st->tailLength, &st->tail[s]));
-      }
       if (st->anchorValue >= 0 && !st->anchorInOutput) {
         const RegionOp& a = bodyCopy[0];
         std::vector<ConstTensor> ins;
@@ -661,6 +680,26 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
                                " when bound");
         st->loads[st->loadOf[st->anchorValue]].data =
             ws + st->anchorScratchOffset;
+      }
+      // The tile plans, after the anchor's result has its address.
+      int64_t tiles = (st->total + st->tile - 1) / st->tile;
+      st->full.assign(st->direct ? 0 : st->slots, {});
+      st->tail.assign(st->direct ? 0 : st->slots, {});
+      st->perTile.assign(st->direct ? size_t(tiles) : 0, {});
+      for (int s = 0; s < st->slots; ++s) {
+        uint8_t* slot = ws + st->slotsOffset + size_t(s) * st->slotBytes;
+        if (st->direct) {
+          for (int64_t t = s; t < tiles; t += st->slots)
+            MC_RETURN_IF_ERROR(bindTilePlan(
+                r, bodyCopy, *st, slot,
+                std::min(st->tile, st->total - t * st->tile),
+                &st->perTile[size_t(t)], t * st->tile));
+          continue;
+        }
+        MC_RETURN_IF_ERROR(
+            bindTilePlan(r, bodyCopy, *st, slot, st->tile, &st->full[s]));
+        MC_RETURN_IF_ERROR(bindTilePlan(r, bodyCopy, *st, slot,
+                                        st->tailLength, &st->tail[s]));
       }
       boundTo = ws;
     }
@@ -688,13 +727,17 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
             if (S.loadOf[v] < 0 || S.tileOffset[v] < 0)
               continue;
             const Load& l = S.loads[S.loadOf[v]];
+            if (S.direct && l.contiguous)
+              continue; // read where it lies
             if (!l.tileInvariant)
               loadTile(l, S.outShape, start, n, slot + S.tileOffset[v]);
             else if (t == s) // the slot's first tile: a whole one
               loadTile(l, S.outShape, 0, std::min(S.tile, S.total),
                        slot + S.tileOffset[v]);
           }
-          const TilePlan& plan = n == S.tile ? S.full[s] : S.tail[s];
+          const TilePlan& plan = S.direct ? S.perTile[size_t(t)]
+                                 : n == S.tile ? S.full[s]
+                                               : S.tail[s];
           for (const BoundKernel& k : plan.kernels) {
             Status status = k(nullptr);
             if (!status) {
@@ -708,6 +751,8 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
           }
           if (failedTile[size_t(s)] < tiles)
             break;
+          if (S.direct)
+            continue; // the result was written in place
           // Reduced, a tile of whole rows gives one element per row.
           std::memcpy(S.output + start / S.rowLength * S.outElemSize,
                       slot + S.tileOffset[S.resultValue],
