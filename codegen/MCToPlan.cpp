@@ -282,8 +282,10 @@ private:
   }
 
   /// A fused region: one step whose body lists the region's ops (schema
-  /// 2.2, Step.body). A splat constant input is passed as its rank-0
-  /// scalar: the device broadcasts it, no full tensor is made.
+  /// 2.2, Step.body). A splat constant input read only elementwise (or
+  /// broadcast) is passed as its rank-0 scalar: the device broadcasts it,
+  /// no full tensor is made. One that a matmul, a conv or a view reads (a
+  /// constant weight of one value) is made in full first.
   LogicalResult lowerFused(FusedOp f) {
     PlanStep s;
     s.op = rt::OpId::Fused;
@@ -292,13 +294,21 @@ private:
     if (failed(stepAttrs))
       return failure();
     s.attrs = std::move(*stepAttrs);
+    Block& body = f.getBody().front();
+    auto readElementwise = [&](BlockArgument arg) {
+      return llvm::all_of(arg.getUsers(), [](Operation* user) {
+        rt::OpId id;
+        return rt::findOp(user->getName().getStringRef(), &id) &&
+               (id == rt::OpId::BroadcastInDim || rt::opInfo(id).fusible);
+      });
+    };
     std::vector<bool> scalar;
-    for (Value v : f.getInputs()) {
+    for (auto [i, v] : llvm::enumerate(f.getInputs())) {
       auto pending = pendingSplats.find(v);
-      scalar.push_back(pending != pendingSplats.end());
+      scalar.push_back(pending != pendingSplats.end() &&
+                       readElementwise(body.getArgument(unsigned(i))));
       s.inputs.push_back(scalar.back() ? pending->second : lookup(v));
     }
-    Block& body = f.getBody().front();
     llvm::DenseMap<Value, uint32_t> number;
     for (auto [i, arg] : llvm::enumerate(body.getArguments()))
       number[arg] = i;

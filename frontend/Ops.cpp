@@ -437,9 +437,10 @@ Tensor minimum(const Tensor& a, const Tensor& b) {
 
 Tensor clamp(const Tensor& a, double lo, double hi) {
   requireDefined("clamp", a);
+  // min > max: PyTorch's clamp and ONNX's Clip give max everywhere (NaN
+  // stays NaN), which is the clamp to [max, max]; mc.clamp asks min <= max.
   if (lo > hi)
-    throw Error("clamp: min " + std::to_string(lo) + " is greater than max " +
-                std::to_string(hi));
+    lo = hi;
   Tensor out = resultOf(a.shape(), a.dtype(), {&a});
   if (out.hasValues())
     check(rt::clamp(a.view(), lo, hi, out.mutView()));

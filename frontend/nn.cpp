@@ -201,7 +201,15 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
     throw Error("BatchNorm2d: training needs more than one value per "
                 "channel, got input " +
                 x.describe());
-  Tensor unbiased = batchVar * (n / (n - 1));
+  // n / (n - 1) from the batch the step runs (x's rows counted by a sum of
+  // ones): a number made of x.size(0) here would be the traced batch's at
+  // every batch of a dynamic-batch artifact.
+  Tensor rows = sum(broadcastTo(Tensor::scalar(1.0, batchVar.dtype()), {x.size(0)}),
+                    {0});
+  Tensor count = rows * static_cast<double>(x.size(2) * x.size(3));
+  Tensor less = count - 1.0;
+  Tensor factor = count / less;
+  Tensor unbiased = batchVar * factor;
   // (No detach(): under NoGradGuard nothing is recorded for autograd, and a
   // detached view would be a stranger to the tracer, captured as a
   // constant.)

@@ -17,6 +17,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Support/FileUtilities.h"
@@ -27,6 +28,8 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstring>
+#include <optional>
+#include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -209,22 +212,81 @@ ElementsAttr constantValue(MLIRContext* ctx, const Tensor& t, bool share,
                                         std::move(blob));
 }
 
+/// A tensor made outside the traced ops (captured as a constant): its
+/// type and a hash of its bytes, to compare two runs' captures.
+struct Captured {
+  DType dtype = DType::F32;
+  Shape shape;
+  bool hasValues = false;
+  uint64_t hash = 0;
+  std::string text; // the value, for a one-element tensor
+
+  static Captured of(const Tensor& t) {
+    Captured c;
+    c.dtype = t.dtype();
+    c.shape = t.shape();
+    c.hasValues = t.hasValues();
+    if (!c.hasValues)
+      return c;
+    uint64_t h = 1469598103934665603ull; // FNV-1a
+    const auto* p = static_cast<const unsigned char*>(t.rawData());
+    for (size_t i = 0, n = t.byteSize(); i < n; ++i)
+      h = (h ^ p[i]) * 1099511628211ull;
+    c.hash = h;
+    if (t.numel() == 1) {
+      std::ostringstream os;
+      os << t.toVector()[0];
+      c.text = os.str();
+    }
+    return c;
+  }
+  bool operator==(const Captured& o) const {
+    return dtype == o.dtype && shape == o.shape && hasValues == o.hasValues &&
+           hash == o.hash;
+  }
+  std::string describe() const {
+    if (!text.empty())
+      return text;
+    std::string s = std::string(rt::dtypeName(dtype)) + rt::shapeString(shape);
+    return hasValues ? s : s + " (no values)";
+  }
+};
+
 /// What one run of a traced function recorded: each op's kind, attributes
-/// and result shape, in order. The dynamic-batch trace compares a run at
-/// another batch against the real one.
+/// and result shape, in order, and the tensors it captured (operands no
+/// traced op made: a literal, or a number such as the batch size made a
+/// tensor). The dynamic-batch trace compares a run at another batch
+/// against the real one.
 class ShapeProbe : public TraceHook {
 public:
   struct Entry {
     OpKind kind;
     rt::OpAttrs attrs;
     Shape output;
+    /// Per operand: what it captured, if it was not a traced value.
+    std::vector<std::optional<Captured>> captured;
   };
   std::vector<Entry> entries;
+  /// The run's inputs and the parameters and buffers (never captures).
+  void addTraced(const Tensor& t) { traced[t.impl()] = t.implPtr(); }
   void record(const OpRecord& r) override {
-    entries.push_back({r.kind, r.attrs, r.output.shape()});
+    Entry e{r.kind, r.attrs, r.output.shape(), {}};
+    for (const Tensor& t : r.inputs) {
+      auto it = traced.find(t.impl());
+      // An expired entry: that tensor is gone and another one has its
+      // address.
+      bool isTraced = it != traced.end() && !it->second.expired();
+      e.captured.push_back(isTraced ? std::nullopt
+                                    : std::optional(Captured::of(t)));
+    }
+    addTraced(r.output);
+    entries.push_back(std::move(e));
   }
   // Buffers are not updated by a probe run (a tracer's assign never is).
   void assign(const Tensor&, const Tensor&) override {}
+
+private:
+  std::unordered_map<const TensorImpl*, std::weak_ptr<TensorImpl>> traced;
 };
 
 /// The dynamic batch of a trace: the batch of the real run (b1), and the
@@ -286,8 +348,14 @@ public:
     if (failedMessage.size())
       return;
     SmallVector<Value> in;
-    for (const Tensor& t : r.inputs)
+    for (size_t k = 0; k < r.inputs.size(); ++k) {
+      const Tensor& t = r.inputs[k];
+      bool captured = batch.probe && !values.count(t.impl()) &&
+                      !paramNames.count(t.impl());
       in.push_back(valueOf(t));
+      if (captured)
+        compareCapture(r, k, in.back());
+    }
     Location l = loc();
     RankedTensorType resultType = tensorType(ctx, r.output);
     const rt::OpAttrs* attrs = &r.attrs;
@@ -314,6 +382,71 @@ public:
       return;
     }
     bind(r.output, out);
+  }
+
+  /// With a dynamic batch: operand `k` of record `r`, captured as constant
+  /// `v`, against what the run at the other batch captured there. A
+  /// capture that differs (the batch size as a number, a value read from
+  /// the inputs) is noted: it is an error if it reaches a result (see
+  /// checkBatchCaptures), and harmless where only shape arithmetic that
+  /// folded away read it.
+  void compareCapture(const OpRecord& r, size_t k, Value v) {
+    size_t index = recorded; // applyBatch checks the op itself
+    if (index >= batch.probe->size() || (*batch.probe)[index].kind != r.kind)
+      return;
+    const auto& other = (*batch.probe)[index].captured;
+    Captured here = Captured::of(r.inputs[k]);
+    if (k < other.size() && other[k] && *other[k] == here)
+      return;
+    std::string there = k < other.size() && other[k]
+                            ? other[k]->describe()
+                            : std::string("a traced value");
+    batchCaptures.push_back({v.getDefiningOp(), here.describe() +
+                                                    " at batch " +
+                                                    std::to_string(batch.b1) +
+                                                    ", " + there +
+                                                    " at batch " +
+                                                    std::to_string(batch.b2)});
+  }
+
+  /// Fails, naming the op, when a capture that differs between the batch
+  /// sizes (compareCapture) reaches a result or a state update: the
+  /// artifact would compute with the traced batch's value at every batch.
+  void checkBatchCaptures(func::FuncOp fn) {
+    if (batchCaptures.empty())
+      return;
+    // Live ops: the return, ops with effects, and what they read.
+    llvm::DenseSet<Operation*> live;
+    for (Operation& op : llvm::reverse(fn.getBody().front())) {
+      bool isLive = op.hasTrait<OpTrait::IsTerminator>() ||
+                    !isMemoryEffectFree(&op);
+      for (Operation* user : op.getUsers())
+        isLive |= live.count(user) > 0;
+      if (isLive)
+        live.insert(&op);
+    }
+    for (const auto& [constant, values] : batchCaptures) {
+      if (!constant || !live.count(constant))
+        continue;
+      Operation* reader = constant;
+      for (Operation* user : constant->getUsers())
+        if (live.count(user)) {
+          reader = user;
+          break;
+        }
+      throw Error(
+          "jit::trace: with a dynamic batch, " +
+          reader->getName().getStringRef().str() + " at " +
+          locationText(reader->getLoc()) +
+          " reads a number made outside the traced ops that differs "
+          "between batch sizes (" +
+          values +
+          "): the batch size used as a value (x.shape[0] or x.size(0) "
+          "in arithmetic), or a value read from the inputs, would be "
+          "fixed at the traced batch's; compute it with tensor ops (a "
+          "mean instead of a sum divided by the batch), or compile with "
+          "a static batch");
+    }
   }
 
   /// The dynamic batch of record `r`: its result's dims that changed by
@@ -478,6 +611,9 @@ public:
   std::string functionName;
   BatchTrace batch;
   size_t recorded = 0;
+  /// Constants captured with other values at the other batch size, and
+  /// those values (see compareCapture).
+  std::vector<std::pair<Operation*, std::string>> batchCaptures;
 
 private:
 
@@ -541,6 +677,8 @@ Tensor withBatch(const Tensor& t, int64_t batch) {
 BatchTrace probeBatch(
     const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
     const std::vector<Tensor>& examples, const DynamicBatch& bounds,
+    const std::vector<std::pair<std::string, Tensor>>& parameters,
+    const std::vector<std::pair<std::string, Tensor>>& buffers,
     ShapeProbe& probe) {
   int64_t opt = bounds.opt ? bounds.opt : bounds.max;
   if (bounds.min < 1 || bounds.min > opt || opt > bounds.max)
@@ -578,8 +716,13 @@ BatchTrace probeBatch(
                 std::to_string(bounds.max) + "]");
   b.b2 = b.b1 < bounds.max ? b.b1 + 1 : b.b1 - 1;
   std::vector<Tensor> other;
-  for (const Tensor& t : examples)
+  for (const Tensor& t : examples) {
     other.push_back(withBatch(t, b.b2));
+    probe.addTraced(other.back());
+  }
+  for (auto* list : {&parameters, &buffers})
+    for (const auto& [name, t] : *list)
+      probe.addTraced(t);
   setActiveTraceHook(&probe);
   try {
     fn(other);
@@ -626,7 +769,8 @@ TracedModule traceFunction(
   ShapeProbe probe;
   BatchTrace batch;
   if (options.dynamicBatch) {
-    batch = probeBatch(fn, examples, *options.dynamicBatch, probe);
+    batch = probeBatch(fn, examples, *options.dynamicBatch, parameters,
+                       options.buffers, probe);
     for (Type& t : inputTypes) {
       auto tensor = llvm::cast<RankedTensorType>(t);
       SmallVector<int64_t> dims(tensor.getShape());
@@ -688,6 +832,7 @@ TracedModule traceFunction(
   }
   func::ReturnOp::create(b, unknown, results);
   func.setFunctionType(b.getFunctionType(inputTypes, resultTypes));
+  tracer.checkBatchCaptures(func);
   for (size_t i = 0; i < outputs.size(); ++i)
     func.setResultAttr(i, "mc.name",
                        b.getStringAttr(nameAt(options.outputNames, i,

@@ -876,6 +876,11 @@ const std::unordered_map<std::string, Handler>& handlers() {
       for (int64_t& a : axes)
         a = normalizeAxis(a, rank);
       std::sort(axes.begin(), axes.end());
+      if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
+        throw Error("axes name output dim " +
+                    std::to_string(*std::adjacent_find(axes.begin(),
+                                                       axes.end())) +
+                    " twice (each axis must be unique)");
       Shape shape;
       size_t next = 0;
       for (int64_t d = 0; d < rank; ++d) {

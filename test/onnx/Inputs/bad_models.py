@@ -186,6 +186,17 @@ graph = helper.make_graph(
 save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
      "bn-nan-epsilon.onnx")
 
+# Unsqueeze naming one axis twice (the checker allows it; the importer read
+# past the input's shape).
+graph = helper.make_graph(
+    [helper.make_node("Unsqueeze", ["x", "axes"], ["y"], name="unsq0")],
+    "unsqueeze-dup",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["a", "b", "c"])],
+    [numpy_helper.from_array(np.array([0, -4], np.int64), "axes")])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
+     "unsqueeze-duplicate-axes.onnx")
+
 # Issue 12 item 4: external data that is a FIFO (opening it blocked).
 fifo = os.path.join(out, "model", "data.fifo")
 if not os.path.exists(fifo):

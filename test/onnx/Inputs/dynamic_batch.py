@@ -29,6 +29,24 @@ class Mlp(nn.Module):
         return self.net(x)
 
 
+class BatchMean(nn.Module):
+    """The batch size used as a number (Shape, Gather, Div): the batch's mean
+    written by hand. Under --batch, modelc refuses it (the number would be
+    the traced batch's at every size)."""
+
+    def forward(self, x):
+        return x.sum(0, keepdim=True) / x.shape[0]
+
+
+class FlattenByBatch(nn.Module):
+    """The batch size as a shape (Shape, Gather, Concat, Reshape): x.view(
+    x.shape[0], -1), which folds into the reshape's type and runs at every
+    batch."""
+
+    def forward(self, x):
+        return torch.tanh(x.view(x.shape[0], -1) * 2.0)
+
+
 def build(name):
     """(model, input shape without the batch)"""
     if name == "mlp":
@@ -38,6 +56,10 @@ def build(name):
     if name == "resnet18":
         import torchvision
         return torchvision.models.resnet18(weights=None), (3, 64, 64)
+    if name == "batch_mean":
+        return BatchMean(), (6,)
+    if name == "flatten_by_batch":
+        return FlattenByBatch(), (3, 4)
     if name == "transformer":
         layer = nn.TransformerEncoderLayer(d_model=64, nhead=4,
                                            dim_feedforward=128,

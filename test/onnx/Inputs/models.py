@@ -118,6 +118,20 @@ class MobileBlock(nn.Module):
         return self.act(self.conv(x) * 2.0)
 
 
+class SplatWeights(nn.Module):
+    """Weights of one value made in forward (torch.full, torch.ones: Constant
+    nodes that modelc keeps as splats) read by a matmul, a conv and a
+    batched matmul, each with an epilogue that fuses with it; and a clamp
+    whose min is above its max (PyTorch and ONNX's Clip: max everywhere)."""
+
+    def forward(self, x, img):
+        w = torch.full((6, 6), 0.01)
+        lin = torch.relu(F.linear(x, w, torch.full((6,), 0.5)) + x)
+        conv = torch.relu(F.conv2d(img, torch.full((4, 3, 3, 3), 0.02)))
+        bmm = torch.tanh(x.view(2, 2, 6) @ torch.ones(2, 6, 3))
+        return lin, conv, bmm, torch.clamp(x, 1.0, -1.0)
+
+
 def build(name):
     """(model, {input name: array}, [output names], {input: {dim: name}})"""
     rng = np.random.default_rng(0)
@@ -158,6 +172,10 @@ def build(name):
         return MobileBlock(), {"x": randn(2, 3, 8, 8)}, ["y"], {}
     if name == "cnn":
         return Cnn(), {"image": randn(2, 3, 17, 17)}, ["logits"], {}
+    if name == "splat_weights":
+        return (SplatWeights(),
+                {"x": randn(4, 6), "img": randn(1, 3, 6, 6)},
+                ["lin", "conv", "bmm", "clamped"], {})
     sys.exit(f"models.py: unknown model '{name}'")
 
 
