@@ -418,6 +418,49 @@ Shape broadcastShapes(const Shape& a, const Shape& b) {
 
 Tensor scalarOf(double v, DType dtype) { return Tensor::scalar(v, dtype); }
 
+/// e^x - 1 without the cancellation of exp(x) - 1 near 0, for x <= 0 (the
+/// negative side of Elu, Selu and Celu): 2 tanh(x/2) / (1 - tanh(x/2)),
+/// whose denominator stays in [1, 2] there. Where x > 0 it may be inf (the
+/// callers select x there). One traced op per statement: the trace must not
+/// depend on the order C++ evaluates operands in.
+Tensor expm1NonPositive(const Tensor& x) {
+  Tensor half = x * 0.5;
+  Tensor t = tanh(half);
+  Tensor twice = t * 2.0;
+  Tensor denom = scalarOf(1.0, x.dtype()) - t;
+  return twice / denom;
+}
+
+/// x where x >= 0, alpha (e^(x / scale) - 1) below (Elu: scale 1; Celu:
+/// scale alpha).
+Tensor expLinear(const Tensor& x, double alpha, double scale) {
+  Tensor negative = lt(x, scalarOf(0.0, x.dtype()));
+  Tensor inner = scale == 1.0 ? x : x * (1.0 / scale);
+  Tensor m = expm1NonPositive(inner);
+  Tensor scaled = m * alpha;
+  return where(negative, scaled, x);
+}
+
+/// log(1 + e^x) = relu(x) + log1p(e^-|x|), with log1p(u) as
+/// log(w) u / (w - 1) for w = 1 + u (u itself where w rounds to 1): exact
+/// to a few ulp for very negative x, where log(1 + e^x) is e^x, and no
+/// overflow for large x.
+Tensor softplus(const Tensor& x) {
+  DType t = x.dtype();
+  Tensor magnitude = abs(x);
+  Tensor negated = neg(magnitude);
+  Tensor u = exp(negated);
+  Tensor w = u + scalarOf(1.0, t);
+  Tensor d = w - scalarOf(1.0, t);
+  Tensor logW = log(w);
+  Tensor scaled = logW * u;
+  Tensor ratio = scaled / d;
+  Tensor rounded = eq(d, scalarOf(0.0, t));
+  Tensor log1p = where(rounded, u, ratio);
+  Tensor positive = relu(x);
+  return positive + log1p;
+}
+
 /// NumPy matmul: 1-D operands get a dimension and lose it again, batch
 /// dimensions broadcast. A 2-D right operand (a weight) is not broadcast:
 /// the left one is flattened to 2-D instead.
@@ -593,6 +636,35 @@ const std::unordered_map<std::string, Handler>& handlers() {
       Tensor negative = lt(x, scalarOf(0.0, x.dtype())); // (traced first)
       Tensor scaled = x * alpha;
       return R{where(negative, scaled, x)};
+    };
+    // Activations made of other ops (no mc op of their own): their
+    // ONNX definitions, with PyTorch's accuracy near 0.
+    h["HardSigmoid"] = [](const NodeContext& c) {
+      const Tensor& x = c.in(0);
+      Tensor scaled = x * double(c.getFloat("alpha", 0.2f));
+      Tensor shifted = scaled + double(c.getFloat("beta", 0.5f));
+      return R{clamp(shifted, 0.0, 1.0)};
+    };
+    h["Elu"] = [](const NodeContext& c) {
+      return R{expLinear(c.in(0), c.getFloat("alpha", 1.0f), 1.0)};
+    };
+    h["Celu"] = [](const NodeContext& c) {
+      double alpha = c.getFloat("alpha", 1.0f);
+      if (!(alpha != 0.0))
+        throw Error("alpha must be nonzero, got " + std::to_string(alpha));
+      return R{expLinear(c.in(0), alpha, alpha)};
+    };
+    h["Selu"] = [](const NodeContext& c) {
+      Tensor e = expLinear(c.in(0), c.getFloat("alpha", 1.67326319217681884765625f),
+                           1.0);
+      return R{e * double(c.getFloat("gamma", 1.05070102214813232421875f))};
+    };
+    h["Softplus"] = [](const NodeContext& c) { return R{softplus(c.in(0))}; };
+    h["Softsign"] = [](const NodeContext& c) {
+      const Tensor& x = c.in(0);
+      Tensor magnitude = abs(x);
+      Tensor denom = magnitude + 1.0;
+      return R{x / denom};
     };
     h["Clip"] = [](const NodeContext& c) {
       Tensor x = c.in(0);

@@ -132,6 +132,16 @@ class SplatWeights(nn.Module):
         return lin, conv, bmm, torch.clamp(x, 1.0, -1.0)
 
 
+class Activations(nn.Module):
+    """Activations that the importer builds from other ops: Hardsigmoid
+    (MobileNetV3's squeeze-excite), ELU, SELU, CELU, Softplus, Mish (exported
+    as Softplus, Tanh, Mul) and Softsign."""
+
+    def forward(self, x):
+        return (F.hardsigmoid(x), F.elu(x, 0.7), F.selu(x),
+                F.celu(x, 1.3), F.softplus(x), F.mish(x), F.softsign(x))
+
+
 def build(name):
     """(model, {input name: array}, [output names], {input: {dim: name}})"""
     rng = np.random.default_rng(0)
@@ -143,6 +153,10 @@ def build(name):
         import torchvision
         model = torchvision.models.resnet18(weights=None)
         return model, {"image": randn(1, 3, 224, 224)}, ["logits"], {}
+    if name == "mobilenet_v3_small":
+        import torchvision
+        model = torchvision.models.mobilenet_v3_small(weights=None)
+        return model, {"image": randn(1, 3, 112, 112)}, ["logits"], {}
     if name == "transformer":
         layer = nn.TransformerEncoderLayer(d_model=128, nhead=4,
                                            dim_feedforward=256,
@@ -172,6 +186,14 @@ def build(name):
         return MobileBlock(), {"x": randn(2, 3, 8, 8)}, ["y"], {}
     if name == "cnn":
         return Cnn(), {"image": randn(2, 3, 17, 17)}, ["logits"], {}
+    if name == "activations":
+        # Tiny, ordinary and huge magnitudes of both signs, +-0, +-inf.
+        mags = np.concatenate([np.logspace(-7, 2.5, 60),
+                               [0.0, 1e-30, 3.0, 20.0, 88.0, 1e4, np.inf]])
+        x = np.concatenate([mags, -mags]).astype(np.float32).reshape(2, -1)
+        return (Activations(), {"x": x},
+                ["hardsigmoid", "elu", "selu", "celu", "softplus", "mish",
+                 "softsign"], {})
     if name == "splat_weights":
         return (SplatWeights(),
                 {"x": randn(4, 6), "img": randn(1, 3, 6, 6)},
