@@ -17,6 +17,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -186,6 +187,78 @@ bool jsonInt(const std::string &json, const std::string &key, long long *out) {
     return false;
   *out = v;
   return true;
+}
+
+/// The unsigned value of "key" (a --shuffle seed, up to 2^64 - 1): false
+/// when absent or null.
+bool jsonUint(const std::string &json, const std::string &key,
+              unsigned long long *out) {
+  std::string k = "\"" + key + "\":";
+  size_t at = json.find(k);
+  if (at == std::string::npos)
+    return false;
+  at += k.size();
+  while (at < json.size() && json[at] == ' ')
+    ++at;
+  char *end = nullptr;
+  errno = 0;
+  const char *s = json.c_str() + at;
+  if (*s == '-')
+    return false;
+  unsigned long long v = std::strtoull(s, &end, 10);
+  if (errno || end == s)
+    return false;
+  *out = v;
+  return true;
+}
+
+/// Whether paths a and b name one file: the same file where both exist,
+/// else the same absolute path once normalized.
+bool sameFile(const std::string &a, const std::string &b) {
+  namespace fs = std::filesystem;
+  std::error_code ea, eb;
+  if (fs::exists(a, ea) && fs::exists(b, eb)) {
+    std::error_code ec;
+    return fs::equivalent(a, b, ec) && !ec;
+  }
+  fs::path pa = fs::weakly_canonical(a, ea), pb = fs::weakly_canonical(b, eb);
+  if (ea || eb)
+    return fs::absolute(a, ea).lexically_normal() ==
+           fs::absolute(b, eb).lexically_normal();
+  return pa == pb;
+}
+
+/// Refuses outputs (--log-csv, --plot, the checkpoint file) that are an
+/// input (the model, a --data file) or another output: writing one would
+/// destroy the other.
+Status checkOutputs(const Options &opt) {
+  std::vector<std::pair<std::string, std::string>> inputs{
+      {"the model", opt.model}};
+  for (const auto &[name, path] : opt.data)
+    inputs.push_back({"--data " + name, path});
+  std::vector<std::pair<std::string, std::string>> outputs;
+  if (!opt.csv.empty())
+    outputs.push_back({"--log-csv", opt.csv});
+  if (!opt.plot.empty())
+    outputs.push_back({"--plot", opt.plot});
+  if (!opt.checkpointDir.empty())
+    outputs.push_back(
+        {"--checkpoint's file",
+         (std::filesystem::path(opt.checkpointDir) / kCheckpointFile)
+             .string()});
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    for (const auto &[what, path] : inputs)
+      if (sameFile(outputs[i].second, path))
+        return Status::error(outputs[i].first + " " + outputs[i].second +
+                             " is " + what + " (" + path +
+                             "): writing it would destroy it");
+    for (size_t j = 0; j < i; ++j)
+      if (sameFile(outputs[i].second, outputs[j].second))
+        return Status::error(outputs[i].first + " " + outputs[i].second +
+                             " is also " + outputs[j].first +
+                             ": one would overwrite the other");
+  }
+  return Status::ok();
 }
 
 std::string fmtLoss(double v) {
@@ -381,6 +454,25 @@ void testFault(int rank, long long step) {
 
 //===--- The training loop ---===//
 
+/// The signal that asked a one-process run to stop (SIGINT, SIGTERM), or 0:
+/// the run stops after the step (or checkpoint write) in progress, so no
+/// half-written temporary is left behind.
+volatile std::sig_atomic_t gStopSignal = 0;
+extern "C" void onStopSignal(int sig) { gStopSignal = sig; }
+
+/// FNV-1a of a file's bytes (0 when unreadable: the run fails on it later).
+uint64_t fileHash(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  uint64_t h = 1469598103934665603ull;
+  std::vector<char> buf(1 << 20);
+  while (in) {
+    in.read(buf.data(), std::streamsize(buf.size()));
+    for (std::streamsize i = 0; i < in.gcount(); ++i)
+      h = (h ^ uint8_t(buf[size_t(i)])) * 1099511628211ull;
+  }
+  return h;
+}
+
 class Trainer {
 public:
   Trainer(std::string tool, Options opt)
@@ -423,7 +515,7 @@ private:
   std::vector<Point> history_;
   // Progress of the current epoch.
   double lossSum_ = 0, lossScale_ = NAN;
-  long long lossCount_ = 0, epochSteps_ = 0;
+  long long lossCount_ = 0, epochSteps_ = 0, epochBad_ = 0;
   std::chrono::steady_clock::time_point epochStart_, lastPrint_;
   bool tty_ = false;
   // Data parallelism: this process is rank `rank_` of `world_`; each step
@@ -435,8 +527,57 @@ private:
   int rank_ = 0, world_ = 1;
   long long local_ = 0;
   Status setupWorld(const std::string &kind, const rt::LaunchVars &vars);
+  Status checkRanksAgree();
   int abortWorld(int code);
 };
+
+/// Every rank of a data-parallel run must run the same artifact over the
+/// same number of samples with the same options, or they would average
+/// gradients of different models, or wait for each other in collectives
+/// that never match. Each value is compared as 16-bit pieces through the
+/// communicator's max of x and of -x (exact in f32); a mismatch names the
+/// values that differ.
+Status Trainer::checkRanksAgree() {
+  if (world_ <= 1)
+    return Status::ok();
+  std::vector<std::pair<std::string, uint64_t>> values{
+      {"the artifact's bytes", fileHash(opt_.model)},
+      {"the number of samples", uint64_t(samples_)},
+      {"--batch", uint64_t(opt_.batch)},
+      {"--epochs", uint64_t(opt_.epochs)},
+      {"--shuffle", opt_.shuffle ? opt_.seed : ~0ull},
+      {"--checkpoint-every", uint64_t(opt_.checkpointEvery)},
+      {"--resume", uint64_t(opt_.resume)}};
+  std::vector<float> pieces;
+  for (const auto &v : values)
+    for (int k = 0; k < 4; ++k)
+      pieces.push_back(float((v.second >> (16 * k)) & 0xffff));
+  size_t n = pieces.size();
+  std::vector<float> all(2 * n);
+  for (size_t i = 0; i < n; ++i) {
+    all[i] = pieces[i];
+    all[n + i] = -pieces[i];
+  }
+  MC_RETURN_IF_ERROR(comm_->allReduceHost(
+      all.data(), all.size(), rt::ReduceOp::Max,
+      "the check that every rank runs the same training"));
+  std::string differ;
+  for (size_t v = 0; v < values.size(); ++v)
+    for (size_t k = 0; k < 4; ++k) {
+      size_t i = 4 * v + k;
+      if (all[i] != pieces[i] || -all[n + i] != pieces[i]) {
+        differ += (differ.empty() ? "" : ", ") + values[v].first;
+        break;
+      }
+    }
+  if (!differ.empty())
+    return Status::error(
+        "the ranks do not run the same training: " + differ +
+        " differ between ranks (every rank needs the same artifact, the "
+        "same number of samples and the same --batch, --epochs, --shuffle, "
+        "--checkpoint-every and --resume)");
+  return Status::ok();
+}
 
 /// The GPU of this rank when --device names a kind without an ordinal
 /// ("cuda", or "auto" that picks cuda): the launcher's local rank
@@ -472,14 +613,21 @@ Status Trainer::setupWorld(const std::string &kind,
     mpi->setTimeout(opt_.dpTimeout);
     rank_ = mpi->rank();
     world_ = mpi->size();
+    // Kept before the checks below: a rank that fails them ends every rank
+    // through MPI_Abort (abortWorld), rather than waiting in MPI_Finalize
+    // for peers that wait in a collective for it.
+    mpi_ = std::move(mpi);
     if (vars.present && vars.worldSize != world_)
       return Status::error("WORLD_SIZE=" + std::to_string(vars.worldSize) +
                            " but MPI's world has " + std::to_string(world_) +
                            " processes");
-    if (vars.present && std::getenv("RANK") && vars.rank != rank_)
-      return Status::error("RANK=" + std::to_string(vars.rank) +
-                           " but MPI says rank " + std::to_string(rank_));
-    mpi_ = std::move(mpi);
+    if (const char *r = std::getenv("RANK")) {
+      char *end = nullptr;
+      long n = std::strtol(r, &end, 10);
+      if (!*r || *end || n != rank_)
+        return Status::error(std::string("RANK=") + r +
+                             " but MPI says rank " + std::to_string(rank_));
+    }
     if (!cuda) {
       comm_ = mpi_;
     } else {
@@ -755,7 +903,8 @@ std::string Trainer::metadata() const {
 Status Trainer::resumeFrom(const std::string &path) {
   std::string meta;
   MC_RETURN_IF_ERROR(session_->loadCheckpoint(path, &meta));
-  long long epoch, step, global, batch, samples, seed;
+  long long epoch, step, global, batch, samples;
+  unsigned long long seed = 0;
   if (!jsonInt(meta, "epoch", &epoch) ||
       !jsonInt(meta, "step_in_epoch", &step) ||
       !jsonInt(meta, "global_step", &global) ||
@@ -770,16 +919,20 @@ Status Trainer::resumeFrom(const std::string &path) {
         " samples; this run has --batch " + std::to_string(opt_.batch) +
         " over " + std::to_string(samples_) +
         " (resuming needs the same batches)");
-  bool savedShuffle = jsonInt(meta, "shuffle_seed", &seed);
+  bool savedShuffle = jsonUint(meta, "shuffle_seed", &seed);
+  if (!savedShuffle && meta.find("\"shuffle_seed\":null") == std::string::npos)
+    return Status::error(path + ": the checkpoint's metadata has no valid "
+                                "shuffle_seed (got '" +
+                         meta + "')");
   if (savedShuffle && !opt_.shuffle) {
     opt_.shuffle = true;
-    opt_.seed = (unsigned long long)seed;
+    opt_.seed = seed;
     if (!opt_.quiet)
       std::fprintf(stderr, "%s: note: resuming with the checkpoint's --shuffle "
-                           "%lld\n",
+                           "%llu\n",
                    tool_.c_str(), seed);
   } else if (savedShuffle != opt_.shuffle ||
-             (savedShuffle && (unsigned long long)seed != opt_.seed)) {
+             (savedShuffle && seed != opt_.seed)) {
     return Status::error(
         path + ": the checkpoint was written " +
         (savedShuffle ? "with --shuffle " + std::to_string(seed)
@@ -858,6 +1011,30 @@ Status Trainer::saveCheckpoint() {
     lastSaved_ = global_;
     return Status::ok();
   }
+  // A state gone non-finite (a NaN in the data, a divergence without loss
+  // scaling) would replace the last good checkpoint with one that can only
+  // train NaN: keep the old one and stop.
+  std::vector<uint8_t> bytes;
+  for (const rt::TensorInfo &s : model_->states()) {
+    if (!isFloat(s.dtype))
+      continue;
+    bytes.resize(s.byteSize);
+    MC_RETURN_IF_ERROR(session_->readState(s.name, bytes.data(), bytes.size()));
+    size_t width = rt::dtypeSize(s.dtype);
+    for (size_t at = 0; at < bytes.size(); at += width)
+      if (!std::isfinite(floatAt(s.dtype, bytes.data() + at)))
+        return Status::error(
+            "after step " + std::to_string(global_) + ", state '" + s.name +
+            "' holds " + fmtLoss(floatAt(s.dtype, bytes.data() + at)) +
+            " (element " + std::to_string(at / width) +
+            "): not saving it over " +
+            (lastSaved_ > 0 ? "the checkpoint of global step " +
+                                  std::to_string(lastSaved_)
+                            : std::string("the checkpoint path")) +
+            " (" + checkpointPath_ +
+            "); lower the learning rate, use dynamic loss scaling, or check "
+            "the data for NaN and inf");
+  }
   MC_RETURN_IF_ERROR(session_->saveCheckpoint(checkpointPath_, metadata()));
   lastSaved_ = global_;
   return Status::ok();
@@ -882,6 +1059,9 @@ void Trainer::progress(bool force) {
                         epoch_ + 1, opt_.epochs, step_, stepsPerEpoch_,
                         epochSamples_, (long long)samples_,
                         lossCount_ ? lossSum_ / double(lossCount_) : NAN);
+  if (epochBad_ && n > 0 && size_t(n) < sizeof line)
+    n += std::snprintf(line + n, sizeof line - size_t(n),
+                       " (%lld non-finite left out)", epochBad_);
   if (hasLossScale_ && n > 0 && size_t(n) < sizeof line)
     n += std::snprintf(line + n, sizeof line - size_t(n), "  loss_scale %g",
                        lossScale_);
@@ -902,6 +1082,10 @@ int Trainer::runSteps() {
                            : st.message());
     return abortWorld(1);
   }
+  if (!(st = checkRanksAgree())) {
+    fail(tool_, "rank " + std::to_string(rank_) + ": " + st.message());
+    return abortWorld(1);
+  }
   if (rank_ != 0) { // logs, CSV and plots come from rank 0
     opt_.csv.clear();
     opt_.plot.clear();
@@ -915,6 +1099,11 @@ int Trainer::runSteps() {
                              ec.message());
     checkpointPath_ =
         (std::filesystem::path(opt_.checkpointDir) / kCheckpointFile).string();
+    // Found now, not after the first epoch's work.
+    if (rank_ == 0 && access(opt_.checkpointDir.c_str(), W_OK | X_OK) != 0)
+      return fail(tool_, opt_.checkpointDir +
+                             ": cannot write checkpoints there: " +
+                             std::strerror(errno));
   }
   if (opt_.resume) {
     if (std::filesystem::exists(checkpointPath_)) {
@@ -926,9 +1115,29 @@ int Trainer::runSteps() {
                    tool_.c_str(), checkpointPath_.c_str());
     }
   }
+  if (epoch_ >= opt_.epochs) {
+    if (rank_ == 0)
+      std::printf("nothing to train: the checkpoint %s is %s epoch %lld "
+                  "(global step %lld), and --epochs %lld asks for no more; "
+                  "give a larger --epochs to go on\n",
+                  checkpointPath_.c_str(), step_ ? "inside" : "at the end of",
+                  step_ ? epoch_ + 1 : epoch_, global_, opt_.epochs);
+    return 0;
+  }
   if (!(st = openCsv()))
     return fail(tool_, st.message());
   tty_ = isatty(fileno(stderr));
+  if (world_ == 1) {
+    // Ctrl-C stops after the step in progress; a second one kills at once
+    // (SA_RESETHAND). Data-parallel ranks keep the default: the launcher
+    // ends them all.
+    struct sigaction sa = {};
+    sa.sa_handler = onStopSignal;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+  }
   std::vector<int64_t> perm;
   int nonFinite = 0;
   long long firstBad = 0;
@@ -956,6 +1165,7 @@ int Trainer::runSteps() {
     lossSum_ = 0;
     lossCount_ = 0;
     epochSteps_ = 0;
+    epochBad_ = 0;
     epochSamples_ = step_ * opt_.batch; // a resumed epoch's steps so far
     epochStart_ = lastPrint_ = std::chrono::steady_clock::now();
     for (; step_ < stepsPerEpoch_;) {
@@ -1031,6 +1241,7 @@ int Trainer::runSteps() {
         lossCount_ += rows;
         nonFinite = 0;
       } else {
+        ++epochBad_;
         if (nonFinite++ == 0)
           firstBad = global_;
         if (tty_ && !opt_.quiet)
@@ -1061,6 +1272,22 @@ int Trainer::runSteps() {
         }
       }
       progress(step_ == stepsPerEpoch_);
+      if (gStopSignal) {
+        if (tty_ && !opt_.quiet)
+          std::fputc('\n', stderr);
+        finish();
+        int sig = gStopSignal;
+        fail(tool_, std::string("stopped by ") +
+                        (sig == SIGINT ? "SIGINT" : "SIGTERM") +
+                        " after step " + std::to_string(global_) +
+                        (lastSaved_ > 0 ? "; the checkpoint " +
+                                              checkpointPath_ +
+                                              " holds global step " +
+                                              std::to_string(lastSaved_) +
+                                              " (--resume goes on from it)"
+                                        : std::string()));
+        return 128 + sig;
+      }
     }
     if (tty_ && !opt_.quiet)
       std::fputc('\n', stderr);
@@ -1082,17 +1309,29 @@ int Trainer::runSteps() {
     return fail(tool_, st.message());
   }
   finish();
+  // The last epoch's mean loss as the progress line gives it: each step
+  // weighed by its rows (a partial last batch counts less); non-finite
+  // steps left out and counted.
   double last = NAN;
+  long long lastSteps = 0, lastBad = 0;
   {
-    double sum = 0;
-    long long n = 0;
-    for (const Point &p : history_)
-      if (p.epoch == opt_.epochs && std::isfinite(p.loss)) {
-        sum += p.loss;
-        ++n;
+    double sum = 0, rows = 0;
+    for (const Point &p : history_) {
+      if (p.epoch != opt_.epochs)
+        continue;
+      ++lastSteps;
+      if (!std::isfinite(p.loss)) {
+        ++lastBad;
+        continue;
       }
-    if (n)
-      last = sum / double(n);
+      long long inEpoch = p.step - (p.epoch - 1) * stepsPerEpoch_;
+      double w = lastBatch_ && inEpoch == stepsPerEpoch_ ? double(lastBatch_)
+                                                         : double(local_);
+      sum += p.loss * w;
+      rows += w;
+    }
+    if (rows > 0)
+      last = sum / rows;
   }
   if (std::getenv("MODELC_PROFILE") && comm_) {
     const rt::CommStats &cs = comm_->stats();
@@ -1105,10 +1344,16 @@ int Trainer::runSteps() {
   }
   if (rank_ != 0)
     return exitCode;
+  std::string bad =
+      lastBad ? " (" + std::to_string(lastBad) + " of its " +
+                    std::to_string(lastSteps) +
+                    " steps had a non-finite loss and are left out)"
+              : std::string();
   std::printf("trained %lld epoch(s) of %lld steps (batch %lld, %lld "
-              "samples): %lld steps in all; mean loss of the last epoch %.6g\n",
+              "samples): %lld steps in all; mean loss of the last epoch "
+              "%.6g%s\n",
               opt_.epochs, stepsPerEpoch_, opt_.batch, (long long)samples_,
-              global_, last);
+              global_, last, bad.c_str());
   if (!opt_.csv.empty())
     std::printf("log:        %s\n", opt_.csv.c_str());
   if (!opt_.plot.empty())
@@ -1215,6 +1460,8 @@ int trainMain(int argc, char **argv) {
       return fail(tool, "--resume needs --checkpoint DIR");
     if (opt.checkpointEvery && opt.checkpointDir.empty())
       return fail(tool, "--checkpoint-every needs --checkpoint DIR");
+    if (Status clash = checkOutputs(opt); !clash)
+      return fail(tool, clash.message());
     int code = Trainer(tool, std::move(opt)).run();
     rt::setCurrentCommunicator(nullptr); // MPI_Finalize, after the session
     return code;
