@@ -169,19 +169,26 @@ void permutation(int64_t n, bool shuffle, uint64_t seed, long long epoch,
   }
 }
 
-/// The integer value of "key": in a flat JSON object we wrote; false when
-/// absent or null.
-bool jsonInt(const std::string &json, const std::string &key, long long *out) {
+/// Where the value of "key" starts in a flat JSON object we wrote, or null
+/// when the key is absent.
+const char *jsonValue(const std::string &json, const std::string &key) {
   std::string k = "\"" + key + "\":";
   size_t at = json.find(k);
   if (at == std::string::npos)
-    return false;
+    return nullptr;
   at += k.size();
   while (at < json.size() && json[at] == ' ')
     ++at;
+  return json.c_str() + at;
+}
+
+/// The integer value of "key": false when absent or null.
+bool jsonInt(const std::string &json, const std::string &key, long long *out) {
+  const char *s = jsonValue(json, key);
+  if (!s)
+    return false;
   char *end = nullptr;
   errno = 0;
-  const char *s = json.c_str() + at;
   long long v = std::strtoll(s, &end, 10);
   if (errno || end == s)
     return false;
@@ -193,18 +200,11 @@ bool jsonInt(const std::string &json, const std::string &key, long long *out) {
 /// when absent or null.
 bool jsonUint(const std::string &json, const std::string &key,
               unsigned long long *out) {
-  std::string k = "\"" + key + "\":";
-  size_t at = json.find(k);
-  if (at == std::string::npos)
+  const char *s = jsonValue(json, key);
+  if (!s || *s == '-')
     return false;
-  at += k.size();
-  while (at < json.size() && json[at] == ' ')
-    ++at;
   char *end = nullptr;
   errno = 0;
-  const char *s = json.c_str() + at;
-  if (*s == '-')
-    return false;
   unsigned long long v = std::strtoull(s, &end, 10);
   if (errno || end == s)
     return false;
