@@ -7,6 +7,10 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
 namespace mc {
 #define GEN_PASS_DEF_LOSSSCALINGPASS
 #include "passes/Passes.h.inc"
@@ -22,8 +26,19 @@ struct LossScalingPass : mc::impl::LossScalingPassBase<LossScalingPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MLIRContext* ctx = module.getContext();
-    if (!(init > 0) || !(growth >= 1) || !(backoff > 0 && backoff <= 1) ||
-        interval < 1) {
+    // The scale is an f32 global: --loss-scale-init=1e39 is a double but
+    // inf in f32, and 1e-50 is 0.
+    float initF32 = static_cast<float>(init);
+    if (!(init > 0) || !std::isfinite(initF32) || !(initF32 > 0)) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%.9g", static_cast<double>(init));
+      emitError(module.getLoc())
+          << "loss scaling: --loss-scale-init=" << text
+          << " (the pass's init) is not a finite positive f32 number; the "
+             "initial scale must be in (0, 3.40282347e+38]";
+      return signalPassFailure();
+    }
+    if (!(growth >= 1) || !(backoff > 0 && backoff <= 1) || interval < 1) {
       emitError(module.getLoc())
           << "loss scaling needs init > 0, growth >= 1, 0 < backoff <= 1 "
              "and interval >= 1";
@@ -152,8 +167,18 @@ struct LossScalingPass : mc::impl::LossScalingPassBase<LossScalingPass> {
     Value due = mc::CompareOp::create(
         b, loc, boolScalar, mc::ComparisonDirection::GE, counted,
         splat(scalar, static_cast<double>(interval)));
+    // A grown scale is kept only if it is finite (torch._amp_update_scale_):
+    // else the scale stays, the largest finite one reached, and the tracker
+    // restarts. An inf scale would unscale every gradient to NaN (inf * 0)
+    // and skip every step from then on. `grown <= FLT_MAX` is false for inf
+    // and NaN alike.
     Value grown = mc::MulOp::create(b, loc, scale, splat(scalar, growth));
-    Value cleanScale = mc::SelectOp::create(b, loc, due, grown, scale);
+    Value grownFinite = mc::CompareOp::create(
+        b, loc, boolScalar, mc::ComparisonDirection::LE, grown,
+        splat(scalar, std::numeric_limits<float>::max()));
+    Value grownOrKept =
+        mc::SelectOp::create(b, loc, grownFinite, grown, scale);
+    Value cleanScale = mc::SelectOp::create(b, loc, due, grownOrKept, scale);
     Value cleanTracker = mc::SelectOp::create(b, loc, due, zero, counted);
     Value backedOff = mc::MulOp::create(b, loc, scale, splat(scalar, backoff));
     Value newScale = mc::SelectOp::create(b, loc, finite, cleanScale, backedOff);

@@ -9,6 +9,10 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinOps.h"
 
+#include <cmath>
+#include <cstdio>
+#include <string>
+
 namespace mc {
 #define GEN_PASS_DEF_OPTIMIZERPASS
 #include "passes/Passes.h.inc"
@@ -49,6 +53,13 @@ public:
   Location loc;
 };
 
+/// A number as a message shows it: 0.003, -0.5, 1e+39, inf, nan.
+std::string numberText(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9g", v);
+  return text;
+}
+
 struct Parameter {
   ml_program::GlobalOp global;
   Value value; // the loaded parameter
@@ -65,20 +76,52 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
           << "unknown optimizer kind '" << kind << "' (expected sgd or adamw)";
       return signalPassFailure();
     }
-    if (lr < 0 || momentum < 0 || dampening < 0 || eps < 0 || beta1 < 0 ||
-        beta1 >= 1 || beta2 < 0 || beta2 >= 1) {
-      emitError(module.getLoc())
-          << "optimizer options out of range (lr, momentum, dampening, eps "
-             ">= 0; betas in [0, 1))";
+    // Every option is checked, given or default, by the name of its flag
+    // (modelc compile --lr=..., the pass's lr=...). The update computes in
+    // f32, so a value must stay finite and in range once rounded to f32:
+    // --beta1=0.99999999 is 1 in f32, --eps=1e-50 is 0, --lr=1e39 is inf.
+    auto inRange = [&](StringRef flag, double value,
+                       function_ref<bool(double)> ok, StringRef range) {
+      float rounded = static_cast<float>(value);
+      if (std::isfinite(value) && std::isfinite(rounded) && ok(value) &&
+          ok(rounded))
+        return true;
+      InFlightDiagnostic diag = emitError(module.getLoc())
+                                << "optimizer option --" << flag << "="
+                                << numberText(value);
+      if (!std::isfinite(value))
+        diag << " is not a finite number";
+      else if (!std::isfinite(rounded))
+        diag << " is not a finite f32 number (the update computes in f32)";
+      else if (!ok(value))
+        diag << " is out of range: " << range;
+      else
+        diag << " is out of range: " << range << " (it is "
+             << numberText(rounded) << " in f32)";
+      return false;
+    };
+    auto atLeastZero = [](double v) { return v >= 0; };
+    auto aBeta = [](double v) { return v >= 0 && v < 1; };
+    if (!inRange("lr", lr, atLeastZero, "lr must be >= 0") ||
+        !inRange("momentum", momentum, atLeastZero, "momentum must be >= 0") ||
+        !inRange("dampening", dampening, atLeastZero,
+                 "dampening must be >= 0") ||
+        (weightDecay.getValue() &&
+         !inRange("weight-decay", *weightDecay.getValue(), atLeastZero,
+                  "weight decay must be >= 0")) ||
+        !inRange("beta1", beta1, aBeta, "beta1 must be in [0, 1)") ||
+        !inRange("beta2", beta2, aBeta, "beta2 must be in [0, 1)") ||
+        !inRange("eps", eps, [](double v) { return v > 0; },
+                 "eps must be > 0"))
       return signalPassFailure();
-    }
     if (nesterov && (momentum <= 0 || dampening != 0)) {
       emitError(module.getLoc())
           << "nesterov needs momentum > 0 and dampening 0";
       return signalPassFailure();
     }
-    double decay = weightDecay >= 0 ? weightDecay.getValue()
-                                    : (kind == "adamw" ? 0.01 : 0.0);
+    // Not given: the optimizer's default (torch.optim's: SGD 0, AdamW 0.01).
+    double decay =
+        weightDecay.getValue().value_or(kind == "adamw" ? 0.01 : 0.0);
     auto fn = llvm::dyn_cast_or_null<func::FuncOp>(
         mc::findEntryFunction(module, entry));
     if (!fn)

@@ -7,7 +7,42 @@
 #include "mlir/Pass/PassManager.h"
 #include "modelc/ops.h"
 
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CommandLine.h"
+
+#include <optional>
 #include <string>
+
+namespace llvm::cl {
+/// Pass options that can be absent (mc-optimizer's weight-decay, whose
+/// default depends on the optimizer): "" (or "None", how an absent value
+/// prints) is absent, anything else must be a number. A value the user gives
+/// is never mistaken for "not given".
+template <>
+class parser<std::optional<double>>
+    : public basic_parser<std::optional<double>> {
+public:
+  parser(Option& O) : basic_parser(O) {}
+  // Returns true on error.
+  bool parse(Option& O, StringRef, StringRef arg,
+             std::optional<double>& value) {
+    if (arg.empty() || arg == "None") {
+      value = std::nullopt;
+      return false;
+    }
+    double number;
+    if (!llvm::to_float(arg, number))
+      return O.error("'" + arg + "' value invalid for floating point argument!");
+    value = number;
+    return false;
+  }
+  StringRef getValueName() const override { return "number"; }
+  void printOptionDiff(const Option& O, const OptVal&, const OptVal&,
+                       size_t GlobalWidth) const {
+    printOptionNoValue(O, GlobalWidth);
+  }
+};
+} // namespace llvm::cl
 
 namespace mc {
 
@@ -57,7 +92,9 @@ struct TrainPipelineOptions {
   std::string entry;
   // mc-optimizer
   std::string optimizer = "sgd";
-  double lr = 0.01, momentum = 0, dampening = 0, weightDecay = -1;
+  double lr = 0.01, momentum = 0, dampening = 0;
+  /// Unset: the optimizer's default (sgd 0, adamw 0.01).
+  std::optional<double> weightDecay;
   bool nesterov = false;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   // mc-amp: "" (off), "bf16" or "f16"

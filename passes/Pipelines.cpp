@@ -167,7 +167,7 @@ struct TrainPipelineCLOptions
   Option<double> lr{*this, "lr", llvm::cl::desc("learning rate"),
                     llvm::cl::init(0.01)};
   Option<double> momentum{*this, "momentum", llvm::cl::init(0.0)};
-  Option<double> weightDecay{*this, "weight-decay", llvm::cl::init(-1.0)};
+  Option<std::optional<double>> weightDecay{*this, "weight-decay"};
   Option<std::string> amp{*this, "amp", llvm::cl::desc("bf16, f16 or empty"),
                           llvm::cl::init("")};
   Option<std::string> ampLevel{*this, "amp-level", llvm::cl::init("O1")};
@@ -237,7 +237,7 @@ void mc::registerAllPasses() {
         o.optimizer = cl.optimizer;
         o.lr = cl.lr;
         o.momentum = cl.momentum;
-        o.weightDecay = cl.weightDecay;
+        o.weightDecay = cl.weightDecay.getValue();
         o.amp = cl.amp;
         o.ampLevel = cl.ampLevel;
         o.lossScaling = cl.lossScaling;

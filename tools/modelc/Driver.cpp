@@ -26,6 +26,7 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -176,13 +177,18 @@ int compileMain(int argc, char** argv) {
     // Training flags: the --train pipeline's options (passes/Passes.h).
     TrainPipelineOptions& t = options.training;
     std::string number;
-    auto numberFlag = [&](const std::string& flag, double& dst) {
+    // dst: a double, or a std::optional<double> (--weight-decay: unset
+    // means the optimizer's default).
+    auto numberFlag = [&](const std::string& flag, auto& dst) {
       if (!value(flag, number))
         return false;
       char* end = nullptr;
-      dst = std::strtod(number.c_str(), &end);
+      double parsed = std::strtod(number.c_str(), &end);
+      dst = parsed;
       if (number.empty() || *end != '\0')
-        badNumber = flag + "=" + number;
+        badNumber = "'" + flag + "=" + number + "' is not a number";
+      else if (!std::isfinite(parsed)) // nan, inf, 1e999
+        badNumber = "'" + flag + "=" + number + "' is not a finite number";
       return true;
     };
     auto listFlag = [&](const std::string& flag,
@@ -260,7 +266,7 @@ int compileMain(int argc, char** argv) {
     }
   }
   if (!badNumber.empty())
-    return fail("compile: '" + badNumber + "' is not a number");
+    return fail("compile: " + badNumber);
   if (!trainFlag.empty() && !options.train)
     return fail("compile: " + trainFlag + " needs --train");
   {
