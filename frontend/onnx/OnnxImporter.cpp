@@ -461,6 +461,69 @@ Tensor softplus(const Tensor& x) {
   return positive + log1p;
 }
 
+/// ONNX Resize along one axis, from `in` to `out` elements: a gather of the
+/// nearest source element, or (linear) of the two neighbours, weighed.
+/// `scale` is out / in as the node gives it (its `scales`, or the sizes'
+/// ratio); the coordinate transform and rounding follow the ONNX spec, and
+/// linear clamps the source coordinate at 0 first as PyTorch's upsampling
+/// does (the same values as the spec's edge padding).
+Tensor resizeAxis(const Tensor& x, int64_t axis, int64_t out, double scale,
+                  const std::string& transform, bool linear,
+                  const std::string& nearestMode) {
+  int64_t in = x.size(axis);
+  auto source = [&](int64_t o) -> double {
+    if (transform == "align_corners")
+      return out > 1 ? double(o) * double(in - 1) / double(out - 1) : 0.0;
+    if (transform == "asymmetric")
+      return double(o) / scale;
+    if (transform == "pytorch_half_pixel" && out == 1)
+      return 0.0;
+    return (double(o) + 0.5) / scale - 0.5; // half_pixel
+  };
+  auto clampIndex = [&](int64_t i) {
+    return std::min<int64_t>(std::max<int64_t>(i, 0), in - 1);
+  };
+  Tensor first = Tensor::empty({out}, DType::I64);
+  Tensor second = Tensor::empty({out}, DType::I64);
+  std::vector<float> w0(static_cast<size_t>(out)), w1(static_cast<size_t>(out));
+  for (int64_t o = 0; o < out; ++o) {
+    double src = source(o);
+    if (!linear) {
+      double r = nearestMode == "floor"  ? std::floor(src)
+                 : nearestMode == "ceil" ? std::ceil(src)
+                 : nearestMode == "round_prefer_ceil"
+                     ? std::floor(src + 0.5)
+                     : std::ceil(src - 0.5); // round_prefer_floor
+      first.data<int64_t>()[o] = clampIndex(int64_t(r));
+      continue;
+    }
+    src = std::max(src, 0.0);
+    int64_t i0 = clampIndex(int64_t(std::floor(src)));
+    double lambda = std::min(src - double(i0), 1.0);
+    first.data<int64_t>()[o] = i0;
+    second.data<int64_t>()[o] = clampIndex(i0 + 1);
+    w0[size_t(o)] = float(1.0 - lambda);
+    w1[size_t(o)] = float(lambda);
+  }
+  Tensor near = gather(x, first, axis);
+  if (!linear)
+    return near;
+  // Weights shaped [out, 1, ...] to broadcast along `axis`.
+  Shape wShape{out};
+  for (int64_t d = axis + 1; d < x.rank(); ++d)
+    wShape.push_back(1);
+  Tensor a = Tensor::fromVector(w0, wShape);
+  Tensor bw = Tensor::fromVector(w1, wShape);
+  if (x.dtype() != DType::F32) {
+    a = cast(a, x.dtype());
+    bw = cast(bw, x.dtype());
+  }
+  Tensor far = gather(x, second, axis);
+  Tensor nearPart = near * a;
+  Tensor farPart = far * bw;
+  return nearPart + farPart;
+}
+
 /// NumPy matmul: 1-D operands get a dimension and lose it again, batch
 /// dimensions broadcast. A 2-D right operand (a weight) is not broadcast:
 /// the left one is flattened to 2-D instead.
@@ -665,6 +728,79 @@ const std::unordered_map<std::string, Handler>& handlers() {
       Tensor magnitude = abs(x);
       Tensor denom = magnitude + 1.0;
       return R{x / denom};
+    };
+    h["Resize"] = [](const NodeContext& c) {
+      Tensor x = c.in(0);
+      std::string mode = c.getString("mode", "nearest");
+      std::string transform =
+          c.getString("coordinate_transformation_mode", "half_pixel");
+      std::string nearestMode =
+          c.getString("nearest_mode", "round_prefer_floor");
+      if (mode != "nearest" && mode != "linear")
+        throw Error("mode '" + mode +
+                    "' is not supported (nearest and linear are)");
+      if (transform != "half_pixel" && transform != "pytorch_half_pixel" &&
+          transform != "align_corners" && transform != "asymmetric")
+        throw Error("coordinate_transformation_mode '" + transform +
+                    "' is not supported (half_pixel, pytorch_half_pixel, "
+                    "align_corners and asymmetric are)");
+      if (nearestMode != "round_prefer_floor" &&
+          nearestMode != "round_prefer_ceil" && nearestMode != "floor" &&
+          nearestMode != "ceil")
+        throw Error("nearest_mode '" + nearestMode + "' is not supported");
+      if (c.getInt("exclude_outside", 0) != 0)
+        throw Error("exclude_outside=1 is not supported");
+      if (x.dtype() != DType::F32 && x.dtype() != DType::F16 &&
+          x.dtype() != DType::BF16)
+        throw Error("Resize of " + x.describe() + ": modelc resizes float "
+                    "tensors");
+      int64_t rank = x.rank();
+      std::vector<double> scales;
+      std::vector<int64_t> sizes;
+      if (c.has(2) && c.in(2).numel() > 0) {
+        if (!c.isConstant(2))
+          throw Error("input 'scales' must be a compile-time constant; "
+                      "modelc needs static shapes");
+        std::vector<float> v = c.in(2).toVector();
+        scales.assign(v.begin(), v.end());
+      } else if (c.has(3) && c.in(3).numel() > 0) {
+        sizes = c.constInts(3, "sizes");
+      } else {
+        throw Error("needs 'scales' or 'sizes'");
+      }
+      if (int64_t(scales.size() + sizes.size()) != rank)
+        throw Error("has " + std::to_string(scales.size() + sizes.size()) +
+                    " scales or sizes for input " + x.describe() +
+                    "; ONNX asks one per dimension");
+      for (int64_t d = 0; d < rank; ++d) {
+        int64_t in = x.size(d);
+        double scale;
+        int64_t out;
+        if (!scales.empty()) {
+          scale = scales[size_t(d)];
+          if (!(scale > 0) || !std::isfinite(scale))
+            throw Error("scale " + std::to_string(scale) + " of dim " +
+                        std::to_string(d) + " must be finite and > 0");
+          out = int64_t(std::floor(double(in) * scale));
+        } else {
+          out = sizes[size_t(d)];
+          if (out < 1)
+            throw Error("size " + std::to_string(out) + " of dim " +
+                        std::to_string(d) + " must be >= 1");
+          scale = double(out) / double(in);
+        }
+        if (out < 1)
+          throw Error("dim " + std::to_string(d) + " of " + x.describe() +
+                      " resizes to " + std::to_string(out) + " elements");
+        if (out == in && scale == 1.0)
+          continue;
+        if (in == 0)
+          throw Error("cannot resize the empty dim " + std::to_string(d) +
+                      " of " + x.describe());
+        x = resizeAxis(x, d, out, scale, transform, mode == "linear",
+                       nearestMode);
+      }
+      return R{x};
     };
     h["Clip"] = [](const NodeContext& c) {
       Tensor x = c.in(0);

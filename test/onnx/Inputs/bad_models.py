@@ -197,6 +197,17 @@ graph = helper.make_graph(
 save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
      "unsqueeze-duplicate-axes.onnx")
 
+# Resize in a mode modelc does not implement.
+graph = helper.make_graph(
+    [helper.make_node("Resize", ["x", "", "scales"], ["y"], name="resize0",
+                      mode="cubic")],
+    "resize-cubic",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 8, 8])],
+    [numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
+     "resize-cubic.onnx")
+
 # Issue 12 item 4: external data that is a FIFO (opening it blocked).
 fifo = os.path.join(out, "model", "data.fifo")
 if not os.path.exists(fifo):

@@ -142,6 +142,27 @@ class Activations(nn.Module):
                 F.celu(x, 1.3), F.softplus(x), F.mish(x), F.softsign(x))
 
 
+class Resizes(nn.Module):
+    """F.interpolate as segmentation heads and FPNs use it (ONNX Resize):
+    bilinear to a size (up and down, align_corners both ways), by a scale
+    factor (the `scales` input), nearest, linear on 1-D. (PyTorch 1.13
+    exports no nearest-exact.)"""
+
+    def forward(self, x):
+        return (F.interpolate(x, size=(13, 21), mode="bilinear",
+                              align_corners=False),
+                F.interpolate(x, size=(5, 4), mode="bilinear",
+                              align_corners=False),
+                F.interpolate(x, size=(13, 21), mode="bilinear",
+                              align_corners=True),
+                F.interpolate(x, scale_factor=1.5, mode="bilinear",
+                              align_corners=False),
+                F.interpolate(x, scale_factor=2.0, mode="nearest"),
+                F.interpolate(x, size=(11, 5), mode="nearest"),
+                F.interpolate(x.flatten(2), size=17, mode="linear",
+                              align_corners=False))
+
+
 def build(name):
     """(model, {input name: array}, [output names], {input: {dim: name}})"""
     rng = np.random.default_rng(0)
@@ -157,6 +178,20 @@ def build(name):
         import torchvision
         model = torchvision.models.mobilenet_v3_small(weights=None)
         return model, {"image": randn(1, 3, 112, 112)}, ["logits"], {}
+    if name == "lraspp_mobilenet_v3_large":
+        # torchvision's segmentation head over MobileNetV3: its output is
+        # upsampled to the input's size by a bilinear Resize.
+        from torchvision.models import segmentation
+
+        class Out(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.m = segmentation.lraspp_mobilenet_v3_large(
+                    weights=None, weights_backbone=None)
+
+            def forward(self, x):
+                return self.m(x)["out"]
+        return Out(), {"image": randn(1, 3, 96, 96)}, ["masks"], {}
     if name == "transformer":
         layer = nn.TransformerEncoderLayer(d_model=128, nhead=4,
                                            dim_feedforward=256,
@@ -194,6 +229,10 @@ def build(name):
         return (Activations(), {"x": x},
                 ["hardsigmoid", "elu", "selu", "celu", "softplus", "mish",
                  "softsign"], {})
+    if name == "resizes":
+        return (Resizes(), {"x": randn(2, 3, 7, 9)},
+                ["up", "down", "corners", "scaled", "nearest2", "nearest",
+                 "linear1d"], {})
     if name == "splat_weights":
         return (SplatWeights(),
                 {"x": randn(4, 6), "img": randn(1, 3, 6, 6)},

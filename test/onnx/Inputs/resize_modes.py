@@ -1,0 +1,118 @@
+"""ONNX Resize in the modes PyTorch does not export, against the ONNX
+spec's formulas in NumPy (float64): for each coordinate transform
+(half_pixel, pytorch_half_pixel, align_corners, asymmetric) nearest with
+each nearest_mode and linear, up and down, on a [2, 3, 5, 7] input. Builds
+each one-node model, compiles and runs it with the modelc tools on PATH,
+and prints one line per case; exits 1 at the first that differs by more
+than 1e-6 (relative).
+
+    resize_modes.py WORK_DIR
+"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def source(o, transform, in_size, out_size, scale):
+    if transform == "align_corners":
+        return o * (in_size - 1) / (out_size - 1) if out_size > 1 else 0.0
+    if transform == "asymmetric":
+        return o / scale
+    if transform == "pytorch_half_pixel" and out_size == 1:
+        return 0.0
+    return (o + 0.5) / scale - 0.5
+
+
+def nearest_index(x, mode):
+    if mode == "floor":
+        return np.floor(x)
+    if mode == "ceil":
+        return np.ceil(x)
+    if mode == "round_prefer_ceil":
+        return np.floor(x + 0.5)
+    return np.ceil(x - 0.5)  # round_prefer_floor
+
+
+def reference(x, sizes, mode, transform, nearest_mode):
+    y = x.astype(np.float64)
+    for axis, out in enumerate(sizes):
+        n = y.shape[axis]
+        if out == n:
+            continue
+        scale = out / n
+        src = np.array([source(o, transform, n, out, scale)
+                        for o in range(out)])
+        if mode == "nearest":
+            idx = np.clip(nearest_index(src, nearest_mode), 0, n - 1)
+            y = np.take(y, idx.astype(np.int64), axis=axis)
+            continue
+        # The spec's linear: the two neighbours of the source coordinate,
+        # the input padded with its edge values.
+        i0 = np.floor(src)
+        lam = src - i0
+        a = np.take(y, np.clip(i0, 0, n - 1).astype(np.int64), axis=axis)
+        b = np.take(y, np.clip(i0 + 1, 0, n - 1).astype(np.int64),
+                    axis=axis)
+        shape = [1] * y.ndim
+        shape[axis] = out
+        lam = lam.reshape(shape)
+        y = a * (1 - lam) + b * lam
+    return y
+
+
+def main():
+    work = sys.argv[1]
+    os.makedirs(work, exist_ok=True)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 5, 7)).astype(np.float32)
+    np.save(os.path.join(work, "x.npy"), x)
+    cases = []
+    for transform in ("half_pixel", "pytorch_half_pixel", "align_corners",
+                      "asymmetric"):
+        for nearest_mode in ("round_prefer_floor", "round_prefer_ceil",
+                             "floor", "ceil"):
+            cases.append(("nearest", transform, nearest_mode))
+        cases.append(("linear", transform, "round_prefer_floor"))
+    for sizes in ((2, 3, 9, 4), (2, 3, 1, 13)):
+        for mode, transform, nearest_mode in cases:
+            name = f"{mode}-{transform}-{nearest_mode}-{sizes[2]}x{sizes[3]}"
+            node = helper.make_node(
+                "Resize", ["x", "", "", "sizes"], ["y"], mode=mode,
+                coordinate_transformation_mode=transform,
+                nearest_mode=nearest_mode)
+            graph = helper.make_graph(
+                [node], "resize",
+                [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                               list(x.shape))],
+                [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                               list(sizes))],
+                [numpy_helper.from_array(np.array(sizes, np.int64),
+                                         "sizes")])
+            model = helper.make_model(
+                graph, opset_imports=[helper.make_opsetid("", 13)])
+            path = os.path.join(work, name + ".onnx")
+            onnx.save(model, path)
+            artifact = os.path.join(work, name + ".mcpk")
+            out = os.path.join(work, name)
+            for cmd in (["modelc", "compile", path, "-o", artifact],
+                        ["modelc-run", artifact, "--input",
+                         "x=" + os.path.join(work, "x.npy"), "--output-dir",
+                         out]):
+                r = subprocess.run(cmd, capture_output=True, text=True)
+                if r.returncode:
+                    sys.exit(f"{name}: {' '.join(cmd)} failed:\n{r.stderr}")
+            got = np.load(os.path.join(out, "y.npy")).astype(np.float64)
+            want = reference(x, sizes, mode, transform, nearest_mode)
+            err = np.linalg.norm(got - want) / np.linalg.norm(want)
+            print(f"{name}: rel err {err:.2e}")
+            if got.shape != want.shape or not err < 1e-6:
+                sys.exit(f"{name}: differs from the ONNX formulas")
+    print(f"resize_modes: {2 * len(cases)} cases ok")
+
+
+if __name__ == "__main__":
+    main()
