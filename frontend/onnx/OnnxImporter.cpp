@@ -564,12 +564,25 @@ Tensor numpyMatmul(Tensor a, Tensor b) {
 
 /// Explicit pads [x1_begin, x2_begin, x1_end, x2_end] of a 2-D window op,
 /// from `pads` or `auto_pad`, as the frontend's [top, left, bottom, right].
+/// A 1-D window (Conv1d, MaxPool1d, AvgPool1d: an [N, C, L] input) runs as
+/// a 2-D one over [N, C, 1, L]: its attributes gain a leading 1 (kernel,
+/// strides, dilations) or 0 (pads).
+bool isOneD(const Tensor& x) { return x.rank() == 3; }
+
 std::vector<int64_t> windowPadding(const NodeContext& c, const Tensor& x,
                                    const std::vector<int64_t>& kernel,
                                    const std::vector<int64_t>& strides,
-                                   const std::vector<int64_t>& dilations) {
+                                   const std::vector<int64_t>& dilations,
+                                   bool oneD = false) {
   std::string autoPad = c.getString("auto_pad", "NOTSET");
   if (autoPad == "NOTSET") {
+    if (oneD) {
+      std::vector<int64_t> pads = c.getInts("pads", {0, 0});
+      if (pads.size() != 2)
+        throw Error("pads must have 2 values for a 1-D window, got " +
+                    std::to_string(pads.size()));
+      return {0, pads[0], 0, pads[1]};
+    }
     std::vector<int64_t> pads = c.getInts("pads", {0, 0, 0, 0});
     if (pads.size() != 4)
       throw Error("pads must have 4 values for a 2-D window, got " +
@@ -592,18 +605,33 @@ std::vector<int64_t> windowPadding(const NodeContext& c, const Tensor& x,
   return {begin[0], begin[1], end[0], end[1]};
 }
 
-void requireRank4(const char* op, const Tensor& x) {
-  if (x.rank() != 4)
-    throw Error(std::string(op) + ": only 2-D windows (an [N, C, H, W] "
-                "input) are supported, got " + x.describe());
+void requireWindowRank(const char* op, const Tensor& x) {
+  if (x.rank() != 4 && x.rank() != 3)
+    throw Error(std::string(op) + ": only 1-D and 2-D windows (an [N, C, L] "
+                "or [N, C, H, W] input) are supported, got " + x.describe());
+}
+
+/// x as the 2-D window's input: [N, C, 1, L] for a 1-D one.
+Tensor windowInput(const Tensor& x) {
+  return isOneD(x) ? reshape(x, {x.size(0), x.size(1), 1, x.size(2)}) : x;
+}
+
+/// A 2-D window's result back to the node's rank.
+Tensor windowOutput(const Tensor& y, bool oneD) {
+  return oneD ? reshape(y, {y.size(0), y.size(1), y.size(3)}) : y;
 }
 
 std::vector<int64_t> pairAttr(const NodeContext& c, const char* name,
-                              int64_t dflt) {
-  std::vector<int64_t> v = c.getInts(name, {dflt, dflt});
+                              int64_t dflt, bool oneD = false) {
+  std::vector<int64_t> v = c.getInts(name, oneD ? std::vector<int64_t>{dflt}
+                                                : std::vector<int64_t>{dflt,
+                                                                       dflt});
+  if (oneD && v.size() == 1)
+    v = {1, v[0]};
   if (v.size() != 2)
-    throw Error(std::string(name) + " must have 2 values for a 2-D window, "
-                "got " + std::to_string(v.size()));
+    throw Error(std::string(name) + " must have " + (oneD ? "1 value" : "2 values") +
+                " for a " + (oneD ? "1-D" : "2-D") + " window, got " +
+                std::to_string(v.size()));
   // Before anything divides by a stride (auto_pad, the output size).
   if (v[0] < 1 || v[1] < 1)
     throw Error(std::string(name) + " must be >= 1, got [" +
@@ -627,6 +655,20 @@ Tensor reduceAxes(const NodeContext& c, const std::string& op,
     return mean(x, axes, keep);
   if (op == "ReduceMax")
     return amax(x, axes, keep);
+  if (op == "ReduceLogSumExp") {
+    // log(sum(exp(x - m))) + m with m the max, taken as 0 where it is
+    // infinite (a row of -inf gives -inf, as torch.logsumexp).
+    Tensor m = amax(x, axes, /*keepdim=*/true);
+    Tensor magnitude = abs(m);
+    Tensor infinite = eq(magnitude, scalarOf(INFINITY, x.dtype()));
+    Tensor shift = where(infinite, scalarOf(0.0, x.dtype()), m);
+    Tensor centered = x - shift;
+    Tensor e = exp(centered);
+    Tensor s = sum(e, axes, keep);
+    Tensor l = log(s);
+    Tensor back = keep ? shift : reshape(shift, s.shape());
+    return l + back;
+  }
   return amin(x, axes, keep);
 }
 
@@ -802,6 +844,67 @@ const std::unordered_map<std::string, Handler>& handlers() {
       }
       return R{x};
     };
+    h["IsNaN"] = [](const NodeContext& c) { return R{ne(c.in(0), c.in(0))}; };
+    h["IsInf"] = [](const NodeContext& c) {
+      const Tensor& x = c.in(0);
+      bool negative = c.getInt("detect_negative", 1) != 0;
+      bool positive = c.getInt("detect_positive", 1) != 0;
+      if (!negative && !positive)
+        return R{lt(x, scalarOf(-INFINITY, x.dtype()))}; // all false
+      Tensor m = negative && positive ? abs(x) : x;
+      double inf = negative && !positive ? -INFINITY : INFINITY;
+      return R{eq(m, scalarOf(inf, x.dtype()))};
+    };
+    h["Sign"] = [](const NodeContext& c) {
+      // 1, -1, else 0 (NaN included), as torch.sign and onnxruntime.
+      const Tensor& x = c.in(0);
+      DType t = x.dtype();
+      Tensor positive = gt(x, scalarOf(0.0, t));
+      Tensor negative = lt(x, scalarOf(0.0, t));
+      Tensor low = where(negative, scalarOf(-1.0, t), scalarOf(0.0, t));
+      return R{where(positive, scalarOf(1.0, t), low)};
+    };
+    auto requireBool = [](const NodeContext& c) {
+      for (size_t i = 0; i < 2; ++i)
+        if (c.in(i).dtype() != DType::I1)
+          throw Error("operand " + std::to_string(i) + " is " +
+                      c.in(i).describe() + "; the logical ops take bool");
+    };
+    h["And"] = [requireBool](const NodeContext& c) {
+      requireBool(c);
+      return R{where(c.in(0), c.in(1), scalarOf(0.0, DType::I1))};
+    };
+    h["Or"] = [requireBool](const NodeContext& c) {
+      requireBool(c);
+      return R{where(c.in(0), scalarOf(1.0, DType::I1), c.in(1))};
+    };
+    h["Xor"] = [requireBool](const NodeContext& c) {
+      requireBool(c);
+      Tensor notB = logicalNot(c.in(1));
+      return R{where(c.in(0), notB, c.in(1))};
+    };
+    h["Tile"] = [](const NodeContext& c) {
+      Tensor x = c.in(0);
+      std::vector<int64_t> repeats = c.constInts(1, "repeats");
+      if (int64_t(repeats.size()) != x.rank())
+        throw Error("repeats has " + std::to_string(repeats.size()) +
+                    " values; " + x.describe() + " needs " +
+                    std::to_string(x.rank()));
+      for (int64_t d = 0; d < x.rank(); ++d) {
+        int64_t r = repeats[size_t(d)];
+        if (r < 0)
+          throw Error("repeats must be >= 0, got " + std::to_string(r));
+        if (r == 1)
+          continue;
+        // The rows of axis d, r times over: one gather.
+        int64_t n = x.size(d);
+        Tensor idx = Tensor::empty({n * r}, DType::I64);
+        for (int64_t i = 0; i < n * r; ++i)
+          idx.data<int64_t>()[i] = i % n;
+        x = gather(x, idx, d);
+      }
+      return R{x};
+    };
     h["Clip"] = [](const NodeContext& c) {
       Tensor x = c.in(0);
       bool isFloat = x.dtype() == DType::F32 || x.dtype() == DType::F16 ||
@@ -826,7 +929,8 @@ const std::unordered_map<std::string, Handler>& handlers() {
     h["LogSoftmax"] = [](const NodeContext& c) {
       return R{logSoftmax(c.in(0), c.getInt("axis", -1))};
     };
-    for (const char* name : {"ReduceMean", "ReduceMax", "ReduceMin"})
+    for (const char* name :
+         {"ReduceMean", "ReduceMax", "ReduceMin", "ReduceLogSumExp"})
       h[name] = [op = std::string(name)](const NodeContext& c) {
         return R{reduceAxes(c, op, c.getInts("axes"), false)};
       };
@@ -860,49 +964,71 @@ const std::unordered_map<std::string, Handler>& handlers() {
       return R{y};
     };
     h["Conv"] = [](const NodeContext& c) {
-      const Tensor& x = c.in(0);
-      const Tensor& w = c.in(1);
-      requireRank4("Conv", x);
-      std::vector<int64_t> strides = pairAttr(c, "strides", 1);
-      std::vector<int64_t> dilations = pairAttr(c, "dilations", 1);
+      requireWindowRank("Conv", c.in(0));
+      bool oneD = isOneD(c.in(0));
+      Tensor x = windowInput(c.in(0));
+      Tensor w = c.in(1);
+      if (oneD && w.rank() != 3)
+        throw Error("a 1-D Conv needs a weight of rank 3, got " +
+                    w.describe());
+      if (oneD)
+        w = reshape(w, {w.size(0), w.size(1), 1, w.size(2)});
+      std::vector<int64_t> strides = pairAttr(c, "strides", 1, oneD);
+      std::vector<int64_t> dilations = pairAttr(c, "dilations", 1, oneD);
       std::vector<int64_t> kernel =
           c.getInts("kernel_shape", w.rank() == 4
                                         ? std::vector<int64_t>{w.size(2),
                                                                w.size(3)}
                                         : std::vector<int64_t>{});
+      if (oneD && kernel.size() == 1)
+        kernel = {1, kernel[0]};
       if (kernel.size() != 2)
-        throw Error("kernel_shape must have 2 values");
+        throw Error(std::string("kernel_shape must have ") +
+                    (oneD ? "1 value" : "2 values"));
       std::vector<int64_t> pads =
-          windowPadding(c, x, kernel, strides, dilations);
-      return R{conv2d(x, w, c.has(2) ? c.in(2) : Tensor(), strides, pads,
-                      dilations, c.getInt("group", 1))};
+          windowPadding(c, x, kernel, strides, dilations, oneD);
+      return R{windowOutput(conv2d(x, w, c.has(2) ? c.in(2) : Tensor(),
+                                   strides, pads, dilations,
+                                   c.getInt("group", 1)),
+                            oneD)};
     };
-    h["MaxPool"] = [](const NodeContext& c) {
-      const Tensor& x = c.in(0);
-      requireRank4("MaxPool", x);
+    // The pools' kernel_shape, as a 2-D window's.
+    auto poolKernel = [](const NodeContext& c, bool oneD) {
+      std::vector<int64_t> kernel = c.getInts("kernel_shape");
+      if (oneD && kernel.size() == 1)
+        kernel = {1, kernel[0]};
+      if (kernel.size() != 2)
+        throw Error(std::string("kernel_shape must have ") +
+                    (oneD ? "1 value" : "2 values"));
+      return kernel;
+    };
+    h["MaxPool"] = [poolKernel](const NodeContext& c) {
+      requireWindowRank("MaxPool", c.in(0));
+      bool oneD = isOneD(c.in(0));
+      Tensor x = windowInput(c.in(0));
       if (c.wantsOutput(1))
         throw Error("the Indices output is not supported");
-      std::vector<int64_t> kernel = c.getInts("kernel_shape");
-      if (kernel.size() != 2)
-        throw Error("kernel_shape must have 2 values");
-      std::vector<int64_t> strides = pairAttr(c, "strides", 1);
-      std::vector<int64_t> dilations = pairAttr(c, "dilations", 1);
+      std::vector<int64_t> kernel = poolKernel(c, oneD);
+      std::vector<int64_t> strides = pairAttr(c, "strides", 1, oneD);
+      std::vector<int64_t> dilations = pairAttr(c, "dilations", 1, oneD);
       std::vector<int64_t> pads =
-          windowPadding(c, x, kernel, strides, dilations);
-      return R{maxPool2d(x, kernel, strides, pads, dilations,
-                         c.getInt("ceil_mode", 0) != 0)};
+          windowPadding(c, x, kernel, strides, dilations, oneD);
+      return R{windowOutput(maxPool2d(x, kernel, strides, pads, dilations,
+                                      c.getInt("ceil_mode", 0) != 0),
+                            oneD)};
     };
-    h["AveragePool"] = [](const NodeContext& c) {
-      const Tensor& x = c.in(0);
-      requireRank4("AveragePool", x);
-      std::vector<int64_t> kernel = c.getInts("kernel_shape");
-      if (kernel.size() != 2)
-        throw Error("kernel_shape must have 2 values");
-      std::vector<int64_t> strides = pairAttr(c, "strides", 1);
-      std::vector<int64_t> pads = windowPadding(c, x, kernel, strides, {1, 1});
-      return R{avgPool2d(x, kernel, strides, pads,
-                         c.getInt("ceil_mode", 0) != 0,
-                         c.getInt("count_include_pad", 0) != 0)};
+    h["AveragePool"] = [poolKernel](const NodeContext& c) {
+      requireWindowRank("AveragePool", c.in(0));
+      bool oneD = isOneD(c.in(0));
+      Tensor x = windowInput(c.in(0));
+      std::vector<int64_t> kernel = poolKernel(c, oneD);
+      std::vector<int64_t> strides = pairAttr(c, "strides", 1, oneD);
+      std::vector<int64_t> pads =
+          windowPadding(c, x, kernel, strides, {1, 1}, oneD);
+      return R{windowOutput(avgPool2d(x, kernel, strides, pads,
+                                      c.getInt("ceil_mode", 0) != 0,
+                                      c.getInt("count_include_pad", 0) != 0),
+                            oneD)};
     };
     h["GlobalAveragePool"] = [](const NodeContext& c) {
       const Tensor& x = c.in(0);
@@ -1240,8 +1366,9 @@ const std::unordered_map<std::string, Handler>& handlers() {
     h["Pad"] = [](const NodeContext& c) {
       const Tensor& x = c.in(0);
       std::string mode = c.getString("mode", "constant");
-      if (mode != "constant")
-        throw Error("mode '" + mode + "' is not supported (only 'constant')");
+      if (mode != "constant" && mode != "reflect" && mode != "edge")
+        throw Error("mode '" + mode +
+                    "' is not supported (constant, reflect and edge are)");
       std::vector<int64_t> pads = c.constInts(1, "pads");
       if (static_cast<int64_t>(pads.size()) != 2 * x.rank())
         throw Error("pads has " + std::to_string(pads.size()) +
@@ -1249,6 +1376,38 @@ const std::unordered_map<std::string, Handler>& handlers() {
                     std::to_string(2 * x.rank()));
       std::vector<int64_t> low(pads.begin(), pads.begin() + x.rank());
       std::vector<int64_t> high(pads.begin() + x.rank(), pads.end());
+      if (mode != "constant") {
+        // Each padded axis is one gather: indices past the ends mirror
+        // (reflect, without the edge) or repeat the edge.
+        Tensor y = x;
+        for (int64_t d = 0; d < x.rank(); ++d) {
+          int64_t n = x.size(d), b = low[size_t(d)], e = high[size_t(d)];
+          if (b == 0 && e == 0)
+            continue;
+          if (b < 0 || e < 0)
+            throw Error("negative pads (cropping) are not supported");
+          if (n == 0)
+            throw Error("cannot " + mode + "-pad the empty dim " +
+                        std::to_string(d) + " of " + x.describe());
+          if (mode == "reflect" && (b > n - 1 || e > n - 1))
+            throw Error("reflect pads of dim " + std::to_string(d) + " (" +
+                        std::to_string(b) + ", " + std::to_string(e) +
+                        ") must be below its size " + std::to_string(n));
+          Tensor idx = Tensor::empty({b + n + e}, DType::I64);
+          for (int64_t i = -b; i < n + e; ++i) {
+            int64_t j = i;
+            if (mode == "edge")
+              j = std::min<int64_t>(std::max<int64_t>(i, 0), n - 1);
+            else if (i < 0)
+              j = -i;
+            else if (i >= n)
+              j = 2 * (n - 1) - i;
+            idx.data<int64_t>()[i + b] = j;
+          }
+          y = gather(y, idx, d);
+        }
+        return R{y};
+      }
       for (int64_t p : pads)
         if (p < 0)
           throw Error("negative pads (cropping) are not supported");

@@ -163,6 +163,43 @@ class Resizes(nn.Module):
                               align_corners=False))
 
 
+class Conv1dNet(nn.Module):
+    """1-D windows (audio and text CNNs): Conv1d with stride, padding,
+    dilation and groups (PyTorch 1.13 exports no padding='same'), MaxPool1d
+    with ceil_mode and
+    AvgPool1d with padding; the importer runs them as 2-D windows of
+    height 1."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv1d(4, 6, 5, stride=2, padding=3, dilation=2,
+                              groups=2)
+        self.same = nn.Conv1d(6, 8, 4, padding=2)
+        self.max = nn.MaxPool1d(3, stride=2, padding=1, ceil_mode=True)
+        self.avg = nn.AvgPool1d(4, stride=3, padding=2,
+                                count_include_pad=False)
+
+    def forward(self, x):
+        return self.avg(self.max(torch.relu(self.same(self.conv(x)))))
+
+
+class MiscOps(nn.Module):
+    """Ops the importer builds from others: logsumexp (ReduceLogSumExp,
+    rows of -inf included), isnan, sign, logical and/or/xor, repeat (Tile),
+    reflect and replicate padding (Pad's reflect and edge modes). (PyTorch
+    exports isinf as a Cast to double, which modelc refuses by name.)"""
+
+    def forward(self, x, m):
+        a, b = x > 0, m > 0
+        return (torch.logsumexp(x, dim=-1), torch.logsumexp(m, dim=(0, 2),
+                                                           keepdim=True),
+                torch.isnan(x), torch.sign(x),
+                torch.logical_and(a, b), torch.logical_or(a, b),
+                torch.logical_xor(a, b), x.repeat(2, 1, 3),
+                F.pad(x, (2, 3, 1, 0), mode="reflect"),
+                F.pad(x, (3, 1, 0, 2), mode="replicate"))
+
+
 def build(name):
     """(model, {input name: array}, [output names], {input: {dim: name}})"""
     rng = np.random.default_rng(0)
@@ -229,6 +266,17 @@ def build(name):
         return (Activations(), {"x": x},
                 ["hardsigmoid", "elu", "selu", "celu", "softplus", "mish",
                  "softsign"], {})
+    if name == "conv1d":
+        return Conv1dNet(), {"x": randn(2, 4, 37)}, ["y"], {"x": {0: "batch"}}
+    if name == "misc_ops":
+        x = randn(2, 5, 6)
+        x[0, 1, 2], x[1, 3, 0], x[0, 4, 5] = np.nan, np.inf, -np.inf
+        x[1, 2, :] = -np.inf  # a row of -inf: logsumexp -inf
+        x[0, 0, 0] = 0.0
+        m = randn(2, 5, 6)
+        return (MiscOps(), {"x": x, "m": m},
+                ["lse", "lse_keep", "isnan", "sign", "and_", "or_",
+                 "xor", "tiled", "reflect", "edge"], {})
     if name == "resizes":
         return (Resizes(), {"x": randn(2, 3, 7, 9)},
                 ["up", "down", "corners", "scaled", "nearest2", "nearest",
