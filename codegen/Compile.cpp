@@ -209,6 +209,9 @@ LogicalResult runCompilePipeline(ModuleOp module,
     pipeline.entry = options.entry;
     pipeline.amp = options.training.amp;
     pipeline.ampLevel = options.training.ampLevel;
+    pipeline.ampLowOps = options.training.ampLowOps;
+    pipeline.ampF32Ops = options.training.ampF32Ops;
+    pipeline.ampLocations = options.training.ampLocations;
     pipeline.fuse = options.fuse;
     for (const Target* t : *targets) {
       pipeline.fuseEpilogues &= t->fusesEpilogues();

@@ -10,6 +10,9 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <cmath>
+#include <cstdio>
+
 namespace mc {
 #define GEN_PASS_DEF_AUTOMIXEDPRECISIONPASS
 #include "passes/Passes.h.inc"
@@ -36,6 +39,100 @@ Type widest(Type a, Type b) {
   if (!b || a == b)
     return a;
   return Float32Type::get(a.getContext());
+}
+
+/// A view that moves or repeats its operand's values without computing.
+bool isView(Operation* op) {
+  return llvm::isa_and_nonnull<mc::BroadcastInDimOp, mc::ReshapeOp,
+                               mc::TransposeOp>(op);
+}
+
+/// The value of a constant operand (an mc.constant, or a load of an
+/// immutable global with a value, or a view of either), or null.
+ElementsAttr constantValue(Value v) {
+  Operation* def = v.getDefiningOp();
+  if (isView(def))
+    return constantValue(def->getOperand(0));
+  if (auto c = llvm::dyn_cast_or_null<mc::ConstantOp>(def))
+    return llvm::dyn_cast<ElementsAttr>(c.getValue());
+  if (auto load = llvm::dyn_cast_or_null<ml_program::GlobalLoadConstOp>(def)) {
+    auto global = SymbolTable::lookupNearestSymbolFrom<ml_program::GlobalOp>(
+        def, load.getGlobalAttr());
+    if (global && !global.getIsMutable() && global.getValue())
+      return llvm::dyn_cast<ElementsAttr>(*global.getValue());
+  }
+  return nullptr;
+}
+
+/// The f32 values of `value`, or false when they cannot be read cheaply
+/// (another element type).
+bool f32Values(ElementsAttr value, SmallVectorImpl<float>& scratch,
+               ArrayRef<float>* out) {
+  if (!value.getElementType().isF32())
+    return false;
+  if (auto dense = llvm::dyn_cast<DenseElementsAttr>(value)) {
+    if (dense.isSplat()) {
+      scratch.assign(1, dense.getSplatValue<float>());
+      *out = scratch;
+      return true;
+    }
+    scratch.assign(dense.getValues<float>().begin(),
+                   dense.getValues<float>().end());
+    *out = scratch;
+    return true;
+  }
+  if (auto blob = llvm::dyn_cast<DenseF32ResourceElementsAttr>(value)) {
+    if (std::optional<ArrayRef<float>> a = blob.tryGetAsArrayRef()) {
+      *out = *a;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string numberText(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6g", v);
+  return text;
+}
+
+/// Why the f32 constant `value` does not survive a cast to `low` (f16 or
+/// bf16), or "": a finite value that would round to inf, or values so far
+/// below the type's normal range that the cast's error bound passes 4 units
+/// of its roundoff relative to the tensor's norm (a batch norm with a tiny
+/// gamma folded into a conv's weight: f16 subnormals of ~3 bits).
+std::string castLoss(ElementsAttr value, Type low) {
+  SmallVector<float> scratch;
+  ArrayRef<float> v;
+  if (!f32Values(value, scratch, &v))
+    return "";
+  bool f16 = low.isF16();
+  // |x| at and above which the cast rounds to inf; the smallest normal;
+  // the unit roundoff; the largest error of a subnormal.
+  double overflow = f16 ? 65520.0 : 3.3961e38;
+  double minNormal = f16 ? std::ldexp(1.0, -14) : std::ldexp(1.0, -126);
+  double unit = f16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
+  double subnormalError = f16 ? std::ldexp(1.0, -25) : std::ldexp(1.0, -134);
+  const char* name = f16 ? "f16" : "bf16";
+  double norm2 = 0, error2 = 0, largest = 0;
+  for (float x : v) {
+    double a = std::fabs(double(x));
+    if (!std::isfinite(a))
+      continue;
+    if (a >= overflow)
+      return "holds " + numberText(x) + ", which is " +
+             (x < 0 ? "-inf" : "inf") + " in " + name;
+    largest = std::max(largest, a);
+    norm2 += a * a;
+    double e = a >= minNormal ? a * unit : subnormalError;
+    error2 += e * e;
+  }
+  if (norm2 > 0 && error2 > 16 * unit * unit * norm2)
+    return "is below " + std::string(name) + "'s normal range (largest |x| " +
+           numberText(largest) + "): the cast's error could reach " +
+           numberText(std::sqrt(error2 / norm2)) +
+           " of its norm, against " + numberText(unit) + " in range";
+  return "";
 }
 
 struct AutoMixedPrecisionPass
@@ -188,6 +285,32 @@ struct AutoMixedPrecisionPass
             w = widest(w, llvm::cast<RankedTensorType>(t).getElementType());
         target = w ? w : f32;
         reason = "O1: follows its inputs (widest)";
+      }
+      // A view of a constant stays f32: its readers decide (below), and a
+      // reader in the low type reads it through a cast that folds.
+      if (target == low && isView(op) && constantValue(op->getOperand(0))) {
+        target = f32;
+        reason = level.getValue() +
+                 ": a view of a constant (its readers' precision decides)";
+      }
+      // A constant operand that the cast would ruin (inf, or subnormal
+      // noise) keeps the op in f32, whatever the level or list said; a
+      // location override is the user's word and stays.
+      if (target == low && reason.rfind("location override", 0) != 0) {
+        for (OpOperand& operand : op->getOpOperands()) {
+          if (!isFloatTensor(operand.get().getType()))
+            continue;
+          ElementsAttr value = constantValue(operand.get());
+          std::string loss = value ? castLoss(value, low) : "";
+          if (loss.empty())
+            continue;
+          target = f32;
+          reason = level.getValue() + ": kept f32, constant operand " +
+                   std::to_string(operand.getOperandNumber()) + " " + loss;
+          op->emitWarning() << "mc-amp: kept in f32: its constant operand "
+                            << operand.getOperandNumber() << " " << loss;
+          break;
+        }
       }
       // Rewrite in place: float operands cast to the target, float results
       // retyped.

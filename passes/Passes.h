@@ -73,6 +73,8 @@ struct CompilePipelineOptions {
   /// Mixed precision for inference: "" (off), "bf16" or "f16".
   std::string amp;
   std::string ampLevel = "O1";
+  /// mc-amp's list changes and per-location overrides, as for training.
+  std::vector<std::string> ampLowOps, ampF32Ops, ampLocations;
   /// mc-fuse (fused regions and epilogues); off: one step per op.
   bool fuse = true;
   /// mc-fuse's epilogues and attention options (off when a target of the

@@ -42,6 +42,10 @@ void mc::buildCompilePipeline(OpPassManager& pm,
     amp.dtype = options.amp;
     amp.level = options.ampLevel;
     amp.entry = options.entry;
+    amp.lowOps.assign(options.ampLowOps.begin(), options.ampLowOps.end());
+    amp.f32Ops.assign(options.ampF32Ops.begin(), options.ampF32Ops.end());
+    amp.locations.assign(options.ampLocations.begin(),
+                         options.ampLocations.end());
     pm.addPass(createAutoMixedPrecisionPass(amp));
     pm.addPass(createCanonicalizerPass());
     //  The casts of constant weights it made, folded: the file holds each

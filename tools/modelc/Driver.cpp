@@ -69,6 +69,8 @@ commands:
                                  default MAX, is what tuning favours)
       --amp=bf16|f16             mixed precision, inference or training (off
                                  by default); --amp-level=O1|O2 (O1)
+        --amp-low-ops=OP,... --amp-f32-ops=OP,...  AMP list changes
+        --amp-locations=NAME:f32,...  per-location overrides
       --train                    compile a training step: the input computes
                                  a scalar loss (result 0); the step returns it
                                  and updates parameters and optimizer state
@@ -76,8 +78,6 @@ commands:
         --optimizer=sgd|adamw    (sgd) --lr=X (0.01) --momentum=X
         --dampening=X --nesterov --weight-decay=X (sgd 0, adamw 0.01)
         --beta1=X --beta2=X --eps=X   AdamW (0.9, 0.999, 1e-8)
-        --amp-low-ops=OP,... --amp-f32-ops=OP,...  AMP list changes
-        --amp-locations=NAME:f32,...  per-location overrides
         --loss-scaling=auto|on|off    dynamic loss scaling (auto: on for f16)
         --loss-scale-init=X (65536) --loss-scale-growth=X (2)
         --loss-scale-backoff=X (0.5) --loss-scale-interval=N (2000)
@@ -154,7 +154,7 @@ int compileMain(int argc, char** argv) {
   std::string input, output, emit = "artifact", shapeSpec, batchSpec;
   codegen::CompileOptions options;
   OnnxImportOptions onnxOptions;
-  std::string badNumber, trainFlag;
+  std::string badNumber, trainFlag, ampFlag;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const std::string& flag, std::string& dst) {
@@ -211,8 +211,13 @@ int compileMain(int argc, char** argv) {
       options.train = true;
     } else if (a == "--nesterov") {
       t.nesterov = true;
-    } else if (value("--amp", t.amp) || value("--amp-level", t.ampLevel)) {
+    } else if (value("--amp", t.amp) || value("--amp-level", t.ampLevel) ||
+               listFlag("--amp-low-ops", t.ampLowOps) ||
+               listFlag("--amp-f32-ops", t.ampF32Ops) ||
+               listFlag("--amp-locations", t.ampLocations)) {
       // Mixed precision applies to inference and training alike.
+      if (a.rfind("--amp=", 0) != 0 && a != "--amp")
+        ampFlag = a.substr(0, a.find('='));
     } else if (value("--optimizer", t.optimizer) ||
                value("--loss-scaling", t.lossScaling) ||
                numberFlag("--lr", t.lr) ||
@@ -223,10 +228,7 @@ int compileMain(int argc, char** argv) {
                numberFlag("--beta2", t.beta2) || numberFlag("--eps", t.eps) ||
                numberFlag("--loss-scale-init", t.scaleInit) ||
                numberFlag("--loss-scale-growth", t.scaleGrowth) ||
-               numberFlag("--loss-scale-backoff", t.scaleBackoff) ||
-               listFlag("--amp-low-ops", t.ampLowOps) ||
-               listFlag("--amp-f32-ops", t.ampF32Ops) ||
-               listFlag("--amp-locations", t.ampLocations)) {
+               numberFlag("--loss-scale-backoff", t.scaleBackoff)) {
       trainFlag = a.substr(0, a.find('='));
     } else if (numberFlag("--dp-ranks", dpRanks)) {
       if (dpRanks < 1 || dpRanks != static_cast<double>(
@@ -269,6 +271,8 @@ int compileMain(int argc, char** argv) {
     return fail("compile: " + badNumber);
   if (!trainFlag.empty() && !options.train)
     return fail("compile: " + trainFlag + " needs --train");
+  if (!ampFlag.empty() && options.training.amp.empty())
+    return fail("compile: " + ampFlag + " needs --amp=bf16 or --amp=f16");
   {
     const TrainPipelineOptions& t = options.training;
     if (!t.amp.empty() && t.amp != "bf16" && t.amp != "f16")
