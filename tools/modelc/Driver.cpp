@@ -231,8 +231,8 @@ int compileMain(int argc, char** argv) {
                numberFlag("--loss-scale-backoff", t.scaleBackoff)) {
       trainFlag = a.substr(0, a.find('='));
     } else if (numberFlag("--dp-ranks", dpRanks)) {
-      if (dpRanks < 1 || dpRanks != static_cast<double>(
-                                        static_cast<int64_t>(dpRanks)))
+      if (!(dpRanks >= 1 && dpRanks <= 1e6) ||
+          dpRanks != std::floor(dpRanks))
         return fail("compile: --dp-ranks needs an integer >= 1, got '" +
                     number + "'");
       t.dpRanks = static_cast<int64_t>(dpRanks);
@@ -243,6 +243,11 @@ int compileMain(int argc, char** argv) {
                     number + "'");
       trainFlag = "--dp-bucket-mb";
     } else if (numberFlag("--loss-scale-interval", interval)) {
+      // Checked before the conversion (a double past int64 has none).
+      if (!(interval >= 1 && interval <= 1e15) ||
+          interval != std::floor(interval))
+        return fail("compile: --loss-scale-interval needs an integer >= 1, "
+                    "got '" + number + "'");
       t.scaleInterval = static_cast<int64_t>(interval);
       trainFlag = "--loss-scale-interval";
     } else if (a == "-v" || a == "--verbose") {
