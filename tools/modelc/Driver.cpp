@@ -30,6 +30,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <set>
 #include <string>
 
 using namespace mlir;
@@ -155,6 +156,7 @@ int compileMain(int argc, char** argv) {
   codegen::CompileOptions options;
   OnnxImportOptions onnxOptions;
   std::string badNumber, trainFlag, ampFlag;
+  std::set<std::string> givenFlags; // the number flags given
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const std::string& flag, std::string& dst) {
@@ -182,6 +184,7 @@ int compileMain(int argc, char** argv) {
     auto numberFlag = [&](const std::string& flag, auto& dst) {
       if (!value(flag, number))
         return false;
+      givenFlags.insert(flag);
       char* end = nullptr;
       double parsed = std::strtod(number.c_str(), &end);
       dst = parsed;
@@ -296,6 +299,30 @@ int compileMain(int argc, char** argv) {
         t.lossScaling != "off")
       return fail("compile: unknown --loss-scaling '" + t.lossScaling +
                   "' (expected auto, on or off)");
+    // An option the step would not use is an error, not silently nothing.
+    const char* sgdOnly[] = {"--momentum", "--dampening"};
+    const char* adamwOnly[] = {"--beta1", "--beta2", "--eps"};
+    for (const char* f : sgdOnly)
+      if (t.optimizer != "sgd" && givenFlags.count(f))
+        return fail(std::string("compile: ") + f +
+                    " is an SGD option; this step uses --optimizer=" +
+                    t.optimizer);
+    if (t.optimizer != "sgd" && t.nesterov)
+      return fail("compile: --nesterov is an SGD option; this step uses "
+                  "--optimizer=" + t.optimizer);
+    for (const char* f : adamwOnly)
+      if (t.optimizer != "adamw" && givenFlags.count(f))
+        return fail(std::string("compile: ") + f +
+                    " is an AdamW option; this step uses --optimizer=" +
+                    t.optimizer);
+    bool scaling = t.lossScaling == "on" ||
+                   (t.lossScaling == "auto" && t.amp == "f16");
+    for (const char* f : {"--loss-scale-init", "--loss-scale-growth",
+                          "--loss-scale-backoff", "--loss-scale-interval"})
+      if (!scaling && givenFlags.count(f))
+        return fail(std::string("compile: ") + f +
+                    " needs dynamic loss scaling, which is off here "
+                    "(--loss-scaling=on, or auto with --amp=f16)");
   }
   if (input.empty())
     return fail("compile: no input file (usage: modelc compile IN.mlir -o "
