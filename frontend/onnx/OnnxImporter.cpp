@@ -905,6 +905,75 @@ const std::unordered_map<std::string, Handler>& handlers() {
       }
       return R{x};
     };
+    // ArgMax / ArgMin: the first (or, select_last_index, the last) index
+    // where x equals its extreme along the axis; NaN counts as the extreme,
+    // as in PyTorch.
+    for (const char* name : {"ArgMax", "ArgMin"})
+      h[name] = [isMax = std::string(name) == "ArgMax"](const NodeContext& c) {
+        const Tensor& x = c.in(0);
+        if (x.rank() == 0)
+          throw Error("needs a tensor of rank >= 1, got " + x.describe());
+        int64_t axis = normalizeAxis(c.getInt("axis", 0), x.rank());
+        bool keep = c.getInt("keepdims", 1) != 0;
+        bool last = c.getInt("select_last_index", 0) != 0;
+        int64_t n = x.size(axis);
+        if (n == 0)
+          throw Error("dim " + std::to_string(axis) + " of " + x.describe() +
+                      " is empty: it has no extreme");
+        Tensor m = isMax ? amax(x, {axis}, true) : amin(x, {axis}, true);
+        Tensor hit = eq(x, m);
+        if (x.dtype() == DType::F32 || x.dtype() == DType::F16 ||
+            x.dtype() == DType::BF16) {
+          Tensor nan = ne(x, x);
+          hit = where(nan, scalarOf(1.0, DType::I1), hit);
+        }
+        Shape iotaShape{n};
+        for (int64_t d = axis + 1; d < x.rank(); ++d)
+          iotaShape.push_back(1);
+        Tensor iota = Tensor::empty(iotaShape, DType::I64);
+        for (int64_t i = 0; i < n; ++i)
+          iota.data<int64_t>()[i] = i;
+        Tensor miss = scalarOf(last ? -1.0 : double(n), DType::I64);
+        Tensor index = where(hit, iota, miss);
+        return R{last ? amax(index, {axis}, keep) : amin(index, {axis}, keep)};
+      };
+    h["Trilu"] = [](const NodeContext& c) {
+      const Tensor& x = c.in(0);
+      if (x.rank() < 2)
+        throw Error("needs a tensor of rank >= 2, got " + x.describe());
+      int64_t k = c.has(1) ? static_cast<int64_t>(c.constScalar(1, "k")) : 0;
+      bool upper = c.getInt("upper", 1) != 0;
+      int64_t rows = x.size(x.rank() - 2), cols = x.size(x.rank() - 1);
+      Tensor keep = Tensor::empty({rows, cols}, DType::I1);
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j)
+          keep.data<uint8_t>()[i * cols + j] =
+              upper ? (j - i >= k) : (j - i <= k);
+      return R{where(keep, x, scalarOf(0.0, x.dtype()))};
+    };
+    h["Mod"] = [](const NodeContext& c) {
+      const Tensor& a = c.in(0);
+      const Tensor& b = c.in(1);
+      if (a.dtype() != DType::I32 && a.dtype() != DType::I64)
+        throw Error("Mod of " + a.describe() +
+                    ": modelc computes Mod of integers (int32, int64)");
+      // The C remainder (fmod=1), a - b * trunc(a / b); Python's (fmod=0,
+      // the default) adds b where the remainder's sign is not b's.
+      Tensor q = div(a, b);
+      Tensor p = mul(q, b);
+      Tensor r = sub(a, p);
+      if (c.getInt("fmod", 0) != 0)
+        return R{r};
+      Tensor zero = scalarOf(0.0, a.dtype());
+      Tensor rNegative = lt(r, zero);
+      Tensor bNegative = lt(b, zero);
+      Tensor bPositive = logicalNot(bNegative);
+      Tensor signsDiffer = where(rNegative, bPositive, bNegative);
+      Tensor nonzero = ne(r, zero);
+      Tensor fix = where(nonzero, signsDiffer, scalarOf(0.0, DType::I1));
+      Tensor shifted = add(r, b);
+      return R{where(fix, shifted, r)};
+    };
     h["Clip"] = [](const NodeContext& c) {
       Tensor x = c.in(0);
       bool isFloat = x.dtype() == DType::F32 || x.dtype() == DType::F16 ||

@@ -208,6 +208,16 @@ graph = helper.make_graph(
 save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
      "resize-cubic.onnx")
 
+# Mod of floats (modelc computes Mod of integers).
+graph = helper.make_graph(
+    [helper.make_node("Mod", ["a", "b"], ["r"], name="mod0", fmod=1)],
+    "mod-float",
+    [helper.make_tensor_value_info("a", TensorProto.FLOAT, [4]),
+     helper.make_tensor_value_info("b", TensorProto.FLOAT, [4])],
+    [helper.make_tensor_value_info("r", TensorProto.FLOAT, [4])])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
+     "mod-float.onnx")
+
 # Issue 12 item 4: external data that is a FIFO (opening it blocked).
 fifo = os.path.join(out, "model", "data.fifo")
 if not os.path.exists(fifo):

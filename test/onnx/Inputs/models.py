@@ -200,6 +200,17 @@ class MiscOps(nn.Module):
                 F.pad(x, (3, 1, 0, 2), mode="replicate"))
 
 
+class IndexOps(nn.Module):
+    """argmax / argmin (ArgMax, ArgMin: ties and NaN), triu / tril with a
+    diagonal offset (Trilu, opset 14 and later), integer remainder (Mod,
+    Python's sign rule, negative operands)."""
+
+    def forward(self, x, a, b):
+        return (torch.argmax(x, dim=1), torch.argmin(x, dim=-1, keepdim=True),
+                torch.triu(x, diagonal=1), torch.tril(x, diagonal=-1),
+                torch.remainder(a, b), torch.fmod(a, b))
+
+
 def build(name):
     """(model, {input name: array}, [output names], {input: {dim: name}})"""
     rng = np.random.default_rng(0)
@@ -287,6 +298,14 @@ def build(name):
             conv.weight.normal_(0, 0.03)
             bn.weight.fill_(1e-4)
         return nn.Sequential(conv, bn), {"x": randn(2, 8, 16, 16)}, ["y"], {}
+    if name == "index_ops":
+        x = randn(3, 5, 6)
+        x[0, 2, 1] = x[0, 4, 1]  # a tie: the first index wins
+        x[1, 3, 2] = np.nan  # NaN is the extreme, as in PyTorch
+        a = np.array([[7, -7, 7, -7, 0, 13]], np.int64).repeat(2, 0)
+        b = np.array([[3], [-3]], np.int64)
+        return (IndexOps(), {"x": x, "a": a, "b": b},
+                ["argmax", "argmin", "triu", "tril", "remainder", "fmod"], {})
     if name == "resizes":
         return (Resizes(), {"x": randn(2, 3, 7, 9)},
                 ["up", "down", "corners", "scaled", "nearest2", "nearest",

@@ -1,0 +1,55 @@
+"""Graphs PyTorch does not export, built here with NumPy's answers:
+OUT/isinf.onnx (IsInf three ways: both signs, detect_negative=0,
+detect_positive=0; PyTorch exports torch.isinf through a Cast to double,
+which modelc refuses) with OUT/x.npy and OUT/ref_{both,pos,neg}.npy; and
+OUT/argmax_last.onnx (ArgMax and ArgMin with select_last_index=1, over
+ties) with OUT/t.npy and OUT/ref_{last_max,last_min}.npy.
+
+    hand_models.py OUT
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+out = sys.argv[1]
+os.makedirs(out, exist_ok=True)
+x = np.array([[1.0, np.inf, -np.inf, np.nan, -0.0, 3e38]], np.float32)
+nodes = [helper.make_node("IsInf", ["x"], ["both"]),
+         helper.make_node("IsInf", ["x"], ["pos"], detect_negative=0),
+         helper.make_node("IsInf", ["x"], ["neg"], detect_positive=0)]
+graph = helper.make_graph(
+    nodes, "isinf", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                   list(x.shape))],
+    [helper.make_tensor_value_info(n, TensorProto.BOOL, list(x.shape))
+     for n in ("both", "pos", "neg")])
+onnx.save(helper.make_model(graph,
+                            opset_imports=[helper.make_opsetid("", 13)]),
+          os.path.join(out, "isinf.onnx"))
+np.save(os.path.join(out, "x.npy"), x)
+np.save(os.path.join(out, "ref_both.npy"), np.isinf(x))
+np.save(os.path.join(out, "ref_pos.npy"), np.isposinf(x))
+np.save(os.path.join(out, "ref_neg.npy"), np.isneginf(x))
+
+t = np.array([[3.0, 1.0, 3.0, 1.0, 2.0], [0.0, 0.0, -1.0, 5.0, -1.0]],
+             np.float32)
+nodes = [helper.make_node("ArgMax", ["t"], ["last_max"], axis=1, keepdims=0,
+                          select_last_index=1),
+         helper.make_node("ArgMin", ["t"], ["last_min"], axis=1, keepdims=0,
+                          select_last_index=1)]
+graph = helper.make_graph(
+    nodes, "argmax_last",
+    [helper.make_tensor_value_info("t", TensorProto.FLOAT, list(t.shape))],
+    [helper.make_tensor_value_info(n, TensorProto.INT64, [2])
+     for n in ("last_max", "last_min")])
+onnx.save(helper.make_model(graph,
+                            opset_imports=[helper.make_opsetid("", 13)]),
+          os.path.join(out, "argmax_last.onnx"))
+np.save(os.path.join(out, "t.npy"), t)
+flipped = t[:, ::-1]
+np.save(os.path.join(out, "ref_last_max.npy"),
+        t.shape[1] - 1 - np.argmax(flipped, axis=1))
+np.save(os.path.join(out, "ref_last_min.npy"),
+        t.shape[1] - 1 - np.argmin(flipped, axis=1))
