@@ -974,6 +974,54 @@ const std::unordered_map<std::string, Handler>& handlers() {
       Tensor shifted = add(r, b);
       return R{where(fix, shifted, r)};
     };
+    // ScatterND of constants (a mask built by assignment, as Swin's shifted
+    // windows): computed at import; on computed values it would need an op.
+    h["ScatterND"] = [](const NodeContext& c) {
+      if (!c.isConstant(0) || !c.isConstant(1) || !c.isConstant(2))
+        throw Error("ScatterND on computed values is not supported (modelc "
+                    "evaluates it when data, indices and updates are "
+                    "constants)");
+      if (c.getString("reduction", "none") != "none")
+        throw Error("reduction '" + c.getString("reduction", "none") +
+                    "' is not supported (none is)");
+      const Tensor& data = c.in(0);
+      const Tensor& updates = c.in(2);
+      std::vector<int64_t> idx = c.constInts(1, "indices");
+      const Shape& is = c.in(1).shape();
+      if (is.empty() || is.back() < 1 || is.back() > data.rank())
+        throw Error("indices " + c.in(1).describe() + " must end in a dim "
+                    "of 1 to " + std::to_string(data.rank()) + " for data " +
+                    data.describe());
+      int64_t k = is.back(), points = int64_t(idx.size()) / k;
+      int64_t slice = 1;
+      for (int64_t d = k; d < data.rank(); ++d)
+        slice *= data.size(d);
+      Shape want(is.begin(), is.end() - 1);
+      for (int64_t d = k; d < data.rank(); ++d)
+        want.push_back(data.size(d));
+      if (updates.shape() != want || updates.dtype() != data.dtype())
+        throw Error("updates " + updates.describe() + " must be " +
+                    std::string(rt::dtypeName(data.dtype())) +
+                    rt::shapeString(want));
+      Tensor out = data.clone();
+      size_t width = rt::dtypeSize(data.dtype());
+      auto* dst = static_cast<uint8_t*>(out.rawData());
+      const auto* src = static_cast<const uint8_t*>(updates.rawData());
+      for (int64_t p = 0; p < points; ++p) {
+        int64_t offset = 0;
+        for (int64_t d = 0; d < k; ++d) {
+          int64_t i = idx[size_t(p * k + d)], n = data.size(d);
+          if (i < -n || i >= n)
+            throw Error("index " + std::to_string(i) + " is out of range "
+                        "for dim " + std::to_string(d) + " of " +
+                        data.describe());
+          offset = offset * n + (i < 0 ? i + n : i);
+        }
+        std::memcpy(dst + size_t(offset * slice) * width,
+                    src + size_t(p * slice) * width, size_t(slice) * width);
+      }
+      return R{out};
+    };
     h["Clip"] = [](const NodeContext& c) {
       Tensor x = c.in(0);
       bool isFloat = x.dtype() == DType::F32 || x.dtype() == DType::F16 ||
@@ -1374,9 +1422,15 @@ const std::unordered_map<std::string, Handler>& handlers() {
     };
     h["Identity"] = [](const NodeContext& c) { return R{c.in(0)}; };
     h["Dropout"] = [](const NodeContext& c) {
-      if (c.has(2) && (!c.isConstant(2) || c.constScalar(2, "training_mode")))
-        throw Error("training_mode must be a constant false (export the "
-                    "model in eval mode)");
+      // Training mode drops nothing at ratio 0 (torchvision's Swin passes
+      // training=True with p=0 in eval): that is the identity too.
+      bool training =
+          c.has(2) && (!c.isConstant(2) || c.constScalar(2, "training_mode"));
+      bool ratioZero = c.has(1) && c.isConstant(1) &&
+                       c.constScalar(1, "ratio") == 0.0;
+      if (training && !ratioZero)
+        throw Error("training_mode must be a constant false, or the ratio a "
+                    "constant 0 (export the model in eval mode)");
       R out{c.in(0)};
       if (c.wantsOutput(1)) // inference keeps everything
         out.push_back(Tensor::full(c.in(0).shape(), 1.0, DType::I1));

@@ -218,6 +218,19 @@ graph = helper.make_graph(
 save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
      "mod-float.onnx")
 
+# ScatterND into a graph input (computed data: modelc evaluates ScatterND
+# of constants only).
+graph = helper.make_graph(
+    [helper.make_node("ScatterND", ["x", "idx", "upd"], ["y"],
+                      name="scatter0")],
+    "scatter-input",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 3])],
+    [numpy_helper.from_array(np.array([[1]], np.int64), "idx"),
+     numpy_helper.from_array(np.ones((1, 3), np.float32), "upd")])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
+     "scatter-input.onnx")
+
 # Issue 12 item 4: external data that is a FIFO (opening it blocked).
 fifo = os.path.join(out, "model", "data.fifo")
 if not os.path.exists(fifo):

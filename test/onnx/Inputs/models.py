@@ -211,6 +211,20 @@ class IndexOps(nn.Module):
                 torch.remainder(a, b), torch.fmod(a, b))
 
 
+class ConstantMask(nn.Module):
+    """A mask built by assignment into a constant tensor (ScatterND of
+    constants, as torchvision's Swin builds its shifted-window mask), and
+    dropout with p=0 in training mode (Swin's attention calls it so in
+    eval): both evaluated or dropped at import."""
+
+    def forward(self, x):
+        m = torch.zeros(1, 6, 6)
+        m[:, 0:3, :] = 1.0
+        m[:, :, 4:] = 2.0
+        y = F.dropout(x, p=0.0, training=True)
+        return y + m
+
+
 def build(name):
     """(model, {input name: array}, [output names], {input: {dim: name}})"""
     rng = np.random.default_rng(0)
@@ -306,6 +320,8 @@ def build(name):
         b = np.array([[3], [-3]], np.int64)
         return (IndexOps(), {"x": x, "a": a, "b": b},
                 ["argmax", "argmin", "triu", "tril", "remainder", "fmod"], {})
+    if name == "constant_mask":
+        return ConstantMask(), {"x": randn(2, 6, 6)}, ["y"], {}
     if name == "resizes":
         return (Resizes(), {"x": randn(2, 3, 7, 9)},
                 ["up", "down", "corners", "scaled", "nearest2", "nearest",
