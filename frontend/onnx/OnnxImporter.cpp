@@ -1109,6 +1109,102 @@ const std::unordered_map<std::string, Handler>& handlers() {
                                    c.getInt("group", 1)),
                             oneD)};
     };
+    // ConvTranspose as the convolution it is the gradient of: the input
+    // with stride - 1 zeros between its pixels, padded by
+    // dilation * (kernel - 1) - pads (cropped where negative, output_padding
+    // added at the end), convolved at stride 1 with the kernel transposed
+    // per group ([C_in, C_out/g, kh, kw] -> [C_out, C_in/g, kh, kw]) and
+    // flipped. The zeros cost stride^2 more multiplies than a direct
+    // kernel would.
+    h["ConvTranspose"] = [](const NodeContext& c) {
+      requireWindowRank("ConvTranspose", c.in(0));
+      bool oneD = isOneD(c.in(0));
+      Tensor x = windowInput(c.in(0));
+      Tensor w = c.in(1);
+      if (w.rank() != (oneD ? 3 : 4))
+        throw Error("the weight must have rank " +
+                    std::to_string(oneD ? 3 : 4) + ", got " + w.describe());
+      if (oneD)
+        w = reshape(w, {w.size(0), w.size(1), 1, w.size(2)});
+      if (c.attr("output_shape"))
+        throw Error("output_shape is not supported (give pads)");
+      std::string autoPad = c.getString("auto_pad", "NOTSET");
+      if (autoPad != "NOTSET" && autoPad != "VALID")
+        throw Error("auto_pad '" + autoPad + "' is not supported (give pads)");
+      std::vector<int64_t> strides = pairAttr(c, "strides", 1, oneD);
+      std::vector<int64_t> dilations = pairAttr(c, "dilations", 1, oneD);
+      std::vector<int64_t> outPad = oneD ? c.getInts("output_padding", {0})
+                                         : c.getInts("output_padding", {0, 0});
+      if (oneD && outPad.size() == 1)
+        outPad = {0, outPad[0]};
+      if (outPad.size() != 2)
+        throw Error("output_padding must have one value per spatial dim");
+      std::vector<int64_t> pads = autoPad == "VALID"
+                                      ? std::vector<int64_t>{0, 0, 0, 0}
+                                      : windowPadding(c, x, {1, 1}, {1, 1},
+                                                      {1, 1}, oneD);
+      int64_t groups = c.getInt("group", 1);
+      int64_t cin = x.size(1), kh = w.size(2), kw = w.size(3);
+      if (groups < 1 || cin % groups != 0 || w.size(0) != cin)
+        throw Error("weight " + w.describe() + " does not fit input " +
+                    x.describe() + " with group " + std::to_string(groups));
+      for (int d = 0; d < 2; ++d)
+        if (outPad[size_t(d)] < 0 ||
+            outPad[size_t(d)] >= std::max(strides[size_t(d)],
+                                          dilations[size_t(d)]))
+          throw Error("output_padding must be >= 0 and below the stride or "
+                      "the dilation");
+      int64_t n = x.size(0), h = x.size(2), wd = x.size(3);
+      int64_t sh = strides[0], sw = strides[1];
+      // Zeros between the pixels: [N, C, H, 1, W, 1] padded to
+      // [N, C, H, sh, W, sw], then cut to (H - 1) * sh + 1 rows.
+      if (sh > 1 || sw > 1) {
+        Tensor spread = reshape(x, {n, cin, h, 1, wd, 1});
+        Tensor zeros = pad(spread, {0, 0, 0, 0, 0, 0},
+                           {0, 0, 0, sh - 1, 0, sw - 1});
+        Tensor rows = reshape(zeros, {n, cin, h * sh, wd * sw});
+        x = slice(rows, {0, 0, 0, 0},
+                  {n, cin, (h - 1) * sh + 1, (wd - 1) * sw + 1},
+                  {1, 1, 1, 1});
+      }
+      // The padding of the equivalent convolution: per side
+      // dilation * (k - 1) - pad, output_padding more at the end.
+      int64_t k[2] = {kh, kw};
+      std::vector<int64_t> low(4, 0), high(4, 0), cropLow(4, 0),
+          cropHigh(4, 0);
+      for (int d = 0; d < 2; ++d) {
+        int64_t full = dilations[size_t(d)] * (k[d] - 1);
+        int64_t before = full - pads[size_t(d)];
+        int64_t after = full - pads[size_t(d) + 2] + outPad[size_t(d)];
+        (before >= 0 ? low[2 + d] : cropLow[2 + d]) = std::abs(before);
+        (after >= 0 ? high[2 + d] : cropHigh[2 + d]) = std::abs(after);
+      }
+      x = pad(x, low, high);
+      if (cropLow[2] || cropLow[3] || cropHigh[2] || cropHigh[3]) {
+        std::vector<int64_t> start{0, 0, cropLow[2], cropLow[3]};
+        std::vector<int64_t> count{n, cin, x.size(2) - cropLow[2] - cropHigh[2],
+                                   x.size(3) - cropLow[3] - cropHigh[3]};
+        if (count[2] < 1 || count[3] < 1)
+          throw Error("pads crop away the whole output");
+        x = slice(x, start, count, {1, 1, 1, 1});
+      }
+      // The kernel: per group transposed, then flipped in both spatial dims.
+      int64_t coutG = w.size(1);
+      Tensor grouped = reshape(w, {groups, cin / groups, coutG, kh, kw});
+      Tensor swapped = transpose(grouped, {0, 2, 1, 3, 4});
+      Tensor kernel = reshape(swapped, {groups * coutG, cin / groups, kh, kw});
+      Tensor flipRows = Tensor::empty({kh}, DType::I64);
+      for (int64_t i = 0; i < kh; ++i)
+        flipRows.data<int64_t>()[i] = kh - 1 - i;
+      Tensor flipCols = Tensor::empty({kw}, DType::I64);
+      for (int64_t i = 0; i < kw; ++i)
+        flipCols.data<int64_t>()[i] = kw - 1 - i;
+      Tensor flippedRows = gather(kernel, flipRows, 2);
+      Tensor flipped = gather(flippedRows, flipCols, 3);
+      Tensor y = conv2d(x, flipped, c.has(2) ? c.in(2) : Tensor(), {1, 1},
+                        {0, 0, 0, 0}, dilations, groups);
+      return R{windowOutput(y, oneD)};
+    };
     // The pools' kernel_shape, as a 2-D window's.
     auto poolKernel = [](const NodeContext& c, bool oneD) {
       std::vector<int64_t> kernel = c.getInts("kernel_shape");

@@ -231,6 +231,17 @@ graph = helper.make_graph(
 save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
      "scatter-input.onnx")
 
+# ConvTranspose given its output_shape (modelc takes pads).
+graph = helper.make_graph(
+    [helper.make_node("ConvTranspose", ["x", "w"], ["y"], name="deconv0",
+                      strides=[2, 2], output_shape=[8, 8])],
+    "deconv-output-shape",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 4])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 8, 8])],
+    [numpy_helper.from_array(np.ones((2, 3, 3, 3), np.float32), "w")])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
+     "deconv-output-shape.onnx")
+
 # Issue 12 item 4: external data that is a FIFO (opening it blocked).
 fifo = os.path.join(out, "model", "data.fifo")
 if not os.path.exists(fifo):

@@ -225,6 +225,25 @@ class ConstantMask(nn.Module):
         return y + m
 
 
+class Deconvs(nn.Module):
+    """Transposed convolutions (decoders, UNets, GANs): stride 2 with
+    padding and output_padding, groups and dilation, a stride larger than
+    the kernel, more padding than the kernel covers, and a 1-D one."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1,
+                                     output_padding=1)
+        self.grouped = nn.ConvTranspose2d(4, 6, (3, 2), stride=(1, 2),
+                                          padding=(2, 0), dilation=(2, 1),
+                                          groups=2, bias=False)
+        self.sparse = nn.ConvTranspose2d(4, 2, 2, stride=3)
+        self.one = nn.ConvTranspose1d(4, 3, 4, stride=2, padding=1)
+
+    def forward(self, x, s):
+        return self.up(x), self.grouped(x), self.sparse(x), self.one(s)
+
+
 def build(name):
     """(model, {input name: array}, [output names], {input: {dim: name}})"""
     rng = np.random.default_rng(0)
@@ -322,6 +341,9 @@ def build(name):
                 ["argmax", "argmin", "triu", "tril", "remainder", "fmod"], {})
     if name == "constant_mask":
         return ConstantMask(), {"x": randn(2, 6, 6)}, ["y"], {}
+    if name == "deconvs":
+        return (Deconvs(), {"x": randn(2, 4, 5, 6), "s": randn(2, 4, 9)},
+                ["up", "grouped", "sparse", "one"], {})
     if name == "resizes":
         return (Resizes(), {"x": randn(2, 3, 7, 9)},
                 ["up", "down", "corners", "scaled", "nearest2", "nearest",
