@@ -204,11 +204,15 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   // n / (n - 1) from the batch the step runs (x's rows counted by a sum of
   // ones): a number made of x.size(0) here would be the traced batch's at
   // every batch of a dynamic-batch artifact.
+  // As 1 / (1 - (1 / rows) / (H W)), so no intermediate grows with the
+  // batch (a count of 100352 is inf in f16, under AMP O2).
   Tensor rows = sum(broadcastTo(Tensor::scalar(1.0, batchVar.dtype()), {x.size(0)}),
                     {0});
-  Tensor count = rows * static_cast<double>(x.size(2) * x.size(3));
-  Tensor less = count - 1.0;
-  Tensor factor = count / less;
+  Tensor one = Tensor::scalar(1.0, batchVar.dtype());
+  Tensor perRow = one / rows;
+  Tensor perValue = perRow * (1.0 / static_cast<double>(x.size(2) * x.size(3)));
+  Tensor kept = one - perValue;
+  Tensor factor = one / kept;
   Tensor unbiased = batchVar * factor;
   // (No detach(): under NoGradGuard nothing is recorded for autograd, and a
   // detached view would be a stranger to the tracer, captured as a

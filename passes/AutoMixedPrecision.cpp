@@ -124,7 +124,11 @@ std::string castLoss(ElementsAttr value, Type low) {
              (x < 0 ? "-inf" : "inf") + " in " + name;
     largest = std::max(largest, a);
     norm2 += a * a;
-    double e = a >= minNormal ? a * unit : subnormalError;
+    // Zero casts exactly; below half the smallest subnormal a value flushes
+    // to zero (its error is itself).
+    double e = a >= minNormal         ? a * unit
+               : a >= 2 * subnormalError ? subnormalError
+                                         : a;
     error2 += e * e;
   }
   if (norm2 > 0 && error2 > 16 * unit * unit * norm2)

@@ -41,3 +41,16 @@ func.func @tiny_weight(%x: tensor<1x2x4x4xf32>) -> (tensor<1x2x4x4xf32>, tensor<
   %b = mc.conv2d %x, %fits, strides = [1, 1], padding = [0, 0, 0, 0], dilation = [1, 1], groups = 1 : (tensor<1x2x4x4xf32>, tensor<2x2x1x1xf32>) -> tensor<1x2x4x4xf32>
   return %a, %b : tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>
 }
+
+// -----
+
+// Zeros cast exactly: a sparse constant whose one nonzero is in range (a
+// pruned weight) is cast, not kept f32 (zeros were charged a subnormal's
+// error each).
+// F16-LABEL: func.func @sparse
+// F16: mc.mul {{.*}}mc.precision = "f16", mc.precision_reason = "O2: whole model in f16"
+func.func @sparse(%x: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  %w = mc.constant dense<[[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], [0.0, 1.0e-04, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]]> : tensor<8x8xf32>
+  %y = mc.mul %x, %w : tensor<8x8xf32>
+  return %y : tensor<8x8xf32>
+}

@@ -545,7 +545,8 @@ Status Trainer::checkRanksAgree() {
       {"the number of samples", uint64_t(samples_)},
       {"--batch", uint64_t(opt_.batch)},
       {"--epochs", uint64_t(opt_.epochs)},
-      {"--shuffle", opt_.shuffle ? opt_.seed : ~0ull},
+      {"--shuffle", uint64_t(opt_.shuffle)},
+      {"--shuffle's seed", opt_.shuffle ? opt_.seed : 0},
       {"--checkpoint-every", uint64_t(opt_.checkpointEvery)},
       {"--resume", uint64_t(opt_.resume)}};
   std::vector<float> pieces;
@@ -1160,6 +1161,22 @@ int Trainer::runSteps() {
       }
     }
   };
+  // A SIGINT or SIGTERM seen at a step's end or after a checkpoint write.
+  auto stopBySignal = [&]() {
+    if (tty_ && !opt_.quiet)
+      std::fputc('\n', stderr);
+    finish();
+    int sig = gStopSignal;
+    fail(tool_, std::string("stopped by ") +
+                    (sig == SIGINT ? "SIGINT" : "SIGTERM") + " after step " +
+                    std::to_string(global_) +
+                    (lastSaved_ > 0 ? "; the checkpoint " + checkpointPath_ +
+                                          " holds global step " +
+                                          std::to_string(lastSaved_) +
+                                          " (--resume goes on from it)"
+                                    : std::string()));
+    return 128 + sig;
+  };
   for (; epoch_ < opt_.epochs; ++epoch_, step_ = 0) {
     permutation(samples_, opt_.shuffle, opt_.seed, epoch_, &perm);
     lossSum_ = 0;
@@ -1272,22 +1289,8 @@ int Trainer::runSteps() {
         }
       }
       progress(step_ == stepsPerEpoch_);
-      if (gStopSignal) {
-        if (tty_ && !opt_.quiet)
-          std::fputc('\n', stderr);
-        finish();
-        int sig = gStopSignal;
-        fail(tool_, std::string("stopped by ") +
-                        (sig == SIGINT ? "SIGINT" : "SIGTERM") +
-                        " after step " + std::to_string(global_) +
-                        (lastSaved_ > 0 ? "; the checkpoint " +
-                                              checkpointPath_ +
-                                              " holds global step " +
-                                              std::to_string(lastSaved_) +
-                                              " (--resume goes on from it)"
-                                        : std::string()));
-        return 128 + sig;
-      }
+      if (gStopSignal)
+        return stopBySignal();
     }
     if (tty_ && !opt_.quiet)
       std::fputc('\n', stderr);
@@ -1303,11 +1306,15 @@ int Trainer::runSteps() {
         return fail(tool_, st.message());
       }
     }
+    if (gStopSignal && epoch_ + 1 < opt_.epochs) // during the epoch's end
+      return stopBySignal();
   }
   if (!(st = saveCheckpoint())) { // the end, with --checkpoint-every
     finish();
     return fail(tool_, st.message());
   }
+  if (gStopSignal) // during the last step or the last writes
+    return stopBySignal();
   finish();
   // The last epoch's mean loss as the progress line gives it: each step
   // weighed by its rows (a partial last batch counts less); non-finite
