@@ -1022,6 +1022,47 @@ const std::unordered_map<std::string, Handler>& handlers() {
       }
       return R{out};
     };
+    // CumSum as a log-step prefix sum (Hillis-Steele): ceil(log2 n) adds of
+    // the running sum and itself shifted by 1, 2, 4, ... along the axis
+    // (exact for integers; floats sum in another order than a sequential
+    // scan, within a few ulps per level).
+    h["CumSum"] = [](const NodeContext& c) {
+      Tensor x = c.in(0);
+      if (x.rank() == 0)
+        throw Error("needs a tensor of rank >= 1, got " + x.describe());
+      int64_t axis = normalizeAxis(
+          static_cast<int64_t>(c.constScalar(1, "axis")), x.rank());
+      bool exclusive = c.getInt("exclusive", 0) != 0;
+      bool reverse = c.getInt("reverse", 0) != 0;
+      int64_t n = x.size(axis);
+      if (n == 0)
+        return R{x};
+      auto flip = [&](const Tensor& t) {
+        Tensor idx = Tensor::empty({n}, DType::I64);
+        for (int64_t i = 0; i < n; ++i)
+          idx.data<int64_t>()[i] = n - 1 - i;
+        return gather(t, idx, axis);
+      };
+      // t shifted by k along the axis: k zeros first, its last k dropped.
+      auto shift = [&](const Tensor& t, int64_t k) {
+        std::vector<int64_t> low(size_t(t.rank()), 0), high(low);
+        low[size_t(axis)] = k;
+        Tensor padded = pad(t, low, high);
+        std::vector<int64_t> start(size_t(t.rank()), 0), count(t.shape()),
+            step(size_t(t.rank()), 1);
+        return slice(padded, start, count, step);
+      };
+      if (reverse)
+        x = flip(x);
+      if (exclusive)
+        x = shift(x, 1);
+      Tensor y = x;
+      for (int64_t k = 1; k < n; k *= 2) {
+        Tensor moved = shift(y, k);
+        y = add(y, moved);
+      }
+      return R{reverse ? flip(y) : y};
+    };
     h["Clip"] = [](const NodeContext& c) {
       Tensor x = c.in(0);
       bool isFloat = x.dtype() == DType::F32 || x.dtype() == DType::F16 ||

@@ -3,7 +3,10 @@ OUT/isinf.onnx (IsInf three ways: both signs, detect_negative=0,
 detect_positive=0; PyTorch exports torch.isinf through a Cast to double,
 which modelc refuses) with OUT/x.npy and OUT/ref_{both,pos,neg}.npy; and
 OUT/argmax_last.onnx (ArgMax and ArgMin with select_last_index=1, over
-ties) with OUT/t.npy and OUT/ref_{last_max,last_min}.npy.
+ties) with OUT/t.npy and OUT/ref_{last_max,last_min}.npy; and
+OUT/cumsum_modes.onnx (CumSum exclusive, reverse, both, on 7 elements,
+which the log-step sum covers in 3 levels) with OUT/c.npy and
+OUT/ref_{excl,rev,excl_rev}.npy.
 
     hand_models.py OUT
 """
@@ -12,7 +15,7 @@ import sys
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 out = sys.argv[1]
 os.makedirs(out, exist_ok=True)
@@ -53,3 +56,24 @@ np.save(os.path.join(out, "ref_last_max.npy"),
         t.shape[1] - 1 - np.argmax(flipped, axis=1))
 np.save(os.path.join(out, "ref_last_min.npy"),
         t.shape[1] - 1 - np.argmin(flipped, axis=1))
+
+c = np.array([[1, 2, 3, 4, 5, 6, 7], [-3, 0, 9, -1, 2, 8, -5]], np.int64)
+axis = numpy_helper.from_array(np.array(1, np.int64), "axis")
+nodes = [helper.make_node("CumSum", ["c", "axis"], ["excl"], exclusive=1),
+         helper.make_node("CumSum", ["c", "axis"], ["rev"], reverse=1),
+         helper.make_node("CumSum", ["c", "axis"], ["excl_rev"], exclusive=1,
+                          reverse=1)]
+graph = helper.make_graph(
+    nodes, "cumsum_modes",
+    [helper.make_tensor_value_info("c", TensorProto.INT64, list(c.shape))],
+    [helper.make_tensor_value_info(n, TensorProto.INT64, list(c.shape))
+     for n in ("excl", "rev", "excl_rev")], [axis])
+onnx.save(helper.make_model(graph,
+                            opset_imports=[helper.make_opsetid("", 13)]),
+          os.path.join(out, "cumsum_modes.onnx"))
+np.save(os.path.join(out, "c.npy"), c)
+inclusive = np.cumsum(c, axis=1)
+np.save(os.path.join(out, "ref_excl.npy"), inclusive - c)
+backward = np.cumsum(c[:, ::-1], axis=1)[:, ::-1]
+np.save(os.path.join(out, "ref_rev.npy"), backward)
+np.save(os.path.join(out, "ref_excl_rev.npy"), backward - c)

@@ -203,12 +203,14 @@ class MiscOps(nn.Module):
 class IndexOps(nn.Module):
     """argmax / argmin (ArgMax, ArgMin: ties and NaN), triu / tril with a
     diagonal offset (Trilu, opset 14 and later), integer remainder (Mod,
-    Python's sign rule, negative operands)."""
+    Python's sign rule, negative operands), cumsum of floats (NaN carried
+    on) and of integers (HF position ids from a mask)."""
 
     def forward(self, x, a, b):
         return (torch.argmax(x, dim=1), torch.argmin(x, dim=-1, keepdim=True),
                 torch.triu(x, diagonal=1), torch.tril(x, diagonal=-1),
-                torch.remainder(a, b), torch.fmod(a, b))
+                torch.remainder(a, b), torch.fmod(a, b),
+                torch.cumsum(x, dim=1), torch.cumsum(a, dim=-1))
 
 
 class ConstantMask(nn.Module):
@@ -338,7 +340,8 @@ def build(name):
         a = np.array([[7, -7, 7, -7, 0, 13]], np.int64).repeat(2, 0)
         b = np.array([[3], [-3]], np.int64)
         return (IndexOps(), {"x": x, "a": a, "b": b},
-                ["argmax", "argmin", "triu", "tril", "remainder", "fmod"], {})
+                ["argmax", "argmin", "triu", "tril", "remainder", "fmod",
+                 "cumsum", "cumsum_int"], {})
     if name == "constant_mask":
         return ConstantMask(), {"x": randn(2, 6, 6)}, ["y"], {}
     if name == "deconvs":
