@@ -64,26 +64,25 @@ ElementsAttr constantValue(Value v) {
   return nullptr;
 }
 
-/// The f32 values of `value`, or false when they cannot be read cheaply
+/// Calls `visit` on each f32 value of `value` where they lie (a dense
+/// attribute's storage, a resource blob); false when they cannot be read so
 /// (another element type).
-bool f32Values(ElementsAttr value, SmallVectorImpl<float>& scratch,
-               ArrayRef<float>* out) {
+template <typename Visit> bool forEachF32(ElementsAttr value, Visit visit) {
   if (!value.getElementType().isF32())
     return false;
   if (auto dense = llvm::dyn_cast<DenseElementsAttr>(value)) {
     if (dense.isSplat()) {
-      scratch.assign(1, dense.getSplatValue<float>());
-      *out = scratch;
+      visit(dense.getSplatValue<float>());
       return true;
     }
-    scratch.assign(dense.getValues<float>().begin(),
-                   dense.getValues<float>().end());
-    *out = scratch;
+    for (float x : dense.getValues<float>())
+      visit(x);
     return true;
   }
   if (auto blob = llvm::dyn_cast<DenseF32ResourceElementsAttr>(value)) {
     if (std::optional<ArrayRef<float>> a = blob.tryGetAsArrayRef()) {
-      *out = *a;
+      for (float x : *a)
+        visit(x);
       return true;
     }
   }
@@ -102,10 +101,6 @@ std::string numberText(double v) {
 /// of its roundoff relative to the tensor's norm (a batch norm with a tiny
 /// gamma folded into a conv's weight: f16 subnormals of ~3 bits).
 std::string castLoss(ElementsAttr value, Type low) {
-  SmallVector<float> scratch;
-  ArrayRef<float> v;
-  if (!f32Values(value, scratch, &v))
-    return "";
   bool f16 = low.isF16();
   // |x| at and above which the cast rounds to inf; the smallest normal;
   // the unit roundoff; the largest error of a subnormal.
@@ -115,13 +110,15 @@ std::string castLoss(ElementsAttr value, Type low) {
   double subnormalError = f16 ? std::ldexp(1.0, -25) : std::ldexp(1.0, -134);
   const char* name = f16 ? "f16" : "bf16";
   double norm2 = 0, error2 = 0, largest = 0;
-  for (float x : v) {
+  float overflowed = 0; // the first finite value that would be inf
+  bool read = forEachF32(value, [&](float x) {
     double a = std::fabs(double(x));
-    if (!std::isfinite(a))
-      continue;
-    if (a >= overflow)
-      return "holds " + numberText(x) + ", which is " +
-             (x < 0 ? "-inf" : "inf") + " in " + name;
+    if (!std::isfinite(a) || overflowed != 0)
+      return;
+    if (a >= overflow) {
+      overflowed = x;
+      return;
+    }
     largest = std::max(largest, a);
     norm2 += a * a;
     // Zero casts exactly; below half the smallest subnormal a value flushes
@@ -130,7 +127,12 @@ std::string castLoss(ElementsAttr value, Type low) {
                : a >= 2 * subnormalError ? subnormalError
                                          : a;
     error2 += e * e;
-  }
+  });
+  if (!read)
+    return "";
+  if (overflowed != 0)
+    return "holds " + numberText(overflowed) + ", which is " +
+           (overflowed < 0 ? "-inf" : "inf") + " in " + name;
   if (norm2 > 0 && error2 > 16 * unit * unit * norm2)
     return "is below " + std::string(name) + "'s normal range (largest |x| " +
            numberText(largest) + "): the cast's error could reach " +

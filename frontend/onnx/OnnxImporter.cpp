@@ -418,6 +418,24 @@ Shape broadcastShapes(const Shape& a, const Shape& b) {
 
 Tensor scalarOf(double v, DType dtype) { return Tensor::scalar(v, dtype); }
 
+/// x's rows along `axis` picked by `source(i)` for output rows i in
+/// [0, count): one gather that reorders, repeats or mirrors them (flips,
+/// Tile, Pad's reflect and edge modes).
+template <typename Source>
+Tensor gatherAlong(const Tensor& x, int64_t axis, int64_t count,
+                   Source source) {
+  Tensor index = Tensor::empty({count}, DType::I64);
+  for (int64_t i = 0; i < count; ++i)
+    index.data<int64_t>()[i] = source(i);
+  return gather(x, index, axis);
+}
+
+/// x with `axis` reversed.
+Tensor reverseAxis(const Tensor& x, int64_t axis) {
+  int64_t n = x.size(axis);
+  return gatherAlong(x, axis, n, [n](int64_t i) { return n - 1 - i; });
+}
+
 /// e^x - 1 without the cancellation of exp(x) - 1 near 0, for x <= 0 (the
 /// negative side of Elu, Selu and Celu): 2 tanh(x/2) / (1 - tanh(x/2)),
 /// whose denominator stays in [1, 2] there. Where x > 0 it may be inf (the
@@ -896,12 +914,9 @@ const std::unordered_map<std::string, Handler>& handlers() {
           throw Error("repeats must be >= 0, got " + std::to_string(r));
         if (r == 1)
           continue;
-        // The rows of axis d, r times over: one gather.
+        // The rows of axis d, r times over.
         int64_t n = x.size(d);
-        Tensor idx = Tensor::empty({n * r}, DType::I64);
-        for (int64_t i = 0; i < n * r; ++i)
-          idx.data<int64_t>()[i] = i % n;
-        x = gather(x, idx, d);
+        x = gatherAlong(x, d, n * r, [n](int64_t i) { return i % n; });
       }
       return R{x};
     };
@@ -1037,12 +1052,6 @@ const std::unordered_map<std::string, Handler>& handlers() {
       int64_t n = x.size(axis);
       if (n == 0)
         return R{x};
-      auto flip = [&](const Tensor& t) {
-        Tensor idx = Tensor::empty({n}, DType::I64);
-        for (int64_t i = 0; i < n; ++i)
-          idx.data<int64_t>()[i] = n - 1 - i;
-        return gather(t, idx, axis);
-      };
       // t shifted by k along the axis: k zeros first, its last k dropped.
       auto shift = [&](const Tensor& t, int64_t k) {
         std::vector<int64_t> low(size_t(t.rank()), 0), high(low);
@@ -1053,7 +1062,7 @@ const std::unordered_map<std::string, Handler>& handlers() {
         return slice(padded, start, count, step);
       };
       if (reverse)
-        x = flip(x);
+        x = reverseAxis(x, axis);
       if (exclusive)
         x = shift(x, 1);
       Tensor y = x;
@@ -1061,7 +1070,7 @@ const std::unordered_map<std::string, Handler>& handlers() {
         Tensor moved = shift(y, k);
         y = add(y, moved);
       }
-      return R{reverse ? flip(y) : y};
+      return R{reverse ? reverseAxis(y, axis) : y};
     };
     h["Clip"] = [](const NodeContext& c) {
       Tensor x = c.in(0);
@@ -1234,14 +1243,7 @@ const std::unordered_map<std::string, Handler>& handlers() {
       Tensor grouped = reshape(w, {groups, cin / groups, coutG, kh, kw});
       Tensor swapped = transpose(grouped, {0, 2, 1, 3, 4});
       Tensor kernel = reshape(swapped, {groups * coutG, cin / groups, kh, kw});
-      Tensor flipRows = Tensor::empty({kh}, DType::I64);
-      for (int64_t i = 0; i < kh; ++i)
-        flipRows.data<int64_t>()[i] = kh - 1 - i;
-      Tensor flipCols = Tensor::empty({kw}, DType::I64);
-      for (int64_t i = 0; i < kw; ++i)
-        flipCols.data<int64_t>()[i] = kw - 1 - i;
-      Tensor flippedRows = gather(kernel, flipRows, 2);
-      Tensor flipped = gather(flippedRows, flipCols, 3);
+      Tensor flipped = reverseAxis(reverseAxis(kernel, 2), 3);
       Tensor y = conv2d(x, flipped, c.has(2) ? c.in(2) : Tensor(), {1, 1},
                         {0, 0, 0, 0}, dilations, groups);
       return R{windowOutput(y, oneD)};
@@ -1408,13 +1410,8 @@ const std::unordered_map<std::string, Handler>& handlers() {
         step[ax] = st > 0 ? st : -st;
       }
       Tensor y = slice(x, start, count, step);
-      for (int64_t ax : reversed) {
-        int64_t n = y.shape()[ax];
-        Tensor index = Tensor::empty({n}, DType::I64);
-        for (int64_t k = 0; k < n; ++k)
-          index.data<int64_t>()[k] = n - 1 - k;
-        y = gather(y, index, ax);
-      }
+      for (int64_t ax : reversed)
+        y = reverseAxis(y, ax);
       return R{y};
     };
     h["Split"] = [](const NodeContext& c) {
@@ -1653,18 +1650,13 @@ const std::unordered_map<std::string, Handler>& handlers() {
             throw Error("reflect pads of dim " + std::to_string(d) + " (" +
                         std::to_string(b) + ", " + std::to_string(e) +
                         ") must be below its size " + std::to_string(n));
-          Tensor idx = Tensor::empty({b + n + e}, DType::I64);
-          for (int64_t i = -b; i < n + e; ++i) {
-            int64_t j = i;
-            if (mode == "edge")
-              j = std::min<int64_t>(std::max<int64_t>(i, 0), n - 1);
-            else if (i < 0)
-              j = -i;
-            else if (i >= n)
-              j = 2 * (n - 1) - i;
-            idx.data<int64_t>()[i + b] = j;
-          }
-          y = gather(y, idx, d);
+          bool edge = mode == "edge";
+          y = gatherAlong(y, d, b + n + e, [=](int64_t out) {
+            int64_t i = out - b; // the position in x, before the ends
+            if (edge)
+              return std::min<int64_t>(std::max<int64_t>(i, 0), n - 1);
+            return i < 0 ? -i : i >= n ? 2 * (n - 1) - i : i;
+          });
         }
         return R{y};
       }

@@ -5,6 +5,8 @@
 #include "modelc/shapes.h"
 #include "modelc/version.h"
 
+#include "ArtifactVerifier.h"
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -70,6 +72,11 @@ Status Model::loadFile(const std::string &path, std::unique_ptr<Model> *out,
   ::close(fd);
   MC_RETURN_IF_ERROR(st);
   return fromBytes(std::move(bytes), path, out, checkTargets);
+}
+
+uint64_t Model::checksums() const {
+  const uint8_t *trailer = bytes_.data() + bytes_.size() - kTrailerSize;
+  return uint64_t(readLE32(trailer)) << 32 | table_->data_crc32();
 }
 
 Status Model::loadMemory(const void *data, size_t size, const std::string &name,

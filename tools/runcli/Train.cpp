@@ -460,19 +460,6 @@ void testFault(int rank, long long step) {
 volatile std::sig_atomic_t gStopSignal = 0;
 extern "C" void onStopSignal(int sig) { gStopSignal = sig; }
 
-/// FNV-1a of a file's bytes (0 when unreadable: the run fails on it later).
-uint64_t fileHash(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  uint64_t h = 1469598103934665603ull;
-  std::vector<char> buf(1 << 20);
-  while (in) {
-    in.read(buf.data(), std::streamsize(buf.size()));
-    for (std::streamsize i = 0; i < in.gcount(); ++i)
-      h = (h ^ uint8_t(buf[size_t(i)])) * 1099511628211ull;
-  }
-  return h;
-}
-
 class Trainer {
 public:
   Trainer(std::string tool, Options opt)
@@ -541,7 +528,7 @@ Status Trainer::checkRanksAgree() {
   if (world_ <= 1)
     return Status::ok();
   std::vector<std::pair<std::string, uint64_t>> values{
-      {"the artifact's bytes", fileHash(opt_.model)},
+      {"the artifact's bytes", model_->checksums()}, // their checksums
       {"the number of samples", uint64_t(samples_)},
       {"--batch", uint64_t(opt_.batch)},
       {"--epochs", uint64_t(opt_.epochs)},

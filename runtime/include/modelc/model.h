@@ -94,6 +94,11 @@ public:
   const uint8_t *constantData() const { return constants_; }
   uint64_t constantBytes() const { return table_->data_size(); }
   uint64_t fileSize() const { return bytes_.size(); }
+  /// The checksums the file carries, verified at load: its table's (from
+  /// the trailer) in the high word, its data section's in the low one. Two
+  /// artifacts with the same pair hold the same steps and weights, which
+  /// data-parallel ranks compare without reading the file again.
+  uint64_t checksums() const;
 
   /// Whether the model runs a range of batch sizes (Model.batch present),
   /// and that range; {0, 0, 0} for a static model.
