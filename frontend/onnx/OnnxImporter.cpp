@@ -320,6 +320,9 @@ public:
   std::vector<const Value*> inputs;
   int64_t opset;
   const fs::path& modelDir;
+  /// Whether the model is traced with a dynamic batch (a constant may not
+  /// take the batch's shape).
+  bool dynamicBatch = false;
 
   size_t numInputs() const { return inputs.size(); }
   bool has(size_t i) const { return i < inputs.size() && inputs[i]; }
@@ -434,6 +437,146 @@ Tensor gatherAlong(const Tensor& x, int64_t axis, int64_t count,
 Tensor reverseAxis(const Tensor& x, int64_t axis) {
   int64_t n = x.size(axis);
   return gatherAlong(x, axis, n, [n](int64_t i) { return n - 1 - i; });
+}
+
+bool isFloatType(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16;
+}
+
+/// 0 with x's sign where y is zero, else y: the sign of a zero that
+/// floor, ceil and round keep (floor(-0.0) and round(-0.3) are -0.0).
+Tensor signedZero(const Tensor& x, const Tensor& y) {
+  Tensor zero = eq(y, scalarOf(0.0, y.dtype()));
+  Tensor signed0 = x * 0.0;
+  return where(zero, signed0, y);
+}
+
+/// floor(x) for a float tensor, exactly: below 2^23 in magnitude through a
+/// truncating cast to int32 (minus 1 where that rounded up), and x itself
+/// above (every float that large is an integer), NaN and inf included.
+Tensor floorOf(const Tensor& x) {
+  DType t = x.dtype();
+  Tensor magnitude = abs(x);
+  Tensor small = lt(magnitude, scalarOf(8388608.0, t));
+  Tensor safe = where(small, x, scalarOf(0.0, t)); // no cast out of range
+  Tensor whole = cast(safe, DType::I32);
+  Tensor back = cast(whole, t);
+  Tensor over = gt(back, x);
+  Tensor lower = back - 1.0;
+  Tensor down = where(over, lower, back);
+  Tensor y = where(small, down, x);
+  return signedZero(x, y);
+}
+
+/// ceil(x) = -floor(-x).
+Tensor ceilOf(const Tensor& x) {
+  Tensor negated = neg(x);
+  Tensor f = floorOf(negated);
+  return neg(f);
+}
+
+/// x rounded to the nearest integer, ties to even (ONNX Round,
+/// torch.round, nearbyint): floor(x), plus 1 where the fraction passes 1/2
+/// or is 1/2 and the floor is odd. x - floor(x) is exact.
+Tensor roundOf(const Tensor& x) {
+  DType t = x.dtype();
+  Tensor f = floorOf(x);
+  Tensor fraction = x - f;
+  Tensor above = gt(fraction, scalarOf(0.5, t));
+  Tensor tie = eq(fraction, scalarOf(0.5, t));
+  Tensor halfF = f * 0.5;
+  Tensor halfFloor = floorOf(halfF);
+  Tensor twice = halfFloor * 2.0;
+  Tensor odd = ne(twice, f);
+  Tensor tieUp = where(tie, odd, scalarOf(0.0, DType::I1));
+  Tensor up = where(above, scalarOf(1.0, DType::I1), tieUp);
+  Tensor raised = f + 1.0;
+  Tensor y = where(up, raised, f);
+  return signedZero(x, y);
+}
+
+/// The product along `axis` (kept as a dim of 1) by halving: ceil(log2 n)
+/// multiplies of the axis' first half by its second (an odd length padded
+/// with a 1 first). Exact for integers (wrapping as a sequential product
+/// does); floats multiply in a tree order, within a few ulps per level.
+Tensor prodAlong(Tensor x, int64_t axis) {
+  int64_t n = x.size(axis);
+  if (n == 0) {
+    Shape shape = x.shape();
+    shape[size_t(axis)] = 1;
+    return Tensor::full(shape, 1.0, x.dtype());
+  }
+  while (n > 1) {
+    if (n % 2) {
+      std::vector<int64_t> low(size_t(x.rank()), 0), high(low);
+      high[size_t(axis)] = 1;
+      x = pad(x, low, high, 1.0);
+      ++n;
+    }
+    Tensor first = sliceDim(x, axis, 0, n / 2);
+    Tensor second = sliceDim(x, axis, n / 2, n);
+    x = first * second;
+    n /= 2;
+  }
+  return x;
+}
+
+/// GatherElements as a select and a max, for a dynamic batch (the flat
+/// gather's base offsets would be a constant of the batch's shape): with
+/// the axis moved last, out[.., j] = max over k of (position[.., j] == k ?
+/// data[.., k] : lowest), n compares per output (the max of one value keeps
+/// NaN and -0.0). `outside` marks indices outside the axis: whether there
+/// is one is the index of a gather from one element, so one makes the
+/// runtime report the node.
+Tensor gatherElementsBySelect(const Tensor& data, const Tensor& position,
+                              const Tensor& outside, int64_t axis) {
+  if (data.dtype() == DType::I1)
+    throw Error("GatherElements of bool data with a dynamic batch is not "
+                "supported (numbers are)");
+  if (axis == 0)
+    throw Error("GatherElements along the batch axis (axis 0) with a "
+                "dynamic batch is not supported (along other axes it is)");
+  int64_t rank = data.rank(), n = data.size(axis);
+  std::vector<int64_t> start(size_t(rank), 0), count(data.shape()),
+      step(size_t(rank), 1);
+  bool narrower = false;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis && position.size(d) != data.size(d)) {
+      count[size_t(d)] = position.size(d);
+      narrower = true;
+    }
+  Tensor src = narrower ? slice(data, start, count, step) : data;
+  std::vector<int64_t> perm, back(static_cast<size_t>(rank));
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis)
+      perm.push_back(d);
+  perm.push_back(axis);
+  for (int64_t d = 0; d < rank; ++d)
+    back[size_t(perm[size_t(d)])] = d;
+  bool moved = axis != rank - 1;
+  Tensor values = moved ? transpose(src, perm) : src;         // [.., n]
+  Tensor at = moved ? transpose(position, perm) : position;   // [.., J]
+  Tensor iota = Tensor::empty({n}, DType::I64);
+  for (int64_t k = 0; k < n; ++k)
+    iota.data<int64_t>()[k] = k;
+  Tensor column = unsqueeze(at, -1);                          // [.., J, 1]
+  Tensor pick = eq(column, iota);                             // [.., J, n]
+  Tensor row = unsqueeze(values, -2);                         // [.., 1, n]
+  DType t = data.dtype();
+  double lowest = t == DType::I32   ? double(INT32_MIN)
+                  : t == DType::I64 ? double(INT64_MIN)
+                                    : -INFINITY;
+  Tensor chosen = where(pick, row, scalarOf(lowest, t));
+  Tensor y = amax(chosen, {-1});                              // [.., J]
+  std::vector<int64_t> all;
+  for (int64_t d = 0; d < rank; ++d)
+    all.push_back(d);
+  Tensor flags = cast(outside, DType::I32);
+  Tensor misses = amax(flags, all);                           // 0 or 1
+  // -0.0: x + -0.0 is x for every x, -0.0 included.
+  Tensor probe = gather(Tensor::full({1}, -0.0, data.dtype()), misses, 0);
+  Tensor checked = y + probe;
+  return moved ? transpose(checked, back) : checked;
 }
 
 /// e^x - 1 without the cancellation of exp(x) - 1 near 0, for x <= 0 (the
@@ -673,6 +816,20 @@ Tensor reduceAxes(const NodeContext& c, const std::string& op,
     return mean(x, axes, keep);
   if (op == "ReduceMax")
     return amax(x, axes, keep);
+  if (op == "ReduceProd") {
+    std::vector<bool> reduced(size_t(x.rank()), false);
+    for (int64_t a : axes)
+      reduced[size_t(normalizeAxis(a, x.rank()))] = true;
+    Tensor y = x;
+    Shape kept;
+    for (int64_t d = 0; d < x.rank(); ++d) {
+      if (reduced[size_t(d)])
+        y = prodAlong(y, d);
+      else
+        kept.push_back(x.size(d));
+    }
+    return keep ? y : reshape(y, kept);
+  }
   if (op == "ReduceLogSumExp") {
     // log(sum(exp(x - m))) + m with m the max, taken as 0 where it is
     // infinite (a row of -inf gives -inf, as torch.logsumexp).
@@ -861,6 +1018,78 @@ const std::unordered_map<std::string, Handler>& handlers() {
                        nearestMode);
       }
       return R{x};
+    };
+    // Floor, Ceil and Round of floats, exact, from a truncating cast
+    // (floorOf). ONNX defines them for floats only.
+    for (const char* name : {"Floor", "Ceil", "Round"})
+      h[name] = [op = std::string(name)](const NodeContext& c) {
+        const Tensor& x = c.in(0);
+        if (!isFloatType(x.dtype()))
+          throw Error(op + " of " + x.describe() + ": ONNX defines " + op +
+                      " for float tensors");
+        if (op == "Floor")
+          return R{floorOf(x)};
+        return R{op == "Ceil" ? ceilOf(x) : roundOf(x)};
+      };
+    // GatherElements (torch.gather): out[i] = data[i with i_axis replaced
+    // by indices[i]], as a gather from the flattened data at the linear
+    // index base[i] + indices[i] * stride(axis). An index outside
+    // [-n, n) becomes one past the data, so the gather reports it (a
+    // constant one is reported here) instead of reading another row.
+    h["GatherElements"] = [](const NodeContext& c) {
+      const Tensor& data = c.in(0);
+      const Tensor& idx = c.in(1);
+      if (idx.dtype() != DType::I32 && idx.dtype() != DType::I64)
+        throw Error("indices " + idx.describe() + " must be int32 or int64");
+      if (idx.rank() != data.rank() || data.rank() == 0)
+        throw Error("indices " + idx.describe() + " must have the rank of "
+                    "data " + data.describe() + " (and that rank >= 1)");
+      int64_t rank = data.rank();
+      int64_t axis = normalizeAxis(c.getInt("axis", 0), rank);
+      for (int64_t d = 0; d < rank; ++d)
+        if (d != axis && idx.size(d) > data.size(d))
+          throw Error("indices " + idx.describe() + " is larger than data " +
+                      data.describe() + " in dim " + std::to_string(d));
+      int64_t n = data.size(axis);
+      if (c.isConstant(1)) {
+        for (int64_t i : c.constInts(1, "indices"))
+          if (i < -n || i >= n)
+            throw Error("index " + std::to_string(i) + " is out of range "
+                        "for dim " + std::to_string(axis) + " of " +
+                        data.describe() + " (indices lie in [" +
+                        std::to_string(-n) + ", " + std::to_string(n) + "))");
+      }
+      Tensor wide = idx.dtype() == DType::I64 ? idx : cast(idx, DType::I64);
+      Tensor negative = lt(wide, scalarOf(0.0, DType::I64));
+      Tensor wrapped = wide + double(n);
+      Tensor position = where(negative, wrapped, wide);
+      Tensor tooLow = lt(position, scalarOf(0.0, DType::I64));
+      Tensor tooHigh = ge(position, scalarOf(double(n), DType::I64));
+      Tensor outside = where(tooLow, scalarOf(1.0, DType::I1), tooHigh);
+      if (c.dynamicBatch)
+        return R{gatherElementsBySelect(data, position, outside, axis)};
+      std::vector<int64_t> stride(size_t(rank), 1);
+      for (int64_t d = rank - 2; d >= 0; --d)
+        stride[size_t(d)] = stride[size_t(d + 1)] * data.size(d + 1);
+      int64_t total = stride[0] * data.size(0);
+      Tensor base = Tensor::empty(idx.shape(), DType::I64);
+      int64_t count = base.numel();
+      for (int64_t i = 0; i < count; ++i) {
+        int64_t rest = i, offset = 0;
+        for (int64_t d = rank - 1; d >= 0; --d) {
+          int64_t coord = rest % idx.size(d);
+          rest /= idx.size(d);
+          if (d != axis)
+            offset += coord * stride[size_t(d)];
+        }
+        base.data<int64_t>()[i] = offset;
+      }
+      Tensor step = position * double(stride[size_t(axis)]);
+      Tensor linear = base + step;
+      Tensor checked = where(outside, scalarOf(double(total), DType::I64),
+                             linear);
+      Tensor flat = reshape(data, {total});
+      return R{gather(flat, checked, 0)};
     };
     h["IsNaN"] = [](const NodeContext& c) { return R{ne(c.in(0), c.in(0))}; };
     h["IsInf"] = [](const NodeContext& c) {
@@ -1096,8 +1325,8 @@ const std::unordered_map<std::string, Handler>& handlers() {
     h["LogSoftmax"] = [](const NodeContext& c) {
       return R{logSoftmax(c.in(0), c.getInt("axis", -1))};
     };
-    for (const char* name :
-         {"ReduceMean", "ReduceMax", "ReduceMin", "ReduceLogSumExp"})
+    for (const char* name : {"ReduceMean", "ReduceMax", "ReduceMin",
+                             "ReduceLogSumExp", "ReduceProd"})
       h[name] = [op = std::string(name)](const NodeContext& c) {
         return R{reduceAxes(c, op, c.getInts("axes"), false)};
       };
@@ -1814,6 +2043,7 @@ void Importer::runNode(int i) {
   }
   bool constant = allConstant || alwaysConstant(op);
   NodeContext ctx(node, std::move(inputs), opset_, modelDir_);
+  ctx.dynamicBatch = options_.batch.has_value();
   std::vector<Tensor> outputs;
   try {
     if (constant) {

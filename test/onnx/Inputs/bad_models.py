@@ -218,6 +218,26 @@ graph = helper.make_graph(
 save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
      "mod-float.onnx")
 
+# Floor of integers (ONNX defines Floor, Ceil and Round for floats).
+graph = helper.make_graph(
+    [helper.make_node("Floor", ["a"], ["r"], name="floor0")],
+    "floor-int",
+    [helper.make_tensor_value_info("a", TensorProto.INT64, [4])],
+    [helper.make_tensor_value_info("r", TensorProto.INT64, [4])])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
+     "floor-int.onnx")
+
+# GatherElements with a constant index past its axis (3 along a dim of 3).
+graph = helper.make_graph(
+    [helper.make_node("GatherElements", ["x", "idx"], ["y"], name="ge0",
+                      axis=1)],
+    "gather-elements-range",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])],
+    [numpy_helper.from_array(np.array([[0, 3], [1, -3]], np.int64), "idx")])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
+     "gather-elements-range.onnx")
+
 # ScatterND into a graph input (computed data: modelc evaluates ScatterND
 # of constants only).
 graph = helper.make_graph(

@@ -47,6 +47,18 @@ class FlattenByBatch(nn.Module):
         return torch.tanh(x.view(x.shape[0], -1) * 2.0)
 
 
+class GatherByValue(nn.Module):
+    """torch.gather with indices computed from x (GatherElements: with a
+    dynamic batch, a select per index instead of a flat gather, whose
+    offsets would follow the batch), plus floor and a product over a dim
+    (Floor, ReduceProd), at every batch."""
+
+    def forward(self, x):
+        i = (x.abs() * 2.0).long() % 6
+        return (torch.gather(x, 1, i) + torch.floor(x * 3.0) +
+                torch.prod(x[:, :3], 1, keepdim=True))
+
+
 def build(name):
     """(model, input shape without the batch)"""
     if name == "mlp":
@@ -58,6 +70,8 @@ def build(name):
         return torchvision.models.resnet18(weights=None), (3, 64, 64)
     if name == "batch_mean":
         return BatchMean(), (6,)
+    if name == "gather_by_value":
+        return GatherByValue(), (6,)
     if name == "flatten_by_batch":
         return FlattenByBatch(), (3, 4)
     if name == "transformer":

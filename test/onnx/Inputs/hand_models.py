@@ -6,7 +6,14 @@ OUT/argmax_last.onnx (ArgMax and ArgMin with select_last_index=1, over
 ties) with OUT/t.npy and OUT/ref_{last_max,last_min}.npy; and
 OUT/cumsum_modes.onnx (CumSum exclusive, reverse, both, on 7 elements,
 which the log-step sum covers in 3 levels) with OUT/c.npy and
-OUT/ref_{excl,rev,excl_rev}.npy.
+OUT/ref_{excl,rev,excl_rev}.npy; and OUT/gather_elements.onnx
+(GatherElements with negative indices, which torch.gather refuses, along
+axes 0 and 2 of a 3-D tensor, and with int32 indices) with OUT/g.npy,
+OUT/gi.npy, OUT/gj.npy and OUT/ref_{along0,along2}.npy, and
+OUT/gi_bad.npy (an index of 2 along a dim of 2);
+OUT/gather_elements_dyn.onnx is that graph with a symbolic batch,
+OUT/gather_elements_axis2.onnx its gather along axis 2 alone, with
+OUT/gj_bad.npy (an index of -5 along a dim of 4).
 
     hand_models.py OUT
 """
@@ -77,3 +84,50 @@ np.save(os.path.join(out, "ref_excl.npy"), inclusive - c)
 backward = np.cumsum(c[:, ::-1], axis=1)[:, ::-1]
 np.save(os.path.join(out, "ref_rev.npy"), backward)
 np.save(os.path.join(out, "ref_excl_rev.npy"), backward - c)
+
+g = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4) * 0.5 - 3.0
+gi = np.array([[[-1, 0, 1, -2]], [[1, -2, 0, -1]]], np.int64)  # [2, 1, 4]
+gj = np.array([[[3, -4], [-1, 0], [2, -3]],
+               [[0, 1], [-2, 3], [-4, 2]]], np.int32)  # [2, 3, 2]
+nodes = [helper.make_node("GatherElements", ["g", "gi"], ["along0"], axis=0),
+         helper.make_node("GatherElements", ["g", "gj"], ["along2"],
+                          axis=-1)]
+graph = helper.make_graph(
+    nodes, "gather_elements",
+    [helper.make_tensor_value_info("g", TensorProto.FLOAT, list(g.shape)),
+     helper.make_tensor_value_info("gi", TensorProto.INT64, list(gi.shape)),
+     helper.make_tensor_value_info("gj", TensorProto.INT32, list(gj.shape))],
+    [helper.make_tensor_value_info("along0", TensorProto.FLOAT,
+                                   list(gi.shape)),
+     helper.make_tensor_value_info("along2", TensorProto.FLOAT,
+                                   list(gj.shape))])
+onnx.save(helper.make_model(graph,
+                            opset_imports=[helper.make_opsetid("", 13)]),
+          os.path.join(out, "gather_elements.onnx"))
+# The same graph with a symbolic batch (--batch: GatherElements as selects;
+# along the batch axis it is refused), and its gather along axis 2 alone.
+for value in list(graph.input) + list(graph.output):
+    value.type.tensor_type.shape.dim[0].dim_param = "batch"
+onnx.save(helper.make_model(graph,
+                            opset_imports=[helper.make_opsetid("", 13)]),
+          os.path.join(out, "gather_elements_dyn.onnx"))
+graph = helper.make_graph([nodes[1]], "gather_elements_axis2",
+                          [graph.input[0], graph.input[2]],
+                          [graph.output[1]])
+onnx.save(helper.make_model(graph,
+                            opset_imports=[helper.make_opsetid("", 13)]),
+          os.path.join(out, "gather_elements_axis2.onnx"))
+np.save(os.path.join(out, "g.npy"), g)
+np.save(os.path.join(out, "gi.npy"), gi)
+np.save(os.path.join(out, "gj.npy"), gj)
+# Output i is g[gi[i], i1, i2]: the rows of g that gi's shape covers.
+np.save(os.path.join(out, "ref_along0.npy"),
+        np.take_along_axis(g[:, :1, :], gi % 2, axis=0))
+np.save(os.path.join(out, "ref_along2.npy"),
+        np.take_along_axis(g, gj.astype(np.int64) % 4, axis=2))
+bad = gi.copy()
+bad[1, 0, 2] = 2  # dim 0 has 2 rows
+np.save(os.path.join(out, "gi_bad.npy"), bad)
+bad = gj.copy()
+bad[1, 2, 0] = -5  # dim 2 has 4 columns
+np.save(os.path.join(out, "gj_bad.npy"), bad)

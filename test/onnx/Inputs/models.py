@@ -213,6 +213,23 @@ class IndexOps(nn.Module):
                 torch.cumsum(x, dim=1), torch.cumsum(a, dim=-1))
 
 
+class Rounding(nn.Module):
+    """floor, ceil and round (Floor, Ceil, Round: ties to even, -0.0,
+    values past 2^23, inf and NaN), remainder of floats (PyTorch exports
+    it as x - floor(x / y) * y, which loses every digit of a large x that
+    torch.remainder keeps: clamped to where both agree), products over
+    odd and even dims (ReduceProd, of floats and integers) and
+    torch.gather (GatherElements) along either axis."""
+
+    def forward(self, x, p, n, src, idx):
+        return (torch.floor(x), torch.ceil(x), torch.round(x),
+                torch.remainder(torch.clamp(x, -100.0, 100.0), 0.75),
+                torch.prod(p, dim=1),
+                torch.prod(p, dim=-1, keepdim=True),
+                torch.prod(n, dim=1), torch.gather(src, 1, idx),
+                torch.gather(src, 0, idx[:, :2] % 3))
+
+
 class ConstantMask(nn.Module):
     """A mask built by assignment into a constant tensor (ScatterND of
     constants, as torchvision's Swin builds its shifted-window mask), and
@@ -342,6 +359,21 @@ def build(name):
         return (IndexOps(), {"x": x, "a": a, "b": b},
                 ["argmax", "argmin", "triu", "tril", "remainder", "fmod",
                  "cumsum", "cumsum_int"], {})
+    if name == "rounding":
+        x = np.array([[0.5, 1.5, 2.5, -0.5, -1.5, -2.5, -0.0, 0.0, -0.3,
+                       0.3, 0.49999997, -0.49999997, 1e10, -1e10,
+                       8388609.0, -8388609.0, 4194304.5, 1e38, np.inf,
+                       -np.inf, np.nan, 1e-30, -1e-30, 2.7, -2.7, 7.0]],
+                     np.float32).repeat(2, 0)
+        x[1] *= 3.0
+        p = np.abs(randn(3, 7, 5)) + 0.5
+        n = rng.integers(-3, 4, size=(2, 4, 3)).astype(np.int64)
+        src = randn(3, 6)
+        idx = np.array([[0, 5, 1, 2], [3, 0, 1, 1], [4, 0, 4, 5]],
+                       np.int64)
+        return (Rounding(), {"x": x, "p": p, "n": n, "src": src, "idx": idx},
+                ["floor", "ceil", "round", "fmod_floor", "prod", "prod_keep",
+                 "prod_int", "gathered", "gathered0"], {})
     if name == "constant_mask":
         return ConstantMask(), {"x": randn(2, 6, 6)}, ["y"], {}
     if name == "deconvs":
