@@ -3,6 +3,7 @@
 #include "modelc/fileio.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -206,6 +207,20 @@ Status finishStdout() {
     return Status::error(std::string("cannot write to standard output: ") +
                          (ok ? "write error" : std::strerror(err)));
   return Status::ok();
+}
+
+bool sameFile(const std::string &a, const std::string &b) {
+  namespace fs = std::filesystem;
+  std::error_code ea, eb;
+  if (fs::exists(a, ea) && fs::exists(b, eb)) {
+    std::error_code ec;
+    return fs::equivalent(a, b, ec) && !ec;
+  }
+  fs::path pa = fs::weakly_canonical(a, ea), pb = fs::weakly_canonical(b, eb);
+  if (ea || eb)
+    return fs::absolute(a, ea).lexically_normal() ==
+           fs::absolute(b, eb).lexically_normal();
+  return pa == pb;
 }
 
 } // namespace mc::rt

@@ -342,6 +342,9 @@ int compileMain(int argc, char** argv) {
   // which names the registered ones.
   if (emit == "artifact" && output.empty())
     return fail("compile: no output file (-o OUT.mcpk)");
+  if (!output.empty() && output != "-" && rt::sameFile(output, input))
+    return fail("compile: -o " + output + " is the input model (" + input +
+                "): writing it would destroy it");
 
   bool isOnnx = llvm::StringRef(input).ends_with(".onnx");
   if (!isOnnx && !onnxOptions.inputShapes.empty())
@@ -493,6 +496,9 @@ int importMain(int argc, char** argv) {
     if (input.empty())
       return fail("import: no input file (usage: modelc import IN.onnx -o "
                   "OUT.mlir)");
+    if (output != "-" && rt::sameFile(output, input))
+      return fail("import: -o " + output + " is the input model (" + input +
+                  "): writing it would destroy it");
     jit::TracedModule module = importOnnx(input, options);
     module.save(output, llvm::StringRef(output).ends_with(".mlirbc"));
   } catch (const Error& e) {

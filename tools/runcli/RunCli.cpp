@@ -308,9 +308,35 @@ int compare(const std::string &tool, const std::string &a, const std::string &b,
   if (x.dtype != y.dtype || x.shape != y.shape)
     return error(tool, a + " is " + typeString(x.dtype, x.shape) + " but " + b +
                            " is " + typeString(y.dtype, y.shape));
+  int64_t n = rt::numElements(x.shape);
+  if (x.dtype == DType::I32 || x.dtype == DType::I64 || x.dtype == DType::I1) {
+    // Integers (ids, indices, masks) match exactly, compared as integers:
+    // through double, 2^62 and 2^62 + 1 were equal.
+    auto at = [](const rt::NpyArray &arr, int64_t i) -> int64_t {
+      if (arr.dtype == DType::I64)
+        return reinterpret_cast<const int64_t *>(arr.data.data())[i];
+      if (arr.dtype == DType::I32)
+        return reinterpret_cast<const int32_t *>(arr.data.data())[i];
+      return arr.data[size_t(i)] != 0;
+    };
+    int64_t differ = 0, first = -1;
+    for (int64_t i = 0; i < n; ++i)
+      if (at(x, i) != at(y, i) && differ++ == 0)
+        first = i;
+    std::printf("%s vs %s: %s, %lld of %lld elements differ (integers match "
+                "exactly): %s\n",
+                a.c_str(), b.c_str(), typeString(x.dtype, x.shape).c_str(),
+                (long long)differ, (long long)n, differ ? "FAIL" : "ok");
+    if (differ)
+      return error(tool, "element " + std::to_string(first) + " is " +
+                             std::to_string(at(x, first)) + " in " + a +
+                             " and " + std::to_string(at(y, first)) + " in " +
+                             b);
+    return 0;
+  }
   double diff2 = 0, ref2 = 0, maxAbs = 0;
   int64_t nans = 0;
-  for (int64_t i = 0, n = rt::numElements(x.shape); i < n; ++i) {
+  for (int64_t i = 0; i < n; ++i) {
     double u = elementAt(x.dtype, x.data.data(), i);
     double v = elementAt(y.dtype, y.data.data(), i);
     if (std::isnan(u) || std::isnan(v)) {
@@ -322,7 +348,11 @@ int compare(const std::string &tool, const std::string &a, const std::string &b,
     ref2 += v * v;
     maxAbs = std::max(maxAbs, d);
   }
-  double rel = diff2 == 0 ? 0.0 : std::sqrt(diff2) / std::sqrt(ref2);
+  // An infinite difference (+inf against -inf or a number) is an infinite
+  // error, not inf / inf.
+  double rel = diff2 == 0           ? 0.0
+               : std::isinf(diff2) ? INFINITY
+                                   : std::sqrt(diff2) / std::sqrt(ref2);
   bool ok = nans == 0 && rel <= rtol;
   std::printf("%s vs %s: %s, rel_err %.3e, max_abs_err %.3e, rtol %.1e: %s\n",
               a.c_str(), b.c_str(), typeString(x.dtype, x.shape).c_str(), rel,
@@ -464,7 +494,7 @@ Status benchmark(rt::Session &session, long long count, int64_t batch) {
 }
 
 int run(const std::string &tool, const std::string &modelPath,
-        const std::vector<std::pair<std::string, std::string>> &inputs,
+        const std::vector<std::pair<std::string, std::string>> &givenInputs,
         const std::string &outDir, long long bench, long long batch,
         const std::string &deviceSpec) {
   std::unique_ptr<rt::Model> model;
@@ -487,6 +517,21 @@ int run(const std::string &tool, const std::string &modelPath,
   st = rt::Session::create(*model, std::move(device), &session);
   if (!st)
     return error(tool, st.message());
+  // NAME=FILE splits at the first '=' unless the model has an input whose
+  // name holds one ('a=b=x.npy' is input 'a=b' where there is one).
+  std::vector<std::pair<std::string, std::string>> inputs = givenInputs;
+  for (auto &[name, path] : inputs) {
+    size_t index;
+    std::string whole = name + "=" + path;
+    for (size_t eq = whole.find('=', name.size() + 1);
+         !model->findInput(name, &index) && eq != std::string::npos &&
+         eq + 1 < whole.size();
+         eq = whole.find('=', eq + 1))
+      if (model->findInput(whole.substr(0, eq), &index)) {
+        path = whole.substr(eq + 1);
+        name = whole.substr(0, eq);
+      }
+  }
   std::set<size_t> given;
   std::vector<rt::NpyArray> arrays(model->inputs().size());
   for (const auto &[name, path] : inputs) {
@@ -512,9 +557,38 @@ int run(const std::string &tool, const std::string &modelPath,
                              ec.message());
   }
   // The outputs of the run at the inputs' batch, before --bench may run
-  // another size.
-  std::set<std::string> used;
-  for (size_t i = 0; i < model->outputs().size(); ++i) {
+  // another size. Every file is named and checked before any is written:
+  // a run that fails on its sixth output must not have replaced five.
+  size_t count = model->outputs().size();
+  std::vector<std::string> where(count, "(not written; pass --output-dir)");
+  if (!outDir.empty()) {
+    std::set<std::string> used;
+    for (size_t i = 0; i < count; ++i) {
+      const std::string &name = model->outputs()[i].name;
+      std::string file = sanitizeOutputName(name);
+      for (int k = 1; used.count(file); ++k) // two names that sanitize alike
+        file = sanitizeOutputName(name + "_" + std::to_string(k));
+      used.insert(file);
+      where[i] = (std::filesystem::path(outDir) / (file + ".npy")).string();
+      std::error_code ec;
+      auto status = std::filesystem::status(where[i], ec);
+      if (std::filesystem::exists(status) &&
+          !std::filesystem::is_regular_file(status))
+        return error(tool, "output '" + name + "' would be written to " +
+                               where[i] + ", which is not a regular file; "
+                               "nothing was written");
+      std::vector<std::pair<std::string, std::string>> readFrom{
+          {"the model", modelPath}};
+      for (const auto &[input, path] : inputs)
+        readFrom.push_back({"input '" + input + "'", path});
+      for (const auto &[what, path] : readFrom)
+        if (rt::sameFile(where[i], path))
+          return error(tool, "output '" + name + "' would be written to " +
+                                 where[i] + ", which is " + what + " (" +
+                                 path + "); nothing was written");
+    }
+  }
+  for (size_t i = 0; i < count; ++i) {
     const rt::TensorInfo &info = model->outputs()[i];
     rt::Shape shape;
     if (!(st = session->outputShape(i, &shape)))
@@ -522,20 +596,13 @@ int run(const std::string &tool, const std::string &modelPath,
     std::vector<uint8_t> bytes(info.byteSizeAt(session->batch()));
     if (!(st = session->copyOutput(i, bytes.data(), bytes.size())))
       return error(tool, st.message());
-    std::string where = "(not written; pass --output-dir)";
-    if (!outDir.empty()) {
-      std::string file = sanitizeOutputName(info.name);
-      for (int k = 1; used.count(file); ++k) // two names that sanitize alike
-        file = sanitizeOutputName(info.name + "_" + std::to_string(k));
-      used.insert(file);
-      where = (std::filesystem::path(outDir) / (file + ".npy")).string();
-      if (!(st = rt::writeNpy(where, info.dtype, shape, bytes.data())))
-        return error(tool, st.message());
-    }
+    if (!outDir.empty() &&
+        !(st = rt::writeNpy(where[i], info.dtype, shape, bytes.data())))
+      return error(tool, st.message());
     std::printf("%s %s%s -> %s\n", info.name.c_str(),
                 typeString(info.dtype, shape).c_str(),
                 info.dtype == DType::BF16 ? " (written as f4)" : "",
-                where.c_str());
+                where[i].c_str());
   }
   if (bench > 0) {
     if (benchAt && benchAt != session->batch() &&

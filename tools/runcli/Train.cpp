@@ -212,22 +212,6 @@ bool jsonUint(const std::string &json, const std::string &key,
   return true;
 }
 
-/// Whether paths a and b name one file: the same file where both exist,
-/// else the same absolute path once normalized.
-bool sameFile(const std::string &a, const std::string &b) {
-  namespace fs = std::filesystem;
-  std::error_code ea, eb;
-  if (fs::exists(a, ea) && fs::exists(b, eb)) {
-    std::error_code ec;
-    return fs::equivalent(a, b, ec) && !ec;
-  }
-  fs::path pa = fs::weakly_canonical(a, ea), pb = fs::weakly_canonical(b, eb);
-  if (ea || eb)
-    return fs::absolute(a, ea).lexically_normal() ==
-           fs::absolute(b, eb).lexically_normal();
-  return pa == pb;
-}
-
 /// Refuses outputs (--log-csv, --plot, the checkpoint file) that are an
 /// input (the model, a --data file) or another output: writing one would
 /// destroy the other.
@@ -248,12 +232,12 @@ Status checkOutputs(const Options &opt) {
              .string()});
   for (size_t i = 0; i < outputs.size(); ++i) {
     for (const auto &[what, path] : inputs)
-      if (sameFile(outputs[i].second, path))
+      if (rt::sameFile(outputs[i].second, path))
         return Status::error(outputs[i].first + " " + outputs[i].second +
                              " is " + what + " (" + path +
                              "): writing it would destroy it");
     for (size_t j = 0; j < i; ++j)
-      if (sameFile(outputs[i].second, outputs[j].second))
+      if (rt::sameFile(outputs[i].second, outputs[j].second))
         return Status::error(outputs[i].first + " " + outputs[i].second +
                              " is also " + outputs[j].first +
                              ": one would overwrite the other");

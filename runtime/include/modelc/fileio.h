@@ -66,6 +66,12 @@ Status writeFileAtomically(const std::string &path, const void *data,
 /// (a full disk or a closed pipe is an error, not a silent truncation).
 Status finishStdout();
 
+/// Whether paths a and b name one file: the same file where both exist
+/// (links and `..` followed), else the same absolute path once
+/// normalized. Tools check an output against their inputs with it before
+/// writing: `modelc import m.onnx -o m.onnx` must not destroy the model.
+bool sameFile(const std::string &a, const std::string &b);
+
 } // namespace mc::rt
 
 #endif // MODELC_FILEIO_H
