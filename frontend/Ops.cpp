@@ -79,11 +79,14 @@ Tensor binaryOp(OpKind kind, rt::OpId op, const char* name, Tensor a,
                 a.describe() + " and " + b.describe() +
                 "); cast one explicitly");
   if (a.shape() != b.shape()) {
+    // A constant broadcast against a shape-only operand (the ONNX
+    // importer's trace) stays shape-only: no activation-sized copy of it.
+    bool values = a.hasValues() && b.hasValues();
     Shape s = broadcastShape(name, a.shape(), b.shape());
     if (a.shape() != s)
-      a = broadcastTo(a, s);
+      a = broadcastTo(a, s, values);
     if (b.shape() != s)
-      b = broadcastTo(b, s);
+      b = broadcastTo(b, s, values);
   }
   Tensor out = resultOf(a.shape(), a.dtype(), {&a, &b});
   if (out.hasValues())
@@ -209,11 +212,12 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
 }
 
 Tensor broadcastInDim(const Tensor& a, const Shape& shape,
-                      const std::vector<int64_t>& dims) {
+                      const std::vector<int64_t>& dims, bool values) {
   requireDefined("broadcast_in_dim", a);
   checkShape("broadcast_in_dim",
              rt::shapes::broadcastInDim(a.shape(), dims, shape));
-  Tensor out = resultOf(shape, a.dtype(), {&a});
+  Tensor out = values ? resultOf(shape, a.dtype(), {&a})
+                      : Tensor::shapeOnly(shape, a.dtype());
   if (out.hasValues())
     check(rt::broadcastInDim(a.view(), dims, out.mutView()));
   emit(OpRecord{OpKind::BroadcastInDim, {a}, out,
@@ -221,7 +225,12 @@ Tensor broadcastInDim(const Tensor& a, const Shape& shape,
   return out;
 }
 
-Tensor broadcastTo(const Tensor& a, const Shape& shape) {
+Tensor broadcastInDim(const Tensor& a, const Shape& shape,
+                      const std::vector<int64_t>& dims) {
+  return broadcastInDim(a, shape, dims, /*values=*/true);
+}
+
+Tensor broadcastTo(const Tensor& a, const Shape& shape, bool values) {
   requireDefined("broadcast_to", a);
   if (a.shape() == shape)
     return a;
@@ -234,7 +243,11 @@ Tensor broadcastTo(const Tensor& a, const Shape& shape) {
   std::vector<int64_t> dims;
   for (size_t i = 0; i < a.shape().size(); ++i)
     dims.push_back(static_cast<int64_t>(i + offset));
-  return broadcastInDim(a, shape, dims);
+  return broadcastInDim(a, shape, dims, values);
+}
+
+Tensor broadcastTo(const Tensor& a, const Shape& shape) {
+  return broadcastTo(a, shape, /*values=*/true);
 }
 
 Tensor reshape(const Tensor& a, const Shape& shapeIn) {
@@ -355,15 +368,19 @@ Tensor unaryRecorded(OpKind kind, rt::OpId op, const char* name,
 }
 
 /// Broadcasts both operands to one shape (NumPy rules), as binaryOp does.
-std::pair<Tensor, Tensor> broadcastPair(const char* name, Tensor a, Tensor b) {
+/// (`values`: whether the broadcasts compute theirs; false where the op's
+/// other operand is shape-only, so its result is too.)
+std::pair<Tensor, Tensor> broadcastPair(const char* name, Tensor a, Tensor b,
+                                        bool values = true) {
   requireDefined(name, a);
   requireDefined(name, b);
+  values = values && a.hasValues() && b.hasValues();
   if (a.shape() != b.shape()) {
     Shape s = broadcastShape(name, a.shape(), b.shape());
     if (a.shape() != s)
-      a = broadcastTo(a, s);
+      a = broadcastTo(a, s, values);
     if (b.shape() != s)
-      b = broadcastTo(b, s);
+      b = broadcastTo(b, s, values);
   }
   return {a, b};
 }
@@ -473,15 +490,16 @@ Tensor where(const Tensor& pred, const Tensor& x, const Tensor& y) {
   if (pred.dtype() != DType::I1)
     throw Error("where: the condition must be i1 (bool), got " +
                 pred.describe());
-  auto [a, b] = broadcastPair("where", x, y);
+  bool values = pred.hasValues() && x.hasValues() && y.hasValues();
+  auto [a, b] = broadcastPair("where", x, y, values);
   if (a.dtype() != b.dtype())
     throw Error("where: branches have different dtypes (" + a.describe() +
                 " and " + b.describe() + ")");
   Shape s = broadcastShape("where", pred.shape(), a.shape());
-  Tensor p = pred.shape() == s ? pred : broadcastTo(pred, s);
+  Tensor p = pred.shape() == s ? pred : broadcastTo(pred, s, values);
   if (a.shape() != s) {
-    a = broadcastTo(a, s);
-    b = broadcastTo(b, s);
+    a = broadcastTo(a, s, values);
+    b = broadcastTo(b, s, values);
   }
   Tensor out = resultOf(s, a.dtype(), {&p, &a, &b});
   if (out.hasValues())
@@ -704,7 +722,8 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
                  rt::OpAttr::integer("groups", groups)}});
   if (!bias.defined())
     return out;
-  return add(out, broadcastInDim(bias, out.shape(), {1}));
+  Tensor wideBias = broadcastInDim(bias, out.shape(), {1}, out.hasValues());
+  return add(out, wideBias);
 }
 
 static Tensor pool2d(bool isMax, const Tensor& input,

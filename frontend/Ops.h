@@ -29,11 +29,17 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transposeA = false,
 /// x @ w^T + b with w [out, in] (PyTorch's nn.functional.linear).
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
 
-/// NumPy-style broadcast to `shape`.
+/// NumPy-style broadcast to `shape`. With `values` false the result is
+/// shape-only (see Tensor::shapeOnly) even where `a` has values: for an
+/// operand of an op whose other operand is shape-only, so that tracing
+/// does not fill an activation-sized copy of a constant.
 Tensor broadcastTo(const Tensor& a, const Shape& shape);
+Tensor broadcastTo(const Tensor& a, const Shape& shape, bool values);
 /// mc.broadcast_in_dim: operand dim i becomes result dim dims[i].
 Tensor broadcastInDim(const Tensor& a, const Shape& shape,
                       const std::vector<int64_t>& dims);
+Tensor broadcastInDim(const Tensor& a, const Shape& shape,
+                      const std::vector<int64_t>& dims, bool values);
 /// One entry may be -1 (inferred). Shares storage with `a`.
 Tensor reshape(const Tensor& a, const Shape& shape);
 Tensor transpose(const Tensor& a, const std::vector<int64_t>& permutation);

@@ -712,8 +712,9 @@ Tensor numpyMatmul(Tensor a, Tensor b) {
     sb.insert(sb.end(), b.shape().end() - 2, b.shape().end());
     // Each operand in its own statement: the traced graph must not depend
     // on the order a compiler evaluates a call's arguments in.
-    Tensor wideA = broadcastTo(a, sa);
-    Tensor wideB = broadcastTo(b, sb);
+    bool values = a.hasValues() && b.hasValues();
+    Tensor wideA = broadcastTo(a, sa, values);
+    Tensor wideB = broadcastTo(b, sb, values);
     y = matmul(wideA, wideB);
   }
   if (vecA)

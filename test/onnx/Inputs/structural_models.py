@@ -4,8 +4,10 @@
 # int_div.onnx   y = float(Div(x, z)) for int64 graph inputs x and z: the
 #                importer must not divide by zero examples (issue 12 item 9);
 #                reference: torch.div(x, z, rounding_mode="trunc").
-# huge.onnx      relu of a 2^35-element (128 GiB) input: imports only if
-#                the importer does not run the model.
+# huge.onnx      relu, sigmoid, a bias add and a where of a 2^35-element
+#                (128 GiB) input: imports only if the importer neither runs
+#                the model nor broadcasts a constant to the input's size;
+#                huge_conv.onnx a conv with a bias over such an input.
 # over_limit_input.onnx / over_limit_init.onnx / short_init.onnx
 #                a graph input and initializers beyond the element limit, or
 #                with less data than their shape needs.
@@ -50,14 +52,34 @@ ref = torch.div(torch.from_numpy(x), torch.from_numpy(z),
                 rounding_mode="trunc").float().numpy()
 np.save(os.path.join(out, "ref_y.npy"), ref)
 
-# A 128 GiB activation: [2^18, 2^17] f32.
+# A 128 GiB activation: [2^18, 2^17] f32, and constants broadcast against
+# it (a bias Add, a Where against a scalar): the constants must not be
+# broadcast to its size.
 save(helper.make_graph(
     [helper.make_node("Relu", ["x"], ["r"], name="relu"),
-     helper.make_node("Sigmoid", ["r"], ["y"], name="sigmoid")],
+     helper.make_node("Sigmoid", ["r"], ["s"], name="sigmoid"),
+     helper.make_node("Add", ["s", "bias"], ["a"], name="add"),
+     helper.make_node("Less", ["a", "half"], ["low"], name="less"),
+     helper.make_node("Where", ["low", "half", "a"], ["y"], name="where")],
     "huge",
     [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1 << 18, 1 << 17])],
-    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1 << 18, 1 << 17])]),
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1 << 18, 1 << 17])],
+    [numpy_helper.from_array(np.linspace(-1, 1, 1 << 17, dtype=np.float32),
+                             "bias"),
+     numpy_helper.from_array(np.array(0.5, np.float32), "half")]),
     "huge")
+
+# A conv with a bias over a 2^35-element input ([2^14, 8, 512, 512]).
+save(helper.make_graph(
+    [helper.make_node("Conv", ["x", "w", "b"], ["y"], name="conv")],
+    "huge_conv",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                   [1 << 14, 8, 512, 512])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                   [1 << 14, 8, 512, 512])],
+    [numpy_helper.from_array(np.ones((8, 8, 1, 1), np.float32), "w"),
+     numpy_helper.from_array(np.arange(8, dtype=np.float32), "b")]),
+    "huge_conv")
 
 # Beyond the limit of 2^36 elements per tensor.
 save(helper.make_graph(
