@@ -98,6 +98,38 @@ std::optional<spirv::StorageClass> vulkanStorageClass(Attribute space) {
   return spirv::mapMemorySpaceToVulkanStorageClass(space);
 }
 
+// MLIR 22's scf-to-spirv lowers a loop's results through a variable that
+// only the loop body stores (llvm/llvm-project#211981, fixed upstream by
+// #206280): a loop that runs zero times reads a variable never written,
+// 0 on lavapipe, instead of its initial values. A row kernel's thread with
+// no element of a short row did so, and a min or max row came back 0.
+// Each loop with results is guarded: `lb < ub ? loop : inits`, so a loop
+// that runs has run its body once.
+void guardZeroTripLoops(gpu::GPUModuleOp gpuModule) {
+  SmallVector<scf::ForOp> loops;
+  gpuModule.walk([&](scf::ForOp loop) {
+    if (loop.getNumResults() > 0)
+      loops.push_back(loop);
+  });
+  for (scf::ForOp loop : loops) {
+    OpBuilder b(loop);
+    Location loc = loop.getLoc();
+    Value runs = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
+                                       loop.getLowerBound(),
+                                       loop.getUpperBound());
+    auto guard = scf::IfOp::create(b, loc, loop.getResultTypes(), runs,
+                                   /*addThenBlock=*/true,
+                                   /*addElseBlock=*/true);
+    loop->replaceAllUsesWith(guard.getResults());
+    Block *thenBlock = guard.thenBlock();
+    loop->moveBefore(thenBlock, thenBlock->end());
+    b.setInsertionPointToEnd(thenBlock);
+    scf::YieldOp::create(b, loc, loop.getResults());
+    b.setInsertionPointToEnd(guard.elseBlock());
+    scf::YieldOp::create(b, loc, loop.getInitArgs());
+  }
+}
+
 LogicalResult mapMemorySpaces(gpu::GPUModuleOp gpuModule) {
   spirv::MemorySpaceToStorageClassConverter converter(vulkanStorageClass);
   spirv::convertMemRefTypesAndAttrs(gpuModule, converter);
@@ -254,6 +286,7 @@ FailureOr<std::vector<uint32_t>> lowerGpuModuleToSpirv(ModuleOp module,
 
   if (failed(expandMathOps(gpuModule)) || failed(mapMemorySpaces(gpuModule)))
     return fail("lowerGpuModuleToSpirv: preparing the gpu.module failed");
+  guardZeroTripLoops(gpuModule);
 
   PassManager pm(context);
   pm.nest<gpu::GPUModuleOp>().addPass(createConvertMathToSPIRVPass());
