@@ -29,6 +29,32 @@ void requireDefined(const char* op, const Tensor& t) {
     throw Error(std::string(op) + ": undefined tensor operand");
 }
 
+/// The dialect's element types for operand 0 of `op` (the registry's, from
+/// ODS): an operand of another type is named here, not found later by the
+/// verifier of a traced module (an int64 sum said "operand #0 must be
+/// ranked tensor of floating-point values" and "the traced module does not
+/// verify").
+void requireDialectType(rt::OpId op, const char* name, const Tensor& t) {
+  std::string types = rt::opInfo(op).types;
+  if (types.empty())
+    return;
+  std::string mine = rt::dtypeName(t.dtype());
+  size_t at = 0;
+  while (at <= types.size()) {
+    size_t end = types.find(',', at);
+    if (end == std::string::npos)
+      end = types.size();
+    if (types.compare(at, end - at, mine) == 0)
+      return;
+    at = end + 1;
+  }
+  std::string list = types;
+  for (size_t i = 0; (i = list.find(',', i)) != std::string::npos; i += 2)
+    list.replace(i, 1, ", ");
+  throw Error(std::string(name) + ": " + t.describe() + " is not supported (" +
+              list + " are)");
+}
+
 /// The output of an op over `inputs`: a tensor with values when every input
 /// has them (the kernel then runs), else a shape-only tensor (nothing runs;
 /// the ONNX importer traces graph inputs this way, see Tensor::shapeOnly).
@@ -78,6 +104,7 @@ Tensor binaryOp(OpKind kind, rt::OpId op, const char* name, Tensor a,
     throw Error(std::string(name) + ": operands have different dtypes (" +
                 a.describe() + " and " + b.describe() +
                 "); cast one explicitly");
+  requireDialectType(op, name, a);
   if (a.shape() != b.shape()) {
     // A constant broadcast against a shape-only operand (the ONNX
     // importer's trace) stays shape-only: no activation-sized copy of it.
@@ -98,6 +125,7 @@ Tensor binaryOp(OpKind kind, rt::OpId op, const char* name, Tensor a,
 Tensor unaryOp(OpKind kind, rt::OpId op, const char* name,
                const Tensor& a) {
   requireDefined(name, a);
+  requireDialectType(op, name, a);
   Tensor out = resultOf(a.shape(), a.dtype(), {&a});
   if (out.hasValues())
     check(rt::unary(op, a.view(), out.mutView()));
@@ -109,6 +137,7 @@ Tensor reduceOp(OpKind kind, rt::OpId op, const char* name,
                 const Tensor& a, const std::vector<int64_t>& dims,
                 bool keepdim) {
   requireDefined(name, a);
+  requireDialectType(op, name, a);
   std::vector<int64_t> norm;
   for (int64_t d : dims)
     norm.push_back(normalizeDim(name, d, a.rank()));

@@ -508,12 +508,16 @@ Grads<B> gather(B& b, typename B::Value g, const Dims& dataShape,
   int64_t size = d[axis], k = detail::product(b.shape(indices));
   int64_t pre = detail::product(Dims(d.begin(), d.begin() + axis));
   int64_t post = detail::product(Dims(d.begin() + axis + 1, d.end()));
-  // Indices as a column, negative ones counted from the end.
+  // Indices as a column, negative ones counted from the end. K may be a
+  // multiple of a dynamic batch (rt::shapes' negative encoding, which the
+  // product keeps): the constants are [1, 1], broadcast to the column.
   auto idx = b.reshape(indices, {k, 1});
-  auto negative =
-      b.compare(Cmp::Lt, idx, b.intConstant(indices, {k, 1}, Dims(k, 0)));
-  idx = b.select(
-      negative, b.add(idx, b.intConstant(indices, {k, 1}, Dims(k, size))), idx);
+  auto column = [&](int64_t v) {
+    return b.broadcastInDim(b.intConstant(indices, {1, 1}, {v}), {k, 1},
+                            {0, 1});
+  };
+  auto negative = b.compare(Cmp::Lt, idx, column(0));
+  idx = b.select(negative, b.add(idx, column(size)), idx);
   auto classes = b.intConstant(indices, {1, size}, detail::iota(0, size));
   auto rowsOfIdx = b.broadcastInDim(idx, {k, size}, {0, 1});
   auto rowsOfClasses = b.broadcastInDim(classes, {k, size}, {0, 1});

@@ -227,6 +227,15 @@ graph = helper.make_graph(
 save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
      "floor-int.onnx")
 
+# ReduceSum of integers (mc.reduce_sum is defined for floats).
+graph = helper.make_graph(
+    [helper.make_node("ReduceSum", ["a"], ["r"], name="isum0", keepdims=0)],
+    "reducesum-int",
+    [helper.make_tensor_value_info("a", TensorProto.INT64, [2, 3])],
+    [helper.make_tensor_value_info("r", TensorProto.INT64, [])])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
+     "reducesum-int.onnx")
+
 # GatherElements with a constant index past its axis (3 along a dim of 3).
 graph = helper.make_graph(
     [helper.make_node("GatherElements", ["x", "idx"], ["y"], name="ge0",
