@@ -2182,25 +2182,47 @@ jit::TracedModule Importer::run() {
     std::string what = "input '" + name + "'";
     if (!input.type().has_tensor_type())
       throw Error(what + " is not a tensor");
-    if (options_.batch && (options_.inputShapes.count(name) ||
-                           !input.type().tensor_type().has_shape() ||
-                           input.type().tensor_type().shape().dim_size() == 0 ||
-                           input.type().tensor_type().shape().dim(0)
-                               .has_dim_value()))
-      throw Error("--batch: " + what + " has no symbolic leading dimension "
-                  "(a dim_param such as 'batch', not fixed by --input-shape); "
-                  "with a dynamic batch, every input's leading dimension is "
-                  "the batch");
+    auto given = options_.inputShapes.find(name);
+    bool givenBatch = given != options_.inputShapes.end() &&
+                      !given->second.empty() && given->second[0] < 0;
+    if (givenBatch && !options_.batch)
+      throw Error("--input-shape gives " + what + " a batch dim ('?'), "
+                  "which needs --batch=MIN..MAX");
+    if (options_.batch) {
+      const auto& declared = input.type().tensor_type();
+      bool fixedLead = declared.has_shape() &&
+                       (declared.shape().dim_size() == 0 ||
+                        declared.shape().dim(0).has_dim_value());
+      if (given != options_.inputShapes.end() && !givenBatch)
+        throw Error("--batch: --input-shape fixes every dimension of " +
+                    what + "; with a dynamic batch, its leading dimension is "
+                    "the batch: write it '?' (--input-shape " + name +
+                    "=?x...)");
+      if (fixedLead || (!declared.has_shape() && !givenBatch))
+        throw Error("--batch: " + what + " has no symbolic leading "
+                    "dimension (a dim_param such as 'batch', or '?' in "
+                    "--input-shape " + name + "=?x...); with a dynamic "
+                    "batch, every input's leading dimension is the batch");
+    }
     const auto& tt = input.type().tensor_type();
     DType dtype = dtypeOf(tt.elem_type(), what);
-    auto given = options_.inputShapes.find(name);
-    std::string hint = "; give its shape with --input-shape " + name +
-                       "=D0xD1x...";
+    std::string hint = options_.batch
+                           ? "; give its other dimensions with --input-shape " +
+                                 name + "=?xD1x... ('?' is the batch)"
+                           : "; give its shape with --input-shape " + name +
+                                 "=D0xD1x...";
     Shape shape;
+    // The size a batch dim is traced at; the probe run varies it.
+    auto batchTraceSize = [&] {
+      const jit::DynamicBatch& b = *options_.batch;
+      return b.opt ? b.opt : b.max;
+    };
     if (!tt.has_shape()) {
       if (given == options_.inputShapes.end())
         throw Error(what + " has no declared shape" + hint);
       shape = given->second;
+      if (givenBatch)
+        shape[0] = batchTraceSize();
     } else {
       int rank = tt.shape().dim_size();
       if (given != options_.inputShapes.end() &&
@@ -2213,6 +2235,10 @@ jit::TracedModule Importer::run() {
         bool fixed = dim.has_dim_value();
         if (given != options_.inputShapes.end()) {
           int64_t v = given->second[d];
+          if (d == 0 && givenBatch) {
+            shape.push_back(batchTraceSize());
+            continue;
+          }
           if (fixed && dim.dim_value() != v)
             throw Error("--input-shape gives " + what + " dimension " +
                         std::to_string(d) + " the size " + std::to_string(v) +
@@ -2222,9 +2248,7 @@ jit::TracedModule Importer::run() {
         } else if (fixed) {
           shape.push_back(dim.dim_value());
         } else if (d == 0 && options_.batch) {
-          // Traced at the size tuning favours; the probe run varies it.
-          const jit::DynamicBatch& b = *options_.batch;
-          shape.push_back(b.opt ? b.opt : b.max);
+          shape.push_back(batchTraceSize());
         } else {
           throw Error(what + " has a dynamic dimension " + std::to_string(d) +
                       (dim.has_dim_param() ? " ('" + dim.dim_param() + "')"
@@ -2294,9 +2318,16 @@ void parseOnnxInputShape(const std::string& spec, OnnxImportOptions& options) {
                                                  : end - at);
     char* stop = nullptr;
     long long v = std::strtoll(d.c_str(), &stop, 10);
-    if (d.empty() || *stop != '\0' || v < 0)
+    if (d == "?") {
+      // The dynamic batch (with --batch), as the leading dim only.
+      if (!shape.empty())
+        throw Error("--input-shape " + spec + ": '?' (the batch) may only "
+                    "be the leading dimension");
+      v = -1;
+    } else if (d.empty() || *stop != '\0' || v < 0) {
       throw Error("--input-shape " + spec + ": '" + d +
-                  "' is not a dimension size");
+                  "' is not a dimension size (or '?', the batch, first)");
+    }
     shape.push_back(v);
     if (end == std::string::npos)
       break;

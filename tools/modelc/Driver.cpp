@@ -63,7 +63,9 @@ commands:
                                  for cuda, how each attention region runs
       --input-shape NAME=1x3x224x224
                                  static shape of an ONNX input (needed for
-                                 dynamic dimensions; repeatable)
+                                 dynamic dimensions; repeatable); with
+                                 --batch, '?' first is the batch:
+                                 NAME=?x128x768
       --batch=MIN..MAX[@OPT]     a dynamic batch: the model's `?` leading
                                  input dims run any batch in [MIN, MAX] from
                                  one artifact (memory planned at MAX; OPT,

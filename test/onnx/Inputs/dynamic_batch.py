@@ -74,7 +74,7 @@ def build(name):
         return GatherByValue(), (6,)
     if name == "flatten_by_batch":
         return FlattenByBatch(), (3, 4)
-    if name == "transformer":
+    if name in ("transformer", "transformer_seq"):
         layer = nn.TransformerEncoderLayer(d_model=64, nhead=4,
                                            dim_feedforward=128,
                                            batch_first=True)
@@ -108,9 +108,14 @@ def main():
     path = os.path.join(args.outdir, args.name + ".onnx")
     example = torch.from_numpy(rng.standard_normal((3,) + shape)
                                .astype(np.float32))
+    # "_seq": the sequence dim symbolic too, as transformer exports have it
+    # (modelc takes it from --input-shape x=?xS...).
+    axes = ({"x": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}}
+            if args.name.endswith("_seq") else
+            {"x": {0: "batch"}, "y": {0: "batch"}})
     torch.onnx.export(model, (example,), path, opset_version=args.opset,
                       input_names=["x"], output_names=["y"],
-                      dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+                      dynamic_axes=axes)
     for b in (int(v) for v in args.batches.split(",")):
         x = rng.standard_normal((b,) + shape).astype(np.float32)
         with torch.no_grad():
