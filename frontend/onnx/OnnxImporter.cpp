@@ -1550,6 +1550,54 @@ const std::unordered_map<std::string, Handler>& handlers() {
                              : Tensor::zeros(normalized, x.dtype());
       return R{layerNorm(x, gamma, beta, axis, c.getFloat("epsilon", 1e-5f))};
     };
+    // InstanceNormalization (InstanceNorm2d; torch's GroupNorm exports as
+    // a reshape to [N, groups, -1], this, a reshape back and the affine):
+    // each (n, c)'s spatial values normalized, as a layer norm over the
+    // flattened spatial dims (the one-pass row kernel), then scale and B
+    // per channel.
+    h["InstanceNormalization"] = [](const NodeContext& c) {
+      const Tensor& x = c.in(0);
+      if (x.rank() < 3)
+        throw Error("needs an [N, C, D1, ...] input, got " + x.describe());
+      int64_t channels = x.size(1), spatial = 1;
+      for (int64_t d = 2; d < x.rank(); ++d)
+        spatial *= x.size(d);
+      for (size_t i : {size_t(1), size_t(2)})
+        if (c.in(i).shape() != Shape{channels})
+          throw Error(std::string(i == 1 ? "scale " : "B ") +
+                      c.in(i).describe() + " must be [" +
+                      std::to_string(channels) + "], one per channel of " +
+                      x.describe());
+      if (spatial == 0)
+        throw Error("cannot normalize the empty spatial dims of " +
+                    x.describe());
+      Tensor rows = reshape(x, {x.size(0), channels, spatial});
+      Tensor ones = Tensor::full({spatial}, 1.0, x.dtype());
+      Tensor zeros = Tensor::zeros({spatial}, x.dtype());
+      Tensor normalized = layerNorm(rows, ones, zeros, 2,
+                                    c.getFloat("epsilon", 1e-5f));
+      Tensor y = reshape(normalized, x.shape());
+      // The affine, unless it is the identity GroupNorm's export gives.
+      auto constantAll = [&](size_t i, double v) {
+        if (!c.isConstant(i))
+          return false;
+        for (float e : c.in(i).toVector())
+          if (e != v)
+            return false;
+        return true;
+      };
+      Shape perChannel(size_t(x.rank()), 1);
+      perChannel[1] = channels;
+      if (!constantAll(1, 1.0)) {
+        Tensor scale = reshape(c.in(1), perChannel);
+        y = y * scale;
+      }
+      if (!constantAll(2, 0.0)) {
+        Tensor bias = reshape(c.in(2), perChannel);
+        y = y + bias;
+      }
+      return R{y};
+    };
     h["Transpose"] = [](const NodeContext& c) {
       const Tensor& x = c.in(0);
       std::vector<int64_t> perm;

@@ -230,6 +230,27 @@ class Rounding(nn.Module):
                 torch.gather(src, 0, idx[:, :2] % 3))
 
 
+class Norms(nn.Module):
+    """GroupNorm (exported as a reshape, InstanceNormalization, a reshape
+    back and its affine), InstanceNorm2d with an affine, InstanceNorm1d
+    without one, with perturbed parameters."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+        self.group = nn.GroupNorm(4, 8, eps=1e-3)
+        self.inst = nn.InstanceNorm2d(8, affine=True)
+        self.inst1d = nn.InstanceNorm1d(5)
+        with torch.no_grad():
+            for p in (self.group.weight, self.group.bias, self.inst.weight,
+                      self.inst.bias):
+                p.copy_(torch.randn_like(p))
+
+    def forward(self, x, s):
+        h = self.conv(x)
+        return self.group(h), self.inst(h * 3.0 + 1.0), self.inst1d(s)
+
+
 class ConstantMask(nn.Module):
     """A mask built by assignment into a constant tensor (ScatterND of
     constants, as torchvision's Swin builds its shifted-window mask), and
@@ -374,6 +395,10 @@ def build(name):
         return (Rounding(), {"x": x, "p": p, "n": n, "src": src, "idx": idx},
                 ["floor", "ceil", "round", "fmod_floor", "prod", "prod_keep",
                  "prod_int", "gathered", "gathered0"], {})
+    if name == "norms":
+        return (Norms(), {"x": randn(2, 3, 9, 9), "s": randn(3, 5, 7)},
+                ["group", "inst", "inst1d"],
+                {"x": {0: "batch"}, "s": {0: "batch"}})
     if name == "constant_mask":
         return ConstantMask(), {"x": randn(2, 6, 6)}, ["y"], {}
     if name == "deconvs":
