@@ -537,7 +537,9 @@ public:
     failedMessage = std::string("with a dynamic batch, mc.") +
                     rt::opName(kind) + " (op " +
                     std::to_string(recorded - 1) + " at " + locationText(l) +
-                    ") is invalid: " + message;
+                    ") cannot run at every batch size (it indexes, repeats "
+                    "or reverses along the batch, or meets a constant of "
+                    "the batch's size): " + message;
     return failure();
   }
 
@@ -691,7 +693,9 @@ BatchTrace probeBatch(
     throw Error("jit::trace: dynamic batch bounds [" +
                 std::to_string(bounds.min) + ", " +
                 std::to_string(bounds.max) +
-                "] allow one batch size; trace without dynamicBatch");
+                "] allow one batch size: compile a static model instead "
+                "(an ONNX model: --input-shape NAME=" +
+                std::to_string(bounds.min) + "x...), or widen the bounds");
   BatchTrace b;
   for (size_t i = 0; i < examples.size(); ++i) {
     const Tensor& t = examples[i];

@@ -139,6 +139,12 @@ Status writeFileAtomically(
   // Same directory as the target, so rename() is atomic (one file system).
   std::string tmp = path + ".tmp.XXXXXX";
   int fd = ::mkstemp(tmp.data());
+  if (fd < 0 && errno == ENOENT) {
+    std::string dir = std::filesystem::path(path).parent_path().string();
+    return Status::error(path + ": cannot write: the directory '" +
+                         (dir.empty() ? std::string(".") : dir) +
+                         "' does not exist");
+  }
   if (fd < 0)
     return Status::error(path + ": cannot create a temporary file: " +
                          errnoText());

@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -38,14 +39,20 @@ namespace {
 thread_local bool tInChunk = false;
 
 int configuredThreads() {
+  unsigned hc = std::thread::hardware_concurrency();
+  int cores = hc ? int(std::min(hc, 256u)) : 1;
   for (const char *var : {"MODELC_NUM_THREADS", "OMP_NUM_THREADS"})
     if (const char *v = std::getenv(var)) {
-      int n = std::atoi(v);
-      if (n >= 1)
-        return std::min(n, 256);
+      char *end = nullptr;
+      long n = std::strtol(v, &end, 10);
+      if (end != v && *end == '\0' && n >= 1)
+        return int(std::min(n, 256L));
+      // Said once (the pool is made once), as MODELC_GEMM's is.
+      std::fprintf(stderr,
+                   "modelc: %s=%s is not a thread count >= 1; ignored\n",
+                   var, v);
     }
-  unsigned hc = std::thread::hardware_concurrency();
-  return hc ? int(std::min(hc, 256u)) : 1;
+  return cores;
 }
 
 class Pool {

@@ -303,8 +303,9 @@ TEST(Tracer, DynamicBatchRefusesWhatDependsOnTheBatchOtherwise) {
             "jit::trace: the examples' batch 4 is outside the dynamic batch "
             "bounds [8, 16]");
   EXPECT_EQ(traceError(identity, {Tensor::randn({4, 3})}, {4, 4, 0}),
-            "jit::trace: dynamic batch bounds [4, 4] allow one batch size; "
-            "trace without dynamicBatch");
+            "jit::trace: dynamic batch bounds [4, 4] allow one batch size: "
+            "compile a static model instead (an ONNX model: --input-shape "
+            "NAME=4x...), or widen the bounds");
   EXPECT_EQ(traceError(identity, {Tensor::randn({4, 3})}, {5, 16, 2}),
             "jit::trace: dynamic batch bounds [5, 16] with opt 2 must "
             "satisfy 1 <= min <= opt <= max");
@@ -332,7 +333,9 @@ TEST(Tracer, DynamicBatchRefusesWhatDependsOnTheBatchOtherwise) {
       },
       {Tensor::randn({4, 3})}, {1, 16, 0});
   EXPECT_EQ(rows, "jit::trace: with a dynamic batch, mc.slice (op 0 at "
-                  "forward) is invalid: 'mc.slice' op dimension 0 of size "
+                  "forward) cannot run at every batch size (it indexes, "
+                  "repeats or reverses along the batch, or meets a constant "
+                  "of the batch's size): 'mc.slice' op dimension 0 of size "
                   "[?] is sliced from 1 to [4] by 1; the batch (?) can only "
                   "be taken whole (start 0, limit -1, stride 1)");
   // Different ops at different batch sizes.

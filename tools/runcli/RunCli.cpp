@@ -726,6 +726,10 @@ int runOrForward(int argc, char **argv) {
                     tool.c_str());
         return 0;
       }
+      if (a == "--version") {
+        std::printf("%s %s\n", tool.c_str(), rt::modelcVersion());
+        return 0;
+      }
 
       // `--inspect M` and `M --inspect` both work: every other argument
       // goes along.

@@ -59,6 +59,14 @@ class GatherByValue(nn.Module):
                 torch.prod(x[:, :3], 1, keepdim=True))
 
 
+class TileBatch(nn.Module):
+    """x.repeat(2, 1): a gather along the batch of twice its size, which
+    no dynamic type can hold (refused, naming the op and why)."""
+
+    def forward(self, x):
+        return x.repeat(2, 1)
+
+
 def build(name):
     """(model, input shape without the batch)"""
     if name == "mlp":
@@ -72,6 +80,8 @@ def build(name):
         return BatchMean(), (6,)
     if name == "gather_by_value":
         return GatherByValue(), (6,)
+    if name == "tile_batch":
+        return TileBatch(), (4,)
     if name == "flatten_by_batch":
         return FlattenByBatch(), (3, 4)
     if name in ("transformer", "transformer_seq"):
