@@ -132,6 +132,55 @@ bool writeText(const std::string& path, const std::string& text,
   return bool(st);
 }
 
+/// The name of an op's location where it has no file in it: the NameLoc
+/// an ONNX node gives ("/0/Conv (Conv)"), through fused and call-site
+/// locations; "" for an unknown one. nullopt where a file location is in
+/// it (the source manager prints those with their line).
+std::optional<std::string> locationName(Location loc) {
+  bool hasFile = false;
+  std::string name;
+  loc->walk([&](Location l) {
+    if (isa<FileLineColLoc>(l))
+      hasFile = true;
+    else if (auto n = dyn_cast<NameLoc>(l); n && name.empty())
+      name = n.getName().str();
+    return WalkResult::advance();
+  });
+  if (hasFile)
+    return std::nullopt;
+  return name;
+}
+
+LogicalResult printWithoutFile(Diagnostic& d) {
+  std::optional<std::string> name = locationName(d.getLocation());
+  if (!name)
+    return failure(); // to the source manager's handler
+  auto severity = [](DiagnosticSeverity s) {
+    switch (s) {
+    case DiagnosticSeverity::Error:
+      return "error";
+    case DiagnosticSeverity::Warning:
+      return "warning";
+    case DiagnosticSeverity::Remark:
+      return "remark";
+    default:
+      return "note";
+    }
+  };
+  llvm::errs() << "modelc: " << severity(d.getSeverity()) << ": ";
+  if (!name->empty())
+    llvm::errs() << *name << ": ";
+  llvm::errs() << d.str() << "\n";
+  for (Diagnostic& note : d.getNotes()) {
+    std::optional<std::string> at = locationName(note.getLocation());
+    llvm::errs() << "modelc: note: ";
+    if (at && !at->empty())
+      llvm::errs() << *at << ": ";
+    llvm::errs() << note.str() << "\n";
+  }
+  return success();
+}
+
 /// Everything written to stdout arrived (a full disk or a closed pipe is
 /// an error, exit 1). Reported once, only when the command itself
 /// succeeded.
@@ -378,6 +427,12 @@ int compileMain(int argc, char** argv) {
   // Diagnostics print as FILE:LINE:COL: error: ... with the source line
   // (for an imported ONNX model, the node's location).
   SourceMgrDiagnosticHandler handler(*sourceMgr, ctx, llvm::errs());
+  // A location with no file in it (an ONNX node's name, or none) printed
+  // as "<unknown>:0: warning: loc("/0/Conv (Conv)"): ...": said as the
+  // driver's own messages are, naming the node.
+  ScopedDiagnosticHandler nodeNames(ctx, [](Diagnostic& d) {
+    return printWithoutFile(d);
+  });
   std::string error;
   OwningOpRef<ModuleOp> parsed;
   if (!isOnnx) {
