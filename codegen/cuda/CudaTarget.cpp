@@ -242,6 +242,15 @@ FailureOr<std::string> lowerToPtx(ModuleOp kernels, unsigned indexBits) {
   });
   if (ptx.empty())
     return kernels.emitError("the NVPTX backend produced no PTX");
+  // A generated kernel never allocates: a memref.alloc left in a kernel
+  // lowers to a device-heap malloc per thread (shared memory that is not
+  // shared, and a leak per launch), which no check without a GPU would see.
+  if (ptx.find("call.uni (retval0), malloc") != std::string::npos ||
+      ptx.find(".extern .func  (.param .b64 func_retval0) malloc") !=
+          std::string::npos)
+    return kernels.emitError("a generated kernel calls malloc (a "
+                             "memref.alloc left in a kernel; shared memory "
+                             "must be a workgroup attribution)");
   return ptx;
 }
 

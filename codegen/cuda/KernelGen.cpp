@@ -1222,6 +1222,15 @@ private:
     };
   }
 
+  /// A block's shared memory: a workgroup attribution of the kernel. (A
+  /// memref.alloc in space 3 lowered through convert-gpu-to-nvvm to a
+  /// per-thread device malloc cast to shared: no memory shared between the
+  /// warps of a block, and a heap leak per launch. The SPIR-V lowering
+  /// made it a Workgroup variable, so lavapipe could not tell.)
+  Value sharedBuffer(MemRefType type) {
+    return fn.addWorkgroupAttribution(type, loc);
+  }
+
   LogicalResult emitRows() {
     const TensorDesc x = reducedTensor();
     int64_t rank = int64_t(x.shape.size());
@@ -1240,7 +1249,7 @@ private:
     Value rows = arith::DivUIOp::create(b, loc, product(s), cols);
     auto smemType = MemRefType::get({64}, b.getF32Type(), AffineMap(),
                                     b.getI64IntegerAttr(3));
-    Value smem = memref::AllocOp::create(b, loc, smemType);
+    Value smem = sharedBuffer(smemType);
     std::function<Value(Value)> element = reducedElement(s, x.numel());
     // Softmax and layer_norm read a row three times: when the row is static
     // and small enough, the first pass keeps it in shared memory and the
@@ -1254,9 +1263,8 @@ private:
                      reduceOp() == OpId::LayerNorm;
     Value cache;
     if (multiPass && static_row && rowLength * 4 <= kRowCacheBytes)
-      cache = memref::AllocOp::create(b,
-          loc, MemRefType::get({rowLength}, b.getF32Type(), AffineMap(),
-                               b.getI64IntegerAttr(3)));
+      cache = sharedBuffer(MemRefType::get(
+          {rowLength}, b.getF32Type(), AffineMap(), b.getI64IntegerAttr(3)));
     Value bid = blockId();
     Value gdim = gridDim();
     loop(bid, rows, gdim, [&](Value row) {

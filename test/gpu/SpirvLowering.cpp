@@ -98,6 +98,31 @@ std::optional<spirv::StorageClass> vulkanStorageClass(Attribute space) {
   return spirv::mapMemorySpaceToVulkanStorageClass(space);
 }
 
+// The kernels' shared memory is a gpu.func workgroup attribution (on NVVM
+// a `.shared` array), which MLIR 22's gpu-to-spirv leaves as an
+// unrealized cast; a memref.alloc in the workgroup space becomes a
+// Workgroup variable. Each attribution becomes such an alloc at the
+// kernel's entry (one per workgroup either way).
+void attributionsToAllocs(gpu::GPUModuleOp gpuModule) {
+  for (auto func : gpuModule.getOps<gpu::GPUFuncOp>()) {
+    unsigned n = func.getNumWorkgroupAttributions();
+    if (n == 0)
+      continue;
+    Block &entry = func.getBody().front();
+    OpBuilder b = OpBuilder::atBlockBegin(&entry);
+    unsigned first = func.getFirstWorkgroupAttributionIndex();
+    for (unsigned i = 0; i < n; ++i) {
+      BlockArgument arg = entry.getArgument(first + i);
+      Value alloc = memref::AllocOp::create(
+          b, arg.getLoc(), cast<MemRefType>(arg.getType()));
+      arg.replaceAllUsesWith(alloc);
+    }
+    entry.eraseArguments(first, n);
+    func->setAttr(gpu::GPUFuncOp::getNumWorkgroupAttributionsAttrName(),
+                  b.getI64IntegerAttr(0));
+  }
+}
+
 // MLIR 22's scf-to-spirv lowers a loop's results through a variable that
 // only the loop body stores (llvm/llvm-project#211981, fixed upstream by
 // #206280): a loop that runs zero times reads a variable never written,
@@ -284,6 +309,7 @@ FailureOr<std::vector<uint32_t>> lowerGpuModuleToSpirv(ModuleOp module,
   if (failed(checkKernelOps(gpuModule, env)))
     return fail("lowerGpuModuleToSpirv: the input was refused");
 
+  attributionsToAllocs(gpuModule);
   if (failed(expandMathOps(gpuModule)) || failed(mapMemorySpaces(gpuModule)))
     return fail("lowerGpuModuleToSpirv: preparing the gpu.module failed");
   guardZeroTripLoops(gpuModule);
