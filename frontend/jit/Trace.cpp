@@ -220,6 +220,18 @@ struct Captured {
   bool hasValues = false;
   uint64_t hash = 0;
   std::string text; // the value, for a one-element tensor
+  /// Whether every row (index of dim 0) holds the same bytes, and the
+  /// hash of one: a constant that is one row repeated along the batch
+  /// (an expanded class token, a mask built for each sample alike).
+  bool rowsEqual = false;
+  uint64_t rowHash = 0;
+
+  static uint64_t hashBytes(const unsigned char* p, size_t n) {
+    uint64_t h = 1469598103934665603ull; // FNV-1a
+    for (size_t i = 0; i < n; ++i)
+      h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+  }
 
   static Captured of(const Tensor& t) {
     Captured c;
@@ -228,11 +240,16 @@ struct Captured {
     c.hasValues = t.hasValues();
     if (!c.hasValues)
       return c;
-    uint64_t h = 1469598103934665603ull; // FNV-1a
     const auto* p = static_cast<const unsigned char*>(t.rawData());
-    for (size_t i = 0, n = t.byteSize(); i < n; ++i)
-      h = (h ^ p[i]) * 1099511628211ull;
-    c.hash = h;
+    c.hash = hashBytes(p, t.byteSize());
+    if (t.rank() >= 1 && t.size(0) >= 1) {
+      size_t row = t.byteSize() / size_t(t.size(0));
+      c.rowsEqual = true;
+      for (int64_t r = 1; c.rowsEqual && r < t.size(0); ++r)
+        c.rowsEqual = std::memcmp(p, p + size_t(r) * row, row) == 0;
+      if (c.rowsEqual)
+        c.rowHash = hashBytes(p, row);
+    }
     if (t.numel() == 1) {
       std::ostringstream os;
       os << t.toVector()[0];
@@ -352,6 +369,12 @@ public:
       const Tensor& t = r.inputs[k];
       bool captured = batch.probe && !values.count(t.impl()) &&
                       !paramNames.count(t.impl());
+      if (captured) {
+        if (Value v = batchRowsCapture(r, k)) {
+          in.push_back(v);
+          continue;
+        }
+      }
       in.push_back(valueOf(t));
       if (captured)
         compareCapture(r, k, in.back());
@@ -382,6 +405,55 @@ public:
       return;
     }
     bind(r.output, out);
+  }
+
+  /// With a dynamic batch: operand `k` of record `r`, a captured tensor of
+  /// c times the batch rows (c * b1 here, c * b2 in the other run) that
+  /// repeats one row, the same in both runs (an expanded class token, a
+  /// causal mask repeated per sample, zeros_like of an expanded mask,
+  /// folded to constants at import): that row as a constant, broadcast to
+  /// the batch. Null where the capture is not such a tensor.
+  Value batchRowsCapture(const OpRecord& r, size_t k) {
+    size_t index = recorded;
+    if (index >= batch.probe->size() || (*batch.probe)[index].kind != r.kind)
+      return Value();
+    const auto& other = (*batch.probe)[index].captured;
+    if (k >= other.size() || !other[k])
+      return Value();
+    const Tensor& t = r.inputs[k];
+    Captured here = Captured::of(t);
+    const Captured& there = *other[k];
+    if (!here.rowsEqual || !there.rowsEqual || here.rowHash != there.rowHash ||
+        here.dtype != there.dtype || here.shape.size() != there.shape.size() ||
+        !std::equal(here.shape.begin() + 1, here.shape.end(),
+                    there.shape.begin() + 1))
+      return Value();
+    int64_t c = multipleOfBatch(here.shape[0], there.shape[0]);
+    if (!c)
+      return Value();
+    Shape rowShape = t.shape();
+    rowShape[0] = 1;
+    Tensor row = Tensor::empty(rowShape, t.dtype());
+    std::memcpy(row.rawData(), t.rawData(), row.byteSize());
+    Value rowValue = mc::ConstantOp::create(
+        builder, loc(), constantValue(ctx, row, false, "constant"));
+    SmallVector<int64_t> dims(t.shape().begin(), t.shape().end());
+    dims[0] = -c;
+    rt::OpAttrs attrs;
+    std::vector<int64_t> order;
+    for (int64_t d = 0; d < t.rank(); ++d)
+      order.push_back(d);
+    attrs.set(rt::OpAttr::list("dims", order));
+    std::string error;
+    Operation* op = buildRegistryOp(
+        builder, loc(), OpKind::BroadcastInDim, {rowValue},
+        symbolicType(dims, llvm::cast<RankedTensorType>(rowValue.getType())
+                               .getElementType()),
+        attrs, &error);
+    if (!op)
+      return Value();
+    bind(t, op->getResult(0));
+    return op->getResult(0);
   }
 
   /// With a dynamic batch: operand `k` of record `r`, captured as constant

@@ -67,6 +67,54 @@ class TileBatch(nn.Module):
         return x.repeat(2, 1)
 
 
+class ClsToken(nn.Module):
+    """ViT's class token: a parameter expanded to the batch and
+    concatenated before the patches (folded at import to a constant of the
+    traced batch's rows, one row repeated: it becomes that row broadcast
+    to the batch)."""
+
+    def __init__(self):
+        super().__init__()
+        self.cls = nn.Parameter(torch.randn(1, 1, 8))
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, x):
+        tokens = x.view(x.shape[0], 4, 8)
+        cls = self.cls.expand(x.shape[0], -1, -1)
+        return self.proj(torch.cat((cls, tokens), dim=1))
+
+
+class RepeatMask(nn.Module):
+    """HF's decoder mask: arange repeated per sample and compared, and a
+    key padding mask's zeros_like (a ConstantOfShape of the batch's
+    shape), both constants with one row per sample, all alike."""
+
+    def forward(self, x):
+        scores = x.view(x.shape[0], 5, 5)
+        b, t = scores.shape[0], scores.shape[1]
+        seq = torch.arange(t)
+        causal = (seq[None, None, :].repeat(b, t, 1) <=
+                  seq[None, :, None]).to(torch.float32)
+        bias = torch.zeros_like(scores) + (1.0 - causal) * -10000.0
+        return torch.softmax(scores + bias, -1).view(b, 25)
+
+
+class MhaPadding(nn.Module):
+    """nn.MultiheadAttention with a key_padding_mask computed from the
+    input (the exporter's zeros_like of the expanded mask)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.MultiheadAttention(8, 2, batch_first=True)
+
+    def forward(self, x):
+        seq = x.view(x.shape[0], 5, 8)
+        keep_first = (torch.arange(5) > 0)[None, :]  # no row all padding
+        pad = (seq[:, :, 0] > 1.5) & keep_first
+        return self.a(seq, seq, seq, key_padding_mask=pad,
+                      need_weights=False)[0].reshape(x.shape[0], 40)
+
+
 def build(name):
     """(model, input shape without the batch)"""
     if name == "mlp":
@@ -80,6 +128,12 @@ def build(name):
         return BatchMean(), (6,)
     if name == "gather_by_value":
         return GatherByValue(), (6,)
+    if name == "cls_token":
+        return ClsToken(), (32,)
+    if name == "repeat_mask":
+        return RepeatMask(), (25,)
+    if name == "mha_padding":
+        return MhaPadding(), (40,)
     if name == "tile_batch":
         return TileBatch(), (4,)
     if name == "flatten_by_batch":
