@@ -817,6 +817,19 @@ Tensor reduceAxes(const NodeContext& c, const std::string& op,
     return mean(x, axes, keep);
   if (op == "ReduceMax")
     return amax(x, axes, keep);
+  if (op == "ReduceL1") {
+    Tensor magnitude = abs(x);
+    return sum(magnitude, axes, keep);
+  }
+  if (op == "ReduceL2" || op == "ReduceSumSquare") {
+    Tensor square = x * x;
+    Tensor s = sum(square, axes, keep);
+    return op == "ReduceL2" ? sqrt(s) : s;
+  }
+  if (op == "ReduceLogSum") {
+    Tensor s = sum(x, axes, keep);
+    return log(s);
+  }
   if (op == "ReduceProd") {
     std::vector<bool> reduced(size_t(x.rank()), false);
     for (int64_t a : axes)
@@ -1092,6 +1105,50 @@ const std::unordered_map<std::string, Handler>& handlers() {
       Tensor flat = reshape(data, {total});
       return R{gather(flat, checked, 0)};
     };
+    // PRelu: x where x >= 0, slope * x below (slope broadcast to x, as
+    // ONNX's unidirectional broadcast).
+    h["PRelu"] = [](const NodeContext& c) {
+      const Tensor& x = c.in(0);
+      Tensor negative = lt(x, scalarOf(0.0, x.dtype()));
+      Tensor scaled = x * c.in(1);
+      return R{where(negative, scaled, x)};
+    };
+    // DepthToSpace (pixel_shuffle) and SpaceToDepth: a reshape, a
+    // transpose and a reshape, in ONNX's DCR and CRD orders.
+    h["DepthToSpace"] = [](const NodeContext& c) {
+      const Tensor& x = c.in(0);
+      int64_t b = c.getInt("blocksize", 0);
+      std::string mode = c.getString("mode", "DCR");
+      if (x.rank() != 4)
+        throw Error("needs an [N, C, H, W] input, got " + x.describe());
+      if (b < 1 || x.size(1) % (b * b) != 0)
+        throw Error("blocksize " + std::to_string(b) + " must be >= 1 and "
+                    "its square must divide the channels of " +
+                    x.describe());
+      if (mode != "DCR" && mode != "CRD")
+        throw Error("mode '" + mode + "' is not DCR or CRD");
+      int64_t n = x.size(0), ch = x.size(1) / (b * b), h = x.size(2),
+              w = x.size(3);
+      Tensor split = mode == "DCR" ? reshape(x, {n, b, b, ch, h, w})
+                                   : reshape(x, {n, ch, b, b, h, w});
+      Tensor moved = mode == "DCR" ? transpose(split, {0, 3, 4, 1, 5, 2})
+                                   : transpose(split, {0, 1, 4, 2, 5, 3});
+      return R{reshape(moved, {n, ch, h * b, w * b})};
+    };
+    h["SpaceToDepth"] = [](const NodeContext& c) {
+      const Tensor& x = c.in(0);
+      int64_t b = c.getInt("blocksize", 0);
+      if (x.rank() != 4)
+        throw Error("needs an [N, C, H, W] input, got " + x.describe());
+      if (b < 1 || x.size(2) % b != 0 || x.size(3) % b != 0)
+        throw Error("blocksize " + std::to_string(b) + " must be >= 1 and "
+                    "divide the height and width of " + x.describe());
+      int64_t n = x.size(0), ch = x.size(1), h = x.size(2) / b,
+              w = x.size(3) / b;
+      Tensor split = reshape(x, {n, ch, h, b, w, b});
+      Tensor moved = transpose(split, {0, 3, 5, 1, 2, 4});
+      return R{reshape(moved, {n, ch * b * b, h, w})};
+    };
     h["IsNaN"] = [](const NodeContext& c) { return R{ne(c.in(0), c.in(0))}; };
     h["IsInf"] = [](const NodeContext& c) {
       const Tensor& x = c.in(0);
@@ -1326,8 +1383,10 @@ const std::unordered_map<std::string, Handler>& handlers() {
     h["LogSoftmax"] = [](const NodeContext& c) {
       return R{logSoftmax(c.in(0), c.getInt("axis", -1))};
     };
-    for (const char* name : {"ReduceMean", "ReduceMax", "ReduceMin",
-                             "ReduceLogSumExp", "ReduceProd"})
+    for (const char* name :
+         {"ReduceMean", "ReduceMax", "ReduceMin", "ReduceLogSumExp",
+          "ReduceProd", "ReduceL1", "ReduceL2", "ReduceSumSquare",
+          "ReduceLogSum"})
       h[name] = [op = std::string(name)](const NodeContext& c) {
         return R{reduceAxes(c, op, c.getInts("axes"), false)};
       };

@@ -13,7 +13,9 @@ OUT/gi.npy, OUT/gj.npy and OUT/ref_{along0,along2}.npy, and
 OUT/gi_bad.npy (an index of 2 along a dim of 2);
 OUT/gather_elements_dyn.onnx is that graph with a symbolic batch,
 OUT/gather_elements_axis2.onnx its gather along axis 2 alone, with
-OUT/gj_bad.npy (an index of -5 along a dim of 4).
+OUT/gj_bad.npy (an index of -5 along a dim of 4); and OUT/space_ops.onnx
+(DepthToSpace in DCR order, SpaceToDepth back, ReduceSumSquare,
+ReduceLogSum) with OUT/d.npy and OUT/ref_{dcr,s2d,sumsq,logsum}.npy.
 
     hand_models.py OUT
 """
@@ -131,3 +133,35 @@ np.save(os.path.join(out, "gi_bad.npy"), bad)
 bad = gj.copy()
 bad[1, 2, 0] = -5  # dim 2 has 4 columns
 np.save(os.path.join(out, "gj_bad.npy"), bad)
+
+# DepthToSpace in DCR order and SpaceToDepth (PyTorch exports neither),
+# ReduceSumSquare and ReduceLogSum, against the ONNX spec's formulas.
+d = np.arange(2 * 8 * 3 * 2, dtype=np.float32).reshape(2, 8, 3, 2) * 0.25
+nodes = [helper.make_node("DepthToSpace", ["d"], ["dcr"], blocksize=2,
+                          mode="DCR"),
+         helper.make_node("SpaceToDepth", ["dcr"], ["s2d"], blocksize=2),
+         helper.make_node("ReduceSumSquare", ["d"], ["sumsq"], axes=[1, 3],
+                          keepdims=0),
+         helper.make_node("ReduceLogSum", ["d"], ["logsum"], axes=[2],
+                          keepdims=1)]
+graph = helper.make_graph(
+    nodes, "space_ops",
+    [helper.make_tensor_value_info("d", TensorProto.FLOAT, list(d.shape))],
+    [helper.make_tensor_value_info("dcr", TensorProto.FLOAT, [2, 2, 6, 4]),
+     helper.make_tensor_value_info("s2d", TensorProto.FLOAT, [2, 8, 3, 2]),
+     helper.make_tensor_value_info("sumsq", TensorProto.FLOAT, [2, 3]),
+     helper.make_tensor_value_info("logsum", TensorProto.FLOAT,
+                                   [2, 8, 1, 2])])
+onnx.save(helper.make_model(graph,
+                            opset_imports=[helper.make_opsetid("", 13)]),
+          os.path.join(out, "space_ops.onnx"))
+np.save(os.path.join(out, "d.npy"), d)
+n_, c_, h_, w_ = d.shape
+dcr = d.reshape(n_, 2, 2, c_ // 4, h_, w_).transpose(0, 3, 4, 1, 5, 2)
+dcr = dcr.reshape(n_, c_ // 4, h_ * 2, w_ * 2)
+np.save(os.path.join(out, "ref_dcr.npy"), dcr)
+s2d = dcr.reshape(n_, c_ // 4, h_, 2, w_, 2).transpose(0, 3, 5, 1, 2, 4)
+np.save(os.path.join(out, "ref_s2d.npy"), s2d.reshape(n_, c_, h_, w_))
+np.save(os.path.join(out, "ref_sumsq.npy"), (d * d).sum(axis=(1, 3)))
+np.save(os.path.join(out, "ref_logsum.npy"),
+        np.log(d.sum(axis=2, keepdims=True)))

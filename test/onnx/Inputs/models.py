@@ -251,6 +251,23 @@ class Norms(nn.Module):
         return self.group(h), self.inst(h * 3.0 + 1.0), self.inst1d(s)
 
 
+class PixelOps(nn.Module):
+    """pixel_shuffle (DepthToSpace, CRD), PReLU with a slope per channel
+    and a single one, F.normalize (ReduceL2) and an L1 norm (ReduceL1)."""
+
+    def __init__(self):
+        super().__init__()
+        self.shuffle = nn.PixelShuffle(2)
+        self.prelu = nn.PReLU(8)
+        self.prelu1 = nn.PReLU()
+        with torch.no_grad():
+            self.prelu.weight.copy_(torch.linspace(-0.5, 0.9, 8))
+
+    def forward(self, x):
+        return (self.shuffle(x), self.prelu(x), self.prelu1(x - 0.5),
+                F.normalize(x, dim=1), torch.norm(x, p=1, dim=(2, 3)))
+
+
 class ConstantMask(nn.Module):
     """A mask built by assignment into a constant tensor (ScatterND of
     constants, as torchvision's Swin builds its shifted-window mask), and
@@ -399,6 +416,9 @@ def build(name):
         return (Norms(), {"x": randn(2, 3, 9, 9), "s": randn(3, 5, 7)},
                 ["group", "inst", "inst1d"],
                 {"x": {0: "batch"}, "s": {0: "batch"}})
+    if name == "pixel_ops":
+        return (PixelOps(), {"x": randn(2, 8, 3, 5)},
+                ["shuffled", "prelu", "prelu1", "normalized", "l1"], {})
     if name == "constant_mask":
         return ConstantMask(), {"x": randn(2, 6, 6)}, ["y"], {}
     if name == "deconvs":
