@@ -41,6 +41,8 @@ struct EagerBuilder {
   Tensor sqrt(const Tensor& x) { return mc::sqrt(x); }
   Tensor tanh(const Tensor& x) { return mc::tanh(x); }
   Tensor erf(const Tensor& x) { return mc::erf(x); }
+  Tensor sin(const Tensor& x) { return mc::sin(x); }
+  Tensor cos(const Tensor& x) { return mc::cos(x); }
 
   /// A rank-0 scalar: eager binary ops broadcast it.
   Tensor splatLike(const Tensor& like, double v) {

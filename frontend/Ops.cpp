@@ -884,6 +884,7 @@ Tensor elementwise(OpKind op, const Tensor& a) {
       !info.attrs.empty())
     throw Error(name + ": not an elementwise op without attributes");
   requireDefined(name.c_str(), a);
+  requireDialectType(op, name.c_str(), a);
   if (!a.hasValues()) {
     Tensor out = Tensor::shapeOnly(a.shape(), a.dtype());
     emit(OpRecord{op, {a}, out});

@@ -63,6 +63,8 @@ Tensor elementwise(rt::OpId op, const Tensor& a);
 
 Tensor abs(const Tensor& a);
 Tensor erf(const Tensor& a);
+inline Tensor sin(const Tensor& a) { return elementwise(rt::OpId::Sin, a); }
+inline Tensor cos(const Tensor& a) { return elementwise(rt::OpId::Cos, a); }
 /// x * relu6(x + 3) / 6 (torch.nn.functional.hardswish).
 inline Tensor hardswish(const Tensor& a) {
   return elementwise(rt::OpId::Hardswish, a);

@@ -13,7 +13,8 @@
 // A builder `B` provides:
 //   using Value = ...;               default-constructed: "no gradient"
 //   Dims shape(Value); bool isFloat(Value);
-//   add sub mul div pow (Value, Value); neg exp log sqrt tanh erf (Value)
+//   add sub mul div pow (Value, Value); neg exp log sqrt tanh erf sin cos
+//   (Value)
 //   splatLike(Value like, double)    a scalar of like's element type that
 //                                    elementwise ops accept next to `like`
 //   constant(Value like, Dims shape, std::vector<double>)  like's elements
@@ -316,6 +317,17 @@ template <class B> Grads<B> neg(B& b, typename B::Value g) {
 template <class B>
 Grads<B> exp(B& b, typename B::Value g, typename B::Value y) {
   return {b.mul(g, y)};
+}
+
+template <class B>
+Grads<B> sin(B& b, typename B::Value g, typename B::Value x) {
+  return {b.mul(g, b.cos(x))};
+}
+
+template <class B>
+Grads<B> cos(B& b, typename B::Value g, typename B::Value x) {
+  auto s = b.sin(x);
+  return {b.mul(g, b.neg(s))};
 }
 
 template <class B>
@@ -807,6 +819,10 @@ std::optional<Grads<B>> byOpId(B& b, rt::OpId op, V g, const std::vector<V>& in,
     return abs(b, g, in[0]);
   case OpId::Erf:
     return erf(b, g, in[0]);
+  case OpId::Sin:
+    return sin(b, g, in[0]);
+  case OpId::Cos:
+    return cos(b, g, in[0]);
   case OpId::Hardswish:
     return hardswish(b, g, in[0]);
   case OpId::Gelu:

@@ -65,6 +65,8 @@ public:
   Value sqrt(Value x) { return SqrtOp::create(b, loc, x); }
   Value tanh(Value x) { return TanhOp::create(b, loc, x); }
   Value erf(Value x) { return ErfOp::create(b, loc, x); }
+  Value sin(Value x) { return SinOp::create(b, loc, x); }
+  Value cos(Value x) { return CosOp::create(b, loc, x); }
 
   /// A static `like` gets a splat constant of its shape; one with the
   /// dynamic batch, a rank-0 constant broadcast to its type.

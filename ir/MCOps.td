@@ -148,6 +148,16 @@ def MC_TanhOp : MC_UnaryOp<"tanh", MC_FloatTensor, "tanh(x)"> {
   let mcCpuTypes = "f32,f16,bf16";
   let mcFusible = 1;
 }
+def MC_SinOp : MC_UnaryOp<"sin", MC_FloatTensor, "sin(x)"> {
+  let mcCpuTypes = "f32,f16,bf16";
+  let mcAmp = "f32";
+  let mcFusible = 1;
+}
+def MC_CosOp : MC_UnaryOp<"cos", MC_FloatTensor, "cos(x)"> {
+  let mcCpuTypes = "f32,f16,bf16";
+  let mcAmp = "f32";
+  let mcFusible = 1;
+}
 def MC_SigmoidOp : MC_UnaryOp<"sigmoid", MC_FloatTensor, "1 / (1 + exp(-x))"> {
   let mcCpuTypes = "f32,f16,bf16";
   let mcFusible = 1;

@@ -65,7 +65,7 @@ bool isElementwiseOp(OpId op) {
   case OpId::Log: case OpId::Maximum: case OpId::Minimum: case OpId::Mul:
   case OpId::Neg: case OpId::Not: case OpId::Pow: case OpId::Relu:
   case OpId::Select: case OpId::Sigmoid: case OpId::Sqrt: case OpId::Sub:
-  case OpId::Tanh:
+  case OpId::Tanh: case OpId::Sin: case OpId::Cos:
   case OpId::Reshape: // in a region: the anchor's reshape, same flat order
     return true;
   default:
@@ -78,7 +78,7 @@ bool floatOnly(OpId op) {
   switch (op) {
   case OpId::Erf: case OpId::Exp: case OpId::Gelu:
   case OpId::Hardswish: case OpId::Log: case OpId::Pow: case OpId::Sigmoid:
-  case OpId::Sqrt: case OpId::Tanh:
+  case OpId::Sqrt: case OpId::Tanh: case OpId::Sin: case OpId::Cos:
     return true;
   default:
     return false;
@@ -593,6 +593,12 @@ private:
       break;
     case OpId::Tanh:
       r = math::TanhOp::create(b, loc, x[0]);
+      break;
+    case OpId::Sin: // libdevice's __nv_sinf: full range reduction
+      r = math::SinOp::create(b, loc, x[0]);
+      break;
+    case OpId::Cos:
+      r = math::CosOp::create(b, loc, x[0]);
       break;
     case OpId::Sqrt:
       r = math::SqrtOp::create(b, loc, x[0]);

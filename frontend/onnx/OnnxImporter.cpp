@@ -19,6 +19,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <map>
 #include <optional>
 #include <set>
 #include <unordered_map>
@@ -579,6 +580,166 @@ Tensor gatherElementsBySelect(const Tensor& data, const Tensor& position,
   return moved ? transpose(checked, back) : checked;
 }
 
+/// ONNX Einsum of one or two operands as transposes, reshapes, sums and
+/// one batched matmul: the letters both operands and the output have are
+/// the matmul's batch, those both have and the output does not are
+/// contracted, the rest are each side's free dims; a letter only one
+/// operand has and the output does not is summed first. "..." stands for
+/// the same leading dims in every operand. A letter repeated within one
+/// operand (a diagonal) is refused.
+Tensor einsum(const std::string& equation, std::vector<Tensor> ops) {
+  std::string eq;
+  for (char ch : equation)
+    if (ch != ' ')
+      eq += ch;
+  size_t arrow = eq.find("->");
+  std::string lhs = eq.substr(0, arrow);
+  std::vector<std::string> terms;
+  for (size_t at = 0;;) {
+    size_t comma = lhs.find(',', at);
+    terms.push_back(lhs.substr(at, comma == std::string::npos
+                                       ? std::string::npos
+                                       : comma - at));
+    if (comma == std::string::npos)
+      break;
+    at = comma + 1;
+  }
+  if (terms.size() != ops.size())
+    throw Error("equation '" + equation + "' has " +
+                std::to_string(terms.size()) + " operand terms for " +
+                std::to_string(ops.size()) + " inputs");
+  if (ops.size() > 2)
+    throw Error("Einsum of " + std::to_string(ops.size()) +
+                " operands is not supported (one or two are)");
+  // "..." becomes letters of its own (upper case 'A'... are free for it).
+  int64_t ellipsisRank = -1;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    size_t dots = terms[i].find("...");
+    if (dots == std::string::npos)
+      continue;
+    int64_t named = int64_t(terms[i].size()) - 3;
+    int64_t r = ops[i].rank() - named;
+    if (r < 0)
+      throw Error("term '" + terms[i] + "' names more dims than " +
+                  ops[i].describe() + " has");
+    if (ellipsisRank >= 0 && r != ellipsisRank)
+      throw Error("'...' stands for " + std::to_string(ellipsisRank) +
+                  " dims in one operand and " + std::to_string(r) +
+                  " in another; modelc needs the same dims");
+    ellipsisRank = r;
+  }
+  std::string dotsLetters;
+  for (int64_t k = 0; k < std::max<int64_t>(ellipsisRank, 0); ++k)
+    dotsLetters += char('A' + k);
+  auto expand = [&](std::string t) {
+    size_t dots = t.find("...");
+    if (dots != std::string::npos)
+      t.replace(dots, 3, dotsLetters);
+    return t;
+  };
+  for (std::string& t : terms)
+    t = expand(t);
+  std::string out;
+  if (arrow != std::string::npos) {
+    out = expand(eq.substr(arrow + 2));
+  } else { // implicit: the letters used once, in order, after "..."
+    std::map<char, int> count;
+    for (const std::string& t : terms)
+      for (char ch : t)
+        ++count[ch];
+    out = dotsLetters;
+    for (const auto& [ch, n] : count)
+      if (n == 1 && !(ch >= 'A' && ch < 'A' + int(dotsLetters.size())))
+        out += ch;
+  }
+  std::map<char, int64_t> size;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    if (int64_t(terms[i].size()) != ops[i].rank())
+      throw Error("term '" + terms[i] + "' has " +
+                  std::to_string(terms[i].size()) + " letters for " +
+                  ops[i].describe());
+    for (size_t d = 0; d < terms[i].size(); ++d) {
+      char ch = terms[i][d];
+      if (terms[i].find(ch) != d)
+        throw Error("letter '" + std::string(1, ch) + "' appears twice in "
+                    "term '" + terms[i] + "' (a diagonal): not supported");
+      int64_t n = ops[i].size(int64_t(d));
+      auto [it, fresh] = size.emplace(ch, n);
+      if (!fresh && it->second != n)
+        throw Error("letter '" + std::string(1, ch) + "' is " +
+                    std::to_string(it->second) + " in one operand and " +
+                    std::to_string(n) + " in another");
+    }
+  }
+  for (char ch : out)
+    if (!size.count(ch))
+      throw Error("output letter '" + std::string(1, ch) +
+                  "' is in no operand");
+  auto has = [](const std::string& t, char ch) {
+    return t.find(ch) != std::string::npos;
+  };
+  // Letters one operand alone has and the output does not: summed away.
+  for (size_t i = 0; i < terms.size(); ++i) {
+    std::vector<int64_t> sumDims;
+    std::string kept;
+    for (size_t d = 0; d < terms[i].size(); ++d) {
+      char ch = terms[i][d];
+      bool elsewhere = has(out, ch);
+      for (size_t j = 0; j < terms.size(); ++j)
+        elsewhere |= j != i && has(terms[j], ch);
+      if (elsewhere)
+        kept += ch;
+      else
+        sumDims.push_back(int64_t(d));
+    }
+    if (!sumDims.empty()) {
+      ops[i] = sum(ops[i], sumDims, false);
+      terms[i] = kept;
+    }
+  }
+  auto permuteTo = [](const Tensor& t, const std::string& from,
+                      const std::string& to) {
+    std::vector<int64_t> perm;
+    bool identity = true;
+    for (char ch : to) {
+      perm.push_back(int64_t(from.find(ch)));
+      identity &= perm.back() == int64_t(perm.size()) - 1;
+    }
+    return identity ? t : transpose(t, perm);
+  };
+  if (terms.size() == 1)
+    return permuteTo(ops[0], terms[0], out);
+  const std::string &a = terms[0], &b = terms[1];
+  std::string batch, contracted, freeA, freeB;
+  for (char ch : a) {
+    if (has(b, ch))
+      (has(out, ch) ? batch : contracted) += ch;
+    else
+      freeA += ch;
+  }
+  for (char ch : b)
+    if (!has(a, ch))
+      freeB += ch;
+  auto count = [&](const std::string& letters) {
+    int64_t n = 1;
+    for (char ch : letters)
+      n *= size[ch];
+    return n;
+  };
+  int64_t nb = count(batch), m = count(freeA), k = count(contracted),
+          n = count(freeB);
+  Tensor lhsT = permuteTo(ops[0], a, batch + freeA + contracted);
+  Tensor rhsT = permuteTo(ops[1], b, batch + contracted + freeB);
+  Tensor lhs3 = reshape(lhsT, {nb, m, k});
+  Tensor rhs3 = reshape(rhsT, {nb, k, n});
+  Tensor product = matmul(lhs3, rhs3);
+  Shape full;
+  for (char ch : batch + freeA + freeB)
+    full.push_back(size[ch]);
+  Tensor y = reshape(product, full);
+  return permuteTo(y, batch + freeA + freeB, out);
+}
+
 /// e^x - 1 without the cancellation of exp(x) - 1 near 0, for x <= 0 (the
 /// negative side of Elu, Selu and Celu): 2 tanh(x/2) / (1 - tanh(x/2)),
 /// whose denominator stays in [1, 2] there. Where x > 0 it may be inf (the
@@ -892,6 +1053,8 @@ const std::unordered_map<std::string, Handler>& handlers() {
     unary("Exp", exp);
     unary("Log", log);
     unary("Abs", abs);
+    unary("Sin", sin);
+    unary("Cos", cos);
     unary("Not", logicalNot);
     auto binary = [&](const char* name,
                       Tensor (*fn)(const Tensor&, const Tensor&)) {
@@ -1395,6 +1558,12 @@ const std::unordered_map<std::string, Handler>& handlers() {
       if (c.has(1))
         axes = c.constInts(1, "axes");
       return R{reduceAxes(c, "ReduceSum", axes, true)};
+    };
+    h["Einsum"] = [](const NodeContext& c) {
+      std::vector<Tensor> ops;
+      for (size_t i = 0; i < c.numInputs(); ++i)
+        ops.push_back(c.in(i));
+      return R{einsum(c.getString("equation", ""), ops)};
     };
     h["MatMul"] = [](const NodeContext& c) {
       return R{numpyMatmul(c.in(0), c.in(1))};

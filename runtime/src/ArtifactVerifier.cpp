@@ -1110,6 +1110,8 @@ Status Verifier::checkStepKind(OpId kind, const fb::Step &step,
   case K::Exp:
   case K::Log:
   case K::Tanh:
+  case K::Sin:
+  case K::Cos:
   case K::Sigmoid:
   case K::Sqrt:
     MC_RETURN_IF_ERROR(counts(1, 1));

@@ -36,6 +36,10 @@ const char *unaryName(OpId op, bool tanhApproximation) {
     return "log";
   case OpId::Tanh:
     return "tanh";
+  case OpId::Sin:
+    return "sin";
+  case OpId::Cos:
+    return "cos";
   case OpId::Sigmoid:
     return "sigmoid";
   case OpId::Relu:
@@ -403,6 +407,12 @@ Status unary(OpId op, const ConstTensor &a, const MutTensor &out,
     break;
   case OpId::Abs:
     mapF32(a, out, [](float x) { return std::fabs(x); });
+    break;
+  case OpId::Sin: // libm's, correctly reduced for any argument
+    mapF32(a, out, [](float x) { return std::sin(x); });
+    break;
+  case OpId::Cos:
+    mapF32(a, out, [](float x) { return std::cos(x); });
     break;
   case OpId::Erf:
     vecMap(a, out, kParallelGrain / 8, vec::erfF32);

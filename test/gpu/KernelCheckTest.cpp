@@ -179,7 +179,8 @@ const DType F = DType::F32;
 
 TEST_F(KernelCheck, UnaryOpsMatchTheCpu) {
   for (OpId op : {OpId::Neg, OpId::Exp, OpId::Tanh, OpId::Sigmoid, OpId::Relu,
-                  OpId::Abs, OpId::Erf, OpId::Gelu, OpId::Hardswish}) {
+                  OpId::Abs, OpId::Erf, OpId::Gelu, OpId::Hardswish,
+                  OpId::Sin, OpId::Cos}) {
     SCOPED_TRACE(mc::rt::opName(op));
     check(stepCase(op, {{F, {5, 77}}}, {F, {5, 77}}), 2e-5);
   }

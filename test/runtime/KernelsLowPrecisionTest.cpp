@@ -91,7 +91,8 @@ TEST_P(LowPrecision, UnaryOps) {
            {OpId::Neg, false}, {OpId::Exp, false}, {OpId::Log, false},
            {OpId::Tanh, false}, {OpId::Sigmoid, false}, {OpId::Relu, false},
            {OpId::Sqrt, false}, {OpId::Abs, false}, {OpId::Erf, false},
-           {OpId::Gelu, false}, {OpId::Gelu, true}}) {
+           {OpId::Gelu, false}, {OpId::Gelu, true}, {OpId::Sin, false},
+           {OpId::Cos, false}}) {
     OpId op = c.first;
     bool tanh = c.second;
     bool positive = op == OpId::Log || op == OpId::Sqrt;

@@ -146,6 +146,8 @@ TEST(Kernels, UnaryF32MatchesReference) {
        false},
       {OpId::Relu, [](double x) { return x < 0 ? 0.0 : x; }, false},
       {OpId::Sqrt, [](double x) { return std::sqrt(x); }, true},
+      {OpId::Sin, [](double x) { return std::sin(x); }, false},
+      {OpId::Cos, [](double x) { return std::cos(x); }, false},
   };
   for (const Case &c : cases) {
     const std::vector<float> &x = c.positive ? pos : a;

@@ -203,6 +203,7 @@ TEST(Autodiff, TiesAndPiecewiseOps) {
     t = add(t, weightedSum(pow(abs(p[0]), p[2]), 51));
     t = add(t, weightedSum(div(sqrt(p[3]), add(exp(p[1]), p[3])), 52));
     t = add(t, weightedSum(log(p[3]) * erf(p[1]), 53));
+    t = add(t, weightedSum(sin(p[0] * 3.0) * cos(p[1]), 56));
     t = add(t, weightedSum(where(gt(in[0], p[0]), p[1] * 2.0, neg(p[3])), 54));
     return t;
   });

@@ -105,6 +105,10 @@ std::vector<Case> cases() {
                "torch.abs(a)"});
   c.push_back({"erf", {in({5}, 21)}, [](auto& x) { return erf(x[0]); },
                "torch.erf(a)"});
+  c.push_back({"sin", {in({6}, 24, -7, 7)},
+               [](auto& x) { return sin(x[0]); }, "torch.sin(a)"});
+  c.push_back({"cos", {in({6}, 25, -7, 7)},
+               [](auto& x) { return cos(x[0]); }, "torch.cos(a)"});
   c.push_back({"gelu", {in({6}, 22)}, [](auto& x) { return gelu(x[0]); },
                "torch.nn.functional.gelu(a)"});
   c.push_back({"gelu_tanh", {in({6}, 23)},

@@ -59,7 +59,7 @@ struct MutTensor {
 };
 
 /// Elementwise and reduction kernels are selected by the op registry's OpId.
-/// unary: Neg, Exp, Log, Tanh, Sigmoid, Relu, Sqrt, Abs (f32, i32, i64), Erf,
+/// unary: Neg, Exp, Log, Tanh, Sin, Cos, Sigmoid, Relu, Sqrt, Abs (f32, i32, i64), Erf,
 /// Gelu (x * Phi(x), exact erf form; PyTorch's approximate='tanh' form when
 /// tanhApproximation): f32. Not: i1 only.
 /// binary: Add, Sub, Mul, Div, Maximum, Minimum (f32/i32/i64, NaN propagates),

@@ -109,6 +109,8 @@ MC_REGISTER_KERNEL(cpu, Neg, unaryKernel<OpId::Neg>);
 MC_REGISTER_KERNEL(cpu, Exp, unaryKernel<OpId::Exp>);
 MC_REGISTER_KERNEL(cpu, Log, unaryKernel<OpId::Log>);
 MC_REGISTER_KERNEL(cpu, Tanh, unaryKernel<OpId::Tanh>);
+MC_REGISTER_KERNEL(cpu, Sin, unaryKernel<OpId::Sin>);
+MC_REGISTER_KERNEL(cpu, Cos, unaryKernel<OpId::Cos>);
 MC_REGISTER_KERNEL(cpu, Sigmoid, unaryKernel<OpId::Sigmoid>);
 MC_REGISTER_KERNEL(cpu, Relu, unaryKernel<OpId::Relu>);
 MC_REGISTER_KERNEL(cpu, Sqrt, unaryKernel<OpId::Sqrt>);

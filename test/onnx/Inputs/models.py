@@ -4,6 +4,7 @@
 # writes OUTDIR/NAME.onnx, OUTDIR/<input name>.npy and OUTDIR/ref_<output
 # name>.npy, and prints the ONNX op types of the graph (for FileCheck).
 import argparse
+import math
 import os
 import sys
 
@@ -268,6 +269,47 @@ class PixelOps(nn.Module):
                 F.normalize(x, dim=1), torch.norm(x, p=1, dim=(2, 3)))
 
 
+class Trig(nn.Module):
+    """Sin and Cos computed in forward: a diffusion timestep embedding
+    (sin/cos of t times exp(-log(10000) k / half)) and rotary position
+    embeddings (RoPE, as HF LLaMA computes them: inv_freq outer positions,
+    cos/sin, rotate_half), on arguments up to ~60 rad."""
+
+    def forward(self, t, q):
+        half = 8
+        freqs = torch.exp(-math.log(10000.0) *
+                          torch.arange(half, dtype=torch.float32) / half)
+        args = t[:, None] * freqs[None, :]
+        emb = torch.cat([torch.sin(args), torch.cos(args)], dim=-1)
+        seq, dim = q.shape[1], q.shape[2]
+        inv = 1.0 / (10000.0 ** (torch.arange(0, dim, 2).float() / dim))
+        pos = torch.arange(seq, dtype=torch.float32)
+        ang = torch.outer(pos, inv)
+        rot = torch.cat([ang, ang], dim=-1)
+        cos, sin = rot.cos()[None], rot.sin()[None]
+        q1, q2 = q[..., :dim // 2], q[..., dim // 2:]
+        rotated = torch.cat([-q2, q1], dim=-1)
+        return emb, q * cos + rotated * sin
+
+
+class Einsums(nn.Module):
+    """torch.einsum as diffusers' and LDM's attention write it, and the
+    other shapes Einsum takes: batched contraction, an outer product, a
+    transpose, sums of one operand's own letters, "..." and the implicit
+    output."""
+
+    def forward(self, q, k, v, u, w):
+        scores = torch.einsum("bhqd,bhkd->bhqk", q, k)
+        attn = torch.einsum("bhqk,bhkd->bhqd", scores.softmax(-1), v)
+        outer = torch.einsum("i,j->ij", u, w)
+        swapped = torch.einsum("bqd->bdq", q[0])
+        rowdot = torch.einsum("bhqd,bhqd->bhq", q, q)
+        total = torch.einsum("bhqd->", v)
+        ellipsis = torch.einsum("...qd,...kd->...qk", q, k)
+        implicit = torch.einsum("ij,jk", u[:, None], w[None, :])
+        return attn, outer, swapped, rowdot, total, ellipsis, implicit
+
+
 class ConstantMask(nn.Module):
     """A mask built by assignment into a constant tensor (ScatterND of
     constants, as torchvision's Swin builds its shifted-window mask), and
@@ -419,6 +461,16 @@ def build(name):
     if name == "pixel_ops":
         return (PixelOps(), {"x": randn(2, 8, 3, 5)},
                 ["shuffled", "prelu", "prelu1", "normalized", "l1"], {})
+    if name == "trig":
+        t = np.array([0.0, 1.0, 17.0, 999.0], np.float32)
+        return (Trig(), {"t": t, "q": randn(2, 60, 16)}, ["emb", "roped"],
+                {})
+    if name == "einsums":
+        return (Einsums(),
+                {"q": randn(2, 3, 5, 4), "k": randn(2, 3, 6, 4),
+                 "v": randn(2, 3, 6, 4), "u": randn(7), "w": randn(3)},
+                ["attn", "outer", "swapped", "rowdot", "total", "ellipsis",
+                 "implicit"], {})
     if name == "constant_mask":
         return ConstantMask(), {"x": randn(2, 6, 6)}, ["y"], {}
     if name == "deconvs":
