@@ -23,6 +23,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -87,6 +88,35 @@ struct LowerSubgroupReduce
     RewritePatternSet patterns(&getContext());
     populateGpuBreakDownSubgroupReducePatterns(patterns, 32);
     populateGpuLowerSubgroupReduceToShufflePatterns(patterns, 32);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+/// math.sqrt as NVVM's llvm.nvvm.sqrt.rn.f, the correctly rounded sqrt.rn
+/// (the CPU's std::sqrt). convert-gpu-to-nvvm would call libdevice's
+/// __nv_sqrtf, which is sqrt.approx unless __CUDA_PREC_SQRT is reflected
+/// as 1 (nothing here sets it), and it refuses LLVM's own sqrt intrinsic.
+struct PreciseSqrt : OpRewritePattern<math::SqrtOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(math::SqrtOp op,
+                                PatternRewriter& rewriter) const override {
+    if (!op.getType().isF32())
+      return failure();
+    rewriter.replaceOpWithNewOp<LLVM::CallIntrinsicOp>(
+        op, op.getType(), rewriter.getStringAttr("llvm.nvvm.sqrt.rn.f"),
+        ValueRange{op.getOperand()});
+    return success();
+  }
+};
+
+struct LowerSqrtPrecisely
+    : PassWrapper<LowerSqrtPrecisely, OperationPass<gpu::GPUModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(LowerSqrtPrecisely)
+  StringRef getArgument() const override { return "mc-lower-sqrt-precisely"; }
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<PreciseSqrt>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }
@@ -220,6 +250,7 @@ FailureOr<std::string> lowerToPtx(ModuleOp kernels, unsigned indexBits) {
   pm.addPass(createGpuNVVMAttachTarget(attach));
   OpPassManager& gm = pm.nest<gpu::GPUModuleOp>();
   gm.addPass(std::make_unique<LowerSubgroupReduce>());
+  gm.addPass(std::make_unique<LowerSqrtPrecisely>());
   gm.addPass(createSCFToControlFlowPass());
   ConvertGpuOpsToNVVMOpsOptions nvvm;
   nvvm.useBarePtrCallConv = true;

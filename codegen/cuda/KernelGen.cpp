@@ -1320,8 +1320,12 @@ private:
                                      return mulf(d, d);
                                    }),
                          fcols);
-        Value rstd = math::RsqrtOp::create(b,
-            loc, addf(var, f32(step.attrs.getFloat("epsilon"))));
+        // 1 / sqrt, each rounded (the CPU's): rsqrt lowers to the
+        // approximate rsqrt.approx.f32.
+        Value one = f32(1);
+        Value dev = math::SqrtOp::create(
+            b, loc, addf(var, f32(step.attrs.getFloat("epsilon"))));
+        Value rstd = divf(one, dev);
         Value tid = threadId();
         Value bdim = blockDim();
         loop(tid, cols, bdim, [&](Value j) {

@@ -99,6 +99,10 @@ func.func @real_model_elementwise(%a: tensor<4xf32>, %b: tensor<4xf32>, %p: tens
   %0 = mc.abs %a : tensor<4xf32>
   // CHECK: mc.erf
   %1 = mc.erf %0 : tensor<4xf32>
+  // CHECK: mc.sin %{{.*}} : tensor<4xf32>
+  %sin = mc.sin %1 : tensor<4xf32>
+  // CHECK: mc.cos %{{.*}} : tensor<4xf32>
+  %cos = mc.cos %sin : tensor<4xf32>
   // CHECK: mc.hardswish %{{.*}} : tensor<4xf32>
   %hs = mc.hardswish %1 : tensor<4xf32>
   // CHECK: mc.gelu %{{.*}} : tensor<4xf32>
