@@ -421,6 +421,31 @@ TEST_F(KernelCheck, OtherAxesMatchTheCpu) {
         0);
 }
 
+TEST_F(KernelCheck, ReductionsOverLeadingDimsRunByColumns) {
+  // A bias gradient's sum over the batch: 32 outputs per block, each warp
+  // walking every eighth row; 45 outputs leave the second block's last
+  // lanes without a column, and 300 rows do not divide among the warps.
+  check(stepCase(OpId::ReduceSum, {{F, {300, 45}}}, {F, {45}},
+                 {ints("dims", {0})}),
+        1e-5);
+  // Two leading dims, keepdim, the mean; integers' max (exact); NaN wins.
+  check(stepCase(OpId::ReduceMean, {{F, {6, 7, 40}}}, {F, {1, 1, 40}},
+                 {ints("dims", {0, 1}), flag("keepdim")}),
+        1e-5);
+  check(stepCase(OpId::ReduceMax, {{DType::I64, {33, 70}}},
+                 {DType::I64, {70}}, {ints("dims", {0})}),
+        0);
+  Case nan = stepCase(OpId::ReduceMin, {{F, {9, 64}}}, {F, {64}},
+                      {ints("dims", {0})});
+  std::vector<float> x(9 * 64);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = float(int(i * 37 % 101) - 50) * 0.25f;
+  x[5 * 64 + 3] = NAN;
+  std::vector<uint8_t> bytes(x.size() * 4);
+  std::memcpy(bytes.data(), x.data(), bytes.size());
+  checkError(nan, {bytes}, "");
+}
+
 TEST_F(KernelCheck, ARegionEndingInAReductionMatchesTheCpu) {
   // mean over the last dim of (x - m)^2: layer norm's variance.
   Case c = stepCase(OpId::Fused, {{F, {7, 96}}, {F, {7, 1}}}, {F, {7, 1}});
