@@ -347,17 +347,19 @@ func.func @trailing_reduction(%x: tensor<4x8xf32>) -> (tensor<4xf32>, tensor<8xf
 
 // -----
 
-// A reduction of more than 65536 elements to one value does not end a
-// region (its one row would be one tile: out of cache, one thread): the
-// elementwise ops fuse without it, and it runs as its own step. Long rows
-// with more than one of them (threads share them), and a full reduction of
-// 65536, still end one.
+// A reduction of more than 65536 elements to one value becomes two (its
+// one row would be one tile: out of cache, one thread; one block on a
+// GPU): over rows of its trailing dims (up to 65536 elements), which ends
+// the elementwise ops' region, then over the partials, a step of its own.
+// Long rows with more than one of them (threads share them), and a full
+// reduction of 65536, still end one.
 // CHECK-LABEL: func.func @full_reductions
-// CHECK: %[[F:.*]] = mc.fused %arg0, %arg1 : (tensor<8x16384xf32>, tensor<8x16384xf32>) -> tensor<8x16384xf32> {
+// CHECK: %[[F:.*]] = mc.fused %arg0, %arg1 : (tensor<8x16384xf32>, tensor<8x16384xf32>) -> tensor<8xf32> {
 // CHECK:   mc.sub
 // CHECK:   mc.mul
+// CHECK:   mc.reduce_mean %{{.*}}, dims = [1] : (tensor<8x16384xf32>) -> tensor<8xf32>
 // CHECK:   mc.yield
-// CHECK: mc.reduce_mean %[[F]], dims = [0, 1]
+// CHECK: mc.reduce_mean %[[F]], dims = [0] : (tensor<8xf32>) -> tensor<f32>
 // CHECK: mc.fused %arg0, %arg1 : (tensor<8x16384xf32>, tensor<8x16384xf32>) -> tensor<8xf32> {
 // CHECK:   mc.reduce_sum
 // CHECK: mc.fused %arg2 : (tensor<4x16384xf32>) -> tensor<f32> {
@@ -377,4 +379,22 @@ func.func @full_reductions(%x: tensor<8x16384xf32>, %y: tensor<8x16384xf32>, %z:
   %3 = mc.exp %z : tensor<4x16384xf32>
   %4 = mc.reduce_sum %3, dims = [0, 1] : (tensor<4x16384xf32>) -> tensor<f32>
   return %2, %c, %4 : tensor<f32>, tensor<8xf32>, tensor<f32>
+}
+
+// -----
+
+// A full reduction of one long dim is split through a [rows, 4096]
+// reshape (a divisor of its count: the reshape keeps the elementwise op
+// out of the first half's region); with keepdim the result is reshaped
+// back.
+// CHECK-LABEL: func.func @full_reduction_of_one_dim
+// CHECK: mc.abs
+// CHECK: mc.reshape %{{.*}} : (tensor<1048576xf32>) -> tensor<256x4096xf32>
+// CHECK: mc.reduce_max %{{.*}}, dims = [1] : (tensor<256x4096xf32>) -> tensor<256xf32>
+// CHECK: mc.reduce_max %{{.*}}, dims = [0] : (tensor<256xf32>) -> tensor<f32>
+// CHECK: mc.reshape %{{.*}} : (tensor<f32>) -> tensor<1xf32>
+func.func @full_reduction_of_one_dim(%x: tensor<1048576xf32>) -> tensor<1xf32> {
+  %0 = mc.abs %x : tensor<1048576xf32>
+  %1 = mc.reduce_max %0, dims = [0] keepdim : (tensor<1048576xf32>) -> tensor<1xf32>
+  return %1 : tensor<1xf32>
 }
