@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """Regions ending in a reduction over long rows, in one run on this
-machine: modelc's default plan (mc-fuse leaves a reduction of more than
-65536 elements to one value out of the region: max-full-reduction), the
-plan without that rule (the reduction ends the region: its tiles hold
-whole rows, here one), modelc --no-fuse, and PyTorch eager. Median latency
+machine: modelc's default plan (mc-fuse splits a reduction of more than
+65536 elements to one value in two: over rows of its trailing dims, which
+end the region, then over the partials: max-full-reduction), the plan
+without that rule (the reduction ends the region: its tiles hold whole
+rows, here one), modelc --no-fuse, and PyTorch eager. Median latency
 of `modelc-run --bench N`, and of N PyTorch calls; the ratio to the
 default plan.
 
