@@ -920,6 +920,11 @@ private:
                            : out().numel();
     if (perBatch % 4 == 0 && out().numel() >= 4)
       vectorWidth = 4;
+    // 16-bit results take 8 per unit: 16-byte accesses too (4 would be
+    // 8-byte ones).
+    bool halfOut = out().dtype == DType::F16 || out().dtype == DType::BF16;
+    if (halfOut && perBatch % 8 == 0 && out().numel() >= 8)
+      vectorWidth = 8;
     Value units = arith::DivUIOp::create(b, loc, n, idx(vectorWidth));
     std::vector<bool> direct(numInputs(), false);
     for (const PlanRegionOp& op : body)
