@@ -208,20 +208,27 @@ int compileMain(int argc, char** argv) {
   OnnxImportOptions onnxOptions;
   std::string badNumber, trainFlag, ampFlag;
   std::set<std::string> givenFlags; // the number flags given
+  // A value flag given twice (other than the repeatable --input-shape):
+  // the last had won silently.
+  std::set<std::string> valueFlags;
+  std::string repeated;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const std::string& flag, std::string& dst) {
+      bool matched = false;
       if (a == flag) {
         if (i + 1 >= argc)
           return false;
         dst = argv[++i];
-        return true;
-      }
-      if (a.rfind(flag + "=", 0) == 0) {
+        matched = true;
+      } else if (a.rfind(flag + "=", 0) == 0) {
         dst = a.substr(flag.size() + 1);
-        return true;
+        matched = true;
       }
-      return false;
+      if (matched && flag != "--input-shape" &&
+          !valueFlags.insert(flag).second && repeated.empty())
+        repeated = flag;
+      return matched;
     };
     if (a == "-h" || a == "--help") {
       llvm::outs() << kUsage;
@@ -326,6 +333,8 @@ int compileMain(int argc, char** argv) {
                   "')");
     }
   }
+  if (!repeated.empty())
+    return fail("compile: " + repeated + " is given twice");
   if (!badNumber.empty())
     return fail("compile: " + badNumber);
   if (!trainFlag.empty() && !options.train)

@@ -747,6 +747,11 @@ int runOrForward(int argc, char **argv) {
           return error(tool, "--input needs NAME=FILE.npy, got '" + v + "'");
         inputs.emplace_back(v.substr(0, eq), v.substr(eq + 1));
       } else if (value("--output-dir", &v) || value("-o", &v)) {
+        if (v.empty())
+          return error(tool, "--output-dir needs a directory, got ''");
+        if (!outDir.empty() && outDir != v)
+          return error(tool, "--output-dir is given twice ('" + outDir +
+                                 "' and '" + v + "')");
         outDir = v;
       } else if (value("--device", &v)) {
         deviceSpec = v;
