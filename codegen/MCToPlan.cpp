@@ -806,8 +806,17 @@ std::string formatPlan(const Plan& plan) {
     os << ")";
     os << attrText(st.attrs);
 
-    if (st.executable >= 0)
+    if (st.executable >= 0) {
       os << " launch " << st.entry << " of executable " << st.executable;
+      // Its units (blocks of perBlock each): static, or per batch.
+      const rt::LaunchInfo& l = st.launch;
+      os << " [units ";
+      if (l.units || !l.unitsPerBatch)
+        os << l.units << (l.unitsPerBatch ? " + " : "");
+      if (l.unitsPerBatch)
+        os << l.unitsPerBatch << "*batch";
+      os << ", " << l.perBlock << " per block of " << l.block << "]";
+    }
     if (!st.precision.empty())
       os << " {" << st.precision << ": " << st.precisionReason << "}";
     os << "\n";

@@ -118,6 +118,13 @@ bool splitFullReduction(Operation* op, int64_t maxFull) {
   auto in = llvm::cast<RankedTensorType>(op->getOperand(0).getType());
   if (!in.hasStaticShape())
     return false;
+  // A sum's partials would be rounded to f16 or bf16 (and may overflow to
+  // inf where the whole sum would not): split sums of f32 only; max and
+  // min are exact in any type.
+  bool sums = info->id == mc::rt::OpId::ReduceSum ||
+              info->id == mc::rt::OpId::ReduceMean;
+  if (sums && !in.getElementType().isF32())
+    return false;
   auto dims = llvm::cast<DenseI64ArrayAttr>(op->getAttr("dims")).asArrayRef();
   if (int64_t(dims.size()) != in.getRank())
     return false;

@@ -333,10 +333,15 @@ def FusePass : Pass<"mc-fuse", "mlir::ModuleOp"> {
     - A reduction over the trailing dims of a value the region computes
       may end it (the region computes that value a tile of whole rows at a
       time): the region's other values have the reduction's operand shape.
-      Not a reduction to one value of more than `max-full-reduction`
-      elements (65536; a loss's mean over a batch of images): its one row
-      would be one tile, which leaves the cache and all threads but one
-      idle, so the reduction runs as its own step.
+      A reduction to one value of more than `max-full-reduction`
+      elements (65536; a loss's mean over a batch of images) is first
+      split in two: over rows of its trailing dims (up to 65536 elements;
+      a one-dim tensor through a reshape to rows of a divisor of its
+      count), which may end the region, then over those partials. Its one
+      row would have been one tile, out of cache with all threads but one
+      idle (one block on a GPU). Sums and means split in f32 only (f16 or
+      bf16 partials would round, or overflow where the whole does not);
+      one that cannot split runs as its own step.
     - Integer arithmetic (i32, i64) stays unfused; f32, f16, bf16 and i1
       values fuse.
     - Everything else is a boundary: library calls other than the anchor,

@@ -712,7 +712,12 @@ LogicalResult generate(ModuleOp module, Plan& plan, const CudaOptions& opts) {
       n *= uint64_t(d);
     largest = std::max(largest, n);
   }
-  unsigned indexBits = largest < (uint64_t(1) << 31) ? 32 : 64;
+  // With headroom: a grid-stride loop adds the grid's thread count (about
+  // 1M at most: the runtime caps the grid at 4 waves) to an index that may
+  // be just under the count, and a signed 32-bit sum past 2^31 would wrap
+  // negative and pass `i < n`.
+  unsigned indexBits =
+      largest < (uint64_t(1) << 31) - (uint64_t(1) << 24) ? 32 : 64;
   FailureOr<std::string> ptx = lowerToPtx(*kernels, indexBits);
   if (failed(ptx))
     return failure();

@@ -471,9 +471,16 @@ private:
     l.block = block;
     l.perBlock = block;
     uint64_t units = uint64_t(std::max<int64_t>(1, t.numel() / rowLength));
-    if (plan.batch.dynamic() && scaledDims(t) == 1) {
+    // Units scale with the batch only when the batch is outside the row: a
+    // row (or a softmax's axis) that holds the batch leaves fewer units
+    // than the max batch, which divided to 0 per batch, a grid of 0, and a
+    // step that never ran (a full reduction of [B, 10]). Any grid of one
+    // or more is right (grid-stride loops): where the count does not
+    // divide, the units are the static count.
+    uint64_t max = uint64_t(std::max<int64_t>(plan.batch.max, 1));
+    if (plan.batch.dynamic() && scaledDims(t) == 1 && units % max == 0) {
       l.units = 0;
-      l.unitsPerBatch = units / uint64_t(plan.batch.max);
+      l.unitsPerBatch = units / max;
     } else {
       l.units = units;
     }
@@ -1202,6 +1209,32 @@ private:
     return blockReduce(part, kind, smem);
   }
 
+  /// A row's max or min where NaN wins, as the CPU's: the subgroup's
+  /// maxnum/minnum drop NaN (an all-NaN row gave -inf), so each thread also
+  /// counts the NaNs it saw, in the same pass over the row, and a row with
+  /// any is NaN.
+  Value rowReduceNanWins(gpu::AllReduceOperation kind, Value cols,
+                         Value smem, const std::function<Value(Value)>& element) {
+    Value tid = threadId();
+    Value bdim = blockDim();
+    auto f = scf::ForOp::create(b, loc, tid, cols, bdim,
+                                ValueRange{identity(kind), f32(0)});
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(f.getBody());
+      Value v = element(f.getInductionVar());
+      Value acc = combine(kind, f.getRegionIterArgs()[0], v);
+      Value nans = addf(f.getRegionIterArgs()[1],
+                        select(isNan(v), f32(1), f32(0)));
+      scf::YieldOp::create(b, loc, ValueRange{acc, nans});
+    }
+    Value r = blockReduce(f.getResult(0), kind, smem);
+    Value nans =
+        blockReduce(f.getResult(1), gpu::AllReduceOperation::ADD, smem);
+    Value any = cmpf(arith::CmpFPredicate::OGT, nans, f32(0));
+    return select(any, f32(std::numeric_limits<float>::quiet_NaN()), r);
+  }
+
   /// The reduction a step computes: its own op, or the last op of a fused
   /// region that ends in one (the ops before it computed per element).
   const PlanRegionOp* regionReduction() const {
@@ -1352,7 +1385,9 @@ private:
         auto kind = op == OpId::ReduceMax   ? gpu::AllReduceOperation::MAXNUMF
                     : op == OpId::ReduceMin ? gpu::AllReduceOperation::MINNUMF
                                             : gpu::AllReduceOperation::ADD;
-        Value r = rowReduce(kind, cols, smem, in);
+        Value r = kind == gpu::AllReduceOperation::ADD
+                      ? rowReduce(kind, cols, smem, in)
+                      : rowReduceNanWins(kind, cols, smem, in);
         if (op == OpId::ReduceMean)
           r = divf(r, arith::UIToFPOp::create(b,
                           loc, b.getF32Type(),
@@ -1753,12 +1788,11 @@ KernelKind classifyStep(const Plan& plan, const PlanStep& step,
     return first >= 0 && cols >= 32 ? KernelKind::Rows : KernelKind::Reduce;
   }
   case OpId::Gather: {
-    // A device kernel cannot report an index out of range (the CPU's
-    // error), so indices are either known at compile time (and checked in
-    // range here), or a graph input's values, which Session::setInput
-    // checks before any step runs (rt::gatherIndexInputs: the input or a
-    // view of it, written by no step). The kernel clamps besides, so even
-    // so it never reads outside the data.
+    // Indices known at compile time are checked in range here; a graph
+    // input's values are checked by Session::setInput before any step runs
+    // (rt::gatherIndexInputs: the input or a view of it, written by no
+    // step); computed ones by the kernel, through its error record. The
+    // kernel clamps besides, so it never reads outside the data.
     const PlanBuffer& ind = plan.buffers[step.inputs[1]];
     const PlanBuffer& data = plan.buffers[step.inputs[0]];
     int64_t axis = step.attrs.getInt("axis");

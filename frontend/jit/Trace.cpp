@@ -421,8 +421,12 @@ public:
     if (k >= other.size() || !other[k])
       return Value();
     const Tensor& t = r.inputs[k];
-    Captured here = Captured::of(t);
     const Captured& there = *other[k];
+    // Cheap tests first: most captures (weights) do not follow the batch.
+    if (t.rank() < 1 || there.shape.size() != size_t(t.rank()) ||
+        !there.rowsEqual || !multipleOfBatch(t.size(0), there.shape[0]))
+      return Value();
+    Captured here = Captured::of(t);
     if (!here.rowsEqual || !there.rowsEqual || here.rowHash != there.rowHash ||
         here.dtype != there.dtype || here.shape.size() != there.shape.size() ||
         !std::equal(here.shape.begin() + 1, here.shape.end(),
@@ -609,9 +613,9 @@ public:
     failedMessage = std::string("with a dynamic batch, mc.") +
                     rt::opName(kind) + " (op " +
                     std::to_string(recorded - 1) + " at " + locationText(l) +
-                    ") cannot run at every batch size (it indexes, repeats "
-                    "or reverses along the batch, or meets a constant of "
-                    "the batch's size): " + message;
+                    ") cannot run at every batch size (an op may not "
+                    "index, repeat or reverse along the batch, or meet a "
+                    "constant of the batch's size): " + message;
     return failure();
   }
 

@@ -530,11 +530,13 @@ Tensor prodAlong(Tensor x, int64_t axis) {
 /// is one is the index of a gather from one element, so one makes the
 /// runtime report the node.
 Tensor gatherElementsBySelect(const Tensor& data, const Tensor& position,
-                              const Tensor& outside, int64_t axis) {
+                              const Tensor& outside, int64_t axis,
+                              bool constantData) {
   if (data.dtype() == DType::I1)
     throw Error("GatherElements of bool data with a dynamic batch is not "
                 "supported (numbers are)");
-  if (axis == 0)
+  // Computed data's dim 0 is the batch; a constant's (a weight) is not.
+  if (axis == 0 && !constantData)
     throw Error("GatherElements along the batch axis (axis 0) with a "
                 "dynamic batch is not supported (along other axes it is)");
   int64_t rank = data.rank(), n = data.size(axis);
@@ -628,9 +630,16 @@ Tensor einsum(const std::string& equation, std::vector<Tensor> ops) {
                   " in another; modelc needs the same dims");
     ellipsisRank = r;
   }
+  // Letters the equation does not use ('...' must not alias one).
   std::string dotsLetters;
-  for (int64_t k = 0; k < std::max<int64_t>(ellipsisRank, 0); ++k)
-    dotsLetters += char('A' + k);
+  for (char ch = 'A'; int64_t(dotsLetters.size()) < ellipsisRank; ++ch) {
+    if (ch == 'Z' + 1)
+      ch = 'a';
+    if (ch > 'z')
+      throw Error("equation '" + equation + "' leaves no letter for '...'");
+    if (eq.find(ch) == std::string::npos)
+      dotsLetters += ch;
+  }
   auto expand = [&](std::string t) {
     size_t dots = t.find("...");
     if (dots != std::string::npos)
@@ -649,7 +658,7 @@ Tensor einsum(const std::string& equation, std::vector<Tensor> ops) {
         ++count[ch];
     out = dotsLetters;
     for (const auto& [ch, n] : count)
-      if (n == 1 && !(ch >= 'A' && ch < 'A' + int(dotsLetters.size())))
+      if (n == 1 && dotsLetters.find(ch) == std::string::npos)
         out += ch;
   }
   std::map<char, int64_t> size;
@@ -983,9 +992,14 @@ Tensor reduceAxes(const NodeContext& c, const std::string& op,
     return sum(magnitude, axes, keep);
   }
   if (op == "ReduceL2" || op == "ReduceSumSquare") {
-    Tensor square = x * x;
+    // Squares of f16 past 255 are inf: squared and summed in f32, as
+    // PyTorch accumulates a half norm.
+    bool half = x.dtype() == DType::F16 || x.dtype() == DType::BF16;
+    Tensor wide = half ? cast(x, DType::F32) : x;
+    Tensor square = wide * wide;
     Tensor s = sum(square, axes, keep);
-    return op == "ReduceL2" ? sqrt(s) : s;
+    Tensor r = op == "ReduceL2" ? sqrt(s) : s;
+    return half ? cast(r, x.dtype()) : r;
   }
   if (op == "ReduceLogSum") {
     Tensor s = sum(x, axes, keep);
@@ -1244,7 +1258,8 @@ const std::unordered_map<std::string, Handler>& handlers() {
       Tensor tooHigh = ge(position, scalarOf(double(n), DType::I64));
       Tensor outside = where(tooLow, scalarOf(1.0, DType::I1), tooHigh);
       if (c.dynamicBatch)
-        return R{gatherElementsBySelect(data, position, outside, axis)};
+        return R{gatherElementsBySelect(data, position, outside, axis,
+                                        c.isConstant(0))};
       std::vector<int64_t> stride(size_t(rank), 1);
       for (int64_t d = rank - 2; d >= 0; --d)
         stride[size_t(d)] = stride[size_t(d + 1)] * data.size(d + 1);
@@ -2320,7 +2335,9 @@ void Importer::runNode(int i) {
   }
   bool constant = allConstant || alwaysConstant(op);
   NodeContext ctx(node, std::move(inputs), opset_, modelDir_);
-  ctx.dynamicBatch = options_.batch.has_value();
+  // A node of constants is evaluated, not traced: nothing of it follows
+  // the batch.
+  ctx.dynamicBatch = options_.batch.has_value() && !constant;
   std::vector<Tensor> outputs;
   try {
     if (constant) {
@@ -2474,6 +2491,14 @@ jit::TracedModule Importer::run() {
                     what + "; with a dynamic batch, its leading dimension is "
                     "the batch: write it '?' (--input-shape " + name +
                     "=?x...)");
+      if (fixedLead && givenBatch)
+        throw Error("--batch: --input-shape " + name + "=?x... makes dim 0 "
+                    "the batch, but the model fixes " + what + "'s dim 0 "
+                    "to " +
+                    (declared.shape().dim_size()
+                         ? std::to_string(declared.shape().dim(0).dim_value())
+                         : std::string("nothing (a scalar)")) +
+                    "; a fixed leading dim cannot carry the batch");
       if (fixedLead || (!declared.has_shape() && !givenBatch))
         throw Error("--batch: " + what + " has no symbolic leading "
                     "dimension (a dim_param such as 'batch', or '?' in "

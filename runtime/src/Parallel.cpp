@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -45,7 +46,10 @@ int configuredThreads() {
     if (const char *v = std::getenv(var)) {
       char *end = nullptr;
       long n = std::strtol(v, &end, 10);
-      if (end != v && *end == '\0' && n >= 1)
+      // OpenMP's list form ("4,2": nested levels) gives the first level.
+      bool whole = *end == '\0' ||
+                   (*end == ',' && std::string(var) == "OMP_NUM_THREADS");
+      if (end != v && whole && n >= 1)
         return int(std::min(n, 256L));
       // Said once (the pool is made once), as MODELC_GEMM's is.
       std::fprintf(stderr,

@@ -248,6 +248,19 @@ TEST_F(CudaDevice, PicksTheCubinOfItsArchitectureElsePtx) {
   runAdd(*this, 10, /*executable=*/0);
 }
 
+TEST_F(CudaDevice, ACubinTheDriverRefusesFallsBackToThePtx) {
+  // A cubin for this GPU's architecture that the driver cannot load (as a
+  // driver older than the ptxas that made it refuses one): its entries run
+  // from the artifact's PTX instead of failing the session.
+  std::string junk(64, '\0');
+  std::string sm = "cuda-cubin-sm_" + std::to_string(cuda->ccMajor()) +
+                   std::to_string(cuda->ccMinor());
+  ASSERT_TRUE(device->loadExecutables(
+      {view(sm, junk), view("cuda-ptx", kernelsPtx())}));
+  EXPECT_EQ(cuda->entryFormat("add_f32"), "cuda-ptx");
+  runAdd(*this, 10, /*executable=*/0);
+}
+
 TEST_F(CudaDevice, AnArtifactWithNoCodeForThisGpuIsRefusedBeforeAnyWork) {
   std::string junk(64, '\0');
   std::string newPtx = ".version 9.0\n.target sm_999\n.address_size 64\n";

@@ -30,7 +30,10 @@ done
 for py in python3 /usr/bin/python3; do
   more=$("$py" - 2>/dev/null <<'EOF'
 import importlib, os
-for m in ("nvidia.cublas", "nvidia.cuda_runtime", "nvidia.cudnn", "nvidia.nccl"):
+# CUDA 12 wheels split the libraries by package; CUDA 13's (torch 2.9+)
+# put cuBLAS(Lt) and the runtime in nvidia.cu13.
+for m in ("nvidia.cu13", "nvidia.cublas", "nvidia.cuda_runtime",
+          "nvidia.cudnn", "nvidia.nccl"):
     try:
         for p in importlib.import_module(m).__path__:
             if os.path.isdir(os.path.join(p, "lib")):

@@ -398,3 +398,15 @@ func.func @full_reduction_of_one_dim(%x: tensor<1048576xf32>) -> tensor<1xf32> {
   %1 = mc.reduce_max %0, dims = [0] keepdim : (tensor<1048576xf32>) -> tensor<1xf32>
   return %1 : tensor<1xf32>
 }
+
+// -----
+
+// A sum of f16 is not split: its partials would be rounded to f16 (rows
+// of 65536 ones and of -1s sum to +-inf, the whole to 0).
+// CHECK-LABEL: func.func @f16_sum_is_not_split
+// CHECK: mc.reduce_sum %{{.*}}, dims = [0, 1] : (tensor<2x65536xf16>) -> tensor<f16>
+// CHECK-NOT: dims = [1]
+func.func @f16_sum_is_not_split(%x: tensor<2x65536xf16>) -> tensor<f16> {
+  %0 = mc.reduce_sum %x, dims = [0, 1] : (tensor<2x65536xf16>) -> tensor<f16>
+  return %0 : tensor<f16>
+}

@@ -333,9 +333,10 @@ TEST(Tracer, DynamicBatchRefusesWhatDependsOnTheBatchOtherwise) {
       },
       {Tensor::randn({4, 3})}, {1, 16, 0});
   EXPECT_EQ(rows, "jit::trace: with a dynamic batch, mc.slice (op 0 at "
-                  "forward) cannot run at every batch size (it indexes, "
-                  "repeats or reverses along the batch, or meets a constant "
-                  "of the batch's size): 'mc.slice' op dimension 0 of size "
+                  "forward) cannot run at every batch size (an op may not "
+                  "index, repeat or reverse along the batch, or meet a "
+                  "constant of the batch's size): 'mc.slice' op dimension 0 "
+                  "of size "
                   "[?] is sliced from 1 to [4] by 1; the batch (?) can only "
                   "be taken whole (start 0, limit -1, stride 1)");
   // Different ops at different batch sizes.

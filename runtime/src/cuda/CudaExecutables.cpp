@@ -5,6 +5,7 @@
 #include "CudaDevice.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cctype>
 #include <climits>
 #include <cstring>
@@ -89,6 +90,9 @@ Status CudaDevice::loadExecutables(const std::vector<ExecutableView>& views) {
     int rank = 0;
   };
   std::map<std::string, Best> best;
+  // Every executable that can run an entry, best first: a cubin the driver
+  // refuses (one older than the ptxas that made it) falls back to the PTX.
+  std::map<std::string, std::vector<Best>> candidates;
   std::vector<std::string> held;
   std::set<std::string> entries;
   for (size_t i = 0; i < views.size(); ++i) {
@@ -116,6 +120,8 @@ Status CudaDevice::loadExecutables(const std::vector<ExecutableView>& views) {
       entries.insert(e);
       if (rank > best[e].rank)
         best[e] = Best{i, rank};
+      if (rank > 0)
+        candidates[e].push_back(Best{i, rank});
     }
   }
   std::string missing;
@@ -135,27 +141,57 @@ Status CudaDevice::loadExecutables(const std::vector<ExecutableView>& views) {
         "; recompile the model with a cubin for " + sm + " or with PTX");
   }
   std::map<size_t, CUmodule> loaded;
-  for (const auto& [entry, b] : best) {
-    if (!loaded.count(b.executable)) {
-      const ExecutableView& v = views[b.executable];
-      // A copy: PTX must end in a NUL and a cubin be aligned, and the
-      // artifact's bytes are neither for sure.
-      std::string image(reinterpret_cast<const char*>(v.data), v.size);
-      char log[8192] = {0};
-      CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER,
-                                CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
-      void* values[] = {log, reinterpret_cast<void*>(uintptr_t(sizeof log - 1))};
-      CUmodule m = nullptr;
-      CUresult r = d.moduleLoadDataEx(&m, image.c_str(), 2, options, values);
-      if (r != CUDA_SUCCESS)
-        return Status::error(
-            name() + " (" + gpuText() + "): loading executable " +
-            std::to_string(b.executable) + " (" + v.format + ") failed: " +
-            errorText(d, r) + (log[0] ? std::string(": ") + log : ""));
-      modules_.push_back(m);
-      loaded[b.executable] = m;
+  std::map<size_t, std::pair<CUresult, std::string>> refused;
+  auto load = [&](size_t index) -> CUresult {
+    if (loaded.count(index))
+      return CUDA_SUCCESS;
+    if (refused.count(index))
+      return refused[index].first;
+    const ExecutableView& v = views[index];
+    // A copy: PTX must end in a NUL and a cubin be aligned, and the
+    // artifact's bytes are neither for sure.
+    std::string image(reinterpret_cast<const char*>(v.data), v.size);
+    char log[8192] = {0};
+    CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER,
+                              CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void* values[] = {log, reinterpret_cast<void*>(uintptr_t(sizeof log - 1))};
+    CUmodule m = nullptr;
+    CUresult r = d.moduleLoadDataEx(&m, image.c_str(), 2, options, values);
+    if (r != CUDA_SUCCESS) {
+      refused[index] = {r, name() + " (" + gpuText() + "): loading " +
+                               "executable " + std::to_string(index) + " (" +
+                               v.format + ") failed: " + errorText(d, r) +
+                               (log[0] ? std::string(": ") + log : "")};
+      return r;
     }
-    entries_[entry] = LoadedEntry{b.executable, loaded[b.executable]};
+    modules_.push_back(m);
+    loaded[index] = m;
+    return CUDA_SUCCESS;
+  };
+  bool toldFallback = false;
+  for (auto& [entry, list] : candidates) {
+    std::stable_sort(list.begin(), list.end(),
+                     [](const Best& a, const Best& b) { return a.rank > b.rank; });
+    size_t chosen = list.size();
+    for (size_t k = 0; k < list.size() && chosen == list.size(); ++k) {
+      CUresult r = load(list[k].executable);
+      if (r == CUDA_SUCCESS)
+        chosen = k;
+      else if (r == CUDA_ERROR_OUT_OF_MEMORY)
+        break; // no other image fits better
+    }
+    if (chosen == list.size())
+      return Status::error(refused[list.front().executable].second);
+    if (chosen > 0 && !toldFallback) {
+      std::fprintf(stderr, "modelc: %s; running its entry points from "
+                   "executable %zu (%s) instead\n",
+                   refused[list.front().executable].second.c_str(),
+                   list[chosen].executable,
+                   views[list[chosen].executable].format.c_str());
+      toldFallback = true;
+    }
+    entries_[entry] =
+        LoadedEntry{list[chosen].executable, loaded[list[chosen].executable]};
   }
   return Status::ok();
 }
@@ -212,8 +248,10 @@ Status CudaDevice::bindGenerated(const KernelRequest& r, BoundKernel* out) {
                          " bytes of shared memory) cannot run on " + gpuText());
   // Kernels stride over their units by the grid, so any grid is right: a
   // few waves of resident blocks keep the GPU busy without idle blocks.
+  // At least one block: the kernel strides over its units, and no unit
+  // count is 0 at a batch >= 1 (a launch it skipped left a step unrun).
   uint64_t units = l.unitsAt(g.batch);
-  uint64_t blocks = (units + l.perBlock - 1) / l.perBlock;
+  uint64_t blocks = std::max<uint64_t>(1, (units + l.perBlock - 1) / l.perBlock);
   uint64_t cap = std::max<uint64_t>(1, 4ull * uint64_t(smCount_) * perSM);
   uint32_t grid = uint32_t(std::min<uint64_t>({blocks, cap, INT_MAX}));
   // The parameters: a pointer per input, the output's, the batch (int64).
@@ -246,8 +284,6 @@ Status CudaDevice::bindGenerated(const KernelRequest& r, BoundKernel* out) {
   }
   *out = step(r, [this, f, args, grid, block = l.block, shared = l.sharedBytes,
                   entryName = g.entry](void*) {
-    if (grid == 0) // no units at this batch
-      return Status::ok();
     CUresult e = driver().launchKernel(f, grid, 1, 1, block, 1, 1, shared,
                                        stream_, args->params.data(), nullptr);
     if (e != CUDA_SUCCESS)

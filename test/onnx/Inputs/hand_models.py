@@ -15,7 +15,10 @@ OUT/gather_elements_dyn.onnx is that graph with a symbolic batch,
 OUT/gather_elements_axis2.onnx its gather along axis 2 alone, with
 OUT/gj_bad.npy (an index of -5 along a dim of 4); and OUT/space_ops.onnx
 (DepthToSpace in DCR order, SpaceToDepth back, ReduceSumSquare,
-ReduceLogSum) with OUT/d.npy and OUT/ref_{dcr,s2d,sumsq,logsum}.npy.
+ReduceLogSum) with OUT/d.npy and OUT/ref_{dcr,s2d,sumsq,logsum}.npy; and
+OUT/weight_gather.onnx (GatherElements along axis 0 of a weight by
+batch-carrying indices, ReduceL2 of large f16 values) with OUT/wi.npy,
+OUT/h.npy and OUT/ref_{picked,l2}.npy.
 
     hand_models.py OUT
 """
@@ -165,3 +168,31 @@ np.save(os.path.join(out, "ref_s2d.npy"), s2d.reshape(n_, c_, h_, w_))
 np.save(os.path.join(out, "ref_sumsq.npy"), (d * d).sum(axis=(1, 3)))
 np.save(os.path.join(out, "ref_logsum.npy"),
         np.log(d.sum(axis=2, keepdims=True)))
+
+# GatherElements along axis 0 of a weight (no batch in it) by indices that
+# carry the batch (with --batch: a select per index, allowed on a constant's
+# axis 0), and ReduceL2 of f16 values whose squares pass f16's range
+# (squared and summed in f32).
+w_ge = np.array([[1.0, -2.0], [3.5, 4.0], [-5.0, 6.25]], np.float32)
+nodes = [helper.make_node("GatherElements", ["w", "wi"], ["picked"], axis=0),
+         helper.make_node("ReduceL2", ["h"], ["l2"], axes=[1], keepdims=0)]
+graph = helper.make_graph(
+    nodes, "weight_gather",
+    [helper.make_tensor_value_info("wi", TensorProto.INT64, ["batch", 2]),
+     helper.make_tensor_value_info("h", TensorProto.FLOAT16, ["batch", 3])],
+    [helper.make_tensor_value_info("picked", TensorProto.FLOAT,
+                                   ["batch", 2]),
+     helper.make_tensor_value_info("l2", TensorProto.FLOAT16, ["batch"])],
+    [numpy_helper.from_array(w_ge, "w")])
+onnx.save(helper.make_model(graph,
+                            opset_imports=[helper.make_opsetid("", 13)]),
+          os.path.join(out, "weight_gather.onnx"))
+wi = np.array([[2, 0], [-1, 1], [0, -2], [1, 2]], np.int64)
+np.save(os.path.join(out, "wi.npy"), wi)
+np.save(os.path.join(out, "ref_picked.npy"),
+        np.take_along_axis(w_ge, wi % 3, axis=0))
+h = np.array([[300, 300, 300], [-1000, 5, 0], [0.5, 0.25, 0], [60000, 1, 1]],
+             np.float16)
+np.save(os.path.join(out, "h.npy"), h)
+np.save(os.path.join(out, "ref_l2.npy"),
+        np.sqrt((h.astype(np.float32) ** 2).sum(1)).astype(np.float16))

@@ -307,7 +307,9 @@ class Einsums(nn.Module):
         total = torch.einsum("bhqd->", v)
         ellipsis = torch.einsum("...qd,...kd->...qk", q, k)
         implicit = torch.einsum("ij,jk", u[:, None], w[None, :])
-        return attn, outer, swapped, rowdot, total, ellipsis, implicit
+        # "..." next to an upper-case letter of the equation's own.
+        upper = torch.einsum("...i,Ai->...", q[0, 0, :2, :3], k[0, 0, :2, :3])
+        return attn, outer, swapped, rowdot, total, ellipsis, implicit, upper
 
 
 class ConstantMask(nn.Module):
@@ -470,7 +472,7 @@ def build(name):
                 {"q": randn(2, 3, 5, 4), "k": randn(2, 3, 6, 4),
                  "v": randn(2, 3, 6, 4), "u": randn(7), "w": randn(3)},
                 ["attn", "outer", "swapped", "rowdot", "total", "ellipsis",
-                 "implicit"], {})
+                 "implicit", "upper"], {})
     if name == "constant_mask":
         return ConstantMask(), {"x": randn(2, 6, 6)}, ["y"], {}
     if name == "deconvs":
