@@ -407,6 +407,22 @@ TEST_F(KernelCheck, RowKernelsMatchTheCpu) {
   check(stepCase(OpId::ReduceMax, {{F, {6, 100}}}, {F, {6, 1}},
                  {ints("dims", {1}), flag("keepdim")}),
         0);
+  // NaN wins a row's max and min, as on the CPU (the subgroup's maxnum
+  // and minnum drop it: an all-NaN row gave -inf): rows with one NaN, all
+  // NaN, and none.
+  for (OpId op : {OpId::ReduceMax, OpId::ReduceMin}) {
+    Case c = stepCase(op, {{F, {3, 64}}}, {F, {3}}, {ints("dims", {1})});
+    std::vector<float> x(3 * 64);
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = float(int(i * 29 % 97) - 48) * 0.5f;
+    x[17] = NAN;
+    for (size_t i = 64; i < 128; ++i)
+      x[i] = NAN;
+    std::vector<uint8_t> bytes(x.size() * 4);
+    std::memcpy(bytes.data(), x.data(), bytes.size());
+    SCOPED_TRACE(mc::rt::opName(op));
+    checkError(c, {bytes}, "");
+  }
 }
 
 TEST_F(KernelCheck, OtherAxesMatchTheCpu) {
