@@ -486,8 +486,19 @@ private:
     }
     return l;
   }
+  /// One block per row, of the row's length rounded up to a power of two
+  /// (32 to the flavor's block): a 256-thread block left half of itself
+  /// idle on rows of 128. The kernels stride by blockDim, so any size is
+  /// right; the SPIR-V flavor's workgroup size is fixed when compiled.
   rt::LaunchInfo rowsLaunch() {
-    rt::LaunchInfo l = unitsLaunch(reducedTensor(), flavor.block, rowLength);
+    unsigned block = flavor.block;
+    if (!flavor.spirv) {
+      unsigned fit = 32;
+      while (fit < flavor.block && int64_t(fit) < rowLength)
+        fit *= 2;
+      block = std::min(fit, flavor.block);
+    }
+    rt::LaunchInfo l = unitsLaunch(reducedTensor(), block, rowLength);
     l.perBlock = 1;
     return l;
   }
