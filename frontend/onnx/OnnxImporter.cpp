@@ -324,6 +324,10 @@ public:
   /// Whether the model is traced with a dynamic batch (a constant may not
   /// take the batch's shape).
   bool dynamicBatch = false;
+  /// For a Cast: the op types of the nodes that read output 0, with "" for
+  /// a graph output (to double: allowed where only IsInf and IsNaN read
+  /// it).
+  std::vector<std::string> readers;
 
   size_t numInputs() const { return inputs.size(); }
   bool has(size_t i) const { return i < inputs.size() && inputs[i]; }
@@ -2092,6 +2096,21 @@ const std::unordered_map<std::string, Handler>& handlers() {
       return out;
     };
     h["Cast"] = [](const NodeContext& c) {
+      // PyTorch exports torch.isinf and torch.isnan as a Cast to double
+      // read by IsInf / IsNaN: exact on the float itself (modelc has no
+      // f64), so that Cast is the identity; any other reader is refused.
+      if (c.getInt("to", 0) == TensorProto::DOUBLE &&
+          (c.in(0).dtype() == DType::F32 || c.in(0).dtype() == DType::F16 ||
+           c.in(0).dtype() == DType::BF16)) {
+        bool predicates = !c.readers.empty();
+        for (const std::string& r : c.readers)
+          predicates &= r == "IsInf" || r == "IsNaN";
+        if (predicates)
+          return R{c.in(0)};
+        throw Error("Cast to DOUBLE: modelc has no f64; it takes one only "
+                    "where IsInf and IsNaN alone read it (torch.isinf, "
+                    "torch.isnan)");
+      }
       DType to = dtypeOf(static_cast<int>(c.getInt("to", 0)),
                          "the target of Cast");
       const Tensor& x = c.in(0);
@@ -2338,6 +2357,19 @@ void Importer::runNode(int i) {
   // A node of constants is evaluated, not traced: nothing of it follows
   // the batch.
   ctx.dynamicBatch = options_.batch.has_value() && !constant;
+  // (Only a Cast asks: a walk of the graph per node would be quadratic.)
+  if (op == "Cast" && node.output_size() > 0 && !node.output(0).empty()) {
+    const std::string& name = node.output(0);
+    for (const NodeProto& other : model_.graph().node())
+      for (const std::string& in : other.input())
+        if (in == name) {
+          ctx.readers.push_back(other.op_type());
+          break;
+        }
+    for (const auto& out : model_.graph().output())
+      if (out.name() == name)
+        ctx.readers.push_back("");
+  }
   std::vector<Tensor> outputs;
   try {
     if (constant) {

@@ -236,6 +236,16 @@ graph = helper.make_graph(
 save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
      "reducesum-int.onnx")
 
+# A Cast to double read by an Add (modelc has no f64).
+graph = helper.make_graph(
+    [helper.make_node("Cast", ["a"], ["d"], name="todouble", to=11),
+     helper.make_node("Add", ["d", "d"], ["r"], name="add0")],
+    "cast-double",
+    [helper.make_tensor_value_info("a", TensorProto.FLOAT, [4])],
+    [helper.make_tensor_value_info("r", TensorProto.DOUBLE, [4])])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
+     "cast-double.onnx")
+
 # GatherElements with a constant index past its axis (3 along a dim of 3).
 graph = helper.make_graph(
     [helper.make_node("GatherElements", ["x", "idx"], ["y"], name="ge0",

@@ -312,6 +312,14 @@ class Einsums(nn.Module):
         return attn, outer, swapped, rowdot, total, ellipsis, implicit, upper
 
 
+class FloatChecks(nn.Module):
+    """torch.isinf, torch.isnan and torch.isfinite, which PyTorch exports
+    through a Cast to double read only by IsInf and IsNaN."""
+
+    def forward(self, x):
+        return torch.isinf(x), torch.isnan(x), torch.isfinite(x)
+
+
 class ConstantMask(nn.Module):
     """A mask built by assignment into a constant tensor (ScatterND of
     constants, as torchvision's Swin builds its shifted-window mask), and
@@ -473,6 +481,10 @@ def build(name):
                  "v": randn(2, 3, 6, 4), "u": randn(7), "w": randn(3)},
                 ["attn", "outer", "swapped", "rowdot", "total", "ellipsis",
                  "implicit", "upper"], {})
+    if name == "float_checks":
+        x = np.array([[1.0, np.inf, -np.inf], [np.nan, 0.0, -3e38]],
+                     np.float32)
+        return FloatChecks(), {"x": x}, ["inf", "nan", "finite"], {}
     if name == "constant_mask":
         return ConstantMask(), {"x": randn(2, 6, 6)}, ["y"], {}
     if name == "deconvs":
