@@ -17,10 +17,6 @@ namespace {
 thread_local bool gradEnabled = true;
 std::atomic<uint64_t> nextSequence{0};
 
-bool isFloat(DType t) {
-  return t == DType::F32 || t == DType::F16 || t == DType::BF16;
-}
-
 /// The builder of ir/DerivativeRules.h over eager ops: a rule's backward
 /// runs on the runtime's kernels (and is traced like any eager code).
 struct EagerBuilder {
@@ -28,7 +24,7 @@ struct EagerBuilder {
   using Dims = derivatives::Dims;
 
   Dims shape(const Tensor& t) { return t.shape(); }
-  bool isFloat(const Tensor& t) { return autograd::isFloat(t.dtype()); }
+  bool isFloat(const Tensor& t) { return rt::isFloat(t.dtype()); }
 
   Tensor add(const Tensor& x, const Tensor& y) { return mc::add(x, y); }
   Tensor sub(const Tensor& x, const Tensor& y) { return mc::sub(x, y); }
@@ -139,7 +135,7 @@ bool isGradEnabled() { return gradEnabled; }
 void setGradEnabled(bool enabled) { gradEnabled = enabled; }
 
 void recordOp(const OpRecord& op) {
-  if (!gradEnabled || !op.output.defined() || !isFloat(op.output.dtype()))
+  if (!gradEnabled || !op.output.defined() || !rt::isFloat(op.output.dtype()))
     return;
   bool needed = false;
   for (const Tensor& in : op.inputs)
@@ -234,8 +230,7 @@ void backward(const Tensor& root, const Tensor& seed) {
 Tensor& Tensor::setRequiresGrad(bool requires) {
   if (!defined())
     throw Error("setRequiresGrad: undefined tensor");
-  if (requires && !(dtype() == DType::F32 || dtype() == DType::F16 ||
-                    dtype() == DType::BF16))
+  if (requires && !rt::isFloat(dtype()))
     throw Error("only floating-point tensors can require grad, got " +
                 describe());
   impl_->requiresGrad = requires;

@@ -36,23 +36,9 @@ void requireDefined(const char* op, const Tensor& t) {
 /// verify").
 void requireDialectType(rt::OpId op, const char* name, const Tensor& t) {
   std::string types = rt::opInfo(op).types;
-  if (types.empty())
-    return;
-  std::string mine = rt::dtypeName(t.dtype());
-  size_t at = 0;
-  while (at <= types.size()) {
-    size_t end = types.find(',', at);
-    if (end == std::string::npos)
-      end = types.size();
-    if (types.compare(at, end - at, mine) == 0)
-      return;
-    at = end + 1;
-  }
-  std::string list = types;
-  for (size_t i = 0; (i = list.find(',', i)) != std::string::npos; i += 2)
-    list.replace(i, 1, ", ");
-  throw Error(std::string(name) + ": " + t.describe() + " is not supported (" +
-              list + " are)");
+  if (!rt::typeListHas(types, rt::dtypeName(t.dtype())))
+    throw Error(std::string(name) + ": " + t.describe() +
+                " is not supported (" + rt::typeListText(types) + " are)");
 }
 
 /// The output of an op over `inputs`: a tensor with values when every input

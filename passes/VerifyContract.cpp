@@ -316,10 +316,7 @@ struct VerifyContractPass
     std::string types = contract->elementTypes(id);
     if (types.empty())
       return success();
-    std::string mine = typeName(et);
-    bool ok = false;
-    for (StringRef t : llvm::split(StringRef(types), ','))
-      ok |= t == mine;
+    bool ok = mc::rt::typeListHas(types, typeName(et));
     // i1 compares only for equality.
     if (ok && et.isInteger(1))
       if (auto cmp = llvm::dyn_cast<mc::CompareOp>(op))
@@ -330,9 +327,7 @@ struct VerifyContractPass
     std::string listed = types;
     if (llvm::isa<mc::CompareOp>(op) && StringRef(listed).ends_with(",i1"))
       listed.resize(listed.size() - 3);
-    for (size_t p = listed.find(','); p != std::string::npos;
-         p = listed.find(',', p + 2))
-      listed.replace(p, 1, ", ");
+    listed = mc::rt::typeListText(listed);
     return op->emitOpError() << "on " << et << " has no kernel on the "
                              << target << " target (" << listed
                              << (llvm::isa<mc::CompareOp>(op)

@@ -78,21 +78,6 @@ void appendKernelRegistry(MLIRContext& context) {
                       NVVM::NVVMDialect>();
 }
 
-/// Expands gpu.subgroup_reduce into shuffles of a 32-lane warp (the NVVM
-/// conversion refuses the op itself).
-struct LowerSubgroupReduce
-    : PassWrapper<LowerSubgroupReduce, OperationPass<gpu::GPUModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(LowerSubgroupReduce)
-  StringRef getArgument() const override { return "mc-lower-subgroup-reduce"; }
-  void runOnOperation() override {
-    RewritePatternSet patterns(&getContext());
-    populateGpuBreakDownSubgroupReducePatterns(patterns, 32);
-    populateGpuLowerSubgroupReduceToShufflePatterns(patterns, 32);
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
-      signalPassFailure();
-  }
-};
-
 /// math.sqrt as NVVM's llvm.nvvm.sqrt.rn.f, the correctly rounded sqrt.rn
 /// (the CPU's std::sqrt). convert-gpu-to-nvvm would call libdevice's
 /// __nv_sqrtf, which is sqrt.approx unless __CUDA_PREC_SQRT is reflected
@@ -110,12 +95,19 @@ struct PreciseSqrt : OpRewritePattern<math::SqrtOp> {
   }
 };
 
-struct LowerSqrtPrecisely
-    : PassWrapper<LowerSqrtPrecisely, OperationPass<gpu::GPUModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(LowerSqrtPrecisely)
-  StringRef getArgument() const override { return "mc-lower-sqrt-precisely"; }
+/// What the kernels need before convert-gpu-to-nvvm: gpu.subgroup_reduce
+/// expanded into shuffles of a 32-lane warp (the NVVM conversion refuses
+/// the op itself), and precise square roots.
+struct PrepareKernelsForNvvm
+    : PassWrapper<PrepareKernelsForNvvm, OperationPass<gpu::GPUModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(PrepareKernelsForNvvm)
+  StringRef getArgument() const override {
+    return "mc-prepare-kernels-for-nvvm";
+  }
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
+    populateGpuBreakDownSubgroupReducePatterns(patterns, 32);
+    populateGpuLowerSubgroupReduceToShufflePatterns(patterns, 32);
     patterns.add<PreciseSqrt>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
@@ -249,8 +241,7 @@ FailureOr<std::string> lowerToPtx(ModuleOp kernels, unsigned indexBits) {
   attach.optLevel = 3;
   pm.addPass(createGpuNVVMAttachTarget(attach));
   OpPassManager& gm = pm.nest<gpu::GPUModuleOp>();
-  gm.addPass(std::make_unique<LowerSubgroupReduce>());
-  gm.addPass(std::make_unique<LowerSqrtPrecisely>());
+  gm.addPass(std::make_unique<PrepareKernelsForNvvm>());
   gm.addPass(createSCFToControlFlowPass());
   ConvertGpuOpsToNVVMOpsOptions nvvm;
   nvvm.useBarePtrCallConv = true;

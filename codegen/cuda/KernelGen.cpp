@@ -54,10 +54,6 @@ TensorDesc describe(const Plan& plan, uint32_t buffer) {
   return TensorDesc{b.dtype, b.shape, b.batchScale};
 }
 
-bool isFloat(DType t) {
-  return t == DType::F32 || t == DType::F16 || t == DType::BF16;
-}
-
 bool isElementwiseOp(OpId op) {
   switch (op) {
   case OpId::Abs: case OpId::Add: case OpId::BroadcastInDim: case OpId::Cast:
@@ -1400,10 +1396,7 @@ private:
                       ? rowReduce(kind, cols, smem, in)
                       : rowReduceNanWins(kind, cols, smem, in);
         if (op == OpId::ReduceMean)
-          r = divf(r, arith::UIToFPOp::create(b,
-                          loc, b.getF32Type(),
-                          arith::IndexCastOp::create(b, loc, b.getI64Type(),
-                                                       cols)));
+          r = meanOf(r, cols);
         Value tid = threadId();
         Value zero = idx(0);
         auto ifOp = scf::IfOp::create(

@@ -369,15 +369,18 @@ public:
       const Tensor& t = r.inputs[k];
       bool captured = batch.probe && !values.count(t.impl()) &&
                       !paramNames.count(t.impl());
+      // Hashed once, for both checks.
+      std::optional<Captured> here;
       if (captured) {
-        if (Value v = batchRowsCapture(r, k)) {
+        here = Captured::of(t);
+        if (Value v = batchRowsCapture(r, k, *here)) {
           in.push_back(v);
           continue;
         }
       }
       in.push_back(valueOf(t));
       if (captured)
-        compareCapture(r, k, in.back());
+        compareCapture(r, k, in.back(), *here);
     }
     Location l = loc();
     RankedTensorType resultType = tensorType(ctx, r.output);
@@ -413,7 +416,7 @@ public:
   /// causal mask repeated per sample, zeros_like of an expanded mask,
   /// folded to constants at import): that row as a constant, broadcast to
   /// the batch. Null where the capture is not such a tensor.
-  Value batchRowsCapture(const OpRecord& r, size_t k) {
+  Value batchRowsCapture(const OpRecord& r, size_t k, const Captured& here) {
     size_t index = recorded;
     if (index >= batch.probe->size() || (*batch.probe)[index].kind != r.kind)
       return Value();
@@ -422,11 +425,6 @@ public:
       return Value();
     const Tensor& t = r.inputs[k];
     const Captured& there = *other[k];
-    // Cheap tests first: most captures (weights) do not follow the batch.
-    if (t.rank() < 1 || there.shape.size() != size_t(t.rank()) ||
-        !there.rowsEqual || !multipleOfBatch(t.size(0), there.shape[0]))
-      return Value();
-    Captured here = Captured::of(t);
     if (!here.rowsEqual || !there.rowsEqual || here.rowHash != there.rowHash ||
         here.dtype != there.dtype || here.shape.size() != there.shape.size() ||
         !std::equal(here.shape.begin() + 1, here.shape.end(),
@@ -466,12 +464,12 @@ public:
   /// the inputs) is noted: it is an error if it reaches a result (see
   /// checkBatchCaptures), and harmless where only shape arithmetic that
   /// folded away read it.
-  void compareCapture(const OpRecord& r, size_t k, Value v) {
+  void compareCapture(const OpRecord& r, size_t k, Value v,
+                      const Captured& here) {
     size_t index = recorded; // applyBatch checks the op itself
     if (index >= batch.probe->size() || (*batch.probe)[index].kind != r.kind)
       return;
     const auto& other = (*batch.probe)[index].captured;
-    Captured here = Captured::of(r.inputs[k]);
     if (k < other.size() && other[k] && *other[k] == here)
       return;
     std::string there = k < other.size() && other[k]

@@ -444,10 +444,6 @@ Tensor reverseAxis(const Tensor& x, int64_t axis) {
   return gatherAlong(x, axis, n, [n](int64_t i) { return n - 1 - i; });
 }
 
-bool isFloatType(DType t) {
-  return t == DType::F32 || t == DType::F16 || t == DType::BF16;
-}
-
 /// 0 with x's sign where y is zero, else y: the sign of a zero that
 /// floor, ceil and round keep (floor(-0.0) and round(-0.3) are -0.0).
 Tensor signedZero(const Tensor& x, const Tensor& y) {
@@ -1219,7 +1215,7 @@ const std::unordered_map<std::string, Handler>& handlers() {
     for (const char* name : {"Floor", "Ceil", "Round"})
       h[name] = [op = std::string(name)](const NodeContext& c) {
         const Tensor& x = c.in(0);
-        if (!isFloatType(x.dtype()))
+        if (!rt::isFloat(x.dtype()))
           throw Error(op + " of " + x.describe() + ": ONNX defines " + op +
                       " for float tensors");
         if (op == "Floor")
@@ -1406,8 +1402,7 @@ const std::unordered_map<std::string, Handler>& handlers() {
                       " is empty: it has no extreme");
         Tensor m = isMax ? amax(x, {axis}, true) : amin(x, {axis}, true);
         Tensor hit = eq(x, m);
-        if (x.dtype() == DType::F32 || x.dtype() == DType::F16 ||
-            x.dtype() == DType::BF16) {
+        if (rt::isFloat(x.dtype())) {
           Tensor nan = ne(x, x);
           hit = where(nan, scalarOf(1.0, DType::I1), hit);
         }
@@ -1543,8 +1538,7 @@ const std::unordered_map<std::string, Handler>& handlers() {
     };
     h["Clip"] = [](const NodeContext& c) {
       Tensor x = c.in(0);
-      bool isFloat = x.dtype() == DType::F32 || x.dtype() == DType::F16 ||
-                     x.dtype() == DType::BF16;
+      bool isFloat = rt::isFloat(x.dtype());
       bool constBounds = (!c.has(1) || c.isConstant(1)) &&
                          (!c.has(2) || c.isConstant(2));
       if (constBounds && (isFloat || (c.has(1) && c.has(2)))) {
@@ -2100,8 +2094,7 @@ const std::unordered_map<std::string, Handler>& handlers() {
       // read by IsInf / IsNaN: exact on the float itself (modelc has no
       // f64), so that Cast is the identity; any other reader is refused.
       if (c.getInt("to", 0) == TensorProto::DOUBLE &&
-          (c.in(0).dtype() == DType::F32 || c.in(0).dtype() == DType::F16 ||
-           c.in(0).dtype() == DType::BF16)) {
+          rt::isFloat(c.in(0).dtype())) {
         bool predicates = !c.readers.empty();
         for (const std::string& r : c.readers)
           predicates &= r == "IsInf" || r == "IsNaN";

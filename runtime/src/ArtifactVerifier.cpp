@@ -1500,14 +1500,7 @@ Status Verifier::checkModelOps(OpId kind, const fb::Step &step,
           sameAs(in[0], "input 0", in[k], "input " + std::to_string(k)));
     MC_RETURN_IF_ERROR(sameAs(in[0], "input 0", out[0], "output"));
     std::string types = info.types, mine = dtypeName(bufs_[in[0]].dtype);
-    bool ok = types.empty();
-    for (size_t p = 0; !ok && p < types.size();) {
-      size_t q = types.find(',', p);
-      ok = types.compare(p, (q == std::string::npos ? types.size() : q) - p,
-                         mine) == 0;
-      p = q == std::string::npos ? types.size() : q + 1;
-    }
-    if (!ok)
+    if (!typeListHas(types, mine))
       return fail(where + ": unsupported dtype " + mine + " of input 0 (" +
                   bufDesc(in[0]) + "); supported: " + types);
     return Status::ok();

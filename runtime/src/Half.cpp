@@ -51,6 +51,25 @@ const char *dtypeName(DType t) {
   return "<invalid dtype>";
 }
 
+bool typeListHas(const std::string &list, const std::string &type) {
+  if (list.empty())
+    return true;
+  for (size_t p = 0; p <= list.size();) {
+    size_t q = std::min(list.find(',', p), list.size());
+    if (list.compare(p, q - p, type) == 0)
+      return true;
+    p = q + 1;
+  }
+  return false;
+}
+
+std::string typeListText(const std::string &list) {
+  std::string text;
+  for (char c : list)
+    text += c == ',' ? std::string(", ") : std::string(1, c);
+  return text;
+}
+
 int64_t numElements(const Shape &shape) {
   int64_t n = 1;
   for (int64_t d : shape)

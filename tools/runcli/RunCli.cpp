@@ -566,6 +566,11 @@ int run(const std::string &tool, const std::string &modelPath,
   size_t count = model->outputs().size();
   std::vector<std::string> where(count, "(not written; pass --output-dir)");
   if (!outDir.empty()) {
+    // The files this run read: no output may be one of them.
+    std::vector<std::pair<std::string, std::string>> readFrom{
+        {"the model", modelPath}};
+    for (const auto &[input, path] : inputs)
+      readFrom.push_back({"input '" + input + "'", path});
     std::set<std::string> used;
     for (size_t i = 0; i < count; ++i) {
       const std::string &name = model->outputs()[i].name;
@@ -581,10 +586,6 @@ int run(const std::string &tool, const std::string &modelPath,
         return error(tool, "output '" + name + "' would be written to " +
                                where[i] + ", which is not a regular file; "
                                "nothing was written");
-      std::vector<std::pair<std::string, std::string>> readFrom{
-          {"the model", modelPath}};
-      for (const auto &[input, path] : inputs)
-        readFrom.push_back({"input '" + input + "'", path});
       for (const auto &[what, path] : readFrom)
         if (rt::sameFile(where[i], path))
           return error(tool, "output '" + name + "' would be written to " +

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace mc::rt {
@@ -31,6 +32,14 @@ enum class DType : uint8_t { F32 = 0, F16 = 1, BF16 = 2, I32 = 3, I64 = 4, I1 = 
 
 size_t dtypeSize(DType t);
 const char* dtypeName(DType t); // "f32", "f16", "bf16", "i32", "i64", "i1"
+inline bool isFloat(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16;
+}
+/// Whether a registry type list ("f32,f16,bf16"; see OpInfo::types) names
+/// `type`; an empty list allows any.
+bool typeListHas(const std::string& list, const std::string& type);
+/// The list for a message: "f32, f16, bf16".
+std::string typeListText(const std::string& list);
 
 using Shape = std::vector<int64_t>;
 int64_t numElements(const Shape& shape);

@@ -15,10 +15,6 @@
 namespace mc::rt::cuda {
 namespace {
 
-bool isFloat(DType t) {
-  return t == DType::F32 || t == DType::F16 || t == DType::BF16;
-}
-
 /// The GemmProblem of a matmul from its operands, attributes and result
 /// (the CPU kernel's semantics: [..., M, K] x [..., K, N] -> [..., M, N],
 /// equal batch dims, one float dtype).
