@@ -127,9 +127,12 @@ flatbuffers::DetachedBuffer buildTable(const Plan &plan,
     auto precision = optional(s.precision);
     auto reason = optional(s.precisionReason);
     auto entry = optional(s.entry);
+    flatbuffers::Offset<flatbuffers::Vector<uint32_t>> extra;
+    if (!s.extraOutputs.empty())
+      extra = b.CreateVector(s.extraOutputs);
     steps.push_back(fb::CreateStep(b, op, stepInputs, stepOutputs, attrs,
                                    location, precision, reason, s.executable,
-                                   entry, body, launch));
+                                   entry, body, launch, extra));
   }
   std::vector<flatbuffers::Offset<fb::Executable>> executables;
   for (const PlanExecutable &e : plan.executables) {

@@ -91,7 +91,11 @@ Plan::Stats unfusedStats(const Plan& plan) {
         continue;
       }
       uint32_t out = s.outputs[0];
-      if (k + 1 < s.body.size()) {
+      uint32_t number = uint32_t(s.inputs.size() + k);
+      auto extra = llvm::find(s.extraOutputs, number);
+      if (extra != s.extraOutputs.end()) {
+        out = s.outputs[1 + (extra - s.extraOutputs.begin())];
+      } else if (k + 1 < s.body.size()) {
         PlanBuffer b;
         b.name = "region value";
         b.dtype = r.dtype;

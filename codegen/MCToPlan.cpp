@@ -348,11 +348,20 @@ private:
       s.body.push_back(std::move(r));
     }
     auto yield = llvm::cast<YieldOp>(body.getTerminator());
-    if (s.body.empty() || number.lookup(yield.getValue()) != next - 1)
+    if (s.body.empty() ||
+        number.lookup(yield.getValues().front()) != next - 1)
       return f.emitOpError()
              << "must yield the result of its last op (as mc-fuse makes it)";
+    for (Value v : yield.getValues().drop_front())
+      s.extraOutputs.push_back(number.lookup(v));
     plan.steps.push_back(std::move(s));
-    return withResult(plan.steps.back(), f);
+    for (Value r : f.getResults()) {
+      auto id = newBuffer(r, valueName(r), fb::BufferKind::Arena);
+      if (failed(id))
+        return failure();
+      plan.steps.back().outputs.push_back(*id);
+    }
+    return success();
   }
 
   /// A splat constant: a rank-0 constant (shared by every splat of the same
@@ -665,7 +674,8 @@ static void writeStoresInPlace(Plan& plan) {
           producer = k;
         }
     if (viewed || writers != 1 || producer >= c ||
-        plan.steps[producer].outputs.size() != 1 ||
+        (plan.steps[producer].outputs.size() != 1 &&
+         plan.steps[producer].op != rt::OpId::Fused) ||
         !writesStateElementwise(plan.steps[producer]))
       continue;
     // The Copy is the State buffer's only writer: a later store would
@@ -829,6 +839,13 @@ std::string formatPlan(const Plan& plan) {
       os << ") : " << rt::dtypeName(r.dtype) << attrText(r.attrs);
       if (!r.precision.empty())
         os << " {" << r.precision << ": " << r.precisionReason << "}";
+      os << "\n";
+    }
+    // More than one output: the values outputs 1.. hold.
+    if (!st.extraOutputs.empty()) {
+      os << "      outputs: %" << st.inputs.size() + st.body.size() - 1;
+      for (uint32_t v : st.extraOutputs)
+        os << ", %" << v;
       os << "\n";
     }
   }

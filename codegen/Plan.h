@@ -113,6 +113,9 @@ struct PlanStep {
   rt::LaunchInfo launch;
   /// op == Fused: the region's ops, the last one's result the output.
   std::vector<PlanRegionOp> body;
+  /// op == Fused with more than one output: the value numbers of outputs
+  /// 1.. (Step.extra_outputs); output 0 is the last body op's result.
+  std::vector<uint32_t> extraOutputs;
 };
 
 /// Code a target generated (see codegen/Target.h), stored as the artifact's

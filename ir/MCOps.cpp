@@ -737,6 +737,48 @@ static LogicalResult verifyAttentionBody(FusedOp fused, Block& body,
   return success();
 }
 
+/// The main result is the last op's value; more results (a plain
+/// elementwise region only: no attention, no anchor, no reduction ending
+/// it) are distinct values elementwise ops of the body compute, each of the
+/// main result's shape (the artifact's Step.extra_outputs).
+static LogicalResult verifyExtraResults(FusedOp fused, Block& body,
+                                        YieldOp yield) {
+  auto ops = body.without_terminator();
+  if (ops.empty())
+    return success(); // reported below
+  Operation& last = *std::prev(ops.end());
+  if (yield.getValues().front().getDefiningOp() != &last)
+    return fused.emitOpError()
+           << "must yield its last op's value first (its main result)";
+  if (yield.getValues().size() == 1)
+    return success();
+  rt::OpId id;
+  Operation& front = *ops.begin();
+  bool anchor = rt::findOp(front.getName().getStringRef(), &id) &&
+                rt::opInfo(id).epilogueAnchor;
+  bool reduction = rt::findOp(last.getName().getStringRef(), &id) &&
+                   rt::isReduction(id);
+  if (fused.getAttention() || anchor || reduction)
+    return fused.emitOpError()
+           << "has " << yield.getValues().size()
+           << " results, but only a plain elementwise region (no attention, "
+              "anchor or reduction) may have more than one";
+  llvm::SmallPtrSet<Value, 4> seen;
+  for (auto [i, v] : llvm::enumerate(yield.getValues())) {
+    Operation* def = v.getDefiningOp();
+    if (!seen.insert(v).second)
+      return fused.emitOpError() << "yields one value twice (result " << i
+                                 << ")";
+    if (!def || llvm::isa<BroadcastInDimOp>(def) || isRegionView(def) ||
+        !rt::findOp(def->getName().getStringRef(), &id) ||
+        !rt::opInfo(id).fusible)
+      return fused.emitOpError()
+             << "result " << i << " must be computed by an elementwise op "
+             << "of the body (not an input, a broadcast or a view)";
+  }
+  return success();
+}
+
 LogicalResult FusedOp::verifyRegions() {
   Block& body = getBody().front();
   if (body.getNumArguments() != getInputs().size())
@@ -752,14 +794,19 @@ LogicalResult FusedOp::verifyRegions() {
   auto yield = body.empty() ? YieldOp() : llvm::dyn_cast<YieldOp>(body.back());
   if (!yield)
     return emitOpError() << "body must end with mc.yield";
-  if (yield.getValue().getType() != getResult().getType())
-    return emitOpError() << "yields " << yield.getValue().getType()
-                         << " but its result has type "
-                         << getResult().getType();
+  if (getResults().empty())
+    return emitOpError() << "needs a result";
+  if (yield.getValues().getTypes() != getResults().getTypes())
+    return emitOpError() << "yields " << yield.getValues().getTypes()
+                         << " but its results have types "
+                         << getResults().getTypes();
   ArrayRef<int64_t> shape =
       llvm::cast<RankedTensorType>(getResult().getType()).getShape();
-  if (getAttention())
-    return verifyAttentionBody(*this, body, shape);
+  if (getAttention()) {
+    if (failed(verifyAttentionBody(*this, body, shape)))
+      return failure();
+    return verifyExtraResults(*this, body, yield);
+  }
   // A trailing reduction may end the region: the values before it have its
   // operand's shape, whose trailing dims it reduces.
   Operation* reduction = nullptr;
@@ -843,5 +890,5 @@ LogicalResult FusedOp::verifyRegions() {
                << "must take the region's inputs as operands (an anchor or a "
                   "broadcast inside mc.fused reads only inputs)";
   }
-  return success();
+  return verifyExtraResults(*this, body, yield);
 }

@@ -784,12 +784,32 @@ def MC_FusedOp : MC_Op<"fused", [IsolatedFromAbove, SingleBlock,
       mc.yield %4 : tensor<1x4x6x6xf32>
     }
     ```
+
+    A plain elementwise region (no attention, no anchor, no reduction
+    ending it) may have more than one result: its first is the last op's
+    value, the others values the body computes on the way (an optimizer's
+    new moments beside the new parameter; a value the region reads that
+    something after it reads too), each written once per element in the
+    same pass instead of by a region of its own.
+
+    ```mlir
+    %m1, %p1 = mc.fused %m, %g, %p : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+    ^bb0(%a: tensor<4xf32>, %b: tensor<4xf32>, %c: tensor<4xf32>):
+      %0 = mc.add %a, %b : tensor<4xf32>
+      %1 = mc.sub %c, %0 : tensor<4xf32>
+      mc.yield %1, %0 : tensor<4xf32>, tensor<4xf32>
+    }
+    ```
   }];
   let arguments = (ins Variadic<MC_Tensor>:$inputs, UnitAttr:$attention);
-  let results = (outs MC_Tensor:$result);
+  let results = (outs Variadic<MC_Tensor>:$results);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
-    $inputs attr-dict `:` functional-type($inputs, $result) $body
+    $inputs attr-dict `:` functional-type($inputs, $results) $body
+  }];
+  let extraClassDeclaration = [{
+    /// The region's main result: what its last op computes.
+    ::mlir::Value getResult() { return getResults().front(); }
   }];
   let hasRegionVerifier = 1;
 }
@@ -797,9 +817,9 @@ def MC_FusedOp : MC_Op<"fused", [IsolatedFromAbove, SingleBlock,
 def MC_YieldOp : MC_Op<"yield", [Pure, Terminator, HasParent<"FusedOp">,
     ReturnLike]> {
   let mcStep = 0;
-  let summary = "the result of a fused region";
-  let arguments = (ins MC_Tensor:$value);
-  let assemblyFormat = "$value attr-dict `:` type($value)";
+  let summary = "the results of a fused region";
+  let arguments = (ins Variadic<MC_Tensor>:$values);
+  let assemblyFormat = "$values attr-dict `:` type($values)";
 }
 
 //===----------------------------------------------------------------------===//

@@ -5,6 +5,7 @@
 #include "modelc/shapes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/IRMapping.h"
@@ -194,7 +195,24 @@ struct Group {
   llvm::SmallPtrSet<Operation*, 4> clonedLoads;
   bool hasAnchor = false;
   bool attention = false;
+  /// Members whose value is used outside too: the region's extra results.
+  llvm::SmallVector<Operation*, 4> exposed;
+  /// Stores of exposed values that sit before the root: moved after it.
+  llvm::SmallVector<Operation*, 4> sunkStores;
 };
+
+/// The most results a region may have (each is a kernel parameter and a
+/// stream of stores).
+constexpr size_t kMaxResults = 8;
+
+/// The global an ml_program load or store names; null for other ops.
+SymbolRefAttr globalOf(Operation* op) {
+  if (auto l = llvm::dyn_cast<ml_program::GlobalLoadOp>(op))
+    return l.getGlobalAttr();
+  if (auto st = llvm::dyn_cast<ml_program::GlobalStoreOp>(op))
+    return st.getGlobalAttr();
+  return {};
+}
 
 /// The transposes, reshapes and slices that make `leaf` from the value
 /// they start at, leaf first, as far as each is used only by the next (the
@@ -521,7 +539,8 @@ struct FusePass : mc::impl::FusePassBase<FusePass> {
           return g.members.contains(u) && !isAnchor(u) &&
                  !llvm::isa<mc::BroadcastInDimOp>(u);
         });
-        if (epilogues && !g.hasAnchor && a && !taken.contains(a) &&
+        if (epilogues && !g.hasAnchor && g.exposed.empty() && a &&
+            !taken.contains(a) &&
             isAnchor(a) && a->hasOneUse() && usersInside && fusibleTypes(p)) {
           g.members.insert(p);
           g.members.insert(a);
@@ -543,16 +562,24 @@ struct FusePass : mc::impl::FusePassBase<FusePass> {
           g.clonedLoads.insert(p);
         continue;
       }
-      if (!allUsersInside)
+      SmallVector<Operation*> stores;
+      if (!allUsersInside && !exposable(p, g, position, &stores))
         continue;
       // Anchors, broadcasts and views inside a region read only its inputs.
       bool readAsInput = llvm::any_of(p->getUsers(), [&](Operation* u) {
-        return isAnchor(u) || llvm::isa<mc::BroadcastInDimOp>(u) ||
-               (llvm::isa<mc::TransposeOp, mc::ReshapeOp, mc::SliceOp>(u) &&
-                g.members.contains(u));
+        return g.members.contains(u) &&
+               (isAnchor(u) || llvm::isa<mc::BroadcastInDimOp>(u) ||
+                llvm::isa<mc::TransposeOp, mc::ReshapeOp, mc::SliceOp>(u));
       });
       if (readAsInput)
         continue;
+      if (!allUsersInside) {
+        g.members.insert(p);
+        g.exposed.push_back(p);
+        g.sunkStores.append(stores.begin(), stores.end());
+        pushOperands(p);
+        continue;
+      }
       // A transpose or slice the region reads: a view of where it starts.
       if (views && llvm::isa<mc::TransposeOp, mc::SliceOp>(p) &&
           fusibleTypes(p)) {
@@ -565,7 +592,7 @@ struct FusePass : mc::impl::FusePassBase<FusePass> {
         pushOperands(p);
         continue;
       }
-      if (epilogues && !g.hasAnchor && isAnchor(p)) {
+      if (epilogues && !g.hasAnchor && g.exposed.empty() && isAnchor(p)) {
         g.members.insert(p);
         g.hasAnchor = true;
         continue;
@@ -574,6 +601,73 @@ struct FusePass : mc::impl::FusePassBase<FusePass> {
     // An anchor must be the region's first op: everything else in the
     // region reads it, directly or not, or reads only inputs.
     return g;
+  }
+
+  /// Whether `p`, used outside the region too, may join it as one more
+  /// result: a plain elementwise region (no anchor, no reduction ending
+  /// it), and each outside user after the root, or a global_store of p
+  /// that can move after it (nothing between touches its global; returned
+  /// in `stores`). Such users cannot feed the region: they come after all
+  /// of its ops.
+  bool exposable(Operation* p, const Group& g,
+                 const llvm::DenseMap<Operation*, unsigned>& position,
+                 SmallVectorImpl<Operation*>* stores) {
+    if (!multiOutput || g.hasAnchor || g.attention || !isElementwise(p) ||
+        !isElementwise(g.root) || g.exposed.size() + 2 > kMaxResults)
+      return false;
+    if (feedsAnchor(p))
+      return false;
+    unsigned root = position.lookup(g.root);
+    for (Operation* u : p->getUsers()) {
+      if (g.members.contains(u) || position.lookup(u) > root)
+        continue;
+      auto st = llvm::dyn_cast<ml_program::GlobalStoreOp>(u);
+      if (!st || st->getBlock() != g.root->getBlock())
+        return false;
+      SymbolRefAttr global = st.getGlobalAttr();
+      for (Operation* op = st->getNextNode(); op && op != g.root;
+           op = op->getNextNode())
+        if (globalOf(op) == global ||
+            !(llvm::isa<mc::MCDialect, ml_program::MLProgramDialect>(
+                op->getDialect())))
+          return false;
+      stores->push_back(u);
+    }
+    return true;
+  }
+
+  /// Whether a matmul or conv2d could lead a region through `p`: one
+  /// used once (directly or through its reshape) among the elementwise ops
+  /// `p` is computed from. Taking `p` as an extra result would keep that
+  /// anchor out (a region with an extra result has none), and its epilogue
+  /// (a bias and activation, which a library call may fuse) is worth more
+  /// than the pass the extra result saves: `p` then stays out, as without
+  /// multi-output, and the anchor leads its region.
+  bool feedsAnchor(Operation* p) {
+    if (!epilogues)
+      return false;
+    SmallVector<Operation*> stack{p};
+    llvm::SmallPtrSet<Operation*, 16> seen;
+    while (!stack.empty() && seen.size() < 64) {
+      Operation* op = stack.pop_back_val();
+      if (!seen.insert(op).second)
+        continue;
+      for (Value v : op->getOperands()) {
+        Operation* def = v.getDefiningOp();
+        if (!def || def->getBlock() != p->getBlock())
+          continue;
+        if (auto r = llvm::dyn_cast<mc::ReshapeOp>(def))
+          if (r->hasOneUse())
+            def = r.getInput().getDefiningOp();
+        if (!def)
+          continue;
+        if (isAnchor(def) && def->hasOneUse())
+          return true;
+        if (isElementwise(def))
+          stack.push_back(def);
+      }
+    }
+    return false;
   }
 
   void outline(Group& g, const llvm::DenseMap<Operation*, unsigned>& position) {
@@ -609,9 +703,19 @@ struct FusePass : mc::impl::FusePassBase<FusePass> {
           inputs.insert(v);
       }
     OpBuilder b(g.root);
-    Value result = g.root->getResult(0);
-    auto fused = mc::FusedOp::create(b, g.root->getLoc(), result.getType(),
-                                       inputs.getArrayRef());
+    // The results: the root's value, then the exposed ones in program order.
+    llvm::sort(g.exposed, [&](Operation* a, Operation* b) {
+      return position.lookup(a) < position.lookup(b);
+    });
+    SmallVector<Value> results{g.root->getResult(0)};
+    for (Operation* op : g.exposed)
+      results.push_back(op->getResult(0));
+    SmallVector<Type> types;
+    for (Value v : results)
+      types.push_back(v.getType());
+    auto fused = mc::FusedOp::create(b, g.root->getLoc(), TypeRange(types),
+                                       ValueRange(inputs.getArrayRef()),
+                                       /*attention=*/UnitAttr());
     if (g.attention)
       fused.setAttention(true);
     Block* body = b.createBlock(&fused.getBody());
@@ -621,8 +725,22 @@ struct FusePass : mc::impl::FusePassBase<FusePass> {
     b.setInsertionPointToStart(body);
     for (Operation* op : ops)
       b.clone(*op, map);
-    mc::YieldOp::create(b, g.root->getLoc(), map.lookup(result));
-    result.replaceAllUsesWith(fused.getResult());
+    SmallVector<Value> yielded;
+    for (Value v : results)
+      yielded.push_back(map.lookup(v));
+    mc::YieldOp::create(b, g.root->getLoc(), yielded);
+    for (auto [v, r] : llvm::zip(results, fused.getResults()))
+      v.replaceAllUsesWith(r);
+    // Stores of extra results that came before the region now follow it,
+    // in their order.
+    llvm::sort(g.sunkStores, [&](Operation* a, Operation* b) {
+      return position.lookup(a) < position.lookup(b);
+    });
+    Operation* after = fused;
+    for (Operation* st : g.sunkStores) {
+      st->moveAfter(after);
+      after = st;
+    }
     for (Operation* op : llvm::reverse(ops))
       if (!g.clonedLoads.contains(op))
         op->erase();

@@ -320,8 +320,16 @@ def FusePass : Pass<"mc-fuse", "mlir::ModuleOp"> {
 
     - An elementwise op (`mcFusible`) joins the region of its consumer when
       every user of its result is already in that region: work is never
-      duplicated, and a value used outside is computed once, by its own
-      step. Its result must have the region's shape.
+      duplicated. Its result must have the region's shape.
+    - Multiple outputs (option `multi-output`): in a plain elementwise
+      region (no anchor, no reduction ending it), an elementwise op whose
+      value is also used outside joins too, and the value becomes another
+      result of the region, when every outside user comes after the
+      region's last op (a `global_store` of it before then moves down
+      after the region, if nothing between touches that global): an
+      optimizer's new moments and new parameter in one pass, a forward
+      value the backward pass reads written by the region that uses it.
+      Still computed once, and written once.
     - A `mc.broadcast_in_dim` joins as a load: it only indexes, so it is
       cloned into every region that reads it (its operand becomes a region
       input) and the original stays if something else uses it.
@@ -365,8 +373,9 @@ def FusePass : Pass<"mc-fuse", "mlir::ModuleOp"> {
       from (`shapes::applyView`; static shapes). The device reads the
       input's bytes at those strides: no step copies them.
 
-    Since every op of a region has all its users inside the region except
-    the last, grouping cannot create a cycle.
+    Every op of a region has all its users inside the region except the
+    last and the extra results', whose outside users all come after the
+    last: grouping cannot create a cycle.
 
     ```mlir
     // Before:
@@ -395,6 +404,9 @@ def FusePass : Pass<"mc-fuse", "mlir::ModuleOp"> {
            "slices (strided views) instead of a step copying it">,
     Option<"attentionViews", "attention-views", "bool", /*default=*/"true",
            "with views: let an attention region read q, k and v as views">,
+    Option<"multiOutput", "multi-output", "bool", /*default=*/"true",
+           "let an elementwise value used outside join a region as one "
+           "more result">,
     Option<"maxFullReduction", "max-full-reduction", "int64_t",
            /*default=*/"65536",
            "the most elements a reduction to one value may reduce and "

@@ -147,6 +147,8 @@ public:
     for (uint32_t i : step.inputs)
       tensors.push_back(describe(plan, i));
     tensors.push_back(describe(plan, step.outputs[0]));
+    for (size_t k = 1; k < step.outputs.size(); ++k)
+      extras.push_back(describe(plan, step.outputs[k]));
   }
 
   FailureOr<rt::LaunchInfo> emit(StringRef name, KernelKind kind) {
@@ -200,8 +202,11 @@ private:
   const PlanStep& step;
   const KernelFlavor& flavor;
   std::vector<TensorDesc> tensors; // inputs, then the output
+  /// A region's outputs 1.. (PlanStep::extraOutputs), parameters after the
+  /// output's.
+  std::vector<TensorDesc> extras;
   gpu::GPUFuncOp fn;
-  std::vector<Value> args;
+  std::vector<Value> args, extraArgs;
   Value batch; // index
   // The error record (memref<2xi64>), when the kernel can fail.
   bool withRecord = false;
@@ -265,6 +270,10 @@ private:
     for (const TensorDesc& t : tensors)
       types.push_back(MemRefType::get({std::max<int64_t>(1, t.numel())},
                                       storageType(t.dtype)));
+    for (const TensorDesc& t : extras)
+      types.push_back(MemRefType::get({std::max<int64_t>(1, t.numel())},
+                                      storageType(t.dtype)));
+    size_t buffers = types.size();
     types.push_back(b.getI64Type());
     if (withRecord)
       types.push_back(MemRefType::get({2}, b.getI64Type()));
@@ -273,7 +282,7 @@ private:
     // Every buffer starts 64-byte aligned (arena, constants, state): say so,
     // so that consecutive accesses can be vectorized.
     if (!flavor.spirv)
-      for (size_t i = 0; i < tensors.size(); ++i)
+      for (size_t i = 0; i < buffers; ++i)
         fn.setArgAttr(i, "llvm.align", b.getI64IntegerAttr(16));
     if (flavor.spirv)
       fn->setAttr(spirv::getEntryPointABIAttrName(),
@@ -283,10 +292,12 @@ private:
     b.setInsertionPointToStart(&entry);
     for (size_t i = 0; i < tensors.size(); ++i)
       args.push_back(entry.getArgument(i));
+    for (size_t i = tensors.size(); i < buffers; ++i)
+      extraArgs.push_back(entry.getArgument(i));
     batch = arith::IndexCastOp::create(b, loc, b.getIndexType(),
-                                         entry.getArgument(tensors.size()));
+                                         entry.getArgument(buffers));
     if (withRecord)
-      record = entry.getArgument(tensors.size() + 1);
+      record = entry.getArgument(buffers + 1);
   }
 
   /// When `failed`: records element `position` (index) failing with
@@ -403,13 +414,13 @@ private:
                                      intConst(b.getI8Type(), 0));
     return v;
   }
-  void store(Value v, Value flat) {
-    DType t = out().dtype;
+  void store(Value v, Value flat) { storeTo(v, flat, args.back(), out().dtype); }
+  void storeTo(Value v, Value flat, Value buffer, DType t) {
     if (t == DType::F16 || t == DType::BF16)
       v = narrow(v, t);
     else if (t == DType::I1)
       v = arith::ExtUIOp::create(b, loc, b.getI8Type(), v);
-    memref::StoreOp::create(b, loc, v, args.back(), ValueRange{flat});
+    memref::StoreOp::create(b, loc, v, buffer, ValueRange{flat});
   }
   /// A computed f32 value rounded to `t` (f16, bf16) and back.
   Value roundTo(Value v, DType t) {
@@ -826,7 +837,8 @@ private:
                               size_t count, Value i,
                               ArrayRef<Value> shapeSizes, int64_t numel,
                               DType* resultType,
-                              ArrayRef<Value> preloaded = {}) {
+                              ArrayRef<Value> preloaded = {},
+                              std::vector<Value>* computed = nullptr) {
     SmallVector<Value> ix;
     auto index = [&]() -> ArrayRef<Value> {
       if (ix.empty() && !shapeSizes.empty())
@@ -906,6 +918,8 @@ private:
       *resultType = types[0];
       return input(0);
     }
+    if (computed)
+      *computed = values;
     *resultType = types.back();
     return read(uint32_t(nin + count - 1)); // a view, when a reduction reads one
   }
@@ -965,19 +979,28 @@ private:
           if (direct[in])
             pre[k][in] = loadDirect(in, at.back(), out().numel());
       }
+      std::vector<SmallVector<Value>> extraValues(vectorWidth);
       for (int64_t k = 0; k < vectorWidth; ++k) {
         DType t;
+        std::vector<Value> computed;
         FailureOr<Value> v =
             evalRegion(body, body.size(), at[k], outSizes, out().numel(), &t,
-                       pre[k]);
+                       pre[k], &computed);
         if (failed(v)) {
           result = failure();
           return;
         }
         values.push_back(*v);
+        for (uint32_t e : step.extraOutputs)
+          extraValues[k].push_back(computed.at(e));
       }
-      for (int64_t k = 0; k < vectorWidth; ++k)
+      // Every output's stores after all of the unit's loads: an output may
+      // be an input's buffer (in place).
+      for (int64_t k = 0; k < vectorWidth; ++k) {
         store(values[k], at[k]);
+        for (size_t e = 0; e < extras.size(); ++e)
+          storeTo(extraValues[k][e], at[k], extraArgs[e], extras[e].dtype);
+      }
     });
     return result;
   }

@@ -617,6 +617,10 @@ Status Verifier::checkStep(size_t index, const fb::Step &step) {
   if (kind != OpId::Fused && step.body() && step.body()->size())
     return fail(where + ": has a fused-region body, but only mc.fused steps "
                         "have one");
+  if (kind != OpId::Fused && step.extra_outputs() &&
+      step.extra_outputs()->size())
+    return fail(where + ": has extra_outputs, but only mc.fused steps "
+                        "have them");
   if (step.executable() != -1) {
     const auto *exes = model_->executables();
     int64_t n = exes ? int64_t(exes->size()) : 0;
@@ -697,6 +701,16 @@ Status Verifier::checkStep(size_t index, const fb::Step &step) {
     MC_RETURN_IF_ERROR(checkFused(step, in, out, where));
   else
     MC_RETURN_IF_ERROR(checkStepKind(kind, step, in, out, where));
+  // Outputs never share bytes with each other.
+  for (size_t i = 0; i < out.size(); ++i)
+    for (size_t j = i + 1; j < out.size(); ++j) {
+      const BufInfo &a = bufs_[out[i]], &b = bufs_[out[j]];
+      if (a.kind == b.kind && a.size && b.size &&
+          a.offset < b.offset + b.size && b.offset < a.offset + a.size)
+        return fail(where + ": outputs " + std::to_string(i) + " " +
+                    bufDesc(out[i]) + " and " + std::to_string(j) + " " +
+                    bufDesc(out[j]) + " overlap");
+    }
   // Outputs may not partly overlap an input: kernels other than the
   // elementwise ones read inputs after writing outputs. An exactly shared
   // buffer is fine for same-shape elementwise ops (in place).
@@ -751,9 +765,15 @@ Status Verifier::checkFused(const fb::Step &step,
   const auto *body = step.body();
   if (!body || body->size() == 0)
     return fail(where + ": a fused step needs a body (its region's ops)");
-  if (out.size() != 1)
-    return fail(where + ": expected 1 output, found " +
-                std::to_string(out.size()));
+  const auto *extra = step.extra_outputs();
+  const size_t numExtra = extra ? extra->size() : 0;
+  if (out.size() != 1 + numExtra)
+    return fail(where + ": expected " + std::to_string(1 + numExtra) +
+                " output" + (numExtra ? "s (the last body op's and " +
+                                            std::to_string(numExtra) +
+                                            " extra_outputs)"
+                                      : "") +
+                ", found " + std::to_string(out.size()));
   if (in.empty())
     return fail(where + ": a fused step needs at least one input");
   const Shape resultShape = bufs_[out[0]].shape;
@@ -992,6 +1012,40 @@ Status Verifier::checkFused(const fb::Step &step,
       return fail(where + ": the region computes nothing (its body is only " +
                   "an anchor, its reshape, broadcasts and views; a fused region " +
                   "needs an elementwise op or a reduction)");
+  }
+  // Extra outputs (schema 2.7): values elementwise ops of a plain
+  // elementwise region compute, each once, of its output's type and shape.
+  if (numExtra) {
+    OpId first = OpId(findOpId(body->Get(0)));
+    if (attention || reduction || opInfo(first).epilogueAnchor)
+      return fail(where + ": has " + std::to_string(numExtra) +
+                  " extra_outputs, but only a plain elementwise region (no "
+                  "attention, anchor or reduction) may have more than one "
+                  "output");
+    std::vector<bool> seen(value.size(), false);
+    for (uint32_t i = 0; i < numExtra; ++i) {
+      uint32_t v = extra->Get(i);
+      std::string what = where + ": extra output " + std::to_string(i) +
+                         " (value " + std::to_string(v) + ")";
+      if (v < in.size() || v + 1 >= value.size())
+        return fail(what + " must be a body op's result other than the "
+                           "last's (the region has " +
+                    std::to_string(in.size()) + " inputs and " +
+                    std::to_string(body->size()) + " ops)");
+      OpId id = OpId(findOpId(body->Get(v - uint32_t(in.size()))));
+      if (!opInfo(id).fusible || id == OpId::BroadcastInDim ||
+          views.isView(v))
+        return fail(what + " is computed by mc." + opName(id) +
+                    "; an extra output is an elementwise op's result");
+      if (seen[v])
+        return fail(what + " is an output already");
+      seen[v] = true;
+      const BufInfo &vb = bufs_[value[v]], &ob = bufs_[out[i + 1]];
+      if (vb.dtype != ob.dtype || vb.shape != ob.shape)
+        return fail(what + " is " + dtypeName(vb.dtype) +
+                    shapeString(vb.shape) + ", but output " +
+                    std::to_string(i + 1) + " is " + bufDesc(out[i + 1]));
+    }
   }
   const BufInfo &last = bufs_[value.back()];
   if (last.dtype != bufs_[out[0]].dtype || last.shape != resultShape)

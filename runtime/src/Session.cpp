@@ -254,6 +254,13 @@ Status Session::Impl::bind(int64_t batch, Binding *out, size_t *scratch) const {
                           e.body.empty() ? nullptr : &e.body, constant};
     request.stepIndex = index;
     request.location = st->location() ? st->location()->str() : "";
+    if (const auto *extra = st->extra_outputs())
+      for (uint32_t k = 0; k < extra->size(); ++k) {
+        uint32_t o = st->outputs()->Get(k + 1); // checked by the verifier
+        request.extraOutputs.push_back(
+            MutTensor{DType(buffers.Get(o)->dtype()), shapeOf(o), bufPtr(o)});
+        request.extraValues.push_back(extra->Get(k));
+      }
     size_t bytes = 0;
     Status bound;
     if (launch) {

@@ -196,6 +196,14 @@ bool checkStep(const Plan& plan, size_t index, int64_t batch, bool positive,
     }
     std::vector<uint8_t> want(outMax, 0);
     rt::MutTensor cout{ob.dtype, shapeAt(ob, batch), want.data()};
+    // A region's outputs 1.. (schema 2.7).
+    std::vector<std::vector<uint8_t>> wantExtra, gotExtra;
+    for (size_t k = 1; k < step.outputs.size(); ++k) {
+      const PlanBuffer& eb = plan.buffers[step.outputs[k]];
+      size_t bytes = bytesOf(eb, plan.batch.dynamic() ? plan.batch.max : 0);
+      wantExtra.emplace_back(bytes, 0);
+      gotExtra.emplace_back(bytes, 0);
+    }
     std::vector<rt::RegionOp> body;
     for (const PlanRegionOp& r : step.body) {
       rt::RegionOp op{r.op, r.attrs, r.operands, r.dtype, r.shape};
@@ -206,6 +214,12 @@ bool checkStep(const Plan& plan, size_t index, int64_t batch, bool positive,
     }
     rt::KernelRequest request{step.op, step.attrs, cin, cout, *cpu,
                                   body.empty() ? nullptr : &body};
+    for (size_t k = 1; k < step.outputs.size(); ++k) {
+      const PlanBuffer& eb = plan.buffers[step.outputs[k]];
+      request.extraOutputs.push_back(
+          {eb.dtype, shapeAt(eb, batch), wantExtra[k - 1].data()});
+      request.extraValues.push_back(step.extraOutputs.at(k - 1));
+    }
     rt::KernelFactory factory = rt::findKernel("cpu", step.op);
     if (!factory)
       return fail("the cpu has no kernel for it");
@@ -256,6 +270,8 @@ bool checkStep(const Plan& plan, size_t index, int64_t batch, bool positive,
     for (auto& in : ins)
       bufs.push_back(&in);
     bufs.push_back(&got);
+    for (auto& extra : gotExtra)
+      bufs.push_back(&extra);
     bufs.push_back(&batchBytes);
     std::vector<uint8_t> record(launch->errorRecord ? rt::kErrorRecordBytes : 0);
     if (launch->errorRecord)
@@ -297,24 +313,37 @@ bool checkStep(const Plan& plan, size_t index, int64_t batch, bool positive,
       out->cpuError = m;
       return true; // the output is not compared: the step failed
     }
-    size_t n = bytesOf(ob, batch) / rt::dtypeSize(ob.dtype);
+    // Every output, the worst element of all (its index counts the
+    // elements of the outputs before it).
     double worst = 0;
-    size_t worstAt = 0;
-    for (size_t i = 0; i < n; ++i) {
-      double w = valueAt(want, ob.dtype, i), g = valueAt(got, ob.dtype, i);
-      if ((std::isnan(w) && std::isnan(g)) || w == g) // infinities too
-        continue;
-      double err = std::fabs(w - g) / std::max(1.0, std::fabs(w));
-      if (!(err <= worst)) {
-        worst = std::isnan(err) ? INFINITY : err;
-        worstAt = i;
+    size_t worstAt = 0, elements = 0;
+    out->cpu = out->lavapipe = 0;
+    for (size_t k = 0; k < step.outputs.size(); ++k) {
+      const PlanBuffer& b = plan.buffers[step.outputs[k]];
+      const std::vector<uint8_t>& w = k ? wantExtra[k - 1] : want;
+      const std::vector<uint8_t>& g = k ? gotExtra[k - 1] : got;
+      size_t n = bytesOf(b, batch) / rt::dtypeSize(b.dtype);
+      for (size_t i = 0; i < n; ++i) {
+        double wv = valueAt(w, b.dtype, i), gv = valueAt(g, b.dtype, i);
+        if ((std::isnan(wv) && std::isnan(gv)) || wv == gv) // infinities too
+          continue;
+        double err = std::fabs(wv - gv) / std::max(1.0, std::fabs(wv));
+        if (!(err <= worst)) {
+          worst = std::isnan(err) ? INFINITY : err;
+          worstAt = elements + i;
+          out->cpu = wv;
+          out->lavapipe = gv;
+        }
       }
+      if (!k && n && worst == 0) {
+        out->cpu = valueAt(w, b.dtype, 0);
+        out->lavapipe = valueAt(g, b.dtype, 0);
+      }
+      elements += n;
     }
-    out->elements = n;
+    out->elements = elements;
     out->worst = worst;
     out->worstAt = worstAt;
-    out->cpu = n ? valueAt(want, ob.dtype, worstAt) : 0;
-    out->lavapipe = n ? valueAt(got, ob.dtype, worstAt) : 0;
     return true;
 }
 

@@ -255,6 +255,30 @@ TEST_F(KernelCheck, Bf16KernelsRoundLikeTheCpu) {
         1e-2);
 }
 
+// A region of several outputs (mc-fuse's multi-output, schema 2.7): each
+// extra output, of its own type (f32, i1, bf16), is stored with the main
+// one, unit by unit; the odd row (37) keeps one element per unit, the even
+// one (64) four. Every output is compared (checkStep).
+TEST_F(KernelCheck, ARegionsExtraOutputsMatchTheCpu) {
+  for (int64_t row : {37, 64}) {
+    Case c = stepCase(OpId::Fused, {{F, {5, row}}, {F, {5, row}}},
+                      {F, {5, row}});
+    PlanStep& s = c.plan.steps[0];
+    s.outputs.push_back(addBuffer(c.plan, F, {5, row}));
+    s.outputs.push_back(addBuffer(c.plan, DType::I1, {5, row}));
+    s.outputs.push_back(addBuffer(c.plan, DType::BF16, {5, row}));
+    s.body = {
+        regionOp(OpId::Mul, {0, 1}, F, {5, row}),                 // 2
+        regionOp(OpId::Compare, {2, 0}, DType::I1, {5, row},
+                 {integer("direction", 4)}),                      // 3
+        regionOp(OpId::Cast, {2}, DType::BF16, {5, row}),         // 4
+        regionOp(OpId::Neg, {2}, F, {5, row}),                    // 5
+    };
+    s.extraOutputs = {2, 3, 4};
+    check(c, 0);
+  }
+}
+
 TEST_F(KernelCheck, AFusedRegionWithBroadcastsAndAScalarMatchesTheCpu) {
   // relu(x + broadcast(bias)) * s, s a rank-0 input.
   Case c = stepCase(OpId::Fused, {{F, {64}}, {F, {6, 64}}, {F, {}}},

@@ -29,6 +29,8 @@ int main(int argc, char** argv) {
   double tol = 1e-4;
   bool train = false;
   std::string amp; // mc-amp's low precision: bf16, f16 (none by default)
+  std::string optimizer = "sgd";
+  double momentum = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--batch" && i + 1 < argc) {
@@ -45,11 +47,16 @@ int main(int argc, char** argv) {
       train = true;
     else if (a == "--amp" && i + 1 < argc)
       amp = argv[++i];
+    else if (a == "--optimizer" && i + 1 < argc)
+      optimizer = argv[++i];
+    else if (a == "--momentum" && i + 1 < argc)
+      momentum = std::atof(argv[++i]);
     else if (path.empty() && a[0] != '-')
       path = a;
     else {
       std::fprintf(stderr,
-                   "usage: modelc-kernel-check MODEL.mlir [--train] "
+                   "usage: modelc-kernel-check MODEL.mlir [--train "
+                   "[--optimizer sgd|adamw] [--momentum X]] "
                    "[--amp bf16|f16] [--batch N] [--tol T]\n");
       return 2;
     }
@@ -82,6 +89,8 @@ int main(int argc, char** argv) {
   options.target = "cuda";
   options.train = train;
   options.training.amp = amp;
+  options.training.optimizer = optimizer;
+  options.training.momentum = momentum;
   if (mlir::failed(mc::codegen::runCompilePipeline(*module, options)))
     return 1;
   auto plan = mc::codegen::buildPlan(*module, options);

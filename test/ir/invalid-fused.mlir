@@ -27,7 +27,7 @@ func.func @arg_type(%x: tensor<4xf32>) -> tensor<4xf32> {
 // -----
 
 func.func @yield_type(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{yields 'tensor<4xf16>' but its result has type 'tensor<4xf32>'}}
+  // expected-error @+1 {{yields 'tensor<4xf16>' but its results have types 'tensor<4xf32>'}}
   %0 = mc.fused %x : (tensor<4xf32>) -> tensor<4xf32> {
   ^bb0(%a: tensor<4xf32>):
     %1 = mc.cast %a : tensor<4xf32> to tensor<4xf16>
@@ -260,4 +260,82 @@ func.func @not_a_strided_view(%x: tensor<4x2xf32>) -> tensor<3xf32> {
     mc.yield %4 : tensor<3xf32>
   }
   return %0 : tensor<3xf32>
+}
+
+// -----
+
+func.func @main_result_not_last(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{must yield its last op's value first (its main result)}}
+  %0:2 = mc.fused %x : (tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  ^bb0(%a: tensor<4xf32>):
+    %1 = mc.neg %a : tensor<4xf32>
+    %2 = mc.abs %1 : tensor<4xf32>
+    mc.yield %1, %2 : tensor<4xf32>, tensor<4xf32>
+  }
+  return %0#0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @extra_result_with_anchor(%x: tensor<4x2xf32>, %w: tensor<2x4xf32>) -> tensor<4x4xf32> {
+  // expected-error @+1 {{has 2 results, but only a plain elementwise region (no attention, anchor or reduction) may have more than one}}
+  %0:2 = mc.fused %x, %w : (tensor<4x2xf32>, tensor<2x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
+  ^bb0(%a: tensor<4x2xf32>, %b: tensor<2x4xf32>):
+    %1 = mc.matmul %a, %b : tensor<4x2xf32>, tensor<2x4xf32> -> tensor<4x4xf32>
+    %2 = mc.relu %1 : tensor<4x4xf32>
+    %3 = mc.neg %2 : tensor<4x4xf32>
+    mc.yield %3, %2 : tensor<4x4xf32>, tensor<4x4xf32>
+  }
+  return %0#0 : tensor<4x4xf32>
+}
+
+// -----
+
+func.func @extra_result_with_reduction(%x: tensor<4x8xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{has 2 results, but only a plain elementwise region}}
+  %0:2 = mc.fused %x : (tensor<4x8xf32>) -> (tensor<4xf32>, tensor<4x8xf32>) {
+  ^bb0(%a: tensor<4x8xf32>):
+    %1 = mc.exp %a : tensor<4x8xf32>
+    %2 = mc.reduce_sum %1, dims = [1] : (tensor<4x8xf32>) -> tensor<4xf32>
+    mc.yield %2, %1 : tensor<4xf32>, tensor<4x8xf32>
+  }
+  return %0#0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @extra_result_twice(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{yields one value twice (result 2)}}
+  %0:3 = mc.fused %x : (tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  ^bb0(%a: tensor<4xf32>):
+    %1 = mc.neg %a : tensor<4xf32>
+    %2 = mc.abs %1 : tensor<4xf32>
+    mc.yield %2, %1, %1 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+  }
+  return %0#0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @extra_result_broadcast(%x: tensor<4xf32>, %s: tensor<f32>) -> tensor<4xf32> {
+  // expected-error @+1 {{result 1 must be computed by an elementwise op of the body (not an input, a broadcast or a view)}}
+  %0:2 = mc.fused %x, %s : (tensor<4xf32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  ^bb0(%a: tensor<4xf32>, %b: tensor<f32>):
+    %1 = mc.broadcast_in_dim %b, dims = [] : (tensor<f32>) -> tensor<4xf32>
+    %2 = mc.add %a, %1 : tensor<4xf32>
+    mc.yield %2, %1 : tensor<4xf32>, tensor<4xf32>
+  }
+  return %0#0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @extra_result_input(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{result 1 must be computed by an elementwise op of the body}}
+  %0:2 = mc.fused %x : (tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  ^bb0(%a: tensor<4xf32>):
+    %1 = mc.neg %a : tensor<4xf32>
+    mc.yield %1, %a : tensor<4xf32>, tensor<4xf32>
+  }
+  return %0#0 : tensor<4xf32>
 }

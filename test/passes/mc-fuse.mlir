@@ -1,6 +1,7 @@
 // RUN: modelc-opt %s -split-input-file --mc-fuse | FileCheck %s
 // RUN: modelc-opt %s -split-input-file --mc-fuse="epilogues=false" | FileCheck %s --check-prefix=NOEPI
 // RUN: modelc-opt %s -split-input-file --mc-fuse="max-full-reduction=200000" | FileCheck %s --check-prefix=LONG
+// RUN: modelc-opt %s -split-input-file --mc-fuse="multi-output=false" | FileCheck %s --check-prefix=NOMULTI
 
 // One test per rule of mc-fuse (passes/Passes.td), with the cases that must
 // not fuse.
@@ -29,15 +30,24 @@ func.func @chain(%x: tensor<8x4xf32>, %b: tensor<4xf32>) -> tensor<8x4xf32> {
 
 // -----
 
-// A value used outside the region is not recomputed: the region stops
-// there and it stays its own op (never duplicate work).
+// A value used outside the region is not recomputed (never duplicate
+// work): it joins the region as a second result, written in the same pass
+// (multi-output); without multi-output the region stops there and it stays
+// its own op.
 // CHECK-LABEL: func.func @shared_producer
-// CHECK: %[[E:.*]] = mc.exp %arg0
-// CHECK: %[[F:.*]] = mc.fused %[[E]]
-// CHECK:   mc.neg
-// CHECK:   mc.tanh
-// CHECK: }
-// CHECK: return %[[E]], %[[F]]
+// CHECK: %[[F:.*]]:2 = mc.fused %arg0 : (tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>)
+// CHECK:   %[[E:.*]] = mc.exp
+// CHECK:   %[[N:.*]] = mc.neg %[[E]]
+// CHECK:   %[[T:.*]] = mc.tanh %[[N]]
+// CHECK:   mc.yield %[[T]], %[[E]]
+// CHECK: return %[[F]]#1, %[[F]]#0
+// NOMULTI-LABEL: func.func @shared_producer
+// NOMULTI: %[[E:.*]] = mc.exp %arg0
+// NOMULTI: %[[F:.*]] = mc.fused %[[E]]
+// NOMULTI:   mc.neg
+// NOMULTI:   mc.tanh
+// NOMULTI: }
+// NOMULTI: return %[[E]], %[[F]]
 func.func @shared_producer(%x: tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>) {
   %0 = mc.exp %x : tensor<16xf32>
   %1 = mc.neg %0 : tensor<16xf32>
@@ -409,4 +419,86 @@ func.func @full_reduction_of_one_dim(%x: tensor<1048576xf32>) -> tensor<1xf32> {
 func.func @f16_sum_is_not_split(%x: tensor<2x65536xf16>) -> tensor<f16> {
   %0 = mc.reduce_sum %x, dims = [0, 1] : (tensor<2x65536xf16>) -> tensor<f16>
   return %0 : tensor<f16>
+}
+
+// -----
+
+// An optimizer's update (AdamW's shape): the new moment is stored and read
+// by the parameter's update. It joins that region as a second result, and
+// its store, which came before the region, moves after it.
+// CHECK-LABEL: func.func @moment_and_parameter
+// CHECK: %[[R:.*]]:2 = mc.fused
+// CHECK:   %[[M:.*]] = mc.add
+// CHECK:   %[[P:.*]] = mc.sub
+// CHECK:   mc.yield %[[P]], %[[M]]
+// CHECK-NEXT: }
+// CHECK-NEXT: ml_program.global_store @m = %[[R]]#1
+// CHECK-NEXT: ml_program.global_store @p = %[[R]]#0
+ml_program.global private mutable @m(dense<0.0> : tensor<8xf32>) : tensor<8xf32>
+ml_program.global private mutable @p(dense<1.0> : tensor<8xf32>) : tensor<8xf32>
+func.func @moment_and_parameter(%g: tensor<8xf32>) -> tensor<8xf32> {
+  %m = ml_program.global_load @m : tensor<8xf32>
+  %p = ml_program.global_load @p : tensor<8xf32>
+  %m1 = mc.add %m, %g : tensor<8xf32>
+  ml_program.global_store @m = %m1 : tensor<8xf32>
+  %p1 = mc.sub %p, %m1 : tensor<8xf32>
+  ml_program.global_store @p = %p1 : tensor<8xf32>
+  return %g : tensor<8xf32>
+}
+
+// -----
+
+// A store that cannot move past the region (a load of its global sits
+// between) keeps the value its own: the region stops there.
+// CHECK-LABEL: func.func @store_cannot_move
+// CHECK: %[[M:.*]] = mc.add
+// CHECK-NEXT: ml_program.global_store @m = %[[M]]
+// CHECK: mc.fused {{.*}} -> tensor<8xf32>
+ml_program.global private mutable @m(dense<0.0> : tensor<8xf32>) : tensor<8xf32>
+func.func @store_cannot_move(%g: tensor<8xf32>) -> tensor<8xf32> {
+  %m = ml_program.global_load @m : tensor<8xf32>
+  %m1 = mc.add %m, %g : tensor<8xf32>
+  ml_program.global_store @m = %m1 : tensor<8xf32>
+  %again = ml_program.global_load @m : tensor<8xf32>
+  %0 = mc.mul %m1, %again : tensor<8xf32>
+  %1 = mc.neg %0 : tensor<8xf32>
+  return %1 : tensor<8xf32>
+}
+
+// -----
+
+// A value read outside before the region's last op (here by a reduction
+// whose result the region reads) would make a cycle: it stays out.
+// CHECK-LABEL: func.func @user_before_root
+// CHECK: %[[E:.*]] = mc.exp %arg0
+// CHECK: mc.reduce_sum %[[E]]
+// CHECK: mc.fused {{.*}} -> tensor<4x8xf32>
+func.func @user_before_root(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %0 = mc.exp %x : tensor<4x8xf32>
+  %1 = mc.reduce_sum %0, dims = [1] keepdim : (tensor<4x8xf32>) -> tensor<4x1xf32>
+  %2 = mc.broadcast_in_dim %1, dims = [0, 1] : (tensor<4x1xf32>) -> tensor<4x8xf32>
+  %3 = mc.div %0, %2 : tensor<4x8xf32>
+  %4 = mc.neg %3 : tensor<4x8xf32>
+  return %4 : tensor<4x8xf32>
+}
+
+// -----
+
+// A region with an anchor takes no extra result, and a value computed
+// from an anchor's result stays out of a region below it rather than keep
+// the anchor from leading its epilogue (bias, activation): the matmul's
+// region ends at the relu read outside; the neg is its own op.
+// CHECK-LABEL: func.func @anchor_no_extra
+// CHECK: %[[A:.*]] = mc.fused %arg0, %arg1, %arg2 : {{.*}} -> tensor<4x4xf32>
+// CHECK:   mc.matmul
+// CHECK:   mc.add
+// CHECK:   mc.relu
+// CHECK-NOT: mc.yield {{.*}},
+// CHECK: mc.neg %[[A]]
+func.func @anchor_no_extra(%x: tensor<4x2xf32>, %w: tensor<2x4xf32>, %b: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
+  %0 = mc.matmul %x, %w : tensor<4x2xf32>, tensor<2x4xf32> -> tensor<4x4xf32>
+  %1 = mc.add %0, %b : tensor<4x4xf32>
+  %2 = mc.relu %1 : tensor<4x4xf32>
+  %3 = mc.neg %2 : tensor<4x4xf32>
+  return %2, %3 : tensor<4x4xf32>, tensor<4x4xf32>
 }

@@ -100,7 +100,7 @@ TEST_F(Cli, Inspect) {
   Result r = run({"--inspect", model});
   ASSERT_EQ(r.code(), 0) << r.err;
   for (const char *s :
-       {"producer:   modelc", "schema:     2.6", "entry:      mlp",
+       {"producer:   modelc", "schema:     2.7", "entry:      mlp",
         "targets:    cpu", "f32[4, 8]", "steps:      7 (", "matmul 1",
         "weights:    576 bytes in 2 constant buffers"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;

@@ -11,6 +11,7 @@
 #include "modelc/model.h"
 #include "modelc/shapes.h"
 
+#include <algorithm>
 #include <gtest/gtest.h>
 #include <memory>
 
@@ -147,8 +148,15 @@ Plan unfused(const Plan &fused) {
         value.push_back(view);
         continue;
       }
+      // An extra output (schema 2.7) is written by its op.
+      uint32_t number = uint32_t(s.inputs.size() + k);
+      auto extra = std::find(s.extraOutputs.begin(), s.extraOutputs.end(),
+                             number);
       uint32_t result =
-          last ? s.outputs[0] : newBuf(name, r.dtype, r.shape, r.batchScale);
+          last ? s.outputs[0]
+          : extra != s.extraOutputs.end()
+              ? s.outputs[1 + size_t(extra - s.extraOutputs.begin())]
+              : newBuf(name, r.dtype, r.shape, r.batchScale);
       std::vector<uint32_t> in;
       for (uint32_t v : r.operands) {
         uint32_t b = value[v];
@@ -692,6 +700,88 @@ TEST(Fused, ElementwiseRegionEqualsUnfused) {
              {OpAttr::integer("direction", int64_t(rt::CompareOp::Lt))});
   bodyOp(f, K::Select, {lt, c, 3}, F, o);
   expectFusedEqualsUnfused(b.p);
+}
+
+/// A region of three outputs (schema 2.7): out = relu(m) is the last op's,
+/// a = x + broadcast(bias) and m = a * s are extra ones, each a graph
+/// output too. Values: x 0, bias 1, s 2, then broadcast 3, a 4, m 5,
+/// relu 6. Buffers: x 0, bias 1, s 2, out 3, a 4, m 5.
+Plan multiOutputPlan(Shape o = {2, 3}) {
+  Builder b;
+  uint32_t x = b.input("x", o), bias = b.input("bias", {o.back()}),
+           s = b.input("s", {});
+  uint32_t out = b.output("out", o);
+  uint32_t aOut = b.output("a", o), mOut = b.output("m", o);
+  PlanStep &f = b.fused({x, bias, s}, out);
+  f.outputs.push_back(aOut);
+  f.outputs.push_back(mOut);
+  uint32_t bb = bodyOp(f, K::BroadcastInDim, {1}, F, o,
+                       dims({int64_t(o.size()) - 1}));
+  uint32_t a = bodyOp(f, K::Add, {0, bb}, F, o);
+  uint32_t m = bodyOp(f, K::Mul, {a, 2}, F, o);
+  bodyOp(f, K::Relu, {m}, F, o);
+  f.extraOutputs = {a, m};
+  return b.p;
+}
+
+// Every output of a multi-output region equals its op's own step: a region
+// of one tile (its result written in place), and one of 35 tiles, above
+// the 32 bound per tile (values copied out of the slots).
+TEST(Fused, MultiOutputRegionEqualsUnfused) {
+  expectFusedEqualsUnfused(multiOutputPlan());
+  expectFusedEqualsUnfused(multiOutputPlan({70, 997}));
+}
+
+TEST(Fused, VerifierRefusesMalformedExtraOutputs) {
+  Plan p;
+  auto fresh = [&] { p = planned(multiOutputPlan()); };
+  const std::string where = "step 0 (mc.fused at fused.py:1)";
+  fresh();
+  p.steps[0].extraOutputs.pop_back();
+  expectRefused(p, where + ": expected 2 outputs (the last body op's and 1 "
+                           "extra_outputs), found 3");
+  fresh();
+  p.steps[0].extraOutputs = {};
+  expectRefused(p, where + ": expected 1 output, found 3");
+  fresh();
+  p.steps[0].extraOutputs[1] = 6; // the last op's value
+  expectRefused(p, where + ": extra output 1 (value 6) must be a body op's "
+                           "result other than the last's");
+  fresh();
+  p.steps[0].extraOutputs[0] = 0; // an input
+  expectRefused(p, where + ": extra output 0 (value 0) must be a body op's "
+                           "result");
+  fresh();
+  p.steps[0].extraOutputs[0] = 3; // the broadcast
+  expectRefused(p, where + ": extra output 0 (value 3) is computed by "
+                           "mc.broadcast_in_dim; an extra output is an "
+                           "elementwise op's result");
+  fresh();
+  p.steps[0].extraOutputs[1] = 4;
+  expectRefused(p, where + ": extra output 1 (value 4) is an output already");
+  fresh();
+  p.buffers[5].shape = {3, 2};
+  expectRefused(p, where + ": extra output 1 (value 5) is f32[2, 3], but "
+                           "output 2 is buffer 5 'm' f32[3, 2]");
+  fresh();
+  p.steps[0].outputs[2] = p.steps[0].outputs[1];
+  expectRefused(p, where + ": outputs 1 buffer 4 'a' f32[2, 3] and 2 buffer "
+                           "4 'a' f32[2, 3] overlap");
+  // Only a plain elementwise region: not an anchor's, not an attention's.
+  Plan m = planned(matmulPlan());
+  m.steps[0].outputs.push_back(m.steps[0].outputs[0]);
+  m.steps[0].extraOutputs = {6};
+  expectRefused(m, where + ": has 1 extra_outputs, but only a plain "
+                           "elementwise region (no attention, anchor or "
+                           "reduction) may have more than one output");
+  // Only mc.fused steps have them.
+  Plan e = planned(multiOutputPlan());
+  e.steps[0].op = K::Relu;
+  e.steps[0].body.clear();
+  e.steps[0].attrs = {};
+  e.steps[0].inputs = {0};
+  expectRefused(e, "step 0 (mc.relu at fused.py:1): has extra_outputs, but "
+                   "only mc.fused steps have them");
 }
 
 // Views (schema 2.6): a region reads an input through transposes,

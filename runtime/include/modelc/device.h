@@ -142,6 +142,13 @@ struct KernelRequest {
   /// The step's index and source location, for errors.
   uint32_t stepIndex = 0;
   std::string location = {};
+  /// op == Fused with more than one output (schema 2.7, a plain elementwise
+  /// region): outputs 1.., and the body value number each holds (output is
+  /// the last op's). Every such kernel stores a unit's outputs after it
+  /// has read all of that unit's inputs, so an output may be an input's
+  /// buffer (in place) as for one output.
+  std::vector<MutTensor> extraOutputs = {};
+  std::vector<uint32_t> extraValues = {};
   bool isConstant(size_t i) const {
     return i < constantInputs.size() && constantInputs[i];
   }

@@ -16,9 +16,10 @@ namespace mc::rt {
 /// dynamic batch, 2.2 fused regions (Step.body), 2.3 the launch of a
 /// generated kernel (Step.launch), 2.4 a kernel's error record, 2.5 State
 /// buffers written by elementwise fused regions, in place, 2.6 views
-/// (transpose, reshape, slice of an input) inside fused regions.
+/// (transpose, reshape, slice of an input) inside fused regions, 2.7 fused
+/// regions of more than one output (Step.extra_outputs).
 inline constexpr uint32_t kSchemaVersionMajor = 2;
-inline constexpr uint32_t kSchemaVersionMinor = 6;
+inline constexpr uint32_t kSchemaVersionMinor = 7;
 /// The first modelc version that writes schema 2.
 inline constexpr char kFirstSchema2Version[] = "0.2.0";
 

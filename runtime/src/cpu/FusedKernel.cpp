@@ -269,6 +269,10 @@ struct FusedState {
   int64_t rowLength = 1;
   /// The region's ops, owned here: the bound kernels refer to them.
   std::vector<RegionOp> body;
+  /// Outputs 1.. (schema 2.7): the value each holds and where it goes,
+  /// copied from the value's tile once the tile's ops have all run.
+  std::vector<uint32_t> extraValues;
+  std::vector<uint8_t*> extraData;
 };
 
 /// Binds the body's compute ops over tile buffers in `slot`, for a tile of
@@ -398,11 +402,19 @@ bool bindConvEpilogue(const KernelRequest& r, BoundKernel* out,
 
 Status fusedKernel(const KernelRequest& r, BoundKernel* out,
                    size_t* workspaceBytes) {
-  if (bindConvEpilogue(r, out, workspaceBytes))
-    return Status::ok();
   if (!r.body || r.body->empty())
     return Status::error("mc.fused: the step has no body");
   const std::vector<RegionOp>& body = *r.body;
+  if (!r.extraOutputs.empty() &&
+      (opInfo(body.front().op).epilogueAnchor || isReduction(body.back().op)))
+    return Status::error("mc.fused: only a plain elementwise region (no "
+                         "anchor or reduction) may have more than one output");
+  if (r.extraOutputs.size() != r.extraValues.size())
+    return Status::error("mc.fused: " + std::to_string(r.extraOutputs.size()) +
+                         " extra outputs but " +
+                         std::to_string(r.extraValues.size()) + " values");
+  if (bindConvEpilogue(r, out, workspaceBytes))
+    return Status::ok();
   auto st = std::make_shared<FusedState>();
   st->outShape = r.output.shape;
   // A trailing reduction ending the region: the values before it have its
@@ -604,6 +616,23 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
   }
   if (st->computeOps.empty())
     return Status::error("mc.fused: the region computes nothing");
+  for (size_t i = 0; i < r.extraOutputs.size(); ++i) {
+    uint32_t v = r.extraValues[i];
+    const MutTensor& o = r.extraOutputs[i];
+    bool computed = v >= r.inputs.size() && v + 1 < numValues &&
+                    std::find(st->computeOps.begin(), st->computeOps.end(),
+                              size_t(v - r.inputs.size())) !=
+                        st->computeOps.end();
+    if (!computed || o.dtype != st->dtypes[v] || o.shape != st->outShape)
+      return Status::error("mc.fused: extra output " + std::to_string(i) +
+                           " (value " + std::to_string(v) + ") " +
+                           dtypeName(o.dtype) + shapeString(o.shape) +
+                           " is not a value the region's elementwise ops "
+                           "compute at its shape " +
+                           shapeString(st->outShape));
+    st->extraValues.push_back(v);
+    st->extraData.push_back(static_cast<uint8_t*>(o.data));
+  }
   int64_t tiles = (st->total + st->tile - 1) / st->tile;
   st->slots = int(std::max<int64_t>(
       1, std::min<int64_t>(detail::maxThreads(), tiles)));
@@ -751,6 +780,14 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
           }
           if (failedTile[size_t(s)] < tiles)
             break;
+          // Extra outputs: after every op of the tile has read its inputs
+          // (an output may be an input's buffer, in place).
+          for (size_t i = 0; i < S.extraValues.size(); ++i) {
+            uint32_t v = S.extraValues[i];
+            size_t bytes = dtypeSize(S.dtypes[v]);
+            std::memcpy(S.extraData[i] + size_t(start) * bytes,
+                        slot + S.tileOffset[v], size_t(n) * bytes);
+          }
           if (S.direct)
             continue; // the result was written in place
           // Reduced, a tile of whole rows gives one element per row.
@@ -798,6 +835,8 @@ struct AttentionState {
 
 Status attentionKernel(const KernelRequest& r, BoundKernel* out,
                        size_t* workspaceBytes) {
+  if (!r.extraOutputs.empty())
+    return Status::error("mc.fused (attention): has more than one output");
   auto st = std::make_shared<AttentionState>();
   st->body = *r.body;
   st->inputs = r.inputs;

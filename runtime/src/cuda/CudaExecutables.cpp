@@ -254,7 +254,8 @@ Status CudaDevice::bindGenerated(const KernelRequest& r, BoundKernel* out) {
   uint64_t blocks = std::max<uint64_t>(1, (units + l.perBlock - 1) / l.perBlock);
   uint64_t cap = std::max<uint64_t>(1, 4ull * uint64_t(smCount_) * perSM);
   uint32_t grid = uint32_t(std::min<uint64_t>({blocks, cap, INT_MAX}));
-  // The parameters: a pointer per input, the output's, the batch (int64).
+  // The parameters: a pointer per input, one per output (schema 2.7: the
+  // main output, then the extra ones), the batch (int64).
   struct Args {
     std::vector<CUdeviceptr> pointers;
     int64_t batch = 0;
@@ -272,6 +273,8 @@ Status CudaDevice::bindGenerated(const KernelRequest& r, BoundKernel* out) {
   for (const ConstTensor& t : r.inputs)
     args->pointers.push_back(CUdeviceptr(t.data));
   args->pointers.push_back(CUdeviceptr(r.output.data));
+  for (const MutTensor& t : r.extraOutputs)
+    args->pointers.push_back(CUdeviceptr(t.data));
   args->batch = g.batch;
   for (CUdeviceptr& p : args->pointers)
     args->params.push_back(&p);

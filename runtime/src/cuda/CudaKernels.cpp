@@ -177,6 +177,11 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
                    size_t* workspaceBytes) {
   if (!r.body)
     return Status::error("mc.fused: the step has no body");
+  if (!r.extraOutputs.empty())
+    return Status::error("mc.fused: a region of " +
+                         std::to_string(1 + r.extraOutputs.size()) +
+                         " outputs runs as a generated kernel (compile with "
+                         "--target=cuda), and this step has none");
   if (r.attrs.getBool("attention")) {
     AttentionRegion m = matchAttentionRegion(*r.body, r.inputs,
                                              r.output.dtype, r.output.shape);
