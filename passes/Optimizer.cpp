@@ -38,6 +38,39 @@ public:
   Value div(Value x, Value y) { return mc::DivOp::create(b, loc, x, y); }
   Value sqrt(Value x) { return mc::SqrtOp::create(b, loc, x); }
   Value pow(Value x, Value y) { return mc::PowOp::create(b, loc, x, y); }
+  Value exp(Value x) { return mc::ExpOp::create(b, loc, x); }
+  Value log(Value x) { return mc::LogOp::create(b, loc, x); }
+  Value neg(Value x) { return mc::NegOp::create(b, loc, x); }
+  Value compare(mc::ComparisonDirection d, Value x, Value y) {
+    auto type = llvm::cast<RankedTensorType>(x.getType());
+    return mc::CompareOp::create(
+        b, loc, RankedTensorType::get(type.getShape(), b.getI1Type()), d, x,
+        y);
+  }
+  Value select(Value c, Value x, Value y) {
+    return mc::SelectOp::create(b, loc, c, x, y);
+  }
+
+  /// AdamW's bias correction 1 - beta^t for the step count `t` (rank-0
+  /// f32), to f32's precision. PyTorch computes it in double; 1 -
+  /// pow(beta, t) in f32 loses 1 - beta's low bits to beta's rounding
+  /// (1e-5 relative for beta2 = 0.999, 7e-4 for 0.99999). Here beta^t is
+  /// u = exp(t ln beta), with ln beta rounded once from double, and 1 - u
+  /// near 1 is Kahan's -expm1: (1 - u) * x / log(u), x = t ln beta (exact
+  /// 1 - u over the rounding of u); u = 1 gives -x; below 1/2, 1 - u has
+  /// no cancellation (beta = 0: ln beta = -inf, u = 0, 1).
+  Value biasCorrection(double beta, Value t) {
+    auto type = llvm::cast<RankedTensorType>(t.getType());
+    Value one = splat(type, 1.0);
+    Value x = mul(t, splat(type, std::log(beta)));
+    Value u = exp(x);
+    Value oneMinusU = sub(one, u);
+    Value kahan = mul(oneMinusU, div(x, log(u)));
+    Value nearOne =
+        compare(mc::ComparisonDirection::GE, u, splat(type, 0.5));
+    Value isOne = compare(mc::ComparisonDirection::EQ, u, one);
+    return select(nearOne, select(isOne, neg(x), kahan), oneMinusU);
+  }
   Value mulScalar(Value x, double v) {
     return mul(x, splat(llvm::cast<RankedTensorType>(x.getType()), v));
   }
@@ -288,11 +321,8 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
         store(mGlobal, m);
         store(vGlobal, v);
         // Bias corrections from the step count, as rank-0 tensors.
-        Value one = u.splat(scalarType, 1.0);
-        Value bc1 =
-            u.sub(one, u.pow(u.splat(scalarType, beta1), nextStepF32));
-        Value bc2 =
-            u.sub(one, u.pow(u.splat(scalarType, beta2), nextStepF32));
+        Value bc1 = u.biasCorrection(beta1, nextStepF32);
+        Value bc2 = u.biasCorrection(beta2, nextStepF32);
         Value stepSize = u.div(u.splat(scalarType, lr), bc1);
         Value rootV = u.sqrt(v);
         Value rootBc2 = u.broadcast(u.sqrt(bc2), type);
