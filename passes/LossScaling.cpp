@@ -28,20 +28,48 @@ struct LossScalingPass : mc::impl::LossScalingPassBase<LossScalingPass> {
     MLIRContext* ctx = module.getContext();
     // The scale is an f32 global: --loss-scale-init=1e39 is a double but
     // inf in f32, and 1e-50 is 0.
+    // The gradients are unscaled by dividing by it: a scale below the
+    // smallest normal f32 (1.17549435e-38) would make every unscaled
+    // gradient inf or NaN, skip every step and back the scale off to 0.
     float initF32 = static_cast<float>(init);
-    if (!(init > 0) || !std::isfinite(initF32) || !(initF32 > 0)) {
-      char text[32];
-      std::snprintf(text, sizeof text, "%.9g", static_cast<double>(init));
+    auto text = [](double v) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.9g", v);
+      return std::string(buf);
+    };
+    if (!(init > 0) || !std::isfinite(initF32) ||
+        !(initF32 >= std::numeric_limits<float>::min())) {
       emitError(module.getLoc())
-          << "loss scaling: --loss-scale-init=" << text
-          << " (the pass's init) is not a finite positive f32 number; the "
-             "initial scale must be in (0, 3.40282347e+38]";
+          << "loss scaling: --loss-scale-init=" << text(init)
+          << " (the pass's init) is not a normal positive f32 number; the "
+             "initial scale must be in [1.17549435e-38, 3.40282347e+38] "
+             "(gradients are divided by it)";
       return signalPassFailure();
     }
-    if (!(growth >= 1) || !(backoff > 0 && backoff <= 1) || interval < 1) {
+    if (!(growth >= 1) || !std::isfinite(static_cast<float>(growth)) ||
+        !(backoff > 0 && backoff <= 1) || interval < 1) {
       emitError(module.getLoc())
-          << "loss scaling needs init > 0, growth >= 1, 0 < backoff <= 1 "
-             "and interval >= 1";
+          << "loss scaling needs init > 0, growth >= 1 (finite), "
+             "0 < backoff <= 1 and interval >= 1";
+      return signalPassFailure();
+    }
+    // Both are f32 constants of the step: a backoff that is 0 in f32 would
+    // set the scale to 0 at the first overflow, for good; the clean-step
+    // counter is an f32, exact up to 2^24, so a longer interval is never
+    // reached and the scale never grows.
+    if (!(static_cast<float>(backoff) > 0)) {
+      emitError(module.getLoc())
+          << "loss scaling: --loss-scale-backoff=" << text(backoff)
+          << " is 0 in f32 (the scale's type); the first overflow would set "
+             "the scale to 0 for good";
+      return signalPassFailure();
+    }
+    if (interval > (int64_t(1) << 24)) {
+      emitError(module.getLoc())
+          << "loss scaling: --loss-scale-interval="
+          << static_cast<int64_t>(interval)
+          << " is above 16777216 (2^24): the clean-step counter is an f32 "
+             "and could never reach it";
       return signalPassFailure();
     }
     auto fn = llvm::dyn_cast_or_null<func::FuncOp>(

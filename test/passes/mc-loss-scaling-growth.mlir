@@ -2,12 +2,22 @@
 // RUN: not modelc-opt %s --mc-loss-scaling="init=1e39" 2>&1 | FileCheck %s --check-prefix=INF
 // RUN: not modelc-opt %s --mc-loss-scaling="init=1e-50" 2>&1 | FileCheck %s --check-prefix=ZERO
 // RUN: not modelc-opt %s --mc-loss-scaling="init=-2" 2>&1 | FileCheck %s --check-prefix=NEG
+// RUN: not modelc-opt %s --mc-loss-scaling="init=1e-39" 2>&1 | FileCheck %s --check-prefix=SUBNORMAL
+// RUN: not modelc-opt %s --mc-loss-scaling="backoff=1e-50" 2>&1 | FileCheck %s --check-prefix=ZEROBACKOFF
+// RUN: not modelc-opt %s --mc-loss-scaling="interval=16777217" 2>&1 | FileCheck %s --check-prefix=LONGINTERVAL
+// RUN: modelc-opt %s --mc-loss-scaling="init=1.2e-38 interval=16777216" > /dev/null
 
-// The scale is an f32 global: an initial scale that is not a finite positive
-// f32 (1e39 is inf in f32, 1e-50 is 0) is refused by name and value.
-// INF: error: loss scaling: --loss-scale-init=1e+39 (the pass's init) is not a finite positive f32 number; the initial scale must be in (0, 3.40282347e+38]
-// ZERO: error: loss scaling: --loss-scale-init=1e-50 (the pass's init) is not a finite positive f32 number
-// NEG: error: loss scaling: --loss-scale-init=-2 (the pass's init) is not a finite positive f32 number
+// The scale is an f32 global: an initial scale that is not a normal
+// positive f32 (1e39 is inf in f32, 1e-50 is 0, and gradients divided by a
+// subnormal 1e-39 are inf) is refused by name and value; so is a backoff
+// that is 0 in f32, and an interval the f32 clean-step counter cannot
+// reach (it counts exactly to 2^24).
+// INF: error: loss scaling: --loss-scale-init=1e+39 (the pass's init) is not a normal positive f32 number; the initial scale must be in [1.17549435e-38, 3.40282347e+38] (gradients are divided by it)
+// ZERO: error: loss scaling: --loss-scale-init=1e-50 (the pass's init) is not a normal positive f32 number
+// NEG: error: loss scaling: --loss-scale-init=-2 (the pass's init) is not a normal positive f32 number
+// SUBNORMAL: error: loss scaling: --loss-scale-init=1e-39 (the pass's init) is not a normal positive f32 number
+// ZEROBACKOFF: error: loss scaling: --loss-scale-backoff=1e-50 is 0 in f32 (the scale's type); the first overflow would set the scale to 0 for good
+// LONGINTERVAL: error: loss scaling: --loss-scale-interval=16777217 is above 16777216 (2^24): the clean-step counter is an f32 and could never reach it
 
 // The growth keeps a grown scale only if it is finite
 // (torch._amp_update_scale_): scale * growth is compared with FLT_MAX

@@ -2,7 +2,7 @@
 // RUN: modelc-opt %s --mc-loss-scaling --mc-optimizer="kind=sgd lr=0.1" | FileCheck %s --check-prefix=GUARD
 // RUN: not modelc-opt %s --mc-loss-scaling="backoff=2" 2>&1 | FileCheck %s --check-prefix=OPTS
 
-// OPTS: error: loss scaling needs init > 0, growth >= 1, 0 < backoff <= 1 and interval >= 1
+// OPTS: error: loss scaling needs init > 0, growth >= 1 (finite), 0 < backoff <= 1 and interval >= 1
 
 // A step as mc-autodiff makes it: the backward pass is seeded by the tagged
 // constant; grad.w is returned next to the loss.

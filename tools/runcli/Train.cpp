@@ -56,7 +56,7 @@ const char kTrainUsage[] =
     "--checkpoint DIR saves DIR/checkpoint.mcst atomically at the end of each\n"
     "epoch, or every N steps with --checkpoint-every N; --resume continues\n"
     "from it with exactly the batches a run without the interruption would\n"
-    "have used. --log-csv writes step,epoch,loss,loss_scale per step;\n"
+    "have used (without --resume, a DIR that holds one is refused). --log-csv writes step,epoch,loss,loss_scale per step;\n"
     "--plot writes the loss curve as an SVG image. The run stops (exit 1)\n"
     "when the loss is non-finite for 100 consecutive steps.\n"
     "\n"
@@ -206,6 +206,26 @@ bool jsonUint(const std::string &json, const std::string &key,
     return false;
   *out = v;
   return true;
+}
+
+/// Whether a file can be written at `path` (its directory exists and is
+/// writable, and it is not a directory itself), before the training that
+/// precedes the write.
+Status checkWritableFile(const std::string &path, const std::string &flag) {
+  std::error_code ec;
+  std::filesystem::path p(path);
+  if (std::filesystem::is_directory(p, ec))
+    return Status::error(flag + " " + path + " is a directory, not a file");
+  std::filesystem::path dir = p.parent_path();
+  if (dir.empty())
+    dir = ".";
+  if (!std::filesystem::is_directory(dir, ec))
+    return Status::error(flag + " " + path + ": the directory '" +
+                         dir.string() + "' does not exist");
+  if (access(dir.c_str(), W_OK | X_OK) != 0)
+    return Status::error(flag + " " + path + ": cannot write in '" +
+                         dir.string() + "': " + std::strerror(errno));
+  return Status::ok();
 }
 
 /// Refuses outputs (--log-csv, --plot, the checkpoint file) that are an
@@ -455,6 +475,8 @@ private:
   Status setup();
   Status loadData();
   Status resumeFrom(const std::string &path);
+  // A write at the end failed: the summary does not name the file.
+  bool csvFailed_ = false, plotFailed_ = false;
   Status openCsv();
   Status writeCsv();
   Status saveCheckpoint();
@@ -1072,7 +1094,24 @@ int Trainer::runSteps() {
       return fail(tool_, opt_.checkpointDir +
                              ": cannot write checkpoints there: " +
                              std::strerror(errno));
+    if (std::filesystem::is_directory(checkpointPath_, ec))
+      return fail(tool_, checkpointPath_ +
+                             " is a directory; the checkpoint is written "
+                             "there as a file");
+    // A run from the start would replace a checkpoint the user may want:
+    // training over it takes --resume, or its removal.
+    if (!opt_.resume && std::filesystem::exists(checkpointPath_, ec)) {
+      fail(tool_, checkpointPath_ +
+                      " already holds a checkpoint: --resume goes on from "
+                      "it; to train from the start, remove it or give "
+                      "another --checkpoint directory");
+      return abortWorld(1);
+    }
   }
+  // The plot is written at the end: its directory is checked now.
+  if (!opt_.plot.empty())
+    if (Status w = checkWritableFile(opt_.plot, "--plot"); !w)
+      return fail(tool_, w.message());
   if (opt_.resume) {
     if (std::filesystem::exists(checkpointPath_)) {
       if (!(st = resumeFrom(checkpointPath_)))
@@ -1116,6 +1155,7 @@ int Trainer::runSteps() {
       if (!cs) {
         fail(tool_, cs.message());
         exitCode = 1;
+        csvFailed_ = true;
       }
     }
     if (!opt_.plot.empty()) {
@@ -1125,6 +1165,7 @@ int Trainer::runSteps() {
       if (!ps) {
         fail(tool_, ps.message());
         exitCode = 1;
+        plotFailed_ = true;
       }
     }
   };
@@ -1328,9 +1369,9 @@ int Trainer::runSteps() {
               "%.6g%s\n",
               opt_.epochs, stepsPerEpoch_, opt_.batch, (long long)samples_,
               global_, last, bad.c_str());
-  if (!opt_.csv.empty())
+  if (!opt_.csv.empty() && !csvFailed_)
     std::printf("log:        %s\n", opt_.csv.c_str());
-  if (!opt_.plot.empty())
+  if (!opt_.plot.empty() && !plotFailed_)
     std::printf("plot:       %s\n", opt_.plot.c_str());
   if (!checkpointPath_.empty())
     std::printf("checkpoint: %s (global step %lld)\n", checkpointPath_.c_str(),
