@@ -90,6 +90,10 @@ struct AutodiffPass : mc::impl::AutodiffPassBase<AutodiffPass> {
           it->second.push_back(op.getResult(0));
       }
     loads.remove_if([](const auto& entry) { return entry.second.empty(); });
+    if (loads.empty())
+      return fn.emitOpError()
+             << "reads no parameters (float ml_program globals, not "
+                "mc.buffer ones): a training step has nothing to train";
 
     // Activity: the float values that depend on a parameter. Only ops with a
     // varied operand and a gradient on their result are differentiated, so

@@ -156,6 +156,16 @@ func.func @vector_loss(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
+// A loss that reads no parameter: nothing to train, said as such (the
+// optimizer found no gradients to pair before).
+// expected-error @+1 {{'func.func' op reads no parameters (float ml_program globals, not mc.buffer ones): a training step has nothing to train}}
+func.func @no_parameters(%x: tensor<4xf32>) -> tensor<f32> {
+  %0 = mc.reduce_sum %x, dims = [0] : (tensor<4xf32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
 // A trained convolution: the weight's gradient is itself a conv2d, the
 // input (batch 1) moved to the channels and the result's gradient used as
 // the kernel (ir/DerivativeRules.h).

@@ -349,6 +349,10 @@ int compileMain(int argc, char** argv) {
     if (t.ampLevel != "O1" && t.ampLevel != "O2")
       return fail("compile: unknown --amp-level '" + t.ampLevel +
                   "' (expected O1 or O2)");
+    for (const std::string& op : t.ampLowOps)
+      if (llvm::is_contained(t.ampF32Ops, op))
+        return fail("compile: '" + op + "' is in both --amp-low-ops and "
+                    "--amp-f32-ops; give it one precision");
   }
   if (options.train) {
     const TrainPipelineOptions& t = options.training;
@@ -367,6 +371,14 @@ int compileMain(int argc, char** argv) {
         return fail(std::string("compile: ") + f +
                     " is an SGD option; this step uses --optimizer=" +
                     t.optimizer);
+    if (t.optimizer == "sgd" && givenFlags.count("--dampening") &&
+        !(t.momentum > 0))
+      return fail("compile: --dampening scales momentum's new term; it "
+                  "needs --momentum > 0 (without momentum it would change "
+                  "nothing)");
+    if (givenFlags.count("--dp-bucket-mb") && t.dpRanks <= 1)
+      return fail("compile: --dp-bucket-mb sizes the all-reduce buckets of "
+                  "a data-parallel step; it needs --dp-ranks=N with N > 1");
     if (t.optimizer != "sgd" && t.nesterov)
       return fail("compile: --nesterov is an SGD option; this step uses "
                   "--optimizer=" + t.optimizer);

@@ -14,6 +14,7 @@
 #include "modelc/npy.h"
 
 #include <algorithm>
+#include <zlib.h>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -39,7 +40,7 @@ using rt::Status;
 namespace {
 
 const char kTrainUsage[] =
-    "usage: %s --train MODEL.mcpk --data NAME=FILE.npy ... --batch B "
+    "usage: %s MODEL.mcpk --data NAME=FILE.npy ... --batch B "
     "--epochs E\n"
     "         [--checkpoint DIR] [--checkpoint-every N] [--resume]\n"
     "         [--shuffle SEED] [--log-csv FILE] [--plot FILE.svg] [--quiet]\n"
@@ -60,7 +61,7 @@ const char kTrainUsage[] =
     "--plot writes the loss curve as an SVG image. The run stops (exit 1)\n"
     "when the loss is non-finite for 100 consecutive steps.\n"
     "\n"
-    "Data parallel: mpirun -np N %s --train STEP.mcpk ... with a step compiled\n"
+    "Data parallel: mpirun -np N %s STEP.mcpk ... with a step compiled\n"
     "by modelc compile --train --dp-ranks=N at the per-rank batch; --batch is\n"
     "the global batch (N times the artifact's). Each rank trains on every\n"
     "N-th row of each epoch's order; rank 0 writes the checkpoint, log and\n"
@@ -517,8 +518,32 @@ private:
   long long local_ = 0;
   Status setupWorld(const std::string &kind, const rt::LaunchVars &vars);
   Status checkRanksAgree();
+  uint64_t dataChecksum() const;
   int abortWorld(int code);
 };
+
+/// The CRC-32 (zlib) of every --data array's dtype, shape and bytes, in
+/// input order: ranks given different files of the same length (another
+/// copy of the data on one machine) would train on different samples.
+uint64_t Trainer::dataChecksum() const {
+  uint32_t crc = uint32_t(::crc32(0L, Z_NULL, 0));
+  auto add = [&](const void *p, size_t n) {
+    const Bytef *b = static_cast<const Bytef *>(p);
+    while (n > 0) {
+      uInt chunk = uInt(std::min<size_t>(n, 1u << 30));
+      crc = uint32_t(::crc32(crc, b, chunk));
+      b += chunk;
+      n -= chunk;
+    }
+  };
+  for (const Feed &f : feeds_) {
+    int32_t dtype = int32_t(f.array.dtype);
+    add(&dtype, sizeof dtype);
+    add(f.array.shape.data(), f.array.shape.size() * sizeof(int64_t));
+    add(f.array.data.data(), f.array.data.size());
+  }
+  return crc;
+}
 
 /// Every rank of a data-parallel run must run the same artifact over the
 /// same number of samples with the same options, or they would average
@@ -532,6 +557,7 @@ Status Trainer::checkRanksAgree() {
   std::vector<std::pair<std::string, uint64_t>> values{
       {"the artifact's bytes", model_->checksums()}, // their checksums
       {"the number of samples", uint64_t(samples_)},
+      {"the --data arrays", dataChecksum()},
       {"--batch", uint64_t(opt_.batch)},
       {"--epochs", uint64_t(opt_.epochs)},
       {"--shuffle", uint64_t(opt_.shuffle)},
@@ -564,7 +590,7 @@ Status Trainer::checkRanksAgree() {
     return Status::error(
         "the ranks do not run the same training: " + differ +
         " differ between ranks (every rank needs the same artifact, the "
-        "same number of samples and the same --batch, --epochs, --shuffle, "
+        "same --data contents and the same --batch, --epochs, --shuffle, "
         "--checkpoint-every and --resume)");
   return Status::ok();
 }
@@ -1411,7 +1437,9 @@ int trainMain(int argc, char **argv) {
                                    "'");
       };
       if (a == "-h" || a == "--help") {
-        std::printf(kTrainUsage, tool.c_str(), tool.c_str());
+        // `modelc train` is `modelc-run --train`: the usage as invoked.
+        std::string as = tool == "modelc train" ? tool : tool + " --train";
+        std::printf(kTrainUsage, as.c_str(), as.c_str());
         return 0;
       }
       if (a == "--train") {
