@@ -86,6 +86,9 @@ struct Options {
   double dpTimeout = 300; // --dp-timeout: seconds a collective may wait
 };
 
+/// --log-csv's first line.
+constexpr char kCsvHeader[] = "step,epoch,loss,loss_scale";
+
 /// One artifact input fed from a dataset file.
 struct Feed {
   size_t input = 0;
@@ -980,26 +983,59 @@ Status Trainer::openCsv() {
     return Status::ok();
   // On resume, keep the rows up to the checkpoint (the steps after it are
   // run again) and take them into the plot.
-  if (global_ > 0) {
+  // A file that is not this run's log (another header, rows that are not
+  // steps 1, 2, ...) is refused rather than rewritten with its rows kept;
+  // a log that ends before the checkpoint is kept with a note of the gap.
+  if (global_ > 0 && std::filesystem::exists(opt_.csv)) {
     std::ifstream in(opt_.csv);
     std::string line;
     bool header = true;
+    long long lineNo = 0;
     while (std::getline(in, line)) {
+      ++lineNo;
       if (header) {
         header = false;
+        if (line != kCsvHeader)
+          return Status::error(
+              "--log-csv " + opt_.csv + " is not a modelc training log (its "
+              "first line is '" + line.substr(0, 60) + "', not '" +
+              kCsvHeader + "'); give this run's log, or another file");
         continue;
       }
       Point p;
       char *end = nullptr;
       p.step = std::strtoll(line.c_str(), &end, 10);
-      if (end == line.c_str() || *end != ',' || p.step > global_)
-        continue;
-      p.epoch = std::strtoll(end + 1, &end, 10);
-      if (*end == ',')
-        p.loss = std::strtod(end + 1, nullptr);
+      bool parsed = end != line.c_str() && *end == ',';
+      if (parsed) {
+        p.epoch = std::strtoll(end + 1, &end, 10);
+        parsed = *end == ',';
+      }
+      if (parsed) {
+        p.loss = std::strtod(end + 1, &end);
+        parsed = *end == ',';
+      }
+      if (!parsed || p.step != (long long)history_.size() + 1) {
+        if (parsed && p.step > global_)
+          break; // steps after the checkpoint: run again
+        return Status::error(
+            "--log-csv " + opt_.csv + ": line " + std::to_string(lineNo) +
+            " ('" + line.substr(0, 60) + "') is not step " +
+            std::to_string(history_.size() + 1) +
+            " of a training log; give this run's log, or another file");
+      }
+      if (p.step > global_)
+        break;
       p.csvRow = line;
       history_.push_back(p);
     }
+    if ((long long)history_.size() < global_ && !opt_.quiet && rank_ == 0)
+      std::fprintf(stderr,
+                   "%s: note: --log-csv %s ends at step %lld; the checkpoint "
+                   "is at step %lld, so steps %lld to %lld are missing from "
+                   "the log\n",
+                   tool_.c_str(), opt_.csv.c_str(),
+                   (long long)history_.size(), global_,
+                   (long long)history_.size() + 1, global_);
   }
   return writeCsv();
 }
@@ -1011,7 +1047,7 @@ Status Trainer::writeCsv() {
   // Rewritten whole each time (at checkpoints, epoch ends and the end), so
   // the file is always complete and matches what was trained; a write that
   // fails (a full disk) is an error, never a truncated log.
-  std::string text = "step,epoch,loss,loss_scale\n";
+  std::string text = std::string(kCsvHeader) + "\n";
   for (const Point &p : history_)
     text += p.csvRow + "\n";
   Status st = rt::writeFileAtomically(opt_.csv, text.data(), text.size());
@@ -1295,16 +1331,18 @@ int Trainer::runSteps() {
         ++epochBad_;
         if (nonFinite++ == 0)
           firstBad = global_;
-        if (tty_ && !opt_.quiet)
+        // The loss is the ranks' mean: rank 0 tells it for all.
+        if (tty_ && !opt_.quiet && rank_ == 0)
           std::fputc('\n', stderr);
-        std::fprintf(stderr,
-                     "%s: warning: step %lld (epoch %lld, step %lld/%lld): "
-                     "the loss is %s%s\n",
-                     tool_.c_str(), global_, epoch_ + 1, step_, stepsPerEpoch_,
-                     fmtLoss(loss).c_str(),
-                     hasLossScale_ ? " (with dynamic loss scaling the step "
-                                     "is skipped and the scale backs off)"
-                                   : "");
+        if (rank_ == 0)
+          std::fprintf(stderr,
+                       "%s: warning: step %lld (epoch %lld, step %lld/%lld): "
+                       "the loss is %s%s\n",
+                       tool_.c_str(), global_, epoch_ + 1, step_,
+                       stepsPerEpoch_, fmtLoss(loss).c_str(),
+                       hasLossScale_ ? " (with dynamic loss scaling the step "
+                                       "is skipped and the scale backs off)"
+                                     : "");
         if (nonFinite >= kMaxNonFinite) {
           finish();
           return fail(tool_, "the loss was non-finite for " +
