@@ -696,19 +696,32 @@ LogicalResult generate(ModuleOp module, Plan& plan, const CudaOptions& opts) {
   // 32-bit index arithmetic (a 64-bit division is a long instruction
   // sequence on NVIDIA GPUs) when every tensor has fewer than 2^31
   // elements.
+  // Every tensor a kernel indexes: the buffers, and the values inside
+  // fused regions, which are no buffer (a pairwise distance's [8192, 8192,
+  // 128] difference before its reduction has 2^33 elements while every
+  // buffer has under 2^31: its flat index wrapped in 32 bits).
   uint64_t largest = 0;
-  for (const PlanBuffer& buf : plan.buffers) {
+  auto count = [&](const std::vector<int64_t>& shape) {
     uint64_t n = 1;
-    for (int64_t d : buf.shape)
+    for (int64_t d : shape)
       n *= uint64_t(d);
     largest = std::max(largest, n);
-  }
+  };
+  for (const PlanBuffer& buf : plan.buffers)
+    count(buf.shape);
+  for (const PlanStep& step : plan.steps)
+    for (const PlanRegionOp& op : step.body)
+      count(op.shape);
   // With headroom: a grid-stride loop adds the grid's thread count (about
   // 1M at most: the runtime caps the grid at 4 waves) to an index that may
   // be just under the count, and a signed 32-bit sum past 2^31 would wrap
   // negative and pass `i < n`.
   unsigned indexBits =
       largest < (uint64_t(1) << 31) - (uint64_t(1) << 24) ? 32 : 64;
+  if (opts.verbose)
+    llvm::errs() << "modelc: cuda: kernels index in " << indexBits
+                 << " bits (the largest tensor, buffer or region value, has "
+                 << largest << " elements)\n";
   FailureOr<std::string> ptx = lowerToPtx(*kernels, indexBits);
   if (failed(ptx))
     return failure();

@@ -57,6 +57,26 @@ Shape shapeAt(const PlanBuffer& b, int64_t batch) {
   return s;
 }
 
+/// What an output holds before the kernel runs: NaN for floats, 0xA5
+/// bytes for integers and i1 (165, neither true nor false), so an element
+/// the kernel never writes cannot pass for a small value (a softmax over a
+/// long axis is under the tolerance everywhere).
+void fillUnwritten(std::vector<uint8_t>& bytes, DType t) {
+  std::fill(bytes.begin(), bytes.end(), uint8_t(0xA5));
+  auto pattern = [&](const void* p, size_t n) {
+    for (size_t o = 0; o + n <= bytes.size(); o += n)
+      std::memcpy(bytes.data() + o, p, n);
+  };
+  uint32_t f32 = 0x7fc00000u;
+  uint16_t f16 = 0x7e00u, bf16 = 0x7fc0u;
+  if (t == DType::F32)
+    pattern(&f32, 4);
+  else if (t == DType::F16)
+    pattern(&f16, 2);
+  else if (t == DType::BF16)
+    pattern(&bf16, 2);
+}
+
 void fillRandom(std::vector<uint8_t>& bytes, DType t, std::mt19937& rng,
                 bool positive) {
   std::uniform_real_distribution<float> u(positive ? 0.1f : -3.f, 3.f);
@@ -264,6 +284,9 @@ bool checkStep(const Plan& plan, size_t index, int64_t batch, bool positive,
     if (mlir::failed(words))
       return fail(*error);
     std::vector<uint8_t> got(outMax, 0);
+    fillUnwritten(got, ob.dtype);
+    for (size_t k = 1; k < step.outputs.size(); ++k)
+      fillUnwritten(gotExtra[k - 1], plan.buffers[step.outputs[k]].dtype);
     std::vector<uint8_t> batchBytes(8);
     std::memcpy(batchBytes.data(), &batch, 8);
     std::vector<std::vector<uint8_t>*> bufs;
@@ -278,10 +301,61 @@ bool checkStep(const Plan& plan, size_t index, int64_t batch, bool positive,
       bufs.push_back(&record);
     uint64_t units = launch->unitsAt(batch);
     // A small grid on purpose: the grid-stride loops must cover the rest.
-    uint32_t groups = uint32_t(std::min<uint64_t>(
-        std::max<uint64_t>(1, (units + launch->perBlock - 1) /
-                                  launch->perBlock),
-        7));
+    // But llvmpipe ends every loop of an invocation once its loops have
+    // run 65535 iterations in all (LP_MAX_TGSI_LOOP_ITERATIONS), silently:
+    // the grid grows until each invocation's share (about 4 passes over the
+    // largest tensor, spread over the threads that share it) stays under
+    // that, and a kernel whose work cannot be spread so far (a reduction to
+    // two outputs of 65536 rows each) is skipped, saying why.
+    uint64_t largest = 1;
+    auto count = [&](const std::vector<int64_t>& shape) {
+      uint64_t n = 1;
+      for (int64_t d : shape)
+        n *= uint64_t(std::max<int64_t>(d, 0));
+      largest = std::max(largest, n);
+    };
+    for (uint32_t b : step.inputs)
+      count(shapeAt(plan.buffers[b], batch));
+    for (uint32_t b : step.outputs)
+      count(shapeAt(plan.buffers[b], batch));
+    for (const rt::RegionOp& op : body)
+      count(op.shape);
+    const uint64_t block = flavor.block;
+    // (Vulkan guarantees 65535 workgroups along x.)
+    const uint64_t unitGroups = std::min<uint64_t>(
+        65535, std::max<uint64_t>(1, (units + launch->perBlock - 1) /
+                                         launch->perBlock));
+    // A unit per thread (elementwise, softmax over an axis, a reduction's
+    // output), or a block per unit (rows, columns): the units each thread
+    // takes in turn, times about 4 passes over a unit's share of the
+    // largest tensor plus the loops every unit runs (a block's reduction).
+    const uint64_t unitLen = (largest + std::max<uint64_t>(units, 1) - 1) /
+                             std::max<uint64_t>(units, 1);
+    const bool cooperative = launch->perBlock < block;
+    auto tripsPerThread = [&](uint64_t g) {
+      uint64_t turns =
+          cooperative ? (units + g * launch->perBlock - 1) / (g * launch->perBlock)
+                      : (units + g * block - 1) / (g * block);
+      // block / perBlock threads share a unit (a row: the block; a
+      // column of the column reduction: its warps).
+      uint64_t perUnit =
+          cooperative
+              ? 4 * ((unitLen * launch->perBlock + block - 1) / block) + 32
+              : 4 * unitLen + 8;
+      return std::max<uint64_t>(turns, 1) * perUnit;
+    };
+    constexpr uint64_t kLoopBudget = 50000;
+    uint64_t wide = std::min<uint64_t>(unitGroups, 7);
+    while (wide < unitGroups && tripsPerThread(wide) > kLoopBudget)
+      wide = std::min(unitGroups, wide * 2);
+    if (tripsPerThread(wide) > kLoopBudget) {
+      out->skipped = "beyond lavapipe's loop limit: about " +
+                     std::to_string(tripsPerThread(wide)) +
+                     " loop iterations per invocation at the widest grid "
+                     "(llvmpipe ends an invocation's loops after 65535)";
+      return true;
+    }
+    uint32_t groups = uint32_t(std::min<uint64_t>(wide, UINT32_MAX));
     std::string dispatchError;
     if (!runner.dispatch(*words, "k0", bufs, groups, 1, 1, &dispatchError))
       return fail(dispatchError);
