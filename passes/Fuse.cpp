@@ -554,6 +554,15 @@ struct FusePass : mc::impl::FusePassBase<FusePass> {
       if (auto b = llvm::dyn_cast<mc::BroadcastInDimOp>(p)) {
         if (!fusibleTypes(p))
           continue;
+        // A view in the region reads only inputs (or views): a broadcast it
+        // reads stays outside, an input of the region (joined, the view
+        // would read a value the region computes, which mc.fused refuses).
+        bool readByView = llvm::any_of(p->getUsers(), [&](Operation* u) {
+          return g.members.contains(u) &&
+                 llvm::isa<mc::TransposeOp, mc::ReshapeOp, mc::SliceOp>(u);
+        });
+        if (readByView)
+          continue;
         // A load: its operand is read as an input. Cloned when something
         // outside the region reads it too.
         if (allUsersInside)
@@ -615,9 +624,9 @@ struct FusePass : mc::impl::FusePassBase<FusePass> {
     if (!multiOutput || g.hasAnchor || g.attention || !isElementwise(p) ||
         !isElementwise(g.root) || g.exposed.size() + 2 > kMaxResults)
       return false;
-    if (feedsAnchor(p))
-      return false;
     unsigned root = position.lookup(g.root);
+    if (feedsAnchor(p, g, root, position))
+      return false;
     for (Operation* u : p->getUsers()) {
       if (g.members.contains(u) || position.lookup(u) > root)
         continue;
@@ -643,11 +652,23 @@ struct FusePass : mc::impl::FusePassBase<FusePass> {
   /// (a bias and activation, which a library call may fuse) is worth more
   /// than the pass the extra result saves: `p` then stays out, as without
   /// multi-output, and the anchor leads its region.
-  bool feedsAnchor(Operation* p) {
+  /// The walk stops at a value read outside the region before its root
+  /// (other than by a store): that value can never join, so no anchor
+  /// joins through it (AMP's finite check reads every gradient before the
+  /// optimizer's regions).
+  bool feedsAnchor(Operation* p, const Group& g, unsigned root,
+                   const llvm::DenseMap<Operation*, unsigned>& position) {
     if (!epilogues)
       return false;
     SmallVector<Operation*> stack{p};
     llvm::SmallPtrSet<Operation*, 16> seen;
+    auto blocked = [&](Operation* def) {
+      return llvm::any_of(def->getUsers(), [&](Operation* u) {
+        return !g.members.contains(u) && !seen.contains(u) && u != p &&
+               position.lookup(u) <= root &&
+               !llvm::isa<ml_program::GlobalStoreOp>(u);
+      });
+    };
     while (!stack.empty() && seen.size() < 64) {
       Operation* op = stack.pop_back_val();
       if (!seen.insert(op).second)
@@ -663,7 +684,7 @@ struct FusePass : mc::impl::FusePassBase<FusePass> {
           continue;
         if (isAnchor(def) && def->hasOneUse())
           return true;
-        if (isElementwise(def))
+        if (isElementwise(def) && !blocked(def))
           stack.push_back(def);
       }
     }

@@ -502,3 +502,46 @@ func.func @anchor_no_extra(%x: tensor<4x2xf32>, %w: tensor<2x4xf32>, %b: tensor<
   %3 = mc.neg %2 : tensor<4x4xf32>
   return %2, %3 : tensor<4x4xf32>, tensor<4x4xf32>
 }
+
+// -----
+
+// A broadcast that a view in the region reads stays outside: the view
+// reads only region inputs (joined, the transpose would read a value the
+// region computes, which mc.fused refuses). The sub, exposed for the
+// second result, brought the transpose in.
+// CHECK-LABEL: func.func @view_of_a_broadcast
+// CHECK: %[[B:.*]] = mc.broadcast_in_dim %arg1
+// CHECK: %[[R:.*]]:2 = mc.fused %[[B]], %arg0 : (tensor<8x8xf32>, tensor<8x8xf32>) -> (tensor<8x8xf32>, tensor<8x8xf32>)
+// CHECK:   mc.transpose
+// CHECK:   mc.sub
+// CHECK:   mc.add
+// CHECK: return %[[R]]#0, %[[R]]#1
+func.func @view_of_a_broadcast(%x: tensor<8x8xf32>, %r: tensor<8x1xf32>) -> (tensor<8x8xf32>, tensor<8x8xf32>) {
+  %b = mc.broadcast_in_dim %r, dims = [0, 1] : (tensor<8x1xf32>) -> tensor<8x8xf32>
+  %t = mc.transpose %b, permutation = [1, 0] : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %s = mc.sub %x, %t : tensor<8x8xf32>
+  %c = mc.add %s, %b : tensor<8x8xf32>
+  return %c, %s : tensor<8x8xf32>, tensor<8x8xf32>
+}
+
+// -----
+
+// A matmul can lead its epilogue only through values that can join: %g is
+// read before the root by a reduction (AMP's finite check over a
+// gradient), so the matmul cannot come in through it, and the update
+// chain after it is one region of two results (the matmul and its
+// multiply are a region of their own).
+// CHECK-LABEL: func.func @anchor_behind_an_earlier_reader
+// CHECK: %[[G:.*]] = mc.fused %arg0, %arg1, %arg2 : {{.*}} -> tensor<4x8xf32>
+// CHECK:   mc.matmul
+// CHECK: mc.reduce_sum %[[G]]
+// CHECK: mc.fused %arg3, %[[G]], %arg2 : {{.*}} -> (tensor<4x8xf32>, tensor<4x8xf32>)
+func.func @anchor_behind_an_earlier_reader(%a: tensor<4x8xf32>, %b: tensor<8x8xf32>, %s: tensor<4x8xf32>, %m: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<f32>) {
+  %0 = mc.matmul %a, %b : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  %g = mc.mul %0, %s : tensor<4x8xf32>
+  %c = mc.reduce_sum %g, dims = [0, 1] : (tensor<4x8xf32>) -> tensor<f32>
+  %m1 = mc.add %m, %g : tensor<4x8xf32>
+  %m2 = mc.mul %m1, %s : tensor<4x8xf32>
+  %r = mc.sub %m2, %m1 : tensor<4x8xf32>
+  return %r, %m2, %c : tensor<4x8xf32>, tensor<4x8xf32>, tensor<f32>
+}
