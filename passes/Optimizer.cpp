@@ -135,6 +135,9 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
     };
     auto atLeastZero = [](double v) { return v >= 0; };
     auto aBeta = [](double v) { return v >= 0 && v < 1; };
+    // Not given: the optimizer's default (torch.optim's AdamW: 1e-3).
+    const double lr =
+        this->lr.getValue().value_or(kind == "adamw" ? 1e-3 : 0.01);
     if (!inRange("lr", lr, atLeastZero, "lr must be >= 0") ||
         !inRange("momentum", momentum, atLeastZero, "momentum must be >= 0") ||
         !inRange("dampening", dampening, atLeastZero,

@@ -94,7 +94,9 @@ struct TrainPipelineOptions {
   std::string entry;
   // mc-optimizer
   std::string optimizer = "sgd";
-  double lr = 0.01, momentum = 0, dampening = 0;
+  /// Unset: the optimizer's default (torch.optim's: sgd 0.01, adamw 1e-3).
+  std::optional<double> lr;
+  double momentum = 0, dampening = 0;
   /// Unset: the optimizer's default (sgd 0, adamw 0.01).
   std::optional<double> weightDecay;
   bool nesterov = false;

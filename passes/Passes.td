@@ -144,7 +144,8 @@ def OptimizerPass : Pass<"mc-optimizer", "mlir::ModuleOp"> {
   let options = [
     Option<"kind", "kind", "std::string", /*default=*/"\"sgd\"",
            "the optimizer: sgd or adamw">,
-    Option<"lr", "lr", "double", /*default=*/"0.01", "learning rate">,
+    Option<"lr", "lr", "std::optional<double>", /*default=*/"std::nullopt",
+           "learning rate (default: 0.01 for sgd, 1e-3 for adamw)">,
     Option<"momentum", "momentum", "double", /*default=*/"0.0",
            "SGD momentum">,
     Option<"dampening", "dampening", "double", /*default=*/"0.0",

@@ -168,8 +168,9 @@ struct TrainPipelineCLOptions
   Option<std::string> optimizer{*this, "optimizer",
                                 llvm::cl::desc("sgd or adamw"),
                                 llvm::cl::init("sgd")};
-  Option<double> lr{*this, "lr", llvm::cl::desc("learning rate"),
-                    llvm::cl::init(0.01)};
+  Option<std::optional<double>> lr{
+      *this, "lr",
+      llvm::cl::desc("learning rate (default: 0.01 sgd, 1e-3 adamw)")};
   Option<double> momentum{*this, "momentum", llvm::cl::init(0.0)};
   Option<std::optional<double>> weightDecay{*this, "weight-decay"};
   Option<std::string> amp{*this, "amp", llvm::cl::desc("bf16, f16 or empty"),
@@ -239,7 +240,7 @@ void mc::registerAllPasses() {
       [](OpPassManager& pm, const TrainPipelineCLOptions& cl) {
         TrainPipelineOptions o;
         o.optimizer = cl.optimizer;
-        o.lr = cl.lr;
+        o.lr = cl.lr.getValue();
         o.momentum = cl.momentum;
         o.weightDecay = cl.weightDecay.getValue();
         o.amp = cl.amp;

@@ -78,7 +78,7 @@ commands:
                                  a scalar loss (result 0); the step returns it
                                  and updates parameters and optimizer state
                                  in place (see docs/training.md). With:
-        --optimizer=sgd|adamw    (sgd) --lr=X (0.01) --momentum=X
+        --optimizer=sgd|adamw    (sgd) --lr=X (sgd 0.01, adamw 1e-3) --momentum=X
         --dampening=X --nesterov --weight-decay=X (sgd 0, adamw 0.01)
         --beta1=X --beta2=X --eps=X   AdamW (0.9, 0.999, 1e-8)
         --loss-scaling=auto|on|off    dynamic loss scaling (auto: on for f16)
