@@ -154,7 +154,8 @@ double valueAt(const std::vector<uint8_t>& bytes, DType t, size_t i) {
 
 bool checkStep(const Plan& plan, size_t index, int64_t batch, bool positive,
                VulkanRunner& runner, StepCheck* out, std::string* error,
-               const std::vector<std::vector<uint8_t>>* given) {
+               const std::vector<std::vector<uint8_t>>* given,
+               const std::vector<int>* inPlace) {
 
     const PlanStep& step = plan.steps[index];
     batch = plan.batch.dynamic() ? batch : 0;
@@ -289,12 +290,28 @@ bool checkStep(const Plan& plan, size_t index, int64_t batch, bool positive,
       fillUnwritten(gotExtra[k - 1], plan.buffers[step.outputs[k]].dtype);
     std::vector<uint8_t> batchBytes(8);
     std::memcpy(batchBytes.data(), &batch, 8);
+    // The GPU's inputs: a copy, since a kernel run in place overwrites them.
+    std::vector<std::vector<uint8_t>> gpuIns = ins;
     std::vector<std::vector<uint8_t>*> bufs;
-    for (auto& in : ins)
+    for (auto& in : gpuIns)
       bufs.push_back(&in);
-    bufs.push_back(&got);
-    for (auto& extra : gotExtra)
-      bufs.push_back(&extra);
+    auto outputBuffer = [&](size_t k, std::vector<uint8_t>* own) {
+      int j = inPlace && k < inPlace->size() ? (*inPlace)[k] : -1;
+      if (j < 0)
+        return own;
+      if (size_t(j) >= gpuIns.size() || gpuIns[size_t(j)].size() != own->size())
+        return static_cast<std::vector<uint8_t>*>(nullptr);
+      return &gpuIns[size_t(j)];
+    };
+    for (size_t k = 0; k < step.outputs.size(); ++k) {
+      std::vector<uint8_t>* b = outputBuffer(k, k ? &gotExtra[k - 1] : &got);
+      if (!b)
+        return fail("in place: output " + std::to_string(k) +
+                    " cannot be written into input " +
+                    std::to_string((*inPlace)[k]) + " (no such input, or "
+                    "another size)");
+      bufs.push_back(b);
+    }
     bufs.push_back(&batchBytes);
     std::vector<uint8_t> record(launch->errorRecord ? rt::kErrorRecordBytes : 0);
     if (launch->errorRecord)
@@ -359,6 +376,11 @@ bool checkStep(const Plan& plan, size_t index, int64_t batch, bool positive,
     std::string dispatchError;
     if (!runner.dispatch(*words, "k0", bufs, groups, 1, 1, &dispatchError))
       return fail(dispatchError);
+    for (size_t k = 0; k < step.outputs.size(); ++k) {
+      std::vector<uint8_t>& own = k ? gotExtra[k - 1] : got;
+      if (bufs[gpuIns.size() + k] != &own)
+        own = *bufs[gpuIns.size() + k];
+    }
 
     if (launch->errorRecord) {
       uint64_t words[2];

@@ -38,10 +38,14 @@ struct StepCheck {
 /// that fails is an error unless the generated kernel has an error record
 /// (then both messages are in *out).
 /// `given`: inputs to use instead of random ones (an empty entry: random).
+/// `inPlace`: per output, the input whose buffer the generated kernel
+/// writes it into (-1: its own), as a plan that runs the step in place;
+/// the CPU's kernel still writes separate buffers, the values to match.
 bool checkStep(const codegen::Plan& plan, size_t index, int64_t batch,
                bool positive, VulkanRunner& runner, StepCheck* out,
                std::string* error,
-               const std::vector<std::vector<uint8_t>>* given = nullptr);
+               const std::vector<std::vector<uint8_t>>* given = nullptr,
+               const std::vector<int>* inPlace = nullptr);
 
 } // namespace mc::gputest
 

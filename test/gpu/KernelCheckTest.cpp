@@ -123,21 +123,24 @@ protected:
   /// Runs the case's step on lavapipe and with the CPU kernel (on
   /// `inputs`, an empty one random) into *r; false when it could not run.
   bool run(const Case& c, mc::gputest::StepCheck* r,
-           const std::vector<std::vector<uint8_t>>* inputs = nullptr) {
+           const std::vector<std::vector<uint8_t>>* inputs = nullptr,
+           const std::vector<int>* inPlace = nullptr) {
     std::string error;
     bool ran = mc::gputest::checkStep(c.plan, 0, c.batch, c.positive,
-                                      *runner_, r, &error, inputs);
+                                      *runner_, r, &error, inputs, inPlace);
     EXPECT_TRUE(ran) << error;
     EXPECT_TRUE(r->skipped.empty()) << r->skipped;
     return ran && r->skipped.empty();
   }
 
-  /// Runs the case's step both ways; compares.
-  void check(const Case& c, double tol = 1e-5) {
+  /// Runs the case's step both ways; compares. With `inPlace`, the
+  /// generated kernel writes output k into input inPlace[k]'s buffer.
+  void check(const Case& c, double tol = 1e-5,
+             const std::vector<int>* inPlace = nullptr) {
     if (!runner_)
       GTEST_SKIP() << "no Vulkan device: " << *whyNot_;
     mc::gputest::StepCheck r;
-    if (!run(c, &r))
+    if (!run(c, &r, nullptr, inPlace))
       return;
     ASSERT_GT(r.elements, 0u);
     EXPECT_LE(r.worst, tol) << "at element " << r.worstAt << " of "
@@ -276,6 +279,28 @@ TEST_F(KernelCheck, ARegionsExtraOutputsMatchTheCpu) {
     };
     s.extraOutputs = {2, 3, 4};
     check(c, 0);
+  }
+}
+
+// An optimizer's update in place, as writeStoresInPlace plans it: the new
+// moment m' = m * g + g and the new parameter p - m' are written into m's
+// and p's own buffers, which the kernel also reads. Every unit loads all its
+// inputs before it stores, so the results equal the CPU's on separate
+// buffers (the harness binds one device buffer for both).
+TEST_F(KernelCheck, AMultiOutputRegionRunsInPlaceOnItsInputs) {
+  for (int64_t row : {37, 64}) {
+    Case c = stepCase(OpId::Fused, {{F, {5, row}}, {F, {5, row}}, {F, {5, row}}},
+                      {F, {5, row}});
+    PlanStep& s = c.plan.steps[0];
+    s.outputs.push_back(addBuffer(c.plan, F, {5, row}));
+    s.body = {
+        regionOp(OpId::Mul, {0, 1}, F, {5, row}), // 3
+        regionOp(OpId::Add, {3, 1}, F, {5, row}), // 4: m'
+        regionOp(OpId::Sub, {2, 4}, F, {5, row}), // 5: p'
+    };
+    s.extraOutputs = {4};
+    std::vector<int> inPlace{2, 0}; // p' into p, m' into m
+    check(c, 0, &inPlace);
   }
 }
 

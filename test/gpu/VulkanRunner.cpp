@@ -402,7 +402,19 @@ bool VulkanRunner::dispatch(const std::vector<uint32_t> &spirv,
   DispatchResources res{device_, commandPool_};
   std::vector<VkDescriptorSetLayoutBinding> layoutBindings;
   std::vector<VkDescriptorBufferInfo> bufferInfos;
+  // One host vector given for several bindings is one device buffer bound
+  // to each (a kernel run in place: an output that is an input's buffer).
+  std::vector<size_t> firstOf(buffers.size());
   for (size_t i = 0; i < buffers.size(); ++i) {
+    firstOf[i] = size_t(std::find(buffers.begin(), buffers.end(), buffers[i]) -
+                        buffers.begin());
+    if (firstOf[i] != i) {
+      layoutBindings.push_back({static_cast<uint32_t>(i),
+                                VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1,
+                                VK_SHADER_STAGE_COMPUTE_BIT, nullptr});
+      bufferInfos.push_back(bufferInfos[firstOf[i]]);
+      continue;
+    }
     VkBufferCreateInfo bufferInfo{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
     bufferInfo.size = buffers[i]->size();
     bufferInfo.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
@@ -560,14 +572,17 @@ bool VulkanRunner::dispatch(const std::vector<uint32_t> &spirv,
   if (!check(waited, "vkWaitForFences", error))
     return false;
 
-  for (size_t i = 0; i < buffers.size(); ++i) {
+  for (size_t i = 0, m = 0; i < buffers.size(); ++i) {
+    if (firstOf[i] != i)
+      continue; // read back through its first binding
     void *mapped;
     if (!check(
-            vkMapMemory(device_, res.memories[i], 0, VK_WHOLE_SIZE, 0, &mapped),
+            vkMapMemory(device_, res.memories[m], 0, VK_WHOLE_SIZE, 0, &mapped),
             "vkMapMemory", error))
       return false;
     std::memcpy(buffers[i]->data(), mapped, buffers[i]->size());
-    vkUnmapMemory(device_, res.memories[i]);
+    vkUnmapMemory(device_, res.memories[m]);
+    ++m;
   }
   return true;
 }
