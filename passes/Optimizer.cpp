@@ -275,6 +275,15 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
     // Bias corrections use the count as f32 (beta^t is 0 in f32 long
     // before t loses precision).
     Value nextStepF32 = mc::CastOp::create(b, loc, scalarType, nextStep);
+    // AdamW's step size lr / (1 - beta1^t) and sqrt(1 - beta2^t), rank-0
+    // values every parameter's update shares: built once.
+    Value stepSize, rootBc2;
+    if (kind == "adamw") {
+      Value bc1 = u.biasCorrection(beta1, nextStepF32);
+      Value bc2 = u.biasCorrection(beta2, nextStepF32);
+      stepSize = u.div(u.splat(scalarType, lr), bc1);
+      rootBc2 = u.sqrt(bc2);
+    }
     for (Parameter& p : params) {
       auto type = llvm::cast<RankedTensorType>(p.value.getType());
       if (!type.getElementType().isF32()) {
@@ -323,13 +332,8 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
         Value v = u.add(vKept, vAdded);
         store(mGlobal, m);
         store(vGlobal, v);
-        // Bias corrections from the step count, as rank-0 tensors.
-        Value bc1 = u.biasCorrection(beta1, nextStepF32);
-        Value bc2 = u.biasCorrection(beta2, nextStepF32);
-        Value stepSize = u.div(u.splat(scalarType, lr), bc1);
         Value rootV = u.sqrt(v);
-        Value rootBc2 = u.broadcast(u.sqrt(bc2), type);
-        Value scaled = u.div(rootV, rootBc2);
+        Value scaled = u.div(rootV, u.broadcast(rootBc2, type));
         Value denom = u.add(scaled, u.splat(type, eps));
         Value ratio = u.div(m, denom);
         Value stepSizes = u.broadcast(stepSize, type);

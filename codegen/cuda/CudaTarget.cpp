@@ -702,10 +702,7 @@ LogicalResult generate(ModuleOp module, Plan& plan, const CudaOptions& opts) {
   // buffer has under 2^31: its flat index wrapped in 32 bits).
   uint64_t largest = 0;
   auto count = [&](const std::vector<int64_t>& shape) {
-    uint64_t n = 1;
-    for (int64_t d : shape)
-      n *= uint64_t(d);
-    largest = std::max(largest, n);
+    largest = std::max(largest, uint64_t(rt::numElements(shape)));
   };
   for (const PlanBuffer& buf : plan.buffers)
     count(buf.shape);

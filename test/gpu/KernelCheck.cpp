@@ -325,11 +325,8 @@ bool checkStep(const Plan& plan, size_t index, int64_t batch, bool positive,
     // that, and a kernel whose work cannot be spread so far (a reduction to
     // two outputs of 65536 rows each) is skipped, saying why.
     uint64_t largest = 1;
-    auto count = [&](const std::vector<int64_t>& shape) {
-      uint64_t n = 1;
-      for (int64_t d : shape)
-        n *= uint64_t(std::max<int64_t>(d, 0));
-      largest = std::max(largest, n);
+    auto count = [&](const Shape& shape) {
+      largest = std::max(largest, uint64_t(rt::numElements(shape)));
     };
     for (uint32_t b : step.inputs)
       count(shapeAt(plan.buffers[b], batch));

@@ -32,13 +32,10 @@
 // ADAMW-DAG: ml_program.global private mutable @w.exp_avg(
 // ADAMW-DAG: ml_program.global private mutable @w.exp_avg_sq(
 // ADAMW-LABEL: func.func @forward
-// Decoupled weight decay first: w * (1 - lr * 0.01).
-// ADAMW: mc.constant dense<0.99998{{[0-9]*}}> : tensor<3x4xf32>
-// ADAMW: ml_program.global_store @w.exp_avg =
-// ADAMW: ml_program.global_store @w.exp_avg_sq =
 // Bias corrections 1 - beta^t from the step count t: beta^t = exp(t ln
 // beta), ln beta from double (ln 0.9, ln 0.999), and 1 - beta^t near 0 by
-// Kahan's expm1 formula (1 - u) * x / log(u), or -x where u rounds to 1.
+// Kahan's expm1 formula (1 - u) * x / log(u), or -x where u rounds to 1;
+// built once, before the parameters' updates, which share them.
 // ADAMW: %[[LN1:.*]] = mc.constant dense<-0.105360515> : tensor<f32>
 // ADAMW: %[[X1:.*]] = mc.mul %[[T:.*]], %[[LN1]] : tensor<f32>
 // ADAMW: %[[U1:.*]] = mc.exp %[[X1]]
@@ -52,6 +49,11 @@
 // ADAMW: %[[S1:.*]] = mc.select %{{.*}}, %[[N1]], %[[K1]]
 // ADAMW: mc.select %{{.*}}, %[[S1]], %[[OM1]]
 // ADAMW: mc.constant dense<-0.00100050028> : tensor<f32>
+// ADAMW: mc.sqrt
+// Decoupled weight decay first: w * (1 - lr * 0.01).
+// ADAMW: mc.constant dense<0.99998{{[0-9]*}}> : tensor<3x4xf32>
+// ADAMW: ml_program.global_store @w.exp_avg =
+// ADAMW: ml_program.global_store @w.exp_avg_sq =
 // ADAMW: mc.sqrt
 // ADAMW: ml_program.global_store @w =
 // ADAMW: ml_program.global_store @optimizer.step

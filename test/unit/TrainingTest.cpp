@@ -109,17 +109,24 @@ TEST(Training, CompiledSgdEqualsEagerAfterTenSteps) {
       pipeline);
 }
 
-TEST(Training, CompiledAdamWEqualsEagerAfterTenSteps) {
+/// AdamW with options `o`, eager and compiled alike; each update to 1e-6.
+void expectCompiledAdamWEqualsEager(const optim::AdamWOptions& o) {
   TrainPipelineOptions pipeline;
   pipeline.optimizer = "adamw";
-  pipeline.lr = 0.01;
-  pipeline.weightDecay = 0.01;
+  pipeline.lr = o.lr;
+  pipeline.beta1 = o.beta1;
+  pipeline.beta2 = o.beta2;
+  pipeline.eps = o.eps;
+  pipeline.weightDecay = o.weightDecay;
   expectCompiledEqualsEager(
-      [](std::vector<Tensor> p) {
-        return std::make_unique<optim::AdamW>(
-            std::move(p), optim::AdamWOptions{0.01, 0.9, 0.999, 1e-8, 0.01});
+      [o](std::vector<Tensor> p) {
+        return std::make_unique<optim::AdamW>(std::move(p), o);
       },
       pipeline, 1e-6);
+}
+
+TEST(Training, CompiledAdamWEqualsEagerAfterTenSteps) {
+  expectCompiledAdamWEqualsEager({0.01, 0.9, 0.999, 1e-8, 0.01});
 }
 
 // The bias corrections 1 - beta^t are computed to f32's precision, as the
@@ -127,17 +134,7 @@ TEST(Training, CompiledAdamWEqualsEagerAfterTenSteps) {
 // 0.99999, 1 - pow(beta2, t) in f32 was 7e-4 off (beta2's rounding), and
 // every update with it.
 TEST(Training, CompiledAdamWBiasCorrectionsMatchDoubleWithBeta2NearOne) {
-  TrainPipelineOptions pipeline;
-  pipeline.optimizer = "adamw";
-  pipeline.lr = 0.01;
-  pipeline.beta2 = 0.99999;
-  pipeline.weightDecay = 0;
-  expectCompiledEqualsEager(
-      [](std::vector<Tensor> p) {
-        return std::make_unique<optim::AdamW>(
-            std::move(p), optim::AdamWOptions{0.01, 0.9, 0.99999, 1e-8, 0});
-      },
-      pipeline, 1e-6);
+  expectCompiledAdamWEqualsEager({0.01, 0.9, 0.99999, 1e-8, 0});
 }
 
 /// A conv-bn-relu-pool network in training mode: the compiled step (conv,
