@@ -5,6 +5,8 @@
 #include "codegen/MCToPlan.h"
 #include "codegen/MemoryPlanner.h"
 #include "codegen/Target.h"
+
+#include <algorithm>
 #include "passes/Passes.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -188,6 +190,30 @@ resolveTargets(ModuleOp module, const std::string& spec) {
   return out;
 }
 
+/// mc-split-reductions' limits: the widest any target asks for (none
+/// with --split-reductions=off; at least cuda's with =on).
+static void splitLimits(const std::vector<const Target*>& targets,
+                        const CompileOptions& options, int64_t* maxOutputs,
+                        int64_t* minReduced) {
+  *maxOutputs = 0;
+  *minReduced = 0;
+  if (options.splitReductions == false)
+    return;
+  for (const Target* t : targets) {
+    Target::ReductionSplit s = t->reductionSplit(options.fuse);
+    if (s.maxOutputs <= 0)
+      continue;
+    *maxOutputs = std::max(*maxOutputs, s.maxOutputs);
+    *minReduced = *minReduced == 0 ? s.minReduced
+                                   : std::min(*minReduced, s.minReduced);
+  }
+  if (options.splitReductions == true) { // at least cuda's
+    *maxOutputs = std::max<int64_t>(*maxOutputs, 1024);
+    *minReduced = *minReduced == 0 ? 8192
+                                   : std::min<int64_t>(*minReduced, 8192);
+  }
+}
+
 LogicalResult runCompilePipeline(ModuleOp module,
                                  const CompileOptions& options) {
   auto targets = resolveTargets(module, options.target);
@@ -206,6 +232,8 @@ LogicalResult runCompilePipeline(ModuleOp module,
       training.fuseViews &= t->fusesViews();
       training.fuseAttentionViews &= t->fusesAttentionViews();
     }
+    splitLimits(*targets, options, &training.splitMaxOutputs,
+                &training.splitMinReduced);
     buildTrainPipeline(pm, training);
   } else {
     CompilePipelineOptions pipeline;
@@ -223,6 +251,8 @@ LogicalResult runCompilePipeline(ModuleOp module,
       pipeline.fuseViews &= t->fusesViews();
       pipeline.fuseAttentionViews &= t->fusesAttentionViews();
     }
+    splitLimits(*targets, options, &pipeline.splitMaxOutputs,
+                &pipeline.splitMinReduced);
     buildCompilePipeline(pm, pipeline);
   }
   // The pipeline checks the first target's contract; the graph must meet

@@ -8,6 +8,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 
+#include <optional>
 #include <string>
 
 namespace mc::codegen {
@@ -23,6 +24,10 @@ struct CompileOptions {
   TrainPipelineOptions training;
   /// mc-fuse (`modelc compile --no-fuse` turns it off).
   bool fuse = true;
+  /// mc-split-reductions: unset, what the targets ask for
+  /// (Target::reductionSplit); off: none; on: at least what cuda asks
+  /// for (`--split-reductions=on|off`).
+  std::optional<bool> splitReductions;
 };
 
 /// Runs the compile pipeline (passes/Pipelines.cpp) on `module` in place.

@@ -21,6 +21,15 @@ public:
   std::string elementTypes(rt::OpId op) const override {
     return rt::opInfo(op).cpuTypes;
   }
+  // A fused region computes whole rows per tile: a reduction of more than
+  // mc-fuse's max-full-reduction (65536) elements to one value would be
+  // one tile on one thread, so it is split; unfused, each op is its own
+  // step (--no-fuse: one step per op).
+  ReductionSplit reductionSplit(bool fuse) const override {
+    if (!fuse)
+      return {};
+    return {1, 65537};
+  }
 };
 
 std::vector<std::unique_ptr<Target>>& targets() {

@@ -50,6 +50,14 @@ public:
   /// and in attention regions.
   virtual bool fusesViews() const { return true; }
   virtual bool fusesAttentionViews() const { return true; }
+  /// Which reductions mc-split-reductions splits in two before fusion for
+  /// this target (`fuse`: whether mc-fuse runs): those of at most
+  /// `maxOutputs` outputs (0: none) and at least `minReduced` elements per
+  /// output. The compile splits what any of its targets asks for.
+  struct ReductionSplit {
+    int64_t maxOutputs = 0, minReduced = 0;
+  };
+  virtual ReductionSplit reductionSplit(bool fuse) const { return {}; }
   virtual mlir::LogicalResult serializeExecutables(mlir::ModuleOp module,
                                                    Plan& plan) const {
     return mlir::success();

@@ -77,6 +77,8 @@ bool isAnchor(Operation* op) {
 /// one row would be one tile, which leaves the cache and all threads but
 /// one idle, so the elementwise ops fuse without it and it runs as its own
 /// step (mc-fuse's max-full-reduction; a dynamic dim counts as fitting).
+/// mc-split-reductions, before fusion, splits such reductions where it
+/// can: what is left here is one it could not (a prime length).
 bool isTrailingReduce(Operation* op, int64_t maxFull) {
   const mc::rt::OpInfo* info = registryInfo(op);
   if (!info || !mc::rt::isReduction(info->id) || !fusibleTypes(op))
@@ -101,82 +103,6 @@ bool isTrailingReduce(Operation* op, int64_t maxFull) {
       return false;
     n *= d;
   }
-  return true;
-}
-
-/// A reduction of every dim of a static tensor of more than `maxFull`
-/// elements, as two: over the rows of a [R, C] reshape (C the product of
-/// trailing dims up to 65536, else a divisor of the count from 4096 down
-/// to 256), then over the R partials. One row of millions would be one
-/// tile on the CPU and one block on a GPU (AMP's finite check over a
-/// 4096 x 4096 gradient), and could end no region; the first half now ends
-/// its producer's region, the second is small. Equal rows keep a mean a
-/// mean of means. False where no split applies.
-bool splitFullReduction(Operation* op, int64_t maxFull) {
-  const mc::rt::OpInfo* info = registryInfo(op);
-  if (!info || !mc::rt::isReduction(info->id) || !fusibleTypes(op))
-    return false;
-  auto in = llvm::cast<RankedTensorType>(op->getOperand(0).getType());
-  if (!in.hasStaticShape())
-    return false;
-  // A sum's partials would be rounded to f16 or bf16 (and may overflow to
-  // inf where the whole sum would not): split sums of f32 only; max and
-  // min are exact in any type.
-  bool sums = info->id == mc::rt::OpId::ReduceSum ||
-              info->id == mc::rt::OpId::ReduceMean;
-  if (sums && !in.getElementType().isF32())
-    return false;
-  auto dims = llvm::cast<DenseI64ArrayAttr>(op->getAttr("dims")).asArrayRef();
-  if (int64_t(dims.size()) != in.getRank())
-    return false;
-  int64_t n = in.getNumElements();
-  if (n <= maxFull)
-    return false;
-  constexpr int64_t kMaxRow = 65536;
-  int64_t cols = 1, first = in.getRank();
-  while (first > 0 && cols * in.getDimSize(first - 1) <= kMaxRow)
-    cols *= in.getDimSize(--first);
-  OpBuilder b(op);
-  Location loc = op->getLoc();
-  Type et = in.getElementType();
-  auto reduce = [&](Value x, Type type, ArrayRef<int64_t> over) {
-    OperationState state(loc, op->getName());
-    state.addOperands(x);
-    state.addTypes(type);
-    state.addAttribute("dims", b.getDenseI64ArrayAttr(over));
-    return b.create(state)->getResult(0);
-  };
-  Value x = op->getOperand(0);
-  SmallVector<int64_t> rowDims, partialShape;
-  if (cols >= 256 && first > 0) {
-    // Rows of the trailing dims, no reshape: the leading dims are kept.
-    for (int64_t d = first; d < in.getRank(); ++d)
-      rowDims.push_back(d);
-    partialShape.assign(in.getShape().begin(),
-                        in.getShape().begin() + first);
-  } else {
-    cols = 0;
-    for (int64_t c = 4096; c >= 256 && !cols; --c)
-      if (n % c == 0 && n / c >= 2)
-        cols = c;
-    if (!cols)
-      return false;
-    x = mc::ReshapeOp::create(
-        b, loc, RankedTensorType::get({n / cols, cols}, et), x);
-    rowDims = {1};
-    partialShape = {n / cols};
-  }
-  Value partial =
-      reduce(x, RankedTensorType::get(partialShape, et), rowDims);
-  SmallVector<int64_t> rest;
-  for (int64_t d = 0; d < int64_t(partialShape.size()); ++d)
-    rest.push_back(d);
-  Value total = reduce(partial, RankedTensorType::get({}, et), rest);
-  Type resultType = op->getResult(0).getType();
-  if (total.getType() != resultType) // keepdim: [1, ..., 1]
-    total = mc::ReshapeOp::create(b, loc, resultType, total);
-  op->getResult(0).replaceAllUsesWith(total);
-  op->erase();
   return true;
 }
 
@@ -283,13 +209,6 @@ struct FusePass : mc::impl::FusePassBase<FusePass> {
     if (!fn)
       return signalPassFailure();
     Block& block = fn.getBody().front();
-    {
-      SmallVector<Operation*> full;
-      for (Operation& op : block)
-        full.push_back(&op);
-      for (Operation* op : full)
-        splitFullReduction(op, maxFullReduction);
-    }
     llvm::DenseMap<Operation*, unsigned> position;
     auto number = [&] {
       position.clear();

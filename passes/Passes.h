@@ -81,6 +81,10 @@ struct CompilePipelineOptions {
   /// compile does not run such regions, e.g. cuda).
   bool fuseEpilogues = true, fuseAttention = true, fuseViews = true,
        fuseAttentionViews = true;
+  /// mc-split-reductions before fusion: reductions of at most
+  /// `splitMaxOutputs` outputs (0: none) and at least `splitMinReduced`
+  /// elements per output (codegen sets the targets' limits).
+  int64_t splitMaxOutputs = 0, splitMinReduced = 0;
 };
 
 /// Appends the inference compile pipeline: inline, canonicalize, cse,
@@ -116,6 +120,10 @@ struct TrainPipelineOptions {
   bool fuse = true;
   bool fuseEpilogues = true, fuseAttention = true, fuseViews = true,
        fuseAttentionViews = true;
+  /// mc-split-reductions before fusion: reductions of at most
+  /// `splitMaxOutputs` outputs (0: none) and at least `splitMinReduced`
+  /// elements per output (codegen sets the targets' limits).
+  int64_t splitMaxOutputs = 0, splitMinReduced = 0;
 };
 
 /// Appends the training pipeline (see Pipelines.cpp for the order):

@@ -343,14 +343,12 @@ def FusePass : Pass<"mc-fuse", "mlir::ModuleOp"> {
       may end it (the region computes that value a tile of whole rows at a
       time): the region's other values have the reduction's operand shape.
       A reduction to one value of more than `max-full-reduction`
-      elements (65536; a loss's mean over a batch of images) is first
-      split in two: over rows of its trailing dims (up to 65536 elements;
-      a one-dim tensor through a reshape to rows of a divisor of its
-      count), which may end the region, then over those partials. Its one
-      row would have been one tile, out of cache with all threads but one
-      idle (one block on a GPU). Sums and means split in f32 only (f16 or
-      bf16 partials would round, or overflow where the whole does not);
-      one that cannot split runs as its own step.
+      elements (65536; a loss's mean over a batch of images) does not:
+      its one row would be one tile, out of cache with all threads but
+      one idle. `mc-split-reductions` runs before this pass and splits
+      such reductions in two (rows of the trailing dims, which may end a
+      region, then the partials); one it could not split runs as its own
+      step.
     - Integer arithmetic (i32, i64) stays unfused; f32, f16, bf16 and i1
       values fuse.
     - Everything else is a boundary: library calls other than the anchor,
@@ -412,6 +410,66 @@ def FusePass : Pass<"mc-fuse", "mlir::ModuleOp"> {
            /*default=*/"65536",
            "the most elements a reduction to one value may reduce and "
            "still end a region">,
+  ];
+  let dependentDialects = ["::mc::MCDialect"];
+}
+
+def SplitReductionsPass : Pass<"mc-split-reductions", "mlir::ModuleOp"> {
+  let summary = "split a long reduction with few outputs into two";
+  let description = [{
+    A GPU reduction kernel gives each output a block (rows) or a thread
+    (other dims). A reduction of many elements into few outputs then runs
+    on a few SMs of a GPU of 132: the loss's mean over a batch, the
+    non-finite check of a [4096, 4096] gradient under loss scaling (one
+    block walking 16M elements), a batch norm's statistics over N, H and W
+    (one thread per channel). As XLA's tree reduction rewriter does, this
+    pass rewrites such a reduction into two: the first over an inner part
+    of the reduced elements, with many outputs, the second over what is
+    left, now short. Runs only for targets that ask for it (cuda); the CPU
+    keeps one reduction.
+
+    An `mc.reduce_sum`, `reduce_mean`, `reduce_max` or `reduce_min` of at
+    most `max-outputs` outputs is split when:
+
+    - its dims end in a run of trailing dims but are not only that run
+      (`[0, 2, 3]` of NCHW) and the run holds 32 elements or more: first
+      over the run (rows), then over the other dims;
+    - its dims are one trailing run (rows, or everything) of at least
+      `min-reduced` elements: first over the smallest trailing part of at
+      least `inner` elements (else the largest proper one, if 32 or more),
+      then the rest; where no dims boundary does it (one long dim), that
+      dim is reshaped to `[L / k, k]`, k the smallest divisor of L with
+      `k * (the dims after it) >= inner`;
+    - the last dim is kept (one thread per output walks the elements) and
+      it reduces at least 1024 elements per output: its largest reduced
+      dim L becomes `[L / k, k]`, k the divisor nearest to sqrt(L), and
+      the first reduction is over k.
+
+    Each new reduction is looked at again (a full reduction of 2^24
+    elements becomes three). A sum or mean of f16 or bf16 sums in f32 (a
+    cast before, one after), so the partials are not rounded to the narrow
+    type. Means of equal-sized parts give the mean; max and min are exact;
+    sums differ from one pass by rounding only. `keepdim` is kept by a
+    reshape at the end. Dims of dynamic size are sized at the batch's OPT
+    and never reshaped.
+
+    ```mlir
+    // Before:
+    %0 = mc.reduce_min %g, dims = [0, 1] : (tensor<4096x4096xf32>) -> tensor<f32>
+    // After:
+    %0 = mc.reduce_min %g, dims = [1] : (tensor<4096x4096xf32>) -> tensor<4096xf32>
+    %1 = mc.reduce_min %0, dims = [0] : (tensor<4096xf32>) -> tensor<f32>
+    ```
+  }];
+  let options = [
+    Option<"entry", "entry", "std::string", /*default=*/"\"\"",
+           "the entry function (default: the only public func.func)">,
+    Option<"maxOutputs", "max-outputs", "int64_t", /*default=*/"1024",
+           "split only reductions with at most this many outputs">,
+    Option<"minReduced", "min-reduced", "int64_t", /*default=*/"8192",
+           "split row reductions of at least this many elements per output">,
+    Option<"inner", "inner", "int64_t", /*default=*/"4096",
+           "the elements per output the first of two row reductions aims at">,
   ];
   let dependentDialects = ["::mc::MCDialect"];
 }

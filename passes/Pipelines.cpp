@@ -7,6 +7,18 @@
 
 using namespace mlir;
 
+/// mc-split-reductions with a target's limits (none when maxOutputs is 0).
+static void addSplitReductions(OpPassManager& pm, const std::string& entry,
+                               int64_t maxOutputs, int64_t minReduced) {
+  if (maxOutputs <= 0)
+    return;
+  mc::SplitReductionsPassOptions split;
+  split.entry = entry;
+  split.maxOutputs = maxOutputs;
+  split.minReduced = minReduced;
+  pm.addPass(mc::createSplitReductionsPass(split));
+}
+
 void mc::buildCompilePipeline(OpPassManager& pm,
                               const CompilePipelineOptions& options) {
   // 1. Inline helper functions: codegen lowers one straight-line function.
@@ -57,6 +69,11 @@ void mc::buildCompilePipeline(OpPassManager& pm,
   }
   // 5. Fusion last among the rewrites: it groups the final ops (casts
   //    included) into regions, and no pass after it looks inside them.
+  //    Reductions into few outputs are split first (a GPU would run them
+  //    on a few SMs, a region on one thread), so each part fuses with
+  //    what feeds it.
+  addSplitReductions(pm, options.entry, options.splitMaxOutputs,
+                     options.splitMinReduced);
   if (options.fuse) {
     FusePassOptions fuse;
     fuse.entry = options.entry;
@@ -147,6 +164,10 @@ void mc::buildTrainPipeline(OpPassManager& pm,
   pm.addPass(createSymbolDCEPass());
   // 8. Fusion of the whole step (forward, backward and the update's
   //    elementwise math); the state stores stay outside every region.
+  //    Long reductions into few outputs (the loss, loss scaling's
+  //    non-finite checks) are split first, as the targets ask.
+  addSplitReductions(pm, o.entry, o.splitMaxOutputs,
+                     o.splitMinReduced);
   if (o.fuse) {
     FusePassOptions fuse;
     fuse.entry = o.entry;
@@ -163,8 +184,28 @@ void mc::buildTrainPipeline(OpPassManager& pm,
 }
 
 namespace {
-struct TrainPipelineCLOptions
-    : public PassPipelineOptions<TrainPipelineCLOptions> {
+/// The options both pipelines end with: fusion and the reduction split
+/// before it.
+template <typename Derived>
+struct FuseCLOptions : public PassPipelineOptions<Derived> {
+  template <typename T>
+  using Option = mlir::detail::PassOptions::Option<T>;
+  Option<bool> fuse{*this, "fuse", llvm::cl::desc("run mc-fuse"),
+                    llvm::cl::init(true)};
+  Option<int64_t> splitMaxOutputs{
+      *this, "split-max-outputs",
+      llvm::cl::desc("mc-split-reductions' max-outputs (0: no split; "
+                     "modelc compile takes its targets': cpu 1 when "
+                     "fusing, cuda 1024)"),
+      llvm::cl::init(1)};
+  Option<int64_t> splitMinReduced{
+      *this, "split-min-reduced",
+      llvm::cl::desc("mc-split-reductions' min-reduced (cpu 65537, cuda "
+                     "8192)"),
+      llvm::cl::init(65537)};
+};
+
+struct TrainPipelineCLOptions : public FuseCLOptions<TrainPipelineCLOptions> {
   Option<std::string> optimizer{*this, "optimizer",
                                 llvm::cl::desc("sgd or adamw"),
                                 llvm::cl::init("sgd")};
@@ -194,8 +235,6 @@ struct TrainPipelineCLOptions
   Option<double> scaleBackoff{*this, "loss-scale-backoff",
                               llvm::cl::init(0.5)};
   Option<std::string> entry{*this, "entry", llvm::cl::init("")};
-  Option<bool> fuse{*this, "fuse", llvm::cl::desc("run mc-fuse"),
-                    llvm::cl::init(true)};
   Option<int64_t> dpRanks{*this, "dp-ranks",
                           llvm::cl::desc("data-parallel ranks (mc-dp-partition)"),
                           llvm::cl::init(1)};
@@ -203,7 +242,7 @@ struct TrainPipelineCLOptions
 };
 
 struct CompilePipelineCLOptions
-    : public PassPipelineOptions<CompilePipelineCLOptions> {
+    : public FuseCLOptions<CompilePipelineCLOptions> {
   Option<std::string> amp{*this, "amp", llvm::cl::desc("bf16, f16 or empty"),
                           llvm::cl::init("")};
   Option<std::string> ampLevel{*this, "amp-level", llvm::cl::init("O1")};
@@ -213,8 +252,6 @@ struct CompilePipelineCLOptions
   Option<std::string> entry{*this, "entry",
                             llvm::cl::desc("entry function name"),
                             llvm::cl::init("")};
-  Option<bool> fuse{*this, "fuse", llvm::cl::desc("run mc-fuse"),
-                    llvm::cl::init(true)};
 };
 } // namespace
 
@@ -231,6 +268,8 @@ void mc::registerAllPasses() {
         options.amp = cl.amp;
         options.ampLevel = cl.ampLevel;
         options.fuse = cl.fuse;
+        options.splitMaxOutputs = cl.splitMaxOutputs;
+        options.splitMinReduced = cl.splitMinReduced;
         buildCompilePipeline(pm, options);
       });
   PassPipelineRegistration<TrainPipelineCLOptions>(
@@ -253,6 +292,8 @@ void mc::registerAllPasses() {
         o.beta2 = cl.beta2;
         o.eps = cl.eps;
         o.fuse = cl.fuse;
+        o.splitMaxOutputs = cl.splitMaxOutputs;
+        o.splitMinReduced = cl.splitMinReduced;
         o.ampLowOps.assign(cl.ampLowOps.begin(), cl.ampLowOps.end());
         o.ampF32Ops.assign(cl.ampF32Ops.begin(), cl.ampF32Ops.end());
         o.ampLocations.assign(cl.ampLocations.begin(), cl.ampLocations.end());

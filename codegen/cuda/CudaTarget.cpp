@@ -184,6 +184,9 @@ public:
   // regions do not yet (docs/fusion.md, "Views").
   bool fusesViews() const override { return true; }
   bool fusesAttentionViews() const override { return false; }
+  // A reduction kernel gives an output one block (rows) or one thread: a
+  // full reduction of a gradient would run on one SM of 132. Fused or not.
+  ReductionSplit reductionSplit(bool) const override { return {1024, 8192}; }
 
   LogicalResult serializeExecutables(ModuleOp module,
                                      Plan& plan) const override {

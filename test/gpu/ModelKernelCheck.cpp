@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <limits>
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 int main(int argc, char** argv) {
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
   std::string amp; // mc-amp's low precision: bf16, f16 (none by default)
   std::string optimizer = "sgd";
   double momentum = 0;
+  std::optional<bool> splitReductions; // the cuda target's default: on
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--batch" && i + 1 < argc) {
@@ -51,13 +53,16 @@ int main(int argc, char** argv) {
       optimizer = argv[++i];
     else if (a == "--momentum" && i + 1 < argc)
       momentum = std::atof(argv[++i]);
+    else if (a == "--split-reductions=on" || a == "--split-reductions=off")
+      splitReductions = a == "--split-reductions=on";
     else if (path.empty() && a[0] != '-')
       path = a;
     else {
       std::fprintf(stderr,
                    "usage: modelc-kernel-check MODEL.mlir [--train "
                    "[--optimizer sgd|adamw] [--momentum X]] "
-                   "[--amp bf16|f16] [--batch N] [--tol T]\n");
+                   "[--amp bf16|f16] [--split-reductions=on|off] "
+                   "[--batch N] [--tol T]\n");
       return 2;
     }
   }
@@ -91,6 +96,7 @@ int main(int argc, char** argv) {
   options.training.amp = amp;
   options.training.optimizer = optimizer;
   options.training.momentum = momentum;
+  options.splitReductions = splitReductions;
   if (mlir::failed(mc::codegen::runCompilePipeline(*module, options)))
     return 1;
   auto plan = mc::codegen::buildPlan(*module, options);

@@ -1,6 +1,5 @@
 // RUN: modelc-opt %s -split-input-file --mc-fuse | FileCheck %s
 // RUN: modelc-opt %s -split-input-file --mc-fuse="epilogues=false" | FileCheck %s --check-prefix=NOEPI
-// RUN: modelc-opt %s -split-input-file --mc-fuse="max-full-reduction=200000" | FileCheck %s --check-prefix=LONG
 // RUN: modelc-opt %s -split-input-file --mc-fuse="multi-output=false" | FileCheck %s --check-prefix=NOMULTI
 
 // One test per rule of mc-fuse (passes/Passes.td), with the cases that must
@@ -353,72 +352,6 @@ func.func @trailing_reduction(%x: tensor<4x8xf32>) -> (tensor<4xf32>, tensor<8xf
   %3 = mc.exp %x : tensor<4x8xf32>
   %4 = mc.reduce_sum %3, dims = [0] : (tensor<4x8xf32>) -> tensor<8xf32>
   return %2, %4 : tensor<4xf32>, tensor<8xf32>
-}
-
-// -----
-
-// A reduction of more than 65536 elements to one value becomes two (its
-// one row would be one tile: out of cache, one thread; one block on a
-// GPU): over rows of its trailing dims (up to 65536 elements), which ends
-// the elementwise ops' region, then over the partials, a step of its own.
-// Long rows with more than one of them (threads share them), and a full
-// reduction of 65536, still end one.
-// CHECK-LABEL: func.func @full_reductions
-// CHECK: %[[F:.*]] = mc.fused %arg0, %arg1 : (tensor<8x16384xf32>, tensor<8x16384xf32>) -> tensor<8xf32> {
-// CHECK:   mc.sub
-// CHECK:   mc.mul
-// CHECK:   mc.reduce_mean %{{.*}}, dims = [1] : (tensor<8x16384xf32>) -> tensor<8xf32>
-// CHECK:   mc.yield
-// CHECK: mc.reduce_mean %[[F]], dims = [0] : (tensor<8xf32>) -> tensor<f32>
-// CHECK: mc.fused %arg0, %arg1 : (tensor<8x16384xf32>, tensor<8x16384xf32>) -> tensor<8xf32> {
-// CHECK:   mc.reduce_sum
-// CHECK: mc.fused %arg2 : (tensor<4x16384xf32>) -> tensor<f32> {
-// CHECK:   mc.exp
-// CHECK:   mc.reduce_sum
-// With max-full-reduction above the count, the region ends in it again.
-// LONG-LABEL: func.func @full_reductions
-// LONG: mc.fused %arg0, %arg1 : (tensor<8x16384xf32>, tensor<8x16384xf32>) -> tensor<f32> {
-// LONG:   mc.reduce_mean
-func.func @full_reductions(%x: tensor<8x16384xf32>, %y: tensor<8x16384xf32>, %z: tensor<4x16384xf32>) -> (tensor<f32>, tensor<8xf32>, tensor<f32>) {
-  %0 = mc.sub %x, %y : tensor<8x16384xf32>
-  %1 = mc.mul %0, %0 : tensor<8x16384xf32>
-  %2 = mc.reduce_mean %1, dims = [0, 1] : (tensor<8x16384xf32>) -> tensor<f32>
-  %a = mc.sub %x, %y : tensor<8x16384xf32>
-  %b = mc.mul %a, %a : tensor<8x16384xf32>
-  %c = mc.reduce_sum %b, dims = [1] : (tensor<8x16384xf32>) -> tensor<8xf32>
-  %3 = mc.exp %z : tensor<4x16384xf32>
-  %4 = mc.reduce_sum %3, dims = [0, 1] : (tensor<4x16384xf32>) -> tensor<f32>
-  return %2, %c, %4 : tensor<f32>, tensor<8xf32>, tensor<f32>
-}
-
-// -----
-
-// A full reduction of one long dim is split through a [rows, 4096]
-// reshape (a divisor of its count: the reshape keeps the elementwise op
-// out of the first half's region); with keepdim the result is reshaped
-// back.
-// CHECK-LABEL: func.func @full_reduction_of_one_dim
-// CHECK: mc.abs
-// CHECK: mc.reshape %{{.*}} : (tensor<1048576xf32>) -> tensor<256x4096xf32>
-// CHECK: mc.reduce_max %{{.*}}, dims = [1] : (tensor<256x4096xf32>) -> tensor<256xf32>
-// CHECK: mc.reduce_max %{{.*}}, dims = [0] : (tensor<256xf32>) -> tensor<f32>
-// CHECK: mc.reshape %{{.*}} : (tensor<f32>) -> tensor<1xf32>
-func.func @full_reduction_of_one_dim(%x: tensor<1048576xf32>) -> tensor<1xf32> {
-  %0 = mc.abs %x : tensor<1048576xf32>
-  %1 = mc.reduce_max %0, dims = [0] keepdim : (tensor<1048576xf32>) -> tensor<1xf32>
-  return %1 : tensor<1xf32>
-}
-
-// -----
-
-// A sum of f16 is not split: its partials would be rounded to f16 (rows
-// of 65536 ones and of -1s sum to +-inf, the whole to 0).
-// CHECK-LABEL: func.func @f16_sum_is_not_split
-// CHECK: mc.reduce_sum %{{.*}}, dims = [0, 1] : (tensor<2x65536xf16>) -> tensor<f16>
-// CHECK-NOT: dims = [1]
-func.func @f16_sum_is_not_split(%x: tensor<2x65536xf16>) -> tensor<f16> {
-  %0 = mc.reduce_sum %x, dims = [0, 1] : (tensor<2x65536xf16>) -> tensor<f16>
-  return %0 : tensor<f16>
 }
 
 // -----

@@ -3,6 +3,7 @@
 // outputs are expected within 1e-5 relative error (the f32 bar of
 // ARCHITECTURE.md); in practice they are bit-identical unless the pipeline
 // reorders arithmetic.
+#include "codegen/ArtifactWriter.h"
 #include "codegen/Compile.h"
 #include "frontend/jit/Trace.h"
 #include "modelc/runtime.h"
@@ -108,6 +109,69 @@ TEST(EndToEnd, EveryOpMultipleInputsAndOutputs) {
   ASSERT_EQ(out.size(), eager.size());
   for (size_t i = 0; i < out.size(); ++i)
     expectClose(out[i], eager[i], 1e-5);
+}
+
+/// mc-split-reductions (on for cuda; forced on here for the CPU, whose
+/// kernels run the rewritten graph): every kind of split (rows then the
+/// batch's columns, one trailing run, one long dim reshaped, the last dim
+/// kept, keepdim, bf16 summed in f32) against eager's one reduction. Max
+/// and min are the same values; sums and means differ by rounding.
+TEST(EndToEnd, SplitReductionsMatchOneReduction) {
+  manualSeed(21);
+  auto fn = [](const std::vector<Tensor>& in) {
+    const Tensor& a = in[0]; // [32, 1024]: one row of 32768 per output
+    const Tensor& b = in[1]; // [8, 16, 32, 32]: a batch norm's statistics
+    const Tensor& c = in[2]; // [20000]: one long dim
+    const Tensor& d = in[3]; // [4096, 10]: the last dim kept
+    return std::vector<Tensor>{
+        sum(a, {0, 1}),
+        mean(a, {0, 1}, true),
+        amax(a, {0, 1}),
+        amin(a, {1, 0}),
+        mean(b, {0, 2, 3}, true),
+        sum(b, {0, 2, 3}),
+        amax(c, {0}),
+        sum(c, {0}),
+        sum(d, {0}),
+        amin(d, {0}, true),
+        cast(sum(cast(a, DType::BF16), {0, 1}), DType::F32),
+    };
+  };
+  std::vector<Tensor> inputs = {
+      Tensor::uniform({32, 1024}, 0.5f, 1.5f),
+      Tensor::randn({8, 16, 32, 32}),
+      Tensor::uniform({20000}, -1.0f, 3.0f),
+      Tensor::uniform({4096, 10}, 0.0f, 2.0f),
+  };
+  std::vector<Tensor> eager = fn(inputs);
+  size_t reductions[2] = {0, 0};
+  for (bool split : {false, true}) {
+    jit::TracedModule tm = jit::traceFunction(fn, inputs, {});
+    codegen::CompileOptions options;
+    options.splitReductions = split;
+    ASSERT_TRUE(mlir::succeeded(
+        codegen::runCompilePipeline(tm.module(), options)));
+    tm.module().walk([&](mlir::Operation* op) {
+      if (op->getName().getStringRef().starts_with("mc.reduce_"))
+        ++reductions[split];
+    });
+    auto plan = codegen::buildPlan(tm.module(), options);
+    ASSERT_TRUE(mlir::succeeded(plan));
+    std::vector<uint8_t> bytes;
+    ASSERT_TRUE(bool(codegen::writeArtifactToBytes(*plan, &bytes)));
+    std::vector<Tensor> out = runArtifact(bytes, inputs);
+    ASSERT_EQ(out.size(), eager.size());
+    for (size_t i = 0; i < out.size(); ++i) {
+      SCOPED_TRACE("output " + std::to_string(i) +
+                   (split ? " (split)" : " (one reduction)"));
+      bool exact = i == 2 || i == 3 || i == 6 || i == 9;
+      // bf16's sum: eager rounds once to bf16 too, from an f32 total.
+      double tol = exact ? 0.0 : i == 10 ? 1.0 / 128 : 1e-5;
+      expectClose(out[i], eager[i], tol);
+    }
+  }
+  // Every reduction split (the bf16 sum's and the 20000-long one's twice).
+  EXPECT_GE(reductions[1], 2 * reductions[0]) << reductions[0];
 }
 
 /// A real compiled artifact with any single byte flipped is refused at load

@@ -58,6 +58,9 @@ commands:
                                  text goes to -o or stdout
       --no-fuse                  one step per op: no mc-fuse regions or
                                  epilogues (batch norms still fold)
+      --split-reductions=on|off  split long reductions into few outputs in
+                                 two (mc-split-reductions; default: on
+                                 for cuda, off for cpu)
       -v, --verbose              print each stage and its time, and the
                                  steps, intermediate bytes and arena size;
                                  for cuda, how each attention region runs
@@ -315,6 +318,12 @@ int compileMain(int argc, char** argv) {
       options.verbose = true;
     } else if (a == "--no-fuse") {
       options.fuse = false;
+    } else if (a.rfind("--split-reductions=", 0) == 0) {
+      std::string v = a.substr(std::strlen("--split-reductions="));
+      if (v != "on" && v != "off")
+        return fail("compile: --split-reductions takes on or off, got '" + v +
+                    "'");
+      options.splitReductions = v == "on";
     } else if (value("-o", output) || value("--target", options.target) ||
                value("--entry", options.entry) || value("--emit", emit)) {
     } else if (value("--batch", batchSpec)) {
