@@ -425,8 +425,10 @@ def SplitReductionsPass : Pass<"mc-split-reductions", "mlir::ModuleOp"> {
     (one thread per channel). As XLA's tree reduction rewriter does, this
     pass rewrites such a reduction into two: the first over an inner part
     of the reduced elements, with many outputs, the second over what is
-    left, now short. Runs only for targets that ask for it (cuda); the CPU
-    keeps one reduction.
+    left, now short. Codegen runs it with its targets' limits
+    (`Target::reductionSplit`): the CPU's are full reductions of more than
+    65536 elements when fusing (a region's tile is whole rows), cuda's
+    the defaults, fused or not.
 
     An `mc.reduce_sum`, `reduce_mean`, `reduce_max` or `reduce_min` of at
     most `max-outputs` outputs is split when:
@@ -451,7 +453,7 @@ def SplitReductionsPass : Pass<"mc-split-reductions", "mlir::ModuleOp"> {
     type. Means of equal-sized parts give the mean; max and min are exact;
     sums differ from one pass by rounding only. `keepdim` is kept by a
     reshape at the end. Dims of dynamic size are sized at the batch's OPT
-    and never reshaped.
+    and never reshaped, nor is a shape that holds the batch twice.
 
     ```mlir
     // Before:

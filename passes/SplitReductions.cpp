@@ -33,6 +33,20 @@ struct Split {
   SmallVector<int64_t> inner, outer;
 };
 
+/// The divisors of `n` in [2, n / 2], ascending: trial division up to
+/// sqrt(n), so a dim of 2^40 costs a million steps, not 2^39.
+SmallVector<int64_t> properDivisors(int64_t n) {
+  SmallVector<int64_t> low, high;
+  for (int64_t c = 2; c <= n / c; ++c)
+    if (n % c == 0) {
+      low.push_back(c);
+      if (c != n / c)
+        high.push_back(n / c);
+    }
+  low.append(high.rbegin(), high.rend());
+  return low;
+}
+
 class Splitter {
 public:
   Splitter(int64_t maxOutputs, int64_t minReduced, int64_t inner,
@@ -53,11 +67,11 @@ public:
     int64_t outputs = 1, reduced = 1;
     for (int64_t d = 0; d < rank; ++d) {
       if (llvm::is_contained(dims, d))
-        reduced *= size(shape[d]);
+        reduced = mul(reduced, size(shape[d]));
       else if (shape[d] < 0)
         return std::nullopt; // scales with the batch: many outputs
       else
-        outputs *= shape[d];
+        outputs = mul(outputs, shape[d]);
     }
     if (outputs > maxOutputs)
       return std::nullopt;
@@ -71,7 +85,7 @@ public:
     auto count = [&](ArrayRef<int64_t> ds) {
       int64_t n = 1;
       for (int64_t d : ds)
-        n *= size(shape[d]);
+        n = mul(n, size(shape[d]));
       return n;
     };
 
@@ -111,11 +125,10 @@ public:
         return std::nullopt;
       int64_t after = 1;
       for (int64_t d = *dim + 1; d < rank; ++d)
-        after *= size(shape[d]);
-      int64_t length = shape[*dim];
+        after = mul(after, size(shape[d]));
       int64_t k = 0;
-      for (int64_t c = 2; c <= length / 2; ++c)
-        if (length % c == 0 && c * after >= innerTarget) {
+      for (int64_t c : properDivisors(shape[*dim]))
+        if (mul(c, after) >= innerTarget) {
           k = c;
           break;
         }
@@ -142,12 +155,10 @@ public:
     std::optional<int64_t> dim = largestStatic(shape, dims);
     if (!dim)
       return std::nullopt;
-    int64_t length = shape[*dim];
+    double root = std::sqrt(static_cast<double>(shape[*dim]));
     int64_t k = 0;
-    double root = std::sqrt(static_cast<double>(length));
-    for (int64_t c = 2; c <= length / 2; ++c)
-      if (length % c == 0 &&
-          (k == 0 || std::abs(c - root) < std::abs(k - root)))
+    for (int64_t c : properDivisors(shape[*dim]))
+      if (k == 0 || std::abs(c - root) < std::abs(k - root))
         k = c;
     if (k == 0)
       return std::nullopt;
@@ -157,9 +168,19 @@ public:
   }
 
 private:
-  int64_t size(int64_t d) const { return d < 0 ? -d * batchOpt : d; }
+  int64_t size(int64_t d) const { return d < 0 ? mul(-d, batchOpt) : d; }
+  /// Products of sizes, saturated: a type may hold more than 2^63.
+  static int64_t mul(int64_t a, int64_t b) {
+    int64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+  }
+  /// The dim to reshape to [L / k, k]: the largest static one of `dims`;
+  /// none when the shape holds the batch more than once (a reshape's
+  /// shapes hold it at most once).
   static std::optional<int64_t> largestStatic(ArrayRef<int64_t> shape,
                                               ArrayRef<int64_t> dims) {
+    if (llvm::count_if(shape, [](int64_t d) { return d < 0; }) > 1)
+      return std::nullopt;
     std::optional<int64_t> best;
     for (int64_t d : dims)
       if (shape[d] >= 4 && (!best || shape[d] > shape[*best]))

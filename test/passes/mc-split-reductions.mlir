@@ -145,3 +145,27 @@ func.func @in_region(%x: tensor<4096x4096xf32>) -> tensor<f32> {
   }
   return %0 : tensor<f32>
 }
+
+// -----
+
+// A shape that holds the batch twice cannot be reshaped (a reshape holds
+// it at most once): with the last dim kept, the only rule is a reshape,
+// so it stays one reduction.
+// CHECK-LABEL: func.func @batch_twice
+// CHECK-NOT: mc.reshape
+// CHECK: mc.reduce_sum %arg0, dims = [0, 1, 2] : (tensor<?x?x4096x10xf32>) -> tensor<10xf32>
+func.func @batch_twice(%x: tensor<?x?x4096x10xf32>) -> tensor<10xf32> attributes {mc.batch = array<i64: 1, 64, 8>} {
+  %0 = mc.reduce_sum %x, dims = [0, 1, 2] : (tensor<?x?x4096x10xf32>) -> tensor<10xf32>
+  return %0 : tensor<10xf32>
+}
+
+// -----
+
+// Divisors are searched up to sqrt(L): a dim of 2^40 splits at once
+// (2^20 = its square root), where a search up to L / 2 took minutes.
+// CHECK-LABEL: func.func @huge_dim
+// CHECK: mc.reshape %arg0 : (tensor<1099511627776x2xf32>) -> tensor<1048576x1048576x2xf32>
+func.func @huge_dim(%x: tensor<1099511627776x2xf32>) -> tensor<2xf32> {
+  %0 = mc.reduce_max %x, dims = [0] : (tensor<1099511627776x2xf32>) -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
