@@ -39,7 +39,8 @@ const char kUsage[] =
     "\n"
     "Runs a modelc artifact with the CPU runtime. Each output is written to\n"
     "DIR/<output name>.npy (bf16 outputs as f4). --bench N times N runs after\n"
-    "a few warm-up runs and prints the median and p90 latency; for an\n"
+    "warm-up runs (N/10, and at least 0.2 s) and prints the median and p90\n"
+    "latency; for an\n"
     "artifact with a dynamic batch it times batch B (default: the artifact's\n"
     "opt), the rows of each --input repeated up to B. --device\n"
     "picks the device (default: the best one present; with --device auto\n"
@@ -472,10 +473,22 @@ Status benchBatch(const rt::Model &model, long long requested, int64_t *batch) {
   return Status::ok();
 }
 
-/// Times `count` runs after a few warm-up ones and prints the median and p90.
+/// Times `count` runs after warm-up ones and prints the median and p90.
+/// Warm-up is a tenth of the runs (1 to 10) and at least 0.2 s: on this
+/// project's 2-core VM a 1.7 ms region ran its first ~20 runs in 8 ms
+/// (idle threads woken late), which a single warm-up run left in the
+/// median of `--bench 10` (7.99 ms against 1.73).
 Status benchmark(rt::Session &session, long long count, int64_t batch) {
-  long long warmup = std::min(10LL, std::max(1LL, count / 10));
-  for (long long i = 0; i < warmup; ++i)
+  long long warmup = 0;
+  auto start = std::chrono::steady_clock::now();
+  auto warming = [&] {
+    if (warmup < std::min(10LL, std::max(1LL, count / 10)))
+      return true;
+    return warmup < 10 * std::max(count, 10LL) &&
+           std::chrono::steady_clock::now() - start <
+               std::chrono::milliseconds(200);
+  };
+  for (; warming(); ++warmup)
     MC_RETURN_IF_ERROR(session.run());
   std::vector<double> ms;
   ms.reserve(size_t(count));
