@@ -206,6 +206,41 @@ Status writeFileAtomically(const std::string &path, const void *data,
       options);
 }
 
+Status appendToFile(const std::string &path, const void *data, size_t size,
+                    const AtomicWriteOptions &options) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0)
+    return Status::error(path + ": cannot append: " + errnoText());
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::error(path + ": cannot append: not a regular file");
+  }
+  off_t before = st.st_size;
+  const char *p = static_cast<const char *>(data);
+  size_t left = size;
+  std::string error;
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      error = path + ": write failed: " + (n < 0 ? errnoText() : "no progress");
+      break;
+    }
+    p += n;
+    left -= size_t(n);
+  }
+  if (error.empty() && options.durable && ::fdatasync(fd) != 0)
+    error = path + ": fdatasync failed: " + errnoText();
+  if (!error.empty() && ::ftruncate(fd, before) != 0)
+    error += "; and cutting it back to " + std::to_string(before) +
+             " bytes failed: " + errnoText();
+  if (::close(fd) != 0 && error.empty())
+    error = path + ": close failed: " + errnoText();
+  return error.empty() ? Status::ok() : Status::error(error);
+}
+
 Status finishStdout() {
   bool ok = std::fflush(stdout) == 0;
   int err = errno;

@@ -150,6 +150,42 @@ TEST(FileIO, FailedWriteLeavesTheOldFileAndNoTemporary) {
   EXPECT_EQ(listDir(dir), std::vector<std::string>{"out.npy"});
 }
 
+// Appends go to the same file (no rename: its inode stays) and add
+// exactly the bytes given; one that a file-size limit stops partway is cut
+// back to the old length, so a log never ends in half a line. A missing
+// file or a device is refused, naming it.
+TEST(FileIO, AppendAddsAllBytesOrNone) {
+  std::string dir = freshDir("append");
+  std::string f = dir + "/log.csv";
+  ASSERT_TRUE(writeFileAtomically(f, "step\n", 5));
+  struct stat before, after;
+  ASSERT_EQ(::stat(f.c_str(), &before), 0);
+  ASSERT_TRUE(appendToFile(f, "1\n", 2));
+  ASSERT_TRUE(appendToFile(f, "2\n", 2, AtomicWriteOptions{true}));
+  ASSERT_TRUE(appendToFile(f, "", 0));
+  ASSERT_EQ(::stat(f.c_str(), &after), 0);
+  EXPECT_EQ(slurp(f), "step\n1\n2\n");
+  EXPECT_EQ(before.st_ino, after.st_ino);
+
+  std::string rows(8192, 'x');
+  struct rlimit old;
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  auto oldHandler = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = old;
+  small.rlim_cur = 4096; // the first 4087 bytes fit, the rest do not
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  Status st = appendToFile(f, rows.data(), rows.size());
+  ::setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, oldHandler);
+  EXPECT_EQ(st.message(), f + ": write failed: File too large");
+  EXPECT_EQ(slurp(f), "step\n1\n2\n");
+
+  EXPECT_EQ(appendToFile(dir + "/none.csv", "1", 1).message(),
+            dir + "/none.csv: cannot append: No such file or directory");
+  EXPECT_EQ(appendToFile("/dev/null", "1", 1).message(),
+            "/dev/null: cannot append: not a regular file");
+}
+
 // Renaming over a device would replace the node itself (as root): refused.
 TEST(FileIO, NonRegularTargetsAreNotReplaced) {
   float v = 1;

@@ -505,6 +505,8 @@ private:
   DType lossScaleType_ = DType::F32;
   std::string checkpointPath_;
   bool csvDirty_ = false; // rows since --log-csv was last written
+  bool csvWhole_ = false;  // the log was written whole once: append
+  size_t csvRows_ = 0;     // rows of history_ the log holds
   std::vector<Point> history_;
   // Progress of the current epoch.
   double lossSum_ = 0, lossScale_ = NAN;
@@ -1044,15 +1046,28 @@ Status Trainer::writeCsv() {
   csvDirty_ = false;
   if (opt_.csv.empty())
     return Status::ok();
-  // Rewritten whole each time (at checkpoints, epoch ends and the end), so
-  // the file is always complete and matches what was trained; a write that
-  // fails (a full disk) is an error, never a truncated log.
-  std::string text = std::string(kCsvHeader) + "\n";
-  for (const Point &p : history_)
-    text += p.csvRow + "\n";
-  Status st = rt::writeFileAtomically(opt_.csv, text.data(), text.size());
+  // Written at checkpoints, epoch ends and the end, so the file is always
+  // complete and matches what was trained; a write that fails (a full
+  // disk) is an error, never a truncated log. The first write is the whole
+  // file (the header, and a resumed run's earlier rows), atomically; later
+  // ones append the new rows, all or none (a rewrite each time made a long
+  // run's logging quadratic: a million steps, checkpointed every thousand,
+  // rewrote 15 GB). A log removed under the run is written whole again.
+  std::string text;
+  bool whole = !csvWhole_ || !std::filesystem::exists(opt_.csv);
+  if (whole)
+    text = std::string(kCsvHeader) + "\n";
+  for (size_t i = whole ? 0 : csvRows_; i < history_.size(); ++i)
+    text += history_[i].csvRow + "\n";
+  Status st = whole ? rt::writeFileAtomically(opt_.csv, text.data(),
+                                              text.size())
+              : text.empty()
+                  ? Status::ok()
+                  : rt::appendToFile(opt_.csv, text.data(), text.size());
   if (!st)
     return Status::error("cannot write the CSV log: " + st.message());
+  csvWhole_ = true;
+  csvRows_ = history_.size();
   return Status::ok();
 }
 

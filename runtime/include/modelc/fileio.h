@@ -62,6 +62,14 @@ Status writeFileAtomically(
 Status writeFileAtomically(const std::string &path, const void *data,
                            size_t size, const AtomicWriteOptions &options = {});
 
+/// Appends bytes to the existing regular file PATH, all of them or none:
+/// a write that fails partway (a full disk, a file-size limit) is cut
+/// back to PATH's old length, so a log never ends in half a line. With
+/// `options.durable`, fdatasync before returning. A PATH that is missing
+/// or not a regular file is an error (write it whole first).
+Status appendToFile(const std::string &path, const void *data, size_t size,
+                    const AtomicWriteOptions &options = {});
+
 /// Flushes stdout and reports whether everything written to it arrived
 /// (a full disk or a closed pipe is an error, not a silent truncation).
 Status finishStdout();
