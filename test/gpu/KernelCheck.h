@@ -19,8 +19,12 @@ struct StepCheck {
   std::string skipped;
   std::string kind; // "elementwise", "rows", ...
   size_t elements = 0;
-  /// The largest |cpu - lavapipe| / max(1, |cpu|), where.
+  /// The largest |cpu - lavapipe| / max(1, |cpu|), where. f16 and bf16
+  /// elements one ulp from the CPU's are not in it: they are counted in
+  /// `oneUlp` (each op rounds an f32 result, and f32 results that differ
+  /// in their last bits round to neighbours near a halfway point).
   double worst = 0;
+  size_t oneUlp = 0;
   size_t worstAt = 0;
   double cpu = 0, lavapipe = 0;
   /// For a step whose kernel can fail: the CPU kernel's error (the element

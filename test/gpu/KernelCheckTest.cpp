@@ -146,6 +146,8 @@ protected:
     EXPECT_LE(r.worst, tol) << "at element " << r.worstAt << " of "
                             << r.elements << ": cpu " << r.cpu
                             << ", lavapipe " << r.lavapipe;
+    if (tol == 0) // bit for bit: no f16 or bf16 element one ulp off either
+      EXPECT_EQ(r.oneUlp, 0u);
   }
 
   /// Runs the case's step on `inputs` both ways: the CPU kernel must fail
@@ -161,9 +163,11 @@ protected:
       return;
     EXPECT_EQ(r.cpuError, cpuError);
     EXPECT_EQ(r.deviceError, cpuError);
-    if (cpuError.empty())
+    if (cpuError.empty()) {
       EXPECT_EQ(r.worst, 0) << "at element " << r.worstAt << ": cpu " << r.cpu
                             << ", lavapipe " << r.lavapipe;
+      EXPECT_EQ(r.oneUlp, 0u);
+    }
   }
 
   static mc::gputest::VulkanRunner* runner_;
@@ -203,6 +207,43 @@ TEST_F(KernelCheck, OpsOfPositiveInputsMatchTheCpu) {
   Case pow = stepCase(OpId::Pow, {{F, {99}}, {F, {99}}}, {F, {99}});
   pow.positive = true;
   check(pow, 1e-4);
+}
+
+// pow's C cases on both sides (the CPU's std::pow, CUDA's __nv_powf; on
+// lavapipe the harness's PowFAsC, since GLSL's Pow is undefined below 0
+// and at 0): negative bases with odd, even and fractional powers, zeros
+// (signed) to positive, zero and negative powers, 1 and -1 to infinite
+// and NaN powers, infinities, NaNs, and random signed pairs.
+TEST_F(KernelCheck, PowOfSpecialValuesIsCs) {
+  if (!runner_)
+    GTEST_SKIP() << "no Vulkan device: " << *whyNot_;
+  const float inf = INFINITY, nan = NAN;
+  std::vector<std::pair<float, float>> xy = {
+      {-2, 3},    {-2, 2},    {-2, 0.5f},  {-8, 1.0f / 3}, {0, 0},
+      {-0.0f, 3}, {-0.0f, -3}, {0, -1},    {-0.0f, -2},    {0, 2.5f},
+      {1, nan},   {1, inf},   {-1, inf},  {-1, -inf},     {nan, 0},
+      {nan, 2.5f}, {2.5f, nan}, {inf, -2}, {-inf, 3},      {-inf, 2.5f},
+      {-inf, -3}, {0.5f, inf}, {2, -inf},  {3, 7},         {-1.5f, -5},
+      {1e-20f, 2.5f}, {7, -0.0f}};
+  std::mt19937 gen(4);
+  std::uniform_real_distribution<float> u(-4, 4);
+  while (xy.size() < 200)
+    xy.push_back({u(gen), std::round(u(gen) * 2) / 2}); // integer and halves
+  std::vector<float> x, y;
+  for (auto [a, b] : xy) {
+    x.push_back(a);
+    y.push_back(b);
+  }
+  Case c = stepCase(OpId::Pow, {{F, {int64_t(x.size())}}, {F, {int64_t(x.size())}}},
+                    {F, {int64_t(x.size())}});
+  std::vector<std::vector<uint8_t>> inputs = {bytesOf(x), bytesOf(y)};
+  mc::gputest::StepCheck r;
+  if (!run(c, &r, &inputs))
+    return;
+  EXPECT_LE(r.worst, 1e-5) << "at element " << r.worstAt << " (pow("
+                           << x[r.worstAt] << ", " << y[r.worstAt]
+                           << ")): cpu " << r.cpu << ", lavapipe "
+                           << r.lavapipe;
 }
 
 TEST_F(KernelCheck, BinaryOpsMatchTheCpu) {

@@ -209,6 +209,8 @@ int main(int argc, char** argv) {
     if (!ok)
       std::printf(" (element %zu: cpu %.9g, lavapipe %.9g)", r.worstAt, r.cpu,
                   r.lavapipe);
+    if (r.oneUlp)
+      std::printf(" (%zu one ulp off)", r.oneUlp);
     std::printf("\n");
     ++checked;
     failures += !ok;

@@ -2,6 +2,8 @@
 // SpirvLowering.h for the binding contract and the pass order).
 #include "test/gpu/SpirvLowering.h"
 
+#include <cmath>
+
 #include "mlir/AsmParser/AsmParser.h"
 #include "mlir/Conversion/GPUToSPIRV/GPUToSPIRVPass.h"
 #include "mlir/Conversion/MathToSPIRV/MathToSPIRVPass.h"
@@ -72,12 +74,80 @@ struct TruncAsFloorOfAbs : OpRewritePattern<math::TruncOp> {
   }
 };
 
+// pow as C's powf, which CUDA's is (libdevice's __nv_powf): GLSL's Pow,
+// what math.powf becomes on SPIR-V, is undefined for x < 0 and for x = 0
+// with y <= 0, and lavapipe gave 0 for pow(0, 0) and -0 for pow(-2, 0.5),
+// so no kernel with mc.pow passed the signed run. |x|^y as
+// exp2(y * log2|x|) (relative error about |y log2 x| * 2^-23; |0|^y by
+// hand, Log2 being undefined at 0 as well; NaNs by hand), then C's
+// cases: a negative base with an odd integer power is negative, with a
+// non-integer power NaN (but -inf is not); y = 0 or x = 1 give 1, NaN or
+// not; x = -1 with y = +-inf gives 1.
+struct PowFAsC : OpRewritePattern<math::PowFOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(math::PowFOp op,
+                                PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    OpBuilder &b = rewriter;
+    Value x = op.getLhs(), y = op.getRhs();
+    Type t = x.getType();
+    auto c = [&](double v) -> Value {
+      return arith::ConstantOp::create(b, loc, b.getFloatAttr(t, v));
+    };
+    auto cmp = [&](arith::CmpFPredicate p, Value u, Value v) -> Value {
+      return arith::CmpFOp::create(b, loc, p, u, v);
+    };
+    auto both = [&](Value u, Value v) -> Value {
+      return arith::AndIOp::create(b, loc, u, v);
+    };
+    auto pick = [&](Value cond, Value u, Value v) -> Value {
+      return arith::SelectOp::create(b, loc, cond, u, v);
+    };
+    Value ax = math::AbsFOp::create(b, loc, x);
+    Value log2 = math::Log2Op::create(b, loc, ax);
+    Value mag = math::Exp2Op::create(
+        b, loc, arith::MulFOp::create(b, loc, y, log2));
+    // GLSL's Log2 is undefined at 0 too: |0|^y is inf below 0, else 0.
+    mag = pick(cmp(arith::CmpFPredicate::OEQ, ax, c(0)),
+               pick(cmp(arith::CmpFPredicate::OLT, y, c(0)), c(INFINITY),
+                    c(0)),
+               mag);
+    Value whole = cmp(arith::CmpFPredicate::OEQ,
+                      math::FloorOp::create(b, loc, y), y);
+    Value half = arith::MulFOp::create(b, loc, y, c(0.5));
+    Value odd = both(whole, cmp(arith::CmpFPredicate::ONE,
+                                math::FloorOp::create(b, loc, half), half));
+    Value negative = cmp(arith::CmpFPredicate::OLT,
+                         math::CopySignOp::create(b, loc, c(1), x), c(0));
+    Value r = pick(both(negative, odd), arith::NegFOp::create(b, loc, mag),
+                   mag);
+    Value finiteBelowZero =
+        both(cmp(arith::CmpFPredicate::OLT, x, c(0)),
+             cmp(arith::CmpFPredicate::ONE, ax, c(INFINITY)));
+    Value notWhole = arith::XOrIOp::create(
+        b, loc, whole,
+        arith::ConstantOp::create(b, loc, b.getBoolAttr(true)));
+    r = pick(both(finiteBelowZero, notWhole), c(NAN), r);
+    // llvmpipe's Log2 and Exp2 need not carry a NaN (pow(NaN, 2.5) gave 0).
+    r = pick(cmp(arith::CmpFPredicate::UNO, x, y), c(NAN), r);
+    Value one = both(cmp(arith::CmpFPredicate::OEQ, ax, c(1)),
+                     cmp(arith::CmpFPredicate::OEQ,
+                         math::AbsFOp::create(b, loc, y), c(INFINITY)));
+    one = arith::OrIOp::create(b, loc, one,
+                               cmp(arith::CmpFPredicate::OEQ, y, c(0)));
+    one = arith::OrIOp::create(b, loc, one,
+                               cmp(arith::CmpFPredicate::OEQ, x, c(1)));
+    rewriter.replaceOp(op, pick(one, c(1), r));
+    return success();
+  }
+};
+
 LogicalResult expandMathOps(gpu::GPUModuleOp gpuModule) {
   RewritePatternSet patterns(gpuModule.getContext());
   populateMathF32ExpansionPatterns(patterns, approximatedOnSpirv);
   populateMathPolynomialApproximationPatterns(patterns, approximatedOnSpirv);
   math::populateExpansionPatterns(patterns, {"exp2"});
-  patterns.add<TruncAsFloorOfAbs>(gpuModule.getContext());
+  patterns.add<TruncAsFloorOfAbs, PowFAsC>(gpuModule.getContext());
   return applyPatternsGreedily(gpuModule, std::move(patterns));
 }
 
