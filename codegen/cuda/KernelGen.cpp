@@ -167,7 +167,11 @@ public:
       launch = rowsLaunch();
       break;
     case KernelKind::Reduce:
-      if (step.op == OpId::Softmax || step.op == OpId::LogSoftmax) {
+      if ((step.op == OpId::Softmax || step.op == OpId::LogSoftmax) &&
+          softmaxAxisByBlocks()) {
+        ok = emitSoftmaxAxisBlocks();
+        launch = rowsLaunch();
+      } else if (step.op == OpId::Softmax || step.op == OpId::LogSoftmax) {
         ok = emitSoftmaxAxis();
         launch = unitsLaunch(
             out(), flavor.block,
@@ -1602,6 +1606,77 @@ private:
     return success();
   }
 
+  /// Softmax over a dim other than the last with few (outer, inner)
+  /// pairs and a long axis: a softmax over dim 0 of [T, 8] (attention
+  /// pooling, sequence first) was 8 threads, each walking T elements
+  /// three times, one load after another.
+  static constexpr int64_t kFewSoftmaxUnits = 1024, kLongSoftmaxAxis = 256;
+  bool softmaxAxisByBlocks() {
+    int64_t len = out().shape[size_t(step.attrs.getInt("axis"))];
+    return len >= kLongSoftmaxAxis &&
+           out().numel() / std::max<int64_t>(len, 1) < kFewSoftmaxUnits;
+  }
+
+  /// Then one block per pair: its threads share the axis (elements
+  /// `inner` apart), reduce as a row kernel does, and write.
+  LogicalResult emitSoftmaxAxisBlocks() {
+    SmallVector<Value> s = sizes(out());
+    size_t axis = size_t(step.attrs.getInt("axis"));
+    rowLength = out().shape[axis];
+    Value outer = product(ArrayRef<Value>(s).take_front(axis));
+    Value inner = product(ArrayRef<Value>(s).drop_front(axis + 1));
+    Value len = s[axis];
+    Value smem = sharedBuffer(MemRefType::get(
+        {64}, b.getF32Type(), AffineMap(), b.getI64IntegerAttr(3)));
+    Value units = arith::MulIOp::create(b, loc, outer, inner);
+    Value bid = blockId();
+    Value gdim = gridDim();
+    loop(bid, units, gdim, [&](Value u) {
+      std::function<Value(Value)> at = axisElement(u, inner, len);
+      Value m = rowReduce(gpu::AllReduceOperation::MAXNUMF, len, smem,
+                          [&](Value j) { return load(0, at(j)); });
+      Value sum = rowReduce(gpu::AllReduceOperation::ADD, len, smem,
+                            [&](Value j) {
+                              return expf(subf(load(0, at(j)), m));
+                            });
+      Value tid = threadId();
+      Value bdim = blockDim();
+      writeSoftmax(tid, len, bdim, at, m, sum);
+    });
+    return success();
+  }
+
+  /// Element j of pair u's axis in a softmax over a middle dim:
+  /// (u / inner) * len * inner + u % inner + j * inner.
+  std::function<Value(Value)> axisElement(Value u, Value inner, Value len) {
+    Value o = arith::DivUIOp::create(b, loc, u, inner);
+    Value in = arith::RemUIOp::create(b, loc, u, inner);
+    Value base = arith::AddIOp::create(
+        b, loc,
+        arith::MulIOp::create(b, loc, arith::MulIOp::create(b, loc, o, len),
+                              inner),
+        in);
+    return [this, base, inner](Value j) -> Value {
+      return arith::AddIOp::create(b, loc, base,
+                                   arith::MulIOp::create(b, loc, j, inner));
+    };
+  }
+
+  /// A softmax's last pass over elements from, from + stride, ... < len:
+  /// x - max - log(sum) (log_softmax) or exp(x - max) / sum, stored.
+  void writeSoftmax(Value from, Value len, Value stride,
+                    const std::function<Value(Value)>& at, Value m,
+                    Value sum) {
+    bool log = step.op == OpId::LogSoftmax;
+    Value lse = log ? Value(math::LogOp::create(b, loc, sum)) : Value();
+    loop(from, len, stride, [&](Value j) {
+      Value d = subf(load(0, at(j)), m);
+      Value y = log ? subf(d, lse) : divf(expf(d), sum);
+      Value dst = at(j);
+      store(y, dst);
+    });
+  }
+
   /// Softmax over a dim other than the last: one thread per (outer,
   /// inner) pair walks the axis three times (max, sum, write).
   LogicalResult emitSoftmaxAxis() {
@@ -1610,18 +1685,8 @@ private:
     Value outer = product(ArrayRef<Value>(s).take_front(axis));
     Value inner = product(ArrayRef<Value>(s).drop_front(axis + 1));
     Value len = s[axis];
-    bool log = step.op == OpId::LogSoftmax;
     gridStride(arith::MulIOp::create(b, loc, outer, inner), [&](Value u) {
-      Value o = arith::DivUIOp::create(b, loc, u, inner);
-      Value in = arith::RemUIOp::create(b, loc, u, inner);
-      Value base = arith::AddIOp::create(b,
-          loc, arith::MulIOp::create(b,
-                   loc, arith::MulIOp::create(b, loc, o, len), inner),
-          in);
-      auto at = [&](Value j) {
-        return arith::AddIOp::create(b,
-            loc, base, arith::MulIOp::create(b, loc, j, inner));
-      };
+      std::function<Value(Value)> at = axisElement(u, inner, len);
       Value lo = idx(0);
       Value one = idx(1);
       Value minusInf = f32(-std::numeric_limits<float>::infinity());
@@ -1634,15 +1699,9 @@ private:
       Value sum = loopAcc(lo2, len, one2, zero, [&](Value j, Value a) {
         return addf(a, expf(subf(load(0, at(j)), m)));
       });
-      Value lse = log ? Value(math::LogOp::create(b, loc, sum)) : Value();
       Value lo3 = idx(0);
       Value one3 = idx(1);
-      loop(lo3, len, one3, [&](Value j) {
-        Value d = subf(load(0, at(j)), m);
-        Value y = log ? subf(d, lse) : divf(expf(d), sum);
-        Value dst = at(j);
-        store(y, dst);
-      });
+      writeSoftmax(lo3, len, one3, at, m, sum);
     });
     return success();
   }

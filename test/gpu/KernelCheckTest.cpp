@@ -522,6 +522,13 @@ TEST_F(KernelCheck, OtherAxesMatchTheCpu) {
   check(stepCase(OpId::ReduceMean, {{F, {8, 3, 5}}}, {F, {3}},
                  {ints("dims", {0, 2})}),
         1e-5);
+  // Few (outer, inner) pairs along a long axis: a block per pair.
+  check(stepCase(OpId::Softmax, {{F, {3000, 3}}}, {F, {3000, 3}},
+                 {integer("axis", 0)}),
+        1e-5);
+  check(stepCase(OpId::LogSoftmax, {{F, {2, 5000, 4}}}, {F, {2, 5000, 4}},
+                 {integer("axis", 1)}),
+        1e-5);
   check(stepCase(OpId::ReduceMin, {{DType::I32, {8, 3}}}, {DType::I32, {3}},
                  {ints("dims", {0})}),
         0);
