@@ -394,7 +394,7 @@ Status unary(OpId op, const ConstTensor &a, const MutTensor &out,
     mapF32(a, out, [](float x) { return std::log(x); });
     break;
   case OpId::Tanh:
-    mapF32(a, out, [](float x) { return std::tanh(x); });
+    vecMap(a, out, kParallelGrain / 4, vec::tanhF32);
     break;
   case OpId::Sigmoid:
     vecMap(a, out, kParallelGrain / 4, vec::sigmoidF32);

@@ -100,6 +100,11 @@ MC_CLONES void sigmoidF32(const float *x, float *y, int64_t n) {
   }
 }
 
+MC_CLONES void tanhF32(const float *x, float *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = fastTanh(x[i]);
+}
+
 MC_CLONES void erfF32(const float *x, float *y, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     y[i] = fastErf(x[i]);

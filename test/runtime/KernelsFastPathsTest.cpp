@@ -1,5 +1,6 @@
 // The fast paths of the CPU kernels against references in double: the
-// polynomial exp / erf (over the whole range, special values included),
+// polynomial exp / erf / tanh (over the whole range, special values
+// included),
 // sigmoid and gelu, the vectorized softmax / log_softmax / layer_norm rows,
 // tensors large enough to be split among threads, the batched im2col conv
 // plan, the thread-split sgemm (along n, along m, over a batch; through
@@ -66,6 +67,46 @@ TEST(KernelsFastPaths, ExpWithinTwoUlpEverywhereWithStdExpSpecials) {
                                                           << ") = " << y[i];
     }
   }
+}
+
+TEST(KernelsFastPaths, TanhWithinTwoUlpEverywhereWithSpecials) {
+  // Every 1021st positive float (about 2.1M, a stride that visits every
+  // exponent and scattered mantissas), both signs, the region boundaries
+  // densely, and the special values.
+  std::vector<float> x;
+  for (uint64_t b = 0; b < 0x7f800000u; b += 1021) {
+    float v = __builtin_bit_cast(float, uint32_t(b));
+    x.push_back(v);
+    x.push_back(-v);
+  }
+  for (float c : {0.55f, 9.0f, 8.67f})
+    for (int k = -2000; k <= 2000; ++k)
+      x.push_back(c + float(k) * 1e-6f * c);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float v : {0.0f, -0.0f, 1e-45f, -1e-45f, 1e-38f, inf, -inf,
+                  std::numeric_limits<float>::max(),
+                  std::numeric_limits<float>::lowest()})
+    x.push_back(v);
+  x.push_back(std::numeric_limits<float>::quiet_NaN());
+  Shape s{int64_t(x.size())};
+  std::vector<float> y(x.size());
+  ASSERT_TRUE(unary(OpId::Tanh, cin(x, s), mout(y, s)));
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::isnan(x[i])) {
+      EXPECT_TRUE(std::isnan(y[i]));
+      continue;
+    }
+    double want = std::tanh(double(x[i]));
+    ASSERT_LE(ulps(y[i], want), 2.0) << "tanh(" << x[i] << ") = " << y[i];
+    ASSERT_EQ(std::signbit(y[i]), std::signbit(x[i])) << x[i];
+  }
+  // Exact where tanh is: 0 and -0 keep their sign, +-1 from 9 on.
+  std::vector<float> e{-0.0f, 9.0f, -inf, 1e-30f}, ey(4);
+  ASSERT_TRUE(unary(OpId::Tanh, cin(e, {4}), mout(ey, {4})));
+  EXPECT_TRUE(ey[0] == 0 && std::signbit(ey[0]));
+  EXPECT_EQ(ey[1], 1.0f);
+  EXPECT_EQ(ey[2], -1.0f);
+  EXPECT_EQ(ey[3], 1e-30f);
 }
 
 TEST(KernelsFastPaths, SigmoidErfGeluOnLargeTensors) {
