@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """modelc against its CPU peers, in one run on one machine: median latency of
-ResNet-18 (batch 1 and 8) and the transformer encoder (batch 8) in
+ResNet-18 (batch 1 and 8), the transformer encoder and a 2-layer LSTM (batch
+8) in
 
   - modelc unfused (`modelc compile --no-fuse`; "n/a" while `modelc compile
     --help` has no such flag),
@@ -91,7 +92,7 @@ import torch  # noqa: E402
 
 sys.dont_write_bytecode = True  # no bench/__pycache__ in the checkout
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cpu_vs_pytorch import models, time_torch  # noqa: E402
+from cpu_vs_pytorch import LstmModel, models, time_torch  # noqa: E402
 
 PEER_TORCH = "2.15.0"
 PEER_ORT = "1.32.0"
@@ -226,6 +227,10 @@ def model_spec(model):
             "nhead": layer.self_attn.num_heads,
             "dim_feedforward": layer.linear1.out_features,
             "num_layers": len(model.layers)}
+    if isinstance(model, LstmModel):
+        return "lstm", {"input_size": model.lstm.input_size,
+                        "hidden_size": model.lstm.hidden_size,
+                        "num_layers": model.lstm.num_layers}
     return "resnet18", {}
 
 
@@ -441,8 +446,8 @@ def main():
                     "whatever --build says, so that --build is only read)")
     ap.add_argument("--no-peers", action="store_true",
                     help="skip the venv and the PyPI peers")
-    ap.add_argument("--models", default="resnet18,encoder",
-                    help="comma-separated subset of resnet18, encoder")
+    ap.add_argument("--models", default="resnet18,encoder,lstm",
+                    help="comma-separated subset of resnet18, encoder, lstm")
     ap.add_argument("--opset", type=int, default=17,
                     help="the ONNX opset of the export (below 17, PyTorch "
                     "writes LayerNorm out as ReduceMean/Sub/Pow/.../Div)")
@@ -487,7 +492,8 @@ def main():
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, model, batch, shape in models(args.quick):
-            kind = "encoder" if name.startswith("transformer") else "resnet18"
+            kind = ("encoder" if name.startswith("transformer") else
+                    name.split(" ")[0])
             if kind not in wanted:
                 continue
             rows.append((name, batch, bench_model(args, ctx, name, model,

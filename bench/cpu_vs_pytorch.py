@@ -32,6 +32,19 @@ def log(msg):
     print(msg, file=sys.stderr, flush=True)
 
 
+class LstmModel(torch.nn.Module):
+    """nn.LSTM's output sequence, as a speech or text encoder uses it (ONNX
+    LSTM, which modelc unrolls over the sequence at import)."""
+
+    def __init__(self, input_size, hidden_size, num_layers):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(input_size, hidden_size, num_layers,
+                                  batch_first=True)
+
+    def forward(self, x):
+        return self.lstm(x)[0]
+
+
 def models(quick):
     torch.manual_seed(0)
     resnet = torchvision.models.resnet18(weights=None).eval()
@@ -45,6 +58,8 @@ def models(quick):
         ("resnet18", resnet, 8, (8, 3, 224, 224)),
         (f"transformer-encoder (2x d128 h4, seq {seq})", encoder, 8,
          (8, seq, 128)),
+        (f"lstm (2x h256, seq {seq // 4})", LstmModel(128, 256, 2).eval(), 8,
+         (8, seq // 4, 128)),
     ]
 
 

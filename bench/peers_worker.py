@@ -84,6 +84,18 @@ def resnet18(torch):
 def build(torch, spec):
     if spec["kind"] == "resnet18":
         model = resnet18(torch)
+    elif spec["kind"] == "lstm":
+        c = spec["config"]
+
+        class LstmModel(torch.nn.Module):  # bench/cpu_vs_pytorch.py's
+            def __init__(self):
+                super().__init__()
+                self.lstm = torch.nn.LSTM(c["input_size"], c["hidden_size"],
+                                          c["num_layers"], batch_first=True)
+
+            def forward(self, x):
+                return self.lstm(x)[0]
+        model = LstmModel()
     else:
         c = spec["config"]
         layer = torch.nn.TransformerEncoderLayer(

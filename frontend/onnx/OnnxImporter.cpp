@@ -3,6 +3,7 @@
 #include "frontend/onnx/OnnxImporter.h"
 #include "frontend/Ops.h"
 #include "frontend/TraceHook.h"
+#include "frontend/onnx/Recurrent.h"
 #include "frontend/onnx/StripRawData.h"
 #include "modelc/fileio.h"
 
@@ -396,6 +397,18 @@ public:
     if (!a)
       return dflt;
     return std::vector<int64_t>(a->ints().begin(), a->ints().end());
+  }
+  std::vector<float> getFloats(const char* name) const {
+    const AttributeProto* a = attr(name);
+    if (!a)
+      return {};
+    return std::vector<float>(a->floats().begin(), a->floats().end());
+  }
+  std::vector<std::string> getStrings(const char* name) const {
+    const AttributeProto* a = attr(name);
+    if (!a)
+      return {};
+    return std::vector<std::string>(a->strings().begin(), a->strings().end());
   }
 };
 
@@ -1049,6 +1062,165 @@ Tensor compareHandler(const std::string& op, const Tensor& a,
   return ge(a, b);
 }
 
+/// An activation of RNN, GRU and LSTM by its ONNX name (any case, as
+/// onnxruntime reads them), taking its alpha and beta from the node's
+/// activation_alpha / activation_beta lists in order, as far as they go,
+/// for the activations that have those parameters; otherwise their ONNX
+/// operator's defaults (Affine and ScaledTanh have none: they need them).
+onnx_recurrent::Activation recurrentActivation(const std::string& name,
+                                               const std::vector<float>& alphas,
+                                               size_t* nextAlpha,
+                                               const std::vector<float>& betas,
+                                               size_t* nextBeta) {
+  std::string lower;
+  for (char ch : name)
+    lower += char(std::tolower(static_cast<unsigned char>(ch)));
+  auto param = [&](const std::vector<float>& list, size_t* next,
+                   const char* what, std::optional<double> dflt) {
+    if (*next < list.size())
+      return double(list[(*next)++]);
+    if (!dflt)
+      throw Error("activation " + name + " needs a value in " + what);
+    return *dflt;
+  };
+  using A = onnx_recurrent::Activation;
+  if (lower == "sigmoid")
+    return A([](const Tensor& x) { return sigmoid(x); });
+  if (lower == "tanh")
+    return A([](const Tensor& x) { return tanh(x); });
+  if (lower == "relu")
+    return A([](const Tensor& x) { return relu(x); });
+  if (lower == "softsign")
+    return A([](const Tensor& x) {
+      Tensor magnitude = abs(x);
+      return x / (magnitude + 1.0);
+    });
+  if (lower == "softplus")
+    return A([](const Tensor& x) { return softplus(x); });
+  if (lower == "leakyrelu") {
+    double alpha = param(alphas, nextAlpha, "activation_alpha", 0.01);
+    return A([alpha](const Tensor& x) {
+      Tensor negative = lt(x, scalarOf(0.0, x.dtype()));
+      return where(negative, x * alpha, x);
+    });
+  }
+  if (lower == "thresholdedrelu") {
+    double alpha = param(alphas, nextAlpha, "activation_alpha", 1.0);
+    return A([alpha](const Tensor& x) {
+      Tensor above = gt(x, scalarOf(alpha, x.dtype()));
+      return where(above, x, scalarOf(0.0, x.dtype()));
+    });
+  }
+  if (lower == "elu") {
+    double alpha = param(alphas, nextAlpha, "activation_alpha", 1.0);
+    return A([alpha](const Tensor& x) { return expLinear(x, alpha, 1.0); });
+  }
+  if (lower == "hardsigmoid") {
+    double alpha = param(alphas, nextAlpha, "activation_alpha", 0.2);
+    double beta = param(betas, nextBeta, "activation_beta", 0.5);
+    return A([alpha, beta](const Tensor& x) {
+      return clamp(x * alpha + beta, 0.0, 1.0);
+    });
+  }
+  if (lower == "affine") {
+    double alpha = param(alphas, nextAlpha, "activation_alpha", std::nullopt);
+    double beta = param(betas, nextBeta, "activation_beta", std::nullopt);
+    return A([alpha, beta](const Tensor& x) { return x * alpha + beta; });
+  }
+  if (lower == "scaledtanh") {
+    double alpha = param(alphas, nextAlpha, "activation_alpha", std::nullopt);
+    double beta = param(betas, nextBeta, "activation_beta", std::nullopt);
+    return A([alpha, beta](const Tensor& x) { return tanh(x * beta) * alpha; });
+  }
+  throw Error("unknown activation '" + name +
+              "' (ONNX's are Relu, Tanh, Sigmoid, Affine, LeakyRelu, "
+              "ThresholdedRelu, ScaledTanh, HardSigmoid, Elu, Softsign, "
+              "Softplus)");
+}
+
+/// RNN, GRU and LSTM (opsets 7 and 14: inputs X, W, R, B, sequence_lens,
+/// initial_h, initial_c, P), built from the frontend's ops.
+std::vector<Tensor> recurrentHandler(const NodeContext& c,
+                                     onnx_recurrent::Cell cell) {
+  using namespace onnx_recurrent;
+  Layer layer;
+  layer.cell = cell;
+  layer.hiddenSize = c.getInt("hidden_size", 0);
+  std::string dir = c.getString("direction", "forward");
+  if (dir == "bidirectional")
+    layer.numDirections = 2;
+  else if (dir == "reverse")
+    layer.reverse = true;
+  else if (dir != "forward")
+    throw Error("direction must be forward, reverse or bidirectional, got '" +
+                dir + "'");
+  int64_t layout = c.getInt("layout", 0);
+  if (layout != 0 && layout != 1)
+    throw Error("layout must be 0 or 1, got " + std::to_string(layout));
+  layer.batchFirst = layout == 1;
+  if (c.attr("clip"))
+    layer.clip = c.getFloat("clip", 0.0f);
+  layer.inputForget = c.getInt("input_forget", 0) != 0;
+  layer.linearBeforeReset = c.getInt("linear_before_reset", 0) != 0;
+  std::vector<std::string> names = c.getStrings("activations");
+  int per = activationsPerDirection(cell);
+  if (names.empty()) {
+    const char* defaults[] = {"Sigmoid", "Tanh", "Tanh"};
+    for (int d = 0; d < layer.numDirections; ++d)
+      for (int k = 0; k < per; ++k)
+        names.push_back(cell == Cell::Rnn ? "Tanh" : defaults[k]);
+  } else if (int(names.size()) != per * layer.numDirections) {
+    throw Error("activations lists " + std::to_string(names.size()) +
+                " function(s); " + std::to_string(per) + " per direction "
+                "times " + std::to_string(layer.numDirections) +
+                " direction(s) is " +
+                std::to_string(per * layer.numDirections));
+  }
+  std::vector<float> alphas = c.getFloats("activation_alpha");
+  std::vector<float> betas = c.getFloats("activation_beta");
+  size_t nextAlpha = 0, nextBeta = 0;
+  for (const std::string& name : names)
+    layer.activations.push_back(
+        recurrentActivation(name, alphas, &nextAlpha, betas, &nextBeta));
+
+  Operands in;
+  in.x = c.in(0);
+  in.w = c.in(1);
+  in.r = c.in(2);
+  auto optional = [&](size_t i) { return c.has(i) ? c.in(i) : Tensor(); };
+  // A constant zero state is the absent one. PyTorch exports its default
+  // zero state as a constant of the batch's shape, which a dynamic batch
+  // cannot hold, and the first step then needs no recurrent matmul.
+  auto state = [&](size_t i) {
+    if (!c.isConstant(i))
+      return optional(i);
+    std::vector<float> v = c.in(i).toVector();
+    bool zero = std::all_of(v.begin(), v.end(), [](float e) { return e == 0; });
+    return zero ? Tensor() : c.in(i);
+  };
+  in.b = optional(3);
+  in.initialH = state(5);
+  if (cell == Cell::Lstm) {
+    in.initialC = state(6);
+    in.peepholes = optional(7);
+  }
+  if (c.has(4)) {
+    // Every sequence as long as X's: the lengths say nothing. Shorter
+    // ones would need masked steps (and, reversed, a per-sequence
+    // reversal); modelc unrolls one length.
+    std::vector<int64_t> lens = c.constInts(4, "sequence_lens");
+    int64_t steps = in.x.rank() == 3 ? in.x.size(layer.batchFirst ? 1 : 0) : 0;
+    for (int64_t len : lens)
+      if (len != steps)
+        throw Error("sequence_lens holds " + std::to_string(len) +
+                    ", but X's sequences are " + std::to_string(steps) +
+                    " long; modelc imports only sequences of X's full "
+                    "length (variable lengths are not supported)");
+  }
+  Results out = build(layer, in);
+  return {out.y, out.yH, out.yC};
+}
+
 /// The handlers, one per op type (opsets 13 to 17).
 const std::unordered_map<std::string, Handler>& handlers() {
   static const std::unordered_map<std::string, Handler> table = [] {
@@ -1136,6 +1308,15 @@ const std::unordered_map<std::string, Handler>& handlers() {
       Tensor magnitude = abs(x);
       Tensor denom = magnitude + 1.0;
       return R{x / denom};
+    };
+    h["RNN"] = [](const NodeContext& c) {
+      return recurrentHandler(c, onnx_recurrent::Cell::Rnn);
+    };
+    h["GRU"] = [](const NodeContext& c) {
+      return recurrentHandler(c, onnx_recurrent::Cell::Gru);
+    };
+    h["LSTM"] = [](const NodeContext& c) {
+      return recurrentHandler(c, onnx_recurrent::Cell::Lstm);
     };
     h["Resize"] = [](const NodeContext& c) {
       Tensor x = c.in(0);
