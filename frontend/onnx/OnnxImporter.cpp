@@ -1146,6 +1146,9 @@ std::vector<Tensor> recurrentHandler(const NodeContext& c,
   Layer layer;
   layer.cell = cell;
   layer.hiddenSize = c.getInt("hidden_size", 0);
+  if (c.attr("hidden_size") && layer.hiddenSize <= 0)
+    throw Error("hidden_size must be positive, got " +
+                std::to_string(layer.hiddenSize));
   std::string dir = c.getString("direction", "forward");
   if (dir == "bidirectional")
     layer.numDirections = 2;
@@ -1188,20 +1191,28 @@ std::vector<Tensor> recurrentHandler(const NodeContext& c,
   in.w = c.in(1);
   in.r = c.in(2);
   auto optional = [&](size_t i) { return c.has(i) ? c.in(i) : Tensor(); };
-  // A constant zero state is the absent one. PyTorch exports its default
-  // zero state as a constant of the batch's shape, which a dynamic batch
-  // cannot hold, and the first step then needs no recurrent matmul.
-  auto state = [&](size_t i) {
+  // A constant zero state is the absent one (build() checks its shape
+  // first). PyTorch exports its default zero state as a constant of the
+  // batch's shape, which a dynamic batch could not hold; a constant state
+  // of other values cannot follow a dynamic batch either.
+  auto isZero = [&](size_t i, const char* what) {
     if (!c.isConstant(i))
-      return optional(i);
+      return false;
     std::vector<float> v = c.in(i).toVector();
     bool zero = std::all_of(v.begin(), v.end(), [](float e) { return e == 0; });
-    return zero ? Tensor() : c.in(i);
+    if (!zero && c.dynamicBatch)
+      throw Error(std::string(what) + " is a constant " + c.in(i).describe() +
+                  ", of one batch size; with a dynamic batch (--batch) an "
+                  "initial state must be computed from the inputs (or be "
+                  "zero)");
+    return zero;
   };
   in.b = optional(3);
-  in.initialH = state(5);
+  in.initialH = optional(5);
+  in.zeroInitialH = isZero(5, "initial_h");
   if (cell == Cell::Lstm) {
-    in.initialC = state(6);
+    in.initialC = optional(6);
+    in.zeroInitialC = isZero(6, "initial_c");
     in.peepholes = optional(7);
   }
   if (c.has(4)) {
@@ -1210,6 +1221,11 @@ std::vector<Tensor> recurrentHandler(const NodeContext& c,
     // reversal); modelc unrolls one length.
     std::vector<int64_t> lens = c.constInts(4, "sequence_lens");
     int64_t steps = in.x.rank() == 3 ? in.x.size(layer.batchFirst ? 1 : 0) : 0;
+    int64_t batch = in.x.rank() == 3 ? in.x.size(layer.batchFirst ? 0 : 1) : 0;
+    if (in.x.rank() == 3 && int64_t(lens.size()) != batch)
+      throw Error("sequence_lens has " + std::to_string(lens.size()) +
+                  " entries; X " + in.x.describe() + " holds " +
+                  std::to_string(batch) + " sequences");
     for (int64_t len : lens)
       if (len != steps)
         throw Error("sequence_lens holds " + std::to_string(len) +

@@ -174,6 +174,9 @@ Results build(const Layer& layer, const Operands& in) {
   if (x.rank() != 3)
     throw Error("X must be 3-D ([seq_length, batch_size, input_size], or "
                 "batch first with layout=1), got " + x.describe());
+  if (!rt::isFloat(x.dtype()))
+    throw Error("X must be a float tensor (f32, f16 or bf16), got " +
+                x.describe());
   for (const Tensor* t : {&in.w, &in.r, &in.b, &in.initialH, &in.initialC,
                           &in.peepholes})
     if (t->defined() && t->dtype() != x.dtype())
@@ -185,14 +188,22 @@ Results build(const Layer& layer, const Operands& in) {
   int64_t inputSize = x.size(2);
   int64_t dirs = layer.numDirections;
   int64_t g = gatesOf(layer.cell);
-  int64_t n = layer.hiddenSize > 0 ? layer.hiddenSize
-              : in.r.rank() == 3  ? in.r.size(2)
-                                  : 0;
-  if (n <= 0)
-    throw Error("hidden_size must be positive, got " +
-                std::to_string(layer.hiddenSize));
+  int64_t n = layer.hiddenSize;
+  if (n <= 0) { // no hidden_size: R's [D, G n, n] says it
+    if (in.r.rank() != 3)
+      throw Error("R must be [num_directions, " + std::to_string(g) +
+                  " * hidden_size, hidden_size], got " + in.r.describe());
+    n = in.r.size(2);
+    if (n <= 0)
+      throw Error("the hidden size (R's last dim) must be positive, got " +
+                  in.r.describe());
+  }
   if (steps == 0)
     throw Error("X " + x.describe() + " holds an empty sequence");
+  if (batch == 0)
+    throw Error("X " + x.describe() + " holds no sequences (batch_size 0)");
+  if (inputSize == 0)
+    throw Error("X " + x.describe() + " has an input_size (dim 2) of 0");
   if (int64_t(layer.activations.size()) !=
       dirs * activationsPerDirection(layer.cell))
     throw Error("activations: " + std::to_string(dirs) + " direction(s) of " +
@@ -209,12 +220,16 @@ Results build(const Layer& layer, const Operands& in) {
   Operands ops = in;
   if (in.initialH.defined()) {
     expectShape("initial_h", in.initialH, stateShape);
-    if (layer.batchFirst)
+    if (in.zeroInitialH)
+      ops.initialH = Tensor();
+    else if (layer.batchFirst)
       ops.initialH = transpose(in.initialH, {1, 0, 2});
   }
   if (in.initialC.defined()) {
     expectShape("initial_c", in.initialC, stateShape);
-    if (layer.batchFirst)
+    if (in.zeroInitialC)
+      ops.initialC = Tensor();
+    else if (layer.batchFirst)
       ops.initialC = transpose(in.initialC, {1, 0, 2});
   }
   if (in.peepholes.defined())

@@ -20,7 +20,7 @@ enum class Cell { Rnn, Gru, Lstm }; // indexes Recurrent.cpp's tables
 /// A layer's attributes, as the ONNX node gives them.
 struct Layer {
   Cell cell = Cell::Lstm;
-  int64_t hiddenSize = 0;
+  int64_t hiddenSize = 0; // 0: absent, R's shape gives it
   /// 1 (forward or reverse) or 2 (bidirectional: forward, then reverse).
   int numDirections = 1;
   /// direction = "reverse" (with numDirections 1).
@@ -38,6 +38,11 @@ struct Layer {
 /// The node's inputs; an undefined Tensor is an absent (optional) input.
 struct Operands {
   Tensor x, w, r, b, initialH, initialC, peepholes;
+  /// initial_h / initial_c hold zeros (a constant): their shape is checked,
+  /// then they count as absent, which is the same state and needs no
+  /// recurrent matmul at the first step (nor, with a dynamic batch, a
+  /// constant of the batch's size).
+  bool zeroInitialH = false, zeroInitialC = false;
 };
 
 /// Y, Y_h and (LSTM) Y_c in the node's layout.

@@ -17,7 +17,11 @@
         refused: OUT/bad_lens.onnx (sequence_lens shorter than X),
         OUT/bad_act.onnx (an activation ONNX does not have),
         OUT/bad_w.onnx (W of the wrong size), OUT/bad_affine.onnx (Affine
-        without its alpha).
+        without its alpha), OUT/bad_h0.onnx (a zero initial_h of the wrong
+        batch), OUT/bad_hidden.onnx (hidden_size -2),
+        OUT/bad_lens_count.onnx (sequence_lens of the wrong count),
+        OUT/bad_dyn_h0.onnx (a constant initial_h of ones under a symbolic
+        batch).
 """
 import argparse
 import os
@@ -354,14 +358,15 @@ def spec_models(out):
 
     # Graphs to refuse.
     def bad(file, op, n, ins_extra=(), inits_extra=(), w_rows=None,
-            **attrs):
+            hidden_override=None, **attrs):
         g = {"RNN": 1, "GRU": 3, "LSTM": 4}[op]
         W = np.zeros((1, w_rows or g * n, I), np.float32)
         R = np.zeros((1, g * n, n), np.float32)
         ini = [numpy_helper.from_array(W, "W"),
                numpy_helper.from_array(R, "R")] + list(inits_extra)
         node = helper.make_node(op, ["s", "W", "R"] + list(ins_extra),
-                                ["y"], hidden_size=n, **attrs)
+                                ["y"], hidden_size=hidden_override or n,
+                                **attrs)
         graph = helper.make_graph(
             [node], file, [inputs[0]],
             [helper.make_tensor_value_info("y", TensorProto.FLOAT,
@@ -376,6 +381,30 @@ def spec_models(out):
     bad("bad_act", "RNN", 2, activations=["Swish"])
     bad("bad_w", "GRU", 2, w_rows=5)
     bad("bad_affine", "RNN", 2, activations=["Affine"])
+    # A zero initial state of the wrong batch (3 sequences for X's 3 is
+    # right; 4 is not), a hidden_size below 1, sequence_lens of the wrong
+    # count.
+    h0 = numpy_helper.from_array(np.zeros((1, N + 1, 2), np.float32), "h0")
+    bad("bad_h0", "LSTM", 2, ["", "", "h0"], [h0])
+    bad("bad_hidden", "GRU", 2, hidden_override=-2)
+    lens2 = numpy_helper.from_array(np.full(N + 2, T, np.int32), "lens")
+    bad("bad_lens_count", "RNN", 2, ["", "lens"], [lens2])
+    # A constant non-zero initial state, of one batch size, under a
+    # symbolic batch (layout 1: the batch leads X).
+    node = helper.make_node("LSTM", ["xb", "W", "R", "", "", "h0"], ["y"],
+                            hidden_size=2, layout=1)
+    graph = helper.make_graph(
+        [node], "bad_dyn_h0",
+        [helper.make_tensor_value_info("xb", TensorProto.FLOAT,
+                                       ["batch", T, I])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                       ["batch", T, 1, 2])],
+        [numpy_helper.from_array(np.ones((1, 8, I), np.float32), "W"),
+         numpy_helper.from_array(np.ones((1, 8, 2), np.float32), "R"),
+         numpy_helper.from_array(np.ones((N, 1, 2), np.float32), "h0")])
+    onnx.save(helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 14)]),
+        os.path.join(out, "bad_dyn_h0.onnx"))
 
 
 def main():
