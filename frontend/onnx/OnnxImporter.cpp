@@ -775,6 +775,27 @@ Tensor expm1NonPositive(const Tensor& x) {
   return twice / denom;
 }
 
+/// x where x >= 0, alpha x below (LeakyRelu).
+Tensor leakyRelu(const Tensor& x, double alpha) {
+  Tensor negative = lt(x, scalarOf(0.0, x.dtype())); // (traced first)
+  Tensor scaled = x * alpha;
+  return where(negative, scaled, x);
+}
+
+/// min(max(alpha x + beta, 0), 1) (HardSigmoid).
+Tensor hardSigmoid(const Tensor& x, double alpha, double beta) {
+  Tensor scaled = x * alpha;
+  Tensor shifted = scaled + beta;
+  return clamp(shifted, 0.0, 1.0);
+}
+
+/// x / (1 + |x|) (Softsign).
+Tensor softsign(const Tensor& x) {
+  Tensor magnitude = abs(x);
+  Tensor denom = magnitude + 1.0;
+  return x / denom;
+}
+
 /// x where x >= 0, alpha (e^(x / scale) - 1) below (Elu: scale 1; Celu:
 /// scale alpha).
 Tensor expLinear(const Tensor& x, double alpha, double scale) {
@@ -1091,18 +1112,12 @@ onnx_recurrent::Activation recurrentActivation(const std::string& name,
   if (lower == "relu")
     return A([](const Tensor& x) { return relu(x); });
   if (lower == "softsign")
-    return A([](const Tensor& x) {
-      Tensor magnitude = abs(x);
-      return x / (magnitude + 1.0);
-    });
+    return A([](const Tensor& x) { return softsign(x); });
   if (lower == "softplus")
     return A([](const Tensor& x) { return softplus(x); });
   if (lower == "leakyrelu") {
     double alpha = param(alphas, nextAlpha, "activation_alpha", 0.01);
-    return A([alpha](const Tensor& x) {
-      Tensor negative = lt(x, scalarOf(0.0, x.dtype()));
-      return where(negative, x * alpha, x);
-    });
+    return A([alpha](const Tensor& x) { return leakyRelu(x, alpha); });
   }
   if (lower == "thresholdedrelu") {
     double alpha = param(alphas, nextAlpha, "activation_alpha", 1.0);
@@ -1119,7 +1134,7 @@ onnx_recurrent::Activation recurrentActivation(const std::string& name,
     double alpha = param(alphas, nextAlpha, "activation_alpha", 0.2);
     double beta = param(betas, nextBeta, "activation_beta", 0.5);
     return A([alpha, beta](const Tensor& x) {
-      return clamp(x * alpha + beta, 0.0, 1.0);
+      return hardSigmoid(x, alpha, beta);
     });
   }
   if (lower == "affine") {
@@ -1167,17 +1182,11 @@ std::vector<Tensor> recurrentHandler(const NodeContext& c,
   layer.linearBeforeReset = c.getInt("linear_before_reset", 0) != 0;
   std::vector<std::string> names = c.getStrings("activations");
   int per = activationsPerDirection(cell);
-  if (names.empty()) {
+  if (names.empty()) { // (a list of another length: build() refuses it)
     const char* defaults[] = {"Sigmoid", "Tanh", "Tanh"};
     for (int d = 0; d < layer.numDirections; ++d)
       for (int k = 0; k < per; ++k)
         names.push_back(cell == Cell::Rnn ? "Tanh" : defaults[k]);
-  } else if (int(names.size()) != per * layer.numDirections) {
-    throw Error("activations lists " + std::to_string(names.size()) +
-                " function(s); " + std::to_string(per) + " per direction "
-                "times " + std::to_string(layer.numDirections) +
-                " direction(s) is " +
-                std::to_string(per * layer.numDirections));
   }
   std::vector<float> alphas = c.getFloats("activation_alpha");
   std::vector<float> betas = c.getFloats("activation_beta");
@@ -1290,19 +1299,13 @@ const std::unordered_map<std::string, Handler>& handlers() {
       return R{div(scalarOf(1.0, c.in(0).dtype()), c.in(0))};
     };
     h["LeakyRelu"] = [](const NodeContext& c) {
-      const Tensor& x = c.in(0);
-      double alpha = c.getFloat("alpha", 0.01f);
-      Tensor negative = lt(x, scalarOf(0.0, x.dtype())); // (traced first)
-      Tensor scaled = x * alpha;
-      return R{where(negative, scaled, x)};
+      return R{leakyRelu(c.in(0), c.getFloat("alpha", 0.01f))};
     };
     // Activations made of other ops (no mc op of their own): their
     // ONNX definitions, with PyTorch's accuracy near 0.
     h["HardSigmoid"] = [](const NodeContext& c) {
-      const Tensor& x = c.in(0);
-      Tensor scaled = x * double(c.getFloat("alpha", 0.2f));
-      Tensor shifted = scaled + double(c.getFloat("beta", 0.5f));
-      return R{clamp(shifted, 0.0, 1.0)};
+      return R{hardSigmoid(c.in(0), c.getFloat("alpha", 0.2f),
+                           c.getFloat("beta", 0.5f))};
     };
     h["Elu"] = [](const NodeContext& c) {
       return R{expLinear(c.in(0), c.getFloat("alpha", 1.0f), 1.0)};
@@ -1319,12 +1322,7 @@ const std::unordered_map<std::string, Handler>& handlers() {
       return R{e * double(c.getFloat("gamma", 1.05070102214813232421875f))};
     };
     h["Softplus"] = [](const NodeContext& c) { return R{softplus(c.in(0))}; };
-    h["Softsign"] = [](const NodeContext& c) {
-      const Tensor& x = c.in(0);
-      Tensor magnitude = abs(x);
-      Tensor denom = magnitude + 1.0;
-      return R{x / denom};
-    };
+    h["Softsign"] = [](const NodeContext& c) { return R{softsign(c.in(0))}; };
     h["RNN"] = [](const NodeContext& c) {
       return recurrentHandler(c, onnx_recurrent::Cell::Rnn);
     };

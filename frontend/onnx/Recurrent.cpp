@@ -206,32 +206,31 @@ Results build(const Layer& layer, const Operands& in) {
     throw Error("X " + x.describe() + " has an input_size (dim 2) of 0");
   if (int64_t(layer.activations.size()) !=
       dirs * activationsPerDirection(layer.cell))
-    throw Error("activations: " + std::to_string(dirs) + " direction(s) of " +
+    throw Error("activations lists " +
+                std::to_string(layer.activations.size()) +
+                " function(s); the cell takes " +
                 std::to_string(activationsPerDirection(layer.cell)) +
-                " need " +
-                std::to_string(dirs * activationsPerDirection(layer.cell)) +
-                ", got " + std::to_string(layer.activations.size()));
+                " per direction, so " + std::to_string(dirs) +
+                " direction(s) need " +
+                std::to_string(dirs * activationsPerDirection(layer.cell)));
   expectShape("W", in.w, {dirs, g * n, inputSize});
   expectShape("R", in.r, {dirs, g * n, n});
   if (in.b.defined())
     expectShape("B", in.b, {dirs, 2 * g * n});
   Shape stateShape =
       layer.batchFirst ? Shape{batch, dirs, n} : Shape{dirs, batch, n};
+  // A state as the passes take it: [D, N, n], absent when zero.
+  auto state = [&](const char* what, const Tensor& s, bool zero) {
+    if (!s.defined())
+      return s;
+    expectShape(what, s, stateShape);
+    if (zero)
+      return Tensor();
+    return layer.batchFirst ? transpose(s, {1, 0, 2}) : s;
+  };
   Operands ops = in;
-  if (in.initialH.defined()) {
-    expectShape("initial_h", in.initialH, stateShape);
-    if (in.zeroInitialH)
-      ops.initialH = Tensor();
-    else if (layer.batchFirst)
-      ops.initialH = transpose(in.initialH, {1, 0, 2});
-  }
-  if (in.initialC.defined()) {
-    expectShape("initial_c", in.initialC, stateShape);
-    if (in.zeroInitialC)
-      ops.initialC = Tensor();
-    else if (layer.batchFirst)
-      ops.initialC = transpose(in.initialC, {1, 0, 2});
-  }
+  ops.initialH = state("initial_h", in.initialH, in.zeroInitialH);
+  ops.initialC = state("initial_c", in.initialC, in.zeroInitialC);
   if (in.peepholes.defined())
     expectShape("P", in.peepholes, {dirs, 3 * n});
   if (layer.clip && !(*layer.clip > 0.0))

@@ -6,9 +6,10 @@
 // load time.
 //
 // Accuracy (checked against std::exp / std::erf / std::tanh over the whole
-// float range in test/runtime/KernelsFastPathsTest.cpp): fastExp within 1 ulp (+1 where FMA contracts), with
-// std::exp's overflow, underflow, subnormal, inf and NaN behaviour;
-// fastErf within 1e-7 absolute (2 ulp); fastTanh within 1.51 ulp.
+// float range in test/runtime/KernelsFastPathsTest.cpp): fastExp within 1
+// ulp (+1 where FMA contracts), with std::exp's overflow, underflow,
+// subnormal, inf and NaN behaviour; fastErf within 1e-7 absolute (2 ulp);
+// fastTanh within 1.51 ulp.
 #ifndef MODELC_RUNTIME_VECMATH_H
 #define MODELC_RUNTIME_VECMATH_H
 

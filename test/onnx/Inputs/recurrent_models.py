@@ -17,7 +17,8 @@
         refused: OUT/bad_lens.onnx (sequence_lens shorter than X),
         OUT/bad_act.onnx (an activation ONNX does not have),
         OUT/bad_w.onnx (W of the wrong size), OUT/bad_affine.onnx (Affine
-        without its alpha), OUT/bad_h0.onnx (a zero initial_h of the wrong
+        without its alpha), OUT/bad_act_count.onnx (two activations for
+        one direction of RNN), OUT/bad_h0.onnx (a zero initial_h of the wrong
         batch), OUT/bad_hidden.onnx (hidden_size -2),
         OUT/bad_lens_count.onnx (sequence_lens of the wrong count),
         OUT/bad_dyn_h0.onnx (a constant initial_h of ones under a symbolic
@@ -381,6 +382,7 @@ def spec_models(out):
     bad("bad_act", "RNN", 2, activations=["Swish"])
     bad("bad_w", "GRU", 2, w_rows=5)
     bad("bad_affine", "RNN", 2, activations=["Affine"])
+    bad("bad_act_count", "RNN", 2, activations=["Tanh", "Relu"])
     # A zero initial state of the wrong batch (3 sequences for X's 3 is
     # right; 4 is not), a hidden_size below 1, sequence_lens of the wrong
     # count.
