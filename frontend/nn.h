@@ -322,6 +322,99 @@ private:
   Tensor feedForward(const Tensor& x);
 };
 
+//===--- Recurrent layers (torch.nn.RNN, LSTM and GRU) ---===//
+
+/// What a recurrent layer returns, as PyTorch's (output, h_n) and
+/// (output, (h_n, c_n)): the output sequence [T, B, D*H] ([B, T, D*H] when
+/// batchFirst, [T, D*H] for an unbatched input), the last hidden state of
+/// every layer and direction h [D*L, B, H] ([D*L, H] unbatched), and for an
+/// LSTM the last cell state c, shaped like h (undefined otherwise).
+/// D is 2 when bidirectional, else 1; L is numLayers.
+struct RecurrentOutput {
+  Tensor output, h, c;
+};
+
+/// torch.nn.RNN, LSTM and GRU: numLayers layers, each over the sequence
+/// forward (and backward too when bidirectional, the two outputs
+/// concatenated), with PyTorch's equations, gate orders (LSTM i, f, g, o;
+/// GRU r, z, n), parameter names ("weight_ih_l0", "bias_hh_l1_reverse"),
+/// order, shapes and init (uniform in +-1/sqrt(hidden_size)), so a
+/// state_dict loads either way. Absent initial states are zeros. `dropout`
+/// between layers is accepted and, like nn::Dropout, is the identity.
+/// Each layer projects the whole input sequence in one matmul and each
+/// step multiplies only the state, so a trace has T + 1 matmuls per layer
+/// and direction (T with a zero initial state) and the gates fuse.
+class RecurrentBase : public Module {
+public:
+  enum class Cell { RnnTanh, RnnRelu, Lstm, Gru };
+  /// One layer and direction's parameters; the biases are undefined when
+  /// the layer has none.
+  struct Weights {
+    Tensor wIh, wHh, bIh, bHh;
+  };
+
+  using Module::operator();
+  /// The output and the last states from initial states h0 (and c0 for an
+  /// LSTM), [D*L, B, H] each, or zeros where undefined. Enters the module
+  /// in the active trace, as operator()(x) does.
+  RecurrentOutput run(const Tensor& x, const Tensor& h0 = Tensor(),
+                      const Tensor& c0 = Tensor());
+  /// The output sequence only, from zero states.
+  Tensor forward(const Tensor& x) override { return compute(x, {}, {}).output; }
+  const Weights& weights(int64_t layer, int64_t direction) const;
+  int64_t numDirections() const { return bidirectional ? 2 : 1; }
+
+  Cell cell;
+  int64_t inputSize, hiddenSize, numLayers;
+  bool bias, batchFirst;
+  double dropout;
+  bool bidirectional;
+
+protected:
+  RecurrentBase(Cell cell, int64_t inputSize, int64_t hiddenSize,
+                int64_t numLayers, bool bias, bool batchFirst, double dropout,
+                bool bidirectional);
+
+private:
+  RecurrentOutput compute(const Tensor& x, const Tensor& h0, const Tensor& c0);
+  /// One direction of one layer over time-major input [T, B, In]: returns
+  /// the outputs [T, B, H] and sets h (and c) to the last states.
+  Tensor direction(const Tensor& input, const Weights& w, bool reverse,
+                   Tensor& h, Tensor& c) const;
+  std::vector<Weights> weights_; // layer-major, forward before reverse
+};
+
+/// torch.nn.RNN: h' = act(x W_ih^T + b_ih + h W_hh^T + b_hh), act "tanh"
+/// or "relu".
+class RNN : public RecurrentBase {
+public:
+  RNN(int64_t inputSize, int64_t hiddenSize, int64_t numLayers = 1,
+      const std::string& nonlinearity = "tanh", bool bias = true,
+      bool batchFirst = false, double dropout = 0.0,
+      bool bidirectional = false);
+  std::string typeName() const override { return "RNN"; }
+};
+
+/// torch.nn.LSTM (no proj_size): gates i, f, g, o; c' = f c + i g,
+/// h' = o tanh(c').
+class LSTM : public RecurrentBase {
+public:
+  LSTM(int64_t inputSize, int64_t hiddenSize, int64_t numLayers = 1,
+       bool bias = true, bool batchFirst = false, double dropout = 0.0,
+       bool bidirectional = false);
+  std::string typeName() const override { return "LSTM"; }
+};
+
+/// torch.nn.GRU: gates r, z, n; n = tanh(x W_in^T + b_in + r (h W_hn^T +
+/// b_hn)), h' = (1 - z) n + z h.
+class GRU : public RecurrentBase {
+public:
+  GRU(int64_t inputSize, int64_t hiddenSize, int64_t numLayers = 1,
+      bool bias = true, bool batchFirst = false, double dropout = 0.0,
+      bool bidirectional = false);
+  std::string typeName() const override { return "GRU"; }
+};
+
 } // namespace mc::nn
 
 #endif // MODELC_FRONTEND_NN_H

@@ -1,12 +1,15 @@
 // Eager frontend: ops against plain loops, broadcasting, nn naming, errors.
 #include "frontend/nn.h"
 
+#include "ErrorOf.h"
+
 #include <functional>
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 using namespace mc;
+using mc::test::errorOf;
 
 namespace {
 
@@ -140,16 +143,6 @@ TEST(Frontend, ShapeErrorsComeFromTheShapeLibrary) {
   EXPECT_EQ(maxPool2d(x, {3, 3}, {2, 2}, {0}, {1, 1}, /*ceilMode=*/true)
                 .shape(),
             (Shape{1, 1, 4, 4}));
-}
-
-/// The message of the Error that F throws ("" when it throws none).
-template <typename F> std::string errorOf(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 // Issue 12 item 2: a stride of 0 divided by zero (SIGFPE) while computing the

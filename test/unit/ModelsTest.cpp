@@ -10,6 +10,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 
+#include "ErrorOf.h"
 #include "RuntimeHarness.h"
 
 #include <gtest/gtest.h>
@@ -21,8 +22,10 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <optional>
 
 using namespace mc;
+using mc::test::errorOf;
 
 namespace {
 
@@ -670,6 +673,190 @@ TEST(Models, TransformerEncoderLayerWithMaskCompiledEqualsEager) {
   auto fn = [&](const std::vector<Tensor>& in) { return layer(in[0], mask); };
   expectCompiledEqualsEager("TransformerEncoderLayer + mask",
                             compileAndRun(layer, {x}, fn), eager);
+}
+
+//===--- Recurrent layers (their numerics and gradients against PyTorch are
+//        in torch_crosscheck.py) ---===//
+
+std::vector<std::string> parameterNames(const nn::Module& m) {
+  std::vector<std::string> names;
+  for (auto& [n, p] : m.namedParameters())
+    names.push_back(n);
+  return names;
+}
+
+TEST(Modules, RecurrentLayersHaveTorchNamesShapesAndInit) {
+  manualSeed(17);
+  nn::LSTM lstm(5, 8, /*numLayers=*/2, /*bias=*/true, /*batchFirst=*/false, 0.0,
+                /*bidirectional=*/true);
+  std::vector<std::string> expected;
+  for (const char* layer : {"_l0", "_l1"})
+    for (const char* dir : {"", "_reverse"})
+      for (const char* what : {"weight_ih", "weight_hh", "bias_ih", "bias_hh"})
+        expected.push_back(std::string(what) + layer + dir);
+  EXPECT_EQ(parameterNames(lstm), expected);
+  EXPECT_EQ(lstm.weights(0, 1).wIh.shape(), (Shape{32, 5}));
+  EXPECT_EQ(lstm.weights(1, 0).wIh.shape(), (Shape{32, 16})); // 2 directions in
+  EXPECT_EQ(lstm.weights(1, 1).wHh.shape(), (Shape{32, 8}));
+  EXPECT_EQ(lstm.weights(1, 1).bHh.shape(), (Shape{32}));
+  float bound = 1.0f / std::sqrt(8.0f);
+  for (auto& [n, p] : lstm.namedParameters())
+    for (float v : p.toVector()) {
+      ASSERT_GE(v, -bound) << n;
+      ASSERT_LT(v, bound) << n;
+    }
+  nn::GRU gru(3, 4);
+  EXPECT_EQ(gru.weights(0, 0).wIh.shape(), (Shape{12, 3}));
+  nn::RNN rnn(3, 4, 1, "relu", /*bias=*/false);
+  EXPECT_EQ(parameterNames(rnn),
+            (std::vector<std::string>{"weight_ih_l0", "weight_hh_l0"}));
+  EXPECT_FALSE(rnn.weights(0, 0).bIh.defined());
+
+  // Shapes of the output and the last states, batched and not.
+  nn::RecurrentOutput r = lstm.run(Tensor::randn({7, 2, 5}));
+  EXPECT_EQ(r.output.shape(), (Shape{7, 2, 16}));
+  EXPECT_EQ(r.h.shape(), (Shape{4, 2, 8}));
+  EXPECT_EQ(r.c.shape(), (Shape{4, 2, 8}));
+  r = lstm.run(Tensor::randn({7, 5}));
+  EXPECT_EQ(r.output.shape(), (Shape{7, 16}));
+  EXPECT_EQ(r.h.shape(), (Shape{4, 8}));
+  nn::GRU batchFirst(3, 4, 1, true, /*batchFirst=*/true);
+  r = batchFirst.run(Tensor::randn({2, 6, 3}));
+  EXPECT_EQ(r.output.shape(), (Shape{2, 6, 4}));
+  EXPECT_EQ(r.h.shape(), (Shape{1, 2, 4}));
+  EXPECT_FALSE(r.c.defined());
+  // The last step's output is the last state (forward direction).
+  std::vector<float> out = r.output.toVector(), h = r.h.toVector();
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t i = 0; i < 4; ++i)
+      EXPECT_EQ(out[(b * 6 + 5) * 4 + i], h[b * 4 + i]);
+}
+
+TEST(Modules, RecurrentLayersRefuseBadArgumentsByName) {
+  auto has = [](const std::string& message, const char* part) {
+    return message.find(part) != std::string::npos;
+  };
+  EXPECT_TRUE(has(errorOf([] { nn::LSTM(0, 4); }),
+                  "LSTM: input_size must be positive, got 0"));
+  EXPECT_TRUE(has(errorOf([] { nn::GRU(3, -1); }),
+                  "GRU: hidden_size must be positive, got -1"));
+  EXPECT_TRUE(has(errorOf([] { nn::RNN(3, 4, 0); }),
+                  "RNN: num_layers must be positive, got 0"));
+  EXPECT_TRUE(has(errorOf([] { nn::RNN(3, 4, 1, "gelu"); }),
+                  "RNN: nonlinearity must be 'tanh' or 'relu', got 'gelu'"));
+  EXPECT_TRUE(has(errorOf([] { nn::LSTM(3, 4, 2, true, false, 1.5); }),
+                  "LSTM: dropout must be in [0, 1]"));
+  nn::LSTM lstm(3, 4, 2, true, /*batchFirst=*/true);
+  EXPECT_TRUE(has(errorOf([&] {
+                    lstm.run(Tensor::randn({2, 5, 6}));
+                  }),
+                  "LSTM: input must be [B, T, 3] (or [T, 3] unbatched), got "
+                  "f32[2, 5, 6]"));
+  EXPECT_TRUE(has(errorOf([&] {
+                    lstm.run(Tensor::randn({2, 0, 3}));
+                  }),
+                  "has an empty sequence"));
+  Tensor x = Tensor::randn({2, 5, 3});
+  EXPECT_TRUE(
+      has(errorOf([&] {
+            lstm.run(x, Tensor::randn({1, 2, 4}), Tensor::randn({1, 2, 4}));
+          }),
+          "LSTM: h0 must be [2, 2, 4] for the input f32[2, 5, 3], got "
+          "f32[1, 2, 4]"));
+  EXPECT_TRUE(has(errorOf([&] {
+                    lstm.run(x, Tensor::randn({2, 2, 4}));
+                  }),
+                  "LSTM: give both h0 and c0, or neither"));
+  nn::GRU gru(3, 4);
+  EXPECT_TRUE(has(errorOf([&] {
+                    gru.run(Tensor::randn({5, 2, 3}), Tensor::randn({1, 2, 4}),
+                            Tensor::randn({1, 2, 4}));
+                  }),
+                  "GRU: has no cell state; c0 is for LSTM only"));
+  EXPECT_TRUE(has(errorOf([&] { gru.weights(1, 0); }),
+                  "GRU: no layer 1 direction 0 (it has 1 layers"));
+}
+
+/// Traces `fn` on `examples` (a dynamic batch in `bounds` when given),
+/// compiles, and checks every output against eager at each batch in
+/// `batches` (the inputs made by `makeInputs(batch)`).
+void expectRecurrentCompiledEqualsEager(
+    const char* what, nn::Module& model,
+    const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
+    const std::function<std::vector<Tensor>(int64_t)>& makeInputs,
+    std::optional<jit::DynamicBatch> bounds, std::vector<int64_t> batches) {
+  jit::TraceOptions options;
+  options.dynamicBatch = bounds;
+  jit::TracedModule tm =
+      jit::traceFunction(fn, makeInputs(batches[0]), model.stateDict(),
+                         model.namedModules(), options);
+  auto bytes = codegen::compileToArtifact(tm.module(), {});
+  ASSERT_TRUE(mlir::succeeded(bytes)) << what;
+  for (int64_t batch : batches) {
+    std::vector<Tensor> inputs = makeInputs(batch);
+    std::vector<Tensor> eager = fn(inputs);
+    std::vector<Tensor> compiled = runArtifact(*bytes, inputs);
+    ASSERT_EQ(compiled.size(), eager.size()) << what;
+    for (size_t i = 0; i < eager.size(); ++i) {
+      std::string label = std::string(what) + ", batch " +
+                          std::to_string(batch) + ", output " +
+                          std::to_string(i);
+      expectCompiledEqualsEager(label.c_str(), compiled[i], eager[i]);
+    }
+  }
+}
+
+TEST(Models, RecurrentLayersCompiledEqualEager) {
+  manualSeed(18);
+  // Output and both last states of a 2-layer bidirectional LSTM from given
+  // states, then a GRU and an RNN from zero states.
+  nn::LSTM lstm(5, 8, 2, true, /*batchFirst=*/false, 0.0,
+                /*bidirectional=*/true);
+  expectRecurrentCompiledEqualsEager(
+      "LSTM(5, 8, 2 layers, bidirectional)", lstm,
+      [&](const std::vector<Tensor>& in) {
+        nn::RecurrentOutput r = lstm.run(in[0], in[1], in[2]);
+        return std::vector<Tensor>{r.output, r.h, r.c};
+      },
+      [](int64_t b) {
+        return std::vector<Tensor>{Tensor::randn({6, b, 5}),
+                                   Tensor::randn({4, b, 8}),
+                                   Tensor::randn({4, b, 8})};
+      },
+      std::nullopt, {3});
+  nn::GRU gru(4, 6, 2, true, /*batchFirst=*/true, 0.0, true);
+  nn::RNN rnn(4, 5, 1, "relu", true, /*batchFirst=*/true);
+  for (nn::RecurrentBase* layer : {static_cast<nn::RecurrentBase*>(&gru),
+                                   static_cast<nn::RecurrentBase*>(&rnn)})
+    expectRecurrentCompiledEqualsEager(
+        layer->typeName().c_str(), *layer,
+        [&](const std::vector<Tensor>& in) {
+          nn::RecurrentOutput r = layer->run(in[0]);
+          return std::vector<Tensor>{r.output, r.h};
+        },
+        [](int64_t b) {
+          return std::vector<Tensor>{Tensor::randn({b, 5, 4})};
+        },
+        std::nullopt, {2});
+}
+
+/// A batch-first LSTM traced with a dynamic batch runs every batch size in
+/// its bounds: zero initial states need no constant of the batch's size.
+TEST(Models, LSTMWithDynamicBatchCompiledEqualsEager) {
+  manualSeed(19);
+  nn::LSTM lstm(5, 8, 2, true, /*batchFirst=*/true, 0.0,
+                /*bidirectional=*/true);
+  expectRecurrentCompiledEqualsEager(
+      "LSTM, batch 1..8", lstm,
+      [&](const std::vector<Tensor>& in) {
+        nn::RecurrentOutput r = lstm.run(in[0]);
+        // The output, and h_n batch-first ([B, D*L, H]).
+        return std::vector<Tensor>{r.output, transpose(r.h, {1, 0, 2})};
+      },
+      [](int64_t b) {
+        return std::vector<Tensor>{Tensor::randn({b, 6, 5})};
+      },
+      jit::DynamicBatch{1, 8, 0}, {3, 1, 8, 5});
 }
 
 /// BatchNorm's running statistics trace as named globals, not constants.

@@ -3,6 +3,7 @@
 // and compares. One folder per case under OUT_DIR; see the script.
 #include "examples/gpt2/gpt2_block.h"
 #include "examples/resnet/resnet18.h"
+#include "frontend/Autograd.h"
 #include "modelc/npy.h"
 
 #include <cstdio>
@@ -41,6 +42,53 @@ void perturb(nn::Module& m) {
       for (int64_t i = 0; i < p.numel(); ++i)
         p.data<float>()[i] += 0.2f * r.data<float>()[i];
     }
+}
+
+Tensor sumAll(const Tensor& t) {
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < t.rank(); ++d)
+    dims.push_back(d);
+  return sum(t, dims);
+}
+
+/// A recurrent layer's outputs and gradients, from eager autograd, for
+/// torch to reproduce: loss = sum(output * wo) + sum(h_n * wh) (+ sum(c_n *
+/// wc)) with random weights wo, wh, wc, so every output element's gradient
+/// differs. Writes the eager outputs, and grad.<name> for every parameter,
+/// the input and the initial states.
+void writeRecurrentCase(const std::string& out, const std::string& name,
+                        nn::RecurrentBase& layer, Tensor x, Tensor h0,
+                        Tensor c0) {
+  std::vector<Tensor> leaves;
+  for (auto& [n, p] : layer.namedParameters())
+    leaves.push_back(const_cast<Tensor&>(p).setRequiresGrad());
+  for (Tensor* t : {&x, &h0, &c0})
+    if (t->defined())
+      leaves.push_back(t->setRequiresGrad());
+  nn::RecurrentOutput r = layer.run(x, h0, c0);
+  Tensor wo = Tensor::randn(r.output.shape()), wh = Tensor::randn(r.h.shape());
+  Tensor loss = sumAll(r.output * wo) + sumAll(r.h * wh);
+  std::vector<std::pair<std::string, Tensor>> tensors = {
+      {"x", x}, {"wo", wo}, {"wh", wh}, {"output", r.output}, {"h_n", r.h}};
+  if (r.c.defined()) {
+    Tensor wc = Tensor::randn(r.c.shape());
+    loss = loss + sumAll(r.c * wc);
+    tensors.push_back({"wc", wc});
+    tensors.push_back({"c_n", r.c});
+  }
+  loss.backward();
+  for (auto& [n, p] : layer.namedParameters())
+    tensors.push_back({"grad." + n, p.grad()});
+  tensors.push_back({"grad.x", x.grad()});
+  if (h0.defined()) {
+    tensors.push_back({"h0", h0});
+    tensors.push_back({"grad.h0", h0.grad()});
+  }
+  if (c0.defined()) {
+    tensors.push_back({"c0", c0});
+    tensors.push_back({"grad.c0", c0.grad()});
+  }
+  writeCase(out, name, layer, tensors);
 }
 
 } // namespace
@@ -96,6 +144,31 @@ int main(int argc, char** argv) {
     perturb(block);
     Tensor x = Tensor::randn({2, 16, 64});
     writeCase(out, "gpt2_block", block, {{"x", x}, {"eager", block(x)}});
+
+    // torch.nn.LSTM, GRU and RNN: outputs, last states and every gradient.
+    nn::LSTM lstm(5, 8, /*numLayers=*/2, /*bias=*/true, /*batchFirst=*/true,
+                  /*dropout=*/0.0, /*bidirectional=*/true);
+    writeRecurrentCase(out, "lstm_bi_batch_first", lstm,
+                       Tensor::randn({3, 6, 5}), Tensor::randn({4, 3, 8}),
+                       Tensor::randn({4, 3, 8}));
+    nn::LSTM lstmZero(4, 6, 1, /*bias=*/false);
+    writeRecurrentCase(out, "lstm_no_bias_zero_state", lstmZero,
+                       Tensor::randn({5, 2, 4}), Tensor(), Tensor());
+    nn::GRU gru(4, 6, /*numLayers=*/2, /*bias=*/true, /*batchFirst=*/false, 0.0,
+                /*bidirectional=*/true);
+    writeRecurrentCase(out, "gru_bi_zero_state", gru, Tensor::randn({7, 2, 4}),
+                       Tensor(), Tensor());
+    nn::GRU gruState(3, 5, 1, /*bias=*/true, /*batchFirst=*/true);
+    writeRecurrentCase(out, "gru_batch_first_state", gruState,
+                       Tensor::randn({2, 4, 3}), Tensor::randn({1, 2, 5}),
+                       Tensor());
+    nn::RNN rnn(3, 4, /*numLayers=*/2, "relu", /*bias=*/false);
+    writeRecurrentCase(out, "rnn_relu_unbatched", rnn, Tensor::randn({6, 3}),
+                       Tensor::randn({2, 4}), Tensor());
+    nn::RNN rnnTanh(3, 4, 1, "tanh", true, /*batchFirst=*/true, 0.0,
+                    /*bidirectional=*/true);
+    writeRecurrentCase(out, "rnn_tanh_bi", rnnTanh, Tensor::randn({2, 5, 3}),
+                       Tensor(), Tensor());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "models-torch-export: error: %s\n", e.what());
     return 1;

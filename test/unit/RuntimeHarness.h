@@ -51,8 +51,9 @@ runArtifactNamed(const std::vector<uint8_t>& artifact,
   }
   EXPECT_EQ(take(mc_session_run(session)), "");
   for (size_t i = 0; i < mc_model_num_outputs(model); ++i) {
+    // The session's shape: a dynamic batch's is the run's.
     mc_tensor_info_t info;
-    EXPECT_EQ(take(mc_model_output_info(model, i, &info)), "");
+    EXPECT_EQ(take(mc_session_output_info(session, i, &info)), "");
     Tensor t = Tensor::empty(Shape(info.dims, info.dims + info.rank),
                              static_cast<DType>(info.dtype));
     const void* data = nullptr;

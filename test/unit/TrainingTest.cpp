@@ -5,6 +5,8 @@
 #include "frontend/Optim.h"
 #include "frontend/jit/Train.h"
 
+#include "ErrorOf.h"
+
 #include <gtest/gtest.h>
 #include <map>
 
@@ -13,6 +15,7 @@
 #include <limits>
 
 using namespace mc;
+using mc::test::errorOf;
 
 namespace {
 
@@ -24,6 +27,14 @@ std::shared_ptr<nn::Sequential> makeModel(uint64_t seed) {
           std::make_shared<nn::Linear>(16, 4)});
 }
 
+/// n labels in [0, classes).
+Tensor randomLabels(std::mt19937_64& gen, int64_t n, int64_t classes) {
+  Tensor y = Tensor::empty({n}, DType::I64);
+  for (int64_t k = 0; k < n; ++k)
+    y.data<int64_t>()[k] = static_cast<int64_t>(gen() % classes);
+  return y;
+}
+
 struct Batch {
   Tensor x, y;
 };
@@ -32,10 +43,8 @@ std::vector<Batch> makeBatches(int n) {
   std::mt19937_64 gen(11);
   std::vector<Batch> batches;
   for (int i = 0; i < n; ++i) {
-    Batch b{Tensor::randn({6, 8}, &gen), Tensor::empty({6}, DType::I64)};
-    for (int k = 0; k < 6; ++k)
-      b.y.data<int64_t>()[k] = static_cast<int64_t>(gen() % 4);
-    batches.push_back(b);
+    Tensor x = Tensor::randn({6, 8}, &gen);
+    batches.push_back(Batch{x, randomLabels(gen, 6, 4)});
   }
   return batches;
 }
@@ -285,16 +294,6 @@ TEST(Training, ClearErrors) {
   EXPECT_THROW(step.state("nope"), Error);
 }
 
-/// The message of the Error that F throws ("" when it throws none).
-template <typename F> std::string errorOf(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 // Issue 12 item 6: labels outside [0, classes) trained silently on an
 // all-zero one-hot row (loss -0); PyTorch raises "Target 4 is out of
 // bounds". Refused in eager mode and by the compiled step, naming the
@@ -324,6 +323,54 @@ namespace {
 
 /// Token ids -> embedding -> mean over the sequence -> linear: a model
 /// whose training needs gather's derivative.
+/// Trains `eager` (eager autograd and optim::AdamW) and `compiled` (the
+/// compiled step), which start alike, on `batches` of (input, labels) with
+/// cross-entropy: every step's loss and every final parameter agree to
+/// 1e-5, and with `updateTol` each parameter's change over the steps too.
+void expectAdamWTrainingAgrees(nn::Module& eager, nn::Module& compiled,
+                               const std::vector<std::vector<Tensor>>& batches,
+                               const optim::AdamWOptions& o,
+                               double updateTol = 0) {
+  std::map<std::string, Tensor> initial;
+  std::vector<Tensor> params;
+  for (auto& [name, p] : eager.namedParameters()) {
+    initial[name] = p.clone();
+    params.push_back(const_cast<Tensor&>(p).setRequiresGrad());
+  }
+  optim::AdamW opt(params, o);
+  std::vector<float> eagerLosses;
+  for (auto& b : batches) {
+    opt.zeroGrad();
+    Tensor loss = crossEntropy(eager(b[0]), b[1]);
+    eagerLosses.push_back(loss.toVector()[0]);
+    loss.backward();
+    opt.step();
+  }
+  jit::TrainingOptions options;
+  options.pipeline.optimizer = "adamw";
+  options.pipeline.lr = o.lr;
+  options.pipeline.beta1 = o.beta1;
+  options.pipeline.beta2 = o.beta2;
+  options.pipeline.eps = o.eps;
+  options.pipeline.weightDecay = o.weightDecay;
+  jit::TrainingStep step =
+      jit::compileTraining(compiled, classify, batches[0], options);
+  for (size_t i = 0; i < batches.size(); ++i) {
+    float loss = step.step(batches[i]);
+    EXPECT_NEAR(loss, eagerLosses[i], 1e-5 * std::max(1.0f, eagerLosses[i]))
+        << "step " << i;
+  }
+  for (auto& [name, p] : eager.namedParameters()) {
+    double err = relErr(step.state(name), p);
+    EXPECT_LT(err, 1e-5) << name << ": rel err " << err;
+    if (updateTol > 0) {
+      const Tensor& p0 = initial.at(name);
+      double u = relErr(step.state(name) - p0, p - p0);
+      EXPECT_LT(u, updateTol) << name << ": the update's rel err " << u;
+    }
+  }
+}
+
 class BagOfEmbeddings : public nn::Module {
 public:
   BagOfEmbeddings() {
@@ -343,38 +390,55 @@ TEST(Training, EmbeddingModelCompiledEqualsEager) {
   std::vector<std::vector<Tensor>> batches;
   for (int i = 0; i < 10; ++i) {
     Tensor ids = Tensor::empty({6, 5}, DType::I64);
-    Tensor y = Tensor::empty({6}, DType::I64);
     for (int k = 0; k < 30; ++k)
       ids.data<int64_t>()[k] = static_cast<int64_t>(gen() % 10);
-    for (int k = 0; k < 6; ++k)
-      y.data<int64_t>()[k] = static_cast<int64_t>(gen() % 4);
-    batches.push_back({ids, y});
+    batches.push_back({ids, randomLabels(gen, 6, 4)});
   }
   manualSeed(8);
   BagOfEmbeddings eager;
   manualSeed(8);
   BagOfEmbeddings compiled;
-  std::vector<Tensor> params;
-  for (auto& [name, p] : eager.namedParameters())
-    params.push_back(const_cast<Tensor&>(p).setRequiresGrad());
-  optim::AdamW opt(params, {0.05, 0.9, 0.999, 1e-8, 0.01});
-  for (auto& b : batches) {
-    opt.zeroGrad();
-    crossEntropy(eager(b[0]), b[1]).backward();
-    opt.step();
+  expectAdamWTrainingAgrees(eager, compiled, batches,
+                            {0.05, 0.9, 0.999, 1e-8, 0.01});
+}
+
+/// A sequence classifier: a bidirectional LSTM over [B, T, 4], a GRU over
+/// its outputs, and the GRU's last state to 4 classes.
+class RecurrentClassifier : public nn::Module {
+public:
+  RecurrentClassifier() {
+    lstm = registerModule(
+        "lstm", std::make_shared<nn::LSTM>(4, 6, 1, true, /*batchFirst=*/true,
+                                           0.0, /*bidirectional=*/true));
+    gru =
+        registerModule("gru", std::make_shared<nn::GRU>(12, 5, 1, true, true));
+    head = registerModule("head", std::make_shared<nn::Linear>(5, 4));
   }
-  jit::TrainingOptions options;
-  options.pipeline.optimizer = "adamw";
-  options.pipeline.lr = 0.05;
-  options.pipeline.weightDecay = 0.01;
-  jit::TrainingStep step =
-      jit::compileTraining(compiled, classify, batches[0], options);
-  for (auto& b : batches)
-    step.step(b);
-  for (auto& [name, p] : eager.namedParameters()) {
-    double err = relErr(step.state(name), p);
-    EXPECT_LT(err, 1e-5) << name << ": rel err " << err;
+  Tensor forward(const Tensor& x) override {
+    Tensor seq = lstm->run(x).output;            // [B, T, 12]
+    return (*head)(squeeze(gru->run(seq).h, 0)); // [1, B, 5] -> [B, 4]
   }
+  std::string typeName() const override { return "RecurrentClassifier"; }
+  std::shared_ptr<nn::LSTM> lstm;
+  std::shared_ptr<nn::GRU> gru;
+  std::shared_ptr<nn::Linear> head;
+};
+
+/// Backpropagation through time, compiled (mc-autodiff of the unrolled
+/// layers) against eager autograd: AdamW, 10 steps.
+TEST(Training, RecurrentModelCompiledEqualsEager) {
+  std::mt19937_64 gen(23);
+  std::vector<std::vector<Tensor>> batches;
+  for (int i = 0; i < 10; ++i) {
+    Tensor x = Tensor::randn({6, 5, 4}, &gen);
+    batches.push_back({x, randomLabels(gen, 6, 4)});
+  }
+  manualSeed(9);
+  RecurrentClassifier eager;
+  manualSeed(9);
+  RecurrentClassifier compiled;
+  expectAdamWTrainingAgrees(eager, compiled, batches,
+                            {0.02, 0.9, 0.999, 1e-8, 0.01}, 1e-4);
 }
 
 } // namespace

@@ -3,10 +3,13 @@
 
 Runs models-torch-export (the C++ side: weights, inputs and eager outputs as
 .npy), loads the weights into torchvision.models.resnet18,
-torch.nn.TransformerEncoderLayer, torch.nn.MultiheadAttention and a GPT-2
-block built from torch.nn modules, runs them in eval mode and compares:
-relative error ||ours - torch|| / ||torch|| below 1e-4 (f32, different
-summation orders and kernels on the two sides).
+torch.nn.TransformerEncoderLayer, torch.nn.MultiheadAttention, a GPT-2
+block built from torch.nn modules and torch.nn.LSTM, GRU and RNN, runs them
+in eval mode and compares: relative error ||ours - torch|| / ||torch|| below
+1e-4 (f32, different summation orders and kernels on the two sides). For the
+recurrent layers the last states and the gradients of every parameter, the
+input and the initial states (eager autograd against torch's) are compared
+too.
 
 Exits 77 (CTest's SKIP_RETURN_CODE) when torch or torchvision is missing.
 usage: torch_crosscheck.py EXPORTER WORK_DIR
@@ -79,6 +82,63 @@ def gpt2_block_torch(a):
     return block
 
 
+# The C++ exporter's recurrent cases: (torch.nn class, constructor kwargs).
+RECURRENT = {
+    "lstm_bi_batch_first": (torch.nn.LSTM, dict(
+        input_size=5, hidden_size=8, num_layers=2, batch_first=True,
+        bidirectional=True)),
+    "lstm_no_bias_zero_state": (torch.nn.LSTM, dict(
+        input_size=4, hidden_size=6, bias=False)),
+    "gru_bi_zero_state": (torch.nn.GRU, dict(
+        input_size=4, hidden_size=6, num_layers=2, bidirectional=True)),
+    "gru_batch_first_state": (torch.nn.GRU, dict(
+        input_size=3, hidden_size=5, batch_first=True)),
+    "rnn_relu_unbatched": (torch.nn.RNN, dict(
+        input_size=3, hidden_size=4, num_layers=2, nonlinearity="relu",
+        bias=False)),
+    "rnn_tanh_bi": (torch.nn.RNN, dict(
+        input_size=3, hidden_size=4, batch_first=True, bidirectional=True)),
+}
+
+
+def recurrent_results(work, name):
+    """Outputs, last states and gradients of one recurrent case."""
+    cls, kwargs = RECURRENT[name]
+    a = load_case(work, name)
+    m = cls(**kwargs).eval()
+    data = {k for k in a if k.startswith("grad.")} | {
+        "x", "h0", "c0", "wo", "wh", "wc", "output", "h_n", "c_n"}
+    load_state(m, a, data)
+    leaves = {k: torch.from_numpy(a[k]).requires_grad_()
+              for k in ("x", "h0", "c0") if k in a}
+    if "c0" in leaves:
+        out, (h, c) = m(leaves["x"], (leaves["h0"], leaves["c0"]))
+    elif cls is torch.nn.LSTM:
+        out, (h, c) = m(leaves["x"])
+    else:
+        out, h = m(leaves["x"], leaves.get("h0"))
+        c = None
+    loss = (out * torch.from_numpy(a["wo"])).sum() + \
+        (h * torch.from_numpy(a["wh"])).sum()
+    checks = [("output", out), ("h_n", h)]
+    if c is not None:
+        loss = loss + (c * torch.from_numpy(a["wc"])).sum()
+        checks.append(("c_n", c))
+    loss.backward()
+    results = [(f"{name} {k}", rel_err(a[k], v.detach().numpy()))
+               for k, v in checks]
+    grads = {f"grad.{k}": p.grad for k, p in m.named_parameters()}
+    grads.update({f"grad.{k}": t.grad for k, t in leaves.items()})
+    expected = {k for k in a if k.startswith("grad.")}
+    if expected != set(grads):
+        raise SystemExit(f"{name}: gradients {sorted(expected)} written, "
+                         f"torch has {sorted(grads)}")
+    worst = max(grads, key=lambda k: rel_err(a[k], grads[k].numpy()))
+    results.append((f"{name} {len(grads)} grads (worst {worst[5:]})",
+                    rel_err(a[worst], grads[worst].numpy())))
+    return results
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__)
@@ -123,11 +183,14 @@ def main():
         out = gpt2_block_torch(a)(torch.from_numpy(a["x"])).numpy()
         results.append(("GPT-2 block 2x16x64", rel_err(a["eager"], out)))
 
+    for name in RECURRENT:
+        results += recurrent_results(work, name)
+
     failed = 0
     for name, err in results:
         ok = err < TOL  # NaN fails
         failed += not ok
-        print(f"{'ok  ' if ok else 'FAIL'} {name:45s} rel_err {err:.3e}")
+        print(f"{'ok  ' if ok else 'FAIL'} {name:55s} rel_err {err:.3e}")
     print(f"{len(results) - failed}/{len(results)} within {TOL:g}")
     return 1 if failed else 0
 
