@@ -123,6 +123,11 @@ mkdir -p "$tmp/gpt2"
 "$build/bin/gpt2-example" "$tmp/gpt2" > /dev/null
 model gpt2 "$tmp/gpt2/gpt2.mlir" "ids=$tmp/gpt2/ids.npy"
 
+# The sequence example's LSTM classifier (nn::LSTM, 24 unrolled steps).
+mkdir -p "$tmp/seq"
+"$build/bin/sequence-example" "$tmp/seq" --batch 32 --samples 32 > /dev/null
+model sequence "$tmp/seq/seq.mlir" "x=$tmp/seq/x.npy"
+
 # Training: the digits MLP, AdamW, f32 and bf16 AMP; the CPU's loss per
 # step is the reference (4 epochs, shuffled with seed 1).
 for variant in f32 bf16; do
