@@ -625,6 +625,66 @@ Tensor sliceDim(const Tensor& a, int64_t dim, int64_t start, int64_t end,
   return slice(a, st, cnt, sp);
 }
 
+std::pair<Tensor, Tensor> topk(const Tensor& a, int64_t k, int64_t dim,
+                               bool largest) {
+  requireDefined("topk", a);
+  if (a.rank() == 0 || !rt::isFloat(a.dtype()))
+    throw Error("topk: needs a floating-point tensor of rank >= 1, got " +
+                a.describe());
+  int64_t axis = normalizeDim("topk", dim, a.rank());
+  int64_t n = a.size(axis);
+  if (k < 1 || k > n)
+    throw Error("topk: k = " + std::to_string(k) + " must be in [1, " +
+                std::to_string(n) + "], the size of dim " +
+                std::to_string(axis) + " of " + a.describe());
+  if (k > kMaxTopK)
+    throw Error("topk: k = " + std::to_string(k) + " is above " +
+                std::to_string(kMaxTopK) +
+                ", the most modelc unrolls (k selection rounds over the dim)");
+  // Each round takes, among the elements not taken yet, those equal to the
+  // extreme, and of those the one with the lowest rank key: the index,
+  // shifted by -n for NaN when largest (NaN first) and by +n when smallest
+  // (NaN last, after +inf).
+  Shape iotaShape(static_cast<size_t>(a.rank()), 1);
+  iotaShape[axis] = n;
+  Tensor rankKey = Tensor::empty(iotaShape, DType::I64);
+  for (int64_t i = 0; i < n; ++i)
+    rankKey.data<int64_t>()[i] = i;
+  Tensor yes = Tensor::scalar(1.0, DType::I1),
+         no = Tensor::scalar(0.0, DType::I1);
+  Tensor inf = Tensor::scalar(INFINITY, a.dtype());
+  Tensor outside = Tensor::scalar(largest ? -INFINITY : INFINITY, a.dtype());
+  Tensor isNan = ne(a, a);
+  rankKey = where(isNan, rankKey + Tensor::scalar(largest ? -n : n, DType::I64),
+                  rankKey);
+  Tensor numbers = logicalNot(isNan), taken;
+  Tensor zero = Tensor::scalar(0.0, a.dtype());
+  Tensor none = Tensor::scalar(static_cast<double>(3 * n), DType::I64);
+  std::vector<Tensor> values, keys;
+  for (int64_t round = 0; round < k; ++round) {
+    Tensor freeNumbers = taken.defined() ? where(taken, no, numbers) : numbers;
+    Tensor freeNans = taken.defined() ? where(taken, no, isNan) : isNan;
+    // NaN counts as +inf for the extreme (both are ranked by the key).
+    Tensor candidates = where(freeNans, inf, where(freeNumbers, a, outside));
+    Tensor extreme = largest ? amax(candidates, {axis}, true)
+                             : amin(candidates, {axis}, true);
+    Tensor hit = where(freeNumbers, eq(a, extreme), no);
+    hit = where(freeNans, eq(extreme, inf), hit);
+    Tensor key = amin(where(hit, rankKey, none), {axis}, true);
+    Tensor chosen = eq(rankKey, key);
+    taken = taken.defined() ? where(chosen, yes, taken) : chosen;
+    values.push_back(sum(where(chosen, a, zero), {axis}, true));
+    keys.push_back(key);
+  }
+  Tensor key = concat(keys, axis);
+  // Back from rank keys to indices.
+  Tensor size = Tensor::scalar(static_cast<double>(n), DType::I64);
+  Tensor index =
+      largest ? where(lt(key, Tensor::scalar(0.0, DType::I64)), key + size, key)
+              : where(ge(key, size), key - size, key);
+  return {concat(values, axis), index};
+}
+
 Tensor gather(const Tensor& a, const Tensor& indices, int64_t axis) {
   requireDefined("gather", a);
   requireDefined("gather", indices);

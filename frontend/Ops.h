@@ -102,6 +102,17 @@ Tensor sliceDim(const Tensor& a, int64_t dim, int64_t start, int64_t end,
 /// ONNX Gather / torch.index_select generalized: out.shape = a.shape[:axis]
 /// + indices.shape + a.shape[axis+1:]; indices i32/i64, negative wrap.
 Tensor gather(const Tensor& a, const Tensor& indices, int64_t axis);
+/// torch.topk / ONNX TopK of a floating-point tensor: the k largest (or
+/// smallest) values along `dim`, sorted, and their indices (i64). Ties go
+/// to the lower index first (ONNX's rule; PyTorch leaves their order open);
+/// NaN ranks above +inf, as in PyTorch: first when largest, last when
+/// smallest. A composition of k selection rounds over the dim (no op of
+/// its own, so it traces, differentiates and compiles for every target);
+/// the gradient reaches the selected elements only. k is at most
+/// kMaxTopK.
+std::pair<Tensor, Tensor> topk(const Tensor& a, int64_t k, int64_t dim = -1,
+                               bool largest = true);
+constexpr int64_t kMaxTopK = 256;
 /// Embedding lookup: weight [V, D], ids (i32/i64) [...] -> [..., D].
 Tensor embedding(const Tensor& weight, const Tensor& ids);
 /// Constant padding, low/high per dimension (>= 0).

@@ -1611,6 +1611,16 @@ const std::unordered_map<std::string, Handler>& handlers() {
         Tensor index = where(hit, iota, miss);
         return R{last ? amax(index, {axis}, keep) : amin(index, {axis}, keep)};
       };
+    // TopK (opset 11 on): the frontend's topk, sorted whatever `sorted`
+    // says (any order is allowed with sorted=0).
+    h["TopK"] = [](const NodeContext& c) {
+      std::vector<int64_t> k = c.constInts(1, "K");
+      if (k.size() != 1)
+        throw Error("K must hold one value, got " + std::to_string(k.size()));
+      auto [values, indices] = topk(c.in(0), k[0], c.getInt("axis", -1),
+                                    c.getInt("largest", 1) != 0);
+      return R{values, indices};
+    };
     h["Trilu"] = [](const NodeContext& c) {
       const Tensor& x = c.in(0);
       if (x.rank() < 2)

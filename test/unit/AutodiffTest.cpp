@@ -209,6 +209,19 @@ TEST(Autodiff, TiesAndPiecewiseOps) {
   });
 }
 
+// topk's values (an MoE router's weights): compiled gradients equal eager,
+// which reach the selected elements only (FrontendTest checks which).
+TEST(Autodiff, TopkValues) {
+  Tensor a = Tensor::fromVector({1, -2, 0, 3, 3, 0.5, -1, -1, 2, 0, 0.25, -0.5},
+                                {3, 4});
+  checkGradients(
+      {uniform({3, 4}, -1, 1, 61)}, {{"a", a}}, [](auto& in, auto& p) {
+        auto [top, topIndex] = topk(p[0] + in[0], 2, 1);
+        auto [low, lowIndex] = topk(p[0], 2, 0, false);
+        return add(weightedSum(softmax(top, 1), 62), weightedSum(low, 63));
+      });
+}
+
 TEST(Autodiff, ParameterUsedTwiceAccumulates) {
   Params params = {{"w", uniform({4, 5}, -1, 1, 61)}};
   checkGradients({uniform({3, 5}, -1, 1, 62)}, params, [](auto& in, auto& p) {

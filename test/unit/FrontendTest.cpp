@@ -6,6 +6,7 @@
 #include <functional>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 using namespace mc;
@@ -199,6 +200,122 @@ TEST(Frontend, ShapeOnlyTensorsRunNoKernels) {
   // The element limit holds for both kinds of tensor.
   EXPECT_THROW(Tensor::shapeOnly({int64_t(1) << 40}), Error);
   EXPECT_THROW(Tensor::empty({int64_t(1) << 40}), Error);
+}
+
+//===--- topk ---===//
+
+/// ONNX TopK's order for one row: NaN above +inf (PyTorch), ties to the
+/// lower index; the k first (largest) or last (smallest) positions.
+std::vector<int64_t> topkReference(const std::vector<float>& row, int64_t k,
+                                   bool largest) {
+  std::vector<int64_t> order(row.size());
+  for (size_t i = 0; i < row.size(); ++i)
+    order[i] = static_cast<int64_t>(i);
+  // rank: NaN highest; compare values otherwise.
+  auto above = [&](int64_t a, int64_t b) { // a strictly ranks above b
+    float x = row[a], y = row[b];
+    if (std::isnan(x) || std::isnan(y))
+      return std::isnan(x) && !std::isnan(y);
+    return x > y;
+  };
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return largest ? above(a, b) : above(b, a);
+  });
+  order.resize(static_cast<size_t>(k));
+  return order;
+}
+
+/// Checks topk(x, k, dim, largest) row by row against the reference:
+/// indices exactly, values bit for bit (NaN as NaN).
+void expectTopkMatches(const Tensor& x, int64_t k, int64_t dim, bool largest) {
+  auto [values, indices] = topk(x, k, dim, largest);
+  int64_t axis = dim < 0 ? dim + x.rank() : dim;
+  Shape outShape = x.shape();
+  outShape[axis] = k;
+  ASSERT_EQ(values.shape(), outShape);
+  ASSERT_EQ(indices.shape(), outShape);
+  ASSERT_EQ(indices.dtype(), DType::I64);
+  std::vector<float> xv = cast(x, DType::F32).toVector();
+  std::vector<float> vv = cast(values, DType::F32).toVector();
+  const int64_t* iv = indices.data<int64_t>();
+  int64_t n = x.size(axis), inner = 1, outer = 1;
+  for (int64_t d = axis + 1; d < x.rank(); ++d)
+    inner *= x.size(d);
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= x.size(d);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t in = 0; in < inner; ++in) {
+      std::vector<float> row(n);
+      for (int64_t i = 0; i < n; ++i)
+        row[i] = xv[(o * n + i) * inner + in];
+      std::vector<int64_t> want = topkReference(row, k, largest);
+      for (int64_t j = 0; j < k; ++j) {
+        int64_t at = (o * k + j) * inner + in;
+        std::string where =
+            "dim " + std::to_string(dim) + " k " + std::to_string(k) +
+            (largest ? " largest" : " smallest") + " row " + std::to_string(o) +
+            "/" + std::to_string(in) + " rank " + std::to_string(j);
+        EXPECT_EQ(iv[at], want[j]) << where;
+        float w = row[want[j]];
+        if (std::isnan(w))
+          EXPECT_TRUE(std::isnan(vv[at])) << where;
+        else
+          EXPECT_EQ(vv[at], w) << where;
+      }
+    }
+}
+
+TEST(Frontend, TopkFollowsOnnxOrderWithTiesNanAndInf) {
+  manualSeed(31);
+  Tensor x = Tensor::randn({3, 7, 9});
+  float* p = x.data<float>();
+  // Ties (within rows of every dim), NaN (one and two in a row), +-inf.
+  for (int64_t i : {4, 8, 13, 40, 41, 42, 100, 101})
+    p[i] = 0.5f;
+  for (int64_t i : {5, 30, 120, 125, 180})
+    p[i] = NAN;
+  for (int64_t i : {6, 7, 31, 126, 181})
+    p[i] = INFINITY;
+  for (int64_t i : {2, 60, 61, 150})
+    p[i] = -INFINITY;
+  for (int64_t dim : {0, 1, 2, -1})
+    for (bool largest : {true, false})
+      for (int64_t k : {int64_t(1), int64_t(3), x.size(dim)})
+        expectTopkMatches(x, k, dim, largest);
+  // Low precision: the same order of the rounded values.
+  expectTopkMatches(cast(x, DType::BF16), 4, -1, true);
+  expectTopkMatches(cast(x, DType::F16), 4, 1, false);
+}
+
+TEST(Frontend, TopkGradientReachesTheSelectedElementsOnly) {
+  Tensor x = Tensor::fromVector({3, 1, 4, 1, 5, 9, 2, 6}, {2, 4});
+  x.setRequiresGrad();
+  auto [values, indices] = topk(x, 2, 1);
+  Tensor w = Tensor::fromVector({10, 20, 30, 40}, {2, 2});
+  Tensor loss = sum(values * w, {0, 1});
+  loss.backward();
+  // Row 0: 4 (index 2), 3 (index 0); row 1: 9 (5 -> index 1), 6 (index 3).
+  EXPECT_EQ(std::vector<int64_t>(indices.data<int64_t>(),
+                                 indices.data<int64_t>() + 4),
+            (std::vector<int64_t>{2, 0, 1, 3}));
+  EXPECT_EQ(x.grad().toVector(),
+            (std::vector<float>{20, 0, 10, 0, 0, 30, 0, 40}));
+}
+
+TEST(Frontend, TopkRefusesWhatItCannotSelect) {
+  Tensor x = Tensor::randn({2, 5});
+  EXPECT_EQ(errorOf([&] { topk(x, 0); }),
+            "topk: k = 0 must be in [1, 5], the size of dim 1 of f32[2, 5]");
+  EXPECT_EQ(errorOf([&] { topk(x, 3, 0); }),
+            "topk: k = 3 must be in [1, 2], the size of dim 0 of f32[2, 5]");
+  EXPECT_EQ(errorOf([&] { topk(Tensor::zeros({4}, DType::I64), 1); }),
+            "topk: needs a floating-point tensor of rank >= 1, got i64[4]");
+  EXPECT_EQ(errorOf([&] {
+              topk(Tensor::randn({2, 300}), 257);
+            }),
+            "topk: k = 257 is above 256, the most modelc unrolls (k "
+            "selection rounds over the dim)");
+  EXPECT_NE(errorOf([&] { topk(x, 1, 2); }), "");
 }
 
 } // namespace

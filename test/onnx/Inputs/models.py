@@ -334,6 +334,21 @@ class ConstantMask(nn.Module):
         return y + m
 
 
+class TopKOps(nn.Module):
+    """torch.topk (ONNX TopK) along the last dim and a middle one, largest
+    and smallest, with NaN and +-inf among distinct values (PyTorch leaves
+    the order of ties open; the frontend's test checks ONNX's
+    lower-index-first), and a mixture-of-experts router: softmax over 8
+    experts, the top 2 and their renormalized weights."""
+
+    def forward(self, x, g):
+        top, top_i = torch.topk(x, 3, dim=-1)
+        bottom, bottom_i = torch.topk(x, 2, dim=1, largest=False)
+        weights, experts = torch.topk(torch.softmax(g, dim=-1), 2, dim=-1)
+        return (top, top_i, bottom, bottom_i,
+                weights / weights.sum(-1, keepdim=True), experts)
+
+
 class Deconvs(nn.Module):
     """Transposed convolutions (decoders, UNets, GANs): stride 2 with
     padding and output_padding, groups and dilation, a stride larger than
@@ -487,6 +502,17 @@ def build(name):
         return FloatChecks(), {"x": x}, ["inf", "nan", "finite"], {}
     if name == "constant_mask":
         return ConstantMask(), {"x": randn(2, 6, 6)}, ["y"], {}
+    if name == "topk":
+        x = randn(3, 5, 7)
+        x[0, 1, 3] = np.nan  # NaN ranks above +inf, as in PyTorch
+        x[0, 4, 6] = np.nan
+        x[1, 2, 4] = np.inf
+        x[1, 3, 0] = -np.inf
+        x[2, 0, 5] = np.inf
+        x[2, 0, 2] = np.nan
+        return (TopKOps(), {"x": x, "g": randn(3, 8)},
+                ["top", "top_i", "bottom", "bottom_i", "weights",
+                 "experts"], {"x": {0: "batch"}, "g": {0: "batch"}})
     if name == "deconvs":
         return (Deconvs(), {"x": randn(2, 4, 5, 6), "s": randn(2, 4, 9)},
                 ["up", "grouped", "sparse", "one"], {})
