@@ -5,6 +5,7 @@
 #include "frontend/nn.h"
 
 #include <cmath>
+#include <utility>
 
 namespace mc::nn {
 
@@ -169,6 +170,17 @@ RecurrentOutput RecurrentBase::compute(const Tensor& xIn, const Tensor& h0In,
                 ", " + std::to_string(inputSize) + "] (or [T, " +
                 std::to_string(inputSize) + "] unbatched), got " +
                 (xIn.defined() ? xIn.describe() : "undefined"));
+  // Up front, naming the layer: the matmuls would name internal shapes.
+  DType dtype = weights_[0].wIh.dtype();
+  if (xIn.dtype() != dtype)
+    throw Error(name + ": the input is " + xIn.describe() +
+                ", the weights are " + rt::dtypeName(dtype) +
+                "; cast one to the other");
+  using State = std::pair<const Tensor*, const char*>;
+  for (auto [s, what] : {State{&h0In, "h0"}, State{&c0In, "c0"}})
+    if (s->defined() && s->dtype() != dtype)
+      throw Error(name + ": " + what + " is " + s->describe() +
+                  ", the input and weights are " + rt::dtypeName(dtype));
   bool batched = xIn.rank() == 3;
   // Time-major [T, B, In] inside.
   Tensor x = !batched     ? unsqueeze(xIn, 1)

@@ -338,9 +338,10 @@ struct RecurrentOutput {
 /// forward (and backward too when bidirectional, the two outputs
 /// concatenated), with PyTorch's equations, gate orders (LSTM i, f, g, o;
 /// GRU r, z, n), parameter names ("weight_ih_l0", "bias_hh_l1_reverse"),
-/// order, shapes and init (uniform in +-1/sqrt(hidden_size)), so a
-/// state_dict loads either way. Absent initial states are zeros. `dropout`
-/// between layers is accepted and, like nn::Dropout, is the identity.
+/// order, shapes and init (uniform in +-1/sqrt(hidden_size)): the names and
+/// shapes of torch's state_dict. Absent initial states are zeros. `dropout`
+/// between layers is accepted and, like nn::Dropout, is the identity, in
+/// training mode too.
 /// Each layer projects the whole input sequence in one matmul and each
 /// step multiplies only the state, so a trace has T + 1 matmuls per layer
 /// and direction (T with a zero initial state) and the gates fuse.
@@ -355,8 +356,12 @@ public:
 
   using Module::operator();
   /// The output and the last states from initial states h0 (and c0 for an
-  /// LSTM), [D*L, B, H] each, or zeros where undefined. Enters the module
-  /// in the active trace, as operator()(x) does.
+  /// LSTM), [D*L, B, H] each ([D*L, H] for an unbatched input), or zeros
+  /// where undefined; they must have x's dtype, which must be the
+  /// weights'. Enters the module in the active trace, as operator()(x)
+  /// does. A trace with a dynamic batch takes the inputs' leading dim as
+  /// the batch: give x batch-first, and states as [B, D*L, H] inputs
+  /// transposed inside the traced function.
   RecurrentOutput run(const Tensor& x, const Tensor& h0 = Tensor(),
                       const Tensor& c0 = Tensor());
   /// The output sequence only, from zero states.
@@ -364,11 +369,12 @@ public:
   const Weights& weights(int64_t layer, int64_t direction) const;
   int64_t numDirections() const { return bidirectional ? 2 : 1; }
 
-  Cell cell;
-  int64_t inputSize, hiddenSize, numLayers;
-  bool bias, batchFirst;
-  double dropout;
-  bool bidirectional;
+  // Fixed at construction: the parameters' shapes follow from them.
+  const Cell cell;
+  const int64_t inputSize, hiddenSize, numLayers;
+  const bool bias, batchFirst;
+  const double dropout;
+  const bool bidirectional;
 
 protected:
   RecurrentBase(Cell cell, int64_t inputSize, int64_t hiddenSize,

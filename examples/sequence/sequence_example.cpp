@@ -103,7 +103,10 @@ int main(int argc, char** argv) {
       number(a == "--batch" ? batch : a == "--samples" ? samples : hidden);
     } else if (a == "--dynamic-batch" && i + 1 < argc) {
       long long lo = 0, hi = 0;
-      if (std::sscanf(argv[++i], "%lld..%lld", &lo, &hi) != 2) {
+      int used = 0;
+      const char* bounds = argv[++i];
+      if (std::sscanf(bounds, "%lld..%lld%n", &lo, &hi, &used) != 2 ||
+          bounds[used] != '\0') {
         std::fprintf(stderr, "sequence-example: error: --dynamic-batch takes "
                              "MIN..MAX\n");
         return 1;

@@ -817,7 +817,7 @@ BatchTrace probeBatch(
 
 TracedModule traceFunction(
     const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
-    const std::vector<Tensor>& examples,
+    const std::vector<Tensor>& givenExamples,
     const std::vector<std::pair<std::string, Tensor>>& parameters,
     const std::vector<std::pair<std::string, const nn::Module*>>& modules,
     const TraceOptions& options) {
@@ -838,12 +838,25 @@ TracedModule traceFunction(
     return count == 1 ? std::string(single) : prefix + std::to_string(i);
   };
 
-  SmallVector<Type> inputTypes;
-  for (const Tensor& t : examples) {
+  for (const Tensor& t : givenExamples)
     if (!t.defined())
       throw Error("jit::trace: an example input is undefined");
+  // At batch 1, an operand of shape [1, ...] meets the batch without the
+  // broadcast it needs at every other batch (cross-entropy's one-hot
+  // compare), so a run at 1 records other ops than a run at 2: with a
+  // dynamic batch that reaches 3, examples of one row are traced at 2 and
+  // 3 instead, their rows repeated.
+  std::vector<Tensor> examples = givenExamples;
+  const std::optional<DynamicBatch>& dynamic = options.dynamicBatch;
+  bool oneRow = !examples.empty();
+  for (const Tensor& t : examples)
+    oneRow = oneRow && t.rank() > 0 && t.shape()[0] == 1;
+  if (dynamic && oneRow && dynamic->min <= 2 && dynamic->max >= 3)
+    for (Tensor& t : examples)
+      t = withBatch(t, 2);
+  SmallVector<Type> inputTypes;
+  for (const Tensor& t : examples)
     inputTypes.push_back(tensorType(ctx, t));
-  }
   ShapeProbe probe;
   BatchTrace batch;
   if (options.dynamicBatch) {

@@ -5,6 +5,7 @@
 #include "codegen/Compile.h"
 #include "examples/gpt2/gpt2_block.h"
 #include "examples/resnet/resnet18.h"
+#include "frontend/Loss.h"
 #include "frontend/jit/Trace.h"
 #include "modelc/runtime.h"
 
@@ -767,6 +768,15 @@ TEST(Modules, RecurrentLayersRefuseBadArgumentsByName) {
                     lstm.run(x, Tensor::randn({2, 2, 4}));
                   }),
                   "LSTM: give both h0 and c0, or neither"));
+  // dtypes, up front and naming the layer (not a matmul's inner shapes).
+  EXPECT_EQ(errorOf([&] { lstm.run(cast(x, DType::BF16)); }),
+            "LSTM: the input is bf16[2, 5, 3], the weights are f32; cast one "
+            "to the other");
+  EXPECT_EQ(errorOf([&] {
+              lstm.run(x, Tensor::randn({2, 2, 4}),
+                       cast(Tensor::randn({2, 2, 4}), DType::F16));
+            }),
+            "LSTM: c0 is f16[2, 2, 4], the input and weights are f32");
   nn::GRU gru(3, 4);
   EXPECT_TRUE(has(errorOf([&] {
                     gru.run(Tensor::randn({5, 2, 3}), Tensor::randn({1, 2, 4}),
@@ -780,7 +790,7 @@ TEST(Modules, RecurrentLayersRefuseBadArgumentsByName) {
 /// Traces `fn` on `examples` (a dynamic batch in `bounds` when given),
 /// compiles, and checks every output against eager at each batch in
 /// `batches` (the inputs made by `makeInputs(batch)`).
-void expectRecurrentCompiledEqualsEager(
+void expectTracedCompiledEqualsEager(
     const char* what, nn::Module& model,
     const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
     const std::function<std::vector<Tensor>(int64_t)>& makeInputs,
@@ -812,7 +822,7 @@ TEST(Models, RecurrentLayersCompiledEqualEager) {
   // states, then a GRU and an RNN from zero states.
   nn::LSTM lstm(5, 8, 2, true, /*batchFirst=*/false, 0.0,
                 /*bidirectional=*/true);
-  expectRecurrentCompiledEqualsEager(
+  expectTracedCompiledEqualsEager(
       "LSTM(5, 8, 2 layers, bidirectional)", lstm,
       [&](const std::vector<Tensor>& in) {
         nn::RecurrentOutput r = lstm.run(in[0], in[1], in[2]);
@@ -828,7 +838,7 @@ TEST(Models, RecurrentLayersCompiledEqualEager) {
   nn::RNN rnn(4, 5, 1, "relu", true, /*batchFirst=*/true);
   for (nn::RecurrentBase* layer : {static_cast<nn::RecurrentBase*>(&gru),
                                    static_cast<nn::RecurrentBase*>(&rnn)})
-    expectRecurrentCompiledEqualsEager(
+    expectTracedCompiledEqualsEager(
         layer->typeName().c_str(), *layer,
         [&](const std::vector<Tensor>& in) {
           nn::RecurrentOutput r = layer->run(in[0]);
@@ -840,13 +850,14 @@ TEST(Models, RecurrentLayersCompiledEqualEager) {
         std::nullopt, {2});
 }
 
-/// A batch-first LSTM traced with a dynamic batch runs every batch size in
-/// its bounds: zero initial states need no constant of the batch's size.
-TEST(Models, LSTMWithDynamicBatchCompiledEqualsEager) {
+/// Batch-first layers traced with a dynamic batch run every batch size in
+/// their bounds: zero initial states need no constant of the batch's size,
+/// and given ones are inputs [B, D*L, H] transposed inside.
+TEST(Models, RecurrentLayersWithDynamicBatchCompiledEqualEager) {
   manualSeed(19);
   nn::LSTM lstm(5, 8, 2, true, /*batchFirst=*/true, 0.0,
                 /*bidirectional=*/true);
-  expectRecurrentCompiledEqualsEager(
+  expectTracedCompiledEqualsEager(
       "LSTM, batch 1..8", lstm,
       [&](const std::vector<Tensor>& in) {
         nn::RecurrentOutput r = lstm.run(in[0]);
@@ -857,6 +868,53 @@ TEST(Models, LSTMWithDynamicBatchCompiledEqualsEager) {
         return std::vector<Tensor>{Tensor::randn({b, 6, 5})};
       },
       jit::DynamicBatch{1, 8, 0}, {3, 1, 8, 5});
+  nn::GRU gru(5, 6, 2, /*bias=*/false, /*batchFirst=*/true, 0.0,
+              /*bidirectional=*/true);
+  expectTracedCompiledEqualsEager(
+      "GRU without bias, h0 as an input, batch 1..8", gru,
+      [&](const std::vector<Tensor>& in) {
+        nn::RecurrentOutput r = gru.run(in[0], transpose(in[1], {1, 0, 2}));
+        return std::vector<Tensor>{r.output, transpose(r.h, {1, 0, 2})};
+      },
+      [](int64_t b) {
+        return std::vector<Tensor>{Tensor::randn({b, 6, 5}),
+                                   Tensor::randn({b, 4, 6})};
+      },
+      jit::DynamicBatch{1, 8, 0}, {2, 7});
+  nn::RNN rnn(5, 4, 1, "tanh", true, /*batchFirst=*/true);
+  expectTracedCompiledEqualsEager(
+      "RNN, batch 1..8", rnn,
+      [&](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{rnn(in[0])};
+      },
+      [](int64_t b) {
+        return std::vector<Tensor>{Tensor::randn({b, 6, 5})};
+      },
+      jit::DynamicBatch{1, 8, 0}, {4, 1});
+}
+
+/// An example of one row traces a dynamic batch: at batch 1 cross-entropy's
+/// one-hot compare meets its [1, C] classes without a broadcast, so the
+/// tracer runs at 2 and 3 instead (it used to refuse: "mc.compare is not
+/// the op the run at the other batch size ran").
+TEST(Models, OneRowExampleTracesADynamicBatch) {
+  manualSeed(20);
+  nn::Linear head(5, 3);
+  auto labels = [](int64_t b) {
+    Tensor y = Tensor::empty({b}, DType::I64);
+    for (int64_t i = 0; i < b; ++i)
+      y.data<int64_t>()[i] = (i * 2 + 1) % 3;
+    return y;
+  };
+  expectTracedCompiledEqualsEager(
+      "Linear + cross-entropy traced at batch 1", head,
+      [&](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{crossEntropy(head(in[0]), in[1])};
+      },
+      [&](int64_t b) {
+        return std::vector<Tensor>{Tensor::randn({b, 5}), labels(b)};
+      },
+      jit::DynamicBatch{1, 8, 0}, {1, 6});
 }
 
 /// BatchNorm's running statistics trace as named globals, not constants.

@@ -169,6 +169,22 @@ int main(int argc, char** argv) {
                     /*bidirectional=*/true);
     writeRecurrentCase(out, "rnn_tanh_bi", rnnTanh, Tensor::randn({2, 5, 3}),
                        Tensor(), Tensor());
+    nn::GRU gruNoBias(3, 5, 2, /*bias=*/false, /*batchFirst=*/true);
+    writeRecurrentCase(out, "gru_no_bias_state", gruNoBias,
+                       Tensor::randn({2, 4, 3}), Tensor::randn({2, 2, 5}),
+                       Tensor());
+    nn::LSTM lstmUnbatched(3, 4, 1, true, false, 0.0, /*bidirectional=*/true);
+    writeRecurrentCase(out, "lstm_bi_unbatched_state", lstmUnbatched,
+                       Tensor::randn({5, 3}), Tensor::randn({2, 4}),
+                       Tensor::randn({2, 4}));
+    nn::RNN rnnState(3, 4, 2, "tanh", true, /*batchFirst=*/false);
+    writeRecurrentCase(out, "rnn_tanh_state", rnnState,
+                       Tensor::randn({5, 2, 3}), Tensor::randn({2, 2, 4}),
+                       Tensor());
+    nn::RNN rnnReluBias(3, 4, 2, "relu", true, /*batchFirst=*/true, 0.0,
+                        /*bidirectional=*/true);
+    writeRecurrentCase(out, "rnn_relu_bias_bi", rnnReluBias,
+                       Tensor::randn({2, 5, 3}), Tensor(), Tensor());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "models-torch-export: error: %s\n", e.what());
     return 1;

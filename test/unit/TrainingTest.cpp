@@ -321,8 +321,6 @@ TEST(Training, OutOfRangeLabelsAreRefused) {
 
 namespace {
 
-/// Token ids -> embedding -> mean over the sequence -> linear: a model
-/// whose training needs gather's derivative.
 /// Trains `eager` (eager autograd and optim::AdamW) and `compiled` (the
 /// compiled step), which start alike, on `batches` of (input, labels) with
 /// cross-entropy: every step's loss and every final parameter agree to
@@ -371,6 +369,8 @@ void expectAdamWTrainingAgrees(nn::Module& eager, nn::Module& compiled,
   }
 }
 
+/// Token ids -> embedding -> mean over the sequence -> linear: a model
+/// whose training needs gather's derivative.
 class BagOfEmbeddings : public nn::Module {
 public:
   BagOfEmbeddings() {

@@ -57,7 +57,9 @@ def rel_err(ours, ref):
     assert ours.shape == ref.shape, (ours.shape, ref.shape)
     if np.isnan(ours).any() or np.isnan(ref).any():
         return float("nan")
-    return float(np.linalg.norm(ours - ref) / np.linalg.norm(ref))
+    den = np.linalg.norm(ref)
+    # An all-zero reference (a dead relu's gradient): the absolute error.
+    return float(np.linalg.norm(ours - ref) / (den if den > 0 else 1.0))
 
 
 def gpt2_block_torch(a):
@@ -98,6 +100,16 @@ RECURRENT = {
         bias=False)),
     "rnn_tanh_bi": (torch.nn.RNN, dict(
         input_size=3, hidden_size=4, batch_first=True, bidirectional=True)),
+    "gru_no_bias_state": (torch.nn.GRU, dict(
+        input_size=3, hidden_size=5, num_layers=2, bias=False,
+        batch_first=True)),
+    "lstm_bi_unbatched_state": (torch.nn.LSTM, dict(
+        input_size=3, hidden_size=4, bidirectional=True)),
+    "rnn_tanh_state": (torch.nn.RNN, dict(
+        input_size=3, hidden_size=4, num_layers=2)),
+    "rnn_relu_bias_bi": (torch.nn.RNN, dict(
+        input_size=3, hidden_size=4, num_layers=2, nonlinearity="relu",
+        batch_first=True, bidirectional=True)),
 }
 
 
