@@ -39,6 +39,8 @@ struct EagerBuilder {
   Tensor erf(const Tensor& x) { return mc::erf(x); }
   Tensor sin(const Tensor& x) { return mc::sin(x); }
   Tensor cos(const Tensor& x) { return mc::cos(x); }
+  Tensor sinh(const Tensor& x) { return mc::sinh(x); }
+  Tensor cosh(const Tensor& x) { return mc::cosh(x); }
 
   /// A rank-0 scalar: eager binary ops broadcast it.
   Tensor splatLike(const Tensor& like, double v) {

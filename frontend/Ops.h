@@ -65,6 +65,15 @@ Tensor abs(const Tensor& a);
 Tensor erf(const Tensor& a);
 inline Tensor sin(const Tensor& a) { return elementwise(rt::OpId::Sin, a); }
 inline Tensor cos(const Tensor& a) { return elementwise(rt::OpId::Cos, a); }
+inline Tensor tan(const Tensor& a) { return elementwise(rt::OpId::Tan, a); }
+inline Tensor asin(const Tensor& a) { return elementwise(rt::OpId::Asin, a); }
+inline Tensor acos(const Tensor& a) { return elementwise(rt::OpId::Acos, a); }
+inline Tensor atan(const Tensor& a) { return elementwise(rt::OpId::Atan, a); }
+inline Tensor sinh(const Tensor& a) { return elementwise(rt::OpId::Sinh, a); }
+inline Tensor cosh(const Tensor& a) { return elementwise(rt::OpId::Cosh, a); }
+inline Tensor asinh(const Tensor& a) { return elementwise(rt::OpId::Asinh, a); }
+inline Tensor acosh(const Tensor& a) { return elementwise(rt::OpId::Acosh, a); }
+inline Tensor atanh(const Tensor& a) { return elementwise(rt::OpId::Atanh, a); }
 /// x * relu6(x + 3) / 6 (torch.nn.functional.hardswish).
 inline Tensor hardswish(const Tensor& a) {
   return elementwise(rt::OpId::Hardswish, a);

@@ -14,7 +14,7 @@
 //   using Value = ...;               default-constructed: "no gradient"
 //   Dims shape(Value); bool isFloat(Value);
 //   add sub mul div pow (Value, Value); neg exp log sqrt tanh erf sin cos
-//   (Value)
+//   sinh cosh (Value)
 //   splatLike(Value like, double)    a scalar of like's element type that
 //                                    elementwise ops accept next to `like`
 //   constant(Value like, Dims shape, std::vector<double>)  like's elements
@@ -328,6 +328,48 @@ template <class B>
 Grads<B> cos(B& b, typename B::Value g, typename B::Value x) {
   auto s = b.sin(x);
   return {b.mul(g, b.neg(s))};
+}
+
+/// `y` is tan(x): 1 + tan^2, as PyTorch.
+template <class B>
+Grads<B> tan(B& b, typename B::Value g, typename B::Value y) {
+  return {b.mul(g, b.add(b.splatLike(y, 1.0), b.mul(y, y)))};
+}
+
+/// 1 / sqrt(1 - x^2) for asin, negated for acos.
+template <class B>
+Grads<B> asin(B& b, typename B::Value g, typename B::Value x, bool acos) {
+  auto root = b.sqrt(b.sub(b.splatLike(x, 1.0), b.mul(x, x)));
+  return {b.div(acos ? b.neg(g) : g, root)};
+}
+
+template <class B>
+Grads<B> atan(B& b, typename B::Value g, typename B::Value x) {
+  return {b.div(g, b.add(b.splatLike(x, 1.0), b.mul(x, x)))};
+}
+
+template <class B>
+Grads<B> sinh(B& b, typename B::Value g, typename B::Value x) {
+  return {b.mul(g, b.cosh(x))};
+}
+
+template <class B>
+Grads<B> cosh(B& b, typename B::Value g, typename B::Value x) {
+  return {b.mul(g, b.sinh(x))};
+}
+
+/// 1 / sqrt(x^2 + 1) for asinh, 1 / sqrt(x^2 - 1) for acosh (PyTorch's
+/// forms).
+template <class B>
+Grads<B> asinh(B& b, typename B::Value g, typename B::Value x, bool acosh) {
+  auto square = b.mul(x, x);
+  auto one = b.splatLike(x, 1.0);
+  return {b.div(g, b.sqrt(acosh ? b.sub(square, one) : b.add(square, one)))};
+}
+
+template <class B>
+Grads<B> atanh(B& b, typename B::Value g, typename B::Value x) {
+  return {b.div(g, b.sub(b.splatLike(x, 1.0), b.mul(x, x)))};
 }
 
 template <class B>
@@ -823,6 +865,22 @@ std::optional<Grads<B>> byOpId(B& b, rt::OpId op, V g, const std::vector<V>& in,
     return sin(b, g, in[0]);
   case OpId::Cos:
     return cos(b, g, in[0]);
+  case OpId::Tan:
+    return tan(b, g, y);
+  case OpId::Asin:
+  case OpId::Acos:
+    return asin(b, g, in[0], op == OpId::Acos);
+  case OpId::Atan:
+    return atan(b, g, in[0]);
+  case OpId::Sinh:
+    return sinh(b, g, in[0]);
+  case OpId::Cosh:
+    return cosh(b, g, in[0]);
+  case OpId::Asinh:
+  case OpId::Acosh:
+    return asinh(b, g, in[0], op == OpId::Acosh);
+  case OpId::Atanh:
+    return atanh(b, g, in[0]);
   case OpId::Hardswish:
     return hardswish(b, g, in[0]);
   case OpId::Gelu:

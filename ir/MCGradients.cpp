@@ -67,6 +67,8 @@ public:
   Value erf(Value x) { return ErfOp::create(b, loc, x); }
   Value sin(Value x) { return SinOp::create(b, loc, x); }
   Value cos(Value x) { return CosOp::create(b, loc, x); }
+  Value sinh(Value x) { return SinhOp::create(b, loc, x); }
+  Value cosh(Value x) { return CoshOp::create(b, loc, x); }
 
   /// A static `like` gets a splat constant of its shape; one with the
   /// dynamic batch, a rank-0 constant broadcast to its type.

@@ -158,6 +158,51 @@ def MC_CosOp : MC_UnaryOp<"cos", MC_FloatTensor, "cos(x)"> {
   let mcAmp = "f32";
   let mcFusible = 1;
 }
+def MC_TanOp : MC_UnaryOp<"tan", MC_FloatTensor, "tan(x)"> {
+  let mcCpuTypes = "f32,f16,bf16";
+  let mcAmp = "f32";
+  let mcFusible = 1;
+}
+def MC_AsinOp : MC_UnaryOp<"asin", MC_FloatTensor, "asin(x), NaN outside [-1, 1]"> {
+  let mcCpuTypes = "f32,f16,bf16";
+  let mcAmp = "f32";
+  let mcFusible = 1;
+}
+def MC_AcosOp : MC_UnaryOp<"acos", MC_FloatTensor, "acos(x), NaN outside [-1, 1]"> {
+  let mcCpuTypes = "f32,f16,bf16";
+  let mcAmp = "f32";
+  let mcFusible = 1;
+}
+def MC_AtanOp : MC_UnaryOp<"atan", MC_FloatTensor, "atan(x)"> {
+  let mcCpuTypes = "f32,f16,bf16";
+  let mcAmp = "f32";
+  let mcFusible = 1;
+}
+def MC_SinhOp : MC_UnaryOp<"sinh", MC_FloatTensor, "sinh(x)"> {
+  let mcCpuTypes = "f32,f16,bf16";
+  let mcAmp = "f32";
+  let mcFusible = 1;
+}
+def MC_CoshOp : MC_UnaryOp<"cosh", MC_FloatTensor, "cosh(x)"> {
+  let mcCpuTypes = "f32,f16,bf16";
+  let mcAmp = "f32";
+  let mcFusible = 1;
+}
+def MC_AsinhOp : MC_UnaryOp<"asinh", MC_FloatTensor, "asinh(x)"> {
+  let mcCpuTypes = "f32,f16,bf16";
+  let mcAmp = "f32";
+  let mcFusible = 1;
+}
+def MC_AcoshOp : MC_UnaryOp<"acosh", MC_FloatTensor, "acosh(x), NaN below 1"> {
+  let mcCpuTypes = "f32,f16,bf16";
+  let mcAmp = "f32";
+  let mcFusible = 1;
+}
+def MC_AtanhOp : MC_UnaryOp<"atanh", MC_FloatTensor, "atanh(x), NaN outside [-1, 1]"> {
+  let mcCpuTypes = "f32,f16,bf16";
+  let mcAmp = "f32";
+  let mcFusible = 1;
+}
 def MC_SigmoidOp : MC_UnaryOp<"sigmoid", MC_FloatTensor, "1 / (1 + exp(-x))"> {
   let mcCpuTypes = "f32,f16,bf16";
   let mcFusible = 1;

@@ -54,28 +54,31 @@ TensorDesc describe(const Plan& plan, uint32_t buffer) {
   return TensorDesc{b.dtype, b.shape, b.batchScale};
 }
 
-bool isElementwiseOp(OpId op) {
-  switch (op) {
-  case OpId::Abs: case OpId::Add: case OpId::BroadcastInDim: case OpId::Cast:
-  case OpId::Clamp: case OpId::Compare: case OpId::Copy: case OpId::Div:
-  case OpId::Erf: case OpId::Exp: case OpId::Gelu: case OpId::Hardswish:
-  case OpId::Log: case OpId::Maximum: case OpId::Minimum: case OpId::Mul:
-  case OpId::Neg: case OpId::Not: case OpId::Pow: case OpId::Relu:
-  case OpId::Select: case OpId::Sigmoid: case OpId::Sqrt: case OpId::Sub:
-  case OpId::Tanh: case OpId::Sin: case OpId::Cos:
-  case OpId::Reshape: // in a region: the anchor's reshape, same flat order
-    return true;
-  default:
-    return false;
-  }
-}
-
 /// Ops that compute only in floating point here.
 bool floatOnly(OpId op) {
   switch (op) {
   case OpId::Erf: case OpId::Exp: case OpId::Gelu:
   case OpId::Hardswish: case OpId::Log: case OpId::Pow: case OpId::Sigmoid:
   case OpId::Sqrt: case OpId::Tanh: case OpId::Sin: case OpId::Cos:
+  case OpId::Tan: case OpId::Asin: case OpId::Acos: case OpId::Atan:
+  case OpId::Sinh: case OpId::Cosh: case OpId::Asinh: case OpId::Acosh:
+  case OpId::Atanh:
+    return true;
+  default:
+    return false;
+  }
+}
+
+bool isElementwiseOp(OpId op) {
+  if (floatOnly(op)) // all elementwise
+    return true;
+  switch (op) {
+  case OpId::Abs: case OpId::Add: case OpId::BroadcastInDim: case OpId::Cast:
+  case OpId::Clamp: case OpId::Compare: case OpId::Copy: case OpId::Div:
+  case OpId::Maximum: case OpId::Minimum: case OpId::Mul:
+  case OpId::Neg: case OpId::Not: case OpId::Relu:
+  case OpId::Select: case OpId::Sub:
+  case OpId::Reshape: // in a region: the anchor's reshape, same flat order
     return true;
   default:
     return false;
@@ -633,6 +636,34 @@ private:
       break;
     case OpId::Cos:
       r = math::CosOp::create(b, loc, x[0]);
+      break;
+    // libdevice's __nv_tanf ... __nv_atanhf; GLSL.std.450 on lavapipe.
+    case OpId::Tan:
+      r = math::TanOp::create(b, loc, x[0]);
+      break;
+    case OpId::Asin:
+      r = math::AsinOp::create(b, loc, x[0]);
+      break;
+    case OpId::Acos:
+      r = math::AcosOp::create(b, loc, x[0]);
+      break;
+    case OpId::Atan:
+      r = math::AtanOp::create(b, loc, x[0]);
+      break;
+    case OpId::Sinh:
+      r = math::SinhOp::create(b, loc, x[0]);
+      break;
+    case OpId::Cosh:
+      r = math::CoshOp::create(b, loc, x[0]);
+      break;
+    case OpId::Asinh:
+      r = math::AsinhOp::create(b, loc, x[0]);
+      break;
+    case OpId::Acosh:
+      r = math::AcoshOp::create(b, loc, x[0]);
+      break;
+    case OpId::Atanh:
+      r = math::AtanhOp::create(b, loc, x[0]);
       break;
     case OpId::Sqrt:
       r = math::SqrtOp::create(b, loc, x[0]);

@@ -1266,6 +1266,15 @@ const std::unordered_map<std::string, Handler>& handlers() {
     unary("Abs", abs);
     unary("Sin", sin);
     unary("Cos", cos);
+    unary("Tan", tan);
+    unary("Asin", asin);
+    unary("Acos", acos);
+    unary("Atan", atan);
+    unary("Sinh", sinh);
+    unary("Cosh", cosh);
+    unary("Asinh", asinh);
+    unary("Acosh", acosh);
+    unary("Atanh", atanh);
     unary("Not", logicalNot);
     auto binary = [&](const char* name,
                       Tensor (*fn)(const Tensor&, const Tensor&)) {

@@ -1166,6 +1166,15 @@ Status Verifier::checkStepKind(OpId kind, const fb::Step &step,
   case K::Tanh:
   case K::Sin:
   case K::Cos:
+  case K::Tan:
+  case K::Asin:
+  case K::Acos:
+  case K::Atan:
+  case K::Sinh:
+  case K::Cosh:
+  case K::Asinh:
+  case K::Acosh:
+  case K::Atanh:
   case K::Sigmoid:
   case K::Sqrt:
     MC_RETURN_IF_ERROR(counts(1, 1));

@@ -40,6 +40,24 @@ const char *unaryName(OpId op, bool tanhApproximation) {
     return "sin";
   case OpId::Cos:
     return "cos";
+  case OpId::Tan:
+    return "tan";
+  case OpId::Asin:
+    return "asin";
+  case OpId::Acos:
+    return "acos";
+  case OpId::Atan:
+    return "atan";
+  case OpId::Sinh:
+    return "sinh";
+  case OpId::Cosh:
+    return "cosh";
+  case OpId::Asinh:
+    return "asinh";
+  case OpId::Acosh:
+    return "acosh";
+  case OpId::Atanh:
+    return "atanh";
   case OpId::Sigmoid:
     return "sigmoid";
   case OpId::Relu:
@@ -413,6 +431,34 @@ Status unary(OpId op, const ConstTensor &a, const MutTensor &out,
     break;
   case OpId::Cos:
     mapF32(a, out, [](float x) { return std::cos(x); });
+    break;
+  // libm's, as PyTorch's CPU kernels (NaN outside the domain).
+  case OpId::Tan:
+    mapF32(a, out, [](float x) { return std::tan(x); });
+    break;
+  case OpId::Asin:
+    mapF32(a, out, [](float x) { return std::asin(x); });
+    break;
+  case OpId::Acos:
+    mapF32(a, out, [](float x) { return std::acos(x); });
+    break;
+  case OpId::Atan:
+    mapF32(a, out, [](float x) { return std::atan(x); });
+    break;
+  case OpId::Sinh:
+    mapF32(a, out, [](float x) { return std::sinh(x); });
+    break;
+  case OpId::Cosh:
+    mapF32(a, out, [](float x) { return std::cosh(x); });
+    break;
+  case OpId::Asinh:
+    mapF32(a, out, [](float x) { return std::asinh(x); });
+    break;
+  case OpId::Acosh:
+    mapF32(a, out, [](float x) { return std::acosh(x); });
+    break;
+  case OpId::Atanh:
+    mapF32(a, out, [](float x) { return std::atanh(x); });
     break;
   case OpId::Erf:
     vecMap(a, out, kParallelGrain / 8, vec::erfF32);

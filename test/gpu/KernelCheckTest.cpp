@@ -186,8 +186,11 @@ const DType F = DType::F32;
 
 TEST_F(KernelCheck, UnaryOpsMatchTheCpu) {
   for (OpId op : {OpId::Neg, OpId::Exp, OpId::Tanh, OpId::Sigmoid, OpId::Relu,
-                  OpId::Abs, OpId::Erf, OpId::Gelu, OpId::Hardswish,
-                  OpId::Sin, OpId::Cos}) {
+                  OpId::Abs, OpId::Erf, OpId::Gelu, OpId::Hardswish, OpId::Sin,
+                  OpId::Cos, OpId::Atan, OpId::Sinh, OpId::Cosh, OpId::Asinh,
+                  // NaN on both sides outside [-1, 1] (inputs are in
+                  // [-3, 3]), atanh's poles aside.
+                  OpId::Asin, OpId::Acos, OpId::Atanh}) {
     SCOPED_TRACE(mc::rt::opName(op));
     check(stepCase(op, {{F, {5, 77}}}, {F, {5, 77}}), 2e-5);
   }
@@ -198,7 +201,9 @@ TEST_F(KernelCheck, UnaryOpsMatchTheCpu) {
 }
 
 TEST_F(KernelCheck, OpsOfPositiveInputsMatchTheCpu) {
-  for (OpId op : {OpId::Log, OpId::Sqrt}) {
+  // acosh on [0.1, 3): NaN below 1 on both sides. tan on [0.1, 3) passes
+  // pi/2, where its values are large and steep: checked relative to them.
+  for (OpId op : {OpId::Log, OpId::Sqrt, OpId::Acosh, OpId::Tan}) {
     SCOPED_TRACE(mc::rt::opName(op));
     Case c = stepCase(op, {{F, {257}}}, {F, {257}});
     c.positive = true;

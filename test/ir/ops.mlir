@@ -103,6 +103,24 @@ func.func @real_model_elementwise(%a: tensor<4xf32>, %b: tensor<4xf32>, %p: tens
   %sin = mc.sin %1 : tensor<4xf32>
   // CHECK: mc.cos %{{.*}} : tensor<4xf32>
   %cos = mc.cos %sin : tensor<4xf32>
+  // CHECK: mc.tan %{{.*}} : tensor<4xf32>
+  %tan = mc.tan %cos : tensor<4xf32>
+  // CHECK: mc.asin %{{.*}} : tensor<4xf32>
+  %asin = mc.asin %tan : tensor<4xf32>
+  // CHECK: mc.acos %{{.*}} : tensor<4xf32>
+  %acos = mc.acos %asin : tensor<4xf32>
+  // CHECK: mc.atan %{{.*}} : tensor<4xf32>
+  %atan = mc.atan %acos : tensor<4xf32>
+  // CHECK: mc.sinh %{{.*}} : tensor<4xf32>
+  %sinh = mc.sinh %atan : tensor<4xf32>
+  // CHECK: mc.cosh %{{.*}} : tensor<4xf32>
+  %cosh = mc.cosh %sinh : tensor<4xf32>
+  // CHECK: mc.asinh %{{.*}} : tensor<4xf32>
+  %asinh = mc.asinh %cosh : tensor<4xf32>
+  // CHECK: mc.acosh %{{.*}} : tensor<4xf32>
+  %acosh = mc.acosh %asinh : tensor<4xf32>
+  // CHECK: mc.atanh %{{.*}} : tensor<4xf32>
+  %atanh = mc.atanh %acosh : tensor<4xf32>
   // CHECK: mc.hardswish %{{.*}} : tensor<4xf32>
   %hs = mc.hardswish %1 : tensor<4xf32>
   // CHECK: mc.gelu %{{.*}} : tensor<4xf32>

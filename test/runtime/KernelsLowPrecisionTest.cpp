@@ -86,23 +86,33 @@ TEST_P(LowPrecision, UnaryOps) {
   DType t = GetParam();
   std::vector<float> v = randomFloats(257, 1, -4, 4);
   std::vector<float> pos = randomFloats(257, 2, 0.01f, 8);
+  std::vector<float> unitRange = randomFloats(257, 5, -0.99f, 0.99f);
+  std::vector<float> aboveOne = randomFloats(257, 6, 1.0f, 9.0f);
   // {op, tanh approximation} (only Gelu has a tanh form).
   for (std::pair<OpId, bool> c : std::initializer_list<std::pair<OpId, bool>>{
-           {OpId::Neg, false}, {OpId::Exp, false}, {OpId::Log, false},
+           {OpId::Neg, false},  {OpId::Exp, false},     {OpId::Log, false},
            {OpId::Tanh, false}, {OpId::Sigmoid, false}, {OpId::Relu, false},
-           {OpId::Sqrt, false}, {OpId::Abs, false}, {OpId::Erf, false},
-           {OpId::Gelu, false}, {OpId::Gelu, true}, {OpId::Sin, false},
-           {OpId::Cos, false}}) {
+           {OpId::Sqrt, false}, {OpId::Abs, false},     {OpId::Erf, false},
+           {OpId::Gelu, false}, {OpId::Gelu, true},     {OpId::Sin, false},
+           {OpId::Cos, false},  {OpId::Tan, false},     {OpId::Asin, false},
+           {OpId::Acos, false}, {OpId::Atan, false},    {OpId::Sinh, false},
+           {OpId::Cosh, false}, {OpId::Asinh, false},   {OpId::Acosh, false},
+           {OpId::Atanh, false}}) {
     OpId op = c.first;
     bool tanh = c.second;
     bool positive = op == OpId::Log || op == OpId::Sqrt;
+    // Domains: (-1, 1) for asin, acos, atanh; [1, 9) for acosh.
+    bool unit = op == OpId::Asin || op == OpId::Acos || op == OpId::Atanh;
+    const std::vector<float> &in = positive            ? pos
+                                   : unit              ? unitRange
+                                   : op == OpId::Acosh ? aboveOne
+                                                       : v;
     expectRoundedF32(
-        t, {{{257}, positive ? pos : v}}, {257},
+        t, {{{257}, in}}, {257},
         [&](const std::vector<ConstTensor> &in, const MutTensor &o) {
           return unary(op, in[0], o, tanh);
         },
-        false,
-        "unary " + std::string(opName(op)) + (tanh ? " (tanh)" : ""));
+        false, "unary " + std::string(opName(op)) + (tanh ? " (tanh)" : ""));
   }
 }
 

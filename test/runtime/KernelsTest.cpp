@@ -130,6 +130,52 @@ TEST(BF16, MidpointsRoundToEvenAndSpecials) {
 
 // --- elementwise ---
 
+// The inverse trigonometric and hyperbolic functions (libm's, as PyTorch's
+// CPU kernels) against libm in double over their domains, and NaN (or
+// +-inf at atanh's poles) outside.
+TEST(Kernels, TrigAndHyperbolicMatchLibmInDouble) {
+  struct Case {
+    OpId op;
+    double (*ref)(double);
+    float lo, hi;
+  } cases[] = {
+      {OpId::Tan, [](double x) { return std::tan(x); }, -1.5f, 1.5f},
+      {OpId::Asin, [](double x) { return std::asin(x); }, -1, 1},
+      {OpId::Acos, [](double x) { return std::acos(x); }, -1, 1},
+      {OpId::Atan, [](double x) { return std::atan(x); }, -50, 50},
+      {OpId::Sinh, [](double x) { return std::sinh(x); }, -20, 20},
+      {OpId::Cosh, [](double x) { return std::cosh(x); }, -20, 20},
+      {OpId::Asinh, [](double x) { return std::asinh(x); }, -50, 50},
+      {OpId::Acosh, [](double x) { return std::acosh(x); }, 1, 50},
+      {OpId::Atanh, [](double x) { return std::atanh(x); }, -0.999f, 0.999f},
+  };
+  for (const Case &c : cases) {
+    std::vector<float> x = randomFloats(257, 3, c.lo, c.hi), y(x.size());
+    x[0] = c.lo;
+    if (c.lo < 0)
+      x[1] = 1e-20f; // tiny: sinh, tan, asin, atanh are x there
+    ASSERT_TRUE(unary(c.op, cin(x, {257}), mout(y, {257})));
+    for (size_t i = 0; i < x.size(); ++i) {
+      double ref = c.ref(x[i]);
+      EXPECT_NEAR(y[i], ref, 4e-7 * std::max(std::fabs(ref), 1e-30))
+          << opName(c.op) << " at " << x[i];
+    }
+  }
+  std::vector<float> out(1);
+  auto at = [&](OpId op, float v) {
+    std::vector<float> in{v};
+    EXPECT_TRUE(unary(op, cin(in, {1}), mout(out, {1})));
+    return out[0];
+  };
+  for (OpId op : {OpId::Asin, OpId::Acos, OpId::Atanh})
+    EXPECT_TRUE(std::isnan(at(op, 1.5f))) << opName(op);
+  EXPECT_TRUE(std::isnan(at(OpId::Acosh, 0.5f)));
+  EXPECT_EQ(at(OpId::Atanh, 1.0f), INFINITY);
+  EXPECT_EQ(at(OpId::Atanh, -1.0f), -INFINITY);
+  EXPECT_EQ(at(OpId::Cosh, 100.0f), INFINITY);
+  EXPECT_EQ(at(OpId::Atan, INFINITY), static_cast<float>(M_PI / 2));
+}
+
 TEST(Kernels, UnaryF32MatchesReference) {
   std::vector<float> a = randomFloats(257, 1, -5, 5),
                      pos = randomFloats(257, 2, 0.01f, 9);

@@ -204,6 +204,13 @@ TEST(Autodiff, TiesAndPiecewiseOps) {
     t = add(t, weightedSum(div(sqrt(p[3]), add(exp(p[1]), p[3])), 52));
     t = add(t, weightedSum(log(p[3]) * erf(p[1]), 53));
     t = add(t, weightedSum(sin(p[0] * 3.0) * cos(p[1]), 56));
+    // The inverse trigonometric and hyperbolic functions inside their
+    // domains: p[3] is in [0.5, 2).
+    Tensor unit = tanh(p[0]);
+    t = add(t, weightedSum(tan(unit) + asin(unit) * acos(unit * 0.5), 57));
+    t = add(t, weightedSum(atan(p[1]) * atanh(unit * 0.9), 58));
+    t = add(t, weightedSum(sinh(p[1]) + cosh(p[0]) * asinh(p[1]), 59));
+    t = add(t, weightedSum(acosh(p[3] + 1.0), 60));
     t = add(t, weightedSum(where(gt(in[0], p[0]), p[1] * 2.0, neg(p[3])), 54));
     return t;
   });

@@ -109,6 +109,42 @@ std::vector<Case> cases() {
                [](auto& x) { return sin(x[0]); }, "torch.sin(a)"});
   c.push_back({"cos", {in({6}, 25, -7, 7)},
                [](auto& x) { return cos(x[0]); }, "torch.cos(a)"});
+  c.push_back({"tan",
+               {in({6}, 26, -1.4, 1.4)},
+               [](auto& x) { return tan(x[0]); },
+               "torch.tan(a)"});
+  c.push_back({"asin",
+               {in({6}, 27, -0.95, 0.95)},
+               [](auto& x) { return asin(x[0]); },
+               "torch.asin(a)"});
+  c.push_back({"acos",
+               {in({6}, 28, -0.95, 0.95)},
+               [](auto& x) { return acos(x[0]); },
+               "torch.acos(a)"});
+  c.push_back({"atan",
+               {in({6}, 29, -5, 5)},
+               [](auto& x) { return atan(x[0]); },
+               "torch.atan(a)"});
+  c.push_back({"sinh",
+               {in({6}, 30, -4, 4)},
+               [](auto& x) { return sinh(x[0]); },
+               "torch.sinh(a)"});
+  c.push_back({"cosh",
+               {in({6}, 31, -4, 4)},
+               [](auto& x) { return cosh(x[0]); },
+               "torch.cosh(a)"});
+  c.push_back({"asinh",
+               {in({6}, 32, -5, 5)},
+               [](auto& x) { return asinh(x[0]); },
+               "torch.asinh(a)"});
+  c.push_back({"acosh",
+               {in({6}, 33, 1.1, 6)},
+               [](auto& x) { return acosh(x[0]); },
+               "torch.acosh(a)"});
+  c.push_back({"atanh",
+               {in({6}, 34, -0.95, 0.95)},
+               [](auto& x) { return atanh(x[0]); },
+               "torch.atanh(a)"});
   c.push_back({"gelu", {in({6}, 22)}, [](auto& x) { return gelu(x[0]); },
                "torch.nn.functional.gelu(a)"});
   c.push_back({"gelu_tanh", {in({6}, 23)},

@@ -68,13 +68,13 @@ struct MutTensor {
 };
 
 /// Elementwise and reduction kernels are selected by the op registry's OpId.
-/// unary: Neg, Exp, Log, Tanh, Sin, Cos, Sigmoid, Relu, Sqrt, Abs (f32, i32, i64), Erf,
-/// Gelu (x * Phi(x), exact erf form; PyTorch's approximate='tanh' form when
-/// tanhApproximation): f32. Not: i1 only.
-/// binary: Add, Sub, Mul, Div, Maximum, Minimum (f32/i32/i64, NaN propagates),
-/// Pow (f32, std::pow semantics).
-/// reduce: ReduceSum, ReduceMean, ReduceMax, ReduceMin (Max/Min also i32/i64).
-/// Any other OpId is an error naming the op.
+/// unary: Neg, Exp, Log, Tanh, Sin, Cos (and Tan, Asin, Acos, Atan, Sinh,
+/// Cosh, Asinh, Acosh, Atanh: libm's), Sigmoid, Relu, Sqrt, Abs (f32, i32,
+/// i64), Erf, Gelu (x * Phi(x), exact erf form; PyTorch's approximate='tanh'
+/// form when tanhApproximation): f32. Not: i1 only. binary: Add, Sub, Mul, Div,
+/// Maximum, Minimum (f32/i32/i64, NaN propagates), Pow (f32, std::pow
+/// semantics). reduce: ReduceSum, ReduceMean, ReduceMax, ReduceMin (Max/Min
+/// also i32/i64). Any other OpId is an error naming the op.
 
 /// out = op(a); same shape and dtype. f32 for all ops; i32/i64 for Neg, Relu.
 Status unary(OpId op, const ConstTensor& a, const MutTensor& out,

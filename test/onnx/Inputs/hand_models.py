@@ -19,6 +19,9 @@ ReduceLogSum) with OUT/d.npy and OUT/ref_{dcr,s2d,sumsq,logsum}.npy; and
 OUT/weight_gather.onnx (GatherElements along axis 0 of a weight by
 batch-carrying indices, ReduceL2 of large f16 values) with OUT/wi.npy,
 OUT/h.npy and OUT/ref_{picked,l2}.npy.
+; and OUT/hyperbolic.onnx (Sinh, Cosh, Asinh, Acosh, Atanh, which
+PyTorch 1.13 cannot export) with OUT/hx.npy, OUT/hu.npy and
+OUT/ref_{sinh,cosh,asinh,acosh,atanh}.npy from NumPy in double.
 
     hand_models.py OUT
 """
@@ -196,3 +199,34 @@ h = np.array([[300, 300, 300], [-1000, 5, 0], [0.5, 0.25, 0], [60000, 1, 1]],
 np.save(os.path.join(out, "h.npy"), h)
 np.save(os.path.join(out, "ref_l2.npy"),
         np.sqrt((h.astype(np.float32) ** 2).sum(1)).astype(np.float16))
+
+# The hyperbolic functions and their inverses, over their domains and past
+# them: signed zeros, tiny values, overflow (sinh, cosh of 90), infinities,
+# NaN, acosh below 1 and atanh at and beyond +-1.
+hx = np.array([[0.0, -0.0, 1e-20, -3.5, 2.0, 1.0, 0.5, 90.0, -90.0, np.inf,
+                -np.inf, np.nan, 7.25, 40.0]], np.float32)
+hu = np.array([[0.0, -0.0, 1e-20, 0.5, -0.75, 0.999, 1.0, -1.0, 1.5, np.nan,
+                0.25, -0.3, 1e-3, 0.9]], np.float32)
+nodes = [helper.make_node("Sinh", ["hx"], ["sinh"]),
+         helper.make_node("Cosh", ["hx"], ["cosh"]),
+         helper.make_node("Asinh", ["hx"], ["asinh"]),
+         helper.make_node("Acosh", ["hx"], ["acosh"]),
+         helper.make_node("Atanh", ["hu"], ["atanh"])]
+graph = helper.make_graph(
+    nodes, "hyperbolic",
+    [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(hx.shape))
+     for n in ("hx", "hu")],
+    [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(hx.shape))
+     for n in ("sinh", "cosh", "asinh", "acosh", "atanh")])
+onnx.save(helper.make_model(graph,
+                            opset_imports=[helper.make_opsetid("", 13)]),
+          os.path.join(out, "hyperbolic.onnx"))
+np.save(os.path.join(out, "hx.npy"), hx)
+np.save(os.path.join(out, "hu.npy"), hu)
+with np.errstate(all="ignore"):
+    d, du = hx.astype(np.float64), hu.astype(np.float64)
+    for name, value in (("sinh", np.sinh(d)), ("cosh", np.cosh(d)),
+                        ("asinh", np.arcsinh(d)), ("acosh", np.arccosh(d)),
+                        ("atanh", np.arctanh(du))):
+        np.save(os.path.join(out, "ref_" + name + ".npy"),
+                value.astype(np.float32))

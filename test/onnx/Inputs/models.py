@@ -292,6 +292,17 @@ class Trig(nn.Module):
         return emb, q * cos + rotated * sin
 
 
+class InverseTrig(nn.Module):
+    """Tan and the inverse trigonometric functions (ONNX Tan, Asin, Acos,
+    Atan): on their domains, and NaN outside; an angle from atan as pose
+    and geometry models compute one. (PyTorch 1.13 exports no hyperbolic
+    function: hand_models.py builds those.)"""
+
+    def forward(self, x, u):
+        return (torch.tan(u), torch.asin(u), torch.acos(u), torch.atan(x),
+                torch.atan(x[:, :1] / (x[:, 1:2].abs() + 1.0)))
+
+
 class Einsums(nn.Module):
     """torch.einsum as diffusers' and LDM's attention write it, and the
     other shapes Einsum takes: batched contraction, an outer product, a
@@ -490,6 +501,14 @@ def build(name):
         t = np.array([0.0, 1.0, 17.0, 999.0], np.float32)
         return (Trig(), {"t": t, "q": randn(2, 60, 16)}, ["emb", "roped"],
                 {})
+    if name == "inverse_trig":
+        x = (randn(3, 16) * 4).astype(np.float32)
+        x[0, :6] = [0.0, -0.0, 1.0, 1e-20, np.inf, -np.inf]
+        x[1, :3] = [np.nan, 80.0, -80.0]
+        u = np.tanh(randn(3, 16)).astype(np.float32)
+        u[0, :6] = [1.0, -1.0, 1.5, -2.0, 0.0, np.nan]
+        return (InverseTrig(), {"x": x, "u": u},
+                ["tan", "asin", "acos", "atan", "angle"], {})
     if name == "einsums":
         return (Einsums(),
                 {"q": randn(2, 3, 5, 4), "k": randn(2, 3, 6, 4),
