@@ -12,6 +12,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -23,9 +24,9 @@
 #include <map>
 #include <optional>
 #include <set>
-#include <unordered_map>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <unordered_map>
 
 namespace mc {
 namespace {
@@ -832,10 +833,36 @@ Tensor softplus(const Tensor& x) {
 /// ratio); the coordinate transform and rounding follow the ONNX spec, and
 /// linear clamps the source coordinate at 0 first as PyTorch's upsampling
 /// does (the same values as the spec's edge padding).
+/// How Resize computes an output element from the input along one axis.
+struct ResizeMode {
+  enum Kind { Nearest, Linear, Cubic } kind = Nearest;
+  std::string transform = "half_pixel";
+  std::string nearestMode = "round_prefer_floor";
+  double cubicA = -0.75; // cubic_coeff_a (PyTorch's bicubic: -0.75)
+  bool excludeOutside = false;
+};
+
+/// The spec's cubic convolution weights of the four neighbours
+/// floor(x) - 1 .. floor(x) + 2 at fraction t of the way from floor(x).
+std::array<double, 4> cubicWeights(double t, double a) {
+  auto near = [a](double d) { // |d| <= 1
+    return ((a + 2) * d - (a + 3)) * d * d + 1;
+  };
+  auto far = [a](double d) { // 1 < |d| < 2
+    return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a;
+  };
+  return {far(t + 1), near(t), near(1 - t), far(2 - t)};
+}
+
+/// One resized axis as a sum of gathers (taps): one for nearest, two for
+/// linear, four for cubic, each with a weight per output position, all
+/// computed here. Source indices outside the axis read its edge (the spec's
+/// edge padding); with exclude_outside, cubic gives them no weight and
+/// renormalizes the others.
 Tensor resizeAxis(const Tensor& x, int64_t axis, int64_t out, double scale,
-                  const std::string& transform, bool linear,
-                  const std::string& nearestMode) {
+                  const ResizeMode& mode) {
   int64_t in = x.size(axis);
+  const std::string& transform = mode.transform;
   auto source = [&](int64_t o) -> double {
     if (transform == "align_corners")
       return out > 1 ? double(o) * double(in - 1) / double(out - 1) : 0.0;
@@ -848,45 +875,64 @@ Tensor resizeAxis(const Tensor& x, int64_t axis, int64_t out, double scale,
   auto clampIndex = [&](int64_t i) {
     return std::min<int64_t>(std::max<int64_t>(i, 0), in - 1);
   };
-  Tensor first = Tensor::empty({out}, DType::I64);
-  Tensor second = Tensor::empty({out}, DType::I64);
-  std::vector<float> w0(static_cast<size_t>(out)), w1(static_cast<size_t>(out));
+  size_t taps = mode.kind == ResizeMode::Cubic    ? 4
+                : mode.kind == ResizeMode::Linear ? 2
+                                                  : 1;
+  std::vector<Tensor> index;
+  std::vector<std::vector<float>> weight(taps);
+  for (size_t k = 0; k < taps; ++k) {
+    index.push_back(Tensor::empty({out}, DType::I64));
+    weight[k].resize(static_cast<size_t>(out));
+  }
   for (int64_t o = 0; o < out; ++o) {
     double src = source(o);
-    if (!linear) {
-      double r = nearestMode == "floor"  ? std::floor(src)
-                 : nearestMode == "ceil" ? std::ceil(src)
-                 : nearestMode == "round_prefer_ceil"
-                     ? std::floor(src + 0.5)
-                     : std::ceil(src - 0.5); // round_prefer_floor
-      first.data<int64_t>()[o] = clampIndex(int64_t(r));
-      continue;
+    auto set = [&](size_t k, int64_t i, double w) {
+      index[k].data<int64_t>()[o] = clampIndex(i);
+      weight[k][size_t(o)] = float(w);
+    };
+    if (mode.kind == ResizeMode::Nearest) {
+      const std::string& nm = mode.nearestMode;
+      double r = nm == "floor"               ? std::floor(src)
+                 : nm == "ceil"              ? std::ceil(src)
+                 : nm == "round_prefer_ceil" ? std::floor(src + 0.5)
+                                             : std::ceil(src - 0.5);
+      set(0, int64_t(r), 1.0);
+    } else if (mode.kind == ResizeMode::Linear) {
+      src = std::max(src, 0.0);
+      int64_t i0 = clampIndex(int64_t(std::floor(src)));
+      double lambda = std::min(src - double(i0), 1.0);
+      set(0, i0, 1.0 - lambda);
+      set(1, i0 + 1, lambda);
+    } else {
+      double f = std::floor(src);
+      std::array<double, 4> w = cubicWeights(src - f, mode.cubicA);
+      int64_t i0 = int64_t(f) - 1;
+      double total = 0;
+      for (size_t k = 0; k < 4; ++k) {
+        int64_t i = i0 + int64_t(k);
+        if (mode.excludeOutside && (i < 0 || i >= in))
+          w[k] = 0;
+        total += w[k];
+      }
+      for (size_t k = 0; k < 4; ++k)
+        set(k, i0 + int64_t(k), mode.excludeOutside ? w[k] / total : w[k]);
     }
-    src = std::max(src, 0.0);
-    int64_t i0 = clampIndex(int64_t(std::floor(src)));
-    double lambda = std::min(src - double(i0), 1.0);
-    first.data<int64_t>()[o] = i0;
-    second.data<int64_t>()[o] = clampIndex(i0 + 1);
-    w0[size_t(o)] = float(1.0 - lambda);
-    w1[size_t(o)] = float(lambda);
   }
-  Tensor near = gather(x, first, axis);
-  if (!linear)
-    return near;
+  if (taps == 1)
+    return gather(x, index[0], axis);
   // Weights shaped [out, 1, ...] to broadcast along `axis`.
   Shape wShape{out};
   for (int64_t d = axis + 1; d < x.rank(); ++d)
     wShape.push_back(1);
-  Tensor a = Tensor::fromVector(w0, wShape);
-  Tensor bw = Tensor::fromVector(w1, wShape);
-  if (x.dtype() != DType::F32) {
-    a = cast(a, x.dtype());
-    bw = cast(bw, x.dtype());
+  Tensor sum;
+  for (size_t k = 0; k < taps; ++k) {
+    Tensor w = Tensor::fromVector(weight[k], wShape);
+    if (x.dtype() != DType::F32)
+      w = cast(w, x.dtype());
+    Tensor part = gather(x, index[k], axis) * w;
+    sum = sum.defined() ? sum + part : part;
   }
-  Tensor far = gather(x, second, axis);
-  Tensor nearPart = near * a;
-  Tensor farPart = far * bw;
-  return nearPart + farPart;
+  return sum;
 }
 
 /// NumPy matmul: 1-D operands get a dimension and lose it again, batch
@@ -1348,9 +1394,9 @@ const std::unordered_map<std::string, Handler>& handlers() {
           c.getString("coordinate_transformation_mode", "half_pixel");
       std::string nearestMode =
           c.getString("nearest_mode", "round_prefer_floor");
-      if (mode != "nearest" && mode != "linear")
+      if (mode != "nearest" && mode != "linear" && mode != "cubic")
         throw Error("mode '" + mode +
-                    "' is not supported (nearest and linear are)");
+                    "' is not supported (nearest, linear and cubic are)");
       if (transform != "half_pixel" && transform != "pytorch_half_pixel" &&
           transform != "align_corners" && transform != "asymmetric")
         throw Error("coordinate_transformation_mode '" + transform +
@@ -1360,8 +1406,18 @@ const std::unordered_map<std::string, Handler>& handlers() {
           nearestMode != "round_prefer_ceil" && nearestMode != "floor" &&
           nearestMode != "ceil")
         throw Error("nearest_mode '" + nearestMode + "' is not supported");
-      if (c.getInt("exclude_outside", 0) != 0)
-        throw Error("exclude_outside=1 is not supported");
+      ResizeMode how;
+      how.kind = mode == "cubic"    ? ResizeMode::Cubic
+                 : mode == "linear" ? ResizeMode::Linear
+                                    : ResizeMode::Nearest;
+      how.transform = transform;
+      how.nearestMode = nearestMode;
+      how.cubicA = c.getFloat("cubic_coeff_a", -0.75f);
+      how.excludeOutside = c.getInt("exclude_outside", 0) != 0;
+      if (how.excludeOutside && how.kind != ResizeMode::Cubic)
+        throw Error("exclude_outside=1 is supported with mode 'cubic' only "
+                    "(got '" +
+                    mode + "')");
       if (x.dtype() != DType::F32 && x.dtype() != DType::F16 &&
           x.dtype() != DType::BF16)
         throw Error("Resize of " + x.describe() + ": modelc resizes float "
@@ -1409,8 +1465,7 @@ const std::unordered_map<std::string, Handler>& handlers() {
         if (in == 0)
           throw Error("cannot resize the empty dim " + std::to_string(d) +
                       " of " + x.describe());
-        x = resizeAxis(x, d, out, scale, transform, mode == "linear",
-                       nearestMode);
+        x = resizeAxis(x, d, out, scale, how);
       }
       return R{x};
     };

@@ -197,16 +197,22 @@ graph = helper.make_graph(
 save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
      "unsqueeze-duplicate-axes.onnx")
 
-# Resize in a mode modelc does not implement.
-graph = helper.make_graph(
-    [helper.make_node("Resize", ["x", "", "scales"], ["y"], name="resize0",
-                      mode="cubic")],
-    "resize-cubic",
-    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])],
-    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 8, 8])],
-    [numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")])
-save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
-     "resize-cubic.onnx")
+# Resize in a mode the spec does not have, and exclude_outside (a cubic
+# option) with linear.
+for name, attrs in (("resize-bad-mode", dict(mode="bicubic")),
+                    ("resize-exclude-linear",
+                     dict(mode="linear", exclude_outside=1))):
+    graph = helper.make_graph(
+        [helper.make_node("Resize", ["x", "", "scales"], ["y"],
+                          name="resize0", **attrs)],
+        name,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 8, 8])],
+        [numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32),
+                                 "scales")])
+    save(helper.make_model(graph,
+                           opset_imports=[helper.make_opsetid("", 13)]),
+         name + ".onnx")
 
 # Mod of floats (modelc computes Mod of integers).
 graph = helper.make_graph(

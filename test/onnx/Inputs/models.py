@@ -146,8 +146,9 @@ class Activations(nn.Module):
 class Resizes(nn.Module):
     """F.interpolate as segmentation heads and FPNs use it (ONNX Resize):
     bilinear to a size (up and down, align_corners both ways), by a scale
-    factor (the `scales` input), nearest, linear on 1-D. (PyTorch 1.13
-    exports no nearest-exact.)"""
+    factor (the `scales` input), nearest, linear on 1-D, bicubic (up, down
+    with align_corners, by a scale factor). (PyTorch 1.13 exports no
+    nearest-exact.)"""
 
     def forward(self, x):
         return (F.interpolate(x, size=(13, 21), mode="bilinear",
@@ -161,6 +162,12 @@ class Resizes(nn.Module):
                 F.interpolate(x, scale_factor=2.0, mode="nearest"),
                 F.interpolate(x, size=(11, 5), mode="nearest"),
                 F.interpolate(x.flatten(2), size=17, mode="linear",
+                              align_corners=False),
+                F.interpolate(x, size=(13, 21), mode="bicubic",
+                              align_corners=False),
+                F.interpolate(x, size=(5, 4), mode="bicubic",
+                              align_corners=True),
+                F.interpolate(x, scale_factor=1.5, mode="bicubic",
                               align_corners=False))
 
 
@@ -538,7 +545,7 @@ def build(name):
     if name == "resizes":
         return (Resizes(), {"x": randn(2, 3, 7, 9)},
                 ["up", "down", "corners", "scaled", "nearest2", "nearest",
-                 "linear1d"], {})
+                 "linear1d", "cubic_up", "cubic_down", "cubic_scaled"], {})
     if name == "splat_weights":
         return (SplatWeights(),
                 {"x": randn(4, 6), "img": randn(1, 3, 6, 6)},

@@ -1,7 +1,11 @@
 """ONNX Resize in the modes PyTorch does not export, against the ONNX
 spec's formulas in NumPy (float64): for each coordinate transform
 (half_pixel, pytorch_half_pixel, align_corners, asymmetric) nearest with
-each nearest_mode and linear, up and down, on a [2, 3, 5, 7] input. Builds
+each nearest_mode, linear, and cubic (PyTorch's A = -0.75, the spec's
+default; A = -0.5 with exclude_outside), up and down, on a [2, 3, 5, 7]
+input. The cubic reference is a transcription of the spec's reference
+implementation (onnx/reference/ops/op_resize.py: the four nearest points of
+the edge-padded input, ratio 0 taken as 1). Builds
 each one-node model, compiles and runs it with the modelc tools on PATH,
 and prints one line per case; exits 1 at the first that differs by more
 than 1e-6 (relative).
@@ -37,7 +41,38 @@ def nearest_index(x, mode):
     return np.ceil(x - 0.5)  # round_prefer_floor
 
 
-def reference(x, sizes, mode, transform, nearest_mode):
+def cubic_coeffs(ratio, a):
+    return np.array([
+        ((a * (ratio + 1) - 5 * a) * (ratio + 1) + 8 * a) * (ratio + 1)
+        - 4 * a,
+        ((a + 2) * ratio - (a + 3)) * ratio * ratio + 1,
+        ((a + 2) * (1 - ratio) - (a + 3)) * (1 - ratio) * (1 - ratio) + 1,
+        ((a * ((1 - ratio) + 1) - 5 * a) * ((1 - ratio) + 1) + 8 * a)
+        * ((1 - ratio) + 1) - 4 * a])
+
+
+def cubic_1d(data, x, a, exclude_outside):
+    """The spec's interpolate_1d_with_x for cubic, on a 1-D array."""
+    ratio = x - np.floor(x)
+    if ratio == 0:
+        ratio = 1.0
+    coeffs = cubic_coeffs(ratio, a)
+    pad = 2
+    padded = np.pad(data, pad, mode="edge")
+    xp = x + pad
+    idxes = sorted(range(len(padded)), key=lambda i: (abs(xp - i), i))[:4]
+    idxes = np.array(sorted(idxes))
+    points = padded[idxes]
+    if exclude_outside:
+        for k, i in enumerate(idxes - pad):
+            if i < 0 or i >= len(data):
+                coeffs[k] = 0
+        coeffs = coeffs / coeffs.sum()
+    return float(np.dot(coeffs, points))
+
+
+def reference(x, sizes, mode, transform, nearest_mode, a=-0.75,
+              exclude_outside=False):
     y = x.astype(np.float64)
     for axis, out in enumerate(sizes):
         n = y.shape[axis]
@@ -49,6 +84,11 @@ def reference(x, sizes, mode, transform, nearest_mode):
         if mode == "nearest":
             idx = np.clip(nearest_index(src, nearest_mode), 0, n - 1)
             y = np.take(y, idx.astype(np.int64), axis=axis)
+            continue
+        if mode == "cubic":
+            y = np.apply_along_axis(
+                lambda row: np.array([cubic_1d(row, s, a, exclude_outside)
+                                      for s in src]), axis, y)
             continue
         # The spec's linear: the two neighbours of the source coordinate,
         # the input padded with its edge values.
@@ -77,13 +117,19 @@ def main():
                              "floor", "ceil"):
             cases.append(("nearest", transform, nearest_mode))
         cases.append(("linear", transform, "round_prefer_floor"))
+        cases.append(("cubic", transform, "round_prefer_floor"))
+        cases.append(("cubic", transform, "exclude_outside"))
     for sizes in ((2, 3, 9, 4), (2, 3, 1, 13)):
         for mode, transform, nearest_mode in cases:
             name = f"{mode}-{transform}-{nearest_mode}-{sizes[2]}x{sizes[3]}"
+            exclude = nearest_mode == "exclude_outside"
+            extra = dict(cubic_coeff_a=-0.5, exclude_outside=1) \
+                if exclude else {}
             node = helper.make_node(
                 "Resize", ["x", "", "", "sizes"], ["y"], mode=mode,
                 coordinate_transformation_mode=transform,
-                nearest_mode=nearest_mode)
+                nearest_mode="round_prefer_floor" if exclude else nearest_mode,
+                **extra)
             graph = helper.make_graph(
                 [node], "resize",
                 [helper.make_tensor_value_info("x", TensorProto.FLOAT,
@@ -106,7 +152,9 @@ def main():
                 if r.returncode:
                     sys.exit(f"{name}: {' '.join(cmd)} failed:\n{r.stderr}")
             got = np.load(os.path.join(out, "y.npy")).astype(np.float64)
-            want = reference(x, sizes, mode, transform, nearest_mode)
+            want = reference(x, sizes, mode, transform, nearest_mode,
+                             a=-0.5 if exclude else -0.75,
+                             exclude_outside=exclude)
             err = np.linalg.norm(got - want) / np.linalg.norm(want)
             print(f"{name}: rel err {err:.2e}")
             if got.shape != want.shape or not err < 1e-6:
