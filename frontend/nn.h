@@ -421,6 +421,55 @@ public:
   std::string typeName() const override { return "GRU"; }
 };
 
+/// torch.nn.RNNCell, LSTMCell and GRUCell: one step of the layers above
+/// (the same equations), for decoders that feed each output back.
+/// Parameters "weight_ih", "weight_hh", "bias_ih", "bias_hh", shaped and
+/// initialized as PyTorch's.
+class RecurrentCellBase : public Module {
+public:
+  using Module::operator();
+  /// The next state from x [B, I] ([I] unbatched) and the state h (and c
+  /// for an LSTMCell), [B, H] ([H]) each, zeros where undefined: its h and
+  /// (LSTMCell) c; `output` is h too. Enters the module in the active
+  /// trace.
+  RecurrentOutput run(const Tensor& x, const Tensor& h = Tensor(),
+                      const Tensor& c = Tensor());
+  /// h' from a zero state.
+  Tensor forward(const Tensor& x) override { return compute(x, {}, {}).h; }
+  const RecurrentBase::Weights& weights() const { return weights_; }
+
+  const RecurrentBase::Cell cell;
+  const int64_t inputSize, hiddenSize;
+  const bool bias;
+
+protected:
+  RecurrentCellBase(RecurrentBase::Cell cell, int64_t inputSize,
+                    int64_t hiddenSize, bool bias);
+
+private:
+  RecurrentOutput compute(const Tensor& x, const Tensor& h, const Tensor& c);
+  RecurrentBase::Weights weights_;
+};
+
+class RNNCell : public RecurrentCellBase {
+public:
+  RNNCell(int64_t inputSize, int64_t hiddenSize, bool bias = true,
+          const std::string& nonlinearity = "tanh");
+  std::string typeName() const override { return "RNNCell"; }
+};
+
+class LSTMCell : public RecurrentCellBase {
+public:
+  LSTMCell(int64_t inputSize, int64_t hiddenSize, bool bias = true);
+  std::string typeName() const override { return "LSTMCell"; }
+};
+
+class GRUCell : public RecurrentCellBase {
+public:
+  GRUCell(int64_t inputSize, int64_t hiddenSize, bool bias = true);
+  std::string typeName() const override { return "GRUCell"; }
+};
+
 } // namespace mc::nn
 
 #endif // MODELC_FRONTEND_NN_H

@@ -787,6 +787,49 @@ TEST(Modules, RecurrentLayersRefuseBadArgumentsByName) {
                   "GRU: no layer 1 direction 0 (it has 1 layers"));
 }
 
+TEST(Modules, RecurrentCellsHaveTorchNamesAndRefuseBadInput) {
+  manualSeed(21);
+  nn::LSTMCell lstm(3, 4);
+  EXPECT_EQ(parameterNames(lstm),
+            (std::vector<std::string>{"weight_ih", "weight_hh", "bias_ih",
+                                      "bias_hh"}));
+  EXPECT_EQ(lstm.weights().wIh.shape(), (Shape{16, 3}));
+  nn::RecurrentOutput r = lstm.run(Tensor::randn({2, 3}));
+  EXPECT_EQ(r.h.shape(), (Shape{2, 4}));
+  EXPECT_EQ(r.c.shape(), (Shape{2, 4}));
+  EXPECT_EQ(lstm.run(Tensor::randn({3})).h.shape(), (Shape{4}));
+  nn::GRUCell gru(3, 4, /*bias=*/false);
+  EXPECT_EQ(parameterNames(gru),
+            (std::vector<std::string>{"weight_ih", "weight_hh"}));
+  EXPECT_EQ(gru(Tensor::randn({5, 3})).shape(), (Shape{5, 4}));
+  EXPECT_EQ(errorOf([] { nn::RNNCell(3, 4, true, "sigmoid"); }),
+            "RNNCell: nonlinearity must be 'tanh' or 'relu', got 'sigmoid'");
+  EXPECT_EQ(errorOf([] { nn::GRUCell(0, 4); }),
+            "GRUCell: input_size must be positive, got 0");
+  EXPECT_EQ(errorOf([&] {
+              gru.run(Tensor::randn({2, 5}));
+            }),
+            "GRUCell: input must be [B, 3] (or [3] unbatched), got f32[2, 5]");
+  EXPECT_EQ(errorOf([&] {
+              gru.run(Tensor::randn({2, 3}), Tensor::randn({3, 4}));
+            }),
+            "GRUCell: h must be [2, 4] for the input f32[2, 3], got f32[3, 4]");
+  EXPECT_EQ(errorOf([&] {
+              gru.run(Tensor::randn({2, 3}), Tensor::randn({2, 4}),
+                      Tensor::randn({2, 4}));
+            }),
+            "GRUCell: has no cell state; c is for LSTMCell only");
+  EXPECT_EQ(errorOf([&] {
+              lstm.run(Tensor::randn({2, 3}), Tensor::randn({2, 4}));
+            }),
+            "LSTMCell: give both h and c, or neither (zeros)");
+  EXPECT_EQ(errorOf([&] {
+              lstm.run(cast(Tensor::randn({2, 3}), DType::BF16));
+            }),
+            "LSTMCell: the input is bf16[2, 3], the weights are f32; cast one "
+            "to the other");
+}
+
 /// Traces `fn` on `examples` (a dynamic batch in `bounds` when given),
 /// compiles, and checks every output against eager at each batch in
 /// `batches` (the inputs made by `makeInputs(batch)`).
@@ -891,6 +934,42 @@ TEST(Models, RecurrentLayersWithDynamicBatchCompiledEqualEager) {
         return std::vector<Tensor>{Tensor::randn({b, 6, 5})};
       },
       jit::DynamicBatch{1, 8, 0}, {4, 1});
+}
+
+/// A greedy decoder's loop: an LSTMCell fed its own projected output for
+/// four steps, traced (with a dynamic batch) and compiled.
+TEST(Models, RecurrentCellDecoderCompiledEqualsEager) {
+  manualSeed(22);
+  struct Decoder : nn::Module {
+    Decoder() {
+      cell = registerModule("cell", std::make_shared<nn::LSTMCell>(6, 8));
+      out = registerModule("out", std::make_shared<nn::Linear>(8, 6));
+    }
+    Tensor forward(const Tensor& x) override {
+      Tensor input = x, h, c;
+      std::vector<Tensor> steps;
+      for (int i = 0; i < 4; ++i) {
+        nn::RecurrentOutput r = cell->run(input, h, c);
+        h = r.h;
+        c = r.c;
+        input = tanh((*out)(h));
+        steps.push_back(unsqueeze(input, 1));
+      }
+      return concat(steps, 1); // [B, 4, 6]
+    }
+    std::string typeName() const override { return "Decoder"; }
+    std::shared_ptr<nn::LSTMCell> cell;
+    std::shared_ptr<nn::Linear> out;
+  } decoder;
+  expectTracedCompiledEqualsEager(
+      "LSTMCell decoder, 4 steps, batch 1..8", decoder,
+      [&](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{decoder(in[0])};
+      },
+      [](int64_t b) {
+        return std::vector<Tensor>{Tensor::randn({b, 6})};
+      },
+      jit::DynamicBatch{1, 8, 0}, {3, 8});
 }
 
 /// An example of one row traces a dynamic batch: at batch 1 cross-entropy's

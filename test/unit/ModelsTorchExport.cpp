@@ -56,9 +56,9 @@ Tensor sumAll(const Tensor& t) {
 /// wc)) with random weights wo, wh, wc, so every output element's gradient
 /// differs. Writes the eager outputs, and grad.<name> for every parameter,
 /// the input and the initial states.
+template <typename Layer>
 void writeRecurrentCase(const std::string& out, const std::string& name,
-                        nn::RecurrentBase& layer, Tensor x, Tensor h0,
-                        Tensor c0) {
+                        Layer& layer, Tensor x, Tensor h0, Tensor c0) {
   std::vector<Tensor> leaves;
   for (auto& [n, p] : layer.namedParameters())
     leaves.push_back(const_cast<Tensor&>(p).setRequiresGrad());
@@ -77,8 +77,12 @@ void writeRecurrentCase(const std::string& out, const std::string& name,
     tensors.push_back({"c_n", r.c});
   }
   loss.backward();
+  // A parameter off the path has no gradient (a cell's weight_hh from a
+  // zero state); PyTorch's is zeros.
   for (auto& [n, p] : layer.namedParameters())
-    tensors.push_back({"grad." + n, p.grad()});
+    tensors.push_back({"grad." + n, p.grad().defined()
+                                        ? p.grad()
+                                        : Tensor::zeros(p.shape())});
   tensors.push_back({"grad.x", x.grad()});
   if (h0.defined()) {
     tensors.push_back({"h0", h0});
@@ -185,6 +189,17 @@ int main(int argc, char** argv) {
                         /*bidirectional=*/true);
     writeRecurrentCase(out, "rnn_relu_bias_bi", rnnReluBias,
                        Tensor::randn({2, 5, 3}), Tensor(), Tensor());
+
+    // The cells: one step, batched and not, from a state and from zeros.
+    nn::LSTMCell lstmCell(4, 5);
+    writeRecurrentCase(out, "lstm_cell", lstmCell, Tensor::randn({3, 4}),
+                       Tensor::randn({3, 5}), Tensor::randn({3, 5}));
+    nn::GRUCell gruCell(4, 5, /*bias=*/false);
+    writeRecurrentCase(out, "gru_cell_unbatched", gruCell, Tensor::randn({4}),
+                       Tensor::randn({5}), Tensor());
+    nn::RNNCell rnnCell(4, 5, true, "relu");
+    writeRecurrentCase(out, "rnn_cell_zero_state", rnnCell,
+                       Tensor::randn({3, 4}), Tensor(), Tensor());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "models-torch-export: error: %s\n", e.what());
     return 1;

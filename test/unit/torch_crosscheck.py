@@ -4,7 +4,8 @@
 Runs models-torch-export (the C++ side: weights, inputs and eager outputs as
 .npy), loads the weights into torchvision.models.resnet18,
 torch.nn.TransformerEncoderLayer, torch.nn.MultiheadAttention, a GPT-2
-block built from torch.nn modules and torch.nn.LSTM, GRU and RNN, runs them
+block built from torch.nn modules, torch.nn.LSTM, GRU and RNN and their
+cells, runs them
 in eval mode and compares: relative error ||ours - torch|| / ||torch|| below
 1e-4 (f32, different summation orders and kernels on the two sides). For the
 recurrent layers the last states and the gradients of every parameter, the
@@ -110,7 +111,13 @@ RECURRENT = {
     "rnn_relu_bias_bi": (torch.nn.RNN, dict(
         input_size=3, hidden_size=4, num_layers=2, nonlinearity="relu",
         batch_first=True, bidirectional=True)),
+    "lstm_cell": (torch.nn.LSTMCell, dict(input_size=4, hidden_size=5)),
+    "gru_cell_unbatched": (torch.nn.GRUCell, dict(
+        input_size=4, hidden_size=5, bias=False)),
+    "rnn_cell_zero_state": (torch.nn.RNNCell, dict(
+        input_size=4, hidden_size=5, nonlinearity="relu")),
 }
+CELLS = (torch.nn.LSTMCell, torch.nn.GRUCell, torch.nn.RNNCell)
 
 
 def recurrent_results(work, name):
@@ -123,7 +130,13 @@ def recurrent_results(work, name):
     load_state(m, a, data)
     leaves = {k: torch.from_numpy(a[k]).requires_grad_()
               for k in ("x", "h0", "c0") if k in a}
-    if "c0" in leaves:
+    if cls in CELLS:  # one step: the output is the next h
+        state = (leaves["h0"], leaves["c0"]) if "c0" in leaves else \
+            leaves.get("h0")
+        h = m(leaves["x"], state)
+        h, c = h if cls is torch.nn.LSTMCell else (h, None)
+        out = h
+    elif "c0" in leaves:
         out, (h, c) = m(leaves["x"], (leaves["h0"], leaves["c0"]))
     elif cls is torch.nn.LSTM:
         out, (h, c) = m(leaves["x"])
