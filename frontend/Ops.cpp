@@ -658,7 +658,6 @@ std::pair<Tensor, Tensor> topk(const Tensor& a, int64_t k, int64_t dim,
   rankKey = where(isNan, rankKey + Tensor::scalar(largest ? -n : n, DType::I64),
                   rankKey);
   Tensor numbers = logicalNot(isNan), taken;
-  Tensor zero = Tensor::scalar(0.0, a.dtype());
   Tensor none = Tensor::scalar(static_cast<double>(3 * n), DType::I64);
   std::vector<Tensor> values, keys;
   for (int64_t round = 0; round < k; ++round) {
@@ -673,7 +672,12 @@ std::pair<Tensor, Tensor> topk(const Tensor& a, int64_t k, int64_t dim,
     Tensor key = amin(where(hit, rankKey, none), {axis}, true);
     Tensor chosen = eq(rankKey, key);
     taken = taken.defined() ? where(chosen, yes, taken) : chosen;
-    values.push_back(sum(where(chosen, a, zero), {axis}, true));
+    // The chosen element as the extreme of it among `outside` fills (not a
+    // one-hot sum: a sum from +0.0 loses -0.0's sign). Its gradient goes
+    // to the chosen element alone, unless that is +-inf tied with fills.
+    Tensor alone = where(chosen, a, outside);
+    values.push_back(largest ? amax(alone, {axis}, true)
+                             : amin(alone, {axis}, true));
     keys.push_back(key);
   }
   Tensor key = concat(keys, axis);

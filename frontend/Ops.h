@@ -117,7 +117,9 @@ Tensor gather(const Tensor& a, const Tensor& indices, int64_t axis);
 /// NaN ranks above +inf, as in PyTorch: first when largest, last when
 /// smallest. A composition of k selection rounds over the dim (no op of
 /// its own, so it traces, differentiates and compiles for every target);
-/// the gradient reaches the selected elements only. k is at most
+/// the gradient reaches the selected elements only. Along a dynamic batch
+/// dim it is refused (its rank keys are a constant of the dim's size). k
+/// is at most
 /// kMaxTopK.
 std::pair<Tensor, Tensor> topk(const Tensor& a, int64_t k, int64_t dim = -1,
                                bool largest = true);

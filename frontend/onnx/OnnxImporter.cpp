@@ -827,12 +827,6 @@ Tensor softplus(const Tensor& x) {
   return positive + log1p;
 }
 
-/// ONNX Resize along one axis, from `in` to `out` elements: a gather of the
-/// nearest source element, or (linear) of the two neighbours, weighed.
-/// `scale` is out / in as the node gives it (its `scales`, or the sizes'
-/// ratio); the coordinate transform and rounding follow the ONNX spec, and
-/// linear clamps the source coordinate at 0 first as PyTorch's upsampling
-/// does (the same values as the spec's edge padding).
 /// How Resize computes an output element from the input along one axis.
 struct ResizeMode {
   enum Kind { Nearest, Linear, Cubic } kind = Nearest;
@@ -854,11 +848,18 @@ std::array<double, 4> cubicWeights(double t, double a) {
   return {far(t + 1), near(t), near(1 - t), far(2 - t)};
 }
 
-/// One resized axis as a sum of gathers (taps): one for nearest, two for
+/// ONNX Resize along one axis, from `in` to `out` elements, as a sum of
+/// gathers (taps): the nearest source element, the two neighbours for
 /// linear, four for cubic, each with a weight per output position, all
-/// computed here. Source indices outside the axis read its edge (the spec's
-/// edge padding); with exclude_outside, cubic gives them no weight and
-/// renormalizes the others.
+/// computed here. `scale` is out / in as the node gives it (its `scales`,
+/// or the sizes' ratio); the coordinate transform and rounding follow the
+/// ONNX spec. Source indices outside the axis read its edge (the spec's
+/// edge padding; linear clamps the coordinate at 0 first, as PyTorch's
+/// upsampling does, to the same values); with exclude_outside, cubic gives
+/// them no weight and renormalizes the others. Weighted taps are summed in
+/// x's type: the handler gives f32 (f16 and bf16 are resized in f32 and
+/// rounded once, as PyTorch does, since cubic's partial sums pass the
+/// input's range).
 Tensor resizeAxis(const Tensor& x, int64_t axis, int64_t out, double scale,
                   const ResizeMode& mode) {
   int64_t in = x.size(axis);
@@ -1465,9 +1466,11 @@ const std::unordered_map<std::string, Handler>& handlers() {
         if (in == 0)
           throw Error("cannot resize the empty dim " + std::to_string(d) +
                       " of " + x.describe());
+        if (how.kind != ResizeMode::Nearest && x.dtype() != DType::F32)
+          x = cast(x, DType::F32);
         x = resizeAxis(x, d, out, scale, how);
       }
-      return R{x};
+      return R{x.dtype() == c.in(0).dtype() ? x : cast(x, c.in(0).dtype())};
     };
     // Floor, Ceil and Round of floats, exact, from a truncating cast
     // (floorOf). ONNX defines them for floats only.

@@ -257,10 +257,12 @@ void expectTopkMatches(const Tensor& x, int64_t k, int64_t dim, bool largest) {
             "/" + std::to_string(in) + " rank " + std::to_string(j);
         EXPECT_EQ(iv[at], want[j]) << where;
         float w = row[want[j]];
-        if (std::isnan(w))
+        if (std::isnan(w)) {
           EXPECT_TRUE(std::isnan(vv[at])) << where;
-        else
+        } else {
           EXPECT_EQ(vv[at], w) << where;
+          EXPECT_EQ(std::signbit(vv[at]), std::signbit(w)) << where; // -0.0
+        }
       }
     }
 }
@@ -278,6 +280,8 @@ TEST(Frontend, TopkFollowsOnnxOrderWithTiesNanAndInf) {
     p[i] = INFINITY;
   for (int64_t i : {2, 60, 61, 150})
     p[i] = -INFINITY;
+  for (int64_t i : {9, 10, 11, 12}) // a row's -0.0 and 0.0 tie
+    p[i] = i % 2 ? -0.0f : 0.0f;
   for (int64_t dim : {0, 1, 2, -1})
     for (bool largest : {true, false})
       for (int64_t k : {int64_t(1), int64_t(3), x.size(dim)})

@@ -104,12 +104,35 @@ def reference(x, sizes, mode, transform, nearest_mode, a=-0.75,
     return y
 
 
+def run_resize(work, name, node, x, sizes, elem):
+    """Saves a one-node Resize model of `x` (ONNX type `elem`) to `sizes`,
+    compiles and runs it with the modelc tools; returns y in float64."""
+    graph = helper.make_graph(
+        [node], "resize",
+        [helper.make_tensor_value_info("x", elem, list(x.shape))],
+        [helper.make_tensor_value_info("y", elem, list(sizes))],
+        [numpy_helper.from_array(np.array(sizes, np.int64), "sizes")])
+    path = os.path.join(work, name + ".onnx")
+    onnx.save(helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    data = os.path.join(work, name + "-x.npy")
+    np.save(data, x)
+    artifact = os.path.join(work, name + ".mcpk")
+    out = os.path.join(work, name)
+    for cmd in (["modelc", "compile", path, "-o", artifact],
+                ["modelc-run", artifact, "--input", "x=" + data,
+                 "--output-dir", out]):
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode:
+            sys.exit(f"{name}: {' '.join(cmd)} failed:\n{r.stderr}")
+    return np.load(os.path.join(out, "y.npy")).astype(np.float64)
+
+
 def main():
     work = sys.argv[1]
     os.makedirs(work, exist_ok=True)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 3, 5, 7)).astype(np.float32)
-    np.save(os.path.join(work, "x.npy"), x)
     cases = []
     for transform in ("half_pixel", "pytorch_half_pixel", "align_corners",
                       "asymmetric"):
@@ -130,28 +153,7 @@ def main():
                 coordinate_transformation_mode=transform,
                 nearest_mode="round_prefer_floor" if exclude else nearest_mode,
                 **extra)
-            graph = helper.make_graph(
-                [node], "resize",
-                [helper.make_tensor_value_info("x", TensorProto.FLOAT,
-                                               list(x.shape))],
-                [helper.make_tensor_value_info("y", TensorProto.FLOAT,
-                                               list(sizes))],
-                [numpy_helper.from_array(np.array(sizes, np.int64),
-                                         "sizes")])
-            model = helper.make_model(
-                graph, opset_imports=[helper.make_opsetid("", 13)])
-            path = os.path.join(work, name + ".onnx")
-            onnx.save(model, path)
-            artifact = os.path.join(work, name + ".mcpk")
-            out = os.path.join(work, name)
-            for cmd in (["modelc", "compile", path, "-o", artifact],
-                        ["modelc-run", artifact, "--input",
-                         "x=" + os.path.join(work, "x.npy"), "--output-dir",
-                         out]):
-                r = subprocess.run(cmd, capture_output=True, text=True)
-                if r.returncode:
-                    sys.exit(f"{name}: {' '.join(cmd)} failed:\n{r.stderr}")
-            got = np.load(os.path.join(out, "y.npy")).astype(np.float64)
+            got = run_resize(work, name, node, x, sizes, TensorProto.FLOAT)
             want = reference(x, sizes, mode, transform, nearest_mode,
                              a=-0.5 if exclude else -0.75,
                              exclude_outside=exclude)
@@ -159,7 +161,28 @@ def main():
             print(f"{name}: rel err {err:.2e}")
             if got.shape != want.shape or not err < 1e-6:
                 sys.exit(f"{name}: differs from the ONNX formulas")
-    print(f"resize_modes: {2 * len(cases)} cases ok")
+    # f16 (resized in f32, rounded once): a constant image near f16's
+    # largest value stays itself (cubic's partial sums pass it: summed in
+    # f16 they overflowed to inf, then NaN), and a random one is within an
+    # ulp of the spec's values rounded to f16.
+    for name, x16 in (("cubic-f16-60000", np.full((1, 1, 4, 4), 60000,
+                                                 np.float16)),
+                      ("cubic-f16-random", (rng.random((1, 2, 5, 6)) *
+                                            100).astype(np.float16))):
+        sizes = (x16.shape[0], x16.shape[1], 11, 9)
+        node = helper.make_node("Resize", ["x", "", "", "sizes"], ["y"],
+                                mode="cubic")
+        got = run_resize(work, name, node, x16, sizes, TensorProto.FLOAT16)
+        want = reference(x16.astype(np.float32), sizes, "cubic",
+                         "half_pixel", "")
+        want16 = want.astype(np.float16).astype(np.float64)
+        ulp = np.spacing(np.abs(want16).astype(np.float16)).astype(
+            np.float64)
+        worst = float(np.max(np.abs(got - want16) / ulp))
+        print(f"{name}: worst {worst:.1f} f16 ulp")
+        if not np.all(np.isfinite(got)) or worst > 1:
+            sys.exit(f"{name}: differs from the ONNX formulas")
+    print(f"resize_modes: {2 * len(cases) + 2} cases ok")
 
 
 if __name__ == "__main__":
