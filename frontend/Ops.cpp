@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 namespace mc {
@@ -628,8 +629,10 @@ Tensor sliceDim(const Tensor& a, int64_t dim, int64_t start, int64_t end,
 std::pair<Tensor, Tensor> topk(const Tensor& a, int64_t k, int64_t dim,
                                bool largest) {
   requireDefined("topk", a);
-  if (a.rank() == 0 || !rt::isFloat(a.dtype()))
-    throw Error("topk: needs a floating-point tensor of rank >= 1, got " +
+  bool floats = rt::isFloat(a.dtype());
+  if (a.rank() == 0 ||
+      !(floats || a.dtype() == DType::I32 || a.dtype() == DType::I64))
+    throw Error("topk: needs a float, i32 or i64 tensor of rank >= 1, got " +
                 a.describe());
   int64_t axis = normalizeDim("topk", dim, a.rank());
   int64_t n = a.size(axis);
@@ -652,23 +655,50 @@ std::pair<Tensor, Tensor> topk(const Tensor& a, int64_t k, int64_t dim,
     rankKey.data<int64_t>()[i] = i;
   Tensor yes = Tensor::scalar(1.0, DType::I1),
          no = Tensor::scalar(0.0, DType::I1);
-  Tensor inf = Tensor::scalar(INFINITY, a.dtype());
-  Tensor outside = Tensor::scalar(largest ? -INFINITY : INFINITY, a.dtype());
-  Tensor isNan = ne(a, a);
-  rankKey = where(isNan, rankKey + Tensor::scalar(largest ? -n : n, DType::I64),
-                  rankKey);
-  Tensor numbers = logicalNot(isNan), taken;
+  // What no element beats: +-inf, or the integer type's limit (exact: an
+  // i64 limit is not a double).
+  auto limit = [&](bool low) {
+    if (floats)
+      return Tensor::scalar(low ? -INFINITY : INFINITY, a.dtype());
+    Tensor t = Tensor::empty({}, a.dtype());
+    if (a.dtype() == DType::I64)
+      t.data<int64_t>()[0] = low ? std::numeric_limits<int64_t>::min()
+                                 : std::numeric_limits<int64_t>::max();
+    else
+      t.data<int32_t>()[0] = low ? std::numeric_limits<int32_t>::min()
+                                 : std::numeric_limits<int32_t>::max();
+    return t;
+  };
+  Tensor inf = limit(false), outside = limit(largest);
+  // Integers have no NaN: every element is a number.
+  Tensor isNan = floats ? ne(a, a) : Tensor();
+  if (floats)
+    rankKey = where(
+        isNan, rankKey + Tensor::scalar(largest ? -n : n, DType::I64), rankKey);
+  Tensor numbers = floats ? logicalNot(isNan) : Tensor(), taken;
   Tensor none = Tensor::scalar(static_cast<double>(3 * n), DType::I64);
   std::vector<Tensor> values, keys;
   for (int64_t round = 0; round < k; ++round) {
-    Tensor freeNumbers = taken.defined() ? where(taken, no, numbers) : numbers;
-    Tensor freeNans = taken.defined() ? where(taken, no, isNan) : isNan;
-    // NaN counts as +inf for the extreme (both are ranked by the key).
-    Tensor candidates = where(freeNans, inf, where(freeNumbers, a, outside));
+    // Free numbers: for integers, every element not taken (none in the
+    // first round, so no mask).
+    Tensor freeNumbers =
+        floats ? (taken.defined() ? where(taken, no, numbers) : numbers)
+               : (taken.defined() ? logicalNot(taken) : Tensor());
+    Tensor candidates =
+        freeNumbers.defined() ? where(freeNumbers, a, outside) : a;
+    Tensor freeNans;
+    if (floats) {
+      // NaN counts as +inf for the extreme (both are ranked by the key).
+      freeNans = taken.defined() ? where(taken, no, isNan) : isNan;
+      candidates = where(freeNans, inf, candidates);
+    }
     Tensor extreme = largest ? amax(candidates, {axis}, true)
                              : amin(candidates, {axis}, true);
-    Tensor hit = where(freeNumbers, eq(a, extreme), no);
-    hit = where(freeNans, eq(extreme, inf), hit);
+    Tensor hit = eq(a, extreme);
+    if (freeNumbers.defined())
+      hit = where(freeNumbers, hit, no);
+    if (floats)
+      hit = where(freeNans, eq(extreme, inf), hit);
     Tensor key = amin(where(hit, rankKey, none), {axis}, true);
     Tensor chosen = eq(rankKey, key);
     taken = taken.defined() ? where(chosen, yes, taken) : chosen;

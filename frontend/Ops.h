@@ -111,7 +111,7 @@ Tensor sliceDim(const Tensor& a, int64_t dim, int64_t start, int64_t end,
 /// ONNX Gather / torch.index_select generalized: out.shape = a.shape[:axis]
 /// + indices.shape + a.shape[axis+1:]; indices i32/i64, negative wrap.
 Tensor gather(const Tensor& a, const Tensor& indices, int64_t axis);
-/// torch.topk / ONNX TopK of a floating-point tensor: the k largest (or
+/// torch.topk / ONNX TopK of a float, i32 or i64 tensor: the k largest (or
 /// smallest) values along `dim`, sorted, and their indices (i64). Ties go
 /// to the lower index first (ONNX's rule; PyTorch leaves their order open);
 /// NaN ranks above +inf, as in PyTorch: first when largest, last when

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 using namespace mc;
 using mc::test::errorOf;
@@ -291,6 +292,42 @@ TEST(Frontend, TopkFollowsOnnxOrderWithTiesNanAndInf) {
   expectTopkMatches(cast(x, DType::F16), 4, 1, false);
 }
 
+// Integers, with their types' limits and ties: the order of a stable sort.
+TEST(Frontend, TopkOfIntegersFollowsOnnxOrder) {
+  const int64_t lo = std::numeric_limits<int64_t>::min();
+  const int64_t hi = std::numeric_limits<int64_t>::max();
+  std::vector<int64_t> v{5, lo, hi, 5, -3, hi, 0, lo, 7, -3};
+  Tensor x = Tensor::empty({2, 5}, DType::I64);
+  std::copy(v.begin(), v.end(), x.data<int64_t>());
+  for (bool largest : {true, false})
+    for (int64_t k : {1, 3, 5}) {
+      auto [values, indices] = topk(x, k, 1, largest);
+      ASSERT_EQ(values.dtype(), DType::I64);
+      for (int64_t row = 0; row < 2; ++row) {
+        std::vector<int64_t> order{0, 1, 2, 3, 4};
+        std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+          int64_t x1 = v[row * 5 + a], x2 = v[row * 5 + b];
+          return largest ? x1 > x2 : x1 < x2;
+        });
+        for (int64_t j = 0; j < k; ++j) {
+          EXPECT_EQ(indices.data<int64_t>()[row * k + j], order[j])
+              << "row " << row << " k " << k << " largest " << largest;
+          EXPECT_EQ(values.data<int64_t>()[row * k + j], v[row * 5 + order[j]]);
+        }
+      }
+    }
+  Tensor small = Tensor::empty({4}, DType::I32);
+  std::vector<int32_t> w{3, std::numeric_limits<int32_t>::min(), 3, 9};
+  std::copy(w.begin(), w.end(), small.data<int32_t>());
+  auto [values, indices] = topk(small, 3, 0, false);
+  EXPECT_EQ(
+      std::vector<int32_t>(values.data<int32_t>(), values.data<int32_t>() + 3),
+      (std::vector<int32_t>{std::numeric_limits<int32_t>::min(), 3, 3}));
+  EXPECT_EQ(std::vector<int64_t>(indices.data<int64_t>(),
+                                 indices.data<int64_t>() + 3),
+            (std::vector<int64_t>{1, 0, 2}));
+}
+
 TEST(Frontend, TopkGradientReachesTheSelectedElementsOnly) {
   Tensor x = Tensor::fromVector({3, 1, 4, 1, 5, 9, 2, 6}, {2, 4});
   x.setRequiresGrad();
@@ -312,8 +349,8 @@ TEST(Frontend, TopkRefusesWhatItCannotSelect) {
             "topk: k = 0 must be in [1, 5], the size of dim 1 of f32[2, 5]");
   EXPECT_EQ(errorOf([&] { topk(x, 3, 0); }),
             "topk: k = 3 must be in [1, 2], the size of dim 0 of f32[2, 5]");
-  EXPECT_EQ(errorOf([&] { topk(Tensor::zeros({4}, DType::I64), 1); }),
-            "topk: needs a floating-point tensor of rank >= 1, got i64[4]");
+  EXPECT_EQ(errorOf([&] { topk(Tensor::zeros({4}, DType::I1), 1); }),
+            "topk: needs a float, i32 or i64 tensor of rank >= 1, got i1[4]");
   EXPECT_EQ(errorOf([&] {
               topk(Tensor::randn({2, 300}), 257);
             }),

@@ -354,17 +354,19 @@ class ConstantMask(nn.Module):
 
 class TopKOps(nn.Module):
     """torch.topk (ONNX TopK) along the last dim and a middle one, largest
-    and smallest, with NaN and +-inf among distinct values (PyTorch leaves
+    and smallest, of floats and int64, with NaN and +-inf among distinct values (PyTorch leaves
     the order of ties open; the frontend's test checks ONNX's
     lower-index-first), and a mixture-of-experts router: softmax over 8
     experts, the top 2 and their renormalized weights."""
 
-    def forward(self, x, g):
+    def forward(self, x, g, n):
         top, top_i = torch.topk(x, 3, dim=-1)
         bottom, bottom_i = torch.topk(x, 2, dim=1, largest=False)
         weights, experts = torch.topk(torch.softmax(g, dim=-1), 2, dim=-1)
+        int_top, int_top_i = torch.topk(n, 2, dim=-1)
         return (top, top_i, bottom, bottom_i,
-                weights / weights.sum(-1, keepdim=True), experts)
+                weights / weights.sum(-1, keepdim=True), experts, int_top,
+                int_top_i)
 
 
 class Deconvs(nn.Module):
@@ -536,9 +538,13 @@ def build(name):
         x[1, 3, 0] = -np.inf
         x[2, 0, 5] = np.inf
         x[2, 0, 2] = np.nan
-        return (TopKOps(), {"x": x, "g": randn(3, 8)},
+        # Integers without ties (PyTorch leaves their order open).
+        n = np.array([[7, -3, 12, 0, -8], [1, 100, -100, 5, 4],
+                      [9, 8, 7, 6, 5]], np.int64)
+        return (TopKOps(), {"x": x, "g": randn(3, 8), "n": n},
                 ["top", "top_i", "bottom", "bottom_i", "weights",
-                 "experts"], {"x": {0: "batch"}, "g": {0: "batch"}})
+                 "experts", "int_top", "int_top_i"],
+                {"x": {0: "batch"}, "g": {0: "batch"}, "n": {0: "batch"}})
     if name == "deconvs":
         return (Deconvs(), {"x": randn(2, 4, 5, 6), "s": randn(2, 4, 9)},
                 ["up", "grouped", "sparse", "one"], {})
