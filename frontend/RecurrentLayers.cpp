@@ -1,7 +1,11 @@
 // torch.nn.RNN, LSTM and GRU on the eager ops (see nn.h). The layers are
 // compositions: autograd, the tracer, compiled training and the cuda target
 // handle them with no op of their own. frontend/onnx/Recurrent.cpp unrolls
-// ONNX's forms of the same layers into mc ops the same way.
+// ONNX's forms of the same layers on the same eager ops, with the spec's
+// generality (gate orders iofc / zrh, activations, clip, peepholes,
+// linear_before_reset 0); this file's step is that one's PyTorch special
+// case, written again: sharing it needs a gate-order parameter there and
+// that file in this library.
 #include "frontend/nn.h"
 
 #include <cmath>
@@ -114,6 +118,24 @@ void requirePositive(const std::string& name, const char* what, int64_t v) {
                 std::to_string(v));
 }
 
+/// Initial states h (and c): shaped `shape` where given, c only for an
+/// LSTM (`lstmName`), and both or neither.
+void checkStates(const std::string& name, const char* lstmName, bool lstm,
+                 const Shape& shape, const Tensor& x, const Tensor& h,
+                 const Tensor& c, const char* hName, const char* cName) {
+  if (!lstm && c.defined())
+    throw Error(name + ": has no cell state; " + cName + " is for " + lstmName +
+                " only");
+  using State = std::pair<const Tensor*, const char*>;
+  for (auto [s, what] : {State{&h, hName}, State{&c, cName}})
+    if (s->defined() && s->shape() != shape)
+      throw Error(name + ": " + what + " must be " + rt::shapeString(shape) +
+                  " for the input " + x.describe() + ", got " + s->describe());
+  if (lstm && h.defined() != c.defined())
+    throw Error(name + ": give both " + hName + " and " + cName +
+                ", or neither (zeros)");
+}
+
 /// The input's dtype against the weights', and the states' against both.
 void checkDtypes(const std::string& name, DType weights, const Tensor& x,
                  const Tensor& h, const Tensor& c, const char* hName,
@@ -214,20 +236,8 @@ RecurrentOutput RecurrentBase::compute(const Tensor& xIn, const Tensor& h0In,
   int64_t states = numLayers * numDirections();
   Shape stateShape =
       batched ? Shape{states, batch, hiddenSize} : Shape{states, hiddenSize};
-  auto checkState = [&](const Tensor& s, const char* what) {
-    if (s.defined() && s.shape() != stateShape)
-      throw Error(name + ": " + what + " must be " +
-                  rt::shapeString(stateShape) + " for the input " +
-                  xIn.describe() + ", got " + s.describe());
-  };
-  checkState(h0In, "h0");
-  if (cell == Cell::Lstm) {
-    checkState(c0In, "c0");
-    if (h0In.defined() != c0In.defined())
-      throw Error("LSTM: give both h0 and c0, or neither (zeros)");
-  } else if (c0In.defined()) {
-    throw Error(name + ": has no cell state; c0 is for LSTM only");
-  }
+  checkStates(name, "LSTM", cell == Cell::Lstm, stateShape, xIn, h0In, c0In,
+              "h0", "c0");
   Tensor h0 = h0In.defined() && !batched ? unsqueeze(h0In, 1) : h0In;
   Tensor c0 = c0In.defined() && !batched ? unsqueeze(c0In, 1) : c0In;
   // Layer l direction d's initial state, [B, H]; undefined for zeros.
@@ -297,18 +307,8 @@ RecurrentOutput RecurrentCellBase::compute(const Tensor& x, const Tensor& h0,
   checkDtypes(name, weights_.wIh.dtype(), x, h0, c0, "h", "c");
   bool batched = x.rank() == 2;
   Shape stateShape = batched ? Shape{x.size(0), hiddenSize} : Shape{hiddenSize};
-  for (auto [s, what] :
-       {std::pair<const Tensor*, const char*>{&h0, "h"}, {&c0, "c"}})
-    if (s->defined() && s->shape() != stateShape)
-      throw Error(name + ": " + what + " must be " +
-                  rt::shapeString(stateShape) + " for the input " +
-                  x.describe() + ", got " + s->describe());
-  if (cell == RecurrentBase::Cell::Lstm) {
-    if (h0.defined() != c0.defined())
-      throw Error("LSTMCell: give both h and c, or neither (zeros)");
-  } else if (c0.defined()) {
-    throw Error(name + ": has no cell state; c is for LSTMCell only");
-  }
+  checkStates(name, "LSTMCell", cell == RecurrentBase::Cell::Lstm, stateShape,
+              x, h0, c0, "h", "c");
   // Work on [B, ...]: an unbatched step is a batch of one.
   auto rows = [&](const Tensor& t) {
     return t.defined() && !batched ? unsqueeze(t, 0) : t;

@@ -7,6 +7,7 @@
 //                                  input of `modelc compile --train`
 // With --dynamic-batch MIN..MAX both graphs take any batch in the bounds
 // (the example's batch, --batch, must lie in them).
+#include "examples/ExampleArgs.h"
 #include "frontend/Loss.h"
 #include "frontend/jit/Trace.h"
 #include "frontend/nn.h"
@@ -33,24 +34,20 @@ int main(int argc, char** argv) {
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--batch" && i + 1 < argc) {
-      batch = std::atoll(argv[++i]);
-    } else if (a == "--dynamic-batch" && i + 1 < argc) {
-      long long lo = 0, hi = 0;
-      if (std::sscanf(argv[++i], "%lld..%lld", &lo, &hi) != 2) {
-        std::fprintf(stderr, "mlp-example: error: --dynamic-batch takes "
-                             "MIN..MAX\n");
+      std::optional<int64_t> v =
+          examples::positiveArg("mlp-example", "--batch", argv[++i]);
+      if (!v)
         return 1;
-      }
-      dynamic = jit::DynamicBatch{lo, hi, 0};
+      batch = *v;
+    } else if (a == "--dynamic-batch" && i + 1 < argc) {
+      dynamic = examples::dynamicBatchArg("mlp-example", argv[++i]);
+      if (!dynamic)
+        return 1;
     } else {
       std::fprintf(stderr, "mlp-example: error: unknown argument '%s'\n%s",
                    a.c_str(), usage);
       return 1;
     }
-  }
-  if (batch <= 0) {
-    std::fprintf(stderr, "mlp-example: error: --batch must be positive\n");
-    return 1;
   }
   try {
     manualSeed(42);

@@ -7,6 +7,7 @@
 //                                of `modelc compile --train`
 //   OUT/x_train.npy, y_train.npy the training set (--samples waves)
 // With --dynamic-batch MIN..MAX both graphs take any batch in the bounds.
+#include "examples/ExampleArgs.h"
 #include "frontend/Loss.h"
 #include "frontend/jit/Trace.h"
 #include "frontend/nn.h"
@@ -87,31 +88,17 @@ int main(int argc, char** argv) {
   std::optional<jit::DynamicBatch> dynamic;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
-    auto number = [&](int64_t& v) {
-      char* end = nullptr;
-      v = std::strtoll(argv[++i], &end, 10);
-      if (*end || v <= 0) {
-        std::fprintf(stderr,
-                     "sequence-example: error: %s takes a positive integer, "
-                     "got '%s'\n",
-                     a.c_str(), argv[i]);
-        std::exit(1);
-      }
-    };
     if ((a == "--batch" || a == "--samples" || a == "--hidden") &&
         i + 1 < argc) {
-      number(a == "--batch" ? batch : a == "--samples" ? samples : hidden);
-    } else if (a == "--dynamic-batch" && i + 1 < argc) {
-      long long lo = 0, hi = 0;
-      int used = 0;
-      const char* bounds = argv[++i];
-      if (std::sscanf(bounds, "%lld..%lld%n", &lo, &hi, &used) != 2 ||
-          bounds[used] != '\0') {
-        std::fprintf(stderr, "sequence-example: error: --dynamic-batch takes "
-                             "MIN..MAX\n");
+      std::optional<int64_t> v =
+          examples::positiveArg("sequence-example", a.c_str(), argv[++i]);
+      if (!v)
         return 1;
-      }
-      dynamic = jit::DynamicBatch{lo, hi, 0};
+      (a == "--batch" ? batch : a == "--samples" ? samples : hidden) = *v;
+    } else if (a == "--dynamic-batch" && i + 1 < argc) {
+      dynamic = examples::dynamicBatchArg("sequence-example", argv[++i]);
+      if (!dynamic)
+        return 1;
     } else {
       std::fprintf(stderr, "sequence-example: error: unknown argument '%s'\n%s",
                    a.c_str(), usage);

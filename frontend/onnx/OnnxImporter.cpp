@@ -856,10 +856,9 @@ std::array<double, 4> cubicWeights(double t, double a) {
 /// ONNX spec. Source indices outside the axis read its edge (the spec's
 /// edge padding; linear clamps the coordinate at 0 first, as PyTorch's
 /// upsampling does, to the same values); with exclude_outside, cubic gives
-/// them no weight and renormalizes the others. Weighted taps are summed in
-/// x's type: the handler gives f32 (f16 and bf16 are resized in f32 and
-/// rounded once, as PyTorch does, since cubic's partial sums pass the
-/// input's range).
+/// them no weight and renormalizes the others. Weighted taps need an f32
+/// x: the handler resizes f16 and bf16 in f32 and rounds once, as PyTorch
+/// does (cubic's partial sums pass the input's range).
 Tensor resizeAxis(const Tensor& x, int64_t axis, int64_t out, double scale,
                   const ResizeMode& mode) {
   int64_t in = x.size(axis);
@@ -921,15 +920,15 @@ Tensor resizeAxis(const Tensor& x, int64_t axis, int64_t out, double scale,
   }
   if (taps == 1)
     return gather(x, index[0], axis);
+  if (x.dtype() != DType::F32)
+    throw Error("Resize: weighted taps need f32, got " + x.describe());
   // Weights shaped [out, 1, ...] to broadcast along `axis`.
   Shape wShape{out};
   for (int64_t d = axis + 1; d < x.rank(); ++d)
     wShape.push_back(1);
   Tensor sum;
   for (size_t k = 0; k < taps; ++k) {
-    Tensor w = Tensor::fromVector(weight[k], wShape);
-    if (x.dtype() != DType::F32)
-      w = cast(w, x.dtype());
+    Tensor w = Tensor::fromVector(weight[k], wShape); // x is f32 here
     Tensor part = gather(x, index[k], axis) * w;
     sum = sum.defined() ? sum + part : part;
   }
