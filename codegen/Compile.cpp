@@ -253,6 +253,10 @@ LogicalResult runCompilePipeline(ModuleOp module,
     }
     splitLimits(*targets, options, &pipeline.splitMaxOutputs,
                 &pipeline.splitMinReduced);
+    pipeline.pretransposeWeights = options.pretransposeWeights.value_or(
+        llvm::all_of(*targets, [](const Target* t) {
+          return t->pretransposesWeights();
+        }));
     buildCompilePipeline(pm, pipeline);
   }
   // The pipeline checks the first target's contract; the graph must meet

@@ -28,6 +28,9 @@ struct CompileOptions {
   /// (Target::reductionSplit); off: none; on: at least what cuda asks
   /// for (`--split-reductions=on|off`).
   std::optional<bool> splitReductions;
+  /// mc-pretranspose-weights (inference): unset, when every target asks
+  /// for it (the CPU); else as given (`--pretranspose-weights=on|off`).
+  std::optional<bool> pretransposeWeights;
 };
 
 /// Runs the compile pipeline (passes/Pipelines.cpp) on `module` in place.

@@ -58,6 +58,11 @@ public:
     int64_t maxOutputs = 0, minReduced = 0;
   };
   virtual ReductionSplit reductionSplit(bool fuse) const { return {}; }
+  /// Whether its matrix products are faster with a constant right operand
+  /// stored `[..., K, N]` than read transposed from `[..., N, K]`: then
+  /// mc-pretranspose-weights stores such weights (nn.Linear's) as read,
+  /// when every target of the compile asks for it.
+  virtual bool pretransposesWeights() const { return false; }
   virtual mlir::LogicalResult serializeExecutables(mlir::ModuleOp module,
                                                    Plan& plan) const {
     return mlir::success();

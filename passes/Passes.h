@@ -85,6 +85,10 @@ struct CompilePipelineOptions {
   /// `splitMaxOutputs` outputs (0: none) and at least `splitMinReduced`
   /// elements per output (codegen sets the targets' limits).
   int64_t splitMaxOutputs = 0, splitMinReduced = 0;
+  /// mc-pretranspose-weights: constant weights that matmuls read
+  /// transposed stored as they are read (codegen: when every target of the
+  /// compile asks for it, Target::pretransposesWeights; the CPU does).
+  bool pretransposeWeights = false;
 };
 
 /// Appends the inference compile pipeline: inline, canonicalize, cse,

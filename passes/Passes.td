@@ -525,6 +525,42 @@ def RaiseLayerNormPass : Pass<"mc-raise-layer-norm", "mlir::ModuleOp"> {
   let dependentDialects = ["::mc::MCDialect"];
 }
 
+def PretransposeWeightsPass
+    : Pass<"mc-pretranspose-weights", "mlir::ModuleOp"> {
+  let summary = "store the constant weights that matmuls read transposed "
+                "in the layout they are read in";
+  let description = [{
+    For inference on a target whose matrix products run faster with the
+    right operand as `[..., K, N]` (the CPU: oneDNN's and OpenBLAS's sgemm,
+    measured in docs/benchmarks.md): `mc.matmul %x, %w transpose_b` where
+    `%w` is a constant (`mc.constant`, or `ml_program.global_load_const`
+    of an immutable global) becomes `mc.matmul %x, %wt` with `%wt` a new
+    `mc.constant` holding `%w` with its last two dimensions swapped,
+    computed here once. `nn.Linear` weights (`[out, in]`, read transposed)
+    are the case.
+
+    A constant is rewritten only when every use of it is such a matmul's
+    right operand, so the file never holds a weight twice (a tied
+    embedding, also read by a gather, is left), and not a splat (the same
+    either way). Any element type. The products compute the same sums; the library may
+    round them differently.
+
+    ```mlir
+    // Before:
+    %w = ml_program.global_load_const @w : tensor<3x8xf32>
+    %0 = mc.matmul %x, %w transpose_b : tensor<4x8xf32>, tensor<3x8xf32> -> tensor<4x3xf32>
+    // After:
+    %wt = mc.constant dense<...> : tensor<8x3xf32>
+    %0 = mc.matmul %x, %wt : tensor<4x8xf32>, tensor<8x3xf32> -> tensor<4x3xf32>
+    ```
+  }];
+  let options = [
+    Option<"entry", "entry", "std::string", /*default=*/"\"\"",
+           "the entry function (default: the only public func.func)">,
+  ];
+  let dependentDialects = ["::mc::MCDialect"];
+}
+
 def FoldBatchNormPass : Pass<"mc-fold-batch-norm", "mlir::ModuleOp"> {
   let summary = "fold inference batch_norm into the conv2d before it";
   let description = [{

@@ -47,6 +47,15 @@ void mc::buildCompilePipeline(OpPassManager& pm,
   bn.entry = options.entry;
   pm.addPass(createFoldBatchNormPass(bn));
   pm.addPass(createCanonicalizerPass());
+  //    The weights a matmul reads transposed (nn.Linear's), stored as read
+  //    when the targets' libraries are faster so; before AMP, whose casts
+  //    of them are then folded as of any weight.
+  if (options.pretransposeWeights) {
+    PretransposeWeightsPassOptions pre;
+    pre.entry = options.entry;
+    pm.addPass(createPretransposeWeightsPass(pre));
+    pm.addPass(createSymbolDCEPass());
+  }
   // 4. Mixed precision for inference, when asked: decisions on the clean
   //    graph; canonicalize again to fold cast chains it creates.
   if (!options.amp.empty()) {
@@ -252,6 +261,11 @@ struct CompilePipelineCLOptions
   Option<std::string> entry{*this, "entry",
                             llvm::cl::desc("entry function name"),
                             llvm::cl::init("")};
+  Option<bool> pretransposeWeights{
+      *this, "pretranspose-weights",
+      llvm::cl::desc("mc-pretranspose-weights (default: on for the cpu "
+                     "target, as modelc compile does)"),
+      llvm::cl::init(true)};
 };
 } // namespace
 
@@ -270,6 +284,8 @@ void mc::registerAllPasses() {
         options.fuse = cl.fuse;
         options.splitMaxOutputs = cl.splitMaxOutputs;
         options.splitMinReduced = cl.splitMinReduced;
+        options.pretransposeWeights =
+            cl.pretransposeWeights && cl.target == "cpu";
         buildCompilePipeline(pm, options);
       });
   PassPipelineRegistration<TrainPipelineCLOptions>(

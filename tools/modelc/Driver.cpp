@@ -61,6 +61,11 @@ commands:
       --split-reductions=on|off  split long reductions into few outputs in
                                  two (mc-split-reductions; default: on
                                  for cuda, off for cpu)
+      --pretranspose-weights=on|off
+                                 store the constant weights matmuls read
+                                 transposed (nn.Linear's) as read
+                                 (mc-pretranspose-weights; default: on
+                                 for cpu, off for cuda)
       -v, --verbose              print each stage and its time, and the
                                  steps, intermediate bytes and arena size;
                                  for cuda, how each attention region runs
@@ -324,6 +329,12 @@ int compileMain(int argc, char** argv) {
         return fail("compile: --split-reductions takes on or off, got '" + v +
                     "'");
       options.splitReductions = v == "on";
+    } else if (a.rfind("--pretranspose-weights=", 0) == 0) {
+      std::string v = a.substr(std::strlen("--pretranspose-weights="));
+      if (v != "on" && v != "off")
+        return fail("compile: --pretranspose-weights takes on or off, got '" +
+                    v + "'");
+      options.pretransposeWeights = v == "on";
     } else if (value("-o", output) || value("--target", options.target) ||
                value("--entry", options.entry) || value("--emit", emit)) {
     } else if (value("--batch", batchSpec)) {

@@ -1,5 +1,13 @@
 """fused-views.mlir's check: the fused and unfused outputs are the same bits,
-and both match NumPy's computation of the function (rel err < 1e-5)."""
+and both match NumPy's computation of the function (rel err < 1e-5).
+
+Output 0, the attention region, may differ from the unfused steps in the
+last bits: its products read q, k and v through views (k transposed, rows
+strided), the unfused matmuls read copies, and oneDNN's sgemm picks its
+kernel by layout (on AVX-512 hosts the two round differently; with
+MODELC_GEMM=openblas, or on AVX2, they agree bit for bit). There it must
+agree within 1e-6 of the output's largest magnitude, and says "~=" when
+not bit for bit."""
 import os
 import sys
 
@@ -23,9 +31,12 @@ for i, ref in enumerate(refs):
     f = np.load(os.path.join(d, "f", f"output{i}.npy"))
     u = np.load(os.path.join(d, "u", f"output{i}.npy"))
     same = f.shape == u.shape and np.array_equal(f, u)
+    close = (i == 0 and f.shape == u.shape and
+             float(np.abs(f - u).max()) <= 1e-6 * float(np.abs(u).max()))
     err = float(np.linalg.norm(f - ref) / np.linalg.norm(ref))
-    good = same and err < 1e-5
+    good = (same or close) and err < 1e-5
     ok &= good
-    print(f"output{i}: fused {'==' if same else '!='} unfused, rel err vs "
-          f"numpy {err:.1e}: {'ok' if good else 'FAIL'}")
+    rel = "==" if same else "~=" if close else "!="
+    print(f"output{i}: fused {rel} unfused, rel err vs numpy {err:.1e}: "
+          f"{'ok' if good else 'FAIL'}")
 sys.exit(0 if ok else 1)

@@ -1,0 +1,163 @@
+// mc-pretranspose-weights: a constant a matmul reads transposed (an
+// nn.Linear weight) stored in the layout it is read in, once, at compile
+// time (rules in Passes.td; why: docs/benchmarks.md, "Weights in the
+// layout the product reads").
+#include "ir/RegistryOps.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include "llvm/ADT/MapVector.h"
+
+#include <cstring>
+
+namespace mc {
+#define GEN_PASS_DEF_PRETRANSPOSEWEIGHTSPASS
+#include "passes/Passes.h.inc"
+} // namespace mc
+
+using namespace mlir;
+
+namespace {
+
+/// The value of a constant tensor: an mc.constant's, or the immutable
+/// global's an ml_program.global_load_const reads, through reshapes (which
+/// keep the bytes: an imported LSTM's [1, 4H, I] weight read as [4H, I]);
+/// null otherwise.
+ElementsAttr constantValue(Value v) {
+  Operation* def = v.getDefiningOp();
+  while (auto reshape = llvm::dyn_cast_or_null<mc::ReshapeOp>(def))
+    def = reshape.getInput().getDefiningOp();
+  if (!def)
+    return {};
+  if (auto c = llvm::dyn_cast<mc::ConstantOp>(def))
+    return llvm::dyn_cast<ElementsAttr>(c.getValue());
+  if (auto load = llvm::dyn_cast<ml_program::GlobalLoadConstOp>(def)) {
+    auto global = SymbolTable::lookupNearestSymbolFrom<ml_program::GlobalOp>(
+        def, load.getGlobalAttr());
+    if (global && !global.getIsMutable())
+      return llvm::dyn_cast_or_null<ElementsAttr>(global.getValueAttr());
+  }
+  return {};
+}
+
+/// Whether the reshapes between `w` and its constant read nothing that
+/// something else reads too (the constant would then stay beside its
+/// transposed copy).
+bool onlyReadThroughW(Value w) {
+  Operation* def = w.getDefiningOp();
+  while (auto reshape = llvm::dyn_cast_or_null<mc::ReshapeOp>(def)) {
+    if (!reshape.getInput().hasOneUse())
+      return false;
+    def = reshape.getInput().getDefiningOp();
+  }
+  return true;
+}
+
+/// Whether `use` is a matmul reading its operand as the transposed right
+/// operand.
+bool isTransposedRhs(OpOperand& use) {
+  auto mm = llvm::dyn_cast<mc::MatmulOp>(use.getOwner());
+  return mm && use.getOperandNumber() == 1 && mm.getTransposeB();
+}
+
+/// `value` (of `type`) with its last two dimensions swapped, as an
+/// attribute of the transposed type; failure where its bytes cannot be
+/// read.
+FailureOr<DenseElementsAttr> transposed(ElementsAttr value,
+                                        RankedTensorType type) {
+  ArrayRef<int64_t> shape = type.getShape();
+  size_t rank = shape.size();
+  SmallVector<int64_t> outShape(shape.begin(), shape.end());
+  std::swap(outShape[rank - 2], outShape[rank - 1]);
+  auto outType = RankedTensorType::get(outShape, type.getElementType());
+  FailureOr<mc::rt::DType> dtype = mc::elementDType(type.getElementType());
+  if (failed(dtype) || *dtype == mc::rt::DType::I1)
+    return failure();
+  std::vector<uint8_t> copy;
+  ArrayRef<char> bytes;
+  if (auto view = mc::elementsBytesView(value)) {
+    bytes = *view;
+  } else {
+    FailureOr<std::vector<uint8_t>> read = mc::elementsBytes(value, nullptr);
+    if (failed(read))
+      return failure();
+    copy = std::move(*read);
+    bytes =
+        ArrayRef<char>(reinterpret_cast<const char*>(copy.data()), copy.size());
+  }
+  size_t elem = mc::rt::dtypeSize(*dtype);
+  int64_t rows = shape[rank - 2], cols = shape[rank - 1];
+  int64_t matrices = 1;
+  for (size_t d = 0; d + 2 < rank; ++d)
+    matrices *= shape[d];
+  if (bytes.size() != size_t(matrices * rows * cols) * elem)
+    return failure();
+  std::vector<char> out(bytes.size());
+  for (int64_t m = 0; m < matrices; ++m) {
+    const char* src = bytes.data() + size_t(m * rows * cols) * elem;
+    char* dst = out.data() + size_t(m * rows * cols) * elem;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        std::memcpy(dst + size_t(c * rows + r) * elem,
+                    src + size_t(r * cols + c) * elem, elem);
+  }
+  return DenseElementsAttr::getFromRawBuffer(outType, out);
+}
+
+struct PretransposeWeightsPass
+    : mc::impl::PretransposeWeightsPassBase<PretransposeWeightsPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    auto fn = llvm::dyn_cast_or_null<func::FuncOp>(
+        mc::findEntryFunction(getOperation(), entry));
+    if (!fn)
+      return signalPassFailure();
+    // Each constant read transposed, in program order (the new constants'
+    // order in the output does not depend on pointer values).
+    llvm::MapVector<Value, ElementsAttr> weights;
+    fn.walk([&](mc::MatmulOp mm) {
+      if (!mm.getTransposeB())
+        return;
+      Value w = mm.getRhs();
+      auto type = llvm::dyn_cast<RankedTensorType>(w.getType());
+      if (!type || !type.hasStaticShape() || weights.count(w))
+        return;
+      // A splat reads the same either way, and is stored as one element
+      // (then broadcast at run time) where a global's is stored whole.
+      ElementsAttr value = constantValue(w);
+      auto dense = llvm::dyn_cast_or_null<DenseElementsAttr>(value);
+      if (value && !(dense && dense.isSplat()))
+        weights.insert({w, value});
+    });
+    for (auto& [w, value] : weights) {
+      if (!llvm::all_of(w.getUses(), isTransposedRhs) || !onlyReadThroughW(w))
+        continue;
+      auto type = llvm::cast<RankedTensorType>(w.getType());
+      FailureOr<DenseElementsAttr> t = transposed(value, type);
+      if (failed(t))
+        continue;
+      OpBuilder b(w.getDefiningOp());
+      auto c = mc::ConstantOp::create(b, w.getLoc(), *t);
+      for (OpOperand& use : llvm::make_early_inc_range(w.getUses())) {
+        auto mm = llvm::cast<mc::MatmulOp>(use.getOwner());
+        use.set(c.getResult());
+        mm.setTransposeB(false);
+      }
+      // The reshapes and the load nothing else reads go.
+      for (Operation* def = w.getDefiningOp(); def && def->use_empty();) {
+        Operation* next = def->getNumOperands() == 1
+                              ? def->getOperand(0).getDefiningOp()
+                              : nullptr;
+        def->erase();
+        def = next;
+      }
+    }
+  }
+};
+
+} // namespace
