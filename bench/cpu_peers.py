@@ -92,7 +92,8 @@ import torch  # noqa: E402
 
 sys.dont_write_bytecode = True  # no bench/__pycache__ in the checkout
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cpu_vs_pytorch import LstmModel, models, time_torch  # noqa: E402
+from cpu_vs_pytorch import (LstmModel, MlpModel, models,  # noqa: E402
+                            time_torch)
 
 PEER_TORCH = "2.15.0"
 PEER_ORT = "1.32.0"
@@ -227,6 +228,10 @@ def model_spec(model):
             "nhead": layer.self_attn.num_heads,
             "dim_feedforward": layer.linear1.out_features,
             "num_layers": len(model.layers)}
+    if isinstance(model, MlpModel):
+        linears = [m for m in model.net if isinstance(m, torch.nn.Linear)]
+        return "mlp", {"width": linears[0].in_features,
+                       "layers": len(linears)}
     if isinstance(model, LstmModel):
         return "lstm", {"input_size": model.lstm.input_size,
                         "hidden_size": model.lstm.hidden_size,
@@ -392,7 +397,8 @@ def print_tables(args, ctx, rows):
             if "na" in r:
                 cells.append(na(r["na"]))
                 continue
-            cell = f"{r['ms']:.2f}"
+            # Three significant digits below 1 ms (a small MLP's rows).
+            cell = f"{r['ms']:.3f}" if r["ms"] < 1 else f"{r['ms']:.2f}"
             if base:
                 cell += f" ({r['ms'] / base:.2f})"
             if not r["err"] < REL_ERR_MAX:
@@ -446,8 +452,9 @@ def main():
                     "whatever --build says, so that --build is only read)")
     ap.add_argument("--no-peers", action="store_true",
                     help="skip the venv and the PyPI peers")
-    ap.add_argument("--models", default="resnet18,encoder,lstm",
-                    help="comma-separated subset of resnet18, encoder, lstm")
+    ap.add_argument("--models", default="resnet18,encoder,lstm,mlp",
+                    help="comma-separated subset of resnet18, encoder, lstm, "
+                    "mlp")
     ap.add_argument("--opset", type=int, default=17,
                     help="the ONNX opset of the export (below 17, PyTorch "
                     "writes LayerNorm out as ReduceMean/Sub/Pow/.../Div)")

@@ -45,6 +45,23 @@ class LstmModel(torch.nn.Module):
         return self.lstm(x)[0]
 
 
+class MlpModel(torch.nn.Module):
+    """Linear + ReLU layers of one width, then a 10-way head: the small-batch
+    serving case, where each product has a few rows and the weights are
+    all the memory traffic."""
+
+    def __init__(self, width, layers):
+        super().__init__()
+        mods = []
+        for _ in range(layers - 1):
+            mods += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+        mods.append(torch.nn.Linear(width, 10))
+        self.net = torch.nn.Sequential(*mods)
+
+    def forward(self, x):
+        return self.net(x)
+
+
 def models(quick):
     torch.manual_seed(0)
     resnet = torchvision.models.resnet18(weights=None).eval()
@@ -52,6 +69,7 @@ def models(quick):
         d_model=128, nhead=4, dim_feedforward=512, dropout=0.0,
         batch_first=True)
     encoder = torch.nn.TransformerEncoder(layer, num_layers=2).eval()
+    mlp = MlpModel(1024, 3).eval()
     seq = 32 if quick else 128
     return [
         ("resnet18", resnet, 1, (1, 3, 224, 224)),
@@ -60,6 +78,8 @@ def models(quick):
          (8, seq, 128)),
         (f"lstm (2x h256, seq {seq // 4})", LstmModel(128, 256, 2).eval(), 8,
          (8, seq // 4, 128)),
+        ("mlp (3x 1024 wide)", mlp, 1, (1, 1024)),
+        ("mlp (3x 1024 wide)", mlp, 16, (16, 1024)),
     ]
 
 

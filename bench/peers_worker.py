@@ -7,8 +7,8 @@ weights the parent saved).
 
     python peers_worker.py SPEC.json
 
-SPEC (written by cpu_peers.py): kind ("resnet18" | "encoder"), config (the
-encoder's sizes), weights (.npz of the parent's state_dict), x (.npy input),
+SPEC (written by cpu_peers.py): kind ("resnet18" | "encoder" | "lstm" |
+"mlp"), config (the model's sizes), weights (.npz of the parent's state_dict), x (.npy input),
 onnx (the file modelc compiled), threads, runs, warmup, out_dir, engines.
 Prints one JSON object on stdout: versions, and per engine either
 {"ms": median, "out": path of its output .npy} or {"error": why};
@@ -84,6 +84,22 @@ def resnet18(torch):
 def build(torch, spec):
     if spec["kind"] == "resnet18":
         model = resnet18(torch)
+    elif spec["kind"] == "mlp":
+        c = spec["config"]
+
+        class MlpModel(torch.nn.Module):  # bench/cpu_vs_pytorch.py's
+            def __init__(self):
+                super().__init__()
+                mods = []
+                for _ in range(c["layers"] - 1):
+                    mods += [torch.nn.Linear(c["width"], c["width"]),
+                             torch.nn.ReLU()]
+                mods.append(torch.nn.Linear(c["width"], 10))
+                self.net = torch.nn.Sequential(*mods)
+
+            def forward(self, x):
+                return self.net(x)
+        model = MlpModel()
     elif spec["kind"] == "lstm":
         c = spec["config"]
 

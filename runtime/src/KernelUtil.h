@@ -171,9 +171,12 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
            const float *a, int64_t lda, const float *b, int64_t ldb,
            float *c, int64_t ldc);
 /// The library behind sgemm. Auto, the default where the runtime has
-/// oneDNN: oneDNN's for products with k below kOpenBlasFromK and at most
-/// kOneDnnMaxMacs multiply-adds, OpenBLAS's otherwise (modelc-gemm-bench on
-/// this project's AVX2 EPYC: oneDNN 1.1-1.6x faster on the transformer's,
+/// oneDNN: oneDNN's for every product where oneDNN runs AVX-512 kernels
+/// (oneDnnHasAvx512; modelc-gemm-bench on an AVX-512 EPYC: oneDNN 1.7-5x
+/// faster than OpenBLAS on every product, 1.1-1.25x against OpenBLAS's own
+/// AVX-512 kernels); on other hosts oneDNN's for products with k below
+/// kOpenBlasFromK and at most kOneDnnMaxMacs multiply-adds, OpenBLAS's
+/// otherwise (on an AVX2 EPYC: oneDNN 1.1-1.6x faster on the transformer's,
 /// attention's and the MLPs' products, 5x on one row; OpenBLAS 2-20% faster
 /// on products of 2^28 and more, and 1.5x in a training step on a
 /// [64, 1024] x [1024, 1024] product whose weight comes in cold).
@@ -183,6 +186,9 @@ enum class GemmLibrary { Auto, OneDnn, OpenBlas };
 inline constexpr double kOneDnnMaxMacs = double(int64_t(1) << 27);
 inline constexpr int64_t kOpenBlasFromK = 1024;
 GemmLibrary gemmLibrary();
+/// Whether the runtime's oneDNN runs AVX-512 kernels on this host (its
+/// effective ISA includes avx512_core); false without oneDNN.
+bool oneDnnHasAvx512();
 /// The library that runs one [m, k] x [k, n] product under `library`.
 GemmLibrary gemmLibraryFor(GemmLibrary library, int64_t m, int64_t n,
                            int64_t k);

@@ -46,6 +46,12 @@ namespace {
 constexpr int64_t kSplitAlign = 16;
 /// Below this many multiply-adds per thread, one thread does it all.
 constexpr double kGemmGrainMacs = 1 << 20;
+/// What reading one element of B costs, in multiply-adds: a product of few
+/// rows streams its weights from memory once and does little arithmetic
+/// per element, so its split is decided by the bytes it reads, not by its
+/// multiply-adds alone (a 1 x 1024 x 1024 layer: 2^20 multiply-adds, 4 MiB
+/// of weights; on two threads it takes 0.6x the time of one).
+constexpr double kGemmMacsPerBElement = 3;
 
 void blasSingleThreadedOnce() {
   static std::once_flag once;
@@ -89,10 +95,24 @@ GemmLibrary gemmLibrary() {
   return gemmChoice().load(std::memory_order_relaxed);
 }
 
+#ifdef MODELC_HAVE_DNNL
+bool oneDnnHasAvx512() {
+  static const bool avx512 = [] {
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    return (isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+  }();
+  return avx512;
+}
+#else
+bool oneDnnHasAvx512() { return false; }
+#endif
+
 GemmLibrary gemmLibraryFor(GemmLibrary library, int64_t m, int64_t n,
                            int64_t k) {
   if (library != GemmLibrary::Auto)
     return library;
+  if (oneDnnHasAvx512())
+    return GemmLibrary::OneDnn;
   return k < kOpenBlasFromK &&
                  double(m) * double(n) * double(k) <= kOneDnnMaxMacs
              ? GemmLibrary::OneDnn
@@ -144,8 +164,10 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
            const float *a, int64_t lda, const float *b, int64_t ldb,
            float *c, int64_t ldc) {
   GemmLibrary library = gemmLibraryFor(gemmLibrary(), m, n, k);
-  double macs = double(m) * double(n) * double(k);
-  int64_t chunks = std::min<int64_t>(maxThreads(), int64_t(macs / kGemmGrainMacs));
+  double work = double(m) * double(n) * double(k) +
+                kGemmMacsPerBElement * double(n) * double(k);
+  int64_t chunks =
+      std::min<int64_t>(maxThreads(), int64_t(work / kGemmGrainMacs));
   bool splitN = n >= m;
   int64_t along = splitN ? n : m;
   chunks = std::min<int64_t>(chunks, along / kSplitAlign);
