@@ -541,8 +541,10 @@ def PretransposeWeightsPass
 
     A constant is rewritten only when every use of it is such a matmul's
     right operand, so the file never holds a weight twice (a tied
-    embedding, also read by a gather, is left), and not a splat (the same
-    either way). Any element type. The products compute the same sums; the library may
+    embedding, also read by a gather, is left), not a splat (the same
+    either way), and not when every such matmul multiplies fewer than 8
+    rows (statically known): oneDNN runs such near matrix-vector products
+    faster from `[N, K]` (a dot product per output). Any element type. The products compute the same sums; the library may
     round them differently.
 
     ```mlir

@@ -4,12 +4,11 @@
 // The fused plan of an MLP layer: matmul + bias + relu is one step whose
 // body lists the region's ops on value numbers (%0..%2 are the step's
 // inputs); softmax stays its own step. --verbose counts what fusion saved.
-// The weight, read transposed, is stored as read (mc-pretranspose-weights).
 
 // CHECK: modelc: plan: 2 steps (1 fused regions; one step per op: 5), 24 bytes of intermediates written per run (one step per op: 96), arena 128 bytes (one step per op: 192)
 // CHECK: steps:
 // CHECK-NEXT: 0: mc.fused (#0, #1, #2) -> (#3)
-// CHECK-NEXT:   %3 = mc.matmul(%0, %1) : f32{{$}}
+// CHECK-NEXT:   %3 = mc.matmul(%0, %1) : f32 {transpose_b}
 // CHECK-NEXT:   %4 = mc.broadcast_in_dim(%2) : f32 {dims = [1]}
 // CHECK-NEXT:   %5 = mc.add(%3, %4) : f32
 // CHECK-NEXT:   %6 = mc.relu(%5) : f32

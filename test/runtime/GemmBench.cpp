@@ -87,14 +87,21 @@ double relDiff(const std::vector<float> &a, const std::vector<float> &b) {
 
 /// Linear layers: rows m, outputs n, inputs k.
 const Product kLinears[] = {
+    {"lstm h256 state step (batch 1)", 1, 1024, 256, false, true},
     {"lstm h256 state step (batch 8)", 8, 1024, 256, false, true},
     {"lstm h256 input projection (batch 8, seq 32)", 256, 1024, 128, false,
      true},
     {"resnet18 fc, batch 1", 1, 1000, 512, false, true},
     {"resnet18 fc, batch 8", 8, 1000, 512, false, true},
     {"mlp 1024 wide, batch 1", 1, 1024, 1024, false, true},
+    {"bert-base ffn down, batch 1", 1, 768, 3072, false, true},
+    {"bert-base ffn down, batch 8", 8, 768, 3072, false, true},
+    {"mlp 1024 wide, batch 2", 2, 1024, 1024, false, true},
+    {"mlp 1024 wide, batch 4", 4, 1024, 1024, false, true},
+    {"mlp 1024 wide, batch 8", 8, 1024, 1024, false, true},
     {"mlp 1024 wide, batch 16", 16, 1024, 1024, false, true},
     {"mlp 1024 wide, batch 256", 256, 1024, 1024, false, true},
+    {"mlp 4096 wide, batch 1", 1, 4096, 4096, false, true},
     {"mlp 4096 wide, batch 8", 8, 4096, 4096, false, true},
     {"digits mlp fwd (batch 64)", 64, 128, 64, false, true},
     {"encoder qkv proj (batch 8, seq 128)", 1024, 384, 128, false, true},

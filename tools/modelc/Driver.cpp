@@ -59,8 +59,9 @@ commands:
       --no-fuse                  one step per op: no mc-fuse regions or
                                  epilogues (batch norms still fold)
       --split-reductions=on|off  split long reductions into few outputs in
-                                 two (mc-split-reductions; default: on
-                                 for cuda, off for cpu)
+                                 two (mc-split-reductions; default: as
+                                 the targets ask: cuda's long ones, the
+                                 cpu's to one value)
       --pretranspose-weights=on|off
                                  store the constant weights matmuls read
                                  transposed (nn.Linear's) as read
