@@ -464,7 +464,17 @@ struct FusePass : mc::impl::FusePassBase<FusePass> {
           g.members.insert(p);
           g.members.insert(a);
           g.hasAnchor = true;
+          continue;
         }
+        // Else a reshape of a view the region reads (an LSTM's step reads
+        // its time step's rows of the input projection as slice +
+        // reshape): the chain joins as a view, as a transpose or slice
+        // read directly does below.
+        if (views && fusibleTypes(p) &&
+            llvm::all_of(p->getUsers(),
+                         [&](Operation* u) { return g.members.contains(u); }))
+          for (Operation* op : viewChain(p->getResult(0)))
+            g.members.insert(op);
         continue;
       }
       bool allUsersInside = llvm::all_of(p->getUsers(), [&](Operation* u) {

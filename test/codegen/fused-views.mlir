@@ -4,7 +4,8 @@
 // an elementwise region, a strided slice, a matmul's epilogue adding a
 // reshaped and transposed input (a view right after the anchor, which is
 // not the anchor's reshape), x + x.T of a computed x, a sum over a
-// transposed input. The fused artifact reads the projection in place (no
+// transposed input, a matmul's epilogue adding a reshaped slice (an LSTM
+// step's rows of its input projection), a reshaped transpose. The fused artifact reads the projection in place (no
 // slice or transpose step), agrees bit for bit with --no-fuse (one step
 // per op; the attention output within 1e-6, see Inputs/fused_views_ref.py),
 // and both match NumPy.
@@ -36,7 +37,9 @@
 // VALUES: output3: fused == unfused, rel err vs numpy {{[0-9.e-]+}}: ok
 // VALUES: output4: fused == unfused, rel err vs numpy {{[0-9.e-]+}}: ok
 // VALUES: output5: fused == unfused, rel err vs numpy {{[0-9.e-]+}}: ok
-func.func @views(%proj: tensor<8x2x24xf32>, %x: tensor<2x8x4xf32>, %y: tensor<8x2x4xf32>, %m: tensor<8x4xf32>, %n: tensor<4x4xf32>, %a0: tensor<8x4xf32>, %w: tensor<4x6xf32>, %p0: tensor<48xf32>, %z: tensor<5x5xf32>, %u: tensor<3x6x4xf32>) -> (tensor<4x8x4xf32>, tensor<2x8x4xf32>, tensor<4x4xf32>, tensor<8x6xf32>, tensor<5x5xf32>, tensor<3x4xf32>) {
+// VALUES: output6: fused == unfused, rel err vs numpy {{[0-9.e-]+}}: ok
+// VALUES: output7: fused == unfused, rel err vs numpy {{[0-9.e-]+}}: ok
+func.func @views(%proj: tensor<8x2x24xf32>, %x: tensor<2x8x4xf32>, %y: tensor<8x2x4xf32>, %m: tensor<8x4xf32>, %n: tensor<4x4xf32>, %a0: tensor<8x4xf32>, %w: tensor<4x6xf32>, %p0: tensor<48xf32>, %z: tensor<5x5xf32>, %u: tensor<3x6x4xf32>) -> (tensor<4x8x4xf32>, tensor<2x8x4xf32>, tensor<4x4xf32>, tensor<8x6xf32>, tensor<5x5xf32>, tensor<3x4xf32>, tensor<4x4xf32>, tensor<25xf32>) {
   %s = mc.constant dense<2.0> : tensor<f32>
   %q0 = mc.slice %proj, start = [0, 0, 0], limit = [8, 2, 8], strides = [1, 1, 1] : (tensor<8x2x24xf32>) -> tensor<8x2x8xf32>
   %k0 = mc.slice %proj, start = [0, 0, 8], limit = [8, 2, 16], strides = [1, 1, 1] : (tensor<8x2x24xf32>) -> tensor<8x2x8xf32>
@@ -68,5 +71,13 @@ func.func @views(%proj: tensor<8x2x24xf32>, %x: tensor<2x8x4xf32>, %y: tensor<8x
   %ut = mc.transpose %u, permutation = [0, 2, 1] : (tensor<3x6x4xf32>) -> tensor<3x4x6xf32>
   %ue = mc.exp %ut : tensor<3x4x6xf32>
   %us = mc.reduce_sum %ue, dims = [2] : (tensor<3x4x6xf32>) -> tensor<3x4xf32>
-  return %o, %r, %mn, %er, %zz, %us : tensor<4x8x4xf32>, tensor<2x8x4xf32>, tensor<4x4xf32>, tensor<8x6xf32>, tensor<5x5xf32>, tensor<3x4xf32>
+  %ps = mc.slice %p0, start = [16], limit = [32], strides = [1] : (tensor<48xf32>) -> tensor<16xf32>
+  %psr = mc.reshape %ps : (tensor<16xf32>) -> tensor<4x4xf32>
+  %nn = mc.matmul %n, %n : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  %ep = mc.add %psr, %nn : tensor<4x4xf32>
+  %zt2 = mc.transpose %z, permutation = [1, 0] : (tensor<5x5xf32>) -> tensor<5x5xf32>
+  %ztr = mc.reshape %zt2 : (tensor<5x5xf32>) -> tensor<25xf32>
+  %zr = mc.reshape %z : (tensor<5x5xf32>) -> tensor<25xf32>
+  %zm = mc.mul %ztr, %zr : tensor<25xf32>
+  return %o, %r, %mn, %er, %zz, %us, %ep, %zm : tensor<4x8x4xf32>, tensor<2x8x4xf32>, tensor<4x4xf32>, tensor<8x6xf32>, tensor<5x5xf32>, tensor<3x4xf32>, tensor<4x4xf32>, tensor<25xf32>
 }

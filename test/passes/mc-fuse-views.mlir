@@ -80,6 +80,38 @@ func.func @strided_slice(%x: tensor<8x4xf32>, %y: tensor<4x4xf32>) -> tensor<4x4
 
 // -----
 
+// A reshape of a view the region reads joins with it: an LSTM step adds
+// its time step's rows of the input projection (slice, then reshape to
+// [B, 4H]) in the state matmul's epilogue, and an elementwise region reads
+// a transposed tensor through a reshape.
+// CHECK-LABEL: func.func @reshaped_views
+// CHECK: %[[M:.*]] = mc.fused %arg1, %arg2, %arg0 : (tensor<2x3xf32>, tensor<3x4xf32>, tensor<5x2x4xf32>) -> tensor<2x4xf32> {
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: mc.matmul
+// CHECK-NEXT: mc.slice %{{.*}}, start = [1, 0, 0], limit = [2, 2, 4]
+// CHECK-NEXT: mc.reshape
+// CHECK-NEXT: mc.add
+// CHECK: mc.fused %arg3, %arg4 : (tensor<4x6xf32>, tensor<24xf32>) -> tensor<24xf32> {
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: mc.transpose
+// CHECK-NEXT: mc.reshape
+// CHECK-NEXT: mc.mul
+// NOVIEWS-LABEL: func.func @reshaped_views
+// NOVIEWS: mc.slice
+// NOVIEWS: mc.transpose
+func.func @reshaped_views(%p: tensor<5x2x4xf32>, %h: tensor<2x3xf32>, %w: tensor<3x4xf32>, %x: tensor<4x6xf32>, %y: tensor<24xf32>) -> (tensor<2x4xf32>, tensor<24xf32>) {
+  %s = mc.slice %p, start = [1, 0, 0], limit = [2, 2, 4], strides = [1, 1, 1] : (tensor<5x2x4xf32>) -> tensor<1x2x4xf32>
+  %r = mc.reshape %s : (tensor<1x2x4xf32>) -> tensor<2x4xf32>
+  %m = mc.matmul %h, %w : tensor<2x3xf32>, tensor<3x4xf32> -> tensor<2x4xf32>
+  %a = mc.add %r, %m : tensor<2x4xf32>
+  %t = mc.transpose %x, permutation = [1, 0] : (tensor<4x6xf32>) -> tensor<6x4xf32>
+  %f = mc.reshape %t : (tensor<6x4xf32>) -> tensor<24xf32>
+  %b = mc.mul %f, %y : tensor<24xf32>
+  return %a, %b : tensor<2x4xf32>, tensor<24xf32>
+}
+
+// -----
+
 // Not views: a transpose with another user (it stays a step, read by the
 // region as an input), and a slice inside a dim that a reshape merged from
 // two strided dims (no strided view of the transpose's operand: the chain

@@ -25,7 +25,8 @@ p /= p.sum(-1, keepdims=True)
 zs = 1 / (1 + np.exp(-z))
 refs = [p @ v, np.maximum(x + y.transpose(1, 0, 2), 0), m[1:8:2] * n,
         np.maximum(a @ w + p0.reshape(6, 8).T, 0), zs + zs.T,
-        np.exp(u.transpose(0, 2, 1)).sum(-1)]
+        np.exp(u.transpose(0, 2, 1)).sum(-1),
+        p0[16:32].reshape(4, 4) + n @ n, z.T.reshape(25) * z.reshape(25)]
 ok = True
 for i, ref in enumerate(refs):
     f = np.load(os.path.join(d, "f", f"output{i}.npy"))
