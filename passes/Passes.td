@@ -543,8 +543,9 @@ def PretransposeWeightsPass
     right operand, so the file never holds a weight twice (a tied
     embedding, also read by a gather, is left), not a splat (the same
     either way), and not when every such matmul multiplies fewer than 8
-    rows (statically known): oneDNN runs such near matrix-vector products
-    faster from `[N, K]` (a dot product per output). Any element type. The products compute the same sums; the library may
+    rows (static, or at a dynamic batch's favoured size, `mc.batch`'s OPT):
+    oneDNN runs such near matrix-vector products faster from `[N, K]` (a
+    dot product per output). Any element type. The products compute the same sums; the library may
     round them differently.
 
     ```mlir

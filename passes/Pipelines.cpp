@@ -263,8 +263,9 @@ struct CompilePipelineCLOptions
                             llvm::cl::init("")};
   Option<bool> pretransposeWeights{
       *this, "pretranspose-weights",
-      llvm::cl::desc("mc-pretranspose-weights (default: on for the cpu "
-                     "target, as modelc compile does)"),
+      llvm::cl::desc("mc-pretranspose-weights, for target=cpu only (modelc "
+                     "compile --pretranspose-weights=on forces it for any "
+                     "target)"),
       llvm::cl::init(true)};
 };
 } // namespace

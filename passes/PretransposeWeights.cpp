@@ -2,6 +2,7 @@
 // nn.Linear weight) stored in the layout it is read in, once, at compile
 // time (rules in Passes.td; why: docs/benchmarks.md, "Weights in the
 // layout the product reads").
+#include "ir/Batch.h"
 #include "ir/RegistryOps.h"
 #include "passes/Passes.h"
 
@@ -72,20 +73,23 @@ bool isTransposedRhs(OpOperand& use) {
 /// [K, N]), is left to [N, K] too (modelc-gemm-bench --weights).
 constexpr int64_t kMinRows = 8;
 
-/// The rows of `mm`'s product, or -1 where the batch is dynamic.
-int64_t rowsOf(mc::MatmulOp mm) {
-  auto lhs = llvm::cast<RankedTensorType>(mm.getLhs().getType());
-  int64_t r = lhs.getRank();
-  int64_t m =
-      mm.getTransposeA() ? lhs.getDimSize(r - 1) : lhs.getDimSize(r - 2);
-  return ShapedType::isDynamic(m) ? -1 : m;
+/// The rows of `mm`'s product: static, or for a dynamic batch its rows at
+/// the batch the function favours (`mc.batch`'s OPT: c * OPT rows for a
+/// dim of c times the batch); -1 for a dynamic dim without bounds.
+int64_t rowsOf(mc::MatmulOp mm, const std::optional<mc::BatchBounds>& batch) {
+  SmallVector<int64_t> lhs = mc::symbolicShape(mm.getLhs().getType());
+  size_t r = lhs.size();
+  int64_t m = mm.getTransposeA() ? lhs[r - 1] : lhs[r - 2];
+  if (m >= 0)
+    return m;
+  return batch ? -m * batch->opt : -1;
 }
 
 /// Whether every reader of `w` multiplies it with fewer than kMinRows rows
-/// (known statically): then it stays as it is.
-bool onlyMatrixVector(Value w) {
-  return llvm::all_of(w.getUses(), [](OpOperand& use) {
-    int64_t m = rowsOf(llvm::cast<mc::MatmulOp>(use.getOwner()));
+/// (statically, or at the favoured batch): then it stays as it is.
+bool onlyMatrixVector(Value w, const std::optional<mc::BatchBounds>& batch) {
+  return llvm::all_of(w.getUses(), [&](OpOperand& use) {
+    int64_t m = rowsOf(llvm::cast<mc::MatmulOp>(use.getOwner()), batch);
     return m >= 0 && m < kMinRows;
   });
 }
@@ -143,6 +147,7 @@ struct PretransposeWeightsPass
         mc::findEntryFunction(getOperation(), entry));
     if (!fn)
       return signalPassFailure();
+    std::optional<mc::BatchBounds> batch = mc::getBatchBounds(fn);
     // Each constant read transposed, in program order (the new constants'
     // order in the output does not depend on pointer values).
     llvm::MapVector<Value, ElementsAttr> weights;
@@ -162,7 +167,7 @@ struct PretransposeWeightsPass
     });
     for (auto& [w, value] : weights) {
       if (!llvm::all_of(w.getUses(), isTransposedRhs) || !onlyReadThroughW(w) ||
-          onlyMatrixVector(w))
+          onlyMatrixVector(w, batch))
         continue;
       auto type = llvm::cast<RankedTensorType>(w.getType());
       FailureOr<DenseElementsAttr> t = transposed(value, type);

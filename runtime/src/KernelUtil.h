@@ -173,8 +173,9 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
 /// The library behind sgemm. Auto, the default where the runtime has
 /// oneDNN: oneDNN's for every product where oneDNN runs AVX-512 kernels
 /// (oneDnnHasAvx512; modelc-gemm-bench on an AVX-512 EPYC: oneDNN 1.7-5x
-/// faster than OpenBLAS on every product, 1.1-1.25x against OpenBLAS's own
-/// AVX-512 kernels); on other hosts oneDNN's for products with k below
+/// faster than OpenBLAS on every product; against OpenBLAS's own AVX-512
+/// kernels 0.41-0.92 of the time, all but three small products below
+/// 0.92); on other hosts oneDNN's for products with k below
 /// kOpenBlasFromK and at most kOneDnnMaxMacs multiply-adds, OpenBLAS's
 /// otherwise (on an AVX2 EPYC: oneDNN 1.1-1.6x faster on the transformer's,
 /// attention's and the MLPs' products, 5x on one row; OpenBLAS 2-20% faster

@@ -90,3 +90,15 @@ func.func @left(%x: tensor<9x8xf32>, %ids: tensor<2xi64>, %z: tensor<9x3xf32>, %
   %10 = mc.matmul %r1, %mv transpose_b : tensor<1x3xf32>, tensor<2x3xf32> -> tensor<1x2xf32>
   return %0, %1, %2, %3, %4, %5, %6, %7, %d, %8, %9, %10 : tensor<9x5xf32>, tensor<2x8xf32>, tensor<9x3xf32>, tensor<9x3xf32>, tensor<9x3xf32>, tensor<9x3xf32>, tensor<3x3xf32>, tensor<9x3xf32>, tensor<1x3x3xf32>, tensor<9x4xf32>, tensor<7x2xf32>, tensor<1x2xf32>
 }
+
+// -----
+
+// A dynamic batch is judged at the size it favours (mc.batch's OPT): at 1
+// row the product is near matrix-vector, and the weight stays.
+// CHECK-LABEL: func.func @serving
+// CHECK: mc.matmul %arg0, %{{.*}} transpose_b : tensor<?x3xf32>, tensor<2x3xf32>
+func.func @serving(%x: tensor<?x3xf32>) -> tensor<?x2xf32> attributes {mc.batch = array<i64: 1, 16, 1>} {
+  %w = mc.constant dense<[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]> : tensor<2x3xf32>
+  %0 = mc.matmul %x, %w transpose_b : tensor<?x3xf32>, tensor<2x3xf32> -> tensor<?x2xf32>
+  return %0 : tensor<?x2xf32>
+}

@@ -360,6 +360,9 @@ int compileMain(int argc, char** argv) {
     return fail("compile: " + badNumber);
   if (!trainFlag.empty() && !options.train)
     return fail("compile: " + trainFlag + " needs --train");
+  if (options.train && options.pretransposeWeights)
+    return fail("compile: --pretranspose-weights is for inference (a "
+                "training step's weights are parameters, never constants)");
   if (!ampFlag.empty() && options.training.amp.empty())
     return fail("compile: " + ampFlag + " needs --amp=bf16 or --amp=f16");
   {
