@@ -38,6 +38,11 @@ struct Binding {
   std::vector<StepExec> steps;
   /// The step that asks for the most scratch (named when it cannot be had).
   uint32_t scratchStep = 0;
+  /// MODELC_PROFILE: whether this binding has run once. Its first run is
+  /// left out of the table: it pays for cold memory and one-time setup
+  /// (oneDNN generates its kernels at their first call), which skewed
+  /// the per-run means of short sessions.
+  bool ranOnce = false;
 };
 
 /// How many batch sizes a session keeps bound; binding again costs a call
@@ -157,6 +162,10 @@ struct Session::Impl {
   bool profile = false;
   uint64_t profiledRuns = 0;
   std::vector<double> stepSeconds; // per step, summed over profiled runs
+  /// The first runs of each binding, kept apart (printed only when the
+  /// session ran nothing else).
+  uint64_t firstRuns = 0;
+  std::vector<double> firstSeconds;
 
   std::unique_ptr<Device> device;
   std::unique_ptr<StepTimer> timer; // the device's, when profiling
@@ -344,13 +353,17 @@ Status Session::Impl::runAll(StepTimer *timer) const {
 }
 
 void Session::Impl::printProfile() const {
-  if (!profiledRuns || bindings.empty() || steps().empty())
+  if (!(profiledRuns || firstRuns) || bindings.empty() || steps().empty())
     return;
   const std::vector<StepExec> &steps = this->steps();
+  // The warm runs; the first runs only when there is nothing else.
+  bool warm = profiledRuns > 0;
+  const std::vector<double> &stepSeconds =
+      warm ? this->stepSeconds : firstSeconds;
   double total = 0;
   for (double t : stepSeconds)
     total += t;
-  double runs = double(profiledRuns);
+  double runs = double(warm ? profiledRuns : firstRuns);
   struct Row {
     OpId kind;
     int count = 0;
@@ -370,11 +383,15 @@ void Session::Impl::printProfile() const {
   }
   std::sort(rows.begin(), rows.end(),
             [](const Row &a, const Row &b) { return a.seconds > b.seconds; });
+  std::string firstNote =
+      warm ? ", the first run at each batch size left out (" +
+                 std::to_string(firstRuns) + ")"
+           : ", first runs only: cold memory and one-time setup included";
   std::fprintf(stderr,
                "profile: %s: %llu runs, %.3f ms per run in %zu steps "
-               "(MODELC_PROFILE)\n",
-               name.c_str(), (unsigned long long)profiledRuns,
-               total / runs * 1e3, steps.size());
+               "(MODELC_PROFILE%s)\n",
+               name.c_str(), (unsigned long long)runs, total / runs * 1e3,
+               steps.size(), firstNote.c_str());
   std::fprintf(stderr, "  %-16s %6s %12s %7s\n", "op kind", "steps",
                "ms per run", "share");
   for (const Row &r : rows)
@@ -483,6 +500,7 @@ Status Session::create(const Model &model, std::unique_ptr<Device> device,
   impl.profile = profileRequested();
   if (impl.profile) {
     impl.stepSeconds.assign(impl.steps().size(), 0.0);
+    impl.firstSeconds.assign(impl.steps().size(), 0.0);
     impl.timer = dev.stepTimer();
   }
   impl.inputs.resize(model.inputs().size());
@@ -583,8 +601,12 @@ Status Session::run() {
   if (Status done = impl.device->synchronize(); !done)
     return Status::error(model_.name() + ": " + done.message());
   if (timer) {
-    ++impl.profiledRuns;
-    MC_RETURN_IF_ERROR(timer->collect(impl.stepSeconds));
+    Binding &b = impl.bindings[impl.current];
+    bool first = !b.ranOnce;
+    b.ranOnce = true;
+    ++(first ? impl.firstRuns : impl.profiledRuns);
+    MC_RETURN_IF_ERROR(
+        timer->collect(first ? impl.firstSeconds : impl.stepSeconds));
   }
   return Status::ok();
 }
