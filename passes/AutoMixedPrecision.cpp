@@ -53,15 +53,7 @@ ElementsAttr constantValue(Value v) {
   Operation* def = v.getDefiningOp();
   if (isView(def))
     return constantValue(def->getOperand(0));
-  if (auto c = llvm::dyn_cast_or_null<mc::ConstantOp>(def))
-    return llvm::dyn_cast<ElementsAttr>(c.getValue());
-  if (auto load = llvm::dyn_cast_or_null<ml_program::GlobalLoadConstOp>(def)) {
-    auto global = SymbolTable::lookupNearestSymbolFrom<ml_program::GlobalOp>(
-        def, load.getGlobalAttr());
-    if (global && !global.getIsMutable() && global.getValue())
-      return llvm::dyn_cast<ElementsAttr>(*global.getValue());
-  }
-  return nullptr;
+  return mc::constantElements(v);
 }
 
 /// Calls `visit` on each f32 value of `value` where they lie (a dense

@@ -24,21 +24,8 @@ namespace {
 /// The f32 values of a constant tensor: an mc.constant or the value of the
 /// immutable global an ml_program.global_load_const reads.
 std::optional<std::vector<double>> constantValues(Value v) {
-  Operation* def = v.getDefiningOp();
-  if (!def)
-    return std::nullopt;
-  Attribute value;
-  if (auto c = llvm::dyn_cast<mc::ConstantOp>(def)) {
-    value = c.getValue();
-  } else if (auto load = llvm::dyn_cast<ml_program::GlobalLoadConstOp>(def)) {
-    auto global = SymbolTable::lookupNearestSymbolFrom<ml_program::GlobalOp>(
-        def, load.getGlobalAttr());
-    if (!global || global.getIsMutable())
-      return std::nullopt;
-    value = global.getValueAttr();
-  }
   // Dense elements or a dense resource (an imported model's weights).
-  auto elements = llvm::dyn_cast_or_null<ElementsAttr>(value);
+  ElementsAttr elements = mc::constantElements(v);
   if (!elements ||
       !llvm::cast<ShapedType>(elements.getType()).getElementType().isF32())
     return std::nullopt;

@@ -142,6 +142,11 @@ void registerAllPasses();
 /// func.func. Emits an error on the module and returns null otherwise.
 mlir::Operation* findEntryFunction(mlir::ModuleOp module, llvm::StringRef name);
 
+/// The value of a constant tensor: an mc.constant's, or the immutable
+/// global's an ml_program.global_load_const reads; null for anything else
+/// (a parameter, a computed value, a global without a value).
+mlir::ElementsAttr constantElements(mlir::Value v);
+
 } // namespace mc
 
 #endif // MODELC_PASSES_PASSES_H

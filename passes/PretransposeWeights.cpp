@@ -4,6 +4,7 @@
 // layout the product reads").
 #include "ir/Batch.h"
 #include "ir/RegistryOps.h"
+#include "modelc/kernels.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -12,8 +13,6 @@
 #include "mlir/IR/BuiltinOps.h"
 
 #include "llvm/ADT/MapVector.h"
-
-#include <cstring>
 
 namespace mc {
 #define GEN_PASS_DEF_PRETRANSPOSEWEIGHTSPASS
@@ -29,20 +28,9 @@ namespace {
 /// keep the bytes: an imported LSTM's [1, 4H, I] weight read as [4H, I]);
 /// null otherwise.
 ElementsAttr constantValue(Value v) {
-  Operation* def = v.getDefiningOp();
-  while (auto reshape = llvm::dyn_cast_or_null<mc::ReshapeOp>(def))
-    def = reshape.getInput().getDefiningOp();
-  if (!def)
-    return {};
-  if (auto c = llvm::dyn_cast<mc::ConstantOp>(def))
-    return llvm::dyn_cast<ElementsAttr>(c.getValue());
-  if (auto load = llvm::dyn_cast<ml_program::GlobalLoadConstOp>(def)) {
-    auto global = SymbolTable::lookupNearestSymbolFrom<ml_program::GlobalOp>(
-        def, load.getGlobalAttr());
-    if (global && !global.getIsMutable())
-      return llvm::dyn_cast_or_null<ElementsAttr>(global.getValueAttr());
-  }
-  return {};
+  while (auto reshape = v.getDefiningOp<mc::ReshapeOp>())
+    v = reshape.getInput();
+  return mc::constantElements(v);
 }
 
 /// Whether the reshapes between `w` and its constant read nothing that
@@ -94,47 +82,42 @@ bool onlyMatrixVector(Value w, const std::optional<mc::BatchBounds>& batch) {
   });
 }
 
-/// `value` (of `type`) with its last two dimensions swapped, as an
-/// attribute of the transposed type; failure where its bytes cannot be
-/// read.
+/// `value` (of `type`) with its last two dimensions swapped, by the
+/// runtime's transpose kernel, as an attribute of the transposed type;
+/// failure where its bytes cannot be read.
 FailureOr<DenseElementsAttr> transposed(ElementsAttr value,
                                         RankedTensorType type) {
-  ArrayRef<int64_t> shape = type.getShape();
-  size_t rank = shape.size();
-  SmallVector<int64_t> outShape(shape.begin(), shape.end());
+  size_t rank = type.getRank();
+  SmallVector<int64_t> outShape(type.getShape());
   std::swap(outShape[rank - 2], outShape[rank - 1]);
   auto outType = RankedTensorType::get(outShape, type.getElementType());
   FailureOr<mc::rt::DType> dtype = mc::elementDType(type.getElementType());
   if (failed(dtype) || *dtype == mc::rt::DType::I1)
     return failure();
+  size_t bytes = size_t(type.getNumElements()) * mc::rt::dtypeSize(*dtype);
   std::vector<uint8_t> copy;
-  ArrayRef<char> bytes;
-  if (auto view = mc::elementsBytesView(value)) {
-    bytes = *view;
+  const void* data = nullptr;
+  if (auto view = mc::elementsBytesView(value); view && view->size() == bytes) {
+    data = view->data();
   } else {
     FailureOr<std::vector<uint8_t>> read = mc::elementsBytes(value, nullptr);
-    if (failed(read))
+    if (failed(read) || read->size() != bytes)
       return failure();
     copy = std::move(*read);
-    bytes =
-        ArrayRef<char>(reinterpret_cast<const char*>(copy.data()), copy.size());
+    data = copy.data();
   }
-  size_t elem = mc::rt::dtypeSize(*dtype);
-  int64_t rows = shape[rank - 2], cols = shape[rank - 1];
-  int64_t matrices = 1;
-  for (size_t d = 0; d + 2 < rank; ++d)
-    matrices *= shape[d];
-  if (bytes.size() != size_t(matrices * rows * cols) * elem)
+  std::vector<int64_t> perm(rank);
+  for (size_t d = 0; d < rank; ++d)
+    perm[d] = int64_t(d);
+  std::swap(perm[rank - 2], perm[rank - 1]);
+  std::vector<char> out(bytes);
+  mc::rt::ConstTensor in{
+      *dtype, mc::rt::Shape(type.getShape().begin(), type.getShape().end()),
+      data};
+  mc::rt::MutTensor result{
+      *dtype, mc::rt::Shape(outShape.begin(), outShape.end()), out.data()};
+  if (!mc::rt::transpose(in, perm, result))
     return failure();
-  std::vector<char> out(bytes.size());
-  for (int64_t m = 0; m < matrices; ++m) {
-    const char* src = bytes.data() + size_t(m * rows * cols) * elem;
-    char* dst = out.data() + size_t(m * rows * cols) * elem;
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c)
-        std::memcpy(dst + size_t(c * rows + r) * elem,
-                    src + size_t(r * cols + c) * elem, elem);
-  }
   return DenseElementsAttr::getFromRawBuffer(outType, out);
 }
 

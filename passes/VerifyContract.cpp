@@ -48,6 +48,19 @@ std::string mc::knownTargetsText() {
   return s.empty() ? "none (call mc::codegen::registerTargets())" : s;
 }
 
+ElementsAttr mc::constantElements(Value v) {
+  Operation* def = v.getDefiningOp();
+  if (auto c = llvm::dyn_cast_or_null<mc::ConstantOp>(def))
+    return llvm::dyn_cast<ElementsAttr>(c.getValue());
+  if (auto load = llvm::dyn_cast_or_null<ml_program::GlobalLoadConstOp>(def)) {
+    auto global = SymbolTable::lookupNearestSymbolFrom<ml_program::GlobalOp>(
+        def, load.getGlobalAttr());
+    if (global && !global.getIsMutable())
+      return llvm::dyn_cast_or_null<ElementsAttr>(global.getValueAttr());
+  }
+  return {};
+}
+
 mlir::Operation* mc::findEntryFunction(ModuleOp module, StringRef name) {
   if (!name.empty()) {
     auto fn = module.lookupSymbol<func::FuncOp>(name);

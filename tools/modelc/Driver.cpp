@@ -239,6 +239,18 @@ int compileMain(int argc, char** argv) {
         repeated = flag;
       return matched;
     };
+    // FLAG=on|off into `dst`; any other value is an error naming it.
+    std::string onOffError;
+    auto onOff = [&](const std::string& flag, std::optional<bool>& dst) {
+      if (a.rfind(flag + "=", 0) != 0)
+        return false;
+      std::string v = a.substr(flag.size() + 1);
+      if (v == "on" || v == "off")
+        dst = v == "on";
+      else
+        onOffError = "compile: " + flag + " takes on or off, got '" + v + "'";
+      return true;
+    };
     if (a == "-h" || a == "--help") {
       llvm::outs() << kUsage;
       return 0;
@@ -324,18 +336,10 @@ int compileMain(int argc, char** argv) {
       options.verbose = true;
     } else if (a == "--no-fuse") {
       options.fuse = false;
-    } else if (a.rfind("--split-reductions=", 0) == 0) {
-      std::string v = a.substr(std::strlen("--split-reductions="));
-      if (v != "on" && v != "off")
-        return fail("compile: --split-reductions takes on or off, got '" + v +
-                    "'");
-      options.splitReductions = v == "on";
-    } else if (a.rfind("--pretranspose-weights=", 0) == 0) {
-      std::string v = a.substr(std::strlen("--pretranspose-weights="));
-      if (v != "on" && v != "off")
-        return fail("compile: --pretranspose-weights takes on or off, got '" +
-                    v + "'");
-      options.pretransposeWeights = v == "on";
+    } else if (onOff("--split-reductions", options.splitReductions) ||
+               onOff("--pretranspose-weights", options.pretransposeWeights)) {
+      if (!onOffError.empty())
+        return fail(onOffError);
     } else if (value("-o", output) || value("--target", options.target) ||
                value("--entry", options.entry) || value("--emit", emit)) {
     } else if (value("--batch", batchSpec)) {
