@@ -257,6 +257,8 @@ LogicalResult runCompilePipeline(ModuleOp module,
         llvm::all_of(*targets, [](const Target* t) {
           return t->pretransposesWeights();
         }));
+    pipeline.channelsLast = options.channelsLast.value_or(llvm::all_of(
+        *targets, [](const Target* t) { return t->runsChannelsLast(); }));
     buildCompilePipeline(pm, pipeline);
   }
   // The pipeline checks the first target's contract; the graph must meet

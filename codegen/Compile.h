@@ -31,6 +31,9 @@ struct CompileOptions {
   /// mc-pretranspose-weights (inference): unset, when every target asks
   /// for it (the CPU); else as given (`--pretranspose-weights=on|off`).
   std::optional<bool> pretransposeWeights;
+  /// mc-channels-last (inference): unset, when every target asks for it
+  /// (the CPU); else as given (`--channels-last=on|off`).
+  std::optional<bool> channelsLast;
 };
 
 /// Runs the compile pipeline (passes/Pipelines.cpp) on `module` in place.

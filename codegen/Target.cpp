@@ -34,6 +34,7 @@ public:
   // dozen, about as fast with many (below 8 rows the pass keeps [N, K]);
   // benchmarks.md, "Weights in the layout the product reads".
   bool pretransposesWeights() const override { return true; }
+  bool runsChannelsLast() const override { return true; }
 };
 
 std::vector<std::unique_ptr<Target>>& targets() {

@@ -63,6 +63,10 @@ public:
   /// mc-pretranspose-weights stores such weights (nn.Linear's) as read,
   /// when every target of the compile asks for it.
   virtual bool pretransposesWeights() const { return false; }
+  /// Whether its convolutions and pooling run faster on NHWC activations
+  /// (`channels_last`) than on NCHW: then mc-channels-last switches them,
+  /// when every target of the compile asks for it.
+  virtual bool runsChannelsLast() const { return false; }
   virtual mlir::LogicalResult serializeExecutables(mlir::ModuleOp module,
                                                    Plan& plan) const {
     return mlir::success();

@@ -219,6 +219,13 @@ LogicalResult mc::buildRegisteredGradients(Operation* op, OpBuilder& b,
   FailureOr<rt::OpAttrs> attrs = registryAttributes(op, rt::opInfo(id));
   if (failed(attrs))
     return failure();
+  // The rules are written for NCHW; mc-channels-last runs on inference
+  // graphs only, after any differentiation.
+  if (attrs->getBool("channels_last"))
+    return op->emitOpError()
+           << "has channels_last, which autodiff does not differentiate "
+              "(training graphs keep NCHW; mc-channels-last is an inference "
+              "pass)";
   std::vector<Value> in(op->getOperands().begin(), op->getOperands().end());
   bool known = true;
   LogicalResult result = differentiate(

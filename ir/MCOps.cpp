@@ -511,7 +511,7 @@ LogicalResult Conv2dOp::inferReturnTypes(MLIRContext*,
   auto shape = inferConv2dShape(symbolicShape(in), symbolicShape(w),
                                 adaptor.getStrides(), adaptor.getPadding(),
                                 adaptor.getDilation(), adaptor.getGroups(),
-                                emit);
+                                adaptor.getChannelsLast(), emit);
   if (failed(shape))
     return failure();
   inferred.push_back(symbolicType(*shape, in.getElementType()));
@@ -526,7 +526,7 @@ static LogicalResult inferPool(std::optional<Location> location,
   auto shape = inferPool2dShape(
       symbolicShape(in), adaptor.getKernel(), adaptor.getStrides(),
       adaptor.getPadding(), adaptor.getDilation(), adaptor.getCeilMode(),
-      OptionalEmitter{location, name});
+      adaptor.getChannelsLast(), OptionalEmitter{location, name});
   if (failed(shape))
     return failure();
   inferred.push_back(symbolicType(*shape, in.getElementType()));

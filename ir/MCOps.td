@@ -660,7 +660,7 @@ def MC_Conv2dOp : MC_Op<"conv2d", [Pure, InferTypeOpAdaptor,
   let mcEpilogueAnchor = 1;
   let mcCpuTypes = "f32,f16,bf16";
   let mcAmp = "low";
-  let summary = "2-D convolution, NCHW";
+  let summary = "2-D convolution, NCHW or NHWC";
   let description = [{
     Cross-correlation as in PyTorch and ONNX: `input` is `[N, C, H, W]`,
     `weight` is `[O, C / groups, KH, KW]`, the result `[N, O, OH, OW]` with
@@ -669,6 +669,11 @@ def MC_Conv2dOp : MC_Op<"conv2d", [Pure, InferTypeOpAdaptor,
     `strides` and `dilation` are `[h, w]`; `groups` divides C and O
     (depthwise: `groups = C = O`). A bias is a broadcast add after it.
 
+    With `channels_last`, `input` is `[N, H, W, C]` and the result
+    `[N, OH, OW, O]`; the weight stays `[O, C / groups, KH, KW]`. Frontends
+    emit NCHW; mc-channels-last switches a target's convolutions over
+    (inference only: autodiff refuses the attribute).
+
     ```mlir
     %0 = mc.conv2d %x, %w, strides = [2, 2], padding = [3, 3, 3, 3], dilation = [1, 1], groups = 1
         : (tensor<1x3x224x224xf32>, tensor<64x3x7x7xf32>) -> tensor<1x64x112x112xf32>
@@ -676,11 +681,13 @@ def MC_Conv2dOp : MC_Op<"conv2d", [Pure, InferTypeOpAdaptor,
   }];
   let arguments = (ins MC_FloatTensor:$input, MC_FloatTensor:$weight,
                        DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
-                       DenseI64ArrayAttr:$dilation, I64Attr:$groups);
+                       DenseI64ArrayAttr:$dilation, I64Attr:$groups,
+                       UnitAttr:$channels_last);
   let results = (outs MC_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $weight `,` `strides` `=` $strides `,` `padding` `=` $padding `,`
-    `dilation` `=` $dilation `,` `groups` `=` $groups attr-dict
+    `dilation` `=` $dilation `,` `groups` `=` $groups
+    (`channels_last` $channels_last^)? attr-dict
     `:` `(` type($input) `,` type($weight) `)` `->` type($result)
   }];
 }
@@ -688,16 +695,16 @@ def MC_Conv2dOp : MC_Op<"conv2d", [Pure, InferTypeOpAdaptor,
 class MC_Pool2dOp<string mnemonic, string what, dag extraArgs, string extraFormat>
     : MC_Op<mnemonic, [Pure, InferTypeOpAdaptor,
                        MC_DifferentiableOpInterface]> {
-  let summary = what # " pooling, NCHW";
+  let summary = what # " pooling, NCHW (NHWC with channels_last)";
   let arguments = !con((ins MC_FloatTensor:$input, DenseI64ArrayAttr:$kernel,
                             DenseI64ArrayAttr:$strides,
                             DenseI64ArrayAttr:$padding,
                             DenseI64ArrayAttr:$dilation, UnitAttr:$ceil_mode),
-                       extraArgs);
+                       extraArgs, (ins UnitAttr:$channels_last));
   let results = (outs MC_FloatTensor:$result);
   let assemblyFormat = "$input `,` `kernel` `=` $kernel `,` `strides` `=` $strides `,` "
       "`padding` `=` $padding `,` `dilation` `=` $dilation (`ceil_mode` $ceil_mode^)? "
-      # extraFormat # " attr-dict `:` `(` type($input) `)` `->` type($result)";
+      # extraFormat # " (`channels_last` $channels_last^)? attr-dict `:` `(` type($input) `)` `->` type($result)";
 }
 
 def MC_MaxPool2dOp : MC_Pool2dOp<"max_pool2d", "max", (ins), ""> {
@@ -708,7 +715,8 @@ def MC_MaxPool2dOp : MC_Pool2dOp<"max_pool2d", "max", (ins), ""> {
     never wins). The output size is
     `(H + pad_top + pad_bottom - dilation_h * (KH - 1) - 1) / stride_h + 1`,
     rounded up with `ceil_mode` (PyTorch's rule: a window must start inside
-    the input or the left padding).
+    the input or the left padding). With `channels_last`, input and result
+    are `[N, H, W, C]` (as for `mc.conv2d`).
 
     ```mlir
     %0 = mc.max_pool2d %x, kernel = [3, 3], strides = [2, 2], padding = [1, 1, 1, 1], dilation = [1, 1]

@@ -129,22 +129,24 @@ FailureOr<SmallVector<int64_t>> inferPadShape(ArrayRef<int64_t> input,
 FailureOr<SmallVector<int64_t>>
 inferConv2dShape(ArrayRef<int64_t> input, ArrayRef<int64_t> weight,
                  ArrayRef<int64_t> strides, ArrayRef<int64_t> padding,
-                 ArrayRef<int64_t> dilation, int64_t groups,
+                 ArrayRef<int64_t> dilation, int64_t groups, bool channelsLast,
                  EmitErrorFn emitError) {
   shapes::Dims out;
-  rt::Status s = shapes::conv2d(dims(input), dims(weight), dims(strides),
-                                dims(padding), dims(dilation), groups, &out);
+  rt::Status s =
+      shapes::conv2d(dims(input), dims(weight), dims(strides), dims(padding),
+                     dims(dilation), groups, &out, channelsLast);
   return report(s, out, emitError);
 }
 
 FailureOr<SmallVector<int64_t>>
 inferPool2dShape(ArrayRef<int64_t> input, ArrayRef<int64_t> kernel,
                  ArrayRef<int64_t> strides, ArrayRef<int64_t> padding,
-                 ArrayRef<int64_t> dilation, bool ceilMode,
+                 ArrayRef<int64_t> dilation, bool ceilMode, bool channelsLast,
                  EmitErrorFn emitError) {
   shapes::Dims out;
-  rt::Status s = shapes::pool2d(dims(input), dims(kernel), dims(strides),
-                                dims(padding), dims(dilation), ceilMode, &out);
+  rt::Status s =
+      shapes::pool2d(dims(input), dims(kernel), dims(strides), dims(padding),
+                     dims(dilation), ceilMode, &out, channelsLast);
   return report(s, out, emitError);
 }
 

@@ -61,7 +61,7 @@ inferConv2dShape(llvm::ArrayRef<int64_t> input, llvm::ArrayRef<int64_t> weight,
                  llvm::ArrayRef<int64_t> strides,
                  llvm::ArrayRef<int64_t> padding,
                  llvm::ArrayRef<int64_t> dilation, int64_t groups,
-                 EmitErrorFn emitError);
+                 bool channelsLast, EmitErrorFn emitError);
 
 /// NCHW pooling; ceil_mode follows PyTorch (a window must start inside the
 /// input or the leading padding).
@@ -70,7 +70,7 @@ inferPool2dShape(llvm::ArrayRef<int64_t> input, llvm::ArrayRef<int64_t> kernel,
                  llvm::ArrayRef<int64_t> strides,
                  llvm::ArrayRef<int64_t> padding,
                  llvm::ArrayRef<int64_t> dilation, bool ceilMode,
-                 EmitErrorFn emitError);
+                 bool channelsLast, EmitErrorFn emitError);
 
 } // namespace mc
 

@@ -89,6 +89,10 @@ struct CompilePipelineOptions {
   /// transposed stored as they are read (codegen: when every target of the
   /// compile asks for it, Target::pretransposesWeights; the CPU does).
   bool pretransposeWeights = false;
+  /// mc-channels-last: convolutions and pooling on NHWC activations
+  /// (codegen: when every target asks for it, Target::runsChannelsLast;
+  /// the CPU does).
+  bool channelsLast = false;
 };
 
 /// Appends the inference compile pipeline: inline, canonicalize, cse,

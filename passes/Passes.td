@@ -564,6 +564,54 @@ def PretransposeWeightsPass
   let dependentDialects = ["::mc::MCDialect"];
 }
 
+def ChannelsLastPass : Pass<"mc-channels-last", "mlir::ModuleOp"> {
+  let summary = "run convolutions and pooling on NHWC activations";
+  let description = [{
+    For inference on a target whose convolutions run faster on NHWC
+    activations than on NCHW ones reordered per call (the CPU: oneDNN's
+    brgemm kernels take NHWC directly; measured in docs/decisions.md,
+    "Channels-last activations"): each f32 `mc.conv2d`, and each
+    `mc.max_pool2d` and `mc.avg_pool2d` when a convolution moved, gets
+    `channels_last`, between `mc.transpose` of its input to NHWC
+    (`[0, 2, 3, 1]`) and of its result back to NCHW (`[0, 3, 1, 2]`).
+    The weights stay OIHW.
+
+    Those NHWC -> NCHW transposes then move down through what follows
+    until they meet their inverse and cancel:
+    - an elementwise op (mc-fuse's: every operand of the result's shape)
+      whose operands are such transposes, broadcasts (a bias's
+      `broadcast_in_dim` is rebuilt with its dims mapped, `[1]` -> `[3]`)
+      or splat constants;
+    - a reduction (`reduce_sum`, `reduce_mean`, `reduce_max`,
+      `reduce_min`), its dims mapped;
+    - a concat of such transposes, its axis mapped;
+    and a transpose that moves only size-1 dims becomes a reshape (a
+    global average pool's `[N, 1, 1, C]`). A transpose that meets anything
+    else stays: the model's own transposes (attention's) are never moved.
+    f16 and bf16 convolutions are left NCHW (the CPU's reference for them
+    would transpose around each). Training graphs never run it (autodiff
+    refuses `channels_last`).
+
+    ```mlir
+    // Before:
+    %0 = mc.conv2d %x, %w, strides = [1, 1], padding = [1, 1, 1, 1], dilation = [1, 1], groups = 1
+        : (tensor<1x8x4x4xf32>, tensor<8x8x3x3xf32>) -> tensor<1x8x4x4xf32>
+    %1 = mc.relu %0 : tensor<1x8x4x4xf32>
+    // After:
+    %t = mc.transpose %x, permutation = [0, 2, 3, 1] : (tensor<1x8x4x4xf32>) -> tensor<1x4x4x8xf32>
+    %0 = mc.conv2d %t, %w, strides = [1, 1], padding = [1, 1, 1, 1], dilation = [1, 1], groups = 1 channels_last
+        : (tensor<1x4x4x8xf32>, tensor<8x8x3x3xf32>) -> tensor<1x4x4x8xf32>
+    %1 = mc.relu %0 : tensor<1x4x4x8xf32>
+    %2 = mc.transpose %1, permutation = [0, 3, 1, 2] : (tensor<1x4x4x8xf32>) -> tensor<1x8x4x4xf32>
+    ```
+  }];
+  let options = [
+    Option<"entry", "entry", "std::string", /*default=*/"\"\"",
+           "the entry function (default: the only public func.func)">,
+  ];
+  let dependentDialects = ["::mc::MCDialect"];
+}
+
 def FoldBatchNormPass : Pass<"mc-fold-batch-norm", "mlir::ModuleOp"> {
   let summary = "fold inference batch_norm into the conv2d before it";
   let description = [{

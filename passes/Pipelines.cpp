@@ -56,6 +56,15 @@ void mc::buildCompilePipeline(OpPassManager& pm,
     pm.addPass(createPretransposeWeightsPass(pre));
     pm.addPass(createSymbolDCEPass());
   }
+  //    Convolutions and pooling on NHWC activations when the targets run
+  //    them faster so, after the batch norms folded into them (a rule
+  //    written for NCHW) and before fusion groups the epilogues.
+  if (options.channelsLast) {
+    ChannelsLastPassOptions last;
+    last.entry = options.entry;
+    pm.addPass(createChannelsLastPass(last));
+    pm.addPass(createCanonicalizerPass());
+  }
   // 4. Mixed precision for inference, when asked: decisions on the clean
   //    graph; canonicalize again to fold cast chains it creates.
   if (!options.amp.empty()) {
@@ -267,6 +276,11 @@ struct CompilePipelineCLOptions
                      "compile --pretranspose-weights=on forces it for any "
                      "target)"),
       llvm::cl::init(true)};
+  Option<bool> channelsLast{
+      *this, "channels-last",
+      llvm::cl::desc("mc-channels-last, for target=cpu only (modelc compile "
+                     "--channels-last=on forces it for any target)"),
+      llvm::cl::init(true)};
 };
 } // namespace
 
@@ -287,6 +301,7 @@ void mc::registerAllPasses() {
         options.splitMinReduced = cl.splitMinReduced;
         options.pretransposeWeights =
             cl.pretransposeWeights && cl.target == "cpu";
+        options.channelsLast = cl.channelsLast && cl.target == "cpu";
         buildCompilePipeline(pm, options);
       });
   PassPipelineRegistration<TrainPipelineCLOptions>(

@@ -1853,10 +1853,15 @@ KernelKind classifyStep(const Plan& plan, const PlanStep& step,
   auto isAnchor = [](OpId op) {
     return op == OpId::Matmul || op == OpId::Conv2d;
   };
-  if (isAnchor(step.op) ||
-      (step.op == OpId::Fused && !step.body.empty() &&
-       isAnchor(step.body[0].op)))
+  if (isAnchor(step.op) || (step.op == OpId::Fused && !step.body.empty() &&
+                            isAnchor(step.body[0].op))) {
+    const rt::OpAttrs& anchor =
+        step.op == OpId::Fused ? step.body[0].attrs : step.attrs;
+    if (anchor.getBool("channels_last"))
+      return refuse("conv2d of channels_last (NHWC) activations, a CPU "
+                    "layout (the cuda target runs NCHW through cuDNN)");
     return KernelKind::None;
+  }
   // The data-parallel all-reduce pair: the device's own kernels (a copy
   // into the bucket and NCCL; the scale after it).
   if (step.op == OpId::AllReduceStart || step.op == OpId::AllReduceWait)
@@ -1985,6 +1990,9 @@ KernelKind classifyStep(const Plan& plan, const PlanStep& step,
       return refuse("pooling of " + std::string(rt::dtypeName(outBuf.dtype)));
     if (step.attrs.getInts("kernel").size() != 2)
       return refuse("pooling without a 2-d kernel");
+    if (step.attrs.getBool("channels_last"))
+      return refuse("pooling of channels_last (NHWC) activations, a CPU "
+                    "layout");
     return KernelKind::Pool;
   }
   default:

@@ -1482,15 +1482,18 @@ Status Verifier::checkModelOps(OpId kind, const fb::Step &step,
     MC_RETURN_IF_ERROR(vec(A.getInts("dilation"), "dilation", 2, 1, "[h, w]",
                            &dilation, INT32_MAX));
     Shape expect;
+    bool last = A.getBool("channels_last");
     MC_RETURN_IF_ERROR(ruleShape(
         shapes::conv2d(x, w, strides, padding, dilation, A.getInt("groups"),
-                       &expect),
+                       &expect, last),
         expect,
-        "[N, O, (H + pad_top + pad_bottom - dilation*(KH-1) - 1) / stride + "
-        "1, same for W]"));
-    int64_t o = w[0];
+        last ? "[N, (H + pad_top + pad_bottom - dilation*(KH-1) - 1) / "
+               "stride + 1, same for W, O] (channels_last)"
+             : "[N, O, (H + pad_top + pad_bottom - dilation*(KH-1) - 1) / "
+               "stride + 1, same for W]"));
+    int64_t o = w[0], map = last ? 1 : 2;
     if (__int128(w[1]) * w[2] * w[3] > INT32_MAX ||
-        __int128(expect[2]) * expect[3] > INT32_MAX || o > INT32_MAX ||
+        __int128(expect[map]) * expect[map + 1] > INT32_MAX || o > INT32_MAX ||
         w[2] > INT32_MAX || w[3] > INT32_MAX)
       return fail(where + ": a matrix dimension of the convolution exceeds "
                           "the BLAS int range");
@@ -1513,12 +1516,15 @@ Status Verifier::checkModelOps(OpId kind, const fb::Step &step,
     MC_RETURN_IF_ERROR(vec(A.getInts("dilation"), "dilation", 2, 1, "[h, w]",
                            &dilation, INT32_MAX));
     Shape expect;
+    bool last = A.getBool("channels_last");
     MC_RETURN_IF_ERROR(ruleShape(
         shapes::pool2d(bufs_[in[0]].shape, kernel, strides, padding, dilation,
-                       A.getBool("ceil_mode"), &expect),
+                       A.getBool("ceil_mode"), &expect, last),
         expect,
-        std::string("[N, C, (H + pad_top + pad_bottom - dilation*(KH-1) - 1) "
-                    "/ stride + 1, same for W], rounded ") +
+        std::string(last ? "[N, " : "[N, C, ") +
+            "(H + pad_top + pad_bottom - dilation*(KH-1) - 1) / stride + 1, "
+            "same for W" +
+            (last ? ", C] (channels_last)" : "]") + ", rounded " +
             (A.getBool("ceil_mode") ? "up (ceil_mode)" : "down")));
     return Status::ok();
   }

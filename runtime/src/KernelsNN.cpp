@@ -232,8 +232,23 @@ int64_t convWorkspace(const ConvDims &d, ConvAlgo a) {
 
 } // namespace
 
+namespace {
+Shape channelsFirst(const Shape &s) { return {s[0], s[3], s[1], s[2]}; }
+} // namespace
+
 size_t conv2dWorkspaceSize(const Shape &input, const Shape &weight,
                            const Shape &out, const Conv2dParams &params) {
+  if (params.channelsLast) {
+    // The reference runs NCHW: input and result transposed in the
+    // workspace, then the NCHW convolution's own scratch.
+    if (input.size() != 4 || out.size() != 4)
+      return 0;
+    Conv2dParams nchw = params;
+    nchw.channelsLast = false;
+    return size_t(numElements(input) + numElements(out)) +
+           conv2dWorkspaceSize(channelsFirst(input), weight, channelsFirst(out),
+                               nchw);
+  }
   ConvDims d;
   ConstTensor in{DType::F32, input, nullptr}, wt{DType::F32, weight, nullptr};
   MutTensor o{DType::F32, out, nullptr};
@@ -253,6 +268,42 @@ Status conv2d(const ConstTensor &input, const ConstTensor &weight,
         [&](const ConstTensor *in, const MutTensor &o) { return conv2d(in[0], in[1], params, o, workspace, workspaceFloats); });
     if (narrow || !st)
       return st;
+  }
+  if (params.channelsLast) {
+    if (input.shape.size() != 4 || out.shape.size() != 4 ||
+        input.dtype != DType::F32 || out.dtype != DType::F32)
+      return Status::error("conv2d: channels_last input " +
+                           shapeString(input.shape) + " and result " +
+                           shapeString(out.shape) + " must be f32 rank 4");
+    Shape expect;
+    Status rule = shapes::conv2d(
+        input.shape, weight.shape, {params.strideH, params.strideW},
+        {params.padTop, params.padLeft, params.padBottom, params.padRight},
+        {params.dilationH, params.dilationW}, params.groups, &expect, true);
+    if (!rule)
+      return Status::error("conv2d: " + rule.message());
+    if (out.shape != expect)
+      return Status::error("conv2d: result shape " + shapeString(out.shape) +
+                           ", expected " + shapeString(expect) +
+                           " (channels_last)");
+    size_t inFloats = size_t(numElements(input.shape)),
+           outFloats = size_t(numElements(out.shape));
+    if (workspaceFloats < inFloats + outFloats)
+      return Status::error(
+          "conv2d: workspace of " + std::to_string(workspaceFloats) +
+          " floats is smaller than the channels_last copies' " +
+          std::to_string(inFloats + outFloats));
+    Conv2dParams nchw = params;
+    nchw.channelsLast = false;
+    ConstTensor inT{DType::F32, channelsFirst(input.shape), workspace};
+    MutTensor outT{DType::F32, channelsFirst(out.shape), workspace + inFloats};
+    MC_RETURN_IF_ERROR(transpose(input, {0, 3, 1, 2},
+                                 MutTensor{DType::F32, inT.shape, workspace}));
+    MC_RETURN_IF_ERROR(conv2d(inT, weight, nchw, outT,
+                              workspace + inFloats + outFloats,
+                              workspaceFloats - inFloats - outFloats));
+    return transpose(ConstTensor{DType::F32, outT.shape, outT.data},
+                     {0, 2, 3, 1}, out);
   }
   ConvDims d;
   MC_RETURN_IF_ERROR(checkConv(input, weight, params, out, &d));
@@ -329,6 +380,18 @@ namespace {
 
 Status checkPool(const char *op, const ConstTensor &input,
                  const Pool2dParams &p, const MutTensor &out) {
+  if (p.channelsLast) { // the NCHW checks on the NCHW reading of the shapes
+    if (input.shape.size() != 4 || out.shape.size() != 4)
+      return Status::error(std::string(op) + ": input " +
+                           shapeString(input.shape) + " and result " +
+                           shapeString(out.shape) +
+                           " must be rank 4 (NHWC, channels_last)");
+    Pool2dParams q = p;
+    q.channelsLast = false;
+    return checkPool(
+        op, ConstTensor{input.dtype, channelsFirst(input.shape), input.data}, q,
+        MutTensor{out.dtype, channelsFirst(out.shape), out.data});
+  }
   MC_RETURN_IF_ERROR(checkRank(op, "input", input.shape));
   MC_RETURN_IF_ERROR(checkRank(op, "result", out.shape));
   if (input.dtype != DType::F32 || out.dtype != DType::F32)
@@ -376,6 +439,61 @@ Status checkPool(const char *op, const ConstTensor &input,
   return Status::ok();
 }
 
+/// Pooling over NHWC (checked by checkPool): each output position's C
+/// values are one contiguous vector, updated by each tap's contiguous
+/// input vector, so the channel loop vectorizes. Taps are visited in the
+/// NCHW loops' order (kh, then kw), so sums round alike.
+template <bool Max>
+void poolChannelsLast(const ConstTensor &input, const Pool2dParams &p,
+                      bool countIncludePad, const MutTensor &out) {
+  int64_t n = input.shape[0], h = input.shape[1], w = input.shape[2],
+          c = input.shape[3], oh = out.shape[1], ow = out.shape[2];
+  const float *x = static_cast<const float *>(input.data);
+  float *y = static_cast<float *>(out.data);
+  const float ninf = -std::numeric_limits<float>::infinity();
+  int64_t hLo = countIncludePad ? -p.padTop : 0,
+          hHi = countIncludePad ? h + p.padBottom : h;
+  int64_t wLo = countIncludePad ? -p.padLeft : 0,
+          wHi = countIncludePad ? w + p.padRight : w;
+  int64_t perRow = std::max<int64_t>(1, ow * c * p.kernelH * p.kernelW);
+  parallelFor(
+      n * oh, std::max<int64_t>(1, kParallelGrain / perRow),
+      [&](int64_t rb, int64_t re) {
+        for (int64_t row = rb; row < re; ++row) {
+          int64_t b = row / oh, i = row % oh, hs = i * p.strideH - p.padTop;
+          for (int64_t j = 0; j < ow; ++j) {
+            float *yv = y + (row * ow + j) * c;
+            for (int64_t k = 0; k < c; ++k)
+              yv[k] = Max ? ninf : 0.0f;
+            int64_t ws = j * p.strideW - p.padLeft;
+            for (int64_t kh = 0; kh < p.kernelH; ++kh) {
+              int64_t ih = hs + kh * p.dilationH;
+              if (ih < 0 || ih >= h)
+                continue;
+              for (int64_t kw = 0; kw < p.kernelW; ++kw) {
+                int64_t iw = ws + kw * p.dilationW;
+                if (iw < 0 || iw >= w)
+                  continue;
+                const float *xv = x + ((b * h + ih) * w + iw) * c;
+                if (Max) // NaN propagates (as PyTorch): v != v is NaN.
+                  for (int64_t k = 0; k < c; ++k)
+                    yv[k] = (xv[k] > yv[k] || xv[k] != xv[k]) ? xv[k] : yv[k];
+                else
+                  for (int64_t k = 0; k < c; ++k)
+                    yv[k] += xv[k];
+              }
+            }
+            if (!Max) {
+              int64_t cnt = tapsInside(hs, p.dilationH, p.kernelH, hLo, hHi) *
+                            tapsInside(ws, p.dilationW, p.kernelW, wLo, wHi);
+              for (int64_t k = 0; k < c; ++k)
+                yv[k] = cnt ? yv[k] / float(cnt) : 0.0f;
+            }
+          }
+        }
+      });
+}
+
 } // namespace
 
 Status maxPool2d(const ConstTensor &input, const Pool2dParams &p,
@@ -390,6 +508,10 @@ Status maxPool2d(const ConstTensor &input, const Pool2dParams &p,
       return st;
   }
   MC_RETURN_IF_ERROR(checkPool("max_pool2d", input, p, out));
+  if (p.channelsLast) {
+    poolChannelsLast<true>(input, p, false, out);
+    return Status::ok();
+  }
   int64_t nc = input.shape[0] * input.shape[1], h = input.shape[2],
           w = input.shape[3], oh = out.shape[2], ow = out.shape[3];
   const float *x = static_cast<const float *>(input.data);
@@ -439,6 +561,10 @@ Status avgPool2d(const ConstTensor &input, const Pool2dParams &p,
       return st;
   }
   MC_RETURN_IF_ERROR(checkPool("avg_pool2d", input, p, out));
+  if (p.channelsLast) {
+    poolChannelsLast<false>(input, p, countIncludePad, out);
+    return Status::ok();
+  }
   int64_t nc = input.shape[0] * input.shape[1], h = input.shape[2],
           w = input.shape[3], oh = out.shape[2], ow = out.shape[3];
   const float *x = static_cast<const float *>(input.data);

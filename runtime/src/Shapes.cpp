@@ -245,7 +245,8 @@ Status anchorResult(OpId op, const OpAttrs &attrs,
   if (op == OpId::Conv2d)
     return conv2d(operands[0], operands[1], attrs.getInts("strides"),
                   attrs.getInts("padding"), attrs.getInts("dilation"),
-                  attrs.getInt("groups", 1), out);
+                  attrs.getInt("groups", 1), out,
+                  attrs.getBool("channels_last"));
   return err(std::string("mc.") + opName(op) + " is not an epilogue anchor");
 }
 
@@ -375,9 +376,30 @@ int64_t pooledSize(int64_t input, int64_t kernel, int64_t stride,
   return out > INT64_MAX ? INT64_MAX : int64_t(out);
 }
 
+namespace {
+/// [N, H, W, C] -> [N, C, H, W] (a rank other than 4 is left to the caller's
+/// rank check).
+Dims toChannelsFirst(const Dims &d) {
+  return d.size() == 4 ? Dims{d[0], d[3], d[1], d[2]} : d;
+}
+Dims toChannelsLast(const Dims &d) { return Dims{d[0], d[2], d[3], d[1]}; }
+} // namespace
+
 Status conv2d(const Dims &input, const Dims &weight, const Dims &strides,
               const Dims &padding, const Dims &dilation, int64_t groups,
-              Dims *out) {
+              Dims *out, bool channelsLast) {
+  if (channelsLast) {
+    if (input.size() != 4)
+      return err("expects input [N, H, W, C] (channels_last), got " +
+                 shapeStr(input));
+    Status st = conv2d(toChannelsFirst(input), weight, strides, padding,
+                       dilation, groups, out, false);
+    if (!st)
+      return err(st.message() + " (the channels_last input " + shapeStr(input) +
+                 " read as NCHW)");
+    *out = toChannelsLast(*out);
+    return Status::ok();
+  }
   if (input.size() != 4 || weight.size() != 4)
     return err("expects input [N, C, H, W] and weight [O, C/groups, KH, "
                "KW], got " +
@@ -418,7 +440,19 @@ Status conv2d(const Dims &input, const Dims &weight, const Dims &strides,
 
 Status pool2d(const Dims &input, const Dims &kernel, const Dims &strides,
               const Dims &padding, const Dims &dilation, bool ceilMode,
-              Dims *out) {
+              Dims *out, bool channelsLast) {
+  if (channelsLast) {
+    if (input.size() != 4)
+      return err("expects input [N, H, W, C] (channels_last), got " +
+                 shapeStr(input));
+    Status st = pool2d(toChannelsFirst(input), kernel, strides, padding,
+                       dilation, ceilMode, out, false);
+    if (!st)
+      return err(st.message() + " (the channels_last input " + shapeStr(input) +
+                 " read as NCHW)");
+    *out = toChannelsLast(*out);
+    return Status::ok();
+  }
   if (input.size() != 4)
     return err("expects input [N, C, H, W], got " + shapeStr(input));
   for (size_t d = 1; d < 4; ++d)

@@ -640,3 +640,22 @@ func.func @all_reduce_wait_scale(%a: tensor<4xf32>) -> tensor<4xf32> {
   %1 = mc.all_reduce_wait %0 scale = 0.000000e+00 : tensor<4xf32>
   return %1 : tensor<4xf32>
 }
+
+// -----
+
+// channels_last reads [N, H, W, C]: an NCHW input has 8 "channels" here.
+func.func @conv_channels_last_layout(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<1x6x6x4xf32> {
+  // expected-error @+2 {{weight [4, 3, 3, 3] expects 3 input channels (3 per group x 1 groups), input [1, 8, 3, 8] has 8 (the channels_last input [1, 3, 8, 8] read as NCHW)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = mc.conv2d %x, %w, strides = [1, 1], padding = [0, 0, 0, 0], dilation = [1, 1], groups = 1 channels_last : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x6x6x4xf32>
+  return %0 : tensor<1x6x6x4xf32>
+}
+
+// -----
+
+func.func @pool_channels_last_result(%x: tensor<1x8x8x4xf32>) -> tensor<1x4x4x2xf32> {
+  // expected-error @+2 {{'mc.max_pool2d' op inferred type(s) 'tensor<1x4x4x4xf32>' are incompatible with return type(s) of operation 'tensor<1x4x4x2xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = mc.max_pool2d %x, kernel = [2, 2], strides = [2, 2], padding = [0, 0, 0, 0], dilation = [1, 1] channels_last : (tensor<1x8x8x4xf32>) -> tensor<1x4x4x2xf32>
+  return %0 : tensor<1x4x4x2xf32>
+}

@@ -215,6 +215,19 @@ func.func @foreign_op(%x: tensor<4xf32>) -> tensor<f32> {
 
 // -----
 
+// channels_last is an inference layout (mc-channels-last): not
+// differentiated.
+ml_program.global private @w(dense<0.5> : tensor<2x2x1x1xf32>) : tensor<2x2x1x1xf32>
+func.func @channels_last(%x: tensor<1x4x4x2xf32>) -> tensor<f32> {
+  %w = ml_program.global_load_const @w : tensor<2x2x1x1xf32>
+  // expected-error @+1 {{'mc.conv2d' op has channels_last, which autodiff does not differentiate (training graphs keep NCHW; mc-channels-last is an inference pass)}}
+  %0 = mc.conv2d %x, %w, strides = [1, 1], padding = [0, 0, 0, 0], dilation = [1, 1], groups = 1 channels_last : (tensor<1x4x4x2xf32>, tensor<2x2x1x1xf32>) -> tensor<1x4x4x2xf32>
+  %1 = mc.reduce_sum %0, dims = [0, 1, 2, 3] : (tensor<1x4x4x2xf32>) -> tensor<f32>
+  return %1 : tensor<f32>
+}
+
+// -----
+
 // expected-error @+1 {{no public func.func to compile}}
 module {
   func.func private @helper(%x: tensor<4xf32>) -> tensor<4xf32> {

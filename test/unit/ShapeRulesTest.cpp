@@ -58,7 +58,7 @@ TEST(ShapeRules, DialectAndLibraryAgreeOnConvAndPool) {
   std::vector<int64_t> x{1, 4, 9, 9}, w{8, 2, 3, 3};
   shapes::Dims lib;
   ASSERT_TRUE(shapes::conv2d(x, w, {2, 2}, {1, 1, 0, 0}, {1, 1}, 2, &lib));
-  auto ir = mc::inferConv2dShape(x, w, {2, 2}, {1, 1, 0, 0}, {1, 1}, 2,
+  auto ir = mc::inferConv2dShape(x, w, {2, 2}, {1, 1, 0, 0}, {1, 1}, 2, false,
                                  d.emit);
   ASSERT_TRUE(succeeded(ir));
   EXPECT_EQ(dims(ir), lib);
@@ -68,15 +68,48 @@ TEST(ShapeRules, DialectAndLibraryAgreeOnConvAndPool) {
   ASSERT_TRUE(
       shapes::pool2d(p, {3, 3}, {2, 2}, {0, 0, 0, 0}, {1, 1}, true, &lib));
   ir = mc::inferPool2dShape(p, {3, 3}, {2, 2}, {0, 0, 0, 0}, {1, 1}, true,
-                            d.emit);
+                            false, d.emit);
   ASSERT_TRUE(succeeded(ir));
   EXPECT_EQ(dims(ir), lib);
   EXPECT_EQ(lib, (shapes::Dims{1, 2, 4, 4}));
   // An error: the same message.
   mc::rt::Status s = shapes::conv2d(x, w, {1, 1}, {0, 0, 0, 0}, {1, 1}, 3, &lib);
   ASSERT_FALSE(s);
-  EXPECT_TRUE(failed(mc::inferConv2dShape(x, w, {1, 1}, {0, 0, 0, 0}, {1, 1},
-                                          3, d.emit)));
+  EXPECT_TRUE(failed(mc::inferConv2dShape(x, w, {1, 1}, {0, 0, 0, 0}, {1, 1}, 3,
+                                          false, d.emit)));
+  EXPECT_EQ(d.last, s.message());
+}
+
+TEST(ShapeRules, ChannelsLastIsNchwWithTheChannelsLast) {
+  Diagnostics d;
+  shapes::Dims lib;
+  // [1, 4, 9, 9] NCHW is [1, 9, 9, 4] NHWC; the result [1, 8, 4, 4] is
+  // [1, 4, 4, 8].
+  std::vector<int64_t> x{1, 9, 9, 4}, w{8, 2, 3, 3};
+  ASSERT_TRUE(shapes::conv2d(x, w, {2, 2}, {1, 1, 0, 0}, {1, 1}, 2, &lib,
+                             /*channelsLast=*/true));
+  EXPECT_EQ(lib, (shapes::Dims{1, 4, 4, 8}));
+  auto ir =
+      mc::inferConv2dShape(x, w, {2, 2}, {1, 1, 0, 0}, {1, 1}, 2, true, d.emit);
+  ASSERT_TRUE(succeeded(ir));
+  EXPECT_EQ(dims(ir), lib);
+  ASSERT_TRUE(shapes::pool2d({1, 8, 8, 2}, {3, 3}, {2, 2}, {0, 0, 0, 0}, {1, 1},
+                             true, &lib, true));
+  EXPECT_EQ(lib, (shapes::Dims{1, 4, 4, 2}));
+  // A batch-scaled N stays first.
+  ASSERT_TRUE(shapes::pool2d({-1, 8, 8, 2}, {2, 2}, {2, 2}, {0, 0, 0, 0},
+                             {1, 1}, false, &lib, true));
+  EXPECT_EQ(lib, (shapes::Dims{-1, 4, 4, 2}));
+  // Errors name the layout: 3 channels (last) do not split into 2 groups.
+  mc::rt::Status s = shapes::conv2d({1, 9, 9, 3}, w, {1, 1}, {0, 0, 0, 0},
+                                    {1, 1}, 2, &lib, true);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.message().find("the channels_last input [1, 9, 9, 3] read as "
+                             "NCHW"),
+            std::string::npos)
+      << s.message();
+  EXPECT_TRUE(failed(mc::inferConv2dShape({1, 9, 9, 3}, w, {1, 1}, {0, 0, 0, 0},
+                                          {1, 1}, 2, true, d.emit)));
   EXPECT_EQ(d.last, s.message());
 }
 

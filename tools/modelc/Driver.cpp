@@ -67,6 +67,9 @@ commands:
                                  transposed (nn.Linear's) as read
                                  (mc-pretranspose-weights; default: on
                                  for cpu, off for cuda)
+      --channels-last=on|off     run f32 convolutions and pooling on NHWC
+                                 activations (mc-channels-last; default:
+                                 on for cpu, off for cuda)
       -v, --verbose              print each stage and its time, and the
                                  steps, intermediate bytes and arena size;
                                  for cuda, how each attention region runs
@@ -337,7 +340,8 @@ int compileMain(int argc, char** argv) {
     } else if (a == "--no-fuse") {
       options.fuse = false;
     } else if (onOff("--split-reductions", options.splitReductions) ||
-               onOff("--pretranspose-weights", options.pretransposeWeights)) {
+               onOff("--pretranspose-weights", options.pretransposeWeights) ||
+               onOff("--channels-last", options.channelsLast)) {
       if (!onOffError.empty())
         return fail(onOffError);
     } else if (value("-o", output) || value("--target", options.target) ||
@@ -367,6 +371,9 @@ int compileMain(int argc, char** argv) {
   if (options.train && options.pretransposeWeights)
     return fail("compile: --pretranspose-weights is for inference (a "
                 "training step's weights are parameters, never constants)");
+  if (options.train && options.channelsLast)
+    return fail("compile: --channels-last is for inference (autodiff "
+                "differentiates NCHW convolutions and pooling only)");
   if (!ampFlag.empty() && options.training.amp.empty())
     return fail("compile: " + ampFlag + " needs --amp=bf16 or --amp=f16");
   {

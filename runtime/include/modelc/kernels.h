@@ -147,6 +147,9 @@ struct Conv2dParams {
   int64_t padTop = 0, padLeft = 0, padBottom = 0, padRight = 0;
   int64_t dilationH = 1, dilationW = 1;
   int64_t groups = 1;
+  /// Input [N, H, W, C] and result [N, OH, OW, O] (mc.conv2d's
+  /// channels_last); the weight stays [O, C/groups, KH, KW].
+  bool channelsLast = false;
 };
 /// NCHW convolution (cross-correlation, as PyTorch/ONNX): input [N, C, H, W],
 /// weight [O, C/groups, KH, KW], out [N, O, OH, OW] with
@@ -192,7 +195,8 @@ struct Epilogue {
 };
 
 /// Binds a conv2d whose epilogue runs inside the convolution (oneDNN with
-/// post-ops on the CPU): f32 NCHW tensors, any stride, padding, dilation
+/// post-ops on the CPU): f32 NCHW (or NHWC, params.channelsLast) tensors,
+/// any stride, padding, dilation
 /// and groups. `weightsConstant` promises that the weight's data is filled
 /// now and never changes while the kernel lives (weights in an artifact's
 /// constant section): they are then reordered once, here, into the
@@ -211,8 +215,10 @@ struct Pool2dParams {
   int64_t strideH = 1, strideW = 1;
   int64_t padTop = 0, padLeft = 0, padBottom = 0, padRight = 0;
   int64_t dilationH = 1, dilationW = 1;
+  /// Input and result [N, H, W, C] (channels_last), else NCHW.
+  bool channelsLast = false;
 };
-/// NCHW max pooling. out's spatial size is given (so ceil_mode is the
+/// NCHW (or NHWC) max pooling. out's spatial size is given (so ceil_mode is the
 /// caller's choice); a window that lies partly outside the padded input
 /// only looks at the positions inside the input (PyTorch semantics). f32.
 Status maxPool2d(const ConstTensor& input, const Pool2dParams& params,

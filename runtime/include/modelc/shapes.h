@@ -94,10 +94,12 @@ Status gather(const Dims &input, const Dims &indices, int64_t axis,
 Status pad(const Dims &input, const Dims &low, const Dims &high, Dims *out);
 
 /// NCHW conv: input [N, C, H, W], weight [O, C/groups, KH, KW]; strides and
-/// dilation [h, w], padding [top, left, bottom, right].
+/// dilation [h, w], padding [top, left, bottom, right]. With channelsLast
+/// the input is [N, H, W, C] and the result [N, OH, OW, O] (the weight
+/// stays OIHW).
 Status conv2d(const Dims &input, const Dims &weight, const Dims &strides,
               const Dims &padding, const Dims &dilation, int64_t groups,
-              Dims *out);
+              Dims *out, bool channelsLast = false);
 
 /// The result of an epilogue anchor (matmul, conv2d; the registry's
 /// epilogueAnchor) from its operands' shapes and its attributes, by the
@@ -107,10 +109,11 @@ Status anchorResult(OpId op, const OpAttrs &attrs,
 
 /// NCHW pooling; ceil_mode follows PyTorch (a window must start inside the
 /// input or the leading padding), and so does the padding limit (at most
-/// half the dilated kernel, so no window lies in the padding alone).
+/// half the dilated kernel, so no window lies in the padding alone). With
+/// channelsLast, input and result are [N, H, W, C].
 Status pool2d(const Dims &input, const Dims &kernel, const Dims &strides,
               const Dims &padding, const Dims &dilation, bool ceilMode,
-              Dims *out);
+              Dims *out, bool channelsLast = false);
 
 /// Output size of one pooled/convolved dimension (PyTorch's formula); 0 when
 /// the dilated kernel does not fit the padded input. Arguments as checked by

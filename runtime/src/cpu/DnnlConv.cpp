@@ -146,14 +146,14 @@ struct DnnlConv {
   }
 };
 
-
-Status checkEpilogue(const Epilogue &e, const MutTensor &out,
+Status checkEpilogue(const Epilogue &e, const MutTensor &out, bool channelsLast,
                      dnnl::algorithm *alg) {
-  if (e.bias && (e.bias->dtype != DType::F32 ||
-                 e.bias->shape != Shape{out.shape[1]}))
+  int64_t channels = out.shape[channelsLast ? 3 : 1];
+  if (e.bias &&
+      (e.bias->dtype != DType::F32 || e.bias->shape != Shape{channels}))
     return Status::error("conv2d (oneDNN): bias " + shapeString(e.bias->shape) +
                          " " + dtypeName(e.bias->dtype) + ", expected f32 [" +
-                         std::to_string(out.shape[1]) + "]");
+                         std::to_string(channels) + "]");
   if (e.residual &&
       (e.residual->dtype != DType::F32 || e.residual->shape != out.shape))
     return Status::error("conv2d (oneDNN): residual " +
@@ -186,7 +186,7 @@ Status bindConv2d(const ConstTensor &input, const ConstTensor &weight,
   MC_RETURN_IF_ERROR(shapes::conv2d(
       input.shape, weight.shape, {p.strideH, p.strideW},
       {p.padTop, p.padLeft, p.padBottom, p.padRight},
-      {p.dilationH, p.dilationW}, p.groups, &expect));
+      {p.dilationH, p.dilationW}, p.groups, &expect, p.channelsLast));
   if (out.shape != expect)
     return Status::error("conv2d (oneDNN): result shape " +
                          shapeString(out.shape) + ", expected " +
@@ -194,10 +194,16 @@ Status bindConv2d(const ConstTensor &input, const ConstTensor &weight,
   if (numElements(out.shape) == 0 || numElements(weight.shape) == 0)
     return Status::error("conv2d (oneDNN): empty tensors run the reference");
   dnnl::algorithm act = dnnl::algorithm::undef;
-  MC_RETURN_IF_ERROR(checkEpilogue(epilogue, out, &act));
+  MC_RETURN_IF_ERROR(checkEpilogue(epilogue, out, p.channelsLast, &act));
 
-  const memory::dims srcDims(input.shape.begin(), input.shape.end()),
-      dstDims(out.shape.begin(), out.shape.end());
+  // oneDNN's dims are NCHW whatever the layout; channels_last is the nhwc
+  // tag on the same dims.
+  auto logical = [&](const Shape &s) {
+    return p.channelsLast ? memory::dims{s[0], s[3], s[1], s[2]}
+                          : memory::dims(s.begin(), s.end());
+  };
+  const memory::dims srcDims = logical(input.shape),
+                     dstDims = logical(out.shape);
   int64_t g = p.groups, o = weight.shape[0];
   memory::dims weiDims =
       g == 1 ? memory::dims(weight.shape.begin(), weight.shape.end())
@@ -207,10 +213,14 @@ Status bindConv2d(const ConstTensor &input, const ConstTensor &weight,
   auto f32 = memory::data_type::f32;
   try {
     const dnnl::engine &eng = cpuEngine();
-    memory::desc srcUser(srcDims, f32, Tag::nchw),
-        dstUser(dstDims, f32, Tag::nchw), weiUser(weiDims, f32, weiTag);
-    bool plain = layout == ConvLayout::Plain ||
-                 (layout == ConvLayout::Auto && !blockedActivations(weight.shape));
+    Tag actTag = p.channelsLast ? Tag::nhwc : Tag::nchw;
+    memory::desc srcUser(srcDims, f32, actTag), dstUser(dstDims, f32, actTag),
+        weiUser(weiDims, f32, weiTag);
+    // NHWC is as fast as the blocked layouts on every ResNet-18 shape
+    // (docs/decisions.md, "Channels-last activations"): no reorders.
+    bool plain =
+        p.channelsLast || layout == ConvLayout::Plain ||
+        (layout == ConvLayout::Auto && !blockedActivations(weight.shape));
     memory::desc srcAny = plain ? srcUser : memory::desc(srcDims, f32, Tag::any),
                  dstAny = plain ? dstUser : memory::desc(dstDims, f32, Tag::any),
                  weiAny(weiDims, f32, Tag::any);

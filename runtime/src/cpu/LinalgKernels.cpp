@@ -62,6 +62,7 @@ Pool2dParams poolParams(const OpAttrs& attrs) {
   q.kernelH = at(k, 0, 1);
   q.kernelW = at(k, 1, 1);
   readWindow(attrs, q);
+  q.channelsLast = attrs.getBool("channels_last");
   return q;
 }
 
@@ -86,6 +87,7 @@ Conv2dParams conv2dParams(const OpAttrs& attrs) {
   Conv2dParams c;
   readWindow(attrs, c);
   c.groups = attrs.getInt("groups", 1);
+  c.channelsLast = attrs.getBool("channels_last");
   return c;
 }
 

@@ -78,6 +78,9 @@ Status convOf(const ConstTensor& x, const ConstTensor& w, const OpAttrs& attrs,
                          ": cuda takes one of f32, f16, bf16 for all three");
   p->params = conv2dParams(attrs);
   const Conv2dParams& c = p->params;
+  if (c.channelsLast) // the cuda target does not run mc-channels-last
+    return Status::error("conv2d: channels_last (NHWC) activations are a "
+                         "CPU layout; the cuda device runs NCHW convolutions");
   Shape expected;
   if (x.shape.size() != 4 || w.shape.size() != 4)
     return Status::error("conv2d: input " + shapeString(x.shape) +
