@@ -261,18 +261,18 @@ struct ChannelsLastPass : mc::impl::ChannelsLastPassBase<ChannelsLastPass> {
         mc::findEntryFunction(getOperation(), entry));
     if (!fn)
       return signalPassFailure();
-    // f32 convolutions: the CPU runs f16 and bf16 ones through its NCHW
-    // reference, which would transpose around each. Pooling only where a
-    // convolution moved (alone, it would only add transposes).
+    // f32 and bf16 convolutions (oneDNN's NHWC kernels; AVX512_BF16 for
+    // bf16): f16 ones run the CPU's NCHW reference on most hosts, which
+    // would transpose around each. Pooling only where a convolution moved
+    // (alone, it would only add transposes).
     SmallVector<Operation*> convs, pools;
     fn.walk([&](Operation* op) {
       if (op->hasAttr("channels_last") || op->getNumOperands() == 0 ||
           !isRank4(op->getOperand(0)))
         return;
       if (auto conv = llvm::dyn_cast<mc::Conv2dOp>(op)) {
-        if (llvm::cast<RankedTensorType>(conv.getType())
-                .getElementType()
-                .isF32())
+        Type t = llvm::cast<RankedTensorType>(conv.getType()).getElementType();
+        if (t.isF32() || t.isBF16())
           convs.push_back(op);
       } else if (llvm::isa<mc::MaxPool2dOp, mc::AvgPool2dOp>(op)) {
         pools.push_back(op);

@@ -570,7 +570,7 @@ def ChannelsLastPass : Pass<"mc-channels-last", "mlir::ModuleOp"> {
     For inference on a target whose convolutions run faster on NHWC
     activations than on NCHW ones reordered per call (the CPU: oneDNN's
     brgemm kernels take NHWC directly; measured in docs/decisions.md,
-    "Channels-last activations"): each f32 `mc.conv2d`, and each
+    "Channels-last activations"): each f32 or bf16 `mc.conv2d`, and each
     `mc.max_pool2d` and `mc.avg_pool2d` when a convolution moved, gets
     `channels_last`, between `mc.transpose` of its input to NHWC
     (`[0, 2, 3, 1]`) and of its result back to NCHW (`[0, 3, 1, 2]`).
@@ -588,8 +588,8 @@ def ChannelsLastPass : Pass<"mc-channels-last", "mlir::ModuleOp"> {
     and a transpose that moves only size-1 dims becomes a reshape (a
     global average pool's `[N, 1, 1, C]`). A transpose that meets anything
     else stays: the model's own transposes (attention's) are never moved.
-    f16 and bf16 convolutions are left NCHW (the CPU's reference for them
-    would transpose around each). Training graphs never run it (autodiff
+    f16 convolutions are left NCHW (on most CPUs oneDNN has no f16
+    kernel, and the reference would transpose around each). Training graphs never run it (autodiff
     refuses `channels_last`).
 
     ```mlir

@@ -73,8 +73,9 @@ func.func @boundaries(%x: tensor<1x2x4x4xf32>, %w: tensor<3x2x1x1xf32>) -> (tens
 // -----
 
 // Left alone: an f16 convolution (the CPU's f16 conv is its NCHW
-// reference), a pool with no f32 convolution in the function, and the
-// model's own transposes (attention's) before elementwise ops.
+// reference on most hosts), a pool with no f32 or bf16 convolution in the
+// function, and the model's own transposes (attention's) before
+// elementwise ops.
 // CHECK-LABEL: func.func @untouched
 // CHECK-NOT: channels_last
 // CHECK: %[[T:.*]] = mc.transpose %arg2, permutation = [0, 2, 1, 3]
@@ -101,4 +102,14 @@ func.func @dynamic(%x: tensor<?x2x4x4xf32>, %w: tensor<3x2x3x3xf32>) -> tensor<?
   %0 = mc.conv2d %x, %w, strides = [1, 1], padding = [1, 1, 1, 1], dilation = [1, 1], groups = 1 : (tensor<?x2x4x4xf32>, tensor<3x2x3x3xf32>) -> tensor<?x3x4x4xf32>
   %1 = mc.relu %0 : tensor<?x3x4x4xf32>
   return %1 : tensor<?x3x4x4xf32>
+}
+
+// -----
+
+// bf16 convolutions switch too (oneDNN's AVX512_BF16 kernels).
+// CHECK-LABEL: func.func @bf16
+// CHECK: mc.conv2d %{{.*}} channels_last : (tensor<1x4x4x2xbf16>, tensor<3x2x1x1xbf16>) -> tensor<1x4x4x3xbf16>
+func.func @bf16(%x: tensor<1x2x4x4xbf16>, %w: tensor<3x2x1x1xbf16>) -> tensor<1x3x4x4xbf16> {
+  %0 = mc.conv2d %x, %w, strides = [1, 1], padding = [0, 0, 0, 0], dilation = [1, 1], groups = 1 : (tensor<1x2x4x4xbf16>, tensor<3x2x1x1xbf16>) -> tensor<1x3x4x4xbf16>
+  return %0 : tensor<1x3x4x4xbf16>
 }

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 using namespace mc::rt;
@@ -135,6 +136,63 @@ TEST(ChannelsLast, ConvolutionsMatchNchw) {
     std::vector<uint8_t> ws(bytes);
     ASSERT_TRUE(bound(ws.data()));
     EXPECT_LT(relErr(fused, ref), 1e-5);
+  }
+}
+
+TEST(ChannelsLast, Bf16ConvolutionsMatchTheReferenceWithinBf16Rounding) {
+  // oneDNN's bf16 convolution (f32 accumulation, one rounding) against the
+  // reference (the f32 convolution of the bf16 values, then rounded), NCHW
+  // and NHWC; a host without bf16 kernels refuses, and the reference runs.
+  Shape xs{2, 16, 14, 14}, ws{32, 16, 3, 3}, ys{2, 32, 14, 14};
+  auto bf16 = [](const std::vector<float> &v) {
+    std::vector<uint16_t> out;
+    for (float f : v)
+      out.push_back(floatToBf16(f));
+    return out;
+  };
+  std::vector<uint16_t> x = bf16(randomFloats(size_t(numElements(xs)), 501)),
+                        w = bf16(randomFloats(size_t(numElements(ws)), 502));
+  Conv2dParams p = convParams(1, 1);
+  for (bool last : {false, true}) {
+    SCOPED_TRACE(last ? "NHWC" : "NCHW");
+    Conv2dParams q = p;
+    q.channelsLast = last;
+    Shape xq = last ? toLast(xs) : xs, yq = last ? toLast(ys) : ys;
+    std::vector<uint16_t> xin = x;
+    if (last) { // the same values, NHWC
+      ASSERT_TRUE(transpose(ConstTensor{DType::BF16, xs, x.data()},
+                            {0, 2, 3, 1},
+                            MutTensor{DType::BF16, xq, xin.data()}));
+    }
+    ConstTensor in{DType::BF16, xq, xin.data()}, wt{DType::BF16, ws, w.data()};
+    std::vector<uint16_t> ref(size_t(numElements(ys))), got(ref.size());
+    ASSERT_TRUE(conv2d(in, wt, q, MutTensor{DType::BF16, yq, ref.data()}));
+    BoundKernel bound;
+    size_t bytes = 0;
+    Status st = bindConv2d(in, wt, q, Epilogue{},
+                           MutTensor{DType::BF16, yq, got.data()}, true, &bound,
+                           &bytes);
+    if (!st) {
+      std::printf("oneDNN refused (the reference runs): %s\n",
+                  st.message().c_str());
+      continue;
+    }
+    std::vector<uint8_t> scratch(bytes);
+    ASSERT_TRUE(bound(scratch.data()));
+    std::vector<float> a, b;
+    for (size_t i = 0; i < got.size(); ++i) {
+      a.push_back(bf16ToFloat(got[i]));
+      b.push_back(bf16ToFloat(ref[i]));
+    }
+    EXPECT_LT(relErr(a, b), 1e-2);
+    // A fused epilogue would round once where the ops round twice.
+    std::vector<float> bias(32, 0.5f);
+    ConstTensor bt = cin(bias, {32});
+    Epilogue e;
+    e.bias = &bt;
+    EXPECT_FALSE(bindConv2d(in, wt, q, e,
+                            MutTensor{DType::BF16, yq, got.data()}, true,
+                            &bound, &bytes));
   }
 }
 

@@ -176,10 +176,21 @@ Status bindConv2d(const ConstTensor &input, const ConstTensor &weight,
                   const MutTensor &out, bool weightsConstant,
                   ConvLayout layout, BoundKernel *bound,
                   size_t *workspaceBytes) {
-  for (DType t : {input.dtype, weight.dtype, out.dtype})
-    if (t != DType::F32)
-      return Status::error(std::string("conv2d (oneDNN): dtype ") +
-                           dtypeName(t) + " is not supported (f32)");
+  // f32; bf16 and f16 too (f32 accumulation, the result rounded once, as
+  // the reference's f32 convolution then cast), without an epilogue: a
+  // post-op on the f32 accumulator would round once where the unfused ops
+  // round twice. oneDNN has kernels for them where the CPU has the
+  // instructions (AVX512_BF16, AVX512_FP16); elsewhere only its reference,
+  // refused below.
+  if (input.dtype != weight.dtype || input.dtype != out.dtype ||
+      (input.dtype != DType::F32 && input.dtype != DType::BF16 &&
+       input.dtype != DType::F16))
+    return Status::error(
+        std::string("conv2d (oneDNN): dtypes ") + dtypeName(input.dtype) +
+        ", " + dtypeName(weight.dtype) + " -> " + dtypeName(out.dtype) +
+        " are not supported (f32, bf16 or f16, all alike)");
+  if (input.dtype != DType::F32 && !epilogue.empty())
+    return Status::error("conv2d (oneDNN): a fused epilogue is f32 only");
   if (input.shape.size() != 4 || weight.shape.size() != 4)
     return Status::error("conv2d (oneDNN): input and weight must be rank 4");
   Shape expect;
@@ -211,19 +222,22 @@ Status bindConv2d(const ConstTensor &input, const ConstTensor &weight,
                             weight.shape[3]};
   Tag weiTag = g == 1 ? Tag::oihw : Tag::goihw;
   auto f32 = memory::data_type::f32;
+  auto dt = input.dtype == DType::BF16  ? memory::data_type::bf16
+            : input.dtype == DType::F16 ? memory::data_type::f16
+                                        : f32;
   try {
     const dnnl::engine &eng = cpuEngine();
     Tag actTag = p.channelsLast ? Tag::nhwc : Tag::nchw;
-    memory::desc srcUser(srcDims, f32, actTag), dstUser(dstDims, f32, actTag),
-        weiUser(weiDims, f32, weiTag);
+    memory::desc srcUser(srcDims, dt, actTag), dstUser(dstDims, dt, actTag),
+        weiUser(weiDims, dt, weiTag);
     // NHWC is as fast as the blocked layouts on every ResNet-18 shape
     // (docs/decisions.md, "Channels-last activations"): no reorders.
     bool plain =
         p.channelsLast || layout == ConvLayout::Plain ||
         (layout == ConvLayout::Auto && !blockedActivations(weight.shape));
-    memory::desc srcAny = plain ? srcUser : memory::desc(srcDims, f32, Tag::any),
-                 dstAny = plain ? dstUser : memory::desc(dstDims, f32, Tag::any),
-                 weiAny(weiDims, f32, Tag::any);
+    memory::desc srcAny = plain ? srcUser : memory::desc(srcDims, dt, Tag::any),
+                 dstAny = plain ? dstUser : memory::desc(dstDims, dt, Tag::any),
+                 weiAny(weiDims, dt, Tag::any);
     // The bias is a binary post-op on the f32 result, not the primitive's
     // own bias (which seeds the accumulator): the sum rounds as conv2d then
     // add do, so a fused region equals the unfused steps bit for bit.
@@ -329,7 +343,7 @@ Status bindConv2d(const ConstTensor &input, const ConstTensor &weight,
                              const_cast<void *>(epilogue.bias->data)));
     k->residual = epilogue.residual ? epilogue.residual->data : nullptr;
     k->out = out.data;
-    k->outBytes = size_t(numElements(out.shape)) * sizeof(float);
+    k->outBytes = size_t(numElements(out.shape)) * dtypeSize(out.dtype);
     k->threads = detail::maxThreads();
     *workspaceBytes = base + offset;
     *bound = [k](void *workspace) { return (*k)(workspace); };

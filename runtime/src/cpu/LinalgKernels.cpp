@@ -37,13 +37,13 @@ Status matmulKernel(const KernelRequest& r, BoundKernel* out, size_t*) {
   return Status::ok();
 }
 
-/// oneDNN's convolution where it takes the step (f32), else the im2col +
-/// BLAS reference (f16, bf16, empty tensors, a runtime without oneDNN).
+/// oneDNN's convolution where it takes the step (f32; bf16 and f16 where
+/// the CPU has kernels for them), else the im2col + BLAS reference (empty
+/// tensors, a runtime without oneDNN, a dtype the CPU has no kernel for).
 Status conv2dKernel(const KernelRequest& r, BoundKernel* out,
                     size_t* workspaceBytes) {
   Conv2dParams c = conv2dParams(r.attrs);
-  if (r.inputs[0].dtype == DType::F32 &&
-      bindConv2d(r.inputs[0], r.inputs[1], c, Epilogue{}, r.output,
+  if (bindConv2d(r.inputs[0], r.inputs[1], c, Epilogue{}, r.output,
                  r.isConstant(1), out, workspaceBytes))
     return Status::ok();
   size_t floats = conv2dWorkspaceSize(r.inputs[0].shape, r.inputs[1].shape,
