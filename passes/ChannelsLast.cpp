@@ -35,9 +35,10 @@ RankedTensorType permuted(Type type, ArrayRef<int64_t> perm) {
                           llvm::cast<RankedTensorType>(type).getElementType());
 }
 
-/// Whether `t` is one this pass makes: NHWC back to NCHW. The rules move
-/// only those, so the model's own transposes (attention's) stay where
-/// mc-fuse looks for them.
+/// Whether `t` is NHWC back to NCHW, as this pass makes them (a model's
+/// own [0, 3, 1, 2] moves too, which is as correct). The rules move only
+/// those, so attention's head transposes ([0, 2, 1, 3]) stay where mc-fuse
+/// looks for them.
 bool isToFirst(mc::TransposeOp t) {
   return t && t.getPermutation() == ArrayRef<int64_t>(kToFirst);
 }
@@ -263,8 +264,9 @@ struct ChannelsLastPass : mc::impl::ChannelsLastPassBase<ChannelsLastPass> {
       return signalPassFailure();
     // f32 and bf16 convolutions (oneDNN's NHWC kernels; AVX512_BF16 for
     // bf16): f16 ones run the CPU's NCHW reference on most hosts, which
-    // would transpose around each. Pooling only where a convolution moved
-    // (alone, it would only add transposes).
+    // would transpose around each. Pooling of those types, only in a
+    // function where a convolution moved (alone, it would only add
+    // transposes).
     SmallVector<Operation*> convs, pools;
     fn.walk([&](Operation* op) {
       if (op->hasAttr("channels_last") || op->getNumOperands() == 0 ||
@@ -275,7 +277,10 @@ struct ChannelsLastPass : mc::impl::ChannelsLastPassBase<ChannelsLastPass> {
         if (t.isF32() || t.isBF16())
           convs.push_back(op);
       } else if (llvm::isa<mc::MaxPool2dOp, mc::AvgPool2dOp>(op)) {
-        pools.push_back(op);
+        Type t = llvm::cast<RankedTensorType>(op->getResult(0).getType())
+                     .getElementType();
+        if (t.isF32() || t.isBF16())
+          pools.push_back(op);
       }
     });
     if (convs.empty())

@@ -92,7 +92,10 @@ struct FoldBatchNormPass
       }
     }
     auto conv = x.getDefiningOp<mc::Conv2dOp>();
-    if (!conv || !conv->hasOneUse() || (biasAdd && !biasAdd->hasOneUse()))
+    // The rule is NCHW's (channels along dim 1, the bias broadcast along
+    // it); the pipeline folds before mc-channels-last switches layouts.
+    if (!conv || conv.getChannelsLast() || !conv->hasOneUse() ||
+        (biasAdd && !biasAdd->hasOneUse()))
       return;
     auto wType = llvm::cast<RankedTensorType>(conv.getWeight().getType());
     auto w = constantValues(conv.getWeight());

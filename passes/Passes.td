@@ -587,9 +587,11 @@ def ChannelsLastPass : Pass<"mc-channels-last", "mlir::ModuleOp"> {
     - a concat of such transposes, its axis mapped;
     and a transpose that moves only size-1 dims becomes a reshape (a
     global average pool's `[N, 1, 1, C]`). A transpose that meets anything
-    else stays: the model's own transposes (attention's) are never moved.
-    f16 convolutions are left NCHW (on most CPUs oneDNN has no f16
-    kernel, and the reference would transpose around each). Training graphs never run it (autodiff
+    else stays. Only NHWC -> NCHW transposes (`[0, 3, 1, 2]`) move, so
+    attention's head transposes (`[0, 2, 1, 3]`) stay where mc-fuse looks
+    for them. f16 convolutions are left NCHW (on most CPUs oneDNN has no
+    f16 kernel, and the reference would transpose around each). Training
+    graphs never run it (autodiff
     refuses `channels_last`).
 
     ```mlir

@@ -107,9 +107,12 @@ func.func @dynamic(%x: tensor<?x2x4x4xf32>, %w: tensor<3x2x3x3xf32>) -> tensor<?
 // -----
 
 // bf16 convolutions switch too (oneDNN's AVX512_BF16 kernels).
+// An f16 pool beside them stays NCHW (no f16 convolution moved).
 // CHECK-LABEL: func.func @bf16
 // CHECK: mc.conv2d %{{.*}} channels_last : (tensor<1x4x4x2xbf16>, tensor<3x2x1x1xbf16>) -> tensor<1x4x4x3xbf16>
-func.func @bf16(%x: tensor<1x2x4x4xbf16>, %w: tensor<3x2x1x1xbf16>) -> tensor<1x3x4x4xbf16> {
+// CHECK: mc.max_pool2d %arg2, {{.*}} : (tensor<1x2x4x4xf16>) -> tensor<1x2x2x2xf16>
+func.func @bf16(%x: tensor<1x2x4x4xbf16>, %w: tensor<3x2x1x1xbf16>, %h: tensor<1x2x4x4xf16>) -> (tensor<1x3x4x4xbf16>, tensor<1x2x2x2xf16>) {
   %0 = mc.conv2d %x, %w, strides = [1, 1], padding = [0, 0, 0, 0], dilation = [1, 1], groups = 1 : (tensor<1x2x4x4xbf16>, tensor<3x2x1x1xbf16>) -> tensor<1x3x4x4xbf16>
-  return %0 : tensor<1x3x4x4xbf16>
+  %1 = mc.max_pool2d %h, kernel = [2, 2], strides = [2, 2], padding = [0, 0, 0, 0], dilation = [1, 1] : (tensor<1x2x4x4xf16>) -> tensor<1x2x2x2xf16>
+  return %0, %1 : tensor<1x3x4x4xbf16>, tensor<1x2x2x2xf16>
 }

@@ -65,3 +65,22 @@ func.func @not_folded(%x: tensor<1x1x4x4xf32>, %m: tensor<2xf32>) -> (tensor<1x2
   %5 = mc.batch_norm %4, %c, %c, %c, %c, epsilon = 1.0e-05, feature_axis = 1 : tensor<1x2x4x4xf32>, tensor<2xf32>
   return %1, %2, %3, %5 : tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>
 }
+
+// -----
+
+// A channels_last conv (mc-channels-last runs after this pass, but a graph
+// may carry the attribute already): the NCHW rule would scale along H; the
+// norm stays.
+// CHECK-LABEL: func.func @channels_last
+// CHECK: mc.batch_norm
+ml_program.global private @w(dense<[[[[1.0]]], [[[3.0]]]]> : tensor<2x1x1x1xf32>) : tensor<2x1x1x1xf32>
+func.func @channels_last(%x: tensor<1x2x2x1xf32>) -> tensor<1x2x2x2xf32> {
+  %w = ml_program.global_load_const @w : tensor<2x1x1x1xf32>
+  %s = mc.constant dense<[2.0, 1.0]> : tensor<2xf32>
+  %o = mc.constant dense<[0.5, 0.0]> : tensor<2xf32>
+  %m = mc.constant dense<[1.0, 0.0]> : tensor<2xf32>
+  %v = mc.constant dense<[0.0, 0.0]> : tensor<2xf32>
+  %0 = mc.conv2d %x, %w, strides = [1, 1], padding = [0, 0, 0, 0], dilation = [1, 1], groups = 1 channels_last : (tensor<1x2x2x1xf32>, tensor<2x1x1x1xf32>) -> tensor<1x2x2x2xf32>
+  %1 = mc.batch_norm %0, %s, %o, %m, %v, epsilon = 1.0, feature_axis = 1 : tensor<1x2x2x2xf32>, tensor<2xf32>
+  return %1 : tensor<1x2x2x2xf32>
+}

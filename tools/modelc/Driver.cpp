@@ -368,10 +368,10 @@ int compileMain(int argc, char** argv) {
     return fail("compile: " + badNumber);
   if (!trainFlag.empty() && !options.train)
     return fail("compile: " + trainFlag + " needs --train");
-  if (options.train && options.pretransposeWeights)
+  if (options.train && options.pretransposeWeights.value_or(false))
     return fail("compile: --pretranspose-weights is for inference (a "
                 "training step's weights are parameters, never constants)");
-  if (options.train && options.channelsLast)
+  if (options.train && options.channelsLast.value_or(false))
     return fail("compile: --channels-last is for inference (autodiff "
                 "differentiates NCHW convolutions and pooling only)");
   if (!ampFlag.empty() && options.training.amp.empty())
