@@ -363,6 +363,41 @@ void reduceLoop(const T *x, T *y, const Odometer &keptDims,
       });
 }
 
+/// reduceLoop's results when the reduced dims are one block with kept dims
+/// inside it ([outer, nRed, inner], inner > 1: a global pool over NHWC's H
+/// and W): each output still reduces its nRed values in order, but
+/// `inner` outputs advance together along contiguous rows (reduceLoop
+/// would read each output's values `inner` elements apart).
+template <typename Acc, typename Init, typename Step, typename Finish>
+void reduceMiddle(const float *x, float *y, int64_t outer, int64_t nRed,
+                  int64_t inner, Init init, Step step, Finish finish) {
+  constexpr int64_t kChunk = 256; // accumulators per task, in L1
+  int64_t chunks = (inner + kChunk - 1) / kChunk;
+  detail::parallelFor(
+      outer * chunks,
+      std::max<int64_t>(
+          1, kParallelGrain /
+                 std::max<int64_t>(nRed * std::min(inner, kChunk), 1)),
+      [&](int64_t tb, int64_t te) {
+        Acc acc[kChunk];
+        for (int64_t t = tb; t < te; ++t) {
+          int64_t o = t / chunks, i0 = t % chunks * kChunk;
+          int64_t n = std::min(kChunk, inner - i0);
+          for (int64_t k = 0; k < n; ++k)
+            acc[k] = init();
+          const float *base = x + o * nRed * inner + i0;
+          for (int64_t j = 0; j < nRed; ++j) {
+            const float *p = base + j * inner;
+            for (int64_t k = 0; k < n; ++k)
+              acc[k] = step(acc[k], p[k]);
+          }
+          float *out = y + o * inner + i0;
+          for (int64_t k = 0; k < n; ++k)
+            out[k] = finish(acc[k]);
+        }
+      });
+}
+
 } // namespace
 
 Status unary(OpId op, const ConstTensor &a, const MutTensor &out,
@@ -745,25 +780,42 @@ Status reduce(OpId op, const ConstTensor &a,
   if (a.dtype == DType::F32) {
     const float *x = static_cast<const float *>(a.data);
     float *y = static_cast<float *>(out.data);
+    // One block of reduced dims with kept dims inside it: reduceMiddle.
+    int first = -1, last = -1;
+    for (int d = 0; d < r; ++d)
+      if (reduced[d]) {
+        first = first < 0 ? d : first;
+        last = d;
+      }
+    int64_t outer = 1, inner = 1;
+    bool block = first >= 0 && last - first + 1 == int(dims.size());
+    for (int d = 0; d < r && block; ++d) {
+      if (d < first)
+        outer *= a.shape[d];
+      if (d > last)
+        inner *= a.shape[d];
+    }
+    bool middle = block && inner > 1 && nRed > 1;
+    auto run = [&](auto init, auto step, auto finish, auto acc) {
+      using Acc = decltype(acc);
+      if (middle)
+        reduceMiddle<Acc>(x, y, outer, nRed, inner, init, step, finish);
+      else
+        reduceLoop<float, Acc>(x, y, kept, red, nOut, nRed, init, step, finish);
+    };
     if (op == OpId::ReduceMax) {
-      reduceLoop<float, float>(
-          x, y, kept, red, nOut, nRed,
-          [] { return -std::numeric_limits<float>::infinity(); },
+      run([] { return -std::numeric_limits<float>::infinity(); },
           [](float m, float v) { return (std::isnan(m) || m >= v) ? m : v; },
-          [](float m) { return m; });
+          [](float m) { return m; }, 0.0f);
     } else if (op == OpId::ReduceMin) {
-      reduceLoop<float, float>(
-          x, y, kept, red, nOut, nRed,
-          [] { return std::numeric_limits<float>::infinity(); },
+      run([] { return std::numeric_limits<float>::infinity(); },
           [](float m, float v) { return (std::isnan(m) || m <= v) ? m : v; },
-          [](float m) { return m; });
+          [](float m) { return m; }, 0.0f);
     } else {
       // Accumulate in double: the sum does not depend on reduction size.
       double scale = op == OpId::ReduceMean ? 1.0 / double(nRed) : 1.0;
-      reduceLoop<float, double>(
-          x, y, kept, red, nOut, nRed, [] { return 0.0; },
-          [](double s, float v) { return s + double(v); },
-          [scale](double s) { return float(s * scale); });
+      run([] { return 0.0; }, [](double s, float v) { return s + double(v); },
+          [scale](double s) { return float(s * scale); }, 0.0);
     }
     return Status::ok();
   }

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 using namespace mc::rt;
 using mc::test::cin;
@@ -176,6 +177,7 @@ struct EpilogueCase {
   bool bias, residual;
   std::optional<OpId> activation;
   bool geluTanh = false;
+  float clampMin = 0, clampMax = 0; // Clamp's bounds
 };
 
 TEST(DnnlConv, EpiloguesMatchConvThenTheReferenceOps) {
@@ -191,6 +193,8 @@ TEST(DnnlConv, EpiloguesMatchConvThenTheReferenceOps) {
       {"hardswish", false, false, OpId::Hardswish},
       {"bias+sigmoid", true, false, OpId::Sigmoid},
       {"bias+residual+tanh", true, true, OpId::Tanh},
+      {"bias+relu6", true, false, OpId::Clamp, false, 0.f, 6.f},
+      {"clamp [-0.5, 0.25]", false, false, OpId::Clamp, false, -0.5f, 0.25f},
   };
   struct Shape4 {
     ConvCase conv;
@@ -225,7 +229,9 @@ TEST(DnnlConv, EpiloguesMatchConvThenTheReferenceOps) {
         ref.swap(tmp);
       }
       if (e.activation) {
-        OpAttrs attrs{OpAttr::boolean("tanh_approximation", e.geluTanh)};
+        OpAttrs attrs{OpAttr::boolean("tanh_approximation", e.geluTanh),
+                      OpAttr::real("min", e.clampMin),
+                      OpAttr::real("max", e.clampMax)};
         runCpuKernel(*e.activation, attrs, {cin(ref, ys)}, mout(tmp, ys));
         ref.swap(tmp);
       }
@@ -235,6 +241,8 @@ TEST(DnnlConv, EpiloguesMatchConvThenTheReferenceOps) {
       epi.residual = e.residual ? &residual : nullptr;
       epi.activation = e.activation;
       epi.geluTanh = e.geluTanh;
+      epi.clampMin = e.clampMin;
+      epi.clampMax = e.clampMax;
       for (ConvLayout layout : kLayouts) {
         SCOPED_TRACE(layoutName(layout));
         std::vector<float> y(count, NAN);
@@ -270,6 +278,73 @@ TEST(DnnlConv, EpiloguesMatchConvThenTheReferenceOps) {
           EXPECT_LT(relErr(inPlace, ref), 1e-5) << "in place";
         }
       }
+    }
+}
+
+TEST(DnnlConv, FusedActivationsKeepNaNAsTheReferenceOps) {
+  // A NaN input poisons the outputs it reaches. oneDNN's relu and clip
+  // turn NaN into a bound; the binding's guard sees the NaN (and values
+  // that could overflow) and runs the activation itself, so the outputs
+  // stay NaN, as the reference ops leave them.
+  SKIP_WITHOUT_DNNL();
+  Shape xs{1, 8, 6, 6}, ws{8, 8, 3, 3}, ys{1, 8, 6, 6};
+  std::vector<float> x = randomFloats(288, 601), w = randomFloats(576, 602),
+                     b = randomFloats(8, 603);
+  x[7] = NAN; // channel 0, position 7: every output channel at position 7
+  for (OpId act : {OpId::Relu, OpId::Clamp})
+    for (bool last : {false, true}) {
+      SCOPED_TRACE(std::string(opName(act)) + (last ? ", NHWC" : ", NCHW"));
+      Conv2dParams p = params(1, 1);
+      p.channelsLast = last;
+      std::vector<float> in = x;
+      Shape xq = xs, yq = ys;
+      if (last) {
+        xq = {1, 6, 6, 8};
+        yq = {1, 6, 6, 8};
+        ASSERT_TRUE(transpose(cin(x, xs), {0, 2, 3, 1}, mout(in, xq)));
+      }
+      ConstTensor bias = cin(b, {8});
+      Epilogue e;
+      e.bias = &bias;
+      e.activation = act;
+      e.clampMin = 0.f;
+      e.clampMax = 6.f;
+      std::vector<float> y(288, 0.f);
+      BoundKernel bound;
+      size_t bytes = 0;
+      Status st = bindConv2d(cin(in, xq), cin(w, ws), p, e, mout(y, yq), true,
+                             &bound, &bytes);
+      ASSERT_TRUE(st) << st.message();
+      runBound(bound, bytes);
+      // The reference: conv2d, bias, the activation kernel.
+      std::vector<float> ref(288), bb(288), tmp(288);
+      ASSERT_TRUE(conv2d(cin(in, xq), cin(w, ws), p, mout(ref, yq)));
+      ASSERT_TRUE(broadcastInDim(cin(b, {8}), {last ? 3 : 1}, mout(bb, yq)));
+      runCpuKernel(OpId::Add, {}, {cin(ref, yq), cin(bb, yq)}, mout(tmp, yq));
+      runCpuKernel(act, {OpAttr::real("min", 0.0), OpAttr::real("max", 6.0)},
+                   {cin(tmp, yq)}, mout(ref, yq));
+      int nans = 0;
+      for (size_t i = 0; i < y.size(); ++i) {
+        nans += std::isnan(y[i]);
+        ASSERT_TRUE(std::isnan(y[i]) == std::isnan(ref[i]) &&
+                    (std::isnan(y[i]) || std::fabs(y[i] - ref[i]) <= 1e-4f))
+            << "element " << i << ": " << y[i] << " vs " << ref[i];
+      }
+      EXPECT_GT(nans, 8) << "the NaN reaches its 3x3 neighbourhood";
+      // Finite values past the overflow bound take the exact path too.
+      std::vector<float> big = in;
+      big[7] = 3e38f;
+      ASSERT_TRUE(bindConv2d(cin(big, xq), cin(w, ws), p, e, mout(y, yq), true,
+                             &bound, &bytes));
+      runBound(bound, bytes);
+      ASSERT_TRUE(conv2d(cin(big, xq), cin(w, ws), p, mout(ref, yq)));
+      runCpuKernel(OpId::Add, {}, {cin(ref, yq), cin(bb, yq)}, mout(tmp, yq));
+      runCpuKernel(act, {OpAttr::real("min", 0.0), OpAttr::real("max", 6.0)},
+                   {cin(tmp, yq)}, mout(ref, yq));
+      for (size_t i = 0; i < y.size(); ++i)
+        ASSERT_TRUE(std::memcmp(&y[i], &ref[i], 4) == 0 ||
+                    std::fabs(y[i] - ref[i]) <= 1e-4f * std::fabs(ref[i]))
+            << "element " << i << ": " << y[i] << " vs " << ref[i];
     }
 }
 

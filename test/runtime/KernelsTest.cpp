@@ -494,6 +494,56 @@ TEST(Kernels, ReduceOverEveryDimSetWithAndWithoutKeepdim) {
   EXPECT_FALSE(reduce(OpId::ReduceSum, cin(a, s), {0, 1}, false, mout(y, {4})));
 }
 
+TEST(Kernels, ReduceOverMiddleDimsMatchesTheSequentialSumBitForBit) {
+  // A global pool over NHWC's H and W: the reduced dims lie between kept
+  // ones. Each output's values are summed in order, in double (as every
+  // reduction here), so the result is the sequential sum's bits; inner
+  // sizes beyond one task's 256 accumulators, and NaN for max/min.
+  struct Case {
+    Shape s;
+    std::vector<int64_t> dims;
+    int64_t outer, nRed, inner;
+  } cases[] = {{{2, 7, 9, 33}, {1, 2}, 2, 63, 33},
+               {{3, 5, 600}, {1}, 3, 5, 600},
+               {{1, 4, 3, 2, 300}, {1, 2, 3}, 1, 24, 300}};
+  unsigned seed = 70;
+  for (const Case &c : cases) {
+    SCOPED_TRACE(shapeString(c.s));
+    std::vector<float> a =
+        randomFloats(size_t(numElements(c.s)), ++seed, -3, 3);
+    a[5] = NAN;
+    Shape os;
+    for (size_t d = 0; d < c.s.size(); ++d)
+      os.push_back(
+          std::count(c.dims.begin(), c.dims.end(), int64_t(d)) ? 1 : c.s[d]);
+    for (OpId op : {OpId::ReduceSum, OpId::ReduceMean, OpId::ReduceMax,
+                    OpId::ReduceMin}) {
+      std::vector<float> y(size_t(c.outer * c.inner));
+      ASSERT_TRUE(reduce(op, cin(a, c.s), c.dims, true, mout(y, os)));
+      for (int64_t o = 0; o < c.outer; ++o)
+        for (int64_t i = 0; i < c.inner; ++i) {
+          double sum = 0;
+          float ext = op == OpId::ReduceMax ? -INFINITY : INFINITY;
+          for (int64_t j = 0; j < c.nRed; ++j) {
+            float v = a[size_t((o * c.nRed + j) * c.inner + i)];
+            sum += double(v);
+            if (!std::isnan(ext))
+              ext = std::isnan(v)           ? v
+                    : op == OpId::ReduceMax ? std::max(ext, v)
+                                            : std::min(ext, v);
+          }
+          float want = op == OpId::ReduceSum    ? float(sum)
+                       : op == OpId::ReduceMean ? float(sum * (1.0 / c.nRed))
+                                                : ext;
+          float got = y[size_t(o * c.inner + i)];
+          ASSERT_TRUE(got == want || (std::isnan(got) && std::isnan(want)))
+              << opName(op) << " output " << o << "," << i << ": " << got
+              << " vs " << want;
+        }
+    }
+  }
+}
+
 TEST(Kernels, SoftmaxEveryAxisIsStable) {
   Shape s{3, 4, 5};
   std::vector<float> a = randomFloats(60, 7, -3, 3);

@@ -187,10 +187,11 @@ using BoundKernel = std::function<Status(void* workspace)>;
 struct Epilogue {
   const ConstTensor* bias = nullptr;     // conv2d: [C_out]; matmul: [N]
   const ConstTensor* residual = nullptr; // the anchor's output shape, dtype
-  /// Relu, Gelu (exact erf form, or the tanh form with geluTanh), Sigmoid,
-  /// Tanh, Hardswish, Exp, Abs.
+  /// Relu, Clamp (to [clampMin, clampMax]), Gelu (exact erf form, or the
+  /// tanh form with geluTanh), Sigmoid, Tanh, Hardswish, Exp, Abs.
   std::optional<OpId> activation;
   bool geluTanh = false;
+  float clampMin = 0, clampMax = 0;
   bool empty() const { return !bias && !residual && !activation; }
 };
 

@@ -22,7 +22,9 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <omp.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <unordered_map>
 
@@ -80,6 +82,9 @@ bool eltwiseOf(const Epilogue &e, dnnl::algorithm *alg) {
   case OpId::Abs:
     *alg = dnnl::algorithm::eltwise_abs;
     return true;
+  case OpId::Clamp: // clip: min(max(x, alpha), beta); NaN stays NaN
+    *alg = dnnl::algorithm::eltwise_clip;
+    return true;
   default:
     return false;
   }
@@ -107,6 +112,84 @@ struct DnnlConv {
   void *out = nullptr;
   size_t outBytes = 0;
   int threads = 1;
+  /// A fused activation loses NaN in oneDNN (its max-based relu and clip
+  /// turn NaN into a bound), where the runtime's kernels keep it. So the
+  /// call first checks the source (and residual, bias): when a NaN or inf
+  /// is there, or values large enough that the sums could overflow (the
+  /// weights' largest per-channel L1 norm times the largest input), it
+  /// runs `exact` (the same convolution without the activation) and then
+  /// the runtime's own activation kernel: the unfused ops' bits.
+  std::optional<dnnl::convolution_forward> exact;
+  Epilogue activation; // only .activation and the clamp bounds
+  Shape outShape;
+  const float *x = nullptr, *bias = nullptr;
+  int64_t xCount = 0, biasCount = 0, outCount = 0;
+  const float *w = nullptr;
+  int64_t wChannels = 0, wPerChannel = 0;
+  double weightL1 = 0; // weightNorm() of constant weights; -1: per call
+
+  /// The largest per-output-channel sum of |w|; inf when a weight is NaN
+  /// or inf (then every call takes the exact path).
+  double weightNorm() const {
+    double most = 0;
+    for (int64_t c = 0; c < wChannels; ++c) {
+      double l1 = 0;
+      for (int64_t i = 0; i < wPerChannel; ++i)
+        l1 += std::fabs(double(w[c * wPerChannel + i]));
+      if (!std::isfinite(l1))
+        return INFINITY;
+      most = std::max(most, l1);
+    }
+    return most;
+  }
+
+  /// The largest |v| of n floats; inf when one is NaN or inf. Sixteen
+  /// lanes, so the loop vectorizes: the maximum, and a sum of v * 0, which
+  /// is 0 unless some v is NaN or inf.
+  static float maxAbs(const float *v, int64_t n) {
+    constexpr int64_t kChunks = 64, kLanes = 16;
+    float part[kChunks] = {0};
+    int64_t per = (n + kChunks - 1) / kChunks;
+    detail::parallelFor(kChunks, 1, [&](int64_t b, int64_t e) {
+      for (int64_t c = b; c < e; ++c) {
+        int64_t i = c * per, end = std::min(n, (c + 1) * per);
+        float m[kLanes] = {0}, z[kLanes] = {0};
+        for (; i + kLanes <= end; i += kLanes)
+          for (int64_t k = 0; k < kLanes; ++k) {
+            float a = std::fabs(v[i + k]);
+            m[k] = a > m[k] ? a : m[k];
+            z[k] += v[i + k] * 0.0f;
+          }
+        for (; i < end; ++i) {
+          float a = std::fabs(v[i]);
+          m[0] = a > m[0] ? a : m[0];
+          z[0] += v[i] * 0.0f;
+        }
+        float most = 0, zero = 0;
+        for (int64_t k = 0; k < kLanes; ++k) {
+          most = std::max(most, m[k]);
+          zero += z[k];
+        }
+        part[c] = zero == 0 ? most : INFINITY;
+      }
+    });
+    float m = 0;
+    for (float p : part)
+      m = std::max(m, p);
+    return m;
+  }
+
+  /// Whether the fused activation gives the unfused ops' bits on this
+  /// call: every value finite and no sum near overflow.
+  bool fusedIsExact() const {
+    double bound = double(std::numeric_limits<float>::max()) / 2;
+    double mx = maxAbs(x, xCount);
+    double mb = bias ? maxAbs(bias, biasCount) : 0.0;
+    double mr =
+        residual ? maxAbs(static_cast<const float *>(residual), outCount) : 0.0;
+    double l1 = weightL1 >= 0 ? weightL1 : weightNorm();
+    return l1 * mx + mb + mr < bound; // false for NaN or inf
+  }
 
   Status operator()(void *workspace) {
     uint8_t *ws = static_cast<uint8_t *>(workspace);
@@ -133,12 +216,23 @@ struct DnnlConv {
         stage(*residualIn, true);
       else if (residual && residual != out)
         std::memcpy(out, residual, outBytes);
-      conv.execute(s, args);
+      bool fused = !exact || fusedIsExact();
+      (fused ? conv : *exact).execute(s, args);
       if (dstOut)
         dstOut->reorder.execute(s, {{DNNL_ARG_FROM, dstOut->staged},
                                     {DNNL_ARG_TO, dstOut->user},
                                     {DNNL_ARG_SCRATCHPAD, scratchpad}});
       s.wait();
+      if (!fused) { // the activation as the unfused step runs it
+        ConstTensor y{DType::F32, outShape, out};
+        MutTensor yOut{DType::F32, outShape, out};
+        Status st =
+            *activation.activation == OpId::Clamp
+                ? clamp(y, activation.clampMin, activation.clampMax, yOut)
+                : unary(*activation.activation, y, yOut, activation.geluTanh);
+        if (!st)
+          return st;
+      }
     } catch (const dnnl::error &e) {
       return Status::error(std::string("conv2d (oneDNN): ") + e.what());
     }
@@ -253,7 +347,10 @@ Status bindConv2d(const ConstTensor &input, const ConstTensor &weight,
     if (epilogue.residual)
       ops.append_sum(1.f);
     if (epilogue.activation)
-      ops.append_eltwise(1.f, act, 0.f, 0.f);
+      ops.append_eltwise(
+          1.f, act,
+          *epilogue.activation == OpId::Clamp ? epilogue.clampMin : 0.f,
+          *epilogue.activation == OpId::Clamp ? epilogue.clampMax : 0.f);
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     attr.set_post_ops(ops);
@@ -270,6 +367,43 @@ Status bindConv2d(const ConstTensor &input, const ConstTensor &weight,
     auto k = std::make_shared<DnnlConv>();
     k->conv = dnnl::convolution_forward(pd);
     size_t scratch = pd.scratchpad_desc().get_size();
+    if (epilogue.activation) {
+      // The guard (DnnlConv::exact): the same primitive without the
+      // activation, on the same layouts and reordered weights.
+      dnnl::post_ops plainOps;
+      if (epilogue.bias)
+        plainOps.append_binary(dnnl::algorithm::binary_add, biasMd);
+      if (epilogue.residual)
+        plainOps.append_sum(1.f);
+      dnnl::primitive_attr plainAttr;
+      plainAttr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      plainAttr.set_post_ops(plainOps);
+      dnnl::convolution_forward::primitive_desc epd(desc, plainAttr, eng);
+      if (epd.src_desc() != pd.src_desc() ||
+          epd.weights_desc() != pd.weights_desc() ||
+          epd.dst_desc() != pd.dst_desc())
+        return Status::error("conv2d (oneDNN): the convolution without its "
+                             "activation takes other layouts");
+      k->exact = dnnl::convolution_forward(epd);
+      scratch = std::max(scratch, epd.scratchpad_desc().get_size());
+      k->activation.activation = epilogue.activation;
+      k->activation.geluTanh = epilogue.geluTanh;
+      k->activation.clampMin = epilogue.clampMin;
+      k->activation.clampMax = epilogue.clampMax;
+      k->outShape = out.shape;
+      k->x = static_cast<const float *>(input.data);
+      k->xCount = numElements(input.shape);
+      k->outCount = numElements(out.shape);
+      if (epilogue.bias) {
+        k->bias = static_cast<const float *>(epilogue.bias->data);
+        k->biasCount = numElements(epilogue.bias->shape);
+      }
+      k->w = static_cast<const float *>(weight.data);
+      k->wChannels = o;
+      k->wPerChannel = numElements(weight.shape) / std::max<int64_t>(o, 1);
+      // Constant weights: their norm once, here; else at each call.
+      k->weightL1 = weightsConstant ? k->weightNorm() : -1;
+    }
     size_t offset = 0; // of the staged tensors, after the scratchpad
     // A reorder between our layout and the primitive's, its copy placed in
     // the workspace after the earlier ones.

@@ -17,6 +17,7 @@
 #include "../Parallel.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 
@@ -385,12 +386,27 @@ bool bindConvEpilogue(const KernelRequest& r, BoundKernel* out,
       cur = value;
       continue;
     }
-    // Relu only: oneDNN's gelu, sigmoid, tanh and hardswish are other
-    // approximations than the runtime's kernels (those run over tiles).
+    // Relu and clamp (relu6) only, exact in any order (DnnlConv's guard
+    // keeps NaN as the runtime's kernels do): oneDNN's gelu, sigmoid, tanh and
+    // hardswish are other approximations than the runtime's kernels (those
+    // run over tiles).
+    bool finiteClamp = op.op == OpId::Clamp &&
+                       std::isfinite(op.attrs.getFloat("min")) &&
+                       std::isfinite(op.attrs.getFloat("max")) &&
+                       op.attrs.getFloat("min") <= op.attrs.getFloat("max");
+    // The binding checks the conv's input for NaN before each call (the
+    // library's activation would turn NaN into a bound): worth it where
+    // that read costs less than the generic path's pass over the result
+    // (not for a depthwise or strided conv whose input is the larger).
+    bool cheapGuard = numElements(r.inputs[conv.operands[0]].shape) <=
+                      2 * numElements(r.output.shape);
     if (op.operands.size() == 1 && op.operands[0] == cur && !e.activation &&
-        op.op == OpId::Relu) {
+        (op.op == OpId::Relu || finiteClamp) && cheapGuard) {
       e.activation = op.op;
       e.geluTanh = op.attrs.getBool("tanh_approximation");
+      // The bounds as the clamp kernel converts them (to f32).
+      e.clampMin = float(op.attrs.getFloat("min"));
+      e.clampMax = float(op.attrs.getFloat("max"));
       cur = value;
       continue;
     }
