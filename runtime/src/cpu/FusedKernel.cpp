@@ -339,10 +339,9 @@ Status bindTilePlan(const KernelRequest& r, const std::vector<RegionOp>& body,
 /// anything else or the library refuses it (then the generic path runs).
 /// A residual is left to the generic path: oneDNN's sum post-op rounds
 /// conv + residual otherwise than conv, then add in its NCHW and blocked
-/// kernels (in the NHWC brgemm kernels it rounds alike, but there the copy
-/// of the residual into the destination costs what the generic path's
-/// add does: measured on ResNet-18), and fused must equal unfused bit for
-/// bit.
+/// kernels, and fused must equal unfused bit for bit (in the NHWC brgemm
+/// kernels it rounds alike; taking it there is not measured yet, see
+/// docs/decisions.md, "Channels-last activations").
 bool bindConvEpilogue(const KernelRequest& r, BoundKernel* out,
                       size_t* workspaceBytes) {
   const std::vector<RegionOp>& body = *r.body;
