@@ -340,8 +340,9 @@ Status bindTilePlan(const KernelRequest& r, const std::vector<RegionOp>& body,
 /// A residual is left to the generic path: oneDNN's sum post-op rounds
 /// conv + residual otherwise than conv, then add in its NCHW and blocked
 /// kernels, and fused must equal unfused bit for bit (in the NHWC brgemm
-/// kernels it rounds alike; taking it there is not measured yet, see
-/// docs/decisions.md, "Channels-last activations").
+/// kernels it rounds alike, but needs the residual copied into the
+/// destination: 4% slower on ResNet-18; docs/decisions.md,
+/// "Channels-last activations").
 bool bindConvEpilogue(const KernelRequest& r, BoundKernel* out,
                       size_t* workspaceBytes) {
   const std::vector<RegionOp>& body = *r.body;
