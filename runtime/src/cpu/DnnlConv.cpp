@@ -150,29 +150,31 @@ struct DnnlConv {
     constexpr int64_t kChunks = 64, kLanes = 16;
     float part[kChunks] = {0};
     int64_t per = (n + kChunks - 1) / kChunks;
-    detail::parallelFor(kChunks, 1, [&](int64_t b, int64_t e) {
-      for (int64_t c = b; c < e; ++c) {
-        int64_t i = c * per, end = std::min(n, (c + 1) * per);
-        float m[kLanes] = {0}, z[kLanes] = {0};
-        for (; i + kLanes <= end; i += kLanes)
-          for (int64_t k = 0; k < kLanes; ++k) {
-            float a = std::fabs(v[i + k]);
-            m[k] = a > m[k] ? a : m[k];
-            z[k] += v[i + k] * 0.0f;
+    // A bias of a few hundred values is not worth waking the threads.
+    detail::parallelFor(
+        kChunks, n < 65536 ? kChunks : 1, [&](int64_t b, int64_t e) {
+          for (int64_t c = b; c < e; ++c) {
+            int64_t i = c * per, end = std::min(n, (c + 1) * per);
+            float m[kLanes] = {0}, z[kLanes] = {0};
+            for (; i + kLanes <= end; i += kLanes)
+              for (int64_t k = 0; k < kLanes; ++k) {
+                float a = std::fabs(v[i + k]);
+                m[k] = a > m[k] ? a : m[k];
+                z[k] += v[i + k] * 0.0f;
+              }
+            for (; i < end; ++i) {
+              float a = std::fabs(v[i]);
+              m[0] = a > m[0] ? a : m[0];
+              z[0] += v[i] * 0.0f;
+            }
+            float most = 0, zero = 0;
+            for (int64_t k = 0; k < kLanes; ++k) {
+              most = std::max(most, m[k]);
+              zero += z[k];
+            }
+            part[c] = zero == 0 ? most : INFINITY;
           }
-        for (; i < end; ++i) {
-          float a = std::fabs(v[i]);
-          m[0] = a > m[0] ? a : m[0];
-          z[0] += v[i] * 0.0f;
-        }
-        float most = 0, zero = 0;
-        for (int64_t k = 0; k < kLanes; ++k) {
-          most = std::max(most, m[k]);
-          zero += z[k];
-        }
-        part[c] = zero == 0 ? most : INFINITY;
-      }
-    });
+        });
     float m = 0;
     for (float p : part)
       m = std::max(m, p);
@@ -381,9 +383,11 @@ Status bindConv2d(const ConstTensor &input, const ConstTensor &weight,
       dnnl::convolution_forward::primitive_desc epd(desc, plainAttr, eng);
       if (epd.src_desc() != pd.src_desc() ||
           epd.weights_desc() != pd.weights_desc() ||
-          epd.dst_desc() != pd.dst_desc())
+          epd.dst_desc() != pd.dst_desc() ||
+          std::string(epd.impl_info_str()).rfind("ref", 0) == 0)
         return Status::error("conv2d (oneDNN): the convolution without its "
-                             "activation takes other layouts");
+                             "activation takes other layouts or only "
+                             "oneDNN's reference implementation");
       k->exact = dnnl::convolution_forward(epd);
       scratch = std::max(scratch, epd.scratchpad_desc().get_size());
       k->activation.activation = epilogue.activation;
