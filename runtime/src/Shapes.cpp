@@ -377,29 +377,31 @@ int64_t pooledSize(int64_t input, int64_t kernel, int64_t stride,
 }
 
 namespace {
-/// [N, H, W, C] -> [N, C, H, W] (a rank other than 4 is left to the caller's
-/// rank check).
-Dims toChannelsFirst(const Dims &d) {
-  return d.size() == 4 ? Dims{d[0], d[3], d[1], d[2]} : d;
+/// An NCHW rule applied to a channels_last input: `rule` gets the input as
+/// [N, C, H, W] and its result comes back as [N, H, W, C]; its errors say
+/// how the input was read.
+template <typename Rule>
+Status viaChannelsFirst(const Dims &input, Dims *out, Rule rule) {
+  if (input.size() != 4)
+    return err("expects input [N, H, W, C] (channels_last), got " +
+               shapeStr(input));
+  Status st = rule(Dims{input[0], input[3], input[1], input[2]});
+  if (!st)
+    return err(st.message() + " (the channels_last input " + shapeStr(input) +
+               " read as NCHW)");
+  const Dims &d = *out;
+  *out = Dims{d[0], d[2], d[3], d[1]};
+  return Status::ok();
 }
-Dims toChannelsLast(const Dims &d) { return Dims{d[0], d[2], d[3], d[1]}; }
 } // namespace
 
 Status conv2d(const Dims &input, const Dims &weight, const Dims &strides,
               const Dims &padding, const Dims &dilation, int64_t groups,
               Dims *out, bool channelsLast) {
-  if (channelsLast) {
-    if (input.size() != 4)
-      return err("expects input [N, H, W, C] (channels_last), got " +
-                 shapeStr(input));
-    Status st = conv2d(toChannelsFirst(input), weight, strides, padding,
-                       dilation, groups, out, false);
-    if (!st)
-      return err(st.message() + " (the channels_last input " + shapeStr(input) +
-                 " read as NCHW)");
-    *out = toChannelsLast(*out);
-    return Status::ok();
-  }
+  if (channelsLast)
+    return viaChannelsFirst(input, out, [&](const Dims &nchw) {
+      return conv2d(nchw, weight, strides, padding, dilation, groups, out);
+    });
   if (input.size() != 4 || weight.size() != 4)
     return err("expects input [N, C, H, W] and weight [O, C/groups, KH, "
                "KW], got " +
@@ -441,18 +443,10 @@ Status conv2d(const Dims &input, const Dims &weight, const Dims &strides,
 Status pool2d(const Dims &input, const Dims &kernel, const Dims &strides,
               const Dims &padding, const Dims &dilation, bool ceilMode,
               Dims *out, bool channelsLast) {
-  if (channelsLast) {
-    if (input.size() != 4)
-      return err("expects input [N, H, W, C] (channels_last), got " +
-                 shapeStr(input));
-    Status st = pool2d(toChannelsFirst(input), kernel, strides, padding,
-                       dilation, ceilMode, out, false);
-    if (!st)
-      return err(st.message() + " (the channels_last input " + shapeStr(input) +
-                 " read as NCHW)");
-    *out = toChannelsLast(*out);
-    return Status::ok();
-  }
+  if (channelsLast)
+    return viaChannelsFirst(input, out, [&](const Dims &nchw) {
+      return pool2d(nchw, kernel, strides, padding, dilation, ceilMode, out);
+    });
   if (input.size() != 4)
     return err("expects input [N, C, H, W], got " + shapeStr(input));
   for (size_t d = 1; d < 4; ++d)

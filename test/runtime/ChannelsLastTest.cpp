@@ -44,24 +44,6 @@ double relErr(const std::vector<float> &a, const std::vector<float> &ref) {
   return mc::test::relErr(a, r);
 }
 
-/// The registered CPU kernel of `op` on `inputs`, into `out`.
-Status runStep(OpId op, const OpAttrs &attrs, std::vector<ConstTensor> inputs,
-               const MutTensor &out) {
-  std::unique_ptr<Device> cpu;
-  MC_RETURN_IF_ERROR(createDevice("cpu", &cpu));
-  KernelFactory f = findKernel("cpu", op);
-  if (!f)
-    return Status::error("no kernel");
-  BoundKernel k;
-  size_t bytes = 0;
-  MC_RETURN_IF_ERROR(f(
-      KernelRequest{
-          op, attrs, std::move(inputs), out, *cpu, nullptr, {false, true}},
-      &k, &bytes));
-  std::vector<uint8_t> ws(bytes);
-  return k(ws.data());
-}
-
 struct ConvCase {
   Shape x, w;
   Conv2dParams p;
@@ -107,9 +89,9 @@ TEST(ChannelsLast, ConvolutionsMatchNchw) {
                   OpAttr::list("dilation", {1, 1}),
                   OpAttr::integer("groups", k.p.groups),
                   OpAttr::boolean("channels_last", true)};
-    Status st =
-        runStep(OpId::Conv2d, attrs, {cin(xl, toLast(k.x)), cin(w, k.w)},
-                mout(step, toLast(ys)));
+    Status st = mc::test::cpuKernel(OpId::Conv2d, attrs,
+                                    {cin(xl, toLast(k.x)), cin(w, k.w)},
+                                    mout(step, toLast(ys)), {false, true});
     ASSERT_TRUE(st) << st.message();
     EXPECT_LT(relErr(step, want), 1e-5);
 
@@ -261,8 +243,8 @@ TEST(ChannelsLast, PoolingMatchesNchwBitForBit) {
                   OpAttr::list("dilation", {1, 1}),
                   OpAttr::boolean("ceil_mode", c.ceil),
                   OpAttr::boolean("channels_last", true)};
-    ASSERT_TRUE(runStep(OpId::MaxPool2d, attrs, {cin(xl, toLast(c.x))},
-                        mout(got, toLast(ys))));
+    ASSERT_TRUE(mc::test::cpuKernel(
+        OpId::MaxPool2d, attrs, {cin(xl, toLast(c.x))}, mout(got, toLast(ys))));
     std::vector<float> want = nhwc(y, ys);
     for (size_t i = 0; i < got.size(); ++i)
       ASSERT_TRUE(got[i] == want[i] ||

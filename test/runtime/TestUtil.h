@@ -8,6 +8,7 @@
 #include "codegen/ArtifactWriter.h"
 #include "codegen/MemoryPlanner.h"
 #include "codegen/Plan.h"
+#include "modelc/device.h"
 
 #include <cmath>
 #include <cstring>
@@ -310,6 +311,28 @@ inline rt::ConstTensor cin(const std::vector<float> &v, rt::Shape s) {
 }
 inline rt::MutTensor mout(std::vector<float> &v, rt::Shape s) {
   return {rt::DType::F32, std::move(s), v.data()};
+}
+
+/// Runs the registered CPU kernel of `op` (the reference of every step) on
+/// `inputs` into `out`; `constantInputs` as KernelRequest's.
+inline rt::Status cpuKernel(rt::OpId op, const rt::OpAttrs &attrs,
+                            std::vector<rt::ConstTensor> inputs,
+                            const rt::MutTensor &out,
+                            std::vector<bool> constantInputs = {}) {
+  std::unique_ptr<rt::Device> cpu;
+  MC_RETURN_IF_ERROR(rt::createDevice("cpu", &cpu));
+  rt::KernelFactory f = rt::findKernel("cpu", op);
+  if (!f)
+    return rt::Status::error(std::string("no cpu kernel for mc.") +
+                             rt::opName(op));
+  rt::BoundKernel k;
+  size_t bytes = 0;
+  MC_RETURN_IF_ERROR(
+      f(rt::KernelRequest{op, attrs, std::move(inputs), out, *cpu, nullptr,
+                          std::move(constantInputs)},
+        &k, &bytes));
+  std::vector<uint8_t> ws(bytes);
+  return k(ws.data());
 }
 
 /// ||a - b|| / ||b|| in double against a double reference; NaN never passes.

@@ -115,8 +115,8 @@ struct DnnlConv {
   /// A fused activation loses NaN in oneDNN (its max-based relu and clip
   /// turn NaN into a bound), where the runtime's kernels keep it. So the
   /// call first checks the source (and residual, bias): when a NaN or inf
-  /// is there, or values large enough that the sums could overflow (the
-  /// weights' largest per-channel L1 norm times the largest input), it
+  /// is there, or values large enough that the sums could overflow (a
+  /// bound on the weights' per-channel L1 norm times the largest input), it
   /// runs `exact` (the same convolution without the activation) and then
   /// the runtime's own activation kernel: the unfused ops' bits.
   std::optional<dnnl::convolution_forward> exact;
@@ -125,23 +125,13 @@ struct DnnlConv {
   const float *x = nullptr, *bias = nullptr;
   int64_t xCount = 0, biasCount = 0, outCount = 0;
   const float *w = nullptr;
-  int64_t wChannels = 0, wPerChannel = 0;
-  double weightL1 = 0; // weightNorm() of constant weights; -1: per call
+  int64_t wCount = 0, wPerChannel = 0;
+  double weightBound = 0; // weightNorm() of constant weights; -1: per call
 
-  /// The largest per-output-channel sum of |w|; inf when a weight is NaN
-  /// or inf (then every call takes the exact path).
-  double weightNorm() const {
-    double most = 0;
-    for (int64_t c = 0; c < wChannels; ++c) {
-      double l1 = 0;
-      for (int64_t i = 0; i < wPerChannel; ++i)
-        l1 += std::fabs(double(w[c * wPerChannel + i]));
-      if (!std::isfinite(l1))
-        return INFINITY;
-      most = std::max(most, l1);
-    }
-    return most;
-  }
+  /// A bound on every output channel's sum of |w|: the weights per channel
+  /// times the largest |w| (inf when a weight is NaN or inf: then every
+  /// call takes the exact path).
+  double weightNorm() const { return double(wPerChannel) * maxAbs(w, wCount); }
 
   /// The largest |v| of n floats; inf when one is NaN or inf. Sixteen
   /// lanes, so the loop vectorizes: the maximum, and a sum of v * 0, which
@@ -189,7 +179,7 @@ struct DnnlConv {
     double mb = bias ? maxAbs(bias, biasCount) : 0.0;
     double mr =
         residual ? maxAbs(static_cast<const float *>(residual), outCount) : 0.0;
-    double l1 = weightL1 >= 0 ? weightL1 : weightNorm();
+    double l1 = weightBound >= 0 ? weightBound : weightNorm();
     return l1 * mx + mb + mr < bound; // false for NaN or inf
   }
 
@@ -343,25 +333,32 @@ Status bindConv2d(const ConstTensor &input, const ConstTensor &weight,
         dnnl::algorithm::convolution_direct, srcAny, weiAny, memory::desc(),
         dstAny, {p.strideH, p.strideW}, {p.dilationH - 1, p.dilationW - 1},
         {p.padTop, p.padLeft}, {p.padBottom, p.padRight});
-    dnnl::post_ops ops;
-    if (epilogue.bias)
-      ops.append_binary(dnnl::algorithm::binary_add, biasMd);
-    if (epilogue.residual)
-      ops.append_sum(1.f);
-    if (epilogue.activation)
-      ops.append_eltwise(
-          1.f, act,
-          *epilogue.activation == OpId::Clamp ? epilogue.clampMin : 0.f,
-          *epilogue.activation == OpId::Clamp ? epilogue.clampMax : 0.f);
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    attr.set_post_ops(ops);
-    dnnl::convolution_forward::primitive_desc pd(desc, attr, eng);
+    // The primitive with the epilogue's post-ops, the activation optional
+    // (the guard's `exact` primitive leaves it out).
+    auto primitiveDesc = [&](bool withActivation) {
+      dnnl::post_ops ops;
+      if (epilogue.bias)
+        ops.append_binary(dnnl::algorithm::binary_add, biasMd);
+      if (epilogue.residual)
+        ops.append_sum(1.f);
+      bool clip = epilogue.activation && *epilogue.activation == OpId::Clamp;
+      if (epilogue.activation && withActivation)
+        ops.append_eltwise(1.f, act, clip ? epilogue.clampMin : 0.f,
+                           clip ? epilogue.clampMax : 0.f);
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      attr.set_post_ops(ops);
+      return dnnl::convolution_forward::primitive_desc(desc, attr, eng);
+    };
+    auto isReference = [](const dnnl::convolution_forward::primitive_desc &d) {
+      return std::string(d.impl_info_str()).rfind("ref", 0) == 0;
+    };
+    dnnl::convolution_forward::primitive_desc pd = primitiveDesc(true);
     // oneDNN's reference implementation is what it falls back to when no
     // optimized kernel takes this combination (a binary bias with a sum
     // post-op, on this library): orders of magnitude slower than im2col,
     // so refuse it and let the caller take its own path.
-    if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0)
+    if (isReference(pd))
       return Status::error("conv2d (oneDNN): only the reference "
                            "implementation takes this convolution and "
                            "epilogue");
@@ -372,19 +369,10 @@ Status bindConv2d(const ConstTensor &input, const ConstTensor &weight,
     if (epilogue.activation) {
       // The guard (DnnlConv::exact): the same primitive without the
       // activation, on the same layouts and reordered weights.
-      dnnl::post_ops plainOps;
-      if (epilogue.bias)
-        plainOps.append_binary(dnnl::algorithm::binary_add, biasMd);
-      if (epilogue.residual)
-        plainOps.append_sum(1.f);
-      dnnl::primitive_attr plainAttr;
-      plainAttr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-      plainAttr.set_post_ops(plainOps);
-      dnnl::convolution_forward::primitive_desc epd(desc, plainAttr, eng);
+      dnnl::convolution_forward::primitive_desc epd = primitiveDesc(false);
       if (epd.src_desc() != pd.src_desc() ||
           epd.weights_desc() != pd.weights_desc() ||
-          epd.dst_desc() != pd.dst_desc() ||
-          std::string(epd.impl_info_str()).rfind("ref", 0) == 0)
+          epd.dst_desc() != pd.dst_desc() || isReference(epd))
         return Status::error("conv2d (oneDNN): the convolution without its "
                              "activation takes other layouts or only "
                              "oneDNN's reference implementation");
@@ -403,10 +391,10 @@ Status bindConv2d(const ConstTensor &input, const ConstTensor &weight,
         k->biasCount = numElements(epilogue.bias->shape);
       }
       k->w = static_cast<const float *>(weight.data);
-      k->wChannels = o;
-      k->wPerChannel = numElements(weight.shape) / std::max<int64_t>(o, 1);
-      // Constant weights: their norm once, here; else at each call.
-      k->weightL1 = weightsConstant ? k->weightNorm() : -1;
+      k->wCount = numElements(weight.shape);
+      k->wPerChannel = k->wCount / std::max<int64_t>(o, 1);
+      // Constant weights: their bound once, here; else at each call.
+      k->weightBound = weightsConstant ? k->weightNorm() : -1;
     }
     size_t offset = 0; // of the staged tensors, after the scratchpad
     // A reorder between our layout and the primitive's, its copy placed in
