@@ -3,16 +3,29 @@
 #ifndef MODELC_RUNTIME_KERNELUTIL_H
 #define MODELC_RUNTIME_KERNELUTIL_H
 
+#include "Parallel.h"
+#include "VecMath.h"
 #include "modelc/device.h"
 #include "modelc/kernels.h"
 #include "modelc/runtime.h"
-#include "Parallel.h"
 
 #include <cstring>
 #include <string>
 #include <vector>
 
 namespace mc::rt::detail {
+
+/// The vectorized loop the unary kernel runs for `op` over contiguous f32
+/// (VecMath.h) and its parallelFor grain; fn is null for ops without one.
+/// Shared with the fused kernel's tiles, so fused and unfused compute the
+/// same bits.
+struct UnaryF32Loop {
+  vec::UnaryF32 fn = nullptr;
+  int64_t grain = 0;
+};
+UnaryF32Loop unaryF32Loop(OpId op, bool tanhApproximation);
+/// The binary kernel's loop for `op` over same-shape f32, or null.
+vec::BinaryF32 binaryF32Loop(OpId op);
 
 /// Strided kernels index with fixed arrays of this size (no allocation).
 inline constexpr int kMaxRank = MC_MAX_RANK;

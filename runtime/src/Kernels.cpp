@@ -400,6 +400,49 @@ void reduceMiddle(const float *x, float *y, int64_t outer, int64_t nRed,
 
 } // namespace
 
+namespace detail {
+
+UnaryF32Loop unaryF32Loop(OpId op, bool tanhApproximation) {
+  switch (op) {
+  case OpId::Exp:
+    return {vec::expF32, kParallelGrain / 4};
+  case OpId::Tanh:
+    return {vec::tanhF32, kParallelGrain / 4};
+  case OpId::Sigmoid:
+    return {vec::sigmoidF32, kParallelGrain / 4};
+  case OpId::Relu: // NaN stays NaN
+    return {vec::reluF32, kParallelGrain};
+  case OpId::Sqrt:
+    return {vec::sqrtF32, kParallelGrain};
+  case OpId::Erf:
+    return {vec::erfF32, kParallelGrain / 8};
+  case OpId::Gelu:
+    if (tanhApproximation) // PyTorch's approximate='tanh', through exp
+      return {vec::geluTanhF32, kParallelGrain / 4};
+    // x * Phi(x) = 0.5 * x * (1 + erf(x / sqrt(2)))
+    return {vec::geluF32, kParallelGrain / 8};
+  default:
+    return {};
+  }
+}
+
+vec::BinaryF32 binaryF32Loop(OpId op) {
+  switch (op) {
+  case OpId::Add:
+    return vec::addF32;
+  case OpId::Sub:
+    return vec::subF32;
+  case OpId::Mul:
+    return vec::mulF32;
+  case OpId::Div:
+    return vec::divF32;
+  default:
+    return nullptr;
+  }
+}
+
+} // namespace detail
+
 Status unary(OpId op, const ConstTensor &a, const MutTensor &out,
              bool tanhApproximation) {
   const char *name = unaryName(op, tanhApproximation);
@@ -436,27 +479,17 @@ Status unary(OpId op, const ConstTensor &a, const MutTensor &out,
                                     op == OpId::Abs
                                 ? "f32, i32, i64"
                                 : "f32");
+  if (detail::UnaryF32Loop loop = detail::unaryF32Loop(op, tanhApproximation);
+      loop.fn) {
+    vecMap(a, out, loop.grain, loop.fn);
+    return Status::ok();
+  }
   switch (op) {
   case OpId::Neg:
     mapF32(a, out, [](float x) { return -x; });
     break;
-  case OpId::Exp:
-    vecMap(a, out, kParallelGrain / 4, vec::expF32);
-    break;
   case OpId::Log:
     mapF32(a, out, [](float x) { return std::log(x); });
-    break;
-  case OpId::Tanh:
-    vecMap(a, out, kParallelGrain / 4, vec::tanhF32);
-    break;
-  case OpId::Sigmoid:
-    vecMap(a, out, kParallelGrain / 4, vec::sigmoidF32);
-    break;
-  case OpId::Relu: // NaN stays NaN
-    vecMap(a, out, kParallelGrain, vec::reluF32);
-    break;
-  case OpId::Sqrt:
-    vecMap(a, out, kParallelGrain, vec::sqrtF32);
     break;
   case OpId::Abs:
     mapF32(a, out, [](float x) { return std::fabs(x); });
@@ -496,18 +529,9 @@ Status unary(OpId op, const ConstTensor &a, const MutTensor &out,
   case OpId::Atanh:
     mapF32(a, out, [](float x) { return std::atanh(x); });
     break;
-  case OpId::Erf:
-    vecMap(a, out, kParallelGrain / 8, vec::erfF32);
-    break;
-  case OpId::Gelu:
-    if (tanhApproximation) // PyTorch's approximate='tanh', through exp
-      vecMap(a, out, kParallelGrain / 4, vec::geluTanhF32);
-    else // x * Phi(x) = 0.5 * x * (1 + erf(x / sqrt(2)))
-      vecMap(a, out, kParallelGrain / 8, vec::geluF32);
-    break;
   case OpId::Not: // handled above
     break;
-  default: // rejected by unaryName above
+  default: // the vectorized loops above; rejected by unaryName
     return unimplementedOp("unary", op);
   }
   return Status::ok();
@@ -542,24 +566,17 @@ Status binary(OpId op, const ConstTensor &a, const ConstTensor &b,
   const float *z = static_cast<const float *>(b.data);
   float *y = static_cast<float *>(out.data);
   int64_t n = numElements(a.shape);
+  vec::BinaryF32 loop = detail::binaryF32Loop(op);
   parallelFor(n, op == OpId::Pow ? kParallelGrain / 8 : kParallelGrain,
               [&](int64_t lo, int64_t hi) {
     const float *xs = x + lo, *zs = z + lo;
     float *ys = y + lo;
     int64_t m = hi - lo;
+    if (loop) {
+      loop(xs, zs, ys, m);
+      return;
+    }
     switch (op) {
-    case OpId::Add:
-      vec::addF32(xs, zs, ys, m);
-      break;
-    case OpId::Sub:
-      vec::subF32(xs, zs, ys, m);
-      break;
-    case OpId::Mul:
-      vec::mulF32(xs, zs, ys, m);
-      break;
-    case OpId::Div:
-      vec::divF32(xs, zs, ys, m);
-      break;
     case OpId::Maximum: // propagates NaN from either side
       for (int64_t i = 0; i < m; ++i)
         ys[i] = (std::isnan(xs[i]) || xs[i] > zs[i]) ? xs[i] : zs[i];

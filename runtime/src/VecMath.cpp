@@ -89,14 +89,29 @@ MC_CLONES void expF32(const float *x, float *y, int64_t n) {
     y[i] = fastExp(x[i]);
 }
 
+namespace {
+/// e = exp(-|x|) never overflows; 1 / (1 + e) for x >= 0, e / (1 + e)
+/// below (keeps tiny results, subnormal ones included). A NaN is returned
+/// as it came (its sign too), so x * sigmoid(x) keeps x's NaN whichever
+/// operand the multiply takes first.
+inline float sigmoidOf(float v) {
+  float e = fastExp(v < 0.0f ? v : -v);
+  float num = v < 0.0f ? e : 1.0f;
+  float s = num / (1.0f + e);
+  return v == v ? s : v;
+}
+} // namespace
+
 MC_CLONES void sigmoidF32(const float *x, float *y, int64_t n) {
-  // e = exp(-|x|) never overflows; 1 / (1 + e) for x >= 0, e / (1 + e)
-  // below (keeps tiny results, subnormal ones included).
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = sigmoidOf(x[i]);
+}
+
+MC_CLONES void siluF32(const float *x, float *y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     float v = x[i];
-    float e = fastExp(v < 0.0f ? v : -v);
-    float num = v < 0.0f ? e : 1.0f;
-    y[i] = num / (1.0f + e);
+    float s = sigmoidOf(v);
+    y[i] = v * s;
   }
 }
 

@@ -100,8 +100,14 @@ inline float fastErf(float xf) {
 
 // Loops over n contiguous floats; y may equal x (in place), never overlap
 // it otherwise.
+using UnaryF32 = void (*)(const float *x, float *y, int64_t n);
+using BinaryF32 = void (*)(const float *a, const float *b, float *y, int64_t n);
 void expF32(const float *x, float *y, int64_t n);
 void sigmoidF32(const float *x, float *y, int64_t n);
+/// x * sigmoid(x) (SiLU, swish) in one pass, bit for bit sigmoidF32 into a
+/// buffer s then mulF32(x, s) or mulF32(s, x) (the same: sigmoid returns a
+/// NaN as it came).
+void siluF32(const float *x, float *y, int64_t n);
 void tanhF32(const float *x, float *y, int64_t n);
 void erfF32(const float *x, float *y, int64_t n);
 void geluF32(const float *x, float *y, int64_t n);     // x * Phi(x), erf form

@@ -282,6 +282,17 @@ Plan planned(Plan p) {
   return p;
 }
 
+/// `plan` planned, written and loaded as an artifact named `name`.
+std::unique_ptr<Model> loadPlanned(const Plan &plan, const char *name) {
+  std::vector<uint8_t> bytes;
+  Status st = codegen::writeArtifactToBytes(planned(plan), &bytes);
+  EXPECT_TRUE(st) << st.message();
+  std::unique_ptr<Model> m;
+  st = Model::loadMemory(bytes.data(), bytes.size(), name, &m);
+  EXPECT_TRUE(st) << st.message();
+  return m;
+}
+
 void expectRefused(const Plan &plan, const std::string &what) {
   std::vector<uint8_t> b = writeUnchecked(plan);
   ASSERT_FALSE(b.empty());
@@ -970,7 +981,7 @@ namespace {
 /// out f32[rows, cols] = gelu(tanh(x + broadcast(r [cols], dims 1)) *
 /// broadcast(c [rows], dims 0)) - exp(y): rows of `cols` elements cross
 /// the 2048-element tiles' boundaries.
-Plan tiledPlan(int64_t rows, int64_t cols) {
+Plan tiledPlan(int64_t rows, int64_t cols, bool withNeg = false) {
   Builder b;
   const Shape o{rows, cols};
   uint32_t x = b.input("x", o), r = b.input("r", {cols}),
@@ -981,6 +992,8 @@ Plan tiledPlan(int64_t rows, int64_t cols) {
   uint32_t cb = bodyOp(f, K::BroadcastInDim, {2}, F, o, dims({0}));
   uint32_t a = bodyOp(f, K::Add, {0, rb}, F, o);
   uint32_t t = bodyOp(f, K::Tanh, {a}, F, o);
+  if (withNeg) // an op without a vectorized loop (unaryF32Loop)
+    t = bodyOp(f, K::Neg, {t}, F, o);
   uint32_t m = bodyOp(f, K::Mul, {t, cb}, F, o);
   uint32_t g = bodyOp(f, K::Gelu, {m}, F, o,
                       {OpAttr::boolean("tanh_approximation", false)});
@@ -1004,11 +1017,96 @@ TEST(Fused, ManyTilesPerThreadEqualsUnfused) {
   expectFusedEqualsUnfused(tiledPlan(rows, 997));
 }
 
-TEST(Fused, RegionsOfManyTilesCopyThroughThreadSlotsAndEqualUnfused) {
+TEST(Fused, RegionsOfManyTilesRunAsLoopsOverTheirTilesAndEqualUnfused) {
   // 70 x 997 = 69790 elements: 35 tiles, above the 32 a region binds per
-  // tile (kDirectTiles), so its kernels are bound per thread slot and its
-  // inputs copied into them.
+  // tile (kDirectTiles). Every op has a vectorized loop, so the tiles read
+  // x and y where they lie and write the output in place.
   expectFusedEqualsUnfused(tiledPlan(70, 997));
+}
+
+TEST(Fused, RegionsOfManyTilesCopyThroughThreadSlotsAndEqualUnfused) {
+  // The same with a neg, which has no loop: the kernels are bound per
+  // thread slot and the inputs copied into them.
+  expectFusedEqualsUnfused(tiledPlan(70, 997, /*withNeg=*/true));
+}
+
+namespace {
+/// A conv2d (3x3, pad 1) then its bias and SiLU, x * sigmoid(x) (the mul
+/// reading x first, or the sigmoid first with `sigmoidFirst`), with more
+/// tiles (2 x 16 x 48 x 48: 36) than a region binds per tile: the fused
+/// kernel folds the bias into the convolution and runs the sigmoid and
+/// the mul as one loop over each tile, in place in the output.
+Plan convSiluPlan(bool channelsLast, bool sigmoidFirst) {
+  Builder b;
+  const int64_t batch = 2, C = 8, K = 16, H = 48, W = 48;
+  Shape in = channelsLast ? Shape{batch, H, W, C} : Shape{batch, C, H, W};
+  Shape o = channelsLast ? Shape{batch, H, W, K} : Shape{batch, K, H, W};
+  uint32_t x = b.input("x", in);
+  uint32_t w = b.constF32("w", {K, C, 3, 3}, 3);
+  uint32_t bias = b.constF32("bias", {K}, 4);
+  uint32_t out = b.output("out", o);
+  PlanStep &f = b.fused({x, w, bias}, out);
+  OpAttrs attrs = convAttrs();
+  if (channelsLast)
+    attrs.set(OpAttr::boolean("channels_last", true));
+  uint32_t c = bodyOp(f, K::Conv2d, {0, 1}, F, o, attrs);
+  uint32_t bb =
+      bodyOp(f, K::BroadcastInDim, {2}, F, o, dims({channelsLast ? 3 : 1}));
+  uint32_t a = bodyOp(f, K::Add, {c, bb}, F, o);
+  uint32_t sg = bodyOp(f, K::Sigmoid, {a}, F, o);
+  bodyOp(f, K::Mul,
+         sigmoidFirst ? std::vector<uint32_t>{sg, a}
+                      : std::vector<uint32_t>{a, sg},
+         F, o);
+  return b.p;
+}
+} // namespace
+
+TEST(Fused, ConvBiasSiluFoldsTheBiasAndEqualsUnfused) {
+  for (bool channelsLast : {false, true})
+    for (bool sigmoidFirst : {false, true}) {
+      SCOPED_TRACE(std::string(channelsLast ? "NHWC" : "NCHW") +
+                   (sigmoidFirst ? ", mul(sigmoid, x)" : ", mul(x, sigmoid)"));
+      Diff d = compareRuns(convSiluPlan(channelsLast, sigmoidFirst));
+      EXPECT_TRUE(d.bitExact) << "relative error " << d.relErr;
+    }
+}
+
+TEST(Fused, ARegionOfManyTilesNamesItsFirstFailingElement) {
+  // out i32[rows, cols] = x / y with y zero at two elements, in the ranges
+  // of different threads: the error names the first, as one kernel would,
+  // whichever thread reached its zero first.
+  Builder b;
+  const int64_t rows = 64, cols = 1000;
+  const Shape o{rows, cols};
+  uint32_t x = b.buf("x", DType::I32, o), y = b.buf("y", DType::I32, o);
+  b.p.inputs.push_back({"x", x});
+  b.p.inputs.push_back({"y", y});
+  uint32_t out = b.buf("out", DType::I32, o);
+  b.p.outputs.push_back({"out", out});
+  PlanStep &f = b.fused({x, y}, out);
+  bodyOp(f, K::Div, {0, 1}, DType::I32, o);
+  std::unique_ptr<Model> m = loadPlanned(b.p, "div.mcpk");
+  ASSERT_TRUE(m);
+  std::unique_ptr<Session> session;
+  ASSERT_TRUE(Session::create(*m, &session));
+  std::vector<int32_t> xs(size_t(rows * cols), 7), ys(xs.size(), 2);
+  const int64_t firstZero = 40001, secondZero = 2 * 2048 + 5;
+  for (int64_t at : {firstZero, secondZero}) {
+    ys.assign(ys.size(), 2);
+    ys[size_t(at)] = 0;
+    ys[size_t(rows * cols - 3)] = 0; // in the last thread's range
+    ASSERT_TRUE(session->setInput(0, DType::I32, o, xs.data(), xs.size() * 4));
+    ASSERT_TRUE(session->setInput(1, DType::I32, o, ys.data(), ys.size() * 4));
+    Status st = session->run();
+    ASSERT_FALSE(st);
+    int64_t tileStart = at / 2048 * 2048;
+    std::string want = "integer division by zero at element " +
+                       std::to_string(at - tileStart) +
+                       " (in the tile of the region's elements " +
+                       std::to_string(tileStart) + " to ";
+    EXPECT_NE(st.message().find(want), std::string::npos) << st.message();
+  }
 }
 
 /// A region ending in a reduction over several tiles: out f32[rows] =
@@ -1169,11 +1267,8 @@ TEST(Fused, ScratchThatCannotBeHadNamesItsStep) {
   uint32_t e = bodyOp(f, K::Exp, {0}, F, big);
   bodyOp(f, K::ReduceSum, {e}, F, {2, 8},
          {OpAttr::list("dims", {2}), OpAttr::boolean("keepdim", false)});
-  Plan p = planned(b.p);
-  std::vector<uint8_t> bytes;
-  ASSERT_TRUE(codegen::writeArtifactToBytes(p, &bytes));
-  std::unique_ptr<Model> m;
-  ASSERT_TRUE(Model::loadMemory(bytes.data(), bytes.size(), "big.mcpk", &m));
+  std::unique_ptr<Model> m = loadPlanned(b.p, "big.mcpk");
+  ASSERT_TRUE(m);
   std::unique_ptr<Session> session;
   Status st = Session::create(*m, std::make_unique<CappedDevice>(1 << 20),
                               &session);

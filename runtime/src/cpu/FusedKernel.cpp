@@ -14,7 +14,9 @@
 #include "modelc/device.h"
 #include "modelc/shapes.h"
 
+#include "../KernelUtil.h"
 #include "../Parallel.h"
+#include "../VecMath.h"
 
 #include <algorithm>
 #include <cmath>
@@ -224,6 +226,15 @@ struct TilePlan {
   std::vector<BoundKernel> kernels; // one per elementwise body op
 };
 
+/// A compute op as a loop over the tile's pointers (unaryF32Loop,
+/// binaryF32Loop, or a sigmoid and the mul by its operand as one SiLU
+/// loop): values by number, computed into `result`.
+struct LoopOp {
+  vec::UnaryF32 unary = nullptr;
+  vec::BinaryF32 binary = nullptr;
+  int64_t a = -1, b = -1, result = -1;
+};
+
 struct FusedState {
   Shape outShape;
   int64_t total = 0;
@@ -247,6 +258,11 @@ struct FusedState {
   /// output's (see kDirectTiles); `full` and `tail` are then unused.
   bool direct = false;
   std::vector<TilePlan> perTile;
+  /// Non-empty when every compute op of a region with more tiles than
+  /// kDirectTiles is an f32 loop (LoopOp): the tiles then read contiguous
+  /// loads where they lie and write the result into the output, no copies,
+  /// and `full`, `tail` are unused.
+  std::vector<LoopOp> loops;
   int64_t tailLength = 0;
   // The anchor (body op 0 when it is a matmul or conv2d).
   BoundKernel anchor;
@@ -262,6 +278,9 @@ struct FusedState {
   /// Which of the anchor's operands are constant (its kernel's binding at
   /// run time must ask for the workspace the probe sized).
   std::vector<bool> anchorConstant;
+  /// A conv2d anchor's bias folded into its binding (foldAnchorBias): the
+  /// input holding it, or -1.
+  int64_t anchorBiasInput = -1;
   /// Elements per tile (a multiple of rowLength).
   int64_t tile = kTile;
   /// A trailing reduction ends the region: each output element reduces
@@ -419,8 +438,133 @@ bool bindConvEpilogue(const KernelRequest& r, BoundKernel* out,
     return false;
   return bool(bindConv2d(r.inputs[conv.operands[0]], r.inputs[conv.operands[1]],
                          conv2dParams(conv.attrs), e, r.output,
-                         r.isConstant(conv.operands[1]), out,
-                         workspaceBytes));
+                         r.isConstant(conv.operands[1]), out, workspaceBytes));
+}
+
+/// The region's compute ops as f32 loops (LoopOp), or none when one of
+/// them has no loop. A sigmoid whose only reader is a mul by the
+/// sigmoid's own operand (either order) runs with it as one SiLU loop
+/// (not when the sigmoid is also an output of the region).
+std::vector<LoopOp> loopOps(const std::vector<RegionOp>& body,
+                            const FusedState& st,
+                            const std::vector<uint32_t>& extraValues) {
+  std::vector<LoopOp> loops;
+  auto f32 = [&](uint32_t v) { return st.dtypes[v] == DType::F32; };
+  auto uses = [&](int64_t v) {
+    int count = v == st.resultValue;
+    for (size_t k : st.computeOps)
+      for (uint32_t o : body[k].operands)
+        count += int64_t(o) == v;
+    for (uint32_t e : extraValues)
+      count += int64_t(e) == v;
+    return count;
+  };
+  for (size_t i = 0; i < st.computeOps.size(); ++i) {
+    size_t k = st.computeOps[i];
+    const RegionOp& op = body[k];
+    int64_t value = int64_t(st.numInputs + k);
+    if (op.dtype != DType::F32 ||
+        !std::all_of(op.operands.begin(), op.operands.end(), f32))
+      return {};
+    LoopOp l;
+    l.result = value;
+    if (op.operands.size() == 1) {
+      l.unary =
+          detail::unaryF32Loop(op.op, op.attrs.getBool("tanh_approximation"))
+              .fn;
+      l.a = op.operands[0];
+      if (op.op == OpId::Sigmoid && i + 1 < st.computeOps.size() &&
+          uses(value) == 1) {
+        const RegionOp& next = body[st.computeOps[i + 1]];
+        std::vector<uint32_t> xs{op.operands[0], uint32_t(value)};
+        std::vector<uint32_t> sx{uint32_t(value), op.operands[0]};
+        if (next.op == OpId::Mul && next.dtype == DType::F32 &&
+            (next.operands == xs || next.operands == sx)) {
+          l.unary = vec::siluF32; // either order: the same bits
+          l.result = int64_t(st.numInputs + st.computeOps[i + 1]);
+          ++i;
+        }
+      }
+    } else if (op.operands.size() == 2) {
+      l.binary = detail::binaryF32Loop(op.op);
+      l.a = op.operands[0];
+      l.b = op.operands[1];
+    }
+    if (!l.unary && !l.binary)
+      return {};
+    loops.push_back(l);
+  }
+  return loops;
+}
+
+/// Binds the anchor (body op 0) on `ins` into `out`: its registered
+/// kernel, or with a folded bias the convolution with that bias.
+Status bindAnchor(const KernelRequest& r, const FusedState& st,
+                  const std::vector<ConstTensor>& ins, const MutTensor& out,
+                  BoundKernel* kernel, size_t* scratch) {
+  const RegionOp& a = (*r.body)[0];
+  if (st.anchorBiasInput >= 0) {
+    Epilogue e;
+    e.bias = &r.inputs[size_t(st.anchorBiasInput)];
+    return bindConv2d(ins[0], ins[1], conv2dParams(a.attrs), e, out,
+                      st.anchorConstant[1], kernel, scratch);
+  }
+  KernelFactory factory = findKernel(r.device.kind(), a.op);
+  if (!factory)
+    return Status::error(std::string("fused region: device ") +
+                         r.device.name() + " has no kernel for mc." +
+                         opName(a.op));
+  return factory(KernelRequest{a.op, a.attrs, ins, out, r.device, nullptr,
+                               st.anchorConstant},
+                 kernel, scratch);
+}
+
+/// A conv2d anchor followed by its per-channel bias (body ops 1 and 2: a
+/// broadcast of an f32 input [C] along the channel dim and its add to the
+/// anchor, neither read by anything else) whose tail the convolution cannot
+/// take (bindConvEpilogue refused it: a sigmoid, a residual): the bias
+/// goes into the convolution (the same bits: oneDNN adds it to the f32
+/// result, as the add would) and the tiles start after the add. Binds
+/// that convolution into the output; true when it did.
+bool foldAnchorBias(const KernelRequest& r, FusedState& st, size_t* scratch) {
+  const std::vector<RegionOp>& body = *r.body;
+  const RegionOp& a = body[0];
+  size_t n = r.inputs.size();
+  if (a.op != OpId::Conv2d || a.dtype != DType::F32 || !st.anchorInOutput ||
+      a.operands.size() != 2 || body.size() < 4 || a.shape != st.outShape)
+    return false;
+  const RegionOp& b = body[1];
+  const RegionOp& add = body[2];
+  int64_t channelDim = a.attrs.getBool("channels_last") ? 3 : 1;
+  if (b.op != OpId::BroadcastInDim || b.operands.size() != 1 ||
+      b.operands[0] >= n ||
+      b.attrs.getInts("dims") != std::vector<int64_t>{channelDim})
+    return false;
+  const ConstTensor& bias = r.inputs[b.operands[0]];
+  if (bias.dtype != DType::F32 || bias.shape.size() != 1)
+    return false;
+  std::vector<uint32_t> ab{uint32_t(n), uint32_t(n + 1)};
+  std::vector<uint32_t> ba{uint32_t(n + 1), uint32_t(n)};
+  if (add.op != OpId::Add || add.dtype != DType::F32 ||
+      (add.operands != ab && add.operands != ba))
+    return false;
+  for (size_t k = 3; k < body.size(); ++k)
+    for (uint32_t v : body[k].operands)
+      if (v == n || v == n + 1)
+        return false;
+  std::vector<ConstTensor> ins{r.inputs[a.operands[0]],
+                               r.inputs[a.operands[1]]};
+  st.anchorBiasInput = int64_t(b.operands[0]);
+  BoundKernel kernel;
+  size_t need = 0;
+  if (!bindAnchor(r, st, ins, MutTensor{a.dtype, a.shape, st.output}, &kernel,
+                  &need)) {
+    st.anchorBiasInput = -1;
+    return false;
+  }
+  st.anchor = std::move(kernel);
+  *scratch = need;
+  return true;
 }
 
 Status fusedKernel(const KernelRequest& r, BoundKernel* out,
@@ -518,6 +662,8 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
                   body[1].op == OpId::Reshape &&
                   body[1].operands.size() == 1 &&
                   body[1].operands[0] == r.inputs.size();
+  bool anchorBound = false; // with a folded bias, bound already
+  size_t anchorScratch = 0;
   if (opInfo(body[0].op).epilogueAnchor) {
     // The anchor: its registered kernel on the whole tensors, writing the
     // output buffer when the dtypes agree, else scratch.
@@ -541,16 +687,16 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
     }
     st->anchorInOutput = a.dtype == r.output.dtype && !st->reduction;
     st->anchorScratchBytes =
-        st->anchorInOutput ? 0
-                           : size_t(st->total) * dtypeSize(a.dtype);
-    KernelFactory factory = findKernel(r.device.kind(), a.op);
-    if (!factory)
-      return Status::error(std::string("fused region: device ") +
-                           r.device.name() + " has no kernel for mc." +
-                           opName(a.op));
-    // The anchor's output is bound below, once the workspace layout is
-    // known; its own scratch comes first in the workspace.
-    (void)ins;
+        st->anchorInOutput ? 0 : size_t(st->total) * dtypeSize(a.dtype);
+    for (uint32_t v : a.operands)
+      st->anchorConstant.push_back(r.isConstant(v));
+    if (!reshaped && foldAnchorBias(r, *st, &anchorScratch)) {
+      anchorBound = true;
+      st->anchorValue = int64_t(r.inputs.size()) + 2;
+      first = 3;
+    }
+    // Otherwise the anchor's output is bound below, once the workspace
+    // layout is known; its own scratch comes first in the workspace.
   }
   // Loads for broadcasts, views and inputs read directly.
   shapes::RegionViews views(r.inputs.size(), numValues);
@@ -661,6 +807,8 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
       1, std::min<int64_t>(detail::maxThreads(), tiles)));
   st->tailLength = st->total - (tiles - 1) * st->tile;
   st->direct = tiles <= kDirectTiles;
+  if (!st->direct && !st->reduction)
+    st->loops = loopOps(body, *st, r.extraValues);
 
   // Workspace: [anchor scratch][anchor result if not in output][slots].
   size_t offset = 0;
@@ -669,20 +817,17 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
     std::vector<ConstTensor> ins;
     for (uint32_t v : a.operands)
       ins.push_back(r.inputs[v]);
-    // Bound twice: first to learn its scratch, then into its place.
-    KernelFactory factory = findKernel(r.device.kind(), a.op);
-    size_t anchorScratch = 0;
+    // Bound twice when it writes scratch: first to learn its scratch,
+    // then into its place.
     BoundKernel probe;
     MutTensor probeOut{a.dtype, anchorShape, st->output};
-    std::vector<bool> constant;
-    for (uint32_t v : a.operands)
-      constant.push_back(r.isConstant(v));
-    st->anchorConstant = constant;
-    MC_RETURN_IF_ERROR(factory(KernelRequest{a.op, a.attrs, ins, probeOut,
-                                             r.device, nullptr, constant},
-                               &probe, &anchorScratch));
+    if (!anchorBound)
+      MC_RETURN_IF_ERROR(
+          bindAnchor(r, *st, ins, probeOut, &probe, &anchorScratch));
+    else
+      probe = std::move(st->anchor);
     st->anchorWorkspace = anchorScratch;
-    offset = (anchorScratch + 63) / 64 * 64;
+    offset = (st->anchorWorkspace + 63) / 64 * 64;
     st->anchorScratchOffset = offset;
     offset += (st->anchorScratchBytes + 63) / 64 * 64;
     if (st->anchorInOutput) {
@@ -720,10 +865,7 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
           ins.push_back(r.inputs[v]);
         MutTensor o{a.dtype, st->anchorShape, ws + st->anchorScratchOffset};
         size_t scratch = 0;
-        MC_RETURN_IF_ERROR(findKernel(r.device.kind(), a.op)(
-            KernelRequest{a.op, a.attrs, ins, o, r.device, nullptr,
-                          st->anchorConstant},
-            &st->anchor, &scratch));
+        MC_RETURN_IF_ERROR(bindAnchor(r, *st, ins, o, &st->anchor, &scratch));
         if (scratch > st->anchorWorkspace)
           return Status::error("mc.fused: the anchor's kernel asks for " +
                                std::to_string(scratch) +
@@ -748,6 +890,8 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
                 &st->perTile[size_t(t)], t * st->tile));
           continue;
         }
+        if (!st->loops.empty())
+          continue;
         MC_RETURN_IF_ERROR(
             bindTilePlan(r, bodyCopy, *st, slot, st->tile, &st->full[s]));
         MC_RETURN_IF_ERROR(bindTilePlan(r, bodyCopy, *st, slot,
@@ -755,39 +899,76 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
       }
       boundTo = ws;
     }
-    if (st->anchorValue >= 0)
-      MC_RETURN_IF_ERROR(st->anchor(ws));
     int64_t tiles = (st->total + st->tile - 1) / st->tile;
     int slots = st->slots;
-    // Per slot: its first failing tile and the error. Slot s takes tiles
-    // s, s + slots, ... in order, so the lowest failing tile of all is the
-    // lowest of the slots' first ones: the error the CPU reports whatever
-    // the split (the region's first failing elements, as one kernel would).
+    // Per slot: its first failing tile and the error. Each slot takes its
+    // tiles in order, so the lowest failing tile of all is the lowest of
+    // the slots' first ones: the error the CPU reports whatever the split
+    // (the region's first failing elements, as one kernel would).
     std::vector<Status> failures(size_t(slots), Status::ok());
     std::vector<int64_t> failedTile(size_t(slots), tiles);
     FusedState& S = *st;
+    // Whether a slot's tile-invariant loads are in its buffers (from its
+    // first tile of this run on).
+    std::vector<char> invariantLoaded(size_t(slots), 0);
+    if (S.anchorValue >= 0)
+      MC_RETURN_IF_ERROR(S.anchor(ws));
+    // In direct mode slot s takes the tiles equal to s modulo slots (their
+    // kernels are bound to its buffers), else the s-th contiguous block of
+    // tiles (each thread streams through one range of memory). The same
+    // bits whatever the split, since each tile is computed alone.
     detail::parallelFor(slots, 1, [&](int64_t b, int64_t e) {
       for (int64_t s = b; s < e; ++s) {
         uint8_t* slot = ws + S.slotsOffset + size_t(s) * S.slotBytes;
-        // Slot s takes tiles s, s + slots, ...: the same bits whatever the
-        // split, since each tile is computed alone.
-        for (int64_t t = s; t < tiles && failedTile[size_t(s)] == tiles;
-             t += slots) {
+        int64_t first = tiles * s / slots;
+        int64_t last = tiles * (s + 1) / slots, step = 1;
+        if (S.direct) {
+          first = s;
+          last = tiles;
+          step = slots;
+        }
+        for (int64_t t = first; t < last && failedTile[size_t(s)] == tiles;
+             t += step) {
           int64_t start = t * S.tile;
           int64_t n = std::min(S.tile, S.total - start);
           for (size_t v = 0; v < S.loadOf.size(); ++v) {
             if (S.loadOf[v] < 0 || S.tileOffset[v] < 0)
               continue;
             const Load& l = S.loads[S.loadOf[v]];
-            if (S.direct && l.contiguous)
+            if ((S.direct || !S.loops.empty()) && l.contiguous)
               continue; // read where it lies
             if (!l.tileInvariant)
               loadTile(l, S.outShape, start, n, slot + S.tileOffset[v]);
-            else if (t == s) // the slot's first tile: a whole one
+            else if (!invariantLoaded[size_t(s)]) // a whole tile
               loadTile(l, S.outShape, 0, std::min(S.tile, S.total),
                        slot + S.tileOffset[v]);
           }
-          const TilePlan& plan = S.direct ? S.perTile[size_t(t)]
+          invariantLoaded[size_t(s)] = 1;
+          if (!S.loops.empty()) {
+            // Value v's elements of this tile: in place for contiguous
+            // loads and the result, else in the slot.
+            auto at = [&](int64_t v) -> float* {
+              int load = S.loadOf[size_t(v)];
+              if (load >= 0 && S.loads[size_t(load)].contiguous)
+                return const_cast<float*>(reinterpret_cast<const float*>(
+                           S.loads[size_t(load)].data)) +
+                       start;
+              if (v == S.resultValue)
+                return reinterpret_cast<float*>(S.output) + start;
+              return reinterpret_cast<float*>(slot + S.tileOffset[size_t(v)]);
+            };
+            for (const LoopOp& op : S.loops) {
+              if (op.unary)
+                op.unary(at(op.a), at(op.result), n);
+              else
+                op.binary(at(op.a), at(op.b), at(op.result), n);
+            }
+            for (size_t i = 0; i < S.extraValues.size(); ++i)
+              std::memcpy(S.extraData[i] + size_t(start) * sizeof(float),
+                          at(S.extraValues[i]), size_t(n) * sizeof(float));
+            continue;
+          }
+          const TilePlan& plan = S.direct      ? S.perTile[size_t(t)]
                                  : n == S.tile ? S.full[s]
                                                : S.tail[s];
           for (const BoundKernel& k : plan.kernels) {
