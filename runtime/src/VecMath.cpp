@@ -95,7 +95,7 @@ namespace {
 /// as it came (its sign too), so x * sigmoid(x) keeps x's NaN whichever
 /// operand the multiply takes first.
 inline float sigmoidOf(float v) {
-  float e = fastExp(v < 0.0f ? v : -v);
+  float e = fastExpNonPositive(v < 0.0f ? v : -v);
   float num = v < 0.0f ? e : 1.0f;
   float s = num / (1.0f + e);
   return v == v ? s : v;

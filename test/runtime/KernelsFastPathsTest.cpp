@@ -153,6 +153,29 @@ TEST(KernelsFastPaths, SigmoidErfGeluOnLargeTensors) {
   EXPECT_TRUE(std::isnan(ey[1]));
 }
 
+TEST(KernelsFastPaths, ExpOfNonPositiveArgumentsEqualsFastExpBitForBit) {
+  // fastExpNonPositive (sigmoid's and tanh's exp) against fastExp over
+  // floats <= 0: every 4099th bit pattern of the negative floats, then
+  // every 7th in [-105, -80] (the subnormal results), and the ends.
+  // (Checked over every float <= 0 when written.)
+  std::vector<float> x;
+  for (uint64_t u = 0x80000000u; u <= 0xFF800000u; u += 4099)
+    x.push_back(__builtin_bit_cast(float, uint32_t(u)));
+  for (float v = -105.0f; v < -80.0f;
+       v = __builtin_bit_cast(float, __builtin_bit_cast(uint32_t, v) - 7))
+    x.push_back(v);
+  x.insert(x.end(),
+           {0.0f, -0.0f, -1e-45f, -std::numeric_limits<float>::min(), -104.9f,
+            -105.0f, -106.0f, -1e30f, -std::numeric_limits<float>::infinity()});
+  for (float v : x) {
+    float want = mc::rt::vec::fastExp(v);
+    float got = mc::rt::vec::fastExpNonPositive(v);
+    ASSERT_EQ(__builtin_bit_cast(uint32_t, got),
+              __builtin_bit_cast(uint32_t, want))
+        << "x = " << v;
+  }
+}
+
 TEST(KernelsFastPaths, SiluLoopsEqualSigmoidThenMulBitForBit) {
   // The fused kernel's one-pass SiLU loop against the two loops it
   // replaces, mul(x, s) and mul(s, x), bit patterns compared (a NaN's sign
