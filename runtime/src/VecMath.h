@@ -19,6 +19,27 @@
 
 namespace mc::rt::vec {
 
+namespace detail {
+/// e^r for x = n ln 2 + r: returns the polynomial e^r and sets *fn = n
+/// (as a float), for a clamped x (no NaN).
+inline float expOfReduced(float xc, float *fn) {
+  // Round to nearest with the 1.5 * 2^23 trick (vectorizes without SSE4.1).
+  const float kShift = 12582912.0f;
+  float n = (xc * 1.44269504088896341f + kShift) - kShift;
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  // Cephes expf polynomial.
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  *fn = n;
+  return p * r * r + r + 1.0f;
+}
+} // namespace detail
+
 /// exp(x): 2^n * e^r with n = round(x / ln 2), r = x - n ln 2 (ln 2 split in
 /// two, Cephes' constants) and a degree-7 polynomial for e^r on [-ln2/2,
 /// ln2/2]. The scale 2^n is applied as two exact powers of two, so results
@@ -29,19 +50,8 @@ inline float fastExp(float x) {
   // finite value; the result is fixed up at the end).
   float xc = x < kMax ? x : kMax;
   xc = xc > kMin ? xc : kMin;
-  // Round to nearest with the 1.5 * 2^23 trick (vectorizes without SSE4.1).
-  const float kShift = 12582912.0f;
-  float fn = (xc * 1.44269504088896341f + kShift) - kShift;
-  float r = xc - fn * 0.693359375f;
-  r = r - fn * -2.12194440e-4f;
-  // Cephes expf polynomial.
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
+  float fn;
+  float p = detail::expOfReduced(xc, &fn);
   int32_t n = int32_t(fn);
   int32_t n1 = n >> 1, n2 = n - n1; // both in [-76, 64]
   float s1 = __builtin_bit_cast(float, uint32_t(n1 + 127) << 23);
@@ -58,17 +68,8 @@ inline float fastExp(float x) {
 inline float fastExpNonPositive(float x) {
   const float kMin = -105.0f;
   float xc = x > kMin ? x : kMin;
-  const float kShift = 12582912.0f;
-  float fn = (xc * 1.44269504088896341f + kShift) - kShift;
-  float r = xc - fn * 0.693359375f;
-  r = r - fn * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
+  float fn;
+  float p = detail::expOfReduced(xc, &fn);
   int32_t n = int32_t(fn); // in [-151, 0]
   float s = __builtin_bit_cast(float, uint32_t(n + 127 + 25) << 23);
   return (p * s) * 2.98023223876953125e-8f; // 2^-25
