@@ -1029,13 +1029,8 @@ Status clamp(const ConstTensor &a, double lo, double hi, const MutTensor &out) {
   switch (a.dtype) {
   case DType::F32: {
     // NaN stays NaN (both comparisons are false); a NaN bound is no bound.
-    float l = float(lo), h = float(hi);
-    const float *x = static_cast<const float *>(a.data);
-    float *y = static_cast<float *>(out.data);
-    for (int64_t i = 0, n = numElements(a.shape); i < n; ++i) {
-      float v = x[i] < l ? l : x[i];
-      y[i] = v > h ? h : v;
-    }
+    vec::clampF32(static_cast<const float *>(a.data), float(lo), float(hi),
+                  static_cast<float *>(out.data), numElements(a.shape));
     return Status::ok();
   }
   case DType::I32:

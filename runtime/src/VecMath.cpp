@@ -192,6 +192,14 @@ MC_CLONES void divF32(const float *a, const float *b, float *y, int64_t n) {
     y[i] = a[i] / b[i];
 }
 
+MC_CLONES void clampF32(const float *x, float lo, float hi, float *y,
+                        int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    float v = x[i] < lo ? lo : x[i];
+    y[i] = v > hi ? hi : v;
+  }
+}
+
 MC_CLONES void fillF32(float v, float *y, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     y[i] = v;

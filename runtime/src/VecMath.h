@@ -145,6 +145,9 @@ void subF32(const float *a, const float *b, float *y, int64_t n);
 void mulF32(const float *a, const float *b, float *y, int64_t n);
 void divF32(const float *a, const float *b, float *y, int64_t n);
 void fillF32(float v, float *y, int64_t n);
+/// min(max(x, lo), hi) as the clamp kernel defines it: a NaN x stays NaN, a
+/// NaN bound is no bound.
+void clampF32(const float *x, float lo, float hi, float *y, int64_t n);
 /// y = (x - m) * a + b.
 void scaleShiftF32(const float *x, float m, float a, float b, float *y,
                    int64_t n);

@@ -978,9 +978,9 @@ TEST(Fused, AttentionRegionEqualsUnfused) {
 }
 
 namespace {
-/// out f32[rows, cols] = gelu(tanh(x + broadcast(r [cols], dims 1)) *
-/// broadcast(c [rows], dims 0)) - exp(y): rows of `cols` elements cross
-/// the 2048-element tiles' boundaries.
+/// out f32[rows, cols] = clamp(gelu(tanh(x + broadcast(r [cols], dims 1)) *
+/// broadcast(c [rows], dims 0)), -0.1, 0.7) - exp(y): rows of `cols`
+/// elements cross the 2048-element tiles' boundaries.
 Plan tiledPlan(int64_t rows, int64_t cols, bool withNeg = false) {
   Builder b;
   const Shape o{rows, cols};
@@ -997,6 +997,8 @@ Plan tiledPlan(int64_t rows, int64_t cols, bool withNeg = false) {
   uint32_t m = bodyOp(f, K::Mul, {t, cb}, F, o);
   uint32_t g = bodyOp(f, K::Gelu, {m}, F, o,
                       {OpAttr::boolean("tanh_approximation", false)});
+  g = bodyOp(f, K::Clamp, {g}, F, o,
+             {OpAttr::real("min", -0.1), OpAttr::real("max", 0.7)});
   uint32_t e = bodyOp(f, K::Exp, {3}, F, o);
   bodyOp(f, K::Sub, {g, e}, F, o);
   return b.p;

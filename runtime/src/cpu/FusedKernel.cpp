@@ -232,6 +232,8 @@ struct TilePlan {
 struct LoopOp {
   vec::UnaryF32 unary = nullptr;
   vec::BinaryF32 binary = nullptr;
+  bool clamp = false; // vec::clampF32 to [lo, hi] (mc.clamp, relu6)
+  float lo = 0, hi = 0;
   int64_t a = -1, b = -1, result = -1;
 };
 
@@ -442,9 +444,9 @@ bool bindConvEpilogue(const KernelRequest& r, BoundKernel* out,
 }
 
 /// The region's compute ops as f32 loops (LoopOp), or none when one of
-/// them has no loop. A sigmoid whose only reader is a mul by the
-/// sigmoid's own operand (either order) runs with it as one SiLU loop
-/// (not when the sigmoid is also an output of the region).
+/// them has no loop (clamp has one, with its bounds). A sigmoid whose only
+/// reader is a mul by the sigmoid's own operand (either order) runs with it as
+/// one SiLU loop (not when the sigmoid is also an output of the region).
 std::vector<LoopOp> loopOps(const std::vector<RegionOp>& body,
                             const FusedState& st,
                             const std::vector<uint32_t>& extraValues) {
@@ -473,6 +475,12 @@ std::vector<LoopOp> loopOps(const std::vector<RegionOp>& body,
           detail::unaryF32Loop(op.op, op.attrs.getBool("tanh_approximation"))
               .fn;
       l.a = op.operands[0];
+      if (op.op == OpId::Clamp) {
+        // The bounds as the clamp kernel converts them.
+        l.clamp = true;
+        l.lo = float(op.attrs.getFloat("min"));
+        l.hi = float(op.attrs.getFloat("max"));
+      }
       if (op.op == OpId::Sigmoid && i + 1 < st.computeOps.size() &&
           uses(value) == 1) {
         const RegionOp& next = body[st.computeOps[i + 1]];
@@ -490,7 +498,7 @@ std::vector<LoopOp> loopOps(const std::vector<RegionOp>& body,
       l.a = op.operands[0];
       l.b = op.operands[1];
     }
-    if (!l.unary && !l.binary)
+    if (!l.unary && !l.binary && !l.clamp)
       return {};
     loops.push_back(l);
   }
@@ -958,7 +966,9 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
               return reinterpret_cast<float*>(slot + S.tileOffset[size_t(v)]);
             };
             for (const LoopOp& op : S.loops) {
-              if (op.unary)
+              if (op.clamp)
+                vec::clampF32(at(op.a), op.lo, op.hi, at(op.result), n);
+              else if (op.unary)
                 op.unary(at(op.a), at(op.result), n);
               else
                 op.binary(at(op.a), at(op.b), at(op.result), n);
