@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """modelc against its CPU peers, in one run on one machine: median latency of
 ResNet-18 (batch 1 and 8), the transformer encoder and a 2-layer LSTM (batch
-8) in
+8), and on request (--models) torchvision's MobileNetV2, EfficientNet-B0 and
+ResNet-50 (batch 8, 224x224) in
 
   - modelc unfused (`modelc compile --no-fuse`; "n/a" while `modelc compile
     --help` has no such flag),
@@ -20,13 +21,17 @@ stdout, progress on stderr.
 
     /usr/bin/python3 bench/cpu_peers.py [--build DIR] [--threads N] [--runs N]
         [--rounds N] [--quick] [--venv DIR] [--no-peers]
-        [--models resnet18,encoder] [--opset 13..17 (17)]
+        [--models resnet18,encoder,lstm,mlp,mobilenet_v2,efficientnet_b0,
+                  resnet50] [--opset 13..17 (17)]
 
 Every engine is timed --rounds times (default 2), the rounds interleaved,
 and its best median is reported: the machines here are shared and drift.
 
 The models, their seeded random weights and inputs are those of
-bench/cpu_vs_pytorch.py (imported from it). The system python runs modelc and
+bench/cpu_vs_pytorch.py (imported from it); the torchvision CNNs come from the
+system's torchvision with seeded random weights. The peers' environment has no
+torchvision (none on PyPI matches its torch) and rebuilds only ResNet-18 by
+hand, so those CNNs have onnxruntime's column and not PyTorch 2.x's. The system python runs modelc and
 the reference; the peers run in a subprocess (bench/peers_worker.py) under
 the python of a virtual environment this script creates and reuses: every
 engine sees the same weights and input (the ONNX file for onnxruntime, the
@@ -89,6 +94,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+import torchvision  # noqa: E402
 
 sys.dont_write_bytecode = True  # no bench/__pycache__ in the checkout
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -110,6 +116,11 @@ ENGINES = [  # (key, column title)
     ("onnxruntime", "onnxruntime {ort}"),
 ]
 PEERS = ("torch_eager", "torch_compile", "onnxruntime")
+# torchvision models beyond ResNet-18, at batch 8 (--models): onnxruntime only
+# among the peers (see the docstring).
+TORCHVISION_CNNS = ("mobilenet_v2", "efficientnet_b0", "resnet50")
+NO_TORCHVISION = ("the peers' environment has no torchvision (none on PyPI "
+                  "matches torch {t2}); only ResNet-18 is rebuilt by hand")
 REL_ERR_MAX = 1e-4
 
 
@@ -221,6 +232,8 @@ def ensure_venv(venv):
 
 def model_spec(model):
     """What the worker needs to rebuild `model` (without torchvision)."""
+    if getattr(model, "modelc_torchvision", None):
+        return "onnx-only", {"name": model.modelc_torchvision}
     if isinstance(model, torch.nn.TransformerEncoder):
         layer = model.layers[0]
         return "encoder", {
@@ -308,11 +321,16 @@ def bench_model(args, ctx, name, model, batch, shape, tmp):
         weights = os.path.join(d, "weights.npz")
         np.savez(weights, **{k: v.detach().numpy()
                              for k, v in model.state_dict().items()})
+        engines = list(PEERS)
+        if kind == "onnx-only":
+            engines = ["onnxruntime"]
+            for key in ("torch_eager", "torch_compile"):
+                results[key] = {"na": NO_TORCHVISION.format(t2=PEER_TORCH)}
         spec = {"label": label, "kind": kind, "config": config,
                 "weights": weights, "x": x_path, "onnx": onnx_path,
                 "threads": args.threads, "runs": args.runs,
                 "warmup": args.warmup, "out_dir": os.path.join(d, "peers"),
-                "engines": list(PEERS)}
+                "engines": engines}
         spec_path = os.path.join(d, "spec.json")
         json.dump(spec, open(spec_path, "w"))
 
@@ -334,8 +352,10 @@ def bench_model(args, ctx, name, model, batch, shape, tmp):
                    "err": 0.0}, tag)
         if spec_path:
             log(f"{tag}: peers, in {ctx['venv_py']}")
+            engines = json.load(open(spec_path))["engines"]
             for key, new in run_peers(args, ctx, spec_path, ref).items():
-                keep_best(results, key, new, tag)
+                if key in engines:
+                    keep_best(results, key, new, tag)
     return results
 
 
@@ -426,6 +446,20 @@ def print_tables(args, ctx, rows):
         print(f"\n({i + 1}) n/a: {why}")
 
 
+def torchvision_cnns(wanted):
+    """The torchvision CNNs asked for, at batch 8, seeded random weights,
+    eval mode (BatchNorm with its running statistics)."""
+    out = []
+    for name in TORCHVISION_CNNS:
+        if name not in wanted:
+            continue
+        torch.manual_seed(0)
+        model = getattr(torchvision.models, name)(weights=None).eval()
+        model.modelc_torchvision = name
+        out.append((name, model, 8, (8, 3, 224, 224)))
+    return out
+
+
 def cpu_model():
     try:
         for line in open("/proc/cpuinfo"):
@@ -454,7 +488,7 @@ def main():
                     help="skip the venv and the PyPI peers")
     ap.add_argument("--models", default="resnet18,encoder,lstm,mlp",
                     help="comma-separated subset of resnet18, encoder, lstm, "
-                    "mlp")
+                    "mlp, " + ", ".join(TORCHVISION_CNNS))
     ap.add_argument("--opset", type=int, default=17,
                     help="the ONNX opset of the export (below 17, PyTorch "
                     "writes LayerNorm out as ReduceMean/Sub/Pow/.../Div)")
@@ -498,7 +532,8 @@ def main():
     wanted = set(args.models.split(","))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name, model, batch, shape in models(args.quick):
+        for name, model, batch, shape in (models(args.quick) +
+                                          torchvision_cnns(wanted)):
             kind = ("encoder" if name.startswith("transformer") else
                     name.split(" ")[0])
             if kind not in wanted:
