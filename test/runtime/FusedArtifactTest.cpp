@@ -1074,12 +1074,32 @@ TEST(Fused, ConvBiasSiluFoldsTheBiasAndEqualsUnfused) {
     }
 }
 
+TEST(Fused, ASigmoidReadBesidesItsSiluEqualsUnfused) {
+  // out = x * sigmoid(x) + sigmoid(x) over 35 tiles: the sigmoid has a
+  // second reader, so it is computed on its own (not folded into the SiLU
+  // loop, which would leave its value unwritten); and the SiLU alone.
+  for (bool alsoRead : {true, false}) {
+    SCOPED_TRACE(alsoRead ? "sigmoid read twice" : "SiLU alone");
+    Builder b;
+    const Shape o{70, 1024};
+    uint32_t x = b.input("x", o);
+    uint32_t out = b.output("out", o);
+    PlanStep &f = b.fused({x}, out);
+    uint32_t s = bodyOp(f, K::Sigmoid, {0}, F, o);
+    uint32_t m = bodyOp(f, K::Mul, {0, s}, F, o);
+    if (alsoRead)
+      bodyOp(f, K::Add, {m, s}, F, o);
+    expectFusedEqualsUnfused(b.p);
+  }
+}
+
 TEST(Fused, ARegionOfManyTilesNamesItsFirstFailingElement) {
   // out i32[rows, cols] = x / y with y zero at two elements, in the ranges
-  // of different threads: the error names the first, as one kernel would,
-  // whichever thread reached its zero first.
+  // of different threads (35 tiles, more than a region binds per tile: a
+  // contiguous block of tiles per thread): the error names the first, as
+  // one kernel would, whichever thread reached its zero first.
   Builder b;
-  const int64_t rows = 64, cols = 1000;
+  const int64_t rows = 70, cols = 1024;
   const Shape o{rows, cols};
   uint32_t x = b.buf("x", DType::I32, o), y = b.buf("y", DType::I32, o);
   b.p.inputs.push_back({"x", x});

@@ -362,6 +362,23 @@ Status bindConv2d(const ConstTensor &input, const ConstTensor &weight,
       return Status::error("conv2d (oneDNN): only the reference "
                            "implementation takes this convolution and "
                            "epilogue");
+    // The post-ops add to the f32 result the plain convolution (what an
+    // unfused conv2d step binds) computes: the same bits only when the
+    // library runs the same kernel on the same layouts for both.
+    if (!epilogue.empty()) {
+      dnnl::primitive_attr plainAttr;
+      plainAttr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      dnnl::convolution_forward::primitive_desc plain(desc, plainAttr, eng);
+      if (std::string(plain.impl_info_str()) != pd.impl_info_str() ||
+          plain.src_desc() != pd.src_desc() ||
+          plain.weights_desc() != pd.weights_desc() ||
+          plain.dst_desc() != pd.dst_desc())
+        return Status::error(
+            std::string("conv2d (oneDNN): with its epilogue the convolution "
+                        "runs ") +
+            pd.impl_info_str() + ", without it " + plain.impl_info_str() +
+            " (or other layouts): fused would not equal unfused");
+    }
 
     auto k = std::make_shared<DnnlConv>();
     k->conv = dnnl::convolution_forward(pd);

@@ -502,6 +502,10 @@ std::vector<LoopOp> loopOps(const std::vector<RegionOp>& body,
       return {};
     loops.push_back(l);
   }
+  // The last loop must write the region's result (not so when the last
+  // body op is a broadcast the verifier let through for extra outputs).
+  if (loops.empty() || loops.back().result != st.resultValue)
+    return {};
   return loops;
 }
 
