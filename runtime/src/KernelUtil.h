@@ -27,6 +27,30 @@ UnaryF32Loop unaryF32Loop(OpId op, bool tanhApproximation);
 /// The binary kernel's loop for `op` over same-shape f32, or null.
 vec::BinaryF32 binaryF32Loop(OpId op);
 
+/// A matmul's [..., M, K] x [..., K, N] -> [..., M, N] (each operand
+/// possibly transposed in its last two dims): the product of the batch
+/// dims and M, N, K; false when the shapes do not agree.
+struct MatmulDims {
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+};
+inline bool matmulDims(const Shape &a, const Shape &b, const Shape &out,
+                       bool transA, bool transB, MatmulDims *d) {
+  size_t r = a.size();
+  if (r < 2 || b.size() != r || out.size() != r)
+    return false;
+  d->batch = 1;
+  for (size_t i = 0; i + 2 < r; ++i) {
+    if (a[i] != b[i] || a[i] != out[i])
+      return false;
+    d->batch *= a[i];
+  }
+  d->m = transA ? a[r - 1] : a[r - 2];
+  d->k = transA ? a[r - 2] : a[r - 1];
+  int64_t kb = transB ? b[r - 1] : b[r - 2];
+  d->n = transB ? b[r - 2] : b[r - 1];
+  return d->k == kb && out[r - 2] == d->m && out[r - 1] == d->n;
+}
+
 /// Strided kernels index with fixed arrays of this size (no allocation).
 inline constexpr int kMaxRank = MC_MAX_RANK;
 
@@ -216,6 +240,10 @@ bool setGemmLibrary(GemmLibrary library);
 // f32 (exact), running the f32 kernel, and rounding the f32 result once to
 // the narrow type (nearest even). So an f16/bf16 result is, by definition,
 // the f32 kernel's result on the same (widened) inputs, rounded once.
+// Convolutions and matmuls may instead run oneDNN's bf16 / f16 kernels
+// where the CPU has the instructions (cpu/DnnlConv.h): exact products
+// summed in f32 and rounded once as well, in the library's order of the
+// sum, so within an ulp of the narrow type of the widening path.
 
 inline bool isNarrowFloat(DType t) {
   return t == DType::F16 || t == DType::BF16;

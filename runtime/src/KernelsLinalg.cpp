@@ -211,7 +211,6 @@ Status matmul(const ConstTensor &a, const ConstTensor &b, bool transposeA,
   for (DType t : {a.dtype, b.dtype, out.dtype})
     if (t != DType::F32)
       return detail::unsupportedDType("matmul", t, "f32");
-  size_t r = a.shape.size();
   auto mismatch = [&] {
     return Status::error(
         std::string("matmul: lhs ") + typeString(a.dtype, a.shape) +
@@ -220,20 +219,11 @@ Status matmul(const ConstTensor &a, const ConstTensor &b, bool transposeA,
         " and result " + typeString(out.dtype, out.shape) +
         " do not agree (expected [..., M, K] x [..., K, N] -> [..., M, N])");
   };
-  if (r < 2 || b.shape.size() != r || out.shape.size() != r)
+  detail::MatmulDims dims;
+  if (!detail::matmulDims(a.shape, b.shape, out.shape, transposeA, transposeB,
+                          &dims))
     return mismatch();
-  int64_t batch = 1;
-  for (size_t d = 0; d + 2 < r; ++d) {
-    if (a.shape[d] != b.shape[d] || a.shape[d] != out.shape[d])
-      return mismatch();
-    batch *= a.shape[d];
-  }
-  int64_t m = transposeA ? a.shape[r - 1] : a.shape[r - 2];
-  int64_t k = transposeA ? a.shape[r - 2] : a.shape[r - 1];
-  int64_t kb = transposeB ? b.shape[r - 1] : b.shape[r - 2];
-  int64_t n = transposeB ? b.shape[r - 2] : b.shape[r - 1];
-  if (k != kb || out.shape[r - 2] != m || out.shape[r - 1] != n)
-    return mismatch();
+  int64_t batch = dims.batch, m = dims.m, n = dims.n, k = dims.k;
   if (m > INT_MAX || n > INT_MAX || k > INT_MAX)
     return Status::error("matmul: a dimension exceeds the BLAS int range");
   const float *pa = static_cast<const float *>(a.data);

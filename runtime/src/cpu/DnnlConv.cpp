@@ -1,6 +1,8 @@
 // conv2d through oneDNN, with its epilogue (bias, residual, activation) as
 // post-ops: the CPU's fast convolution, tested against the im2col
-// reference (KernelsNN.cpp).
+// reference (KernelsNN.cpp). Also bf16 / f16 matmuls through oneDNN's
+// matmul primitive where the CPU has instructions for them
+// (bindNarrowMatmul).
 //
 // Layouts: our tensors are plain NCHW / OIHW in the arena. Weights take
 // the layout the primitive prefers (format `any`): reordered once at bind
@@ -15,6 +17,7 @@
 // Scratch: oneDNN's scratchpad is user-managed and lives in the step
 // workspace with the reordered tensors, so a call does not allocate.
 #include "cpu/DnnlConv.h"
+#include "KernelUtil.h"
 #include "Parallel.h"
 #include "modelc/kernels.h"
 #include "modelc/shapes.h"
@@ -492,6 +495,100 @@ Status bindConv2d(const ConstTensor &input, const ConstTensor &weight,
     *bound = [k](void *workspace) { return (*k)(workspace); };
   } catch (const dnnl::error &e) {
     return Status::error(std::string("conv2d (oneDNN): ") + e.what());
+  }
+  return Status::ok();
+}
+
+Status bindNarrowMatmul(const ConstTensor &a, const ConstTensor &b, bool transA,
+                        bool transB, const MutTensor &out, bool bConstant,
+                        BoundKernel *bound, size_t *workspaceBytes) {
+  DType t = out.dtype;
+  if ((t != DType::BF16 && t != DType::F16) || a.dtype != t || b.dtype != t)
+    return Status::error("matmul (oneDNN): bf16 or f16 operands and result "
+                         "only");
+  detail::MatmulDims dims;
+  if (!detail::matmulDims(a.shape, b.shape, out.shape, transA, transB, &dims))
+    return Status::error("matmul (oneDNN): the shapes do not agree");
+  int64_t batch = dims.batch, m = dims.m, n = dims.n, k = dims.k;
+  if (batch * m * n * k == 0)
+    return Status::error("matmul (oneDNN): an empty product");
+  memory::data_type dt =
+      t == DType::BF16 ? memory::data_type::bf16 : memory::data_type::f16;
+  try {
+    const dnnl::engine &eng = cpuEngine();
+    // Row-major [batch, M, K] x [batch, K, N] -> [batch, M, N]; a
+    // transposed operand is the same matrix read with swapped strides.
+    memory::desc srcMd({batch, m, k}, dt,
+                       transA ? memory::dims{m * k, 1, m}
+                              : memory::dims{m * k, k, 1});
+    memory::desc weiUser({batch, k, n}, dt,
+                         transB ? memory::dims{k * n, 1, k}
+                                : memory::dims{k * n, n, 1});
+    memory::desc dstMd({batch, m, n}, dt, {m * n, n, 1});
+    // Constant weights in the layout the kernel prefers, reordered once.
+    memory::desc weiMd =
+        bConstant ? memory::desc({batch, k, n}, dt, Tag::any) : weiUser;
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::matmul::primitive_desc pd;
+    try {
+      pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(srcMd, weiMd, dstMd),
+                                        attr, eng);
+    } catch (const dnnl::error &e) {
+      return Status::error("matmul (oneDNN): no native " +
+                           std::string(dtypeName(t)) + " kernel here (" +
+                           e.what() + ")");
+    }
+    // Only the CPU's own bf16 / f16 instructions: oneDNN's reference and
+    // its emulation on plain AVX-512 are slower than widening to f32.
+    std::string impl = pd.impl_info_str();
+    bool native =
+        impl.find("amx") != std::string::npos ||
+        impl.find(t == DType::BF16 ? "bf16" : "fp16") != std::string::npos;
+    if (!native)
+      return Status::error("matmul (oneDNN): no native " +
+                           std::string(dtypeName(t)) + " kernel here (" + impl +
+                           ")");
+    struct State {
+      dnnl::matmul prim;
+      memory src, wei, dst, scratch;
+      int threads = 1;
+    };
+    auto st = std::make_shared<State>();
+    st->prim = dnnl::matmul(pd);
+    st->src = memory(srcMd, eng, const_cast<void *>(a.data));
+    st->dst = memory(dstMd, eng, out.data);
+    memory user(weiUser, eng, const_cast<void *>(b.data));
+    if (bConstant && pd.weights_desc() != weiUser) {
+      st->wei = memory(pd.weights_desc(), eng); // owned
+      dnnl::reorder(user, st->wei).execute(threadStream(), user, st->wei);
+      threadStream().wait();
+    } else {
+      st->wei = user;
+    }
+    // Its own scratchpad (tens to hundreds of KiB), not the step's
+    // workspace: attention regions and fused tiles bind matmuls that get
+    // none.
+    st->scratch = memory(pd.scratchpad_desc(), eng);
+    st->threads = detail::maxThreads();
+    *workspaceBytes = 0;
+    *bound = [st](void *) -> Status {
+      if (omp_get_max_threads() != st->threads)
+        omp_set_num_threads(st->threads);
+      try {
+        dnnl::stream &s = threadStream();
+        st->prim.execute(s, {{DNNL_ARG_SRC, st->src},
+                             {DNNL_ARG_WEIGHTS, st->wei},
+                             {DNNL_ARG_DST, st->dst},
+                             {DNNL_ARG_SCRATCHPAD, st->scratch}});
+        s.wait();
+      } catch (const dnnl::error &e) {
+        return Status::error(std::string("matmul (oneDNN): ") + e.what());
+      }
+      return Status::ok();
+    };
+  } catch (const dnnl::error &e) {
+    return Status::error(std::string("matmul (oneDNN): ") + e.what());
   }
   return Status::ok();
 }

@@ -1,6 +1,7 @@
 // CPU kernels of matmul, convolution and pooling (modelc/kernels.h computes
 // them through BLAS; f32 convolutions through oneDNN), registered per op.
 #include "CpuKernels.h"
+#include "cpu/DnnlConv.h"
 #include "modelc/device.h"
 
 namespace mc::rt {
@@ -28,7 +29,17 @@ template <class Params> void readWindow(const OpAttrs& attrs, Params& p) {
   p.dilationW = at(d, 1, 1);
 }
 
-Status matmulKernel(const KernelRequest& r, BoundKernel* out, size_t*) {
+/// bf16 and f16 through oneDNN where the CPU has instructions for them;
+/// else (and f32) the BLAS path of modelc/kernels.h's matmul, which widens
+/// narrow operands to f32.
+Status matmulKernel(const KernelRequest& r, BoundKernel* out,
+                    size_t* workspaceBytes) {
+  if ((r.output.dtype == DType::BF16 || r.output.dtype == DType::F16) &&
+      detail::bindNarrowMatmul(r.inputs[0], r.inputs[1],
+                               r.attrs.getBool("transpose_a"),
+                               r.attrs.getBool("transpose_b"), r.output,
+                               r.isConstant(1), out, workspaceBytes))
+    return Status::ok();
   *out = [ta = r.attrs.getBool("transpose_a"),
           tb = r.attrs.getBool("transpose_b"), a = r.inputs[0],
           b = r.inputs[1], o = r.output](void*) {

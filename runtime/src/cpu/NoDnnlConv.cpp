@@ -11,6 +11,12 @@ Status detail::bindConv2d(const ConstTensor &, const ConstTensor &,
   return Status::error("conv2d: this runtime was built without oneDNN");
 }
 
+Status detail::bindNarrowMatmul(const ConstTensor &, const ConstTensor &, bool,
+                                bool, const MutTensor &, bool, BoundKernel *,
+                                size_t *) {
+  return Status::error("matmul: this runtime was built without oneDNN");
+}
+
 Status bindConv2d(const ConstTensor &input, const ConstTensor &weight,
                   const Conv2dParams &params, const Epilogue &epilogue,
                   const MutTensor &out, bool weightsConstant,
