@@ -132,10 +132,17 @@ Status checkInputShape(const TensorInfo &info, const BatchBounds &bounds,
 /// MODELC_PROFILE=1 (any value but empty or "0"): run() times every step
 /// with the device's StepTimer (the host clock on the CPU, events on a
 /// GPU); when the session ends, a table of time per op kind and the
-/// slowest steps goes to stderr. Off by default: then run() reads no clock.
+/// slowest steps goes to stderr (MODELC_PROFILE=all: every step, in plan
+/// order, to set beside another engine's per-node profile). Off by
+/// default: then run() reads no clock.
 bool profileRequested() {
   const char *v = std::getenv("MODELC_PROFILE");
   return v && *v && std::strcmp(v, "0") != 0;
+}
+
+bool profileAllSteps() {
+  const char *v = std::getenv("MODELC_PROFILE");
+  return v && std::strcmp(v, "all") == 0;
 }
 
 } // namespace
@@ -160,6 +167,7 @@ struct Session::Impl {
   const Model *model = nullptr;
   std::string name;
   bool profile = false;
+  bool profileAll = false; // MODELC_PROFILE=all: every step, in order
   uint64_t profiledRuns = 0;
   std::vector<double> stepSeconds; // per step, summed over profiled runs
   /// The first runs of each binding, kept apart (printed only when the
@@ -401,11 +409,16 @@ void Session::Impl::printProfile() const {
   std::vector<size_t> order(steps.size());
   for (size_t i = 0; i < order.size(); ++i)
     order[i] = i;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return stepSeconds[a] > stepSeconds[b];
-  });
-  size_t top = std::min<size_t>(order.size(), 15);
-  std::fprintf(stderr, "  slowest %zu steps:\n", top);
+  size_t top = order.size();
+  if (profileAll) {
+    std::fprintf(stderr, "  every step, in order:\n");
+  } else {
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return stepSeconds[a] > stepSeconds[b];
+    });
+    top = std::min<size_t>(order.size(), 15);
+    std::fprintf(stderr, "  slowest %zu steps:\n", top);
+  }
   for (size_t k = 0; k < top; ++k) {
     const StepExec &e = steps[order[k]];
     std::string ins;
@@ -498,6 +511,7 @@ Status Session::create(const Model &model, std::unique_ptr<Device> device,
   const auto &buffers = *t.buffers();
   impl.name = model.name();
   impl.profile = profileRequested();
+  impl.profileAll = profileAllSteps();
   if (impl.profile) {
     impl.stepSeconds.assign(impl.steps().size(), 0.0);
     impl.firstSeconds.assign(impl.steps().size(), 0.0);

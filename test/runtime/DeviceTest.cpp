@@ -246,6 +246,28 @@ TEST(Devices, ProfiledRunsUseTheStepTimerAndRecordNothing) {
                        "included"),
             std::string::npos)
       << table;
+
+  // MODELC_PROFILE=all lists every step in plan order.
+  setenv("MODELC_PROFILE", "all", 1);
+  created = rt::Session::create(*model, &s);
+  unsetenv("MODELC_PROFILE");
+  ASSERT_TRUE(created) << created.message();
+  ASSERT_TRUE(s->setInput(0, rt::DType::F32, {test::kBatch, test::kIn},
+                          x.data(), x.size() * sizeof(float)));
+  ASSERT_TRUE(s->run());
+  testing::internal::CaptureStderr();
+  s.reset();
+  table = testing::internal::GetCapturedStderr();
+  size_t list = table.find("  every step, in order:\n");
+  ASSERT_NE(list, std::string::npos) << table;
+  size_t steps = model->table().steps()->size(), at = list;
+  for (size_t i = 0; i < steps; ++i) {
+    char head[32];
+    std::snprintf(head, sizeof head, "\n  %5zu ", i);
+    size_t next = table.find(head, at);
+    ASSERT_NE(next, std::string::npos) << "step " << i << " in\n" << table;
+    at = next + 1;
+  }
 }
 
 } // namespace
