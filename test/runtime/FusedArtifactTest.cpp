@@ -12,6 +12,7 @@
 #include "modelc/shapes.h"
 
 #include <algorithm>
+#include <cstring>
 #include <gtest/gtest.h>
 #include <memory>
 
@@ -185,12 +186,24 @@ std::vector<std::vector<uint8_t>> randomInputs(const Plan &plan, int64_t batch,
   std::vector<std::vector<uint8_t>> in;
   for (const codegen::PlanSignature &sig : plan.inputs) {
     const codegen::PlanBuffer &b = plan.buffers[sig.buffer];
-    EXPECT_EQ(b.dtype, F) << sig.name;
+    EXPECT_TRUE(b.dtype == F || b.dtype == DType::BF16 || b.dtype == DType::F16)
+        << sig.name;
     Shape shape = b.batchScale.empty()
                       ? b.shape
                       : rt::shapes::atBatch(b.shape, b.batchScale, batch);
-    in.push_back(floatBytes(
-        randomFloats(size_t(rt::numElements(shape)), seed++, -2, 2)));
+    std::vector<float> v =
+        randomFloats(size_t(rt::numElements(shape)), seed++, -2, 2);
+    if (b.dtype == F) {
+      in.push_back(floatBytes(v));
+      continue;
+    }
+    std::vector<uint8_t> bytes(v.size() * 2);
+    for (size_t i = 0; i < v.size(); ++i) {
+      uint16_t h = b.dtype == DType::BF16 ? rt::floatToBf16(v[i])
+                                          : rt::floatToHalf(v[i]);
+      std::memcpy(bytes.data() + 2 * i, &h, 2);
+    }
+    in.push_back(std::move(bytes));
   }
   return in;
 }
@@ -1089,6 +1102,34 @@ TEST(Fused, ASigmoidReadBesidesItsSiluEqualsUnfused) {
     uint32_t m = bodyOp(f, K::Mul, {0, s}, F, o);
     if (alsoRead)
       bodyOp(f, K::Add, {m, s}, F, o);
+    expectFusedEqualsUnfused(b.p);
+  }
+}
+
+TEST(Fused, NarrowRegionsOfManyTilesRunAsLoopsAndEqualUnfused) {
+  // bf16 and f16 regions of 35 tiles: each loop widens its operands,
+  // computes in f32 and rounds its result once, as each unfused kernel
+  // does; the sigmoid and mul stay two loops (the sigmoid's result is
+  // rounded before the mul).
+  for (DType t : {DType::BF16, DType::F16}) {
+    SCOPED_TRACE(rt::dtypeName(t));
+    Builder b;
+    const Shape o{70, 1024};
+    uint32_t x = b.buf("x", t, o), r = b.buf("r", t, {1024}),
+             y = b.buf("y", t, o), out = b.buf("out", t, o);
+    b.p.inputs = {{"x", x}, {"r", r}, {"y", y}};
+    b.p.outputs = {{"out", out}};
+    PlanStep &f = b.fused({x, r, y}, out);
+    uint32_t rb = bodyOp(f, K::BroadcastInDim, {1}, t, o, dims({1}));
+    uint32_t a = bodyOp(f, K::Add, {0, rb}, t, o);
+    uint32_t sg = bodyOp(f, K::Sigmoid, {a}, t, o);
+    uint32_t m = bodyOp(f, K::Mul, {a, sg}, t, o);
+    uint32_t g = bodyOp(f, K::Gelu, {m}, t, o,
+                        {OpAttr::boolean("tanh_approximation", true)});
+    g = bodyOp(f, K::Clamp, {g}, t, o,
+               {OpAttr::real("min", -0.1), OpAttr::real("max", 0.7)});
+    uint32_t e = bodyOp(f, K::Exp, {2}, t, o);
+    bodyOp(f, K::Sub, {g, e}, t, o);
     expectFusedEqualsUnfused(b.p);
   }
 }

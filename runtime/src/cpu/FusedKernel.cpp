@@ -235,6 +235,10 @@ struct LoopOp {
   bool clamp = false; // vec::clampF32 to [lo, hi] (mc.clamp, relu6)
   float lo = 0, hi = 0;
   int64_t a = -1, b = -1, result = -1;
+  /// f32, or bf16 / f16 for every operand and the result: then the
+  /// operands are widened into f32 scratch, the loop runs, and the result
+  /// is rounded once, as the unfused kernel does (KernelUtil.h, viaF32).
+  DType dtype = DType::F32;
 };
 
 struct FusedState {
@@ -265,6 +269,9 @@ struct FusedState {
   /// loads where they lie and write the result into the output, no copies,
   /// and `full`, `tail` are unused.
   std::vector<LoopOp> loops;
+  /// Byte offset in each slot of three f32 tiles (operands and result of
+  /// a bf16 / f16 loop), or -1 when every loop is f32.
+  int64_t narrowScratch = -1;
   int64_t tailLength = 0;
   // The anchor (body op 0 when it is a matmul or conv2d).
   BoundKernel anchor;
@@ -451,7 +458,6 @@ std::vector<LoopOp> loopOps(const std::vector<RegionOp>& body,
                             const FusedState& st,
                             const std::vector<uint32_t>& extraValues) {
   std::vector<LoopOp> loops;
-  auto f32 = [&](uint32_t v) { return st.dtypes[v] == DType::F32; };
   auto uses = [&](int64_t v) {
     int count = v == st.resultValue;
     for (size_t k : st.computeOps)
@@ -465,11 +471,14 @@ std::vector<LoopOp> loopOps(const std::vector<RegionOp>& body,
     size_t k = st.computeOps[i];
     const RegionOp& op = body[k];
     int64_t value = int64_t(st.numInputs + k);
-    if (op.dtype != DType::F32 ||
-        !std::all_of(op.operands.begin(), op.operands.end(), f32))
+    DType dt = op.dtype;
+    auto same = [&](uint32_t v) { return st.dtypes[v] == dt; };
+    if ((dt != DType::F32 && dt != DType::BF16 && dt != DType::F16) ||
+        !std::all_of(op.operands.begin(), op.operands.end(), same))
       return {};
     LoopOp l;
     l.result = value;
+    l.dtype = dt;
     if (op.operands.size() == 1) {
       l.unary =
           detail::unaryF32Loop(op.op, op.attrs.getBool("tanh_approximation"))
@@ -481,8 +490,9 @@ std::vector<LoopOp> loopOps(const std::vector<RegionOp>& body,
         l.lo = float(op.attrs.getFloat("min"));
         l.hi = float(op.attrs.getFloat("max"));
       }
-      if (op.op == OpId::Sigmoid && i + 1 < st.computeOps.size() &&
-          uses(value) == 1) {
+      // (In f32 only: a narrow sigmoid's result is rounded before the mul.)
+      if (op.op == OpId::Sigmoid && dt == DType::F32 &&
+          i + 1 < st.computeOps.size() && uses(value) == 1) {
         const RegionOp& next = body[st.computeOps[i + 1]];
         std::vector<uint32_t> xs{op.operands[0], uint32_t(value)};
         std::vector<uint32_t> sx{uint32_t(value), op.operands[0]};
@@ -821,6 +831,11 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
   st->direct = tiles <= kDirectTiles;
   if (!st->direct && !st->reduction)
     st->loops = loopOps(body, *st, r.extraValues);
+  if (std::any_of(st->loops.begin(), st->loops.end(),
+                  [](const LoopOp& l) { return l.dtype != DType::F32; })) {
+    st->narrowScratch = int64_t(st->slotBytes);
+    st->slotBytes += 3 * ((size_t(st->tile) * sizeof(float) + 63) / 64 * 64);
+  }
 
   // Workspace: [anchor scratch][anchor result if not in output][slots].
   size_t offset = 0;
@@ -959,27 +974,48 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
           if (!S.loops.empty()) {
             // Value v's elements of this tile: in place for contiguous
             // loads and the result, else in the slot.
-            auto at = [&](int64_t v) -> float* {
+            auto at = [&](int64_t v) -> uint8_t* {
+              size_t bytes = dtypeSize(S.dtypes[size_t(v)]);
               int load = S.loadOf[size_t(v)];
               if (load >= 0 && S.loads[size_t(load)].contiguous)
-                return const_cast<float*>(reinterpret_cast<const float*>(
-                           S.loads[size_t(load)].data)) +
-                       start;
+                return const_cast<uint8_t*>(S.loads[size_t(load)].data) +
+                       size_t(start) * bytes;
               if (v == S.resultValue)
-                return reinterpret_cast<float*>(S.output) + start;
-              return reinterpret_cast<float*>(slot + S.tileOffset[size_t(v)]);
+                return S.output + size_t(start) * bytes;
+              return slot + S.tileOffset[size_t(v)];
             };
+            size_t f32Tile = (size_t(S.tile) * sizeof(float) + 63) / 64 * 64;
             for (const LoopOp& op : S.loops) {
+              float *a, *b = nullptr, *y;
+              if (op.dtype == DType::F32) {
+                a = reinterpret_cast<float*>(at(op.a));
+                if (op.b >= 0)
+                  b = reinterpret_cast<float*>(at(op.b));
+                y = reinterpret_cast<float*>(at(op.result));
+              } else { // widened, computed in f32, rounded once
+                uint8_t* scratch = slot + S.narrowScratch;
+                a = reinterpret_cast<float*>(scratch);
+                detail::widenToF32(op.dtype, at(op.a), a, n);
+                if (op.b >= 0) {
+                  b = reinterpret_cast<float*>(scratch + f32Tile);
+                  detail::widenToF32(op.dtype, at(op.b), b, n);
+                }
+                y = reinterpret_cast<float*>(scratch + 2 * f32Tile);
+              }
               if (op.clamp)
-                vec::clampF32(at(op.a), op.lo, op.hi, at(op.result), n);
+                vec::clampF32(a, op.lo, op.hi, y, n);
               else if (op.unary)
-                op.unary(at(op.a), at(op.result), n);
+                op.unary(a, y, n);
               else
-                op.binary(at(op.a), at(op.b), at(op.result), n);
+                op.binary(a, b, y, n);
+              if (op.dtype != DType::F32)
+                detail::narrowFromF32(op.dtype, y, at(op.result), n);
             }
-            for (size_t i = 0; i < S.extraValues.size(); ++i)
-              std::memcpy(S.extraData[i] + size_t(start) * sizeof(float),
-                          at(S.extraValues[i]), size_t(n) * sizeof(float));
+            for (size_t i = 0; i < S.extraValues.size(); ++i) {
+              size_t bytes = dtypeSize(S.dtypes[S.extraValues[i]]);
+              std::memcpy(S.extraData[i] + size_t(start) * bytes,
+                          at(S.extraValues[i]), size_t(n) * bytes);
+            }
             continue;
           }
           const TilePlan& plan = S.direct      ? S.perTile[size_t(t)]
