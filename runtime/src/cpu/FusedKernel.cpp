@@ -5,11 +5,14 @@
 // after the other, through the same registered kernels an unfused step
 // runs, so a fused result is the unfused result bit for bit ("one source
 // of numerical truth"). Only the last op's tile is written to memory.
+// Where every op has a vectorized loop (the loops those kernels run), the
+// tiles call the loops on pointers instead: inputs read where they lie,
+// the result written in place, no copies (LoopOp).
 //
 // A region led by a matmul or conv2d (its epilogue) runs the anchor first
 // (through oneDNN's post-ops when the epilogue is what the library can fuse,
-// else its own kernel into the output) and then the elementwise rest over
-// tiles of its result, in place.
+// else its own kernel into the output, a conv's bias folded in) and then
+// the elementwise rest over tiles of its result, in place.
 #include "CpuKernels.h"
 #include "modelc/device.h"
 #include "modelc/shapes.h"
