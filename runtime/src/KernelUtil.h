@@ -243,7 +243,8 @@ bool setGemmLibrary(GemmLibrary library);
 // Convolutions and matmuls may instead run oneDNN's bf16 / f16 kernels
 // where the CPU has the instructions (cpu/DnnlConv.h): exact products
 // summed in f32 and rounded once as well, in the library's order of the
-// sum, so within an ulp of the narrow type of the widening path.
+// sum: within an ulp of the narrow type, plus the f32 roundings of the two
+// orders of the sum, of the widening path.
 
 inline bool isNarrowFloat(DType t) {
   return t == DType::F16 || t == DType::BF16;

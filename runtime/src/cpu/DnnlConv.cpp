@@ -512,6 +512,13 @@ Status bindNarrowMatmul(const ConstTensor &a, const ConstTensor &b, bool transA,
   int64_t batch = dims.batch, m = dims.m, n = dims.n, k = dims.k;
   if (batch * m * n * k == 0)
     return Status::error("matmul (oneDNN): an empty product");
+  // Small products stay on the widening path: an attention region binds
+  // one matmul per slice (batch x heads of them), and each binding owns a
+  // scratchpad sized for every thread; below this the call's fixed cost
+  // eats most of the gain anyway.
+  if (double(batch) * double(m) * double(n) * double(k) <= double(1 << 24))
+    return Status::error("matmul (oneDNN): a product of at most 2^24 "
+                         "multiply-adds takes the widening path");
   memory::data_type dt =
       t == DType::BF16 ? memory::data_type::bf16 : memory::data_type::f16;
   try {
