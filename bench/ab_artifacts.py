@@ -2,7 +2,11 @@
 """Two or more compiled artifacts of one model, timed alternately on one
 machine: what a compiler change did, with the runtime held fixed; or one
 artifact under runtime settings (`A.mcpk@VAR=VALUE[,VAR=VALUE]` runs A with
-those environment variables, e.g. `enc.mcpk@MODELC_GEMM=openblas`).
+those environment variables, e.g. `enc.mcpk@MODELC_GEMM=openblas`); or what
+a runtime change did: `A.mcpk@LD_LIBRARY_PATH=OLD/lib A.mcpk` runs the same
+modelc-run with another build's runtime library (LD_LIBRARY_PATH comes
+before modelc-run's RUNPATH; a copy of an old bin/ would still load this
+build's lib/).
 
     /usr/bin/python3 bench/ab_artifacts.py A.mcpk B.mcpk [...] --input x=x.npy
         [--threads 1,2] [--rounds 6] [--runs 60] [--build DIR]
