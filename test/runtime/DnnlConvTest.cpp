@@ -431,7 +431,6 @@ TEST(DnnlMatmul, NarrowMatmulsMatchTheWideningReferenceToAnUlp) {
                {{300, 250}, {260, 250}, {300, 260}, false, true},
                {{3, 160, 200}, {3, 200, 180}, {3, 160, 180}, false, false},
                {{2, 300, 170}, {2, 190, 300}, {2, 170, 190}, true, true},
-               // 2^24 multiply-adds or fewer: the widening path
                {{37, 29}, {29, 53}, {37, 53}, false, false}};
   int native = 0;
   for (DType t : {DType::BF16, DType::F16})
@@ -463,8 +462,7 @@ TEST(DnnlMatmul, NarrowMatmulsMatchTheWideningReferenceToAnUlp) {
                                              MutTensor{t, c.y, y.data()},
                                              constant, &k, &bytes);
         if (!st) {
-          EXPECT_TRUE(st.message().find("no native") != std::string::npos ||
-                      st.message().find("2^24") != std::string::npos)
+          EXPECT_NE(st.message().find("no native"), std::string::npos)
               << st.message();
           runCpuKernel(OpId::Matmul,
                        {OpAttr::boolean("transpose_a", c.ta),
@@ -475,7 +473,6 @@ TEST(DnnlMatmul, NarrowMatmulsMatchTheWideningReferenceToAnUlp) {
           continue;
         }
         ++native;
-        EXPECT_EQ(bytes, 0u);
         // Each result against the reference: the two sum the same exact
         // products in f32 in other orders, so they may differ by the f32
         // roundings of the sums (K * 2^-24 * sum |a b|, with a margin) and

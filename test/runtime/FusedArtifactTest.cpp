@@ -255,7 +255,7 @@ runPlan(Plan plan, const std::vector<std::vector<uint8_t>> &inputs,
 /// How far the fused run of a plan is from its unfused run.
 struct Diff {
   bool bitExact = true;
-  double relErr = 0; // the largest over the outputs (all f32)
+  double relErr = 0; // the largest over the outputs (as floats)
 };
 
 /// Runs `fused` and unfused(fused) at `batch` on the same random inputs.
@@ -273,9 +273,23 @@ Diff compareRuns(const Plan &fused, int64_t batch = 0, unsigned seed = 7) {
     if (a[i].size() != b[i].size() || a[i].empty())
       continue;
     d.bitExact &= std::memcmp(a[i].data(), b[i].data(), a[i].size()) == 0;
-    std::vector<float> x(a[i].size() / 4), y(b[i].size() / 4);
-    std::memcpy(x.data(), a[i].data(), a[i].size());
-    std::memcpy(y.data(), b[i].data(), b[i].size());
+    // As floats (a bf16 or f16 output widened).
+    DType t = fused.buffers[fused.outputs[i].buffer].dtype;
+    auto floats = [&](const std::vector<uint8_t> &bytes) {
+      if (t == F) {
+        std::vector<float> f(bytes.size() / 4);
+        std::memcpy(f.data(), bytes.data(), bytes.size());
+        return f;
+      }
+      std::vector<float> f(bytes.size() / 2);
+      for (size_t j = 0; j < f.size(); ++j) {
+        uint16_t h;
+        std::memcpy(&h, bytes.data() + 2 * j, 2);
+        f[j] = t == DType::BF16 ? rt::bf16ToFloat(h) : rt::halfToFloat(h);
+      }
+      return f;
+    };
+    std::vector<float> x = floats(a[i]), y = floats(b[i]);
     d.relErr = std::max(d.relErr, relError(x.data(), y));
   }
   return d;
@@ -1017,6 +1031,31 @@ Plan tiledPlan(int64_t rows, int64_t cols, bool withNeg = false) {
   return b.p;
 }
 } // namespace
+
+TEST(Fused, Bf16AttentionRegionMatchesUnfusedWithinBf16) {
+  // Five slices of bf16 attention on two thread slots: each slice's
+  // matmuls may run oneDNN's bf16 kernels (where the CPU has them), whose
+  // scratchpad is the slot's, shared by the slices the slot runs in turn;
+  // the unfused steps run one batched matmul each, so the sums' order may
+  // differ: within bf16's tolerance.
+  Builder b;
+  const DType t = DType::BF16;
+  const int64_t B = 5, S = 48, T = 64, D = 32;
+  uint32_t q = b.buf("q", t, {B, S, D}), k = b.buf("k", t, {B, T, D}),
+           v = b.buf("v", t, {B, T, D}), scale = b.buf("scale", t, {}),
+           out = b.buf("attn", t, {B, S, D});
+  b.p.inputs = {{"q", q}, {"k", k}, {"v", v}, {"scale", scale}};
+  b.p.outputs = {{"attn", out}};
+  PlanStep &f = b.fused({q, k, v, scale}, out, /*attention=*/true);
+  uint32_t sc = bodyOp(f, K::Matmul, {0, 1}, t, {B, S, T},
+                       {OpAttr::boolean("transpose_b", true)});
+  uint32_t m = bodyOp(f, K::Mul, {sc, 3}, t, {B, S, T});
+  uint32_t p =
+      bodyOp(f, K::Softmax, {m}, t, {B, S, T}, {OpAttr::integer("axis", 2)});
+  bodyOp(f, K::Matmul, {p, 2}, t, {B, S, D});
+  Diff d = compareRuns(b.p);
+  EXPECT_LT(d.relErr, 1e-2);
+}
 
 TEST(Fused, TailTileEqualsUnfused) {
   // 5000 elements: two full tiles of 2048 and a tail of 904.

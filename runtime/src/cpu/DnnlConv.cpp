@@ -42,6 +42,17 @@ const dnnl::engine &cpuEngine() {
   return engine;
 }
 
+/// OpenMP's thread count for this thread set to the runtime's, as every
+/// call does before it runs a primitive: primitive descriptors made after
+/// it size their scratchpad for the threads that will run them (a binding
+/// made after another kernel changed the count would otherwise ask for
+/// another size than its twin made before).
+void useRuntimeThreads() {
+  int threads = int(detail::maxThreads());
+  if (omp_get_max_threads() != threads)
+    omp_set_num_threads(threads);
+}
+
 /// A CPU stream is cheap but not meant to be shared between threads that
 /// execute at once: one per thread.
 dnnl::stream &threadStream() {
@@ -356,6 +367,7 @@ Status bindConv2d(const ConstTensor &input, const ConstTensor &weight,
     auto isReference = [](const dnnl::convolution_forward::primitive_desc &d) {
       return std::string(d.impl_info_str()).rfind("ref", 0) == 0;
     };
+    useRuntimeThreads();
     dnnl::convolution_forward::primitive_desc pd = primitiveDesc(true);
     // oneDNN's reference implementation is what it falls back to when no
     // optimized kernel takes this combination (a binary bias with a sum
@@ -512,13 +524,6 @@ Status bindNarrowMatmul(const ConstTensor &a, const ConstTensor &b, bool transA,
   int64_t batch = dims.batch, m = dims.m, n = dims.n, k = dims.k;
   if (batch * m * n * k == 0)
     return Status::error("matmul (oneDNN): an empty product");
-  // Small products stay on the widening path: an attention region binds
-  // one matmul per slice (batch x heads of them), and each binding owns a
-  // scratchpad sized for every thread; below this the call's fixed cost
-  // eats most of the gain anyway.
-  if (double(batch) * double(m) * double(n) * double(k) <= double(1 << 24))
-    return Status::error("matmul (oneDNN): a product of at most 2^24 "
-                         "multiply-adds takes the widening path");
   memory::data_type dt =
       t == DType::BF16 ? memory::data_type::bf16 : memory::data_type::f16;
   try {
@@ -537,6 +542,7 @@ Status bindNarrowMatmul(const ConstTensor &a, const ConstTensor &b, bool transA,
         bConstant ? memory::desc({batch, k, n}, dt, Tag::any) : weiUser;
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    useRuntimeThreads();
     dnnl::matmul::primitive_desc pd;
     try {
       pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(srcMd, weiMd, dstMd),
@@ -573,17 +579,17 @@ Status bindNarrowMatmul(const ConstTensor &a, const ConstTensor &b, bool transA,
     } else {
       st->wei = user;
     }
-    // Its own scratchpad (tens to hundreds of KiB), not the step's
-    // workspace: attention regions and fused tiles bind matmuls that get
-    // none.
-    st->scratch = memory(pd.scratchpad_desc(), eng);
+    // The scratchpad is the step's workspace (an attention region's: its
+    // thread slot's, shared by the slices the slot runs in turn).
+    st->scratch = memory(pd.scratchpad_desc(), eng, nullptr);
     st->threads = detail::maxThreads();
-    *workspaceBytes = 0;
-    *bound = [st](void *) -> Status {
+    *workspaceBytes = pd.scratchpad_desc().get_size();
+    *bound = [st](void *workspace) -> Status {
       if (omp_get_max_threads() != st->threads)
         omp_set_num_threads(st->threads);
       try {
         dnnl::stream &s = threadStream();
+        st->scratch.set_data_handle(workspace);
         st->prim.execute(s, {{DNNL_ARG_SRC, st->src},
                              {DNNL_ARG_WEIGHTS, st->wei},
                              {DNNL_ARG_DST, st->dst},

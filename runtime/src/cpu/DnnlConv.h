@@ -23,13 +23,12 @@ Status bindConv2d(const ConstTensor &input, const ConstTensor &weight,
 /// primitive: f32 accumulation and one rounding of each result, as the
 /// reference (widen to f32, multiply, narrow) computes it, in another
 /// order of the sum (so not bit for bit; and with oneDNN's AMX kernels its
-/// order may depend on the thread count). Bound only where the CPU has instructions for the
-/// dtype (AVX512_BF16, AMX; not oneDNN's reference or its emulation, which
-/// are slower than the reference): else an error, and the caller widens.
-/// Constant weights (`bConstant`) are reordered once, here, into the
-/// kernel's layout; the data pointers are captured. Products of at most
-/// 2^24 multiply-adds are refused too (an attention region's per-slice
-/// matmuls: each binding would own a scratchpad).
+/// order may depend on the thread count). Bound only where the CPU has
+/// instructions for the dtype (AVX512_BF16, AMX; not oneDNN's reference or its
+/// emulation, which are slower than the reference): else an error, and the
+/// caller widens. Constant weights (`bConstant`) are reordered once, here, into
+/// the kernel's layout; the data pointers are captured. oneDNN's scratchpad is
+/// the workspace (`workspaceBytes`).
 Status bindNarrowMatmul(const ConstTensor &a, const ConstTensor &b, bool transA,
                         bool transB, const MutTensor &out, bool bConstant,
                         BoundKernel *bound, size_t *workspaceBytes);

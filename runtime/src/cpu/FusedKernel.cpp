@@ -1085,6 +1085,10 @@ struct AttentionState {
   std::vector<Shape> shapes; // per value
   std::vector<bool> isView;  // per value: a view op's (no kernel)
   size_t scratchBytes = 0;
+  /// Scratch the slices' kernels ask for (a oneDNN matmul's scratchpad),
+  /// at this offset in each slot: the slices of one slot run one after
+  /// another, so they share it. 0 when none asks.
+  size_t kernelScratch = 0, kernelScratchOffset = 0;
   std::vector<std::vector<BoundKernel>> kernels; // per slice
   uint8_t* boundTo = nullptr;
   int slots = 1;
@@ -1206,61 +1210,87 @@ Status attentionKernel(const KernelRequest& r, BoundKernel* out,
     return Status::error("mc.fused (attention): the last op computes " +
                          shapeString(st->body.back().shape) +
                          ", not the output " + shapeString(outShape));
+  for (size_t v = 0; v < numValues; ++v)
+    st->isView.push_back(views.isView(uint32_t(v)));
+  // Binds slice b's kernels on the slot at `slot` into `kernels`; the most
+  // scratch one asks for in `scratch`.
+  auto bindSlice = [st, numInputs,
+                    &device = r.device](int64_t b, uint8_t* slot,
+                                        std::vector<BoundKernel>* kernels,
+                                        size_t* scratch) -> Status {
+    AttentionState& S = *st;
+    auto sliceShape = [&](size_t v) {
+      return Shape(S.shapes[v].begin() + S.lead, S.shapes[v].end());
+    };
+    auto ptr = [&](size_t v) -> uint8_t* {
+      if (S.scratch[v] >= 0)
+        return slot + S.scratch[v];
+      if (v + 1 == numInputs + S.body.size())
+        return static_cast<uint8_t*>(S.output.data) + b * S.sliceBytes[v];
+      return const_cast<uint8_t*>(
+                 static_cast<const uint8_t*>(S.inputs[v].data)) +
+             b * S.sliceBytes[v];
+    };
+    for (size_t k = 0; k < S.body.size(); ++k) {
+      const RegionOp& op = S.body[k];
+      size_t v = numInputs + k;
+      if (op.op == OpId::BroadcastInDim || S.isView[v])
+        continue;
+      std::vector<ConstTensor> ins;
+      for (uint32_t o : op.operands) {
+        DType t =
+            o < numInputs ? S.inputs[o].dtype : S.body[o - numInputs].dtype;
+        ins.push_back(ConstTensor{t, sliceShape(o), ptr(o)});
+      }
+      MutTensor res{op.dtype, sliceShape(v), ptr(v)};
+      OpAttrs attrs = op.attrs;
+      for (OpAttr& a : attrs.all())
+        if (a.name == "axis")
+          a.i -= int64_t(S.lead);
+      KernelFactory f = findKernel(device.kind(), op.op);
+      if (!f)
+        return Status::error(std::string("attention region: no kernel "
+                                         "for mc.") +
+                             opName(op.op));
+      BoundKernel kernel;
+      size_t need = 0;
+      MC_RETURN_IF_ERROR(
+          f(KernelRequest{op.op, attrs, ins, res, device}, &kernel, &need));
+      *scratch = std::max(*scratch, need);
+      kernels->push_back(std::move(kernel));
+    }
+    return Status::ok();
+  };
+  // The kernels' own scratch, learnt from slice 0's (every slice has the
+  // same shapes), bound here on a stand-in slot and dropped.
+  {
+    std::vector<uint8_t> standIn(st->scratchBytes + 64);
+    std::vector<BoundKernel> probe;
+    MC_RETURN_IF_ERROR(
+        bindSlice(0, standIn.data(), &probe, &st->kernelScratch));
+  }
+  st->kernelScratchOffset = st->scratchBytes;
+  st->scratchBytes += (st->kernelScratch + 63) / 64 * 64;
   // Slices run in parallel, one scratch per thread slot (slot s takes
   // slices s, s + slots, ...).
   st->slots = int(std::max<int64_t>(
       1, std::min<int64_t>(detail::maxThreads(), st->slices)));
   *workspaceBytes = st->scratchBytes * size_t(st->slots);
-  for (size_t v = 0; v < numValues; ++v)
-    st->isView.push_back(views.isView(uint32_t(v)));
-  *out = [st, numInputs, &device = r.device](void* workspace) -> Status {
+  *out = [st, bindSlice](void* workspace) -> Status {
     uint8_t* ws = static_cast<uint8_t*>(workspace);
     AttentionState& S = *st;
-    auto sliceShape = [&](size_t v) {
-      return Shape(S.shapes[v].begin() + S.lead, S.shapes[v].end());
-    };
     if (S.boundTo != ws) {
       S.kernels.assign(size_t(S.slices), {});
       for (int64_t b = 0; b < S.slices; ++b) {
-        uint8_t* slot = ws + size_t(b % S.slots) * S.scratchBytes;
-        auto ptr = [&](size_t v) -> uint8_t* {
-          if (S.scratch[v] >= 0)
-            return slot + S.scratch[v];
-          if (v + 1 == numInputs + S.body.size())
-            return static_cast<uint8_t*>(S.output.data) + b * S.sliceBytes[v];
-          return const_cast<uint8_t*>(
-                     static_cast<const uint8_t*>(S.inputs[v].data)) +
-                 b * S.sliceBytes[v];
-        };
-        for (size_t k = 0; k < S.body.size(); ++k) {
-          const RegionOp& op = S.body[k];
-          size_t v = numInputs + k;
-          if (op.op == OpId::BroadcastInDim || S.isView[v])
-            continue;
-          std::vector<ConstTensor> ins;
-          for (uint32_t o : op.operands) {
-            DType t = o < numInputs ? S.inputs[o].dtype : S.body[o - numInputs].dtype;
-            ins.push_back(ConstTensor{t, sliceShape(o), ptr(o)});
-          }
-          MutTensor res{op.dtype, sliceShape(v), ptr(v)};
-          OpAttrs attrs = op.attrs;
-          for (OpAttr& a : attrs.all())
-            if (a.name == "axis")
-              a.i -= int64_t(S.lead);
-          KernelFactory f = findKernel(device.kind(), op.op);
-          if (!f)
-            return Status::error(std::string("attention region: no kernel "
-                                              "for mc.") + opName(op.op));
-          BoundKernel kernel;
-          size_t scratch = 0;
-          MC_RETURN_IF_ERROR(
-              f(KernelRequest{op.op, attrs, ins, res, device}, &kernel,
-                &scratch));
-          if (scratch)
-            return Status::error(std::string("attention region: mc.") +
-                                 opName(op.op) + " needs scratch memory");
-          S.kernels[size_t(b)].push_back(std::move(kernel));
-        }
+        size_t scratch = 0;
+        MC_RETURN_IF_ERROR(bindSlice(b,
+                                     ws + size_t(b % S.slots) * S.scratchBytes,
+                                     &S.kernels[size_t(b)], &scratch));
+        if (scratch > S.kernelScratch)
+          return Status::error("attention region: a kernel asks for " +
+                               std::to_string(scratch) +
+                               " bytes of scratch at run time, " +
+                               std::to_string(S.kernelScratch) + " when bound");
       }
       S.boundTo = ws;
     }
@@ -1277,7 +1307,7 @@ Status attentionKernel(const KernelRequest& r, BoundKernel* out,
                        slot + S.scratch[v]);
             }
           for (const BoundKernel& k : S.kernels[size_t(b)]) {
-            Status status = k(nullptr);
+            Status status = k(slot + S.kernelScratchOffset);
             if (!status) {
               failures[size_t(s)] = status;
               return;
