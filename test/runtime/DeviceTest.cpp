@@ -229,17 +229,24 @@ TEST(Devices, ProfiledRunsUseTheStepTimerAndRecordNothing) {
       << table;
   EXPECT_NE(table.find("matmul"), std::string::npos) << table;
 
+  // A session made with MODELC_PROFILE=`value` that runs once: its table.
+  auto profiledOnce = [&](const char *value) -> std::string {
+    setenv("MODELC_PROFILE", value, 1);
+    rt::Status made = rt::Session::create(*model, &s);
+    unsetenv("MODELC_PROFILE");
+    EXPECT_TRUE(made) << made.message();
+    if (!made)
+      return "";
+    EXPECT_TRUE(s->setInput(0, rt::DType::F32, {test::kBatch, test::kIn},
+                            x.data(), x.size() * sizeof(float)));
+    EXPECT_TRUE(s->run());
+    testing::internal::CaptureStderr();
+    s.reset();
+    return testing::internal::GetCapturedStderr();
+  };
+
   // A session that ran once reports that run, saying what it includes.
-  setenv("MODELC_PROFILE", "1", 1);
-  created = rt::Session::create(*model, &s);
-  unsetenv("MODELC_PROFILE");
-  ASSERT_TRUE(created) << created.message();
-  ASSERT_TRUE(s->setInput(0, rt::DType::F32, {test::kBatch, test::kIn},
-                          x.data(), x.size() * sizeof(float)));
-  ASSERT_TRUE(s->run());
-  testing::internal::CaptureStderr();
-  s.reset();
-  table = testing::internal::GetCapturedStderr();
+  table = profiledOnce("1");
   EXPECT_NE(table.find("profile: mlp.mcpk: 1 runs, "), std::string::npos)
       << table;
   EXPECT_NE(table.find("first runs only: cold memory and one-time setup "
@@ -248,16 +255,7 @@ TEST(Devices, ProfiledRunsUseTheStepTimerAndRecordNothing) {
       << table;
 
   // MODELC_PROFILE=all lists every step in plan order.
-  setenv("MODELC_PROFILE", "all", 1);
-  created = rt::Session::create(*model, &s);
-  unsetenv("MODELC_PROFILE");
-  ASSERT_TRUE(created) << created.message();
-  ASSERT_TRUE(s->setInput(0, rt::DType::F32, {test::kBatch, test::kIn},
-                          x.data(), x.size() * sizeof(float)));
-  ASSERT_TRUE(s->run());
-  testing::internal::CaptureStderr();
-  s.reset();
-  table = testing::internal::GetCapturedStderr();
+  table = profiledOnce("all");
   size_t list = table.find("  every step, in order:\n");
   ASSERT_NE(list, std::string::npos) << table;
   size_t steps = model->table().steps()->size(), at = list;

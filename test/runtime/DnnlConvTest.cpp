@@ -440,14 +440,9 @@ TEST(DnnlMatmul, NarrowMatmulsMatchTheWideningReferenceToAnUlp) {
                      (c.ta ? "^T" : "") + " x " + shapeString(c.b) +
                      (c.tb ? "^T" : "") + (constant ? ", constant" : ""));
         auto narrow = [&](const std::vector<float> &v) {
-          std::vector<uint16_t> r(v.size());
-          for (size_t i = 0; i < v.size(); ++i)
-            r[i] = t == DType::BF16 ? floatToBf16(v[i]) : floatToHalf(v[i]);
-          return r;
+          return mc::test::narrowBits(t, v);
         };
-        auto wide = [&](uint16_t h) {
-          return t == DType::BF16 ? bf16ToFloat(h) : halfToFloat(h);
-        };
+        auto wide = [&](uint16_t h) { return mc::test::widen(t, h); };
         std::vector<uint16_t> a = narrow(randomFloats(size_t(numElements(c.a)),
                                                       31, -2, 2)),
                               b = narrow(randomFloats(size_t(numElements(c.b)),

@@ -197,13 +197,9 @@ std::vector<std::vector<uint8_t>> randomInputs(const Plan &plan, int64_t batch,
       in.push_back(floatBytes(v));
       continue;
     }
-    std::vector<uint8_t> bytes(v.size() * 2);
-    for (size_t i = 0; i < v.size(); ++i) {
-      uint16_t h = b.dtype == DType::BF16 ? rt::floatToBf16(v[i])
-                                          : rt::floatToHalf(v[i]);
-      std::memcpy(bytes.data() + 2 * i, &h, 2);
-    }
-    in.push_back(std::move(bytes));
+    std::vector<uint16_t> h = narrowBits(b.dtype, v);
+    in.emplace_back(reinterpret_cast<const uint8_t *>(h.data()),
+                    reinterpret_cast<const uint8_t *>(h.data() + h.size()));
   }
   return in;
 }
@@ -285,7 +281,7 @@ Diff compareRuns(const Plan &fused, int64_t batch = 0, unsigned seed = 7) {
       for (size_t j = 0; j < f.size(); ++j) {
         uint16_t h;
         std::memcpy(&h, bytes.data() + 2 * j, 2);
-        f[j] = t == DType::BF16 ? rt::bf16ToFloat(h) : rt::halfToFloat(h);
+        f[j] = widen(t, h);
       }
       return f;
     };

@@ -13,7 +13,9 @@
 
 using namespace mc;
 using namespace mc::rt;
+using mc::test::narrowBits;
 using mc::test::randomFloats;
+using mc::test::widen;
 
 namespace {
 
@@ -21,17 +23,6 @@ struct In {
   Shape shape;
   std::vector<float> values; // rounded to the narrow dtype before use
 };
-
-std::vector<uint16_t> narrowBits(DType t, const std::vector<float> &v) {
-  std::vector<uint16_t> b(v.size());
-  for (size_t i = 0; i < v.size(); ++i)
-    b[i] = t == DType::F16 ? floatToHalf(v[i]) : floatToBf16(v[i]);
-  return b;
-}
-
-float widen(DType t, uint16_t b) {
-  return t == DType::F16 ? halfToFloat(b) : bf16ToFloat(b);
-}
 
 using Kernel = std::function<Status(const std::vector<ConstTensor> &,
                                     const MutTensor &)>;

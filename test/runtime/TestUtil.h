@@ -306,6 +306,18 @@ inline double relError(const float *a, const std::vector<float> &b) {
 }
 
 /// f32 views over vectors, for calling kernels in tests.
+/// Floats rounded to f16 or bf16 (nearest even), as bits; and back.
+inline std::vector<uint16_t> narrowBits(rt::DType t,
+                                        const std::vector<float> &v) {
+  std::vector<uint16_t> b(v.size());
+  for (size_t i = 0; i < v.size(); ++i)
+    b[i] = t == rt::DType::F16 ? rt::floatToHalf(v[i]) : rt::floatToBf16(v[i]);
+  return b;
+}
+inline float widen(rt::DType t, uint16_t b) {
+  return t == rt::DType::F16 ? rt::halfToFloat(b) : rt::bf16ToFloat(b);
+}
+
 inline rt::ConstTensor cin(const std::vector<float> &v, rt::Shape s) {
   return {rt::DType::F32, std::move(s), v.data()};
 }

@@ -47,11 +47,11 @@ const dnnl::engine &cpuEngine() {
 /// it size their scratchpad for the threads that will run them (a binding
 /// made after another kernel changed the count would otherwise ask for
 /// another size than its twin made before).
-void useRuntimeThreads() {
-  int threads = int(detail::maxThreads());
+void useThreads(int threads) {
   if (omp_get_max_threads() != threads)
     omp_set_num_threads(threads);
 }
+void useRuntimeThreads() { useThreads(int(detail::maxThreads())); }
 
 /// A CPU stream is cheap but not meant to be shared between threads that
 /// execute at once: one per thread.
@@ -199,8 +199,7 @@ struct DnnlConv {
 
   Status operator()(void *workspace) {
     uint8_t *ws = static_cast<uint8_t *>(workspace);
-    if (omp_get_max_threads() != threads)
-      omp_set_num_threads(threads);
+    useThreads(threads);
     try {
       dnnl::stream &s = threadStream();
       scratchpad.set_data_handle(ws);
@@ -585,8 +584,7 @@ Status bindNarrowMatmul(const ConstTensor &a, const ConstTensor &b, bool transA,
     st->threads = detail::maxThreads();
     *workspaceBytes = pd.scratchpad_desc().get_size();
     *bound = [st](void *workspace) -> Status {
-      if (omp_get_max_threads() != st->threads)
-        omp_set_num_threads(st->threads);
+      useThreads(st->threads);
       try {
         dnnl::stream &s = threadStream();
         st->scratch.set_data_handle(workspace);
