@@ -141,6 +141,33 @@ void stridedCopy(const Shape &shape, const int64_t *stride, const T *src,
     return;
   }
   int64_t inner = sh[m - 1], innerStride = st[m - 1], rows = n / inner;
+  if (m >= 2 && st[m - 2] == 1 && inner <= 16 && innerStride != 0) {
+    // A transpose to a short last dim (NCHW -> NHWC of an RGB image): the
+    // source's contiguous dim is the row dim. Per block of rows, read each
+    // of the `inner` source runs along it (contiguous) and write them
+    // interleaved, instead of one `inner`-element row per loop trip.
+    constexpr int64_t kBlock = 512;
+    int64_t len = sh[m - 2], blocks = (len + kBlock - 1) / kBlock,
+            outer = rows / len;
+    parallelFor(outer * blocks,
+                std::max<int64_t>(1, kParallelGrain / (kBlock * inner)),
+                [&](int64_t tb, int64_t te) {
+                  for (int64_t t = tb; t < te; ++t) {
+                    int64_t o = t / blocks, i0 = t % blocks * kBlock;
+                    int64_t cnt = std::min(kBlock, len - i0), base = 0, rem = o;
+                    for (int d = m - 3; d >= 0; --d) {
+                      base += rem % sh[d] * st[d];
+                      rem /= sh[d];
+                    }
+                    const T *s = src + base + i0;
+                    T *out = dst + (o * len + i0) * inner;
+                    for (int64_t j = 0; j < inner; ++j)
+                      for (int64_t i = 0; i < cnt; ++i)
+                        out[i * inner + j] = s[j * innerStride + i];
+                  }
+                });
+    return;
+  }
   parallelFor(rows, std::max<int64_t>(1, kParallelGrain / inner),
               [&](int64_t rb, int64_t re) {
     int64_t idx[kMaxRank] = {0}, base = 0;

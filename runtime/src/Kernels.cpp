@@ -365,32 +365,32 @@ void reduceLoop(const T *x, T *y, const Odometer &keptDims,
 
 /// reduceLoop's results when the reduced dims are one block with kept dims
 /// inside it ([outer, nRed, inner], inner > 1: a global pool over NHWC's H
-/// and W): each output still reduces its nRed values in order, but
-/// `inner` outputs advance together along contiguous rows (reduceLoop
-/// would read each output's values `inner` elements apart).
-template <typename Acc, typename Init, typename Step, typename Finish>
+/// and W): each output still reduces its nRed values in order, but up to
+/// kChunk outputs advance together along contiguous rows in a vectorized
+/// `rows` loop (vec::sumRowsF64 and kin; reduceLoop would read each
+/// output's values `inner` elements apart). The outputs are split into
+/// column chunks, narrower when there are few rows of outputs, so a batch
+/// of one still spreads over the threads.
+template <typename Acc, typename Init, typename Rows, typename Finish>
 void reduceMiddle(const float *x, float *y, int64_t outer, int64_t nRed,
-                  int64_t inner, Init init, Step step, Finish finish) {
-  constexpr int64_t kChunk = 256; // accumulators per task, in L1
-  int64_t chunks = (inner + kChunk - 1) / kChunk;
+                  int64_t inner, Init init, Rows rows, Finish finish) {
+  constexpr int64_t kChunk = 1024; // accumulators per task, in L1
+  constexpr int64_t kMinTasks = 16, kMinChunk = 64;
+  int64_t want = std::max<int64_t>(1, (kMinTasks + outer - 1) / outer);
+  int64_t chunk = std::min(kChunk, (inner + want - 1) / want);
+  chunk = std::min(inner, std::max(kMinChunk, (chunk + 15) / 16 * 16));
+  int64_t chunks = (inner + chunk - 1) / chunk;
   detail::parallelFor(
       outer * chunks,
-      std::max<int64_t>(
-          1, kParallelGrain /
-                 std::max<int64_t>(nRed * std::min(inner, kChunk), 1)),
+      std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(nRed * chunk, 1)),
       [&](int64_t tb, int64_t te) {
         Acc acc[kChunk];
         for (int64_t t = tb; t < te; ++t) {
-          int64_t o = t / chunks, i0 = t % chunks * kChunk;
-          int64_t n = std::min(kChunk, inner - i0);
+          int64_t o = t / chunks, i0 = t % chunks * chunk;
+          int64_t n = std::min(chunk, inner - i0);
           for (int64_t k = 0; k < n; ++k)
             acc[k] = init();
-          const float *base = x + o * nRed * inner + i0;
-          for (int64_t j = 0; j < nRed; ++j) {
-            const float *p = base + j * inner;
-            for (int64_t k = 0; k < n; ++k)
-              acc[k] = step(acc[k], p[k]);
-          }
+          rows(x + o * nRed * inner + i0, nRed, inner, n, acc);
           float *out = y + o * inner + i0;
           for (int64_t k = 0; k < n; ++k)
             out[k] = finish(acc[k]);
@@ -813,26 +813,27 @@ Status reduce(OpId op, const ConstTensor &a,
         inner *= a.shape[d];
     }
     bool middle = block && inner > 1 && nRed > 1;
-    auto run = [&](auto init, auto step, auto finish, auto acc) {
+    // `rows` is the step's vectorized form over rows (reduceMiddle).
+    auto run = [&](auto init, auto step, auto rows, auto finish, auto acc) {
       using Acc = decltype(acc);
       if (middle)
-        reduceMiddle<Acc>(x, y, outer, nRed, inner, init, step, finish);
+        reduceMiddle<Acc>(x, y, outer, nRed, inner, init, rows, finish);
       else
         reduceLoop<float, Acc>(x, y, kept, red, nOut, nRed, init, step, finish);
     };
     if (op == OpId::ReduceMax) {
       run([] { return -std::numeric_limits<float>::infinity(); },
           [](float m, float v) { return (std::isnan(m) || m >= v) ? m : v; },
-          [](float m) { return m; }, 0.0f);
+          vec::maxRowsF32, [](float m) { return m; }, 0.0f);
     } else if (op == OpId::ReduceMin) {
       run([] { return std::numeric_limits<float>::infinity(); },
           [](float m, float v) { return (std::isnan(m) || m <= v) ? m : v; },
-          [](float m) { return m; }, 0.0f);
+          vec::minRowsF32, [](float m) { return m; }, 0.0f);
     } else {
       // Accumulate in double: the sum does not depend on reduction size.
       double scale = op == OpId::ReduceMean ? 1.0 / double(nRed) : 1.0;
       run([] { return 0.0; }, [](double s, float v) { return s + double(v); },
-          [scale](double s) { return float(s * scale); }, 0.0);
+          vec::sumRowsF64, [scale](double s) { return float(s * scale); }, 0.0);
     }
     return Status::ok();
   }

@@ -205,6 +205,37 @@ MC_CLONES void fillF32(float v, float *y, int64_t n) {
     y[i] = v;
 }
 
+MC_CLONES void sumRowsF64(const float *x, int64_t rows, int64_t stride,
+                          int64_t n, double *acc) {
+  for (int64_t j = 0; j < rows; ++j) {
+    const float *p = x + j * stride;
+    for (int64_t k = 0; k < n; ++k)
+      acc[k] += double(p[k]);
+  }
+}
+
+MC_CLONES void maxRowsF32(const float *x, int64_t rows, int64_t stride,
+                          int64_t n, float *acc) {
+  for (int64_t j = 0; j < rows; ++j) {
+    const float *p = x + j * stride;
+    for (int64_t k = 0; k < n; ++k) {
+      float m = acc[k], v = p[k];
+      acc[k] = (m != m || m >= v) ? m : v;
+    }
+  }
+}
+
+MC_CLONES void minRowsF32(const float *x, int64_t rows, int64_t stride,
+                          int64_t n, float *acc) {
+  for (int64_t j = 0; j < rows; ++j) {
+    const float *p = x + j * stride;
+    for (int64_t k = 0; k < n; ++k) {
+      float m = acc[k], v = p[k];
+      acc[k] = (m != m || m <= v) ? m : v;
+    }
+  }
+}
+
 MC_CLONES void scaleShiftF32(const float *x, float m, float a, float b,
                              float *y, int64_t n) {
   for (int64_t i = 0; i < n; ++i)

@@ -162,6 +162,20 @@ void f32ToBf16(const float *x, uint16_t *h, int64_t n);
 void f16ToF32(const uint16_t *h, float *y, int64_t n);
 void f32ToF16(const float *x, uint16_t *h, int64_t n);
 
+/// Column reductions over `rows` rows of n contiguous floats, row j at
+/// x + j * stride: acc[k] combined with x[j * stride + k] for j in order,
+/// so each acc[k] sees its values in the order a scalar loop would (the n
+/// columns advance together in vector lanes). Sum: acc[k] += double(v).
+/// Max / min: a NaN, once taken, stays (acc[k] is NaN or v is NaN and
+/// acc[k] is not: the first NaN in row order is the result), as the
+/// reduce kernels' scalar steps.
+void sumRowsF64(const float *x, int64_t rows, int64_t stride, int64_t n,
+                double *acc);
+void maxRowsF32(const float *x, int64_t rows, int64_t stride, int64_t n,
+                float *acc);
+void minRowsF32(const float *x, int64_t rows, int64_t stride, int64_t n,
+                float *acc);
+
 /// One row of softmax / log_softmax (contiguous, n >= 1): max subtracted; a
 /// NaN anywhere makes the row NaN. The sum of exponentials is accumulated in
 /// 16 float lanes combined pairwise (the same order on every run). A row that

@@ -19,10 +19,12 @@
 #include <limits>
 
 using namespace mc::rt;
-using mc::test::randomFloats;
 using mc::test::cin;
 using mc::test::mout;
+using mc::test::randomFloats;
+using mc::test::ravel;
 using mc::test::relErr;
+using mc::test::unravel;
 
 namespace {
 
@@ -424,6 +426,39 @@ TEST(KernelsFastPaths, StridedCopiesMergeDims) {
   ASSERT_TRUE(broadcastInDim(cin(one, {}), {}, mout(many, {100, 1000})));
   EXPECT_TRUE(std::all_of(many.begin(), many.end(),
                           [](float v) { return v == 4.5f; }));
+}
+
+TEST(KernelsFastPaths, TransposesToAShortLastDimGoInBlocksOfRows) {
+  // NCHW -> NHWC of images (3 and 16 channels: the last dim short, the
+  // source contiguous along H*W): blocks of 512 pixels, the last one short,
+  // and a transpose whose short dim comes from the middle ([5, 600, 2] ->
+  // [600, 2, 5], the outer dim strided). Every element size.
+  struct Case {
+    Shape s;
+    std::vector<int64_t> perm;
+  } cases[] = {{{3, 3, 37, 41}, {0, 2, 3, 1}},
+               {{2, 16, 9, 130}, {0, 2, 3, 1}},
+               {{5, 600, 2}, {1, 2, 0}}};
+  for (const Case &c : cases)
+    for (DType t : {DType::F32, DType::BF16, DType::I64, DType::I1}) {
+      SCOPED_TRACE(shapeString(c.s) + " " + dtypeName(t));
+      Shape os;
+      for (int64_t p : c.perm)
+        os.push_back(c.s[size_t(p)]);
+      size_t es = dtypeSize(t), n = size_t(numElements(c.s));
+      std::vector<uint8_t> a(n * es), y(n * es, 0xEE);
+      for (size_t i = 0; i < a.size(); ++i)
+        a[i] = uint8_t(i * 131 + i / 251);
+      ASSERT_TRUE(transpose({t, c.s, a.data()}, c.perm, {t, os, y.data()}));
+      for (int64_t i = 0; i < int64_t(n); ++i) {
+        std::vector<int64_t> o = unravel(i, os), ai(c.s.size());
+        for (size_t d = 0; d < c.s.size(); ++d)
+          ai[size_t(c.perm[d])] = o[d];
+        ASSERT_EQ(0, std::memcmp(&y[size_t(i) * es],
+                                 &a[size_t(ravel(ai, c.s)) * es], es))
+            << "element " << i;
+      }
+    }
 }
 
 TEST(KernelsFastPaths, ReduceSplitAmongThreads) {

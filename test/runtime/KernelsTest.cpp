@@ -12,9 +12,11 @@
 #include <numeric>
 
 using namespace mc::rt;
-using mc::test::randomFloats;
 using mc::test::cin;
 using mc::test::mout;
+using mc::test::randomFloats;
+using mc::test::ravel;
+using mc::test::unravel;
 
 namespace {
 
@@ -27,22 +29,6 @@ float fromBits(uint32_t u) {
   float f;
   std::memcpy(&f, &u, 4);
   return f;
-}
-
-/// Row-major multi-index of linear index i.
-std::vector<int64_t> unravel(int64_t i, const Shape &s) {
-  std::vector<int64_t> idx(s.size());
-  for (size_t d = s.size(); d-- > 0;) {
-    idx[d] = s[d] ? i % s[d] : 0;
-    i = s[d] ? i / s[d] : 0;
-  }
-  return idx;
-}
-int64_t ravel(const std::vector<int64_t> &idx, const Shape &s) {
-  int64_t i = 0;
-  for (size_t d = 0; d < s.size(); ++d)
-    i = i * s[d] + idx[d];
-  return i;
 }
 
 } // namespace
@@ -498,14 +484,17 @@ TEST(Kernels, ReduceOverMiddleDimsMatchesTheSequentialSumBitForBit) {
   // A global pool over NHWC's H and W: the reduced dims lie between kept
   // ones. Each output's values are summed in order, in double (as every
   // reduction here), so the result is the sequential sum's bits; inner
-  // sizes beyond one task's 256 accumulators, and NaN for max/min.
+  // sizes beyond one task's 1024 accumulators, a batch of one cut into
+  // column chunks of 64 with a short last one, and NaN for max/min.
   struct Case {
     Shape s;
     std::vector<int64_t> dims;
     int64_t outer, nRed, inner;
   } cases[] = {{{2, 7, 9, 33}, {1, 2}, 2, 63, 33},
                {{3, 5, 600}, {1}, 3, 5, 600},
-               {{1, 4, 3, 2, 300}, {1, 2, 3}, 1, 24, 300}};
+               {{1, 4, 3, 2, 300}, {1, 2, 3}, 1, 24, 300},
+               {{2, 3, 1500}, {1}, 2, 3, 1500},
+               {{1, 2, 2, 130}, {1, 2}, 1, 4, 130}};
   unsigned seed = 70;
   for (const Case &c : cases) {
     SCOPED_TRACE(shapeString(c.s));

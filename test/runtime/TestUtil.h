@@ -318,6 +318,22 @@ inline float widen(rt::DType t, uint16_t b) {
   return t == rt::DType::F16 ? rt::halfToFloat(b) : rt::bf16ToFloat(b);
 }
 
+/// Row-major multi-index of linear index i.
+inline std::vector<int64_t> unravel(int64_t i, const rt::Shape &s) {
+  std::vector<int64_t> idx(s.size());
+  for (size_t d = s.size(); d-- > 0;) {
+    idx[d] = s[d] ? i % s[d] : 0;
+    i = s[d] ? i / s[d] : 0;
+  }
+  return idx;
+}
+inline int64_t ravel(const std::vector<int64_t> &idx, const rt::Shape &s) {
+  int64_t i = 0;
+  for (size_t d = 0; d < s.size(); ++d)
+    i = i * s[d] + idx[d];
+  return i;
+}
+
 inline rt::ConstTensor cin(const std::vector<float> &v, rt::Shape s) {
   return {rt::DType::F32, std::move(s), v.data()};
 }
