@@ -1122,6 +1122,54 @@ TEST(Fused, ConvBiasSiluFoldsTheBiasAndEqualsUnfused) {
     }
 }
 
+namespace {
+/// ResNet's block tail on NHWC (or NCHW): relu(conv(x) + bias + res), the
+/// residual the add's first or second operand, the relu optional; 16 -> 16
+/// channels at 20x20, so oneDNN runs its optimized kernels.
+Plan convResidualPlan(bool channelsLast, bool residualOperandFirst,
+                      bool relu) {
+  Builder b;
+  const int64_t batch = 2, C = 16, H = 20, W = 20;
+  Shape s = channelsLast ? Shape{batch, H, W, C} : Shape{batch, C, H, W};
+  uint32_t x = b.input("x", s);
+  uint32_t w = b.constF32("w", {C, C, 3, 3}, 3);
+  uint32_t bias = b.constF32("bias", {C}, 4);
+  uint32_t res = b.input("res", s);
+  uint32_t out = b.output("out", s);
+  PlanStep &f = b.fused({x, w, bias, res}, out);
+  OpAttrs attrs = convAttrs();
+  if (channelsLast)
+    attrs.set(OpAttr::boolean("channels_last", true));
+  uint32_t c = bodyOp(f, K::Conv2d, {0, 1}, F, s, attrs);
+  uint32_t bb =
+      bodyOp(f, K::BroadcastInDim, {2}, F, s, dims({channelsLast ? 3 : 1}));
+  uint32_t a = bodyOp(f, K::Add, {c, bb}, F, s);
+  a = bodyOp(f, K::Add,
+             residualOperandFirst ? std::vector<uint32_t>{3, a}
+                                  : std::vector<uint32_t>{a, 3},
+             F, s);
+  if (relu)
+    bodyOp(f, K::Relu, {a}, F, s);
+  return b.p;
+}
+} // namespace
+
+TEST(Fused, ConvBiasResidualEqualsUnfusedInBothLayouts) {
+  // oneDNN 2.6 runs another kernel than the plain convolution's when the
+  // residual is a post-op (binary add or sum; sum also rounds otherwise),
+  // so the bias goes into the convolution and the tiles add the residual
+  // and apply the relu: either operand order, with and without the relu.
+  for (bool channelsLast : {false, true})
+    for (bool first : {false, true})
+      for (bool relu : {true, false}) {
+        SCOPED_TRACE(std::string(channelsLast ? "NHWC" : "NCHW") +
+                     (first ? ", add(res, y)" : ", add(y, res)") +
+                     (relu ? ", relu" : ""));
+        Diff d = compareRuns(convResidualPlan(channelsLast, first, relu));
+        EXPECT_TRUE(d.bitExact) << "relative error " << d.relErr;
+      }
+}
+
 TEST(Fused, ASigmoidReadBesidesItsSiluEqualsUnfused) {
   // out = x * sigmoid(x) + sigmoid(x) over 35 tiles: the sigmoid has a
   // second reader, so it is computed on its own (not folded into the SiLU
