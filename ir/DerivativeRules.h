@@ -181,18 +181,20 @@ V scatterStrided(B& b, V g, const Dims& inShape, const Dims& start,
   return pad(b, v, start, high);
 }
 
-/// Reverses dims 2 and 3 (the kernel window) of an OIHW weight.
+/// Reverses dims 2 and 3 (the kernel window) of an OIHW weight: reversing
+/// both is reversing the flattened window, one gather over [O, I, KH*KW]
+/// (one pass over the weight, not one per dim).
 template <class B, class V = typename B::Value> V flipWindow(B& b, V w) {
   Dims s = b.shape(w);
-  for (int64_t d : {2, 3}) {
-    if (s[d] == 1)
-      continue;
-    Dims reversed;
-    for (int64_t i = s[d] - 1; i >= 0; --i)
-      reversed.push_back(i);
-    w = b.gather(w, b.intConstant(V(), {s[d]}, reversed), d);
-  }
-  return w;
+  int64_t taps = s[2] * s[3];
+  if (taps == 1)
+    return w;
+  Dims reversed;
+  for (int64_t i = taps - 1; i >= 0; --i)
+    reversed.push_back(i);
+  V flat = b.reshape(w, {s[0], s[1], taps});
+  V r = b.gather(flat, b.intConstant(V(), {taps}, reversed), 2);
+  return b.reshape(r, s);
 }
 
 /// d(conv2d)/d(input): the transposed convolution, as a conv2d of the

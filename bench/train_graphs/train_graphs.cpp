@@ -8,13 +8,21 @@
 // Inputs are traced as shapes only (nothing runs); every parameter is one
 // seeded block of 4096 values tiled, so the artifacts gzip small (as the
 // inference rows' weights; speed does not depend on the values).
+//   resnet18     examples/resnet's ResNet-18 in training mode (batch norm
+//                on the batch's statistics), x [B, 3, HW, HW]
 //   modelc-train-graphs OUT_DIR [--small] [--mlp WIDTH,BATCH]
-// writes OUT_DIR/mlp_train.mlir and OUT_DIR/transformer_train.mlir; --small
-// makes the models tiny (a CPU smoke test of the same graphs); --mlp sets
-// the MLP's width and batch (CPU benchmarks of a training step).
+//       [--transformer B,S,D,HEADS,FF,LAYERS] [--resnet18 B,HW]
+// writes OUT_DIR/mlp_train.mlir, OUT_DIR/transformer_train.mlir (and with
+// --resnet18, OUT_DIR/resnet18_train.mlir) and OUT_DIR/param_block.npy,
+// the 4096 values every parameter tiles (a peer that tiles them the same
+// way has the same weights: bench/cpu_train_peers.py); --small makes the
+// models tiny (a CPU smoke test of the same graphs); --mlp and
+// --transformer set their sizes (CPU benchmarks of a training step).
+#include "examples/resnet/resnet18.h"
+#include "frontend/Ops.h"
 #include "frontend/jit/Trace.h"
 #include "frontend/nn.h"
-#include "frontend/Ops.h"
+#include "modelc/npy.h"
 
 #include <cstdio>
 #include <cstring>
@@ -28,12 +36,17 @@ using namespace mc;
 
 namespace {
 
-void tileParameters(nn::Module& m) {
+std::vector<float> paramBlock() {
   std::mt19937 rng(0);
   std::normal_distribution<float> d(0.0f, 0.02f);
   std::vector<float> block(4096);
   for (float& v : block)
     v = d(rng);
+  return block;
+}
+
+void tileParameters(nn::Module& m) {
+  const std::vector<float> block = paramBlock();
   for (auto& [name, p] : m.namedParameters()) {
     float* data = p.data<float>();
     for (int64_t i = 0; i < p.numel(); ++i)
@@ -70,7 +83,13 @@ int main(int argc, char** argv) {
   }
   std::string dir = argv[1];
   bool small = false;
-  long long mlpWidth = 0, mlpBatch = 0;
+  long long mlpWidth = 0, mlpBatch = 0, tf[6] = {0}, rn[2] = {0};
+  auto positive = [](const long long* v, int n) {
+    for (int k = 0; k < n; ++k)
+      if (v[k] <= 0)
+        return false;
+    return true;
+  };
   for (int i = 2; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--small")) {
       small = true;
@@ -79,10 +98,21 @@ int main(int argc, char** argv) {
                    2 &&
                mlpWidth > 0 && mlpBatch > 0) {
       ++i;
+    } else if (!std::strcmp(argv[i], "--transformer") && i + 1 < argc &&
+               std::sscanf(argv[i + 1], "%lld,%lld,%lld,%lld,%lld,%lld", &tf[0],
+                           &tf[1], &tf[2], &tf[3], &tf[4], &tf[5]) == 6 &&
+               positive(tf, 6) && tf[2] % tf[3] == 0) {
+      ++i;
+    } else if (!std::strcmp(argv[i], "--resnet18") && i + 1 < argc &&
+               std::sscanf(argv[i + 1], "%lld,%lld", &rn[0], &rn[1]) == 2 &&
+               positive(rn, 2) && rn[1] >= 32) {
+      ++i;
     } else {
       std::fprintf(stderr,
                    "modelc-train-graphs: error: unknown or malformed "
-                   "argument '%s' (--small, --mlp WIDTH,BATCH)\n",
+                   "argument '%s' (--small, --mlp WIDTH,BATCH, --transformer "
+                   "B,S,D,HEADS,FF,LAYERS with HEADS dividing D, --resnet18 "
+                   "B,HW with HW >= 32)\n",
                    argv[i]);
       return 1;
     }
@@ -112,6 +142,14 @@ int main(int argc, char** argv) {
     int64_t batch = small ? 2 : 32, seq = small ? 16 : 512,
             dModel = small ? 32 : 768, heads = small ? 4 : 12,
             ff = small ? 64 : 3072, layers = small ? 2 : 4;
+    if (tf[0]) {
+      batch = tf[0];
+      seq = tf[1];
+      dModel = tf[2];
+      heads = tf[3];
+      ff = tf[4];
+      layers = tf[5];
+    }
     nn::Sequential encoder;
     for (int64_t l = 0; l < layers; ++l)
       encoder.push_back(std::make_shared<nn::TransformerEncoderLayer>(
@@ -119,6 +157,19 @@ int main(int argc, char** argv) {
           /*batchFirst=*/true));
     tileParameters(encoder);
     traceLoss(encoder, {batch, seq, dModel}, dir + "/transformer_train.mlir");
+
+    if (rn[0]) {
+      std::shared_ptr<models::ResNet> resnet = models::resnet18();
+      tileParameters(*resnet);
+      resnet->train(); // batch norm on the batch's statistics
+      traceLoss(*resnet, {rn[0], 3, rn[1], rn[1]},
+                dir + "/resnet18_train.mlir");
+    }
+    const std::vector<float> block = paramBlock();
+    rt::Status st = rt::writeNpy(dir + "/param_block.npy", rt::DType::F32,
+                                 {int64_t(block.size())}, block.data());
+    if (!st)
+      throw Error(st.message());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "modelc-train-graphs: error: %s\n", e.what());
     return 1;

@@ -168,6 +168,38 @@ void stridedCopy(const Shape &shape, const int64_t *stride, const T *src,
                 });
     return;
   }
+  if (innerStride == 1 && m >= 3 && inner * int64_t(sizeof(T)) <= 64 &&
+      st[m - 3] < st[m - 2]) {
+    // A transpose of two dims over short contiguous runs (a weight's
+    // [O, I, 3, 3] -> [I, O, 3, 3]): the row order reads each source run
+    // a whole dim apart. In tiles of kTile x kTile runs, both the reads
+    // and the writes stay within a few kilobytes.
+    constexpr int64_t kTile = 16;
+    int64_t A = sh[m - 3], Bn = sh[m - 2], sa = st[m - 3], sb = st[m - 2];
+    int64_t ta = (A + kTile - 1) / kTile, tb = (Bn + kTile - 1) / kTile;
+    int64_t outer = rows / (A * Bn);
+    parallelFor(outer * ta * tb,
+                std::max<int64_t>(1, kParallelGrain / (kTile * kTile * inner)),
+                [&](int64_t b0, int64_t b1) {
+      for (int64_t t = b0; t < b1; ++t) {
+        int64_t o = t / (ta * tb), a0 = t / tb % ta * kTile,
+                c0 = t % tb * kTile, base = 0, rem = o;
+        for (int d = m - 4; d >= 0; --d) {
+          base += rem % sh[d] * st[d];
+          rem /= sh[d];
+        }
+        int64_t a1 = std::min(A, a0 + kTile), c1 = std::min(Bn, c0 + kTile);
+        for (int64_t a = a0; a < a1; ++a)
+          for (int64_t c = c0; c < c1; ++c) {
+            const T *s = src + base + a * sa + c * sb;
+            T *out = dst + ((o * A + a) * Bn + c) * inner;
+            for (int64_t j = 0; j < inner; ++j)
+              out[j] = s[j];
+          }
+      }
+    });
+    return;
+  }
   parallelFor(rows, std::max<int64_t>(1, kParallelGrain / inner),
               [&](int64_t rb, int64_t re) {
     int64_t idx[kMaxRank] = {0}, base = 0;
@@ -190,6 +222,65 @@ void stridedCopy(const Shape &shape, const int64_t *stride, const T *src,
         for (int64_t j = 0; j < inner; ++j)
           o[j] = s[j * innerStride];
       }
+      for (int d = m - 2; d >= 0; --d) {
+        base += st[d];
+        if (++idx[d] < sh[d])
+          break;
+        base -= st[d] * sh[d];
+        idx[d] = 0;
+      }
+    }
+  });
+}
+
+/// dst[sum_d i_d * stride[d]] = src[i] over `shape`, src contiguous (the
+/// inverse of stridedCopy: a pad's interior, a zero insertion). Size-1 dims
+/// are dropped and dims contiguous in dst merged; rows are split among
+/// threads.
+template <typename T>
+void stridedScatter(const Shape &shape, const int64_t *stride, const T *src,
+                    T *dst) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  if (n == 0)
+    return;
+  int64_t sh[kMaxRank], st[kMaxRank];
+  int m = 0;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1)
+      continue;
+    if (m > 0 && st[m - 1] == stride[d] * shape[d]) {
+      sh[m - 1] *= shape[d];
+      st[m - 1] = stride[d];
+    } else {
+      sh[m] = shape[d];
+      st[m] = stride[d];
+      ++m;
+    }
+  }
+  if (m == 0) {
+    dst[0] = src[0];
+    return;
+  }
+  int64_t inner = sh[m - 1], innerStride = st[m - 1], rows = n / inner;
+  parallelFor(rows, std::max<int64_t>(1, kParallelGrain / inner),
+              [&](int64_t rb, int64_t re) {
+    int64_t idx[kMaxRank] = {0}, base = 0;
+    int64_t rem = rb;
+    for (int d = m - 2; d >= 0; --d) {
+      idx[d] = rem % sh[d];
+      rem /= sh[d];
+      base += idx[d] * st[d];
+    }
+    for (int64_t row = rb; row < re; ++row) {
+      const T *s = src + row * inner;
+      T *o = dst + base;
+      if (innerStride == 1)
+        std::memcpy(o, s, size_t(inner) * sizeof(T));
+      else
+        for (int64_t j = 0; j < inner; ++j)
+          o[j * innerStride] = s[j];
       for (int d = m - 2; d >= 0; --d) {
         base += st[d];
         if (++idx[d] < sh[d])

@@ -428,17 +428,22 @@ TEST(KernelsFastPaths, StridedCopiesMergeDims) {
                           [](float v) { return v == 4.5f; }));
 }
 
-TEST(KernelsFastPaths, TransposesToAShortLastDimGoInBlocksOfRows) {
+TEST(KernelsFastPaths, TransposesOfShortRunsGoInBlocksAndTiles) {
   // NCHW -> NHWC of images (3 and 16 channels: the last dim short, the
   // source contiguous along H*W): blocks of 512 pixels, the last one short,
   // and a transpose whose short dim comes from the middle ([5, 600, 2] ->
-  // [600, 2, 5], the outer dim strided). Every element size.
+  // [600, 2, 5], the outer dim strided). Then two dims swapped over short
+  // contiguous runs, in tiles of 16 x 16 runs with short edge tiles: a
+  // weight's [O, I, 3, 3] -> [I, O, 3, 3], and one with an outer dim.
+  // Every element size.
   struct Case {
     Shape s;
     std::vector<int64_t> perm;
   } cases[] = {{{3, 3, 37, 41}, {0, 2, 3, 1}},
                {{2, 16, 9, 130}, {0, 2, 3, 1}},
-               {{5, 600, 2}, {1, 2, 0}}};
+               {{5, 600, 2}, {1, 2, 0}},
+               {{40, 37, 3, 3}, {1, 0, 2, 3}},
+               {{2, 20, 18, 5}, {0, 2, 1, 3}}};
   for (const Case &c : cases)
     for (DType t : {DType::F32, DType::BF16, DType::I64, DType::I1}) {
       SCOPED_TRACE(shapeString(c.s) + " " + dtypeName(t));
@@ -459,6 +464,73 @@ TEST(KernelsFastPaths, TransposesToAShortLastDimGoInBlocksOfRows) {
             << "element " << i;
       }
     }
+}
+
+TEST(KernelsFastPaths, PadsScatterTheOperandAndGathersCopyShortRuns) {
+  // Pad: a stride-2 zero insertion as the convolution gradient pads
+  // ([N, 1, C, 1, H, 1, W, 1] -> [.., H, 2, W, 2]: size-1 dims, a strided
+  // inner run) and a border pad, large enough to be split among threads;
+  // every element size, against the index formula.
+  struct PadCase {
+    Shape s;
+    std::vector<int64_t> low, high;
+  } pads[] = {{{2, 1, 16, 1, 30, 1, 30, 1},
+               {0, 0, 0, 0, 0, 0, 0, 0},
+               {0, 0, 0, 0, 0, 1, 0, 1}},
+              {{3, 8, 41, 37}, {0, 0, 1, 2}, {0, 1, 3, 1}}};
+  for (const PadCase &c : pads)
+    for (DType t : {DType::F32, DType::BF16, DType::I64, DType::I1}) {
+      SCOPED_TRACE(shapeString(c.s) + " " + dtypeName(t));
+      Shape os;
+      for (size_t d = 0; d < c.s.size(); ++d)
+        os.push_back(c.s[d] + c.low[d] + c.high[d]);
+      size_t es = dtypeSize(t), n = size_t(numElements(c.s)),
+             no = size_t(numElements(os));
+      std::vector<uint8_t> a(n * es, 0), y(no * es, 0xEE);
+      for (size_t i = 0; i < n; ++i) // I1 holds 0 or 1
+        a[i * es] = t == DType::I1 ? uint8_t(i % 3 == 0) : uint8_t(i * 7 + 1);
+      ASSERT_TRUE(
+          pad({t, c.s, a.data()}, c.low, c.high, 0.0, {t, os, y.data()}));
+      std::vector<uint8_t> zero(es, 0);
+      for (int64_t i = 0; i < int64_t(no); ++i) {
+        std::vector<int64_t> o = unravel(i, os), ai(c.s.size());
+        bool inside = true;
+        for (size_t d = 0; d < c.s.size(); ++d) {
+          ai[d] = o[d] - c.low[d];
+          inside = inside && ai[d] >= 0 && ai[d] < c.s[d];
+        }
+        const uint8_t *want =
+            inside ? &a[size_t(ravel(ai, c.s)) * es] : zero.data();
+        ASSERT_EQ(0, std::memcmp(&y[size_t(i) * es], want, es))
+            << "element " << i;
+      }
+    }
+  // Gather: a 3x3 window flipped along either axis (runs of 3 and of 1),
+  // and rows of 800 (memcpy), negative indices; outer large enough for
+  // threads.
+  struct GatherCase {
+    Shape ws;
+    int64_t axis;
+  } gathers[] = {{{96, 64, 3, 3}, 2}, {{96, 64, 3, 3}, 3}, {{8, 5, 40, 20}, 1}};
+  for (const GatherCase &c : gathers) {
+    const Shape &ws = c.ws;
+    int64_t axis = c.axis;
+    SCOPED_TRACE(shapeString(ws) + " axis " + std::to_string(axis));
+    std::vector<float> w = randomFloats(size_t(numElements(ws)), 90);
+    int64_t len = ws[size_t(axis)];
+    std::vector<int64_t> idx{len - 1, -2, 0, len - 1};
+    Shape os = ws;
+    os[size_t(axis)] = int64_t(idx.size());
+    std::vector<float> y(size_t(numElements(os)), NAN);
+    ASSERT_TRUE(
+        gather(cin(w, ws), {DType::I64, {4}, idx.data()}, axis, mout(y, os)));
+    for (int64_t i = 0; i < int64_t(y.size()); ++i) {
+      std::vector<int64_t> o = unravel(i, os);
+      int64_t k = idx[size_t(o[size_t(axis)])];
+      o[size_t(axis)] = k < 0 ? k + len : k;
+      ASSERT_EQ(y[size_t(i)], w[size_t(ravel(o, ws))]) << "element " << i;
+    }
+  }
 }
 
 TEST(KernelsFastPaths, ReduceSplitAmongThreads) {
