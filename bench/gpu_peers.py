@@ -29,6 +29,12 @@ Two halves, because the GPU machine has no MLIR:
         times everything; prints "skipped: no GPU" and exits 0 where
         torch sees no CUDA device.
 
+The training rows start PyTorch from modelc's weights (every parameter
+tiles the param_block.npy that --prepare copies next to train.json) and
+train both on the same batch: the note column compares modelc's first 3
+losses (`modelc-run --train --device cuda`) with PyTorch's, and says
+"DIFFER" when they are more than 5e-2 apart (bf16 AMP on both sides).
+
 modelc's time is `modelc-run --bench N --device cuda` (median of N runs
 after warm-up, CUDA graphs replayed); load-to-first-result is the wall
 time of one `modelc-run` process that loads the artifact, runs it once
@@ -36,6 +42,7 @@ and copies the outputs back (process start and CUDA init included).
 PyTorch's times are CUDA-event medians of N runs after 3 warm-ups.
 """
 import argparse
+import csv
 import gzip
 import json
 import math
@@ -172,9 +179,24 @@ def prepare_training(args):
                       f"{os.path.getsize(gz) / 2**20:.1f} MiB")
                 os.remove(art)
             train[name] = entry
+        # The values every parameter tiles: the run's PyTorch models start
+        # from the same weights, so the losses can be compared.
+        block = os.path.join(tmp, "param_block.npy")
+        if os.path.exists(block):
+            shutil.copy(block, os.path.join(args.prepare, "param_block.npy"))
     json.dump(train, open(os.path.join(args.prepare, "train.json"), "w"),
               indent=1)
     return 0
+
+
+def tile_parameters(torch, model, block):
+    """Every parameter tiles `block`, as modelc-train-graphs tiles its own
+    (bench/train_worker.py does the same on the CPU)."""
+    with torch.no_grad():
+        for p in model.parameters():
+            n = p.numel()
+            reps = (n + block.numel() - 1) // block.numel()
+            p.copy_(block.repeat(reps)[:n].view_as(p))
 
 
 def cuda_median(torch, fn, runs):
@@ -225,6 +247,28 @@ def modelc_times(art, inp, shape, modelc_run, runs, tmp):
     return float(m.group(1)), first, ""
 
 
+TRAIN_CHECK_STEPS = 3
+TRAIN_LOSS_REL_MAX = 5e-2  # bf16 AMP on both sides, other op orders
+
+
+def modelc_train_losses(art, x_np, modelc_run, tmp):
+    """modelc's first TRAIN_CHECK_STEPS losses on the cuda device, training
+    on copies of one batch (the first before any update); or an error."""
+    import numpy as np
+    data = os.path.join(tmp, "train_data.npy")
+    np.save(data, np.concatenate([x_np] * TRAIN_CHECK_STEPS))
+    log_csv = os.path.join(tmp, "train_log.csv")
+    p = subprocess.run([modelc_run, "--train", art, "--data", f"x={data}",
+                        "--batch", str(x_np.shape[0]), "--epochs", "1",
+                        "--log-csv", log_csv, "--device", "cuda", "--quiet"],
+                       capture_output=True, text=True)
+    os.remove(data)
+    if p.returncode != 0:
+        return None, "modelc-run --train: " + (p.stderr or p.stdout).strip()[-200:]
+    with open(log_csv) as f:
+        return [float(r["loss"]) for r in csv.DictReader(f)], ""
+
+
 def run(args):
     try:
         import torch
@@ -266,11 +310,18 @@ def run(args):
     # modelc's artifact from --prepare's train.json, when there is one.
     train_path = os.path.join(args.dir, "train.json")
     train = json.load(open(train_path)) if os.path.exists(train_path) else {}
+    block_path = os.path.join(args.dir, "param_block.npy")
     for name in ("mlp", "transformer"):
+        import numpy as np
         torch.manual_seed(0)
         model = build(name, torch, dropout=0.0).cuda()
+        if os.path.exists(block_path):  # modelc-train-graphs' weights
+            tile_parameters(torch, model,
+                            torch.from_numpy(np.load(block_path)).cuda())
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-        x = torch.randn(*MODELS[name][1], device="cuda")
+        x_np = np.random.default_rng(0).standard_normal(MODELS[name][1],
+                                                        np.float32)
+        x = torch.from_numpy(x_np).cuda()
 
         def step(m=model):
             with torch.autocast("cuda", dtype=torch.bfloat16):
@@ -278,7 +329,11 @@ def run(args):
             loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
+            return loss
 
+        # The first steps from the shared weights, before any timing.
+        torch_losses = [float(step().item())
+                        for _ in range(TRAIN_CHECK_STEPS)]
         eager = cuda_median(torch, step, args.runs)
         compiled = torch.compile(model)
         comp = cuda_median(torch, lambda: step(compiled), args.runs)
@@ -295,6 +350,25 @@ def run(args):
                 shutil.copyfileobj(fz, g)
             mc, first, err = modelc_times(art, e["input"], e["shape"],
                                           args.modelc_run, args.runs, tmp)
+            if not os.path.exists(block_path):
+                err = (err + "; " if err else "") + (
+                    "losses not compared (no param_block.npy: run --prepare "
+                    "again)")
+            else:
+                mc_losses, why = modelc_train_losses(art, x_np,
+                                                     args.modelc_run, tmp)
+                if mc_losses is None:
+                    err = (err + "; " if err else "") + why
+                else:
+                    diff = max(abs(a - b) / max(abs(b), 1e-30)
+                               for a, b in zip(mc_losses, torch_losses))
+                    verdict = ("match" if diff <= TRAIN_LOSS_REL_MAX
+                               and len(mc_losses) == len(torch_losses)
+                               else "DIFFER")
+                    err = (err + "; " if err else "") + (
+                        f"losses {verdict} PyTorch's, max rel diff "
+                        f"{diff:.1e} (modelc {mc_losses}, PyTorch "
+                        f"{[round(v, 6) for v in torch_losses]})")
             os.remove(art)
         rows.append((name + " AMP train", mc, eager, comp, (3 * f, 3 * b),
                      e.get("compile_s") if e else None, first, err))

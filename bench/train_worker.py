@@ -31,6 +31,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpu_peers import tile_parameters  # noqa: E402
 from peers_worker import resnet18  # noqa: E402
 
 
@@ -55,17 +56,9 @@ def build(torch, spec):
     return resnet18(torch)
 
 
-def tile(torch, model, block):
-    with torch.no_grad():
-        for p in model.parameters():
-            n = p.numel()
-            reps = (n + block.numel() - 1) // block.numel()
-            p.copy_(block.repeat(reps)[:n].view_as(p))
-
-
 def run_engine(torch, spec, engine, x):
     model = build(torch, spec)
-    tile(torch, model, torch.from_numpy(np.load(spec["block"])))
+    tile_parameters(torch, model, torch.from_numpy(np.load(spec["block"])))
     model.train()
     fwd = torch.compile(model) if engine == "compile" else model
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
