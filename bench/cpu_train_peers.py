@@ -121,6 +121,9 @@ def main():
                     default=os.path.join(root, "build", "bench", "peers-venv"))
     ap.add_argument("--no-peers", action="store_true")
     args = ap.parse_args()
+    for flag in ("threads", "runs", "rounds", "check_steps"):
+        if getattr(args, flag) < 1:
+            ap.error(f"--{flag.replace('_', '-')} must be at least 1")
     names = [m for m in args.models.split(",") if m]
     for m in names:
         if m not in CONFIGS:

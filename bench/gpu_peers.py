@@ -360,8 +360,9 @@ def run(args):
                 if mc_losses is None:
                     err = (err + "; " if err else "") + why
                 else:
-                    diff = max(abs(a - b) / max(abs(b), 1e-30)
-                               for a, b in zip(mc_losses, torch_losses))
+                    diff = max((abs(a - b) / max(abs(b), 1e-30)
+                                for a, b in zip(mc_losses, torch_losses)),
+                               default=float("inf"))
                     verdict = ("match" if diff <= TRAIN_LOSS_REL_MAX
                                and len(mc_losses) == len(torch_losses)
                                else "DIFFER")

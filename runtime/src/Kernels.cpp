@@ -374,6 +374,8 @@ void reduceLoop(const T *x, T *y, const Odometer &keptDims,
 template <typename Acc, typename Init, typename Rows, typename Finish>
 void reduceMiddle(const float *x, float *y, int64_t outer, int64_t nRed,
                   int64_t inner, Init init, Rows rows, Finish finish) {
+  if (outer == 0) // an empty batch: no outputs
+    return;
   constexpr int64_t kChunk = 1024; // accumulators per task, in L1
   constexpr int64_t kMinTasks = 16, kMinChunk = 64;
   int64_t want = std::max<int64_t>(1, (kMinTasks + outer - 1) / outer);

@@ -430,11 +430,12 @@ TEST(KernelsFastPaths, StridedCopiesMergeDims) {
 
 TEST(KernelsFastPaths, TransposesOfShortRunsGoInBlocksAndTiles) {
   // NCHW -> NHWC of images (3 and 16 channels: the last dim short, the
-  // source contiguous along H*W): blocks of 512 pixels, the last one short,
-  // and a transpose whose short dim comes from the middle ([5, 600, 2] ->
-  // [600, 2, 5], the outer dim strided). Then two dims swapped over short
-  // contiguous runs, in tiles of 16 x 16 runs with short edge tiles: a
-  // weight's [O, I, 3, 3] -> [I, O, 3, 3], and one with an outer dim.
+  // source contiguous along H*W, an outer batch dim): blocks of 512
+  // pixels, the last one short, and a plain 2-D transpose to a short last
+  // dim ([5, 600, 2] -> [600, 2, 5]). Then two dims swapped over short
+  // contiguous runs (at most 64 bytes: not 9 i64s), in tiles of 16 x 16
+  // runs with short edge tiles: a weight's [O, I, 3, 3] -> [I, O, 3, 3], one
+  // with an outer dim, and one of 152 tiles that the threads split.
   // Every element size.
   struct Case {
     Shape s;
@@ -443,7 +444,8 @@ TEST(KernelsFastPaths, TransposesOfShortRunsGoInBlocksAndTiles) {
                {{2, 16, 9, 130}, {0, 2, 3, 1}},
                {{5, 600, 2}, {1, 2, 0}},
                {{40, 37, 3, 3}, {1, 0, 2, 3}},
-               {{2, 20, 18, 5}, {0, 2, 1, 3}}};
+               {{2, 20, 18, 5}, {0, 2, 1, 3}},
+               {{64, 600, 3, 3}, {1, 0, 2, 3}}};
   for (const Case &c : cases)
     for (DType t : {DType::F32, DType::BF16, DType::I64, DType::I1}) {
       SCOPED_TRACE(shapeString(c.s) + " " + dtypeName(t));
@@ -474,12 +476,19 @@ TEST(KernelsFastPaths, PadsScatterTheOperandAndGathersCopyShortRuns) {
   struct PadCase {
     Shape s;
     std::vector<int64_t> low, high;
+    bool f32Only = false; // large: rows and fill split among threads
   } pads[] = {{{2, 1, 16, 1, 30, 1, 30, 1},
                {0, 0, 0, 0, 0, 0, 0, 0},
                {0, 0, 0, 0, 0, 1, 0, 1}},
-              {{3, 8, 41, 37}, {0, 0, 1, 2}, {0, 1, 3, 1}}};
+              {{3, 8, 41, 37}, {0, 0, 1, 2}, {0, 1, 3, 1}},
+              {{4, 1, 64, 1, 40, 1, 40, 1},
+               {0, 0, 0, 0, 0, 0, 1, 0},
+               {0, 0, 0, 0, 0, 1, 0, 1},
+               true}};
   for (const PadCase &c : pads)
     for (DType t : {DType::F32, DType::BF16, DType::I64, DType::I1}) {
+      if (c.f32Only && t != DType::F32)
+        continue;
       SCOPED_TRACE(shapeString(c.s) + " " + dtypeName(t));
       Shape os;
       for (size_t d = 0; d < c.s.size(); ++d)
