@@ -118,40 +118,39 @@ Status checkIndices(const I *idx, int64_t n, int64_t len) {
 }
 
 /// out[o, k, :] = src[o, idx[k], :] (idx checked; negative from the end):
-/// rows of `outer` split among threads, short `inner` runs copied by a
-/// loop rather than a memcpy call each (a weight's window flipped for a
-/// convolution's input gradient gathers runs of 3 or 1).
+/// the outer * nIdx output rows split among threads (an embedding lookup,
+/// outer 1, as well as a weight's flipped window, outer O * I), short
+/// `inner` runs copied by a loop rather than a memcpy call each.
 template <typename I, typename T>
 void gatherRows(const T *src, const I *idx, T *dst, int64_t outer,
                 int64_t len, int64_t nIdx, int64_t inner) {
+  if (outer == 0 || nIdx == 0 || inner == 0)
+    return;
   std::vector<int64_t> from(static_cast<size_t>(nIdx));
   for (int64_t k = 0; k < nIdx; ++k) {
     int64_t i = int64_t(idx[k]);
     from[size_t(k)] = (i < 0 ? i + len : i) * inner;
   }
-  int64_t rowOut = nIdx * inner;
-  int64_t grain = std::max<int64_t>(
-      1, detail::kParallelGrain / std::max<int64_t>(rowOut, 1));
-  detail::parallelFor(
-      outer, grain,
-      [&](int64_t ob, int64_t oe) {
-        for (int64_t o = ob; o < oe; ++o) {
-          const T *base = src + o * len * inner;
-          T *d = dst + o * rowOut;
-          if (inner == 1) {
-            for (int64_t k = 0; k < nIdx; ++k)
-              d[k] = base[from[size_t(k)]];
-          } else if (inner < 16) {
-            for (int64_t k = 0; k < nIdx; ++k, d += inner)
-              for (int64_t j = 0; j < inner; ++j)
-                d[j] = base[from[size_t(k)] + j];
-          } else {
-            for (int64_t k = 0; k < nIdx; ++k, d += inner)
-              std::memcpy(d, base + from[size_t(k)],
-                          size_t(inner) * sizeof(T));
-          }
-        }
-      });
+  int64_t grain = std::max<int64_t>(1, detail::kParallelGrain / inner);
+  detail::parallelFor(outer * nIdx, grain, [&](int64_t rb, int64_t re) {
+    int64_t k = rb % nIdx;
+    const T *base = src + rb / nIdx * len * inner;
+    T *d = dst + rb * inner;
+    for (int64_t r = rb; r < re; ++r, d += inner) {
+      const T *row = base + from[size_t(k)];
+      if (inner == 1)
+        *d = *row;
+      else if (inner < 16)
+        for (int64_t j = 0; j < inner; ++j)
+          d[j] = row[j];
+      else
+        std::memcpy(d, row, size_t(inner) * sizeof(T));
+      if (++k == nIdx) {
+        k = 0;
+        base += len * inner;
+      }
+    }
+  });
 }
 
 template <typename I>

@@ -542,6 +542,25 @@ TEST(KernelsFastPaths, PadsScatterTheOperandAndGathersCopyShortRuns) {
   }
 }
 
+TEST(KernelsFastPaths, EmbeddingLookupsSplitTheirRowsAmongThreads) {
+  // One outer row and 3000 indices (some negative) into a [700, 24] table:
+  // the output rows, not the outer ones, are split among the threads.
+  std::vector<float> table = randomFloats(700 * 24, 91);
+  std::vector<int64_t> idx(3000);
+  for (size_t k = 0; k < idx.size(); ++k)
+    idx[k] = int64_t((k * 7919 + k * k * 13) % 1400) - 700; // [-700, 700)
+  std::vector<float> y(idx.size() * 24, NAN);
+  ASSERT_TRUE(gather(cin(table, {700, 24}),
+                     {DType::I64, {int64_t(idx.size())}, idx.data()}, 0,
+                     mout(y, {int64_t(idx.size()), 24})));
+  for (size_t k = 0; k < idx.size(); ++k) {
+    int64_t row = idx[k] < 0 ? idx[k] + 700 : idx[k];
+    for (size_t j = 0; j < 24; ++j)
+      ASSERT_EQ(y[k * 24 + j], table[size_t(row) * 24 + j])
+          << "index " << k << ", element " << j;
+  }
+}
+
 TEST(KernelsFastPaths, ReduceSplitAmongThreads) {
   std::vector<float> x = randomFloats(size_t(40 * 30 * 20 * 16), 80);
   std::vector<float> y(size_t(40 * 20));
