@@ -26,6 +26,10 @@ struct UnaryF32Loop {
 UnaryF32Loop unaryF32Loop(OpId op, bool tanhApproximation);
 /// The binary kernel's loop for `op` over same-shape f32, or null.
 vec::BinaryF32 binaryF32Loop(OpId op);
+/// compare(direction) then cast to f32, as one loop writing 1 or 0 (the
+/// compare kernel's IEEE results, the cast's values); null for a direction
+/// out of range.
+vec::BinaryF32 compareMaskF32Loop(int64_t direction);
 
 /// A matmul's [..., M, K] x [..., K, N] -> [..., M, N] (each operand
 /// possibly transposed in its last two dims): the product of the batch

@@ -414,6 +414,8 @@ UnaryF32Loop unaryF32Loop(OpId op, bool tanhApproximation) {
     return {vec::sigmoidF32, kParallelGrain / 4};
   case OpId::Relu: // NaN stays NaN
     return {vec::reluF32, kParallelGrain};
+  case OpId::Neg:
+    return {vec::negF32, kParallelGrain};
   case OpId::Sqrt:
     return {vec::sqrtF32, kParallelGrain};
   case OpId::Erf:
@@ -438,6 +440,25 @@ vec::BinaryF32 binaryF32Loop(OpId op) {
     return vec::mulF32;
   case OpId::Div:
     return vec::divF32;
+  default:
+    return nullptr;
+  }
+}
+
+vec::BinaryF32 compareMaskF32Loop(int64_t direction) {
+  switch (direction) {
+  case int64_t(CompareOp::Eq):
+    return vec::eqMaskF32;
+  case int64_t(CompareOp::Ne):
+    return vec::neMaskF32;
+  case int64_t(CompareOp::Lt):
+    return vec::ltMaskF32;
+  case int64_t(CompareOp::Le):
+    return vec::leMaskF32;
+  case int64_t(CompareOp::Gt):
+    return vec::gtMaskF32;
+  case int64_t(CompareOp::Ge):
+    return vec::geMaskF32;
   default:
     return nullptr;
   }
@@ -487,9 +508,6 @@ Status unary(OpId op, const ConstTensor &a, const MutTensor &out,
     return Status::ok();
   }
   switch (op) {
-  case OpId::Neg:
-    mapF32(a, out, [](float x) { return -x; });
-    break;
   case OpId::Log:
     mapF32(a, out, [](float x) { return std::log(x); });
     break;

@@ -200,6 +200,24 @@ MC_CLONES void clampF32(const float *x, float lo, float hi, float *y,
   }
 }
 
+MC_CLONES void negF32(const float *x, float *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = -x[i];
+}
+
+#define MC_MASK_LOOP(NAME, OP)                                                 \
+  MC_CLONES void NAME(const float *a, const float *b, float *y, int64_t n) {   \
+    for (int64_t i = 0; i < n; ++i)                                            \
+      y[i] = a[i] OP b[i] ? 1.0f : 0.0f;                                       \
+  }
+MC_MASK_LOOP(eqMaskF32, ==)
+MC_MASK_LOOP(neMaskF32, !=)
+MC_MASK_LOOP(ltMaskF32, <)
+MC_MASK_LOOP(leMaskF32, <=)
+MC_MASK_LOOP(gtMaskF32, >)
+MC_MASK_LOOP(geMaskF32, >=)
+#undef MC_MASK_LOOP
+
 MC_CLONES void fillF32(float v, float *y, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     y[i] = v;

@@ -138,6 +138,8 @@ void erfF32(const float *x, float *y, int64_t n);
 void geluF32(const float *x, float *y, int64_t n);     // x * Phi(x), erf form
 void geluTanhF32(const float *x, float *y, int64_t n); // PyTorch 'tanh'
 void reluF32(const float *x, float *y, int64_t n);
+/// -x (the sign bit flipped, NaN too, as the scalar `-x`).
+void negF32(const float *x, float *y, int64_t n);
 /// sqrt, correctly rounded (vsqrtps); NaN for a negative x, as std::sqrt.
 void sqrtF32(const float *x, float *y, int64_t n);
 void addF32(const float *a, const float *b, float *y, int64_t n);
@@ -145,6 +147,15 @@ void subF32(const float *a, const float *b, float *y, int64_t n);
 void mulF32(const float *a, const float *b, float *y, int64_t n);
 void divF32(const float *a, const float *b, float *y, int64_t n);
 void fillF32(float v, float *y, int64_t n);
+/// A comparison cast to f32: y = 1 where `a OP b` holds, else 0 (IEEE: a
+/// NaN operand makes every one false but Ne), what compare then cast
+/// compute through an i1 buffer.
+void eqMaskF32(const float *a, const float *b, float *y, int64_t n);
+void neMaskF32(const float *a, const float *b, float *y, int64_t n);
+void ltMaskF32(const float *a, const float *b, float *y, int64_t n);
+void leMaskF32(const float *a, const float *b, float *y, int64_t n);
+void gtMaskF32(const float *a, const float *b, float *y, int64_t n);
+void geMaskF32(const float *a, const float *b, float *y, int64_t n);
 /// min(max(x, lo), hi) as the clamp kernel defines it: a NaN x stays NaN, a
 /// NaN bound is no bound.
 void clampF32(const float *x, float lo, float hi, float *y, int64_t n);

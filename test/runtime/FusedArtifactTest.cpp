@@ -1004,7 +1004,7 @@ namespace {
 /// out f32[rows, cols] = clamp(gelu(tanh(x + broadcast(r [cols], dims 1)) *
 /// broadcast(c [rows], dims 0)), -0.1, 0.7) - exp(y): rows of `cols`
 /// elements cross the 2048-element tiles' boundaries.
-Plan tiledPlan(int64_t rows, int64_t cols, bool withNeg = false) {
+Plan tiledPlan(int64_t rows, int64_t cols, bool withAbs = false) {
   Builder b;
   const Shape o{rows, cols};
   uint32_t x = b.input("x", o), r = b.input("r", {cols}),
@@ -1015,8 +1015,8 @@ Plan tiledPlan(int64_t rows, int64_t cols, bool withNeg = false) {
   uint32_t cb = bodyOp(f, K::BroadcastInDim, {2}, F, o, dims({0}));
   uint32_t a = bodyOp(f, K::Add, {0, rb}, F, o);
   uint32_t t = bodyOp(f, K::Tanh, {a}, F, o);
-  if (withNeg) // an op without a vectorized loop (unaryF32Loop)
-    t = bodyOp(f, K::Neg, {t}, F, o);
+  if (withAbs) // an op without a vectorized loop (unaryF32Loop)
+    t = bodyOp(f, K::Abs, {t}, F, o);
   uint32_t m = bodyOp(f, K::Mul, {t, cb}, F, o);
   uint32_t g = bodyOp(f, K::Gelu, {m}, F, o,
                       {OpAttr::boolean("tanh_approximation", false)});
@@ -1075,9 +1075,32 @@ TEST(Fused, RegionsOfManyTilesRunAsLoopsOverTheirTilesAndEqualUnfused) {
 }
 
 TEST(Fused, RegionsOfManyTilesCopyThroughThreadSlotsAndEqualUnfused) {
-  // The same with a neg, which has no loop: the kernels are bound per
+  // The same with an abs, which has no loop: the kernels are bound per
   // thread slot and the inputs copied into them.
-  expectFusedEqualsUnfused(tiledPlan(70, 997, /*withNeg=*/true));
+  expectFusedEqualsUnfused(tiledPlan(70, 997, /*withAbs=*/true));
+}
+
+TEST(Fused, MasksOfComparesRunAsLoopsAndEqualUnfused) {
+  // out = cast(compare(relu(x), x, d), f32) * y - neg(x) over 35 tiles (as
+  // max_pool2d's gradient masks its windows): the compare and its cast run
+  // as one loop writing 1 or 0, and neg has a loop; every direction, so
+  // the mask is true where x >= 0 for some and where x < 0 for others.
+  for (int64_t dir = 0; dir < 6; ++dir) {
+    SCOPED_TRACE("direction " + std::to_string(dir));
+    Builder b;
+    const Shape o{70, 1000};
+    uint32_t x = b.input("x", o), y = b.input("y", o);
+    uint32_t out = b.output("out", o);
+    PlanStep &f = b.fused({x, y}, out);
+    uint32_t r = bodyOp(f, K::Relu, {0}, F, o);
+    uint32_t m = bodyOp(f, K::Compare, {r, 0}, DType::I1, o,
+                        {OpAttr::integer("direction", dir)});
+    uint32_t c = bodyOp(f, K::Cast, {m}, F, o);
+    uint32_t p = bodyOp(f, K::Mul, {c, 1}, F, o);
+    uint32_t n = bodyOp(f, K::Neg, {0}, F, o);
+    bodyOp(f, K::Sub, {p, n}, F, o);
+    expectFusedEqualsUnfused(b.p);
+  }
 }
 
 namespace {

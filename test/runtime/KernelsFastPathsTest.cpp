@@ -178,6 +178,49 @@ TEST(KernelsFastPaths, ExpOfNonPositiveArgumentsEqualsFastExpBitForBit) {
   }
 }
 
+TEST(KernelsFastPaths, MaskAndNegLoopsEqualTheKernelsTheyStandFor) {
+  // compareMaskF32Loop(direction) against compare then cast (through an
+  // i1 buffer), and negF32 against the scalar -x, bit patterns compared:
+  // equal pairs, +0 against -0, infinities, NaNs of both signs.
+  const float inf = std::numeric_limits<float>::infinity(),
+              nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> a = randomFloats(5000, 13, -2, 2);
+  std::vector<float> b = randomFloats(5000, 14, -2, 2);
+  for (size_t i = 0; i < a.size(); i += 3)
+    b[i] = a[i]; // every third pair equal
+  const float specials[] = {0.0f, -0.0f, inf, -inf, nan, -nan, 1e-40f, -1.0f};
+  for (float x : specials)
+    for (float y : specials) {
+      a.push_back(x);
+      b.push_back(y);
+    }
+  int64_t n = int64_t(a.size());
+  auto bits = [](float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+  };
+  for (CompareOp dir : {CompareOp::Eq, CompareOp::Ne, CompareOp::Lt,
+                        CompareOp::Le, CompareOp::Gt, CompareOp::Ge}) {
+    SCOPED_TRACE("direction " + std::to_string(int(dir)));
+    std::vector<uint8_t> m(a.size());
+    std::vector<float> want(a.size()), got(a.size(), -7.0f);
+    ASSERT_TRUE(
+        compare(dir, cin(a, {n}), cin(b, {n}), {DType::I1, {n}, m.data()}));
+    ASSERT_TRUE(cast({DType::I1, {n}, m.data()}, mout(want, {n})));
+    vec::BinaryF32 loop = detail::compareMaskF32Loop(int64_t(dir));
+    ASSERT_NE(loop, nullptr);
+    loop(a.data(), b.data(), got.data(), n);
+    for (size_t i = 0; i < a.size(); ++i)
+      ASSERT_EQ(bits(got[i]), bits(want[i])) << a[i] << " vs " << b[i];
+  }
+  EXPECT_EQ(detail::compareMaskF32Loop(6), nullptr);
+  std::vector<float> neg(a.size());
+  vec::negF32(a.data(), neg.data(), n);
+  for (size_t i = 0; i < a.size(); ++i)
+    ASSERT_EQ(bits(neg[i]), bits(a[i]) ^ 0x80000000u) << a[i];
+}
+
 TEST(KernelsFastPaths, SiluLoopsEqualSigmoidThenMulBitForBit) {
   // The fused kernel's one-pass SiLU loop against the two loops it
   // replaces, mul(x, s) and mul(s, x), bit patterns compared (a NaN's sign

@@ -474,6 +474,27 @@ std::vector<LoopOp> loopOps(const std::vector<RegionOp>& body,
     size_t k = st.computeOps[i];
     const RegionOp& op = body[k];
     int64_t value = int64_t(st.numInputs + k);
+    // A compare of f32 values read only by a cast to f32 (a mask, as
+    // max_pool2d's gradient builds): one loop writing 1 or 0, no i1 tile.
+    if (op.op == OpId::Compare && op.operands.size() == 2 &&
+        st.dtypes[op.operands[0]] == DType::F32 &&
+        st.dtypes[op.operands[1]] == DType::F32 &&
+        i + 1 < st.computeOps.size() && uses(value) == 1) {
+      const RegionOp& next = body[st.computeOps[i + 1]];
+      vec::BinaryF32 mask =
+          detail::compareMaskF32Loop(op.attrs.getInt("direction"));
+      if (next.op == OpId::Cast && next.dtype == DType::F32 &&
+          next.operands == std::vector<uint32_t>{uint32_t(value)} && mask) {
+        LoopOp l;
+        l.binary = mask;
+        l.a = op.operands[0];
+        l.b = op.operands[1];
+        l.result = int64_t(st.numInputs + st.computeOps[i + 1]);
+        loops.push_back(l);
+        ++i;
+        continue;
+      }
+    }
     DType dt = op.dtype;
     auto same = [&](uint32_t v) { return st.dtypes[v] == dt; };
     if ((dt != DType::F32 && dt != DType::BF16 && dt != DType::F16) ||
