@@ -326,12 +326,13 @@ struct Odometer {
 };
 
 /// Each output's reduction runs in one fixed order on one thread; outputs
-/// are split among threads.
-template <typename T, typename Acc, typename Init, typename Step,
+/// are split among threads. `runStep(acc, p, n)` takes a contiguous run of
+/// the reduced values (a sum's runs go to double lanes).
+template <typename T, typename Acc, typename Init, typename RunStep,
           typename Finish>
 void reduceLoop(const T *x, T *y, const Odometer &keptDims,
                 const Odometer &redDims, int64_t nOut, int64_t nRed, Init init,
-                Step step, Finish finish) {
+                RunStep runStep, Finish finish) {
   detail::parallelFor(
       nOut, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(nRed, 1)),
       [&](int64_t ob, int64_t oe) {
@@ -349,14 +350,11 @@ void reduceLoop(const T *x, T *y, const Odometer &keptDims,
             Odometer outerRed = red;
             --outerRed.rank;
             outerRed.reset();
-            for (int64_t j = 0; j < nRed; j += run, outerRed.next()) {
-              const T *p = base + outerRed.offset;
-              for (int64_t k = 0; k < run; ++k)
-                acc = step(acc, p[k]);
-            }
+            for (int64_t j = 0; j < nRed; j += run, outerRed.next())
+              runStep(acc, base + outerRed.offset, run);
           } else {
             for (int64_t j = 0; j < nRed; ++j, red.next())
-              acc = step(acc, base[red.offset]);
+              runStep(acc, base + red.offset, 1);
           }
           y[o] = finish(acc);
         }
@@ -833,42 +831,76 @@ Status reduce(OpId op, const ConstTensor &a,
         inner *= a.shape[d];
     }
     bool middle = block && inner > 1 && nRed > 1;
-    // `rows` is the step's vectorized form over rows (reduceMiddle).
-    auto run = [&](auto init, auto step, auto rows, auto finish, auto acc) {
-      using Acc = decltype(acc);
-      if (middle)
-        reduceMiddle<Acc>(x, y, outer, nRed, inner, init, rows, finish);
-      else
-        reduceLoop<float, Acc>(x, y, kept, red, nOut, nRed, init, step, finish);
+    // Max and min in order, one value at a time (the first NaN stays; which
+    // of -0 and +0 wins depends on the order); `rows` is that step's
+    // vectorized form over rows (reduceMiddle).
+    auto extreme = [&](float init, auto step, auto rows) {
+      auto first = [init] { return init; };
+      auto same = [](float m) { return m; };
+      if (middle) {
+        reduceMiddle<float>(x, y, outer, nRed, inner, first, rows, same);
+        return;
+      }
+      reduceLoop<float, float>(
+          x, y, kept, red, nOut, nRed, first,
+          [step](float &m, const float *p, int64_t n) {
+            for (int64_t k = 0; k < n; ++k)
+              m = step(m, p[k]);
+          },
+          same);
     };
     if (op == OpId::ReduceMax) {
-      run([] { return -std::numeric_limits<float>::infinity(); },
+      extreme(
+          -std::numeric_limits<float>::infinity(),
           [](float m, float v) { return (std::isnan(m) || m >= v) ? m : v; },
-          vec::maxRowsF32, [](float m) { return m; }, 0.0f);
-    } else if (op == OpId::ReduceMin) {
-      run([] { return std::numeric_limits<float>::infinity(); },
-          [](float m, float v) { return (std::isnan(m) || m <= v) ? m : v; },
-          vec::minRowsF32, [](float m) { return m; }, 0.0f);
-    } else {
-      // Accumulate in double: the sum does not depend on reduction size.
-      double scale = op == OpId::ReduceMean ? 1.0 / double(nRed) : 1.0;
-      run([] { return 0.0; }, [](double s, float v) { return s + double(v); },
-          vec::sumRowsF64, [scale](double s) { return float(s * scale); }, 0.0);
+          vec::maxRowsF32);
+      return Status::ok();
     }
+    if (op == OpId::ReduceMin) {
+      extreme(
+          std::numeric_limits<float>::infinity(),
+          [](float m, float v) { return (std::isnan(m) || m <= v) ? m : v; },
+          vec::minRowsF32);
+      return Status::ok();
+    }
+    // Sums accumulate in double: the sum does not depend on reduction
+    // size. Over middle dims each output sums in order (its columns
+    // advance together); otherwise each output's contiguous runs go to
+    // kSumLanes double lanes (a fixed order, latency no longer one add per
+    // value), summed pairwise at the end.
+    double scale = op == OpId::ReduceMean ? 1.0 / double(nRed) : 1.0;
+    if (middle) {
+      reduceMiddle<double>(
+          x, y, outer, nRed, inner, [] { return 0.0; }, vec::sumRowsF64,
+          [scale](double s) { return float(s * scale); });
+      return Status::ok();
+    }
+    struct Lanes {
+      double l[vec::kSumLanes];
+    };
+    reduceLoop<float, Lanes>(
+        x, y, kept, red, nOut, nRed, [] { return Lanes{}; },
+        [](Lanes &a, const float *p, int64_t n) {
+          vec::sumLanesF64(p, n, a.l);
+        },
+        [scale](const Lanes &a) {
+          return float(vec::sumOfLanesF64(a.l) * scale);
+        });
     return Status::ok();
   }
   auto intLoop = [&](auto tag) {
     using T = decltype(tag);
-    if (op == OpId::ReduceMin)
-      reduceLoop<T, T>(
-          static_cast<const T *>(a.data), static_cast<T *>(out.data), kept,
-          red, nOut, nRed, [] { return std::numeric_limits<T>::max(); },
-          [](T m, T v) { return v < m ? v : m; }, [](T m) { return m; });
-    else
-      reduceLoop<T, T>(
-          static_cast<const T *>(a.data), static_cast<T *>(out.data), kept,
-          red, nOut, nRed, [] { return std::numeric_limits<T>::lowest(); },
-          [](T m, T v) { return m < v ? v : m; }, [](T m) { return m; });
+    bool isMin = op == OpId::ReduceMin;
+    T first = isMin ? std::numeric_limits<T>::max()
+                    : std::numeric_limits<T>::lowest();
+    reduceLoop<T, T>(
+        static_cast<const T *>(a.data), static_cast<T *>(out.data), kept, red,
+        nOut, nRed, [first] { return first; },
+        [isMin](T &m, const T *p, int64_t n) {
+          for (int64_t k = 0; k < n; ++k)
+            m = isMin ? (p[k] < m ? p[k] : m) : (m < p[k] ? p[k] : m);
+        },
+        [](T m) { return m; });
   };
   if (a.dtype == DType::I32)
     intLoop(int32_t());

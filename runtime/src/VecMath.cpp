@@ -232,6 +232,30 @@ MC_CLONES void sumRowsF64(const float *x, int64_t rows, int64_t stride,
   }
 }
 
+MC_CLONES void sumLanesF64(const float *x, int64_t n, double *lanes) {
+  double acc[kSumLanes];
+  for (int l = 0; l < kSumLanes; ++l)
+    acc[l] = lanes[l];
+  int64_t i = 0;
+  for (; i + kSumLanes <= n; i += kSumLanes)
+    for (int l = 0; l < kSumLanes; ++l)
+      acc[l] += double(x[i + l]);
+  for (int l = 0; i + l < n; ++l)
+    acc[l] += double(x[i + l]);
+  for (int l = 0; l < kSumLanes; ++l)
+    lanes[l] = acc[l];
+}
+
+double sumOfLanesF64(const double *lanes) {
+  double acc[kSumLanes];
+  for (int l = 0; l < kSumLanes; ++l)
+    acc[l] = lanes[l];
+  for (int w = kSumLanes / 2; w >= 1; w /= 2)
+    for (int l = 0; l < w; ++l)
+      acc[l] += acc[l + w];
+  return acc[0];
+}
+
 MC_CLONES void maxRowsF32(const float *x, int64_t rows, int64_t stride,
                           int64_t n, float *acc) {
   for (int64_t j = 0; j < rows; ++j) {

@@ -182,6 +182,13 @@ void f32ToF16(const float *x, uint16_t *h, int64_t n);
 /// reduce kernels' scalar steps.
 void sumRowsF64(const float *x, int64_t rows, int64_t stride, int64_t n,
                 double *acc);
+/// lanes[k % kSumLanes] += double(x[k]) for k in [0, n): a contiguous run
+/// of a long sum in kSumLanes independent double accumulators (a fixed
+/// order, so the same bits on every run), combined by sumOfLanesF64.
+constexpr int kSumLanes = 32;
+void sumLanesF64(const float *x, int64_t n, double *lanes);
+/// The lanes of sumLanesF64 summed pairwise, in a fixed order.
+double sumOfLanesF64(const double *lanes);
 void maxRowsF32(const float *x, int64_t rows, int64_t stride, int64_t n,
                 float *acc);
 void minRowsF32(const float *x, int64_t rows, int64_t stride, int64_t n,

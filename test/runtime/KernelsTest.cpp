@@ -2,6 +2,7 @@
 // f16/bf16 rounding edge cases (ties to even, subnormals, overflow, NaN).
 #include "modelc/kernels.h"
 #include "TestUtil.h"
+#include "VecMath.h"
 
 #include <algorithm>
 #include <cmath>
@@ -482,8 +483,8 @@ TEST(Kernels, ReduceOverEveryDimSetWithAndWithoutKeepdim) {
 
 TEST(Kernels, ReduceOverMiddleDimsMatchesTheSequentialSumBitForBit) {
   // A global pool over NHWC's H and W: the reduced dims lie between kept
-  // ones. Each output's values are summed in order, in double (as every
-  // reduction here), so the result is the sequential sum's bits; inner
+  // ones. Each output's values are summed in order, in double, so the
+  // result is the sequential sum's bits; inner
   // sizes beyond one task's 1024 accumulators (chunks of 1024 and 76), a
   // batch of one cut into column chunks of 64 with a short last one, an
   // empty batch, and NaN for max/min.
@@ -533,6 +534,40 @@ TEST(Kernels, ReduceOverMiddleDimsMatchesTheSequentialSumBitForBit) {
               << opName(op) << " output " << o << "," << i << ": " << got
               << " vs " << want;
         }
+    }
+  }
+}
+
+TEST(Kernels, ReduceSumsOfContiguousRunsUseFixedDoubleLanes) {
+  // A sum whose reduced values lie in contiguous runs (batch norm's
+  // statistics over N, H and W of NCHW: runs of H*W per batch) adds each
+  // run's k-th value to double lane k % kSumLanes, every run from lane 0,
+  // the lanes kept across the runs of one output and summed pairwise at
+  // the end. The result equals this emulation's, and the exact sum's to
+  // 1e-6 (a lost or doubled value, a run's tail, would be far off; the
+  // orders of double sums differ by less than a float's ulp, so float
+  // results do not tell them apart).
+  const int64_t A = 3, B = 4, C = 5001;
+  std::vector<float> a = randomFloats(size_t(A * B * C), 75, -3, 3);
+  for (OpId op : {OpId::ReduceSum, OpId::ReduceMean}) {
+    std::vector<float> y(static_cast<size_t>(B));
+    ASSERT_TRUE(reduce(op, cin(a, {A, B, C}), {0, 2}, false, mout(y, {B})));
+    for (int64_t j = 0; j < B; ++j) {
+      double lanes[mc::rt::vec::kSumLanes] = {0}, exact = 0;
+      for (int64_t i = 0; i < A; ++i)
+        for (int64_t k = 0; k < C; ++k) {
+          double v = a[size_t((i * B + j) * C + k)];
+          lanes[k % mc::rt::vec::kSumLanes] += v;
+          exact += v;
+        }
+      for (int w = mc::rt::vec::kSumLanes / 2; w >= 1; w /= 2)
+        for (int l = 0; l < w; ++l)
+          lanes[l] += lanes[l + w];
+      double scale = op == OpId::ReduceMean ? 1.0 / double(A * C) : 1.0;
+      EXPECT_EQ(y[size_t(j)], float(lanes[0] * scale))
+          << opName(op) << " output " << j;
+      EXPECT_NEAR(y[size_t(j)], exact * scale, 1e-6 * std::fabs(exact * scale))
+          << opName(op) << " output " << j;
     }
   }
 }
