@@ -1421,6 +1421,25 @@ private:
 };
 } // namespace
 
+// A region ending in a reduction over a dim of size 0 (found by fuzzing:
+// the verifier took it and session creation refused it): rows of no
+// elements, so nothing before the reduction is computed and each output
+// is the reduction of an empty row, as the unfused steps give: sum 0,
+// mean NaN, max -inf.
+TEST(Fused, ARegionReducingEmptyRowsEqualsUnfused) {
+  for (K op : {K::ReduceSum, K::ReduceMean, K::ReduceMax}) {
+    SCOPED_TRACE(rt::opName(op));
+    Builder b;
+    uint32_t x = b.input("x", {2, 8, 0});
+    uint32_t out = b.output("out", {2, 8});
+    PlanStep &f = b.fused({x}, out);
+    uint32_t e = bodyOp(f, K::Exp, {0}, F, {2, 8, 0});
+    bodyOp(f, op, {e}, F, {2, 8},
+           {OpAttr::list("dims", {2}), OpAttr::boolean("keepdim", false)});
+    expectFusedEqualsUnfused(b.p);
+  }
+}
+
 // A region whose values are no buffers can still ask for much scratch (the
 // CPU's fused kernel keeps tiles of whole rows: a fuzzed artifact reduced a
 // scalar's exp over 2^31-element rows and asked for 49 GB). When the

@@ -647,7 +647,22 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
                              "must reduce trailing dims");
       st->rowLength *= st->outShape[size_t(dims[i])];
     }
-    if (st->rowLength <= 0 ||
+    if (st->rowLength == 0) {
+      // Rows of no elements: nothing before the reduction has a value to
+      // compute, and the result is the reduction of empty rows (sum 0,
+      // mean NaN, max -inf), as the unfused reduce step gives.
+      Shape opShape = st->outShape;
+      DType dt = body[src - r.inputs.size()].dtype;
+      *out = [op = lastOp.op, opShape, dt, dims,
+              keepdim = lastOp.attrs.getBool("keepdim"),
+              o = r.output](void*) {
+        return reduce(op, ConstTensor{dt, opShape, nullptr}, dims, keepdim,
+                      o);
+      };
+      *workspaceBytes = 0;
+      return Status::ok();
+    }
+    if (st->rowLength < 0 ||
         numElements(st->outShape) / st->rowLength !=
             numElements(r.output.shape))
       return Status::error("mc.fused: the reduction's output " +
