@@ -328,6 +328,9 @@ struct Odometer {
 /// Each output's reduction runs in one fixed order on one thread; outputs
 /// are split among threads. `runStep(acc, p, n)` takes a contiguous run of
 /// the reduced values (a sum's runs go to double lanes).
+/// The shortest contiguous run a sum hands to double lanes.
+constexpr int64_t kMinLaneRun = 64;
+
 template <typename T, typename Acc, typename Init, typename RunStep,
           typename Finish>
 void reduceLoop(const T *x, T *y, const Odometer &keptDims,
@@ -812,6 +815,22 @@ Status reduce(OpId op, const ConstTensor &a,
     nOut *= kept.shape[d];
   for (int d = 0; d < red.rank; ++d)
     nRed *= red.shape[d];
+  // Adjacent dims that are contiguous in the operand walk as one (the same
+  // order): a batch norm's H and W are one run of H * W values.
+  for (Odometer *w : {&kept, &red}) {
+    int m = 0;
+    for (int d = 0; d < w->rank; ++d) {
+      if (m > 0 && w->stride[m - 1] == w->stride[d] * w->shape[d]) {
+        w->shape[m - 1] *= w->shape[d];
+        w->stride[m - 1] = w->stride[d];
+      } else {
+        w->shape[m] = w->shape[d];
+        w->stride[m] = w->stride[d];
+        ++m;
+      }
+    }
+    w->rank = m;
+  }
   if (a.dtype == DType::F32) {
     const float *x = static_cast<const float *>(a.data);
     float *y = static_cast<float *>(out.data);
@@ -865,14 +884,27 @@ Status reduce(OpId op, const ConstTensor &a,
     }
     // Sums accumulate in double: the sum does not depend on reduction
     // size. Over middle dims each output sums in order (its columns
-    // advance together); otherwise each output's contiguous runs go to
-    // kSumLanes double lanes (a fixed order, latency no longer one add per
-    // value), summed pairwise at the end.
+    // advance together); otherwise each output's contiguous runs of at
+    // least kMinLaneRun values go to kSumLanes double lanes (a fixed
+    // order, latency no longer one add per value), summed pairwise at the
+    // end, and shorter runs are summed in order.
     double scale = op == OpId::ReduceMean ? 1.0 / double(nRed) : 1.0;
     if (middle) {
       reduceMiddle<double>(
           x, y, outer, nRed, inner, [] { return 0.0; }, vec::sumRowsF64,
           [scale](double s) { return float(s * scale); });
+      return Status::ok();
+    }
+    int64_t run =
+        red.rank && red.stride[red.rank - 1] == 1 ? red.shape[red.rank - 1] : 1;
+    if (run < kMinLaneRun) { // short runs: the lanes would cost more
+      reduceLoop<float, double>(
+          x, y, kept, red, nOut, nRed, [] { return 0.0; },
+          [](double &acc, const float *p, int64_t n) {
+            for (int64_t k = 0; k < n; ++k)
+              acc += double(p[k]);
+          },
+          [scale](double acc) { return float(acc * scale); });
       return Status::ok();
     }
     struct Lanes {

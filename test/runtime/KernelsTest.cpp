@@ -540,34 +540,46 @@ TEST(Kernels, ReduceOverMiddleDimsMatchesTheSequentialSumBitForBit) {
 
 TEST(Kernels, ReduceSumsOfContiguousRunsUseFixedDoubleLanes) {
   // A sum whose reduced values lie in contiguous runs (batch norm's
-  // statistics over N, H and W of NCHW: runs of H*W per batch) adds each
-  // run's k-th value to double lane k % kSumLanes, every run from lane 0,
-  // the lanes kept across the runs of one output and summed pairwise at
-  // the end. The result equals this emulation's, and the exact sum's to
+  // statistics over N, H and W of NCHW: H and W merge into runs of H * W
+  // per batch) adds each run's k-th value to double lane k % kSumLanes,
+  // every run from lane 0, the lanes kept across the runs of one output
+  // and summed pairwise at the end; runs shorter than 64 are summed in
+  // order. The result equals this emulation's, and the exact sum's to
   // 1e-6 (a lost or doubled value, a run's tail, would be far off; the
   // orders of double sums differ by less than a float's ulp, so float
   // results do not tell them apart).
-  const int64_t A = 3, B = 4, C = 5001;
-  std::vector<float> a = randomFloats(size_t(A * B * C), 75, -3, 3);
-  for (OpId op : {OpId::ReduceSum, OpId::ReduceMean}) {
-    std::vector<float> y(static_cast<size_t>(B));
-    ASSERT_TRUE(reduce(op, cin(a, {A, B, C}), {0, 2}, false, mout(y, {B})));
-    for (int64_t j = 0; j < B; ++j) {
-      double lanes[mc::rt::vec::kSumLanes] = {0}, exact = 0;
-      for (int64_t i = 0; i < A; ++i)
-        for (int64_t k = 0; k < C; ++k) {
-          double v = a[size_t((i * B + j) * C + k)];
-          lanes[k % mc::rt::vec::kSumLanes] += v;
-          exact += v;
-        }
-      for (int w = mc::rt::vec::kSumLanes / 2; w >= 1; w /= 2)
-        for (int l = 0; l < w; ++l)
-          lanes[l] += lanes[l + w];
-      double scale = op == OpId::ReduceMean ? 1.0 / double(A * C) : 1.0;
-      EXPECT_EQ(y[size_t(j)], float(lanes[0] * scale))
-          << opName(op) << " output " << j;
-      EXPECT_NEAR(y[size_t(j)], exact * scale, 1e-6 * std::fabs(exact * scale))
-          << opName(op) << " output " << j;
+  const int L = mc::rt::vec::kSumLanes;
+  struct Case {
+    int64_t A, B, H, W; // reduce dims {0, 2, 3} of [A, B, H, W]
+  } cases[] = {{3, 4, 1, 5001}, {2, 3, 8, 16}, {3, 4, 7, 9}};
+  for (const Case &c : cases) {
+    SCOPED_TRACE(std::to_string(c.H * c.W) + "-value runs");
+    Shape s{c.A, c.B, c.H, c.W};
+    int64_t run = c.H * c.W;
+    std::vector<float> a = randomFloats(size_t(numElements(s)), 75, -3, 3);
+    for (OpId op : {OpId::ReduceSum, OpId::ReduceMean}) {
+      std::vector<float> y(static_cast<size_t>(c.B));
+      ASSERT_TRUE(reduce(op, cin(a, s), {0, 2, 3}, false, mout(y, {c.B})));
+      for (int64_t j = 0; j < c.B; ++j) {
+        double lanes[mc::rt::vec::kSumLanes] = {0}, inOrder = 0, exact = 0;
+        for (int64_t i = 0; i < c.A; ++i)
+          for (int64_t k = 0; k < run; ++k) {
+            double v = a[size_t((i * c.B + j) * run + k)];
+            lanes[k % L] += v;
+            inOrder += v;
+            exact += v;
+          }
+        for (int w = L / 2; w >= 1; w /= 2)
+          for (int l = 0; l < w; ++l)
+            lanes[l] += lanes[l + w];
+        double sum = run >= 64 ? lanes[0] : inOrder;
+        double scale = op == OpId::ReduceMean ? 1.0 / double(c.A * run) : 1.0;
+        EXPECT_EQ(y[size_t(j)], float(sum * scale))
+            << opName(op) << " output " << j;
+        EXPECT_NEAR(y[size_t(j)], exact * scale,
+                    1e-6 * std::fabs(exact * scale))
+            << opName(op) << " output " << j;
+      }
     }
   }
 }
