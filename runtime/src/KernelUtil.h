@@ -11,6 +11,7 @@
 
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace mc::rt::detail {
@@ -193,13 +194,22 @@ void stridedCopy(const Shape &shape, const int64_t *stride, const T *src,
           rem /= sh[d];
         }
         int64_t a1 = std::min(A, a0 + kTile), c1 = std::min(Bn, c0 + kTile);
-        for (int64_t a = a0; a < a1; ++a)
-          for (int64_t c = c0; c < c1; ++c) {
-            const T *s = src + base + a * sa + c * sb;
-            T *out = dst + ((o * A + a) * Bn + c) * inner;
-            for (int64_t j = 0; j < inner; ++j)
-              out[j] = s[j];
-          }
+        // Runs of a constant length copy without a loop (a 3x3 window).
+        auto tile = [&](auto len) {
+          constexpr int64_t kLen = decltype(len)::value;
+          int64_t n = kLen ? kLen : inner;
+          for (int64_t a = a0; a < a1; ++a)
+            for (int64_t c = c0; c < c1; ++c) {
+              const T *s = src + base + a * sa + c * sb;
+              T *out = dst + ((o * A + a) * Bn + c) * n;
+              for (int64_t j = 0; j < n; ++j)
+                out[j] = s[j];
+            }
+        };
+        if (inner == 9)
+          tile(std::integral_constant<int64_t, 9>());
+        else
+          tile(std::integral_constant<int64_t, 0>());
       }
     });
     return;
