@@ -114,6 +114,78 @@ inline Status sameTypeAndShape(const char *op, const char *what, DType at,
                        typeString(at, as));
 }
 
+/// Walks a multi-index over `rank` dims with given strides, tracking the
+/// linear offset; no allocation.
+struct Odometer {
+  int rank = 0;
+  int64_t shape[kMaxRank], stride[kMaxRank], idx[kMaxRank];
+  int64_t offset = 0;
+  /// Appends a dim, the innermost so far. A size-1 dim is dropped, and one
+  /// contiguous with the last (its stride times its size is the last one's
+  /// stride, broadcast runs of stride 0 too) merges into it: the walk's
+  /// order and offsets stay the same, in fewer, longer dims.
+  void push(int64_t size, int64_t step) {
+    if (size == 1)
+      return;
+    if (rank > 0 && stride[rank - 1] == step * size) {
+      shape[rank - 1] *= size;
+      stride[rank - 1] = step;
+      return;
+    }
+    shape[rank] = size;
+    stride[rank] = step;
+    ++rank;
+  }
+  void reset() {
+    offset = 0;
+    for (int d = 0; d < rank; ++d)
+      idx[d] = 0;
+  }
+  /// To the `linear`-th position (row-major).
+  void seek(int64_t linear) {
+    offset = 0;
+    for (int d = rank - 1; d >= 0; --d) {
+      idx[d] = shape[d] ? linear % shape[d] : 0;
+      linear = shape[d] ? linear / shape[d] : 0;
+      offset += idx[d] * stride[d];
+    }
+  }
+  void next() {
+    for (int d = rank - 1; d >= 0; --d) {
+      offset += stride[d];
+      if (++idx[d] < shape[d])
+        return;
+      offset -= stride[d] * shape[d];
+      idx[d] = 0;
+    }
+  }
+  /// The outer `dims` dims alone (the rows of the rest).
+  Odometer outer(int dims) const {
+    Odometer o;
+    o.rank = dims;
+    for (int d = 0; d < dims; ++d) {
+      o.shape[d] = shape[d];
+      o.stride[d] = stride[d];
+    }
+    return o;
+  }
+};
+
+/// Calls row(r, offset) for each of the `rows` rows of `dims` (its last
+/// dim is a row, `offset` where row r starts), the rows split among
+/// threads in contiguous ranges.
+template <typename Row>
+void forEachRow(const Odometer &dims, int64_t rows, Row row) {
+  int64_t inner = dims.shape[dims.rank - 1];
+  parallelFor(rows, std::max<int64_t>(1, kParallelGrain / inner),
+              [&](int64_t rb, int64_t re) {
+                Odometer o = dims.outer(dims.rank - 1);
+                o.seek(rb);
+                for (int64_t r = rb; r < re; ++r, o.next())
+                  row(r, o.offset);
+              });
+}
+
 /// out[i_0..i_{r-1}] = src[sum_d i_d * stride[d]] over out's shape (src may
 /// point into the middle of a tensor: slices). Dims that are contiguous in
 /// both (including runs of broadcast dims, stride 0) are merged first, so
@@ -127,24 +199,15 @@ void stridedCopy(const Shape &shape, const int64_t *stride, const T *src,
     n *= d;
   if (n == 0)
     return;
-  int64_t sh[kMaxRank], st[kMaxRank];
-  int m = 0;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1)
-      continue;
-    if (m > 0 && st[m - 1] == stride[d] * shape[d]) {
-      sh[m - 1] *= shape[d];
-      st[m - 1] = stride[d];
-    } else {
-      sh[m] = shape[d];
-      st[m] = stride[d];
-      ++m;
-    }
-  }
+  Odometer dims;
+  for (size_t d = 0; d < shape.size(); ++d)
+    dims.push(shape[d], stride[d]);
+  int m = dims.rank;
   if (m == 0) {
     dst[0] = src[0];
     return;
   }
+  const int64_t *sh = dims.shape, *st = dims.stride;
   int64_t inner = sh[m - 1], innerStride = st[m - 1], rows = n / inner;
   if (m >= 2 && st[m - 2] == 1 && inner <= 16 && innerStride != 0) {
     // A transpose to a short last dim (NCHW -> NHWC of an RGB image): the
@@ -157,14 +220,12 @@ void stridedCopy(const Shape &shape, const int64_t *stride, const T *src,
     parallelFor(outer * blocks,
                 std::max<int64_t>(1, kParallelGrain / (kBlock * inner)),
                 [&](int64_t tb, int64_t te) {
+                  Odometer base = dims.outer(m - 2);
                   for (int64_t t = tb; t < te; ++t) {
                     int64_t o = t / blocks, i0 = t % blocks * kBlock;
-                    int64_t cnt = std::min(kBlock, len - i0), base = 0, rem = o;
-                    for (int d = m - 3; d >= 0; --d) {
-                      base += rem % sh[d] * st[d];
-                      rem /= sh[d];
-                    }
-                    const T *s = src + base + i0;
+                    int64_t cnt = std::min(kBlock, len - i0);
+                    base.seek(o);
+                    const T *s = src + base.offset + i0;
                     T *out = dst + (o * len + i0) * inner;
                     for (int64_t j = 0; j < inner; ++j)
                       for (int64_t i = 0; i < cnt; ++i)
@@ -186,71 +247,53 @@ void stridedCopy(const Shape &shape, const int64_t *stride, const T *src,
     parallelFor(outer * ta * tb,
                 std::max<int64_t>(1, kParallelGrain / (kTile * kTile * inner)),
                 [&](int64_t b0, int64_t b1) {
-      for (int64_t t = b0; t < b1; ++t) {
-        int64_t o = t / (ta * tb), a0 = t / tb % ta * kTile,
-                c0 = t % tb * kTile, base = 0, rem = o;
-        for (int d = m - 4; d >= 0; --d) {
-          base += rem % sh[d] * st[d];
-          rem /= sh[d];
-        }
-        int64_t a1 = std::min(A, a0 + kTile), c1 = std::min(Bn, c0 + kTile);
-        // Runs of a constant length copy without a loop (a 3x3 window).
-        auto tile = [&](auto len) {
-          constexpr int64_t kLen = decltype(len)::value;
-          int64_t n = kLen ? kLen : inner;
-          for (int64_t a = a0; a < a1; ++a)
-            for (int64_t c = c0; c < c1; ++c) {
-              const T *s = src + base + a * sa + c * sb;
-              T *out = dst + ((o * A + a) * Bn + c) * n;
-              for (int64_t j = 0; j < n; ++j)
-                out[j] = s[j];
-            }
-        };
-        if (inner == 9)
-          tile(std::integral_constant<int64_t, 9>());
-        else
-          tile(std::integral_constant<int64_t, 0>());
-      }
-    });
+                  Odometer base = dims.outer(m - 3);
+                  for (int64_t t = b0; t < b1; ++t) {
+                    int64_t o = t / (ta * tb), a0 = t / tb % ta * kTile,
+                            c0 = t % tb * kTile;
+                    base.seek(o);
+                    int64_t a1 = std::min(A, a0 + kTile),
+                            c1 = std::min(Bn, c0 + kTile);
+                    // Runs of a constant length copy without a loop (a 3x3
+                    // window).
+                    auto tile = [&](auto len) {
+                      constexpr int64_t kLen = decltype(len)::value;
+                      int64_t n = kLen ? kLen : inner;
+                      for (int64_t a = a0; a < a1; ++a)
+                        for (int64_t c = c0; c < c1; ++c) {
+                          const T *s = src + base.offset + a * sa + c * sb;
+                          T *out = dst + ((o * A + a) * Bn + c) * n;
+                          for (int64_t j = 0; j < n; ++j)
+                            out[j] = s[j];
+                        }
+                    };
+                    if (inner == 9)
+                      tile(std::integral_constant<int64_t, 9>());
+                    else
+                      tile(std::integral_constant<int64_t, 0>());
+                  }
+                });
     return;
   }
-  parallelFor(rows, std::max<int64_t>(1, kParallelGrain / inner),
-              [&](int64_t rb, int64_t re) {
-    int64_t idx[kMaxRank] = {0}, base = 0;
-    int64_t rem = rb;
-    for (int d = m - 2; d >= 0; --d) {
-      idx[d] = rem % sh[d];
-      rem /= sh[d];
-      base += idx[d] * st[d];
-    }
-    for (int64_t row = rb; row < re; ++row) {
-      const T *s = src + base;
-      T *o = dst + row * inner;
-      if (innerStride == 1) {
-        std::memcpy(o, s, size_t(inner) * sizeof(T));
-      } else if (innerStride == 0) {
-        T v = s[0];
-        for (int64_t j = 0; j < inner; ++j)
-          o[j] = v;
-      } else {
-        for (int64_t j = 0; j < inner; ++j)
-          o[j] = s[j * innerStride];
-      }
-      for (int d = m - 2; d >= 0; --d) {
-        base += st[d];
-        if (++idx[d] < sh[d])
-          break;
-        base -= st[d] * sh[d];
-        idx[d] = 0;
-      }
+  forEachRow(dims, rows, [&](int64_t row, int64_t offset) {
+    const T *s = src + offset;
+    T *o = dst + row * inner;
+    if (innerStride == 1) {
+      std::memcpy(o, s, size_t(inner) * sizeof(T));
+    } else if (innerStride == 0) {
+      T v = s[0];
+      for (int64_t j = 0; j < inner; ++j)
+        o[j] = v;
+    } else {
+      for (int64_t j = 0; j < inner; ++j)
+        o[j] = s[j * innerStride];
     }
   });
 }
 
 /// dst[sum_d i_d * stride[d]] = src[i] over `shape`, src contiguous (the
-/// inverse of stridedCopy: a pad's interior, a zero insertion). Size-1 dims
-/// are dropped and dims contiguous in dst merged; rows are split among
-/// threads.
+/// inverse of stridedCopy: a pad's interior, a zero insertion), with the
+/// same merged dims and rows among threads.
 template <typename T>
 void stridedScatter(const Shape &shape, const int64_t *stride, const T *src,
                     T *dst) {
@@ -259,50 +302,23 @@ void stridedScatter(const Shape &shape, const int64_t *stride, const T *src,
     n *= d;
   if (n == 0)
     return;
-  int64_t sh[kMaxRank], st[kMaxRank];
-  int m = 0;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1)
-      continue;
-    if (m > 0 && st[m - 1] == stride[d] * shape[d]) {
-      sh[m - 1] *= shape[d];
-      st[m - 1] = stride[d];
-    } else {
-      sh[m] = shape[d];
-      st[m] = stride[d];
-      ++m;
-    }
-  }
+  Odometer dims;
+  for (size_t d = 0; d < shape.size(); ++d)
+    dims.push(shape[d], stride[d]);
+  int m = dims.rank;
   if (m == 0) {
     dst[0] = src[0];
     return;
   }
-  int64_t inner = sh[m - 1], innerStride = st[m - 1], rows = n / inner;
-  parallelFor(rows, std::max<int64_t>(1, kParallelGrain / inner),
-              [&](int64_t rb, int64_t re) {
-    int64_t idx[kMaxRank] = {0}, base = 0;
-    int64_t rem = rb;
-    for (int d = m - 2; d >= 0; --d) {
-      idx[d] = rem % sh[d];
-      rem /= sh[d];
-      base += idx[d] * st[d];
-    }
-    for (int64_t row = rb; row < re; ++row) {
-      const T *s = src + row * inner;
-      T *o = dst + base;
-      if (innerStride == 1)
-        std::memcpy(o, s, size_t(inner) * sizeof(T));
-      else
-        for (int64_t j = 0; j < inner; ++j)
-          o[j * innerStride] = s[j];
-      for (int d = m - 2; d >= 0; --d) {
-        base += st[d];
-        if (++idx[d] < sh[d])
-          break;
-        base -= st[d] * sh[d];
-        idx[d] = 0;
-      }
-    }
+  int64_t inner = dims.shape[m - 1], innerStride = dims.stride[m - 1];
+  forEachRow(dims, n / inner, [&](int64_t row, int64_t offset) {
+    const T *s = src + row * inner;
+    T *o = dst + offset;
+    if (innerStride == 1)
+      std::memcpy(o, s, size_t(inner) * sizeof(T));
+    else
+      for (int64_t j = 0; j < inner; ++j)
+        o[j * innerStride] = s[j];
   });
 }
 

@@ -18,6 +18,7 @@ using detail::contiguousStrides;
 using detail::kMaxRank;
 using detail::kParallelGrain;
 using detail::normalizeAxis;
+using detail::Odometer;
 using detail::parallelFor;
 using detail::sameTypeAndShape;
 using detail::typeString;
@@ -293,37 +294,6 @@ Status castFrom(Load load, int64_t n, const MutTensor &out) {
   return Status::error("cast: invalid result dtype " +
                        std::to_string(int(out.dtype)));
 }
-
-/// Walks a multi-index over `rank` dims with given strides, tracking the
-/// linear offset; no allocation.
-struct Odometer {
-  int rank = 0;
-  int64_t shape[kMaxRank], stride[kMaxRank], idx[kMaxRank];
-  int64_t offset = 0;
-  void reset() {
-    offset = 0;
-    for (int d = 0; d < rank; ++d)
-      idx[d] = 0;
-  }
-  /// To the `linear`-th position (row-major).
-  void seek(int64_t linear) {
-    offset = 0;
-    for (int d = rank - 1; d >= 0; --d) {
-      idx[d] = shape[d] ? linear % shape[d] : 0;
-      linear = shape[d] ? linear / shape[d] : 0;
-      offset += idx[d] * stride[d];
-    }
-  }
-  void next() {
-    for (int d = rank - 1; d >= 0; --d) {
-      offset += stride[d];
-      if (++idx[d] < shape[d])
-        return;
-      offset -= stride[d] * shape[d];
-      idx[d] = 0;
-    }
-  }
-};
 
 /// Each output's reduction runs in one fixed order on one thread; outputs
 /// are split among threads. `runStep(acc, p, n)` takes a contiguous run of
@@ -795,10 +765,9 @@ Status reduce(OpId op, const ConstTensor &a,
   bool shapeOk = out.shape.size() == expectRank;
   size_t o = 0;
   for (int d = 0; d < r; ++d) {
-    Odometer &w = reduced[d] ? red : kept;
-    w.shape[w.rank] = a.shape[d];
-    w.stride[w.rank] = aStride[d];
-    ++w.rank;
+    // Adjacent dims contiguous in the operand walk as one (the same order):
+    // a batch norm's H and W are one run of H * W values.
+    (reduced[d] ? red : kept).push(a.shape[d], aStride[d]);
     if (reduced[d] && !keepdim)
       continue;
     int64_t expect = reduced[d] ? 1 : a.shape[d];
@@ -815,22 +784,6 @@ Status reduce(OpId op, const ConstTensor &a,
     nOut *= kept.shape[d];
   for (int d = 0; d < red.rank; ++d)
     nRed *= red.shape[d];
-  // Adjacent dims that are contiguous in the operand walk as one (the same
-  // order): a batch norm's H and W are one run of H * W values.
-  for (Odometer *w : {&kept, &red}) {
-    int m = 0;
-    for (int d = 0; d < w->rank; ++d) {
-      if (m > 0 && w->stride[m - 1] == w->stride[d] * w->shape[d]) {
-        w->shape[m - 1] *= w->shape[d];
-        w->stride[m - 1] = w->stride[d];
-      } else {
-        w->shape[m] = w->shape[d];
-        w->stride[m] = w->stride[d];
-        ++m;
-      }
-    }
-    w->rank = m;
-  }
   if (a.dtype == DType::F32) {
     const float *x = static_cast<const float *>(a.data);
     float *y = static_cast<float *>(out.data);

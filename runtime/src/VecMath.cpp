@@ -256,27 +256,20 @@ double sumOfLanesF64(const double *lanes) {
   return acc[0];
 }
 
-MC_CLONES void maxRowsF32(const float *x, int64_t rows, int64_t stride,
-                          int64_t n, float *acc) {
-  for (int64_t j = 0; j < rows; ++j) {
-    const float *p = x + j * stride;
-    for (int64_t k = 0; k < n; ++k) {
-      float m = acc[k], v = p[k];
-      acc[k] = (m != m || m >= v) ? m : v;
-    }
+#define MC_EXTREME_ROWS(NAME, OP)                                              \
+  MC_CLONES void NAME(const float *x, int64_t rows, int64_t stride, int64_t n, \
+                      float *acc) {                                            \
+    for (int64_t j = 0; j < rows; ++j) {                                       \
+      const float *p = x + j * stride;                                         \
+      for (int64_t k = 0; k < n; ++k) {                                        \
+        float m = acc[k], v = p[k];                                            \
+        acc[k] = (m != m || m OP v) ? m : v;                                   \
+      }                                                                        \
+    }                                                                          \
   }
-}
-
-MC_CLONES void minRowsF32(const float *x, int64_t rows, int64_t stride,
-                          int64_t n, float *acc) {
-  for (int64_t j = 0; j < rows; ++j) {
-    const float *p = x + j * stride;
-    for (int64_t k = 0; k < n; ++k) {
-      float m = acc[k], v = p[k];
-      acc[k] = (m != m || m <= v) ? m : v;
-    }
-  }
-}
+MC_EXTREME_ROWS(maxRowsF32, >=)
+MC_EXTREME_ROWS(minRowsF32, <=)
+#undef MC_EXTREME_ROWS
 
 MC_CLONES void scaleShiftF32(const float *x, float m, float a, float b,
                              float *y, int64_t n) {
