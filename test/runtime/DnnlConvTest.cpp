@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 using namespace mc::rt;
 using mc::test::cin;
@@ -338,6 +339,55 @@ TEST(DnnlConv, FusedActivationsKeepNaNAsTheReferenceOps) {
       big[last ? 57 : 43] = -INFINITY; // pixel (1, 1), channel 1
       EXPECT_GT(nansMatching(big), 0) << "the inf makes NaN in the reference";
     }
+}
+
+TEST(DnnlConv, GuardsMaximumIsTheLargestMagnitudeAndInfForNaNOrInf) {
+  // maxAbsOrInf splits its input into 64 chunks of 16 lanes and a tail;
+  // every size below crosses one of those edges (and 70000 is split over
+  // the threads).
+  for (int64_t n : {0, 1, 15, 16, 17, 63, 64, 65, 1000, 1023, 70000}) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    std::vector<float> v = randomFloats(size_t(n), unsigned(n) + 7, -3.f, 3.f);
+    float most = 0;
+    for (float x : v)
+      most = std::max(most, std::fabs(x));
+    EXPECT_EQ(detail::maxAbsOrInf(v.data(), n), most);
+    if (n == 0)
+      continue;
+    for (int64_t at : {int64_t(0), n / 2, n - 1})
+      for (float bad : {NAN, INFINITY, -INFINITY}) {
+        std::vector<float> w = v;
+        w[size_t(at)] = bad;
+        EXPECT_EQ(detail::maxAbsOrInf(w.data(), n), INFINITY)
+            << bad << " at " << at;
+      }
+  }
+}
+
+TEST(DnnlConv, GuardSendsSumsThatCouldOverflowToTheExactPath) {
+  // oneDNN's fused relu and clip turn NaN into a bound. With finite values
+  // a NaN needs +inf and -inf partial sums, which depends on the library's
+  // order of the sum (its FMA chains give inf, not NaN), so no input makes
+  // it on every machine; the guard's bound is checked here instead: the
+  // binding takes the exact path exactly when this is false.
+  float fmax = std::numeric_limits<float>::max();
+  // 72 weights per output channel (8 channels of 3x3), each |w| <= 1.
+  EXPECT_TRUE(detail::convSumsStayFinite(72, 1, 1, 1));
+  EXPECT_TRUE(detail::convSumsStayFinite(72, 1e36, 0, 0)); // 7.2e37
+  EXPECT_FALSE(detail::convSumsStayFinite(72, 3e36, 0, 0)) // 2.2e38 > max/2
+      << "finite inputs whose sums could overflow";
+  EXPECT_FALSE(detail::convSumsStayFinite(1, 1, fmax * 0.6, 0))
+      << "a bias near overflow";
+  EXPECT_FALSE(detail::convSumsStayFinite(1, 1, 0, fmax * 0.6))
+      << "a residual near overflow";
+  EXPECT_FALSE(detail::convSumsStayFinite(72, INFINITY, 0, 0));
+  EXPECT_FALSE(detail::convSumsStayFinite(INFINITY, 1, 0, 0))
+      << "a NaN or inf weight";
+  EXPECT_FALSE(detail::convSumsStayFinite(72, NAN, 0, 0));
+  EXPECT_FALSE(detail::convSumsStayFinite(72, 1, NAN, 0));
+  // Weights of 3e38 (finite) times an input of 2: the bound, in double,
+  // sees the products overflow.
+  EXPECT_FALSE(detail::convSumsStayFinite(2 * 3e38, 2, 0, 0));
 }
 
 TEST(DnnlConv, RefusesWithoutSideEffects) {

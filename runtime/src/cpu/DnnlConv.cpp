@@ -145,56 +145,20 @@ struct DnnlConv {
   /// A bound on every output channel's sum of |w|: the weights per channel
   /// times the largest |w| (inf when a weight is NaN or inf: then every
   /// call takes the exact path).
-  double weightNorm() const { return double(wPerChannel) * maxAbs(w, wCount); }
-
-  /// The largest |v| of n floats; inf when one is NaN or inf. Sixteen
-  /// lanes, so the loop vectorizes: the maximum, and a sum of v * 0, which
-  /// is 0 unless some v is NaN or inf.
-  static float maxAbs(const float *v, int64_t n) {
-    constexpr int64_t kChunks = 64, kLanes = 16;
-    float part[kChunks] = {0};
-    int64_t per = (n + kChunks - 1) / kChunks;
-    // A bias of a few hundred values is not worth waking the threads.
-    detail::parallelFor(
-        kChunks, n < 65536 ? kChunks : 1, [&](int64_t b, int64_t e) {
-          for (int64_t c = b; c < e; ++c) {
-            int64_t i = c * per, end = std::min(n, (c + 1) * per);
-            float m[kLanes] = {0}, z[kLanes] = {0};
-            for (; i + kLanes <= end; i += kLanes)
-              for (int64_t k = 0; k < kLanes; ++k) {
-                float a = std::fabs(v[i + k]);
-                m[k] = a > m[k] ? a : m[k];
-                z[k] += v[i + k] * 0.0f;
-              }
-            for (; i < end; ++i) {
-              float a = std::fabs(v[i]);
-              m[0] = a > m[0] ? a : m[0];
-              z[0] += v[i] * 0.0f;
-            }
-            float most = 0, zero = 0;
-            for (int64_t k = 0; k < kLanes; ++k) {
-              most = std::max(most, m[k]);
-              zero += z[k];
-            }
-            part[c] = zero == 0 ? most : INFINITY;
-          }
-        });
-    float m = 0;
-    for (float p : part)
-      m = std::max(m, p);
-    return m;
+  double weightNorm() const {
+    return double(wPerChannel) * detail::maxAbsOrInf(w, wCount);
   }
 
   /// Whether the fused activation gives the unfused ops' bits on this
   /// call: every value finite and no sum near overflow.
   bool fusedIsExact() const {
-    double bound = double(std::numeric_limits<float>::max()) / 2;
-    double mx = maxAbs(x, xCount);
-    double mb = bias ? maxAbs(bias, biasCount) : 0.0;
-    double mr =
-        residual ? maxAbs(static_cast<const float *>(residual), outCount) : 0.0;
+    double mb = bias ? detail::maxAbsOrInf(bias, biasCount) : 0.0;
+    double mr = residual ? detail::maxAbsOrInf(
+                               static_cast<const float *>(residual), outCount)
+                         : 0.0;
     double l1 = weightBound >= 0 ? weightBound : weightNorm();
-    return l1 * mx + mb + mr < bound; // false for NaN or inf
+    return detail::convSumsStayFinite(l1, detail::maxAbsOrInf(x, xCount), mb,
+                                      mr);
   }
 
   Status operator()(void *workspace) {
