@@ -112,13 +112,15 @@ def build(torch, spec):
             def forward(self, x):
                 return self.lstm(x)[0]
         model = LstmModel()
-    else:
+    elif spec["kind"] == "encoder":
         c = spec["config"]
         layer = torch.nn.TransformerEncoderLayer(
             d_model=c["d_model"], nhead=c["nhead"],
             dim_feedforward=c["dim_feedforward"], dropout=0.0,
             batch_first=True)
         model = torch.nn.TransformerEncoder(layer, num_layers=c["num_layers"])
+    else:
+        raise ValueError(f"no PyTorch model for kind {spec['kind']!r}")
     weights = np.load(spec["weights"])
     state = {k: torch.from_numpy(weights[k].copy()) for k in weights.files}
     model.load_state_dict(state, strict=True)
@@ -161,8 +163,10 @@ def main():
         warnings.filterwarnings("ignore")
         torch.set_num_threads(threads)
         result["versions"]["torch"] = torch.__version__
-        model = build(torch, spec)
-        x = torch.from_numpy(x_np)
+        model = None
+        if {"torch_eager", "torch_compile"} & set(spec["engines"]):
+            model = build(torch, spec)  # onnx-only specs have none
+            x = torch.from_numpy(x_np)
     except Exception as e:  # noqa: BLE001 - reported, not raised
         traceback.print_exc()
         for name in ("torch_eager", "torch_compile"):

@@ -36,6 +36,11 @@ struct Binding {
   /// binding, and again for all of them when the workspace moves.
   uint64_t key = 0;
   std::vector<StepExec> steps;
+  /// One ValueBound per step, for the kernels that publish a bound on
+  /// their output and the later steps that read it (KernelRequest's
+  /// inputBounds, outputBound). Heap-allocated: bound kernels keep
+  /// pointers into it while the binding moves.
+  std::unique_ptr<ValueBound[]> bounds;
   /// The step that asks for the most scratch (named when it cannot be had).
   uint32_t scratchStep = 0;
   /// MODELC_PROFILE: whether this binding has run once. Its first run is
@@ -218,6 +223,22 @@ Status Session::Impl::bind(int64_t batch, Binding *out, size_t *scratch) const {
   if (!steps)
     return Status::ok();
   out->steps.reserve(steps->size());
+  out->bounds.reset(new ValueBound[steps->size()]);
+  // The step whose first output each buffer is (-1: none). A bound is
+  // passed on only for a buffer that one step writes, as its first output
+  // (the one its slot describes), so the bytes a reader sees are the ones
+  // that step wrote (the planner keeps a value's memory until its last
+  // reader).
+  std::vector<int64_t> writer(buffers.size(), -1);
+  std::vector<bool> rewritten(buffers.size(), false);
+  for (uint32_t index = 0; index < steps->size(); ++index)
+    if (const auto *outs = steps->Get(index)->outputs())
+      for (uint32_t k = 0; k < outs->size(); ++k) {
+        uint32_t o = outs->Get(k);
+        if (writer[o] >= 0 || k > 0)
+          rewritten[o] = true;
+        writer[o] = index;
+      }
   std::string atBatch =
       model->dynamicBatch() ? " at batch " + std::to_string(batch) : "";
   for (uint32_t index = 0; index < steps->size(); ++index) {
@@ -270,6 +291,17 @@ Status Session::Impl::bind(int64_t batch, Binding *out, size_t *scratch) const {
     KernelRequest request{e.op, e.attrs, e.in, e.out, dev,
                           e.body.empty() ? nullptr : &e.body, constant};
     request.stepIndex = index;
+    if (st->inputs())
+      for (uint32_t i : *st->inputs()) {
+        bool arena = buffers.Get(i)->kind() == fb::BufferKind::Arena;
+        int64_t w = writer[i];
+        request.inputBounds.push_back(arena && !rewritten[i] && w >= 0 &&
+                                              w < int64_t(index)
+                                          ? &out->bounds[size_t(w)]
+                                          : nullptr);
+      }
+    if (buffers.Get(o)->kind() == fb::BufferKind::Arena && !rewritten[o])
+      request.outputBound = &out->bounds[index];
     request.location = st->location() ? st->location()->str() : "";
     if (const auto *extra = st->extra_outputs())
       for (uint32_t k = 0; k < extra->size(); ++k) {

@@ -390,6 +390,124 @@ TEST(DnnlConv, GuardSendsSumsThatCouldOverflowToTheExactPath) {
   EXPECT_FALSE(detail::convSumsStayFinite(2 * 3e38, 2, 0, 0));
 }
 
+TEST(DnnlConv, PublishesABoundItsResultStaysWithin) {
+  // The slot a step's kernel fills for the steps that read its result
+  // (ValueBound): finite only when the result is, and never below its
+  // largest |v|. Weights and input all positive make the sums as large as
+  // the bound allows (l1 * max|x| + max|b|, exactly what was summed).
+  SKIP_WITHOUT_DNNL();
+  Shape xs{1, 8, 6, 6}, ws{8, 8, 3, 3};
+  std::vector<float> w = randomFloats(576, 611, 0.f, 1.f),
+                     b = randomFloats(8, 612, 0.f, 1.f);
+  std::vector<float> flat(576, 0.75f);
+  for (bool worst : {false, true})
+    for (int act = 0; act < 3; ++act)
+      for (bool last : {false, true}) {
+        SCOPED_TRACE(std::string(worst ? "worst case" : "random") +
+                     (act == 0   ? ", no activation"
+                      : act == 1 ? ", relu"
+                                 : ", clamp") +
+                     (last ? ", NHWC" : ", NCHW"));
+        std::vector<float> x = worst ? std::vector<float>(288, 2.5f)
+                                     : randomFloats(288, 613, -4.f, 4.f);
+        const std::vector<float> &wt = worst ? flat : w;
+        Conv2dParams p = params(1, 1);
+        p.channelsLast = last;
+        Shape xq = last ? Shape{1, 6, 6, 8} : xs;
+        ConstTensor bias = cin(b, {8});
+        auto run = [&](const ValueBound *inputBound, ValueBound *result,
+                       std::vector<float> *y) {
+          Epilogue e;
+          e.bias = &bias;
+          if (act)
+            e.activation = act == 1 ? OpId::Relu : OpId::Clamp;
+          e.clampMin = -1.f;
+          e.clampMax = 3.f;
+          e.inputBound = inputBound;
+          e.resultBound = result;
+          BoundKernel bound;
+          size_t bytes = 0;
+          y->assign(288, 0.f);
+          Status st = bindConv2d(cin(x, xq), cin(wt, ws), p, e, mout(*y, xq),
+                                 true, &bound, &bytes);
+          ASSERT_TRUE(st) << st.message();
+          EXPECT_TRUE(result->written) << "bound at bind";
+          runBound(bound, bytes);
+        };
+        std::vector<float> y;
+        double largest = 0;
+        // The input's writer published the truth: the result is bounded
+        // with or without a guard.
+        ValueBound in, out;
+        in.written = true;
+        in.maxAbs = detail::maxAbsOrInf(x.data(), 288);
+        run(&in, &out, &y);
+        for (float v : y)
+          largest = std::max(largest, double(std::fabs(v)));
+        EXPECT_TRUE(std::isfinite(out.maxAbs));
+        EXPECT_GE(out.maxAbs, largest);
+        if (act == 2) {
+          EXPECT_LE(out.maxAbs, 3.0) << "clamp's bounds cap it";
+        }
+        if (worst && act == 0) {
+          EXPECT_LE(out.maxAbs, largest * 1.01) << "the bound is tight here";
+        }
+        // No bound on the input: the guard (an activation) scans it; a
+        // convolution without one reads nothing more and knows nothing.
+        ValueBound none;
+        run(nullptr, &none, &y);
+        EXPECT_EQ(std::isfinite(none.maxAbs), act != 0);
+        // A NaN in the input: nothing is known of the result.
+        x[100] = NAN;
+        ValueBound poisoned;
+        run(nullptr, &poisoned, &y);
+        EXPECT_FALSE(std::isfinite(poisoned.maxAbs));
+      }
+}
+
+TEST(DnnlConv, TrustsTheBoundItsInputsWriterPublished) {
+  // A finite bound on the input stands in for the guard's scan: with a NaN
+  // that the bound denies, oneDNN's relu turns it into 0 (a wrong bound is
+  // a wrong answer; the Session only passes bounds its steps published). An
+  // unknown (inf) or unwritten bound leaves the scan, which keeps the NaN.
+  SKIP_WITHOUT_DNNL();
+  Shape xs{1, 8, 6, 6}, ws{8, 8, 3, 3};
+  std::vector<float> x = randomFloats(288, 621), w = randomFloats(576, 622);
+  x[7] = NAN;
+  Conv2dParams p = params(1, 1);
+  auto nans = [&](const ValueBound &inputBound) {
+    Epilogue e;
+    e.activation = OpId::Relu;
+    e.inputBound = &inputBound;
+    std::vector<float> y(288, 0.f);
+    BoundKernel bound;
+    size_t bytes = 0;
+    Status st = bindConv2d(cin(x, xs), cin(w, ws), p, e, mout(y, xs), true,
+                           &bound, &bytes);
+    EXPECT_TRUE(st) << st.message();
+    runBound(bound, bytes);
+    return std::count_if(y.begin(), y.end(),
+                         [](float v) { return std::isnan(v); });
+  };
+  ValueBound trusted, unknown, unwritten;
+  trusted.written = unknown.written = true;
+  trusted.maxAbs = unwritten.maxAbs = 10;
+  EXPECT_EQ(nans(trusted), 0) << "the scan was skipped";
+  EXPECT_GT(nans(unknown), 8);
+  EXPECT_GT(nans(unwritten), 8);
+}
+
+TEST(DnnlConv, ResultBoundCoversTheRoundingOfTheSum) {
+  // 576 terms, a bias and a residual: the exact bound widened by
+  // gamma_578 (about 3.4e-5), doubled.
+  double exact = 72 * 2.0 + 1 + 0.5;
+  double b = detail::convResultBound(72, 2, 1, 0.5, 576);
+  EXPECT_GT(b, exact * (1 + 578 * 0x1p-24));
+  EXPECT_LT(b, exact * 1.001);
+  EXPECT_FALSE(std::isfinite(detail::convResultBound(1, 1, 0, 0, 1 << 20)))
+      << "too many terms for the rounding bound to be small";
+}
+
 TEST(DnnlConv, RefusesWithoutSideEffects) {
   SKIP_WITHOUT_DNNL();
   Shape xs{1, 4, 6, 6}, ws{4, 4, 3, 3}, ys{1, 4, 6, 6};

@@ -149,8 +149,18 @@ struct KernelRequest {
   /// buffer (in place) as for one output.
   std::vector<MutTensor> extraOutputs = {};
   std::vector<uint32_t> extraValues = {};
+  /// inputBounds[i]: the bound (modelc/kernels.h's ValueBound) that the
+  /// step which wrote input i may publish; null for a graph input, a
+  /// constant or a state. outputBound: this step's own slot for its
+  /// output. Empty and null where the caller tracks none (a kernel must
+  /// work without them).
+  std::vector<const ValueBound*> inputBounds = {};
+  ValueBound* outputBound = nullptr;
   bool isConstant(size_t i) const {
     return i < constantInputs.size() && constantInputs[i];
+  }
+  const ValueBound* inputBound(size_t i) const {
+    return i < inputBounds.size() ? inputBounds[i] : nullptr;
   }
 };
 

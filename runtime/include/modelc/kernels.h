@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -180,6 +181,20 @@ Status conv2d(const ConstTensor& input, const ConstTensor& weight,
 /// asked for, shared with other kernels that never run at the same time.
 using BoundKernel = std::function<Status(void* workspace)>;
 
+/// What a step's kernel learned while it ran about the tensor it wrote, for
+/// the kernels of later steps that read that tensor (KernelRequest's
+/// inputBounds and outputBound in modelc/device.h): every element is finite
+/// and |v| <= maxAbs, or maxAbs is infinity when the run cannot tell (a NaN
+/// or an inf is possible). A kernel that takes the slot on sets `written`
+/// when it binds, and from then on writes maxAbs on every call before it
+/// returns; a kernel that does not, never touches it. A reader trusts it:
+/// a wrong bound is a wrong answer (DnnlConv's guard skips its scan of the
+/// input on a finite bound).
+struct ValueBound {
+  bool written = false;
+  double maxAbs = std::numeric_limits<double>::infinity();
+};
+
 /// What a fused region computes after its conv2d or matmul, in one call:
 /// out = activation(anchor + bias + residual); each part optional, and
 /// computed in f32 in that order (bias add, then residual add, then the
@@ -192,6 +207,12 @@ struct Epilogue {
   std::optional<OpId> activation;
   bool geluTanh = false;
   float clampMin = 0, clampMax = 0;
+  /// Run-time bounds (ValueBound) of the input and the residual, published
+  /// by the steps that wrote them (null: none), and the slot for this
+  /// result's (null: nobody reads it). Not part of what is computed.
+  const ValueBound* inputBound = nullptr;
+  const ValueBound* residualBound = nullptr;
+  ValueBound* resultBound = nullptr;
   bool empty() const { return !bias && !residual && !activation; }
 };
 

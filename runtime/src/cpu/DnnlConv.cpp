@@ -132,7 +132,9 @@ struct DnnlConv {
   /// is there, or values large enough that the sums could overflow (a
   /// bound on the weights' per-channel L1 norm times the largest input), it
   /// runs `exact` (the same convolution without the activation) and then
-  /// the runtime's own activation kernel: the unfused ops' bits.
+  /// the runtime's own activation kernel: the unfused ops' bits. A source
+  /// or residual whose writer published a finite bound (ValueBound) is not
+  /// read: the bound stands in for its largest |v|.
   std::optional<dnnl::convolution_forward> exact;
   Epilogue activation; // only .activation and the clamp bounds
   Shape outShape;
@@ -141,6 +143,12 @@ struct DnnlConv {
   const float *w = nullptr;
   int64_t wCount = 0, wPerChannel = 0;
   double weightBound = 0; // weightNorm() of constant weights; -1: per call
+  /// The bounds the source's and residual's writers publish (null: none),
+  /// and this result's slot (null: nobody reads it).
+  const ValueBound *xKnown = nullptr, *residualKnown = nullptr;
+  ValueBound *published = nullptr;
+  /// |result| <= resultCap whatever the sums (clamp's bounds; inf else).
+  double resultCap = INFINITY;
 
   /// A bound on every output channel's sum of |w|: the weights per channel
   /// times the largest |w| (inf when a weight is NaN or inf: then every
@@ -149,20 +157,44 @@ struct DnnlConv {
     return double(wPerChannel) * detail::maxAbsOrInf(w, wCount);
   }
 
-  /// Whether the fused activation gives the unfused ops' bits on this
-  /// call: every value finite and no sum near overflow.
-  bool fusedIsExact() const {
+  /// The largest |v| of a tensor: its writer's finite bound, else a scan
+  /// when `scan` (inf when not).
+  static double largest(const ValueBound *known, const float *v, int64_t n,
+                        bool scan) {
+    if (known && known->written && known->maxAbs < INFINITY)
+      return known->maxAbs;
+    return scan ? double(detail::maxAbsOrInf(v, n)) : INFINITY;
+  }
+
+  /// Whether the fused activation gives the unfused ops' bits on this call
+  /// (every value finite and no sum near overflow), and the bound this
+  /// result publishes (inf when it is not finite or was not looked at).
+  /// With a guard (`exact`) the source and residual are scanned unless
+  /// their writers bound them; without one nothing large is read, and the
+  /// result is bounded only where every bound is known.
+  bool fusedIsExact(double *resultBound) const {
+    bool guard = exact.has_value();
     double mb = bias ? detail::maxAbsOrInf(bias, biasCount) : 0.0;
-    double mr = residual ? detail::maxAbsOrInf(
-                               static_cast<const float *>(residual), outCount)
-                         : 0.0;
-    double l1 = weightBound >= 0 ? weightBound : weightNorm();
-    return detail::convSumsStayFinite(l1, detail::maxAbsOrInf(x, xCount), mb,
-                                      mr);
+    double mr =
+        residual ? largest(residualKnown, static_cast<const float *>(residual),
+                           outCount, guard)
+                 : 0.0;
+    double l1 = weightBound >= 0 ? weightBound
+                : guard          ? weightNorm()
+                                 : INFINITY;
+    double mx = largest(xKnown, x, xCount, guard);
+    bool finite = detail::convSumsStayFinite(l1, mx, mb, mr);
+    *resultBound =
+        finite ? std::min(detail::convResultBound(l1, mx, mb, mr, wPerChannel),
+                          resultCap)
+               : INFINITY;
+    return finite;
   }
 
   Status operator()(void *workspace) {
     uint8_t *ws = static_cast<uint8_t *>(workspace);
+    if (published) // unknown until this call has succeeded
+      published->maxAbs = INFINITY;
     useThreads(threads);
     try {
       dnnl::stream &s = threadStream();
@@ -185,7 +217,9 @@ struct DnnlConv {
         stage(*residualIn, true);
       else if (residual && residual != out)
         std::memcpy(out, residual, outBytes);
-      bool fused = !exact || fusedIsExact();
+      double resultBound = INFINITY;
+      bool finite = (exact || published) && fusedIsExact(&resultBound);
+      bool fused = !exact || finite;
       (fused ? conv : *exact).execute(s, args);
       if (dstOut)
         dstOut->reorder.execute(s, {{DNNL_ARG_FROM, dstOut->staged},
@@ -202,6 +236,8 @@ struct DnnlConv {
         if (!st)
           return st;
       }
+      if (published)
+        published->maxAbs = resultBound;
     } catch (const dnnl::error &e) {
       return Status::error(std::string("conv2d (oneDNN): ") + e.what());
     }
@@ -377,6 +413,19 @@ Status bindConv2d(const ConstTensor &input, const ConstTensor &weight,
       k->activation.geluTanh = epilogue.geluTanh;
       k->activation.clampMin = epilogue.clampMin;
       k->activation.clampMax = epilogue.clampMax;
+    }
+    // A bound on the result is published for no activation, relu and
+    // clamp (f32 only, as the guard).
+    OpId actOp = epilogue.activation ? *epilogue.activation : OpId::Relu;
+    if (input.dtype == DType::F32 &&
+        (actOp == OpId::Relu || actOp == OpId::Clamp))
+      k->published = epilogue.resultBound;
+    if (actOp == OpId::Clamp && epilogue.activation)
+      k->resultCap = std::max(std::fabs(double(epilogue.clampMin)),
+                              std::fabs(double(epilogue.clampMax)));
+    if (epilogue.activation || k->published) {
+      k->xKnown = epilogue.inputBound;
+      k->residualKnown = epilogue.residualBound;
       k->outShape = out.shape;
       k->x = static_cast<const float *>(input.data);
       k->xCount = numElements(input.shape);
@@ -466,6 +515,8 @@ Status bindConv2d(const ConstTensor &input, const ConstTensor &weight,
     k->out = out.data;
     k->outBytes = size_t(numElements(out.shape)) * dtypeSize(out.dtype);
     k->threads = detail::maxThreads();
+    if (k->published)
+      k->published->written = true;
     *workspaceBytes = base + offset;
     *bound = [k](void *workspace) { return (*k)(workspace); };
   } catch (const dnnl::error &e) {

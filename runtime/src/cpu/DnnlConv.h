@@ -89,6 +89,20 @@ inline bool convSumsStayFinite(double weightL1, double maxInput, double maxBias,
   return weightL1 * maxInput + maxBias + maxResidual < bound;
 }
 
+/// A bound on |conv + bias + residual| as computed in f32, given what
+/// convSumsStayFinite takes and the weights per output channel: the exact
+/// sum's bound, widened by the rounding of its perChannel + 2 additions
+/// (gamma_n = n u / (1 - n u), u = 2^-24) and then doubled; inf when n u is
+/// not small.
+inline double convResultBound(double weightL1, double maxInput, double maxBias,
+                              double maxResidual, int64_t perChannel) {
+  double nu = double(perChannel + 2) * 0x1p-24;
+  if (!(nu < 0.01))
+    return std::numeric_limits<double>::infinity();
+  return (weightL1 * maxInput + maxBias + maxResidual) *
+         (1 + 2 * nu / (1 - nu));
+}
+
 } // namespace mc::rt::detail
 
 #endif // MODELC_RUNTIME_CPU_DNNLCONV_H

@@ -429,8 +429,12 @@ bool bindConvEpilogue(const KernelRequest& r, BoundKernel* out,
     // library's activation would turn NaN into a bound): worth it where
     // that read costs less than the generic path's pass over the result
     // (not for a depthwise or strided conv whose input is the larger).
+    // Nor when the input's writer publishes its bound (ValueBound): then
+    // the guard reads nothing while that bound is finite.
+    const ValueBound* known = r.inputBound(conv.operands[0]);
     bool cheapGuard = numElements(r.inputs[conv.operands[0]].shape) <=
-                      2 * numElements(r.output.shape);
+                          2 * numElements(r.output.shape) ||
+                      (known && known->written);
     if (op.operands.size() == 1 && op.operands[0] == cur && !e.activation &&
         (op.op == OpId::Relu || finiteClamp) && cheapGuard) {
       e.activation = op.op;
@@ -448,6 +452,8 @@ bool bindConvEpilogue(const KernelRequest& r, BoundKernel* out,
   // A bias must have been added (else its broadcast feeds nothing).
   if (e.bias && cur == n)
     return false;
+  e.inputBound = r.inputBound(conv.operands[0]);
+  e.resultBound = r.outputBound;
   return bool(bindConv2d(r.inputs[conv.operands[0]], r.inputs[conv.operands[1]],
                          conv2dParams(conv.attrs), e, r.output,
                          r.isConstant(conv.operands[1]), out, workspaceBytes));

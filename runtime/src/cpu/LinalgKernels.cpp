@@ -54,8 +54,11 @@ Status matmulKernel(const KernelRequest& r, BoundKernel* out,
 Status conv2dKernel(const KernelRequest& r, BoundKernel* out,
                     size_t* workspaceBytes) {
   Conv2dParams c = conv2dParams(r.attrs);
-  if (bindConv2d(r.inputs[0], r.inputs[1], c, Epilogue{}, r.output,
-                 r.isConstant(1), out, workspaceBytes))
+  Epilogue bounds; // nothing to compute after; the bounds pass through
+  bounds.inputBound = r.inputBound(0);
+  bounds.resultBound = r.outputBound;
+  if (bindConv2d(r.inputs[0], r.inputs[1], c, bounds, r.output, r.isConstant(1),
+                 out, workspaceBytes))
     return Status::ok();
   size_t floats = conv2dWorkspaceSize(r.inputs[0].shape, r.inputs[1].shape,
                                       r.output.shape, c);

@@ -399,6 +399,12 @@ def build(name):
         import torchvision
         model = torchvision.models.resnet18(weights=None)
         return model, {"image": randn(1, 3, 224, 224)}, ["logits"], {}
+    if name == "mobilenet_v2_stem":
+        # MobileNetV2's first blocks: conv + relu6 chains (expand,
+        # depthwise at stride 1 and 2, project) and a residual add.
+        import torchvision
+        model = torchvision.models.mobilenet_v2(weights=None).features[:5]
+        return model, {"image": randn(2, 3, 32, 32)}, ["features"], {}
     if name == "mobilenet_v3_small":
         import torchvision
         model = torchvision.models.mobilenet_v3_small(weights=None)
