@@ -274,6 +274,94 @@ TEST(DnnlConv, EpiloguesMatchConvThenTheReferenceOps) {
     }
 }
 
+TEST(DnnlConv, BiasRoundsAsTheUnfusedConvolutionThenAdd) {
+  // A fused conv + bias (+ relu6) must give the bits of the steps it
+  // replaces: the same binding without an epilogue, then the add (and
+  // clamp) kernels. oneDNN may add the bias to the finished sum or seed
+  // the accumulator with it; only the first rounds alike, and the binding
+  // must pick its way by that. Shapes over the kernels oneDNN picks here:
+  // 1x1 with few and many input channels (several K chunks), 3x3, 7x7
+  // stride 2 from 3 channels, depthwise at strides 1 and 2, in NHWC, plain
+  // NCHW and blocked NCHW.
+  SKIP_WITHOUT_DNNL();
+  const ConvCase cases[] = {
+      {2, 16, 12, 12, 96, 1, 1, params(1, 0)},
+      {2, 512, 5, 5, 64, 1, 1, params(1, 0)},
+      {2, 64, 9, 9, 64, 3, 3, params(1, 1)},
+      {2, 300, 6, 6, 40, 3, 3, params(2, 1)},
+      {2, 3, 20, 20, 32, 7, 7, params(2, 3)},
+      {2, 96, 10, 10, 96, 3, 3, params(1, 1, 1, 96)},
+      {2, 144, 9, 9, 144, 3, 3, params(2, 1, 1, 144)},
+  };
+  unsigned seed = 700;
+  for (const ConvCase &k : cases)
+    for (int way = 0; way < 4; ++way) // NHWC, then kLayouts on NCHW
+      for (bool relu6 : {false, true}) {
+        bool last = way == 0;
+        ConvLayout layout = last ? ConvLayout::Auto : kLayouts[way - 1];
+        SCOPED_TRACE("C " + std::to_string(k.c) + " -> " + std::to_string(k.o) +
+                     ", " + std::to_string(k.kh) + "x" + std::to_string(k.kw) +
+                     ", groups " + std::to_string(k.p.groups) + ", " +
+                     (last ? std::string("NHWC") : layoutName(layout)) +
+                     (relu6 ? ", relu6" : ""));
+        Conv2dParams p = k.p;
+        p.channelsLast = last;
+        Shape xs{k.n, k.c, k.h, k.w}, ws{k.o, k.c / k.p.groups, k.kh, k.kw},
+            ys = outShape(k);
+        if (last) {
+          xs = {k.n, k.h, k.w, k.c};
+          ys = {ys[0], ys[2], ys[3], ys[1]};
+        }
+        size_t count = size_t(numElements(ys));
+        std::vector<float> x = randomFloats(size_t(numElements(xs)), ++seed),
+                           w = randomFloats(size_t(numElements(ws)), ++seed),
+                           b = randomFloats(size_t(k.o), ++seed, -2, 2);
+        auto bindAndRun = [&](const Epilogue &e, std::vector<float> *y) {
+          y->assign(count, NAN);
+          BoundKernel bound;
+          size_t bytes = 0;
+          Status st =
+              detail::bindConv2d(cin(x, xs), cin(w, ws), p, e, mout(*y, ys),
+                                 true, layout, &bound, &bytes);
+          if (st)
+            runBound(bound, bytes);
+          return st;
+        };
+        std::vector<float> conv, fused, bb(count), ref(count), tmp(count);
+        Status plain = bindAndRun(Epilogue{}, &conv);
+        ASSERT_TRUE(plain) << plain.message();
+        ASSERT_TRUE(
+            broadcastInDim(cin(b, {k.o}), {last ? 3 : 1}, mout(bb, ys)));
+        runCpuKernel(OpId::Add, {}, {cin(conv, ys), cin(bb, ys)},
+                     mout(ref, ys));
+        if (relu6) {
+          runCpuKernel(OpId::Clamp,
+                       {OpAttr::real("min", 0.0), OpAttr::real("max", 6.0)},
+                       {cin(ref, ys)}, mout(tmp, ys));
+          ref.swap(tmp);
+        }
+        ConstTensor bias = cin(b, {k.o});
+        Epilogue e;
+        e.bias = &bias;
+        if (relu6) {
+          e.activation = OpId::Clamp;
+          e.clampMin = 0.f;
+          e.clampMax = 6.f;
+        }
+        Status st = bindAndRun(e, &fused);
+        if (!st) { // refused: the fused region then runs the steps' kernels
+          EXPECT_NE(st.message().find("fused would not equal unfused"),
+                    std::string::npos)
+              << st.message();
+          continue;
+        }
+        size_t differ = 0;
+        for (size_t i = 0; i < count; ++i)
+          differ += std::memcmp(&fused[i], &ref[i], sizeof(float)) != 0;
+        EXPECT_EQ(differ, 0u) << "of " << count;
+      }
+}
+
 TEST(DnnlConv, FusedActivationsKeepNaNAsTheReferenceOps) {
   // A NaN input poisons the outputs it reaches. oneDNN's relu and clip
   // turn NaN into a bound; the binding's guard sees the NaN (and values
