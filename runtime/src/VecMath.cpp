@@ -167,6 +167,31 @@ MC_CLONES void reluF32(const float *x, float *y, int64_t n) {
     y[i] = x[i] < 0.0f ? 0.0f : x[i];
 }
 
+MC_CLONES float maxAbsF32(const float *x, int64_t n) {
+  // Sixteen lanes: the maximum, and a sum of x * 0, which is 0 unless some
+  // x is NaN or inf (then NaN).
+  constexpr int64_t kLanes = 16;
+  float m[kLanes] = {0}, z[kLanes] = {0};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int64_t k = 0; k < kLanes; ++k) {
+      float a = std::fabs(x[i + k]);
+      m[k] = a > m[k] ? a : m[k];
+      z[k] += x[i + k] * 0.0f;
+    }
+  for (; i < n; ++i) {
+    float a = std::fabs(x[i]);
+    m[0] = a > m[0] ? a : m[0];
+    z[0] += x[i] * 0.0f;
+  }
+  float most = 0, zero = 0;
+  for (int64_t k = 0; k < kLanes; ++k) {
+    most = m[k] > most ? m[k] : most;
+    zero += z[k];
+  }
+  return zero == 0 ? most : INFINITY;
+}
+
 MC_CLONES void sqrtF32(const float *x, float *y, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     y[i] = std::sqrt(x[i]);

@@ -191,6 +191,9 @@ void sumLanesF64(const float *x, int64_t n, double *lanes);
 double sumOfLanesF64(const double *lanes);
 void maxRowsF32(const float *x, int64_t rows, int64_t stride, int64_t n,
                 float *acc);
+/// The largest |x[i]| of n floats, or infinity when one is NaN or inf (a
+/// run-time ValueBound measured on a result still in cache).
+float maxAbsF32(const float *x, int64_t n);
 void minRowsF32(const float *x, int64_t rows, int64_t stride, int64_t n,
                 float *acc);
 

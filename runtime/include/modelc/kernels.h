@@ -207,11 +207,10 @@ struct Epilogue {
   std::optional<OpId> activation;
   bool geluTanh = false;
   float clampMin = 0, clampMax = 0;
-  /// Run-time bounds (ValueBound) of the input and the residual, published
-  /// by the steps that wrote them (null: none), and the slot for this
-  /// result's (null: nobody reads it). Not part of what is computed.
+  /// Run-time bounds (ValueBound): the input's, published by the step that
+  /// wrote it (null: none), and the slot for this result's (null: nobody
+  /// reads it). Not part of what is computed. (A residual is scanned.)
   const ValueBound* inputBound = nullptr;
-  const ValueBound* residualBound = nullptr;
   ValueBound* resultBound = nullptr;
   bool empty() const { return !bias && !residual && !activation; }
 };

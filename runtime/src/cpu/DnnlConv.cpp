@@ -143,12 +143,21 @@ struct DnnlConv {
   const float *w = nullptr;
   int64_t wCount = 0, wPerChannel = 0;
   double weightBound = 0; // weightNorm() of constant weights; -1: per call
-  /// The bounds the source's and residual's writers publish (null: none),
-  /// and this result's slot (null: nobody reads it).
-  const ValueBound *xKnown = nullptr, *residualKnown = nullptr;
+  /// The bound the source's writer publishes (null: none), and this
+  /// result's slot (null: nobody reads it).
+  const ValueBound *xKnown = nullptr;
   ValueBound *published = nullptr;
-  /// |result| <= resultCap whatever the sums (clamp's bounds; inf else).
-  double resultCap = INFINITY;
+  /// A clamp's bounds (clampLo <= clampHi; else +-inf): its result is
+  /// clamp(s) for a sum s with |s| <= B, so within [clampLo, clampHi]
+  /// and, where that holds 0, within B too.
+  double clampLo = -INFINITY, clampHi = INFINITY;
+
+  /// The largest |clamp(s)| over |s| <= sumBound.
+  double activationBound(double sumBound) const {
+    double lo = std::min(std::max(-sumBound, clampLo), clampHi);
+    double hi = std::min(std::max(sumBound, clampLo), clampHi);
+    return std::max(std::fabs(lo), std::fabs(hi));
+  }
 
   /// A bound on every output channel's sum of |w|: the weights per channel
   /// times the largest |w| (inf when a weight is NaN or inf: then every
@@ -175,19 +184,18 @@ struct DnnlConv {
   bool fusedIsExact(double *resultBound) const {
     bool guard = exact.has_value();
     double mb = bias ? detail::maxAbsOrInf(bias, biasCount) : 0.0;
-    double mr =
-        residual ? largest(residualKnown, static_cast<const float *>(residual),
-                           outCount, guard)
-                 : 0.0;
+    double mr = residual
+                    ? largest(nullptr, static_cast<const float *>(residual),
+                              outCount, guard)
+                    : 0.0;
     double l1 = weightBound >= 0 ? weightBound
                 : guard          ? weightNorm()
                                  : INFINITY;
     double mx = largest(xKnown, x, xCount, guard);
     bool finite = detail::convSumsStayFinite(l1, mx, mb, mr);
-    *resultBound =
-        finite ? std::min(detail::convResultBound(l1, mx, mb, mr, wPerChannel),
-                          resultCap)
-               : INFINITY;
+    *resultBound = finite ? activationBound(detail::convResultBound(
+                                l1, mx, mb, mr, wPerChannel))
+                          : INFINITY;
     return finite;
   }
 
@@ -434,6 +442,13 @@ Status bindConv2d(const ConstTensor &input, const ConstTensor &weight,
         return Status::error("conv2d (oneDNN): the convolution without its "
                              "activation takes other layouts or only "
                              "oneDNN's reference implementation");
+      // And the same kernel: another one may add the bias otherwise
+      // (biasArg was chosen for pd's), or sum in another order.
+      if (std::string(epd.impl_info_str()) != pd.impl_info_str())
+        return Status::error(std::string("conv2d (oneDNN): without its "
+                                         "activation the convolution runs ") +
+                             epd.impl_info_str() + ", with it " +
+                             pd.impl_info_str());
       k->exact = dnnl::convolution_forward(epd);
       scratch = std::max(scratch, epd.scratchpad_desc().get_size());
       k->activation.activation = epilogue.activation;
@@ -443,16 +458,27 @@ Status bindConv2d(const ConstTensor &input, const ConstTensor &weight,
     }
     // A bound on the result is published for no activation, relu and
     // clamp (f32 only, as the guard).
+    // Without a guard nothing is scanned, so a finite bound needs constant
+    // weights and an input whose writer publishes one; else the slot is
+    // left alone (readers then see no writer and bind as without).
     OpId actOp = epilogue.activation ? *epilogue.activation : OpId::Relu;
-    if (input.dtype == DType::F32 &&
+    bool canBound = epilogue.activation
+                        ? true
+                        : weightsConstant && !epilogue.residual &&
+                              epilogue.inputBound &&
+                              epilogue.inputBound->written;
+    if (actOp == OpId::Clamp && !(epilogue.clampMin <= epilogue.clampMax))
+      canBound = false; // (min > max: max everywhere, not a range)
+    if (input.dtype == DType::F32 && canBound &&
         (actOp == OpId::Relu || actOp == OpId::Clamp))
       k->published = epilogue.resultBound;
-    if (actOp == OpId::Clamp && epilogue.activation)
-      k->resultCap = std::max(std::fabs(double(epilogue.clampMin)),
-                              std::fabs(double(epilogue.clampMax)));
+    if (actOp == OpId::Clamp && epilogue.activation &&
+        epilogue.clampMin <= epilogue.clampMax) {
+      k->clampLo = epilogue.clampMin;
+      k->clampHi = epilogue.clampMax;
+    }
     if (epilogue.activation || k->published) {
       k->xKnown = epilogue.inputBound;
-      k->residualKnown = epilogue.residualBound;
       k->outShape = out.shape;
       k->x = static_cast<const float *>(input.data);
       k->xCount = numElements(input.shape);

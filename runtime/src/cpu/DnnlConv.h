@@ -5,6 +5,7 @@
 #define MODELC_RUNTIME_CPU_DNNLCONV_H
 
 #include "Parallel.h"
+#include "VecMath.h"
 #include "modelc/kernels.h"
 
 #include <algorithm>
@@ -38,36 +39,19 @@ Status bindNarrowMatmul(const ConstTensor &a, const ConstTensor &b, bool transA,
                         bool transB, const MutTensor &out, bool bConstant,
                         BoundKernel *bound, size_t *workspaceBytes);
 
-/// The largest |v| of n floats; inf when one is NaN or inf. Sixteen lanes,
-/// so the loop vectorizes: the maximum, and a sum of v * 0, which is 0
-/// unless some v is NaN or inf. The fused convolution's guard reads its
-/// source (and bias, residual, weights) with it on every call.
+/// The largest |v| of n floats; inf when one is NaN or inf
+/// (vec::maxAbsF32 over 64 chunks, split over the threads for long
+/// inputs). The fused convolution's guard reads its source (and bias,
+/// residual, weights) with it on every call.
 inline float maxAbsOrInf(const float *v, int64_t n) {
-  constexpr int64_t kChunks = 64, kLanes = 16;
+  constexpr int64_t kChunks = 64;
   float part[kChunks] = {0};
   int64_t per = (n + kChunks - 1) / kChunks;
   // A bias of a few hundred values is not worth waking the threads.
   parallelFor(kChunks, n < 65536 ? kChunks : 1, [&](int64_t b, int64_t e) {
     for (int64_t c = b; c < e; ++c) {
       int64_t i = c * per, end = std::min(n, (c + 1) * per);
-      float m[kLanes] = {0}, z[kLanes] = {0};
-      for (; i + kLanes <= end; i += kLanes)
-        for (int64_t k = 0; k < kLanes; ++k) {
-          float a = std::fabs(v[i + k]);
-          m[k] = a > m[k] ? a : m[k];
-          z[k] += v[i + k] * 0.0f;
-        }
-      for (; i < end; ++i) {
-        float a = std::fabs(v[i]);
-        m[0] = a > m[0] ? a : m[0];
-        z[0] += v[i] * 0.0f;
-      }
-      float most = 0, zero = 0;
-      for (int64_t k = 0; k < kLanes; ++k) {
-        most = std::max(most, m[k]);
-        zero += z[k];
-      }
-      part[c] = zero == 0 ? most : INFINITY;
+      part[c] = i < end ? vec::maxAbsF32(v + i, end - i) : 0.f;
     }
   });
   float m = 0;
