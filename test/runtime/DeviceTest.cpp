@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 namespace mc {
 namespace {
 
@@ -135,9 +137,12 @@ TEST(Devices, CopyOutputGivesTheOutputPointerBytesAndChecksTheSize) {
 /// The CPU device, recording what Session::run asks of runSteps.
 class RecordingDevice final : public rt::Device {
 public:
-  RecordingDevice() { EXPECT_TRUE(rt::createDevice("cpu", &cpu_)); }
+  /// `kind`: the kernels it runs (another kind registers its own).
+  explicit RecordingDevice(std::string kind = "cpu") : kind_(std::move(kind)) {
+    EXPECT_TRUE(rt::createDevice("cpu", &cpu_));
+  }
   std::string name() const override { return "recording"; }
-  std::string kind() const override { return "cpu"; }
+  std::string kind() const override { return kind_; }
   std::vector<std::string> targets() const override { return {"cpu"}; }
   bool hostAccessible() const override { return true; }
   rt::Status allocate(size_t n, rt::DeviceMemory *out) override {
@@ -159,6 +164,7 @@ public:
       std::make_shared<std::vector<uint64_t>>();
 
 private:
+  std::string kind_;
   std::unique_ptr<rt::Device> cpu_;
 };
 
@@ -266,6 +272,73 @@ TEST(Devices, ProfiledRunsUseTheStepTimerAndRecordNothing) {
     ASSERT_NE(next, std::string::npos) << "step " << i << " in\n" << table;
     at = next + 1;
   }
+}
+
+// What each step's kernel was handed of the run-time bounds (ValueBound),
+// by the bound-probe kind's kernels: the CPU's, recording the request.
+struct BoundsSeen {
+  std::vector<const rt::ValueBound *> inputs;
+  rt::ValueBound *output = nullptr;
+};
+std::map<uint32_t, BoundsSeen> &boundsSeen() {
+  static std::map<uint32_t, BoundsSeen> seen;
+  return seen;
+}
+rt::Status probeKernel(const rt::KernelRequest &r, rt::BoundKernel *out,
+                       size_t *workspaceBytes) {
+  BoundsSeen &b = boundsSeen()[r.stepIndex];
+  for (size_t i = 0; i < r.inputs.size(); ++i)
+    b.inputs.push_back(r.inputBound(i));
+  b.output = r.outputBound;
+  return rt::findKernel("cpu", r.op)(r, out, workspaceBytes);
+}
+
+// The Session hands each step the bound slot of the one step that wrote
+// each input (the slot a reader trusts), none for a graph input, a
+// constant or a buffer no step writes (an alias), and its own slot.
+TEST(Devices, EachStepSeesTheBoundSlotOfTheStepThatWroteItsInput) {
+  using O = rt::OpId;
+  for (O op : {O::Matmul, O::BroadcastInDim, O::Add, O::Relu, O::Softmax,
+               O::ReduceMean, O::ReduceMax})
+    rt::registerKernel("bound-probe", op, probeKernel);
+  std::vector<uint8_t> bytes = mlpArtifactFor({"cpu"});
+  std::unique_ptr<rt::Model> model;
+  ASSERT_TRUE(
+      rt::Model::loadMemory(bytes.data(), bytes.size(), "mlp.mcpk", &model));
+  boundsSeen().clear();
+  std::unique_ptr<rt::Session> s;
+  rt::Status made = rt::Session::create(
+      *model, std::make_unique<RecordingDevice>("bound-probe"), &s);
+  ASSERT_TRUE(made) << made.message();
+  std::map<uint32_t, BoundsSeen> seen = boundsSeen();
+  // mlpPlan: 0 h = x @ w, 1 bb = broadcast(b), 2 h2 = h + bb,
+  // 3 h3 = relu(h2), 4 softmax(h3), 5 reduce_mean(h3), 6 reduce_max of an
+  // alias of h3.
+  ASSERT_EQ(seen.size(), 7u);
+  for (auto &[step, b] : seen) {
+    EXPECT_NE(b.output, nullptr) << "step " << step;
+    for (auto &[other, c] : seen) {
+      if (other != step) {
+        EXPECT_NE(b.output, c.output) << "steps " << step << ", " << other;
+      }
+    }
+  }
+  using V = std::vector<const rt::ValueBound *>;
+  EXPECT_EQ(seen[0].inputs, (V{nullptr, nullptr})) << "graph input, constant";
+  EXPECT_EQ(seen[1].inputs, (V{nullptr})) << "a constant";
+  EXPECT_EQ(seen[2].inputs, (V{seen[0].output, seen[1].output}));
+  EXPECT_EQ(seen[3].inputs, (V{seen[2].output}));
+  EXPECT_EQ(seen[4].inputs, (V{seen[3].output}));
+  EXPECT_EQ(seen[5].inputs, (V{seen[3].output}));
+  EXPECT_EQ(seen[6].inputs, (V{nullptr})) << "an alias no step writes";
+  // And the run still computes the CPU's answer.
+  std::vector<float> x = test::mlpInput();
+  ASSERT_TRUE(s->setInput(0, rt::DType::F32, {test::kBatch, test::kIn},
+                          x.data(), x.size() * sizeof(float)));
+  ASSERT_TRUE(s->run());
+  std::vector<float> probs(size_t(test::kBatch) * test::kHidden);
+  ASSERT_TRUE(s->copyOutput(0, probs.data(), probs.size() * sizeof(float)));
+  EXPECT_LT(test::relError(probs.data(), test::mlpReference(x).probs), 1e-5);
 }
 
 } // namespace
