@@ -171,6 +171,18 @@ struct Odometer {
   }
 };
 
+/// `shape` with `stride` pushed into `dims` (merged, size-1 dims
+/// dropped); returns the element count (0: nothing to walk).
+inline int64_t mergedDims(const Shape &shape, const int64_t *stride,
+                          Odometer *dims) {
+  int64_t n = 1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    n *= shape[d];
+    dims->push(shape[d], stride[d]);
+  }
+  return n;
+}
+
 /// Calls row(r, offset) for each of the `rows` rows of `dims` (its last
 /// dim is a row, `offset` where row r starts), the rows split among
 /// threads in contiguous ranges.
@@ -194,14 +206,10 @@ void forEachRow(const Odometer &dims, int64_t rows, Row row) {
 template <typename T>
 void stridedCopy(const Shape &shape, const int64_t *stride, const T *src,
                  T *dst) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
+  Odometer dims;
+  int64_t n = mergedDims(shape, stride, &dims);
   if (n == 0)
     return;
-  Odometer dims;
-  for (size_t d = 0; d < shape.size(); ++d)
-    dims.push(shape[d], stride[d]);
   int m = dims.rank;
   if (m == 0) {
     dst[0] = src[0];
@@ -297,14 +305,10 @@ void stridedCopy(const Shape &shape, const int64_t *stride, const T *src,
 template <typename T>
 void stridedScatter(const Shape &shape, const int64_t *stride, const T *src,
                     T *dst) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
+  Odometer dims;
+  int64_t n = mergedDims(shape, stride, &dims);
   if (n == 0)
     return;
-  Odometer dims;
-  for (size_t d = 0; d < shape.size(); ++d)
-    dims.push(shape[d], stride[d]);
   int m = dims.rank;
   if (m == 0) {
     dst[0] = src[0];

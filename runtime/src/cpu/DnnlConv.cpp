@@ -29,6 +29,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 
 namespace mc::rt {
@@ -394,15 +395,19 @@ Status bindConv2d(const ConstTensor &input, const ConstTensor &weight,
       return std::string(d.impl_info_str()).rfind("ref", 0) == 0;
     };
     useRuntimeThreads();
+    // With a bias, first the primitive's own: kept where its kernel adds
+    // it at the store, else the binary post-op.
+    std::optional<dnnl::convolution_forward::primitive_desc> withBiasArg;
     if (epilogue.bias) {
       biasArg = true;
       try {
-        biasArg = addsBiasAtTheStore(primitiveDesc(true).impl_info_str());
-      } catch (const dnnl::error &) {
-        biasArg = false; // no kernel takes it so: the binary post-op
+        withBiasArg = primitiveDesc(true);
+      } catch (const dnnl::error &) { // no kernel takes it so
       }
+      biasArg = withBiasArg && addsBiasAtTheStore(withBiasArg->impl_info_str());
     }
-    dnnl::convolution_forward::primitive_desc pd = primitiveDesc(true);
+    dnnl::convolution_forward::primitive_desc pd =
+        biasArg ? *withBiasArg : primitiveDesc(true);
     // oneDNN's reference implementation is what it falls back to when no
     // optimized kernel takes this combination (a binary bias with a sum
     // post-op, on this library): orders of magnitude slower than im2col,
@@ -456,24 +461,21 @@ Status bindConv2d(const ConstTensor &input, const ConstTensor &weight,
       k->activation.clampMin = epilogue.clampMin;
       k->activation.clampMax = epilogue.clampMax;
     }
-    // A bound on the result is published for no activation, relu and
-    // clamp (f32 only, as the guard).
-    // Without a guard nothing is scanned, so a finite bound needs constant
-    // weights and an input whose writer publishes one; else the slot is
-    // left alone (readers then see no writer and bind as without).
+    // A bound on the result is published for no activation, relu and a
+    // clamp to a range (min > max is max everywhere), f32 only as the
+    // guard. Without a guard nothing is scanned, so a finite bound needs
+    // constant weights and an input whose writer publishes one; else the
+    // slot is left alone (readers then see no writer and bind as without).
     OpId actOp = epilogue.activation ? *epilogue.activation : OpId::Relu;
-    bool canBound = epilogue.activation
-                        ? true
-                        : weightsConstant && !epilogue.residual &&
-                              epilogue.inputBound &&
-                              epilogue.inputBound->written;
-    if (actOp == OpId::Clamp && !(epilogue.clampMin <= epilogue.clampMax))
-      canBound = false; // (min > max: max everywhere, not a range)
+    bool clampRange =
+        actOp == OpId::Clamp && epilogue.clampMin <= epilogue.clampMax;
+    bool canBound = epilogue.activation ||
+                    (weightsConstant && !epilogue.residual &&
+                     epilogue.inputBound && epilogue.inputBound->written);
     if (input.dtype == DType::F32 && canBound &&
-        (actOp == OpId::Relu || actOp == OpId::Clamp))
+        (actOp == OpId::Relu || clampRange))
       k->published = epilogue.resultBound;
-    if (actOp == OpId::Clamp && epilogue.activation &&
-        epilogue.clampMin <= epilogue.clampMax) {
+    if (clampRange) {
       k->clampLo = epilogue.clampMin;
       k->clampHi = epilogue.clampMax;
     }

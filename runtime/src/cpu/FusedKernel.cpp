@@ -383,6 +383,8 @@ bool bindConvEpilogue(const KernelRequest& r, BoundKernel* out,
       r.output.dtype != DType::F32 || conv.operands.size() != 2)
     return false;
   Epilogue e;
+  e.inputBound = r.inputBound(conv.operands[0]);
+  e.resultBound = r.outputBound;
   bool channelsLast = conv.attrs.getBool("channels_last");
   uint32_t cur = uint32_t(n); // the value the epilogue has reached
   std::vector<uint32_t> biasLoads; // broadcast values of a bias input
@@ -431,7 +433,7 @@ bool bindConvEpilogue(const KernelRequest& r, BoundKernel* out,
     // (not for a depthwise or strided conv whose input is the larger).
     // Nor when the input's writer publishes its bound (ValueBound): then
     // the guard reads nothing while that bound is finite.
-    const ValueBound* known = r.inputBound(conv.operands[0]);
+    const ValueBound* known = e.inputBound;
     bool cheapGuard = numElements(r.inputs[conv.operands[0]].shape) <=
                           2 * numElements(r.output.shape) ||
                       (known && known->written);
@@ -452,8 +454,6 @@ bool bindConvEpilogue(const KernelRequest& r, BoundKernel* out,
   // A bias must have been added (else its broadcast feeds nothing).
   if (e.bias && cur == n)
     return false;
-  e.inputBound = r.inputBound(conv.operands[0]);
-  e.resultBound = r.outputBound;
   return bool(bindConv2d(r.inputs[conv.operands[0]], r.inputs[conv.operands[1]],
                          conv2dParams(conv.attrs), e, r.output,
                          r.isConstant(conv.operands[1]), out, workspaceBytes));
