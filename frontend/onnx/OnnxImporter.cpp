@@ -1724,18 +1724,32 @@ const std::unordered_map<std::string, Handler>& handlers() {
       Tensor shifted = add(r, b);
       return R{where(fix, shifted, r)};
     };
-    // ScatterND of constants (a mask built by assignment, as Swin's shifted
-    // windows): computed at import; on computed values it would need an op.
+    // ScatterND with constant indices: data with the rows the indices name
+    // replaced by updates' rows (or, with a reduction, combined with them).
+    // Data is viewed as [P, S] rows (P the product of the k dims an index
+    // addresses, S the rest); the result is one gather of rows from data's
+    // rows followed by the new ones, in a row map built here. So it needs
+    // no scatter op: PyTorch exports in-place slice assignment (z[:, 1:3]
+    // = y) so, and a ScatterND of constants (Swin's shifted-window mask)
+    // evaluates at import. Repeated indices: the last one wins, as in
+    // onnxruntime; with a reduction they are refused.
     h["ScatterND"] = [](const NodeContext& c) {
-      if (!c.isConstant(0) || !c.isConstant(1) || !c.isConstant(2))
-        throw Error("ScatterND on computed values is not supported (modelc "
-                    "evaluates it when data, indices and updates are "
-                    "constants)");
-      if (c.getString("reduction", "none") != "none")
-        throw Error("reduction '" + c.getString("reduction", "none") +
-                    "' is not supported (none is)");
       const Tensor& data = c.in(0);
       const Tensor& updates = c.in(2);
+      std::string reduction = c.getString("reduction", "none");
+      if (reduction != "none" && reduction != "add" && reduction != "mul")
+        throw Error("reduction '" + reduction +
+                    "' is not one of none, add "
+                    "and mul (opset 17's)");
+      if (!c.isConstant(1))
+        throw Error("ScatterND with computed indices is not supported "
+                    "(modelc builds its row map from constant indices, as "
+                    "PyTorch exports slice assignment)");
+      bool computed = !c.isConstant(0) || !c.isConstant(2);
+      if (computed && c.dynamicBatch)
+        throw Error("ScatterND on computed values with a dynamic batch "
+                    "(--batch) is not supported: its indices address the "
+                    "batch axis, so its row map holds one batch size");
       std::vector<int64_t> idx = c.constInts(1, "indices");
       const Shape& is = c.in(1).shape();
       if (is.empty() || is.back() < 1 || is.back() > data.rank())
@@ -1743,34 +1757,55 @@ const std::unordered_map<std::string, Handler>& handlers() {
                     "of 1 to " + std::to_string(data.rank()) + " for data " +
                     data.describe());
       int64_t k = is.back(), points = int64_t(idx.size()) / k;
-      int64_t slice = 1;
-      for (int64_t d = k; d < data.rank(); ++d)
-        slice *= data.size(d);
       Shape want(is.begin(), is.end() - 1);
-      for (int64_t d = k; d < data.rank(); ++d)
-        want.push_back(data.size(d));
+      int64_t rows = 1, slice = 1;
+      for (int64_t d = 0; d < data.rank(); ++d) {
+        (d < k ? rows : slice) *= data.size(d);
+        if (d >= k)
+          want.push_back(data.size(d));
+      }
       if (updates.shape() != want || updates.dtype() != data.dtype())
         throw Error("updates " + updates.describe() + " must be " +
                     std::string(rt::dtypeName(data.dtype())) +
                     rt::shapeString(want));
-      Tensor out = data.clone();
-      size_t width = rt::dtypeSize(data.dtype());
-      auto* dst = static_cast<uint8_t*>(out.rawData());
-      const auto* src = static_cast<const uint8_t*>(updates.rawData());
+      if (reduction != "none" && data.dtype() == DType::I1)
+        throw Error("reduction '" + reduction + "' of bool data " +
+                    data.describe() + " is not supported (numbers are)");
+      // source[r]: the row of [data rows; update rows] that row r takes.
+      Tensor source = Tensor::empty({rows}, DType::I64);
+      Tensor target = Tensor::empty({points}, DType::I64);
+      int64_t* src = source.data<int64_t>();
+      for (int64_t r = 0; r < rows; ++r)
+        src[r] = r;
       for (int64_t p = 0; p < points; ++p) {
-        int64_t offset = 0;
+        int64_t row = 0;
         for (int64_t d = 0; d < k; ++d) {
           int64_t i = idx[size_t(p * k + d)], n = data.size(d);
           if (i < -n || i >= n)
             throw Error("index " + std::to_string(i) + " is out of range "
                         "for dim " + std::to_string(d) + " of " +
                         data.describe());
-          offset = offset * n + (i < 0 ? i + n : i);
+          row = row * n + (i < 0 ? i + n : i);
         }
-        std::memcpy(dst + size_t(offset * slice) * width,
-                    src + size_t(p * slice) * width, size_t(slice) * width);
+        if (reduction != "none" && src[row] >= rows)
+          throw Error("indices repeat a row (row " + std::to_string(row) +
+                      " of data " + data.describe() + ") with reduction '" +
+                      reduction +
+                      "': not supported (only 'none' takes "
+                      "the last)");
+        src[row] = rows + p;
+        target.data<int64_t>()[p] = row;
       }
-      return R{out};
+      if (points == 0 || slice == 0)
+        return R{data};
+      Tensor dataRows = reshape(data, {rows, slice});
+      Tensor fresh = reshape(updates, {points, slice});
+      if (reduction != "none") {
+        Tensor old = gather(dataRows, target, 0);
+        fresh = reduction == "add" ? add(old, fresh) : mul(old, fresh);
+      }
+      Tensor all = concat({dataRows, fresh}, 0);
+      return R{reshape(gather(all, source, 0), data.shape())};
     };
     // CumSum as a log-step prefix sum (Hillis-Steele): ceil(log2 n) adds of
     // the running sum and itself shifted by 1, 2, 4, ... along the axis

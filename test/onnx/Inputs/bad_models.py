@@ -263,18 +263,39 @@ graph = helper.make_graph(
 save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
      "gather-elements-range.onnx")
 
-# ScatterND into a graph input (computed data: modelc evaluates ScatterND
-# of constants only).
+# ScatterND by computed indices (modelc builds its row map from constant
+# ones), by repeated rows with reduction add, and into a computed value
+# with a dynamic batch (--batch): its row map holds one batch size.
 graph = helper.make_graph(
     [helper.make_node("ScatterND", ["x", "idx", "upd"], ["y"],
                       name="scatter0")],
-    "scatter-input",
+    "scatter-indices-input",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3]),
+     helper.make_tensor_value_info("idx", TensorProto.INT64, [1, 1])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 3])],
+    [numpy_helper.from_array(np.ones((1, 3), np.float32), "upd")])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
+     "scatter-indices-input.onnx")
+graph = helper.make_graph(
+    [helper.make_node("ScatterND", ["x", "idx", "upd"], ["y"],
+                      name="scatter1", reduction="add")],
+    "scatter-repeat-add",
     [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3])],
     [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 3])],
+    [numpy_helper.from_array(np.array([[2], [0], [2]], np.int64), "idx"),
+     numpy_helper.from_array(np.ones((3, 3), np.float32), "upd")])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)]),
+     "scatter-repeat-add.onnx")
+graph = helper.make_graph(
+    [helper.make_node("ScatterND", ["x", "idx", "upd"], ["y"],
+                      name="scatter2")],
+    "scatter-dynamic-batch",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])],
     [numpy_helper.from_array(np.array([[1]], np.int64), "idx"),
      numpy_helper.from_array(np.ones((1, 3), np.float32), "upd")])
 save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
-     "scatter-input.onnx")
+     "scatter-dynamic-batch.onnx")
 
 # ConvTranspose given its output_shape (modelc takes pads).
 graph = helper.make_graph(

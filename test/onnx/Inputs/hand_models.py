@@ -21,7 +21,11 @@ batch-carrying indices, ReduceL2 of large f16 values) with OUT/wi.npy,
 OUT/h.npy and OUT/ref_{picked,l2}.npy.
 ; and OUT/hyperbolic.onnx (Sinh, Cosh, Asinh, Acosh, Atanh, which
 PyTorch 1.13 cannot export) with OUT/hx.npy, OUT/hu.npy and
-OUT/ref_{sinh,cosh,asinh,acosh,atanh}.npy from NumPy in double.
+OUT/ref_{sinh,cosh,asinh,acosh,atanh}.npy from NumPy in double; and
+OUT/scatter_modes.onnx (ScatterND into a graph input with constant
+indices: repeated rows, whose last update wins as in onnxruntime, and the
+add and mul reductions of opset 16, over rows and single elements) with
+OUT/sd.npy, OUT/su.npy and OUT/ref_{last,radd,rmul,eadd,emul}.npy.
 
     hand_models.py OUT
 """
@@ -230,3 +234,56 @@ with np.errstate(all="ignore"):
                         ("atanh", np.arctanh(du))):
         np.save(os.path.join(out, "ref_" + name + ".npy"),
                 value.astype(np.float32))
+
+# ScatterND into computed data with constant indices (opset 17): repeated
+# rows under reduction none (the last update wins, as onnxruntime applies
+# them in order), and the add and mul reductions, over whole rows (k = 1)
+# and single elements (k = 2), NaN included.
+sd = np.array([[1.0, -2.0, 3.0], [4.0, 5.0, -6.0], [0.5, np.nan, 2.0],
+               [-1.0, 8.0, 0.0]], np.float32)
+su = np.array([[10.0, 20.0, 30.0], [-1.0, -2.0, -3.0], [2.0, 0.5, -4.0]],
+              np.float32)
+rows_dup = np.array([[1], [3], [1]], np.int64)
+rows = np.array([[0], [-2], [3]], np.int64)
+elems = np.array([[0, 1], [2, 2], [3, -3]], np.int64)
+nodes = [helper.make_node("ScatterND", ["sd", "rows_dup", "su"], ["last"]),
+         helper.make_node("ScatterND", ["sd", "rows", "su"], ["radd"],
+                          reduction="add"),
+         helper.make_node("ScatterND", ["sd", "rows", "su"], ["rmul"],
+                          reduction="mul"),
+         helper.make_node("Reshape", ["su", "flat"], ["su_flat"]),
+         helper.make_node("Slice", ["su_flat", "s0", "s3"], ["su3"]),
+         helper.make_node("ScatterND", ["sd", "elems", "su3"], ["eadd"],
+                          reduction="add"),
+         helper.make_node("ScatterND", ["sd", "elems", "su3"], ["emul"],
+                          reduction="mul")]
+graph = helper.make_graph(
+    nodes, "scatter_modes",
+    [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(v.shape))
+     for n, v in (("sd", sd), ("su", su))],
+    [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(sd.shape))
+     for n in ("last", "radd", "rmul", "eadd", "emul")],
+    [numpy_helper.from_array(rows_dup, "rows_dup"),
+     numpy_helper.from_array(rows, "rows"),
+     numpy_helper.from_array(elems, "elems"),
+     numpy_helper.from_array(np.array([-1], np.int64), "flat"),
+     numpy_helper.from_array(np.array([0], np.int64), "s0"),
+     numpy_helper.from_array(np.array([3], np.int64), "s3")])
+onnx.save(helper.make_model(graph,
+                            opset_imports=[helper.make_opsetid("", 17)]),
+          os.path.join(out, "scatter_modes.onnx"))
+np.save(os.path.join(out, "sd.npy"), sd)
+np.save(os.path.join(out, "su.npy"), su)
+ref = {"last": sd.copy(), "radd": sd.copy(), "rmul": sd.copy(),
+       "eadd": sd.copy(), "emul": sd.copy()}
+for r, u in zip(rows_dup[:, 0], su):
+    ref["last"][r] = u
+for r, u in zip(rows[:, 0], su):
+    ref["radd"][r] += u
+    ref["rmul"][r] *= u
+picked = su.reshape(-1)[:3]
+for (i, j), u in zip(elems, picked):
+    ref["eadd"][i, j] += u
+    ref["emul"][i, j] *= u
+for name, value in ref.items():
+    np.save(os.path.join(out, "ref_" + name + ".npy"), value)

@@ -352,6 +352,24 @@ class ConstantMask(nn.Module):
         return y + m
 
 
+class SliceAssign(nn.Module):
+    """In-place assignment into computed tensors, which PyTorch exports as
+    ScatterND with constant indices and computed data and updates: a block
+    of rows, a scalar fill of one column, an in-place add into the last
+    column, two rows swapped through a list index (the updates read the
+    data before it is written), and a column of an int64 tensor."""
+
+    def forward(self, x, y, v, n):
+        z = x * 2.0
+        z[:, 1:3] = y + 1.0
+        z[0, :, 2] = 7.0
+        z[..., -1] += v
+        z[:, [0, 4]] = z[:, [4, 0]]
+        m = n * 2
+        m[:, 1] = n[:, 0] * 3
+        return z, m
+
+
 class TopKOps(nn.Module):
     """torch.topk (ONNX TopK) along the last dim and a middle one, largest
     and smallest, of floats and int64, with NaN and +-inf among distinct values (PyTorch leaves
@@ -536,6 +554,11 @@ def build(name):
         return FloatChecks(), {"x": x}, ["inf", "nan", "finite"], {}
     if name == "constant_mask":
         return ConstantMask(), {"x": randn(2, 6, 6)}, ["y"], {}
+    if name == "slice_assign":
+        n = np.array([[1, 2, 3], [-4, 5, 6]], np.int64)
+        return (SliceAssign(),
+                {"x": randn(2, 5, 6), "y": randn(2, 2, 6), "v": randn(2, 5),
+                 "n": n}, ["z", "m"], {})
     if name == "topk":
         x = randn(3, 5, 7)
         x[0, 1, 3] = np.nan  # NaN ranks above +inf, as in PyTorch
