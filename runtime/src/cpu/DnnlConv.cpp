@@ -166,6 +166,23 @@ struct DnnlConv {
   double weightNorm() const {
     return double(wPerChannel) * detail::maxAbsOrInf(w, wCount);
   }
+  /// The largest output channel's sum of |w| itself (each channel's
+  /// weights are contiguous: O is the outermost dim), for constant weights
+  /// at bind: several times tighter than weightNorm(), so the bounds
+  /// published down a network grow more slowly.
+  double channelL1() const {
+    double most = 0;
+    for (int64_t c = 0; c * wPerChannel < wCount; ++c) {
+      double sum = 0;
+      for (int64_t i = c * wPerChannel; i < (c + 1) * wPerChannel; ++i)
+        sum += std::fabs(double(w[i]));
+      if (!(sum < INFINITY)) // NaN or inf among them
+        return INFINITY;
+      most = std::max(most, sum);
+    }
+    // Each double sum is within wPerChannel * 2^-53 of its value.
+    return most * (1 + double(wPerChannel) * 0x1p-52);
+  }
 
   /// The largest |v| of a tensor: its writer's finite bound, else a scan
   /// when `scan` (inf when not).
@@ -194,6 +211,13 @@ struct DnnlConv {
                                  : INFINITY;
     double mx = largest(xKnown, x, xCount, guard);
     bool finite = detail::convSumsStayFinite(l1, mx, mb, mr);
+    // A published bound is looser than the values (bounds grow layer by
+    // layer): too loose to clear the sums, the guard scans before it
+    // sends the call to the exact path.
+    if (!finite && guard && mx < INFINITY && xKnown) {
+      mx = detail::maxAbsOrInf(x, xCount);
+      finite = detail::convSumsStayFinite(l1, mx, mb, mr);
+    }
     *resultBound = finite ? activationBound(detail::convResultBound(
                                 l1, mx, mb, mr, wPerChannel))
                           : INFINITY;
@@ -493,7 +517,7 @@ Status bindConv2d(const ConstTensor &input, const ConstTensor &weight,
       k->wCount = numElements(weight.shape);
       k->wPerChannel = k->wCount / std::max<int64_t>(o, 1);
       // Constant weights: their bound once, here; else at each call.
-      k->weightBound = weightsConstant ? k->weightNorm() : -1;
+      k->weightBound = weightsConstant ? k->channelL1() : -1;
     }
     size_t offset = 0; // of the staged tensors, after the scratchpad
     // A reorder between our layout and the primitive's, its copy placed in

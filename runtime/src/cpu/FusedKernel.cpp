@@ -22,8 +22,10 @@
 #include "../VecMath.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 
 namespace mc::rt {
@@ -244,6 +246,146 @@ struct LoopOp {
   DType dtype = DType::F32;
 };
 
+/// A bound on an f32 region's result (a ValueBound for the readers of the
+/// step's output, as DnnlConv's guard) by interval arithmetic over its
+/// ops, each call: every value's largest |v| from its operands', starting
+/// from the inputs' published bounds, the constants' largest |v| (taken at
+/// bind) and the anchor's published bound. Infinity wherever a NaN or inf
+/// could be (an operand's bound is infinite or a value could overflow f32).
+/// Only ops with a rule: views, broadcasts, relu, clamp, neg, abs,
+/// sigmoid, tanh, add, sub, mul, maximum, minimum; no reductions.
+class RegionBound {
+public:
+  /// Null when a value is not f32 or an op has no rule. `anchorValue`:
+  /// the value the anchor's published bound `anchor` covers (-1: none);
+  /// the values before it are the anchor's own.
+  static std::unique_ptr<RegionBound>
+  make(const KernelRequest& r, int64_t anchorValue, const ValueBound* anchor) {
+    const std::vector<RegionOp>& body = *r.body;
+    size_t n = r.inputs.size();
+    auto b = std::make_unique<RegionBound>();
+    b->n_ = n;
+    b->anchor_ = anchor;
+    b->anchorValue_ = anchorValue;
+    for (size_t i = 0; i < n; ++i) {
+      const ConstTensor& in = r.inputs[i];
+      if (in.dtype != DType::F32)
+        return nullptr;
+      const ValueBound* slot = r.inputBound(i);
+      b->slots_.push_back(slot && slot->written ? slot : nullptr);
+      b->constant_.push_back(
+          r.isConstant(i)
+              ? double(vec::maxAbsF32(static_cast<const float*>(in.data),
+                                      numElements(in.shape)))
+              : -1.0);
+    }
+    size_t firstRule =
+        anchorValue >= 0 ? size_t(anchorValue) - n + 1 : size_t(0);
+    for (size_t k = firstRule; k < body.size(); ++k) {
+      const RegionOp& op = body[k];
+      if (op.dtype != DType::F32 || op.operands.empty())
+        return nullptr;
+      Rule rule{op.op, op.operands[0],
+                op.operands.size() > 1 ? op.operands[1] : op.operands[0]};
+      switch (op.op) {
+      case OpId::Clamp:
+        rule.lo = op.attrs.getFloat("min");
+        rule.hi = op.attrs.getFloat("max");
+        break;
+      case OpId::Reshape:
+      case OpId::Transpose:
+      case OpId::Slice:
+      case OpId::BroadcastInDim:
+      case OpId::Relu:
+      case OpId::Neg:
+      case OpId::Abs:
+      case OpId::Sigmoid:
+      case OpId::Tanh:
+      case OpId::Add:
+      case OpId::Sub:
+      case OpId::Mul:
+      case OpId::Maximum:
+      case OpId::Minimum:
+        break;
+      default:
+        return nullptr;
+      }
+      b->rules_.push_back(rule);
+    }
+    b->values_.assign(n + body.size(), kInf);
+    return b;
+  }
+
+  /// The largest |v| of the result on this call (infinity: unknown).
+  double operator()() {
+    for (size_t i = 0; i < n_; ++i)
+      values_[i] = constant_[i] >= 0 ? constant_[i]
+                   : slots_[i]       ? slots_[i]->maxAbs
+                                     : kInf;
+    size_t v = n_;
+    if (anchorValue_ >= 0) {
+      for (; v < size_t(anchorValue_); ++v)
+        values_[v] = kInf; // the anchor's own values: not read after it
+      values_[v++] = anchor_ && anchor_->written ? anchor_->maxAbs : kInf;
+    }
+    // Each f32 add, sub or mul rounds to nearest: within a factor
+    // (1 + 2^-24) of the exact |result|; kUp covers it.
+    constexpr double kUp = 1.0 + 0x1p-20;
+    for (const Rule& r : rules_) {
+      double a = values_[r.a], b = values_[r.b], m;
+      switch (r.op) {
+      case OpId::Clamp: { // within [lo, hi] (hi everywhere for lo > hi)
+        double lo = std::min(std::max(-a, double(r.lo)), double(r.hi));
+        double hi = std::min(std::max(a, double(r.lo)), double(r.hi));
+        m = std::isnan(r.lo) || std::isnan(r.hi)
+                ? kInf
+                : std::max(std::fabs(lo), std::fabs(hi));
+        break;
+      }
+      case OpId::Sigmoid:
+      case OpId::Tanh:
+        m = 1.0;
+        break;
+      case OpId::Add:
+      case OpId::Sub:
+        m = (a + b) * kUp;
+        break;
+      case OpId::Mul:
+        m = a * b * kUp;
+        break;
+      case OpId::Maximum:
+      case OpId::Minimum:
+        m = std::max(a, b);
+        break;
+      default:
+        m = a;
+        break; // views, broadcasts, relu, neg, abs
+      }
+      // A NaN or inf in an operand stays one (clamp and relu keep NaN);
+      // beyond f32's range the value could be inf.
+      if (!(a < kInf && b < kInf && m <= double(FLT_MAX)))
+        m = kInf;
+      values_[v++] = m;
+    }
+    return values_.back();
+  }
+
+private:
+  static constexpr double kInf = std::numeric_limits<double>::infinity();
+  struct Rule {
+    OpId op;
+    uint32_t a, b; // value numbers (b = a for one operand)
+    float lo = 0, hi = 0;
+  };
+  size_t n_ = 0;
+  std::vector<const ValueBound*> slots_;
+  std::vector<double> constant_; // >= 0 for constant inputs
+  const ValueBound* anchor_ = nullptr;
+  int64_t anchorValue_ = -1;
+  std::vector<Rule> rules_;
+  std::vector<double> values_;
+};
+
 struct FusedState {
   Shape outShape;
   int64_t total = 0;
@@ -305,6 +447,14 @@ struct FusedState {
   /// copied from the value's tile once the tile's ops have all run.
   std::vector<uint32_t> extraValues;
   std::vector<uint8_t*> extraData;
+  /// The result's bound (RegionBound), published into `published` (the
+  /// step's slot) after each call; null when nobody reads it or some op
+  /// has no rule. `wantsBound`: the slot is there, so the anchor's kernel
+  /// publishes its own result's bound into `anchorBound`.
+  bool wantsBound = false;
+  ValueBound anchorBound;
+  std::unique_ptr<RegionBound> bound;
+  ValueBound* published = nullptr;
 };
 
 /// Binds the body's compute ops over tile buffers in `slot`, for a tile of
@@ -555,9 +705,14 @@ Status bindAnchor(const KernelRequest& r, const FusedState& st,
                   const std::vector<ConstTensor>& ins, const MutTensor& out,
                   BoundKernel* kernel, size_t* scratch) {
   const RegionOp& a = (*r.body)[0];
+  // The anchor publishes its result's bound where the region's does.
+  ValueBound* published =
+      st.wantsBound ? const_cast<ValueBound*>(&st.anchorBound) : nullptr;
   if (st.anchorBiasInput >= 0) {
     Epilogue e;
     e.bias = &r.inputs[size_t(st.anchorBiasInput)];
+    e.inputBound = r.inputBound(a.operands[0]);
+    e.resultBound = published;
     return bindConv2d(ins[0], ins[1], conv2dParams(a.attrs), e, out,
                       st.anchorConstant[1], kernel, scratch);
   }
@@ -566,9 +721,12 @@ Status bindAnchor(const KernelRequest& r, const FusedState& st,
     return Status::error(std::string("fused region: device ") +
                          r.device.name() + " has no kernel for mc." +
                          opName(a.op));
-  return factory(KernelRequest{a.op, a.attrs, ins, out, r.device, nullptr,
-                               st.anchorConstant},
-                 kernel, scratch);
+  KernelRequest request{a.op,    a.attrs,          ins, out, r.device,
+                        nullptr, st.anchorConstant};
+  for (uint32_t v : a.operands)
+    request.inputBounds.push_back(r.inputBound(v));
+  request.outputBound = published;
+  return factory(request, kernel, scratch);
 }
 
 /// A conv2d anchor followed by its per-channel bias (body ops 1 and 2: a
@@ -731,6 +889,7 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
                   body[1].operands[0] == r.inputs.size();
   bool anchorBound = false; // with a folded bias, bound already
   size_t anchorScratch = 0;
+  st->wantsBound = r.outputBound && !st->reduction;
   if (opInfo(body[0].op).epilogueAnchor) {
     // The anchor: its registered kernel on the whole tensors, writing the
     // output buffer when the dtypes agree, else scratch.
@@ -912,6 +1071,11 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
   }
   st->slotsOffset = offset;
   *workspaceBytes = offset + st->slotBytes * size_t(st->slots);
+  if (st->wantsBound &&
+      (st->bound = RegionBound::make(r, st->anchorValue, &st->anchorBound))) {
+    st->published = r.outputBound;
+    st->published->written = true;
+  }
 
   // The tile kernels, bound to slot addresses relative to a null base and
   // rebound on the first run (the workspace is the session's, fixed once
@@ -983,6 +1147,8 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
     // Whether a slot's tile-invariant loads are in its buffers (from its
     // first tile of this run on).
     std::vector<char> invariantLoaded(size_t(slots), 0);
+    if (S.published) // unknown until this call has succeeded
+      S.published->maxAbs = INFINITY;
     if (S.anchorValue >= 0)
       MC_RETURN_IF_ERROR(S.anchor(ws));
     // In direct mode slot s takes the tiles equal to s modulo slots (their
@@ -1099,6 +1265,8 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
     size_t first = size_t(std::min_element(failedTile.begin(),
                                            failedTile.end()) -
                           failedTile.begin());
+    if (failures[first] && S.published)
+      S.published->maxAbs = (*S.bound)();
     return failures[first];
   };
   *out = std::move(kernel);

@@ -80,9 +80,49 @@ Pool2dParams poolParams(const OpAttrs& attrs) {
   return q;
 }
 
+/// Whether every window of a pooling along one axis (out positions of a
+/// stride, padding, dilation and kernel over `in` positions) holds a
+/// position inside the input.
+bool everyWindowReal(int64_t out, int64_t stride, int64_t pad, int64_t dilation,
+                     int64_t kernel, int64_t in) {
+  for (int64_t i = 0; i < out; ++i) {
+    bool real = false;
+    for (int64_t k = 0; k < kernel && !real; ++k) {
+      int64_t at = i * stride - pad + k * dilation;
+      real = at >= 0 && at < in;
+    }
+    if (!real)
+      return false;
+  }
+  return true;
+}
+
+/// Max pooling. Each result is the largest of input values when no window
+/// lies wholly in the padding (else -inf), so the input's published bound
+/// (ValueBound) is the result's too, passed on for the readers' guards.
 Status maxPoolKernel(const KernelRequest& r, BoundKernel* out, size_t*) {
-  *out = [q = poolParams(r.attrs), a = r.inputs[0], o = r.output](void*) {
-    return maxPool2d(a, q, o);
+  Pool2dParams q = poolParams(r.attrs);
+  const ConstTensor& a = r.inputs[0];
+  const ValueBound* in = r.inputBound(0);
+  ValueBound* published = nullptr;
+  if (r.outputBound && in && in->written && a.dtype == DType::F32 &&
+      a.shape.size() == 4 && r.output.shape.size() == 4) {
+    size_t h = q.channelsLast ? 1 : 2, w = h + 1;
+    if (everyWindowReal(r.output.shape[h], q.strideH, q.padTop, q.dilationH,
+                        q.kernelH, a.shape[h]) &&
+        everyWindowReal(r.output.shape[w], q.strideW, q.padLeft, q.dilationW,
+                        q.kernelW, a.shape[w])) {
+      published = r.outputBound;
+      published->written = true;
+    }
+  }
+  *out = [q, a, o = r.output, in, published](void*) {
+    if (published) // unknown until this call has succeeded
+      published->maxAbs = INFINITY;
+    Status st = maxPool2d(a, q, o);
+    if (st && published)
+      published->maxAbs = in->maxAbs;
+    return st;
   };
   return Status::ok();
 }
