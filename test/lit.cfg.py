@@ -53,6 +53,11 @@ if os.access(os.path.join(cuda, "bin", "ptxas"), os.X_OK):
     config.available_features.add("ptxas")
     config.substitutions.append(("%cuda", cuda))
 
+# Graphviz's dot, to check that `modelc compile --emit=dot` writes a file it
+# reads (scripts/setup installs it).
+if shutil.which("dot"):
+    config.available_features.add("graphviz")
+
 # The lavapipe harness (built when Vulkan and SPIRV-Tools are found; CI has
 # them from scripts/setup).
 if os.path.exists(os.path.join(config.modelc_tools_dir, "modelc-kernel-check")):

@@ -3,14 +3,15 @@
 
 #include "codegen/ArtifactWriter.h"
 #include "codegen/Compile.h"
-#include "codegen/cuda/CudaTarget.h"
+#include "codegen/GraphDot.h"
 #include "codegen/MCToPlan.h"
+#include "codegen/cuda/CudaTarget.h"
 #include "frontend/jit/Trace.h"
 #include "frontend/onnx/OnnxImporter.h"
 #include "ir/Batch.h"
 #include "ir/SourceLimits.h"
-#include "passes/Passes.h"
 #include "modelc/fileio.h"
+#include "passes/Passes.h"
 #include "tools/runcli/RunCli.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -48,10 +49,12 @@ commands:
                                  kernel per step that is not a cuBLASLt or
                                  cuDNN call, and a cubin per architecture
       --entry=NAME               entry function (default: the only public one)
-      --emit=mc|mc-opt|mc-fused|plan|gpu|ptx|artifact
+      --emit=mc|mc-opt|mc-fused|dot|plan|gpu|ptx|artifact
                                  stop after parsing (mc), after the pass
                                  pipeline (mc-opt; mc-fused is the same, the
-                                 fused regions shown), after memory planning
+                                 fused regions shown; dot: that graph as
+                                 Graphviz DOT, each fused region a box of
+                                 its ops: dot -Tsvg), after memory planning
                                  (plan), or write the .mcpk (artifact, default);
                                  gpu and ptx (cuda target): the generated
                                  kernels in the gpu dialect, or their PTX;
@@ -436,10 +439,10 @@ int compileMain(int argc, char** argv) {
                 "OUT.mcpk)");
   if (emit == "mc-fused")
     emit = "mc-opt";
-  if (emit != "mc" && emit != "mc-opt" && emit != "plan" && emit != "gpu" &&
-      emit != "ptx" && emit != "artifact")
+  if (emit != "mc" && emit != "mc-opt" && emit != "dot" && emit != "plan" &&
+      emit != "gpu" && emit != "ptx" && emit != "artifact")
     return fail("compile: unknown --emit value '" + emit +
-                "' (expected mc, mc-opt, mc-fused, plan, gpu, ptx or "
+                "' (expected mc, mc-opt, mc-fused, dot, plan, gpu, ptx or "
                 "artifact)");
   if ((emit == "gpu" || emit == "ptx") &&
       !llvm::StringRef(options.target).contains("cuda"))
@@ -529,6 +532,16 @@ int compileMain(int argc, char** argv) {
     std::string text;
     llvm::raw_string_ostream os(text);
     module.print(os);
+    return writeText(output, text, error) ? 0 : fail(error);
+  }
+  if (emit == "dot") {
+    auto fn = llvm::dyn_cast_or_null<func::FuncOp>(
+        findEntryFunction(module, options.entry));
+    if (!fn)
+      return 1; // reported
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    codegen::writeGraphDot(fn, os);
     return writeText(output, text, error) ? 0 : fail(error);
   }
   std::string ptx;
