@@ -84,6 +84,7 @@ struct Options {
   bool resume = false, quiet = false, shuffle = false;
   unsigned long long seed = 0;
   double dpTimeout = 300; // --dp-timeout: seconds a collective may wait
+  bool dpTimeoutGiven = false;
 };
 
 /// --log-csv's first line.
@@ -735,6 +736,13 @@ Status Trainer::setup() {
                                         artifactTargets(*model_)));
   }
   MC_RETURN_IF_ERROR(setupWorld(device->kind(), vars));
+  // Said rather than refused: a launch script may pass it to every run.
+  if (opt_.dpTimeoutGiven && world_ == 1 && !opt_.quiet)
+    std::fprintf(stderr,
+                 "%s: note: --dp-timeout has no effect here: this run is "
+                 "one process (no mpirun, and WORLD_SIZE unset or 1), so no "
+                 "collective waits on another rank\n",
+                 tool_.c_str());
   MC_RETURN_IF_ERROR(rt::Session::create(*model_, std::move(device), &session_));
   if (world_ > 1 && rt::currentCommunicator().boundRanks() != world_)
     return Status::error(
@@ -1524,6 +1532,7 @@ int trainMain(int argc, char **argv) {
         if (v.empty() || *end || !(opt.dpTimeout > 0))
           return fail(tool, "--dp-timeout needs a positive number of "
                             "seconds, got '" + v + "'");
+        opt.dpTimeoutGiven = true;
       } else if (value("--log-csv")) {
         opt.csv = v;
       } else if (value("--device")) {
