@@ -101,6 +101,16 @@ TEST(ValueBound, ElementwiseRegionPublishesABoundItsResultStaysWithin) {
   EXPECT_GE(tightOut.maxAbs, 10.0);
   EXPECT_LE(tightOut.maxAbs, 10.0 * (1 + 1e-5));
 
+  // Below f32's normal range rounding is absolute: 1.5 * 2^-75 * 2^-75
+  // rounds up to 2^-149, a third above the relative bound.
+  std::vector<float> tinyA(3000, 1.5f * 0x1p-75f), tinyB(3000, 0x1p-75f);
+  std::vector<RegionOp> tinyProduct{regionOp(OpId::Mul, {0, 1}, s),
+                                    regionOp(OpId::Relu, {2}, s)};
+  ValueBound bta = truth(tinyA), btb = truth(tinyB), tinyOut;
+  runRegion(tinyProduct, {cin(tinyA, s), cin(tinyB, s)}, {false, false},
+            {&bta, &btb}, mout(y, s), &tinyOut);
+  EXPECT_GE(tinyOut.maxAbs, largestAbs(y));
+
   // An input nobody bounds: nothing is known of the result.
   ValueBound unknownResult;
   runRegion(body, {cin(a, s), cin(b, s), cin(c, s)}, {false, false, true},

@@ -214,7 +214,8 @@ struct DnnlConv {
     // A published bound is looser than the values (bounds grow layer by
     // layer): too loose to clear the sums, the guard scans before it
     // sends the call to the exact path.
-    if (!finite && guard && mx < INFINITY && xKnown) {
+    bool fromBound = xKnown && xKnown->written && xKnown->maxAbs < INFINITY;
+    if (!finite && guard && fromBound) {
       mx = detail::maxAbsOrInf(x, xCount);
       finite = detail::convSumsStayFinite(l1, mx, mb, mr);
     }

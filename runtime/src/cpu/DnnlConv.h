@@ -83,8 +83,11 @@ inline double convResultBound(double weightL1, double maxInput, double maxBias,
   double nu = double(perChannel + 2) * 0x1p-24;
   if (!(nu < 0.01))
     return std::numeric_limits<double>::infinity();
+  // Relative error only holds above f32's subnormals: each of the terms
+  // may also round up by an absolute half-ulp of the smallest subnormal.
   return (weightL1 * maxInput + maxBias + maxResidual) *
-         (1 + 2 * nu / (1 - nu));
+             (1 + 2 * nu / (1 - nu)) +
+         double(perChannel + 2) * 0x1p-149;
 }
 
 } // namespace mc::rt::detail

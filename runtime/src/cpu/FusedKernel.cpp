@@ -258,9 +258,13 @@ class RegionBound {
 public:
   /// Null when a value is not f32 or an op has no rule. `anchorValue`:
   /// the value the anchor's published bound `anchor` covers (-1: none);
-  /// the values before it are the anchor's own.
-  static std::unique_ptr<RegionBound>
-  make(const KernelRequest& r, int64_t anchorValue, const ValueBound* anchor) {
+  /// the values before it are the anchor's own. `scan`: take the largest
+  /// |v| of the constants the rules read (false: only ask whether the
+  /// region has a bound).
+  static std::unique_ptr<RegionBound> make(const KernelRequest& r,
+                                           int64_t anchorValue,
+                                           const ValueBound* anchor,
+                                           bool scan = true) {
     const std::vector<RegionOp>& body = *r.body;
     size_t n = r.inputs.size();
     auto b = std::make_unique<RegionBound>();
@@ -273,12 +277,8 @@ public:
         return nullptr;
       const ValueBound* slot = r.inputBound(i);
       b->slots_.push_back(slot && slot->written ? slot : nullptr);
-      b->constant_.push_back(
-          r.isConstant(i)
-              ? double(vec::maxAbsF32(static_cast<const float*>(in.data),
-                                      numElements(in.shape)))
-              : -1.0);
     }
+    b->constant_.assign(n, -1.0);
     size_t firstRule =
         anchorValue >= 0 ? size_t(anchorValue) - n + 1 : size_t(0);
     for (size_t k = firstRule; k < body.size(); ++k) {
@@ -311,6 +311,12 @@ public:
         return nullptr;
       }
       b->rules_.push_back(rule);
+      // The constants the rules read (not the anchor's weights).
+      for (uint32_t v : {rule.a, rule.b})
+        if (scan && v < n && r.isConstant(v) && b->constant_[v] < 0)
+          b->constant_[v] =
+              double(vec::maxAbsF32(static_cast<const float*>(r.inputs[v].data),
+                                    numElements(r.inputs[v].shape)));
     }
     b->values_.assign(n + body.size(), kInf);
     return b;
@@ -329,8 +335,9 @@ public:
       values_[v++] = anchor_ && anchor_->written ? anchor_->maxAbs : kInf;
     }
     // Each f32 add, sub or mul rounds to nearest: within a factor
-    // (1 + 2^-24) of the exact |result|; kUp covers it.
-    constexpr double kUp = 1.0 + 0x1p-20;
+    // (1 + 2^-24) of the exact |result| above the subnormals, within
+    // 2^-150 below; kUp and kTiny cover them.
+    constexpr double kUp = 1.0 + 0x1p-20, kTiny = 0x1p-149;
     for (const Rule& r : rules_) {
       double a = values_[r.a], b = values_[r.b], m;
       switch (r.op) {
@@ -348,10 +355,10 @@ public:
         break;
       case OpId::Add:
       case OpId::Sub:
-        m = (a + b) * kUp;
+        m = (a + b) * kUp + kTiny;
         break;
       case OpId::Mul:
-        m = a * b * kUp;
+        m = a * b * kUp + kTiny;
         break;
       case OpId::Maximum:
       case OpId::Minimum:
@@ -889,7 +896,14 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
                   body[1].operands[0] == r.inputs.size();
   bool anchorBound = false; // with a folded bias, bound already
   size_t anchorScratch = 0;
-  st->wantsBound = r.outputBound && !st->reduction;
+  // Only where the region can publish: else the anchor's bound would be
+  // computed on every call for nothing.
+  st->wantsBound = r.outputBound && !st->reduction &&
+                   RegionBound::make(r,
+                                     opInfo(body[0].op).epilogueAnchor
+                                         ? int64_t(r.inputs.size())
+                                         : int64_t(-1),
+                                     nullptr, /*scan=*/false);
   if (opInfo(body[0].op).epilogueAnchor) {
     // The anchor: its registered kernel on the whole tensors, writing the
     // output buffer when the dtypes agree, else scratch.
@@ -1082,8 +1096,8 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
   // allocated): see `ensureBound`.
   st->body = body;
   st->anchorShape = anchorShape;
-  auto kernel = [st, inputs = r.inputs, &device = r.device,
-                 boundTo = static_cast<uint8_t*>(nullptr)](
+  auto kernel = [st, inputs = r.inputs, inputBounds = r.inputBounds,
+                 &device = r.device, boundTo = static_cast<uint8_t*>(nullptr)](
                     void* workspace) mutable -> Status {
     uint8_t* ws = static_cast<uint8_t*>(workspace);
     const std::vector<RegionOp>& bodyCopy = st->body;
@@ -1091,6 +1105,7 @@ Status fusedKernel(const KernelRequest& r, BoundKernel* out,
     KernelRequest r{OpId::Fused, none, inputs,
                     MutTensor{DType::F32, st->outShape, st->output}, device,
                     &st->body};
+    r.inputBounds = inputBounds; // a rebound anchor publishes as bound
     if (boundTo != ws) {
       // (Re)bind the tile kernels and a scratch-writing anchor to this
       // workspace. Sessions keep one workspace, so this runs once.
