@@ -440,6 +440,41 @@ Shape broadcastShapes(const Shape& a, const Shape& b) {
 
 Tensor scalarOf(double v, DType dtype) { return Tensor::scalar(v, dtype); }
 
+/// Whether ScatterND's points (`coord`: k wrapped coordinates each) are a
+/// box: per dim a contiguous range [start, start + count), enumerated in
+/// row-major order, as PyTorch exports a slice assignment. Each point is
+/// then written once.
+bool scatterBox(const std::vector<int64_t>& coord, int64_t k,
+                std::vector<int64_t>* start, std::vector<int64_t>* count) {
+  int64_t points = int64_t(coord.size()) / k;
+  start->assign(size_t(k), std::numeric_limits<int64_t>::max());
+  count->assign(size_t(k), 0);
+  std::vector<int64_t> last(size_t(k), -1);
+  for (int64_t p = 0; p < points; ++p)
+    for (int64_t d = 0; d < k; ++d) {
+      int64_t c = coord[size_t(p * k + d)];
+      (*start)[size_t(d)] = std::min((*start)[size_t(d)], c);
+      last[size_t(d)] = std::max(last[size_t(d)], c);
+    }
+  int64_t box = 1;
+  for (int64_t d = 0; d < k; ++d) {
+    (*count)[size_t(d)] = last[size_t(d)] - (*start)[size_t(d)] + 1;
+    box *= (*count)[size_t(d)];
+  }
+  if (box != points)
+    return false;
+  for (int64_t p = 0; p < points; ++p) {
+    int64_t rest = p;
+    for (int64_t d = k - 1; d >= 0; --d) {
+      int64_t want = (*start)[size_t(d)] + rest % (*count)[size_t(d)];
+      rest /= (*count)[size_t(d)];
+      if (coord[size_t(p * k + d)] != want)
+        return false;
+    }
+  }
+  return true;
+}
+
 /// x's rows along `axis` picked by `source(i)` for output rows i in
 /// [0, count): one gather that reorders, repeats or mirrors them (flips,
 /// Tile, Pad's reflect and edge modes).
@@ -1758,9 +1793,9 @@ const std::unordered_map<std::string, Handler>& handlers() {
                     data.describe());
       int64_t k = is.back(), points = int64_t(idx.size()) / k;
       Shape want(is.begin(), is.end() - 1);
-      int64_t rows = 1, slice = 1;
+      int64_t rows = 1, rowSize = 1;
       for (int64_t d = 0; d < data.rank(); ++d) {
-        (d < k ? rows : slice) *= data.size(d);
+        (d < k ? rows : rowSize) *= data.size(d);
         if (d >= k)
           want.push_back(data.size(d));
       }
@@ -1771,7 +1806,58 @@ const std::unordered_map<std::string, Handler>& handlers() {
       if (reduction != "none" && data.dtype() == DType::I1)
         throw Error("reduction '" + reduction + "' of bool data " +
                     data.describe() + " is not supported (numbers are)");
-      // source[r]: the row of [data rows; update rows] that row r takes.
+      if (points == 0 || rowSize == 0)
+        return R{data};
+      // Each point's coordinates in data's first k dims, wrapped.
+      std::vector<int64_t> coord(size_t(points * k));
+      for (int64_t p = 0; p < points; ++p)
+        for (int64_t d = 0; d < k; ++d) {
+          int64_t i = idx[size_t(p * k + d)], n = data.size(d);
+          if (i < -n || i >= n)
+            throw Error("index " + std::to_string(i) + " is out of range "
+                        "for dim " + std::to_string(d) + " of " +
+                        data.describe());
+          coord[size_t(p * k + d)] = i < 0 ? i + n : i;
+        }
+      auto combine = [&](const Tensor& old, const Tensor& fresh) {
+        return reduction == "add" ? add(old, fresh) : mul(old, fresh);
+      };
+      std::vector<int64_t> start, count;
+      if (scatterBox(coord, k, &start, &count)) {
+        // A box (slice assignment, z[:, 1:3] = y and z[..., -1] += v):
+        // the updates padded into place and selected where the box is, all
+        // elementwise (fused into one pass), with no row map of data's
+        // size.
+        std::vector<int64_t> low(start), high, step(size_t(data.rank()), 1);
+        Shape boxShape(count.begin(), count.end());
+        for (int64_t d = 0; d < data.rank(); ++d) {
+          if (d >= k) {
+            low.push_back(0);
+            boxShape.push_back(data.size(d));
+          }
+          high.push_back(data.size(d) - low[size_t(d)] - boxShape[size_t(d)]);
+        }
+        Tensor fresh = reshape(updates, boxShape);
+        if (reduction != "none")
+          fresh = combine(slice(data, low, boxShape, step), fresh);
+        Tensor placed = pad(fresh, low, high);
+        // The box as the product of one mask per partly covered dim.
+        Tensor inBox = scalarOf(1.0, DType::I1);
+        for (int64_t d = 0; d < k; ++d) {
+          if (boxShape[size_t(d)] == data.size(d))
+            continue;
+          Shape along(size_t(data.rank()), 1);
+          along[size_t(d)] = data.size(d);
+          Tensor m = Tensor::empty(along, DType::I1);
+          for (int64_t i = 0; i < data.size(d); ++i)
+            m.data<uint8_t>()[i] =
+                i >= low[size_t(d)] && i < low[size_t(d)] + count[size_t(d)];
+          inBox = where(inBox, m, scalarOf(0.0, DType::I1));
+        }
+        return R{where(inBox, placed, data)};
+      }
+      // Otherwise a gather of rows from [data rows; update rows]:
+      // source[r] is the row that row r takes, the last update winning.
       Tensor source = Tensor::empty({rows}, DType::I64);
       Tensor target = Tensor::empty({points}, DType::I64);
       int64_t* src = source.data<int64_t>();
@@ -1779,14 +1865,8 @@ const std::unordered_map<std::string, Handler>& handlers() {
         src[r] = r;
       for (int64_t p = 0; p < points; ++p) {
         int64_t row = 0;
-        for (int64_t d = 0; d < k; ++d) {
-          int64_t i = idx[size_t(p * k + d)], n = data.size(d);
-          if (i < -n || i >= n)
-            throw Error("index " + std::to_string(i) + " is out of range "
-                        "for dim " + std::to_string(d) + " of " +
-                        data.describe());
-          row = row * n + (i < 0 ? i + n : i);
-        }
+        for (int64_t d = 0; d < k; ++d)
+          row = row * data.size(d) + coord[size_t(p * k + d)];
         if (reduction != "none" && src[row] >= rows)
           throw Error("indices repeat a row (row " + std::to_string(row) +
                       " of data " + data.describe() + ") with reduction '" +
@@ -1796,14 +1876,10 @@ const std::unordered_map<std::string, Handler>& handlers() {
         src[row] = rows + p;
         target.data<int64_t>()[p] = row;
       }
-      if (points == 0 || slice == 0)
-        return R{data};
-      Tensor dataRows = reshape(data, {rows, slice});
-      Tensor fresh = reshape(updates, {points, slice});
-      if (reduction != "none") {
-        Tensor old = gather(dataRows, target, 0);
-        fresh = reduction == "add" ? add(old, fresh) : mul(old, fresh);
-      }
+      Tensor dataRows = reshape(data, {rows, rowSize});
+      Tensor fresh = reshape(updates, {points, rowSize});
+      if (reduction != "none")
+        fresh = combine(gather(dataRows, target, 0), fresh);
       Tensor all = concat({dataRows, fresh}, 0);
       return R{reshape(gather(all, source, 0), data.shape())};
     };

@@ -24,8 +24,10 @@ PyTorch 1.13 cannot export) with OUT/hx.npy, OUT/hu.npy and
 OUT/ref_{sinh,cosh,asinh,acosh,atanh}.npy from NumPy in double; and
 OUT/scatter_modes.onnx (ScatterND into a graph input with constant
 indices: repeated rows, whose last update wins as in onnxruntime, and the
-add and mul reductions of opset 16, over rows and single elements) with
-OUT/sd.npy, OUT/su.npy and OUT/ref_{last,radd,rmul,eadd,emul}.npy.
+add and mul reductions of opset 16, over rows, single elements and a
+box of rows) with
+OUT/sd.npy, OUT/su.npy and OUT/ref_{last,radd,rmul,eadd,emul,badd,
+bmul}.npy.
 
     hand_models.py OUT
 """
@@ -256,26 +258,37 @@ nodes = [helper.make_node("ScatterND", ["sd", "rows_dup", "su"], ["last"]),
          helper.make_node("ScatterND", ["sd", "elems", "su3"], ["eadd"],
                           reduction="add"),
          helper.make_node("ScatterND", ["sd", "elems", "su3"], ["emul"],
+                          reduction="mul"),
+         # A box of rows 1 and 2 (slice assignment's form: pad and select),
+         # with each reduction.
+         helper.make_node("ScatterND", ["sd", "box", "su2"], ["badd"],
+                          reduction="add"),
+         helper.make_node("ScatterND", ["sd", "box", "su2"], ["bmul"],
                           reduction="mul")]
 graph = helper.make_graph(
     nodes, "scatter_modes",
     [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(v.shape))
      for n, v in (("sd", sd), ("su", su))],
     [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(sd.shape))
-     for n in ("last", "radd", "rmul", "eadd", "emul")],
+     for n in ("last", "radd", "rmul", "eadd", "emul", "badd", "bmul")],
     [numpy_helper.from_array(rows_dup, "rows_dup"),
      numpy_helper.from_array(rows, "rows"),
      numpy_helper.from_array(elems, "elems"),
      numpy_helper.from_array(np.array([-1], np.int64), "flat"),
      numpy_helper.from_array(np.array([0], np.int64), "s0"),
-     numpy_helper.from_array(np.array([3], np.int64), "s3")])
+     numpy_helper.from_array(np.array([3], np.int64), "s3"),
+     numpy_helper.from_array(np.array([[1], [2]], np.int64), "box"),
+     numpy_helper.from_array(su[1:], "su2")])
 onnx.save(helper.make_model(graph,
                             opset_imports=[helper.make_opsetid("", 17)]),
           os.path.join(out, "scatter_modes.onnx"))
 np.save(os.path.join(out, "sd.npy"), sd)
 np.save(os.path.join(out, "su.npy"), su)
 ref = {"last": sd.copy(), "radd": sd.copy(), "rmul": sd.copy(),
-       "eadd": sd.copy(), "emul": sd.copy()}
+       "eadd": sd.copy(), "emul": sd.copy(), "badd": sd.copy(),
+       "bmul": sd.copy()}
+ref["badd"][1:3] += su[1:]
+ref["bmul"][1:3] *= su[1:]
 for r, u in zip(rows_dup[:, 0], su):
     ref["last"][r] = u
 for r, u in zip(rows[:, 0], su):
