@@ -1052,10 +1052,92 @@ std::vector<int64_t> windowPadding(const NodeContext& c, const Tensor& x,
   return {begin[0], begin[1], end[0], end[1]};
 }
 
+/// A 3-D convolution (an [N, C, D, H, W] input: video models' Conv3d)
+/// as 2-D ones, one per depth tap: the input padded in depth and viewed as
+/// [N, D, C, H, W]; tap t's depth slices (t * dilation + stride * j)
+/// batched as [N * D_out, C, H, W] and convolved with the weight's tap t
+/// over H and W; the taps' results summed (the bias with the first), then
+/// back to [N, O, D_out, H_out, W_out]. No 3-D op: the 2-D convolution's
+/// kernels, fusion and gradient serve it.
+Tensor conv3dByTaps(const NodeContext& c, const Tensor& x, const Tensor& w) {
+  if (w.rank() != 5)
+    throw Error("a 3-D Conv needs a weight of rank 5, got " + w.describe());
+  if (c.dynamicBatch)
+    throw Error("a 3-D Conv with a dynamic batch (--batch) is not supported: "
+                "its depth is batched with the batch; compile with a static "
+                "batch");
+  auto triple = [&](const char* name) {
+    std::vector<int64_t> v = c.getInts(name, {1, 1, 1});
+    if (v.size() != 3 || v[0] < 1 || v[1] < 1 || v[2] < 1)
+      throw Error(std::string(name) + " must be 3 values >= 1 for a 3-D "
+                                      "window");
+    return v;
+  };
+  std::vector<int64_t> strides = triple("strides"),
+                       dilations = triple("dilations");
+  std::vector<int64_t> kernel =
+      c.getInts("kernel_shape", {w.size(2), w.size(3), w.size(4)});
+  if (kernel != std::vector<int64_t>{w.size(2), w.size(3), w.size(4)})
+    throw Error("kernel_shape does not match the weight " + w.describe());
+  // pads [d0, h0, w0, d1, h1, w1], given or from auto_pad.
+  std::vector<int64_t> pads(6, 0);
+  std::string autoPad = c.getString("auto_pad", "NOTSET");
+  if (autoPad == "NOTSET") {
+    pads = c.getInts("pads", pads);
+    if (pads.size() != 6)
+      throw Error("pads must have 6 values for a 3-D window, got " +
+                  std::to_string(pads.size()));
+  } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    for (int d = 0; d < 3; ++d) {
+      int64_t in = x.size(2 + d);
+      int64_t out = (in + strides[size_t(d)] - 1) / strides[size_t(d)];
+      int64_t total = std::max<int64_t>(
+          (out - 1) * strides[size_t(d)] +
+              (kernel[size_t(d)] - 1) * dilations[size_t(d)] + 1 - in,
+          0);
+      pads[size_t(d)] = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pads[size_t(d) + 3] = total - pads[size_t(d)];
+    }
+  } else if (autoPad != "VALID") {
+    throw Error("unknown auto_pad '" + autoPad + "'");
+  }
+  int64_t n = x.size(0), ch = x.size(1), kd = w.size(2);
+  int64_t depth = x.size(2) + pads[0] + pads[3];
+  int64_t outDepth = (depth - dilations[0] * (kd - 1) - 1) / strides[0] + 1;
+  if (pads[0] < 0 || pads[3] < 0 || outDepth < 1)
+    throw Error("the window (kernel depth " + std::to_string(kd) +
+                ", dilation " + std::to_string(dilations[0]) +
+                ") does not fit the padded depth " + std::to_string(depth) +
+                " of " + x.describe());
+  Tensor padded = pad(x, {0, 0, pads[0], 0, 0}, {0, 0, pads[3], 0, 0});
+  Tensor byDepth = transpose(padded, {0, 2, 1, 3, 4}); // [N, D, C, H, W]
+  Tensor sum;
+  for (int64_t t = 0; t < kd; ++t) {
+    Tensor taken = slice(byDepth, {0, t * dilations[0], 0, 0, 0},
+                         {n, outDepth, ch, x.size(3), x.size(4)},
+                         {1, strides[0], 1, 1, 1});
+    Tensor batched = reshape(taken, {n * outDepth, ch, x.size(3), x.size(4)});
+    Tensor tap = reshape(slice(w, {0, 0, t, 0, 0},
+                               {w.size(0), w.size(1), 1, w.size(3), w.size(4)},
+                               {1, 1, 1, 1, 1}),
+                         {w.size(0), w.size(1), w.size(3), w.size(4)});
+    Tensor y =
+        conv2d(batched, tap, t == 0 && c.has(2) ? c.in(2) : Tensor(),
+               {strides[1], strides[2]}, {pads[1], pads[2], pads[4], pads[5]},
+               {dilations[1], dilations[2]}, c.getInt("group", 1));
+    sum = t == 0 ? y : add(sum, y);
+  }
+  Tensor unbatched =
+      reshape(sum, {n, outDepth, sum.size(1), sum.size(2), sum.size(3)});
+  return transpose(unbatched, {0, 2, 1, 3, 4});
+}
+
 void requireWindowRank(const char* op, const Tensor& x) {
   if (x.rank() != 4 && x.rank() != 3)
-    throw Error(std::string(op) + ": only 1-D and 2-D windows (an [N, C, L] "
-                "or [N, C, H, W] input) are supported, got " + x.describe());
+    throw Error(std::string(op) +
+                ": only 1-D and 2-D windows (an [N, C, L] "
+                "or [N, C, H, W] input; Conv also 3-D) are supported, got " +
+                x.describe());
 }
 
 /// x as the 2-D window's input: [N, C, 1, L] for a 1-D one.
@@ -1984,6 +2066,8 @@ const std::unordered_map<std::string, Handler>& handlers() {
       return R{y};
     };
     h["Conv"] = [](const NodeContext& c) {
+      if (c.in(0).rank() == 5)
+        return R{conv3dByTaps(c, c.in(0), c.in(1))};
       requireWindowRank("Conv", c.in(0));
       bool oneD = isOneD(c.in(0));
       Tensor x = windowInput(c.in(0));

@@ -27,7 +27,10 @@ indices: repeated rows, whose last update wins as in onnxruntime, and the
 add and mul reductions of opset 16, over rows, single elements and a
 box of rows) with
 OUT/sd.npy, OUT/su.npy and OUT/ref_{last,radd,rmul,eadd,emul,badd,
-bmul}.npy.
+bmul}.npy; and OUT/conv3d_same.onnx (a 3-D Conv with auto_pad
+SAME_UPPER, which PyTorch does not export) with OUT/v.npy and
+OUT/ref_vsame.npy from NumPy in double; OUT/conv3d_dyn.onnx is a 3-D Conv
+with a symbolic batch.
 
     hand_models.py OUT
 """
@@ -300,3 +303,43 @@ for (i, j), u in zip(elems, picked):
     ref["emul"][i, j] *= u
 for name, value in ref.items():
     np.save(os.path.join(out, "ref_" + name + ".npy"), value)
+
+# A 3-D Conv with auto_pad SAME_UPPER, strides (2, 2, 1), kernel (3, 2, 3),
+# against a direct NumPy sum in double; and one with a symbolic batch.
+v = np.random.default_rng(7).standard_normal((1, 2, 5, 6, 4)).astype(
+    np.float32)
+wv = np.random.default_rng(8).standard_normal((3, 2, 3, 2, 3)).astype(
+    np.float32)
+graph = helper.make_graph(
+    [helper.make_node("Conv", ["v", "wv"], ["vsame"], auto_pad="SAME_UPPER",
+                      strides=[2, 2, 1])],
+    "conv3d_same",
+    [helper.make_tensor_value_info("v", TensorProto.FLOAT, list(v.shape))],
+    [helper.make_tensor_value_info("vsame", TensorProto.FLOAT,
+                                   [1, 3, 3, 3, 4])],
+    [numpy_helper.from_array(wv, "wv")])
+onnx.save(helper.make_model(graph,
+                            opset_imports=[helper.make_opsetid("", 13)]),
+          os.path.join(out, "conv3d_same.onnx"))
+np.save(os.path.join(out, "v.npy"), v)
+strides, kern = (2, 2, 1), wv.shape[2:]
+outs = [-(-v.shape[2 + i] // strides[i]) for i in range(3)]
+lo = []
+hi = []
+for i in range(3):
+    total = max((outs[i] - 1) * strides[i] + kern[i] - v.shape[2 + i], 0)
+    lo.append(total // 2)
+    hi.append(total - total // 2)
+vp = np.pad(v.astype(np.float64), [(0, 0), (0, 0)] + list(zip(lo, hi)))
+ref = np.zeros((1, 3, *outs))
+for od in range(outs[0]):
+    for oh in range(outs[1]):
+        for ow in range(outs[2]):
+            win = vp[:, :, od * 2:od * 2 + 3, oh * 2:oh * 2 + 2, ow:ow + 3]
+            ref[:, :, od, oh, ow] = np.einsum("ncdhw,ocdhw->no", win, wv)
+np.save(os.path.join(out, "ref_vsame.npy"), ref.astype(np.float32))
+graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+graph.output[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+onnx.save(helper.make_model(graph,
+                            opset_imports=[helper.make_opsetid("", 13)]),
+          os.path.join(out, "conv3d_dyn.onnx"))

@@ -370,6 +370,24 @@ class SliceAssign(nn.Module):
         return z, m
 
 
+class Conv3ds(nn.Module):
+    """Video models' 3-D convolutions (r3d_18 and r2plus1d_18's forms): a
+    3x3x3 with bias, a temporal-only (3, 1, 1) of stride 2 in depth, and
+    grouped, dilated in depth, padded unevenly and strided over H and W."""
+
+    def __init__(self):
+        super().__init__()
+        self.cube = nn.Conv3d(4, 6, 3, padding=1)
+        self.temporal = nn.Conv3d(4, 5, (3, 1, 1), stride=(2, 1, 1),
+                                  padding=(1, 0, 0), bias=False)
+        self.grouped = nn.Conv3d(4, 6, (2, 3, 3), stride=(1, 2, 2),
+                                 padding=(2, 0, 1), dilation=(2, 1, 1),
+                                 groups=2)
+
+    def forward(self, x):
+        return self.cube(x), self.temporal(x), self.grouped(x)
+
+
 class TopKOps(nn.Module):
     """torch.topk (ONNX TopK) along the last dim and a middle one, largest
     and smallest, of floats and int64, with NaN and +-inf among distinct values (PyTorch leaves
@@ -554,6 +572,9 @@ def build(name):
         return FloatChecks(), {"x": x}, ["inf", "nan", "finite"], {}
     if name == "constant_mask":
         return ConstantMask(), {"x": randn(2, 6, 6)}, ["y"], {}
+    if name == "conv3ds":
+        return (Conv3ds(), {"x": randn(2, 4, 6, 7, 5)},
+                ["cube", "temporal", "grouped"], {})
     if name == "slice_assign":
         n = np.array([[1, 2, 3], [-4, 5, 6]], np.int64)
         return (SliceAssign(),
