@@ -1052,20 +1052,20 @@ std::vector<int64_t> windowPadding(const NodeContext& c, const Tensor& x,
   return {begin[0], begin[1], end[0], end[1]};
 }
 
-/// A 3-D convolution (an [N, C, D, H, W] input: video models' Conv3d)
-/// as 2-D ones, one per depth tap: the input padded in depth and viewed as
-/// [N, D, C, H, W]; tap t's depth slices (t * dilation + stride * j)
-/// batched as [N * D_out, C, H, W] and convolved with the weight's tap t
-/// over H and W; the taps' results summed (the bias with the first), then
-/// back to [N, O, D_out, H_out, W_out]. No 3-D op: the 2-D convolution's
-/// kernels, fusion and gradient serve it.
-Tensor conv3dByTaps(const NodeContext& c, const Tensor& x, const Tensor& w) {
-  if (w.rank() != 5)
-    throw Error("a 3-D Conv needs a weight of rank 5, got " + w.describe());
+/// The attributes of a 3-D window (Conv, MaxPool over [N, C, D, H, W]):
+/// strides, dilations, kernel, pads [d0, h0, w0, d1, h1, w1] (given, or
+/// from auto_pad), and the output depth; the depth padding is checked.
+struct Window3d {
+  std::vector<int64_t> strides, dilations, kernel, pads;
+  int64_t outDepth = 0;
+};
+
+Window3d window3d(const NodeContext& c, const Tensor& x,
+                  std::vector<int64_t> kernel, bool ceilMode) {
   if (c.dynamicBatch)
-    throw Error("a 3-D Conv with a dynamic batch (--batch) is not supported: "
-                "its depth is batched with the batch; compile with a static "
-                "batch");
+    throw Error("a 3-D window with a dynamic batch (--batch) is not "
+                "supported: its depth is batched with the batch; compile "
+                "with a static batch");
   auto triple = [&](const char* name) {
     std::vector<int64_t> v = c.getInts(name, {1, 1, 1});
     if (v.size() != 3 || v[0] < 1 || v[1] < 1 || v[2] < 1)
@@ -1073,70 +1073,128 @@ Tensor conv3dByTaps(const NodeContext& c, const Tensor& x, const Tensor& w) {
                                       "window");
     return v;
   };
-  std::vector<int64_t> strides = triple("strides"),
-                       dilations = triple("dilations");
-  std::vector<int64_t> kernel =
-      c.getInts("kernel_shape", {w.size(2), w.size(3), w.size(4)});
-  if (kernel != std::vector<int64_t>{w.size(2), w.size(3), w.size(4)})
-    throw Error("kernel_shape does not match the weight " + w.describe());
-  // pads [d0, h0, w0, d1, h1, w1], given or from auto_pad.
-  std::vector<int64_t> pads(6, 0);
+  Window3d win{triple("strides"), triple("dilations"), std::move(kernel),
+               std::vector<int64_t>(6, 0)};
+  if (win.kernel.size() != 3 || win.kernel[0] < 1 || win.kernel[1] < 1 ||
+      win.kernel[2] < 1)
+    throw Error("kernel_shape must be 3 values >= 1 for a 3-D window");
   std::string autoPad = c.getString("auto_pad", "NOTSET");
   if (autoPad == "NOTSET") {
-    pads = c.getInts("pads", pads);
-    if (pads.size() != 6)
+    win.pads = c.getInts("pads", win.pads);
+    if (win.pads.size() != 6)
       throw Error("pads must have 6 values for a 3-D window, got " +
-                  std::to_string(pads.size()));
+                  std::to_string(win.pads.size()));
   } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
-    for (int d = 0; d < 3; ++d) {
-      int64_t in = x.size(2 + d);
-      int64_t out = (in + strides[size_t(d)] - 1) / strides[size_t(d)];
-      int64_t total = std::max<int64_t>(
-          (out - 1) * strides[size_t(d)] +
-              (kernel[size_t(d)] - 1) * dilations[size_t(d)] + 1 - in,
-          0);
-      pads[size_t(d)] = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      pads[size_t(d) + 3] = total - pads[size_t(d)];
+    for (size_t d = 0; d < 3; ++d) {
+      int64_t in = x.size(2 + int64_t(d));
+      int64_t out = (in + win.strides[d] - 1) / win.strides[d];
+      int64_t total =
+          std::max<int64_t>((out - 1) * win.strides[d] +
+                                (win.kernel[d] - 1) * win.dilations[d] + 1 - in,
+                            0);
+      win.pads[d] = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      win.pads[d + 3] = total - win.pads[d];
     }
   } else if (autoPad != "VALID") {
     throw Error("unknown auto_pad '" + autoPad + "'");
   }
-  int64_t n = x.size(0), ch = x.size(1), kd = w.size(2);
-  int64_t depth = x.size(2) + pads[0] + pads[3];
-  int64_t outDepth = (depth - dilations[0] * (kd - 1) - 1) / strides[0] + 1;
-  if (pads[0] < 0 || pads[3] < 0 || outDepth < 1)
-    throw Error("the window (kernel depth " + std::to_string(kd) +
-                ", dilation " + std::to_string(dilations[0]) +
+  int64_t depth = x.size(2) + win.pads[0] + win.pads[3];
+  int64_t span = win.dilations[0] * (win.kernel[0] - 1) + 1;
+  if (win.pads[0] < 0 || win.pads[3] < 0 || depth < span)
+    throw Error("the window (kernel depth " + std::to_string(win.kernel[0]) +
+                ", dilation " + std::to_string(win.dilations[0]) +
                 ") does not fit the padded depth " + std::to_string(depth) +
                 " of " + x.describe());
-  Tensor padded = pad(x, {0, 0, pads[0], 0, 0}, {0, 0, pads[3], 0, 0});
+  int64_t s = win.strides[0];
+  win.outDepth = (depth - span + (ceilMode ? s - 1 : 0)) / s + 1;
+  // ceil_mode: the last window must start inside the input or its left
+  // padding (PyTorch's rule).
+  if (ceilMode && (win.outDepth - 1) * s >= x.size(2) + win.pads[0])
+    --win.outDepth;
+  return win;
+}
+
+/// A 3-D window op (Conv, MaxPool) as 2-D ones, one per depth tap: x
+/// padded in depth (with `padValue`, and past the end as far as the last
+/// window reaches) and viewed as [N, D, C, H, W]; tap t's depth slices
+/// (t * dilation + stride * j) batched as [N * D_out, C, H, W] for
+/// `perTap(t, slices)`, whose results `combine` folds; then back to
+/// [N, C_out, D_out, H_out, W_out]. No 3-D op: the 2-D op's kernels,
+/// fusion and gradient serve it.
+template <typename PerTap, typename Combine>
+Tensor byDepthTaps(const Tensor& x, const Window3d& win, double padValue,
+                   PerTap perTap, Combine combine) {
+  int64_t n = x.size(0), ch = x.size(1), d = x.size(2);
+  int64_t reach = (win.outDepth - 1) * win.strides[0] +
+                  win.dilations[0] * (win.kernel[0] - 1) +
+                  1; // padded depth read
+  Tensor padded = pad(
+      x, {0, 0, win.pads[0], 0, 0},
+      {0, 0, std::max<int64_t>(reach - d - win.pads[0], 0), 0, 0}, padValue);
   Tensor byDepth = transpose(padded, {0, 2, 1, 3, 4}); // [N, D, C, H, W]
-  Tensor sum;
-  for (int64_t t = 0; t < kd; ++t) {
-    Tensor taken = slice(byDepth, {0, t * dilations[0], 0, 0, 0},
-                         {n, outDepth, ch, x.size(3), x.size(4)},
-                         {1, strides[0], 1, 1, 1});
-    Tensor batched = reshape(taken, {n * outDepth, ch, x.size(3), x.size(4)});
-    Tensor tap = reshape(slice(w, {0, 0, t, 0, 0},
-                               {w.size(0), w.size(1), 1, w.size(3), w.size(4)},
-                               {1, 1, 1, 1, 1}),
-                         {w.size(0), w.size(1), w.size(3), w.size(4)});
+  Tensor acc;
+  for (int64_t t = 0; t < win.kernel[0]; ++t) {
+    Tensor taken = slice(byDepth, {0, t * win.dilations[0], 0, 0, 0},
+                         {n, win.outDepth, ch, x.size(3), x.size(4)},
+                         {1, win.strides[0], 1, 1, 1});
     Tensor y =
-        conv2d(batched, tap, t == 0 && c.has(2) ? c.in(2) : Tensor(),
-               {strides[1], strides[2]}, {pads[1], pads[2], pads[4], pads[5]},
-               {dilations[1], dilations[2]}, c.getInt("group", 1));
-    sum = t == 0 ? y : add(sum, y);
+        perTap(t, reshape(taken, {n * win.outDepth, ch, x.size(3), x.size(4)}));
+    acc = t == 0 ? y : combine(acc, y);
   }
   Tensor unbatched =
-      reshape(sum, {n, outDepth, sum.size(1), sum.size(2), sum.size(3)});
+      reshape(acc, {n, win.outDepth, acc.size(1), acc.size(2), acc.size(3)});
   return transpose(unbatched, {0, 2, 1, 3, 4});
+}
+
+/// Conv over [N, C, D, H, W] (video models' Conv3d): a 2-D convolution
+/// per depth tap with that tap's weight, summed (the bias with the first).
+Tensor conv3dByTaps(const NodeContext& c, const Tensor& x, const Tensor& w) {
+  if (w.rank() != 5)
+    throw Error("a 3-D Conv needs a weight of rank 5, got " + w.describe());
+  std::vector<int64_t> shape{w.size(2), w.size(3), w.size(4)};
+  if (c.getInts("kernel_shape", shape) != shape)
+    throw Error("kernel_shape does not match the weight " + w.describe());
+  Window3d win = window3d(c, x, shape, false);
+  return byDepthTaps(
+      x, win, 0.0,
+      [&](int64_t t, const Tensor& slices) {
+        Tensor tap =
+            reshape(slice(w, {0, 0, t, 0, 0},
+                          {w.size(0), w.size(1), 1, w.size(3), w.size(4)},
+                          {1, 1, 1, 1, 1}),
+                    {w.size(0), w.size(1), w.size(3), w.size(4)});
+        return conv2d(slices, tap, t == 0 && c.has(2) ? c.in(2) : Tensor(),
+                      {win.strides[1], win.strides[2]},
+                      {win.pads[1], win.pads[2], win.pads[4], win.pads[5]},
+                      {win.dilations[1], win.dilations[2]},
+                      c.getInt("group", 1));
+      },
+      [](const Tensor& a, const Tensor& b) { return add(a, b); });
+}
+
+/// MaxPool over [N, C, D, H, W] (MaxPool3d): a 2-D max pool per depth
+/// tap (the depth padded with -inf, which no maximum takes), folded by
+/// maximum (NaN kept, as PyTorch).
+Tensor maxPool3dByTaps(const NodeContext& c, const Tensor& x) {
+  bool ceilMode = c.getInt("ceil_mode", 0) != 0;
+  Window3d win = window3d(c, x, c.getInts("kernel_shape"), ceilMode);
+  return byDepthTaps(
+      x, win, -std::numeric_limits<double>::infinity(),
+      [&](int64_t, const Tensor& slices) {
+        return maxPool2d(slices, {win.kernel[1], win.kernel[2]},
+                         {win.strides[1], win.strides[2]},
+                         {win.pads[1], win.pads[2], win.pads[4], win.pads[5]},
+                         {win.dilations[1], win.dilations[2]}, ceilMode);
+      },
+      [](const Tensor& a, const Tensor& b) { return maximum(a, b); });
 }
 
 void requireWindowRank(const char* op, const Tensor& x) {
   if (x.rank() != 4 && x.rank() != 3)
     throw Error(std::string(op) +
                 ": only 1-D and 2-D windows (an [N, C, L] "
-                "or [N, C, H, W] input; Conv also 3-D) are supported, got " +
+                "or [N, C, H, W] input; Conv and MaxPool also 3-D) are "
+                "supported, got " +
                 x.describe());
 }
 
@@ -2196,6 +2254,10 @@ const std::unordered_map<std::string, Handler>& handlers() {
       return kernel;
     };
     h["MaxPool"] = [poolKernel](const NodeContext& c) {
+      if (c.wantsOutput(1))
+        throw Error("the Indices output is not supported");
+      if (c.in(0).rank() == 5)
+        return R{maxPool3dByTaps(c, c.in(0))};
       requireWindowRank("MaxPool", c.in(0));
       bool oneD = isOneD(c.in(0));
       Tensor x = windowInput(c.in(0));

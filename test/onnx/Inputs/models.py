@@ -388,6 +388,19 @@ class Conv3ds(nn.Module):
         return self.cube(x), self.temporal(x), self.grouped(x)
 
 
+class Pool3ds(nn.Module):
+    """Video models' MaxPool3d: S3D's (1, 3, 3) stride (1, 2, 2), a cube of
+    stride 2 with padding, and (2, 2, 2) with ceil_mode over an odd depth
+    and dilation in depth; a NaN in the input stays NaN where a window
+    takes it."""
+
+    def forward(self, x):
+        return (F.max_pool3d(x, (1, 3, 3), (1, 2, 2), (0, 1, 1)),
+                F.max_pool3d(x, 3, 2, 1),
+                F.max_pool3d(x, 2, 2, ceil_mode=True),
+                F.max_pool3d(x, (2, 3, 2), (1, 2, 2), dilation=(2, 1, 1)))
+
+
 class TopKOps(nn.Module):
     """torch.topk (ONNX TopK) along the last dim and a middle one, largest
     and smallest, of floats and int64, with NaN and +-inf among distinct values (PyTorch leaves
@@ -575,6 +588,10 @@ def build(name):
     if name == "conv3ds":
         return (Conv3ds(), {"x": randn(2, 4, 6, 7, 5)},
                 ["cube", "temporal", "grouped"], {})
+    if name == "pool3ds":
+        x = randn(2, 3, 7, 9, 8)
+        x[1, 2, 3, 4, 5] = np.nan
+        return (Pool3ds(), {"x": x}, ["s3d", "cube", "ceil", "dilated"], {})
     if name == "slice_assign":
         n = np.array([[1, 2, 3], [-4, 5, 6]], np.int64)
         return (SliceAssign(),
