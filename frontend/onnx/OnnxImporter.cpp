@@ -1189,11 +1189,50 @@ Tensor maxPool3dByTaps(const NodeContext& c, const Tensor& x) {
       [](const Tensor& a, const Tensor& b) { return maximum(a, b); });
 }
 
+/// AveragePool over [N, C, D, H, W] (AvgPool3d: S3D's head): a window's
+/// in-input positions are a box, so its count is the depth taps' count
+/// times the 2-D window's. Each tap a 2-D average pool (the depth padded
+/// with zeros, which add nothing), summed, then divided by each output
+/// depth's count of taps: inside the input, or with count_include_pad
+/// inside the padded input up to its end (PyTorch's rule, as the 2-D
+/// pool's).
+Tensor avgPool3dByTaps(const NodeContext& c, const Tensor& x) {
+  bool ceilMode = c.getInt("ceil_mode", 0) != 0;
+  bool includePad = c.getInt("count_include_pad", 0) != 0;
+  if (c.attr("dilations"))
+    throw Error("dilations are not supported for AveragePool");
+  Window3d win = window3d(c, x, c.getInts("kernel_shape"), ceilMode);
+  Tensor sum = byDepthTaps(
+      x, win, 0.0,
+      [&](int64_t, const Tensor& slices) {
+        return avgPool2d(slices, {win.kernel[1], win.kernel[2]},
+                         {win.strides[1], win.strides[2]},
+                         {win.pads[1], win.pads[2], win.pads[4], win.pads[5]},
+                         ceilMode, includePad);
+      },
+      [](const Tensor& a, const Tensor& b) { return add(a, b); });
+  int64_t d = x.size(2), lo = win.pads[0], hi = win.pads[3];
+  std::vector<float> counts;
+  for (int64_t j = 0; j < win.outDepth; ++j) {
+    int64_t start = j * win.strides[0] - lo,
+            end = std::min(start + win.kernel[0], d + hi);
+    if (!includePad) {
+      start = std::max<int64_t>(start, 0);
+      end = std::min(end, d);
+    }
+    counts.push_back(float(std::max<int64_t>(end - start, 1)));
+  }
+  Tensor divisor = Tensor::fromVector(counts, {1, 1, win.outDepth, 1, 1});
+  if (sum.dtype() != DType::F32)
+    divisor = cast(divisor, sum.dtype());
+  return div(sum, broadcastTo(divisor, sum.shape()));
+}
+
 void requireWindowRank(const char* op, const Tensor& x) {
   if (x.rank() != 4 && x.rank() != 3)
     throw Error(std::string(op) +
                 ": only 1-D and 2-D windows (an [N, C, L] "
-                "or [N, C, H, W] input; Conv and MaxPool also 3-D) are "
+                "or [N, C, H, W] input; Conv and the pools also 3-D) are "
                 "supported, got " +
                 x.describe());
 }
@@ -2273,6 +2312,8 @@ const std::unordered_map<std::string, Handler>& handlers() {
                             oneD)};
     };
     h["AveragePool"] = [poolKernel](const NodeContext& c) {
+      if (c.in(0).rank() == 5)
+        return R{avgPool3dByTaps(c, c.in(0))};
       requireWindowRank("AveragePool", c.in(0));
       bool oneD = isOneD(c.in(0));
       Tensor x = windowInput(c.in(0));

@@ -29,8 +29,10 @@ box of rows) with
 OUT/sd.npy, OUT/su.npy and OUT/ref_{last,radd,rmul,eadd,emul,badd,
 bmul}.npy; and OUT/conv3d_same.onnx (a 3-D Conv with auto_pad
 SAME_UPPER, which PyTorch does not export) with OUT/v.npy and
-OUT/ref_vsame.npy from NumPy in double; OUT/conv3d_dyn.onnx is a 3-D Conv
-with a symbolic batch.
+OUT/ref_vsame.npy from NumPy in double, and OUT/avgpool3d_pad.onnx (a
+3-D AveragePool with count_include_pad=1 and pads, which PyTorch exports
+as a Pad instead) with OUT/ref_vavg.npy; OUT/conv3d_dyn.onnx is a 3-D
+Conv with a symbolic batch.
 
     hand_models.py OUT
 """
@@ -343,3 +345,26 @@ graph.output[0].type.tensor_type.shape.dim[0].dim_param = "batch"
 onnx.save(helper.make_model(graph,
                             opset_imports=[helper.make_opsetid("", 13)]),
           os.path.join(out, "conv3d_dyn.onnx"))
+
+# A 3-D AveragePool with count_include_pad=1 and pads in every dim: each
+# window's mean over its 18 padded positions, zeros included.
+graph = helper.make_graph(
+    [helper.make_node("AveragePool", ["v"], ["vavg"], kernel_shape=[3, 2, 3],
+                      strides=[2, 2, 1], pads=[1, 0, 1, 1, 1, 1],
+                      count_include_pad=1)],
+    "avgpool3d_pad",
+    [helper.make_tensor_value_info("v", TensorProto.FLOAT, list(v.shape))],
+    [helper.make_tensor_value_info("vavg", TensorProto.FLOAT,
+                                   [1, 2, 3, 3, 4])])
+onnx.save(helper.make_model(graph,
+                            opset_imports=[helper.make_opsetid("", 13)]),
+          os.path.join(out, "avgpool3d_pad.onnx"))
+vp = np.pad(v.astype(np.float64), [(0, 0), (0, 0), (1, 1), (0, 1), (1, 1)])
+ref = np.zeros((1, 2, 3, 3, 4))
+for od in range(3):
+    for oh in range(3):
+        for ow in range(4):
+            ref[:, :, od, oh, ow] = vp[:, :, od * 2:od * 2 + 3,
+                                       oh * 2:oh * 2 + 2,
+                                       ow:ow + 3].mean(axis=(2, 3, 4))
+np.save(os.path.join(out, "ref_vavg.npy"), ref.astype(np.float32))

@@ -392,13 +392,18 @@ class Pool3ds(nn.Module):
     """Video models' MaxPool3d: S3D's (1, 3, 3) stride (1, 2, 2), a cube of
     stride 2 with padding, and (2, 2, 2) with ceil_mode over an odd depth
     and dilation in depth; a NaN in the input stays NaN where a window
-    takes it."""
+    takes it. AvgPool3d: S3D's head (2, 7, 7) stride 1, and padded with
+    and without count_include_pad, with ceil_mode."""
 
     def forward(self, x):
         return (F.max_pool3d(x, (1, 3, 3), (1, 2, 2), (0, 1, 1)),
                 F.max_pool3d(x, 3, 2, 1),
                 F.max_pool3d(x, 2, 2, ceil_mode=True),
-                F.max_pool3d(x, (2, 3, 2), (1, 2, 2), dilation=(2, 1, 1)))
+                F.max_pool3d(x, (2, 3, 2), (1, 2, 2), dilation=(2, 1, 1)),
+                F.avg_pool3d(x, (2, 7, 7), 1),
+                F.avg_pool3d(x, 3, 2, 1, ceil_mode=True),
+                F.avg_pool3d(x, 3, 2, 1, ceil_mode=True,
+                             count_include_pad=False))
 
 
 class TopKOps(nn.Module):
@@ -591,7 +596,9 @@ def build(name):
     if name == "pool3ds":
         x = randn(2, 3, 7, 9, 8)
         x[1, 2, 3, 4, 5] = np.nan
-        return (Pool3ds(), {"x": x}, ["s3d", "cube", "ceil", "dilated"], {})
+        return (Pool3ds(), {"x": x},
+                ["s3d", "cube", "ceil", "dilated", "avg_head", "avg_pad",
+                 "avg_valid"], {})
     if name == "slice_assign":
         n = np.array([[1, 2, 3], [-4, 5, 6]], np.int64)
         return (SliceAssign(),
