@@ -3,6 +3,8 @@
 by `modelc compile` for the CPU, run by `modelc-run`, and its output
 compared with PyTorch's: one line per model, `NAME: ok rel err E` or
 `NAME: FAIL ...`; exits 1 if any failed or erred above TOL (default 1e-5).
+A model's files (ONNX, artifact: up to 0.5 GB) are removed once it
+passed, and kept for a look when it failed.
 
     zoo.py OUTDIR [--tol TOL] [--models a,b,...]
 
@@ -15,6 +17,7 @@ video models' 3-D convolutions and pools (R3D, R(2+1)D, S3D).
 """
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -24,7 +27,7 @@ import torch
 import torchvision
 
 MODELS = [
-    "alexnet", "vgg11", "googlenet", "inception_v3", "densenet121",
+    "alexnet", "googlenet", "inception_v3", "densenet121",
     "resnext50_32x4d", "shufflenet_v2_x1_0", "squeezenet1_1", "mnasnet1_0",
     "mobilenet_v3_large", "efficientnet_v2_s", "regnet_y_400mf",
     "convnext_tiny", "vit_b_16", "swin_t", "maxvit_t", "fcn_resnet50",
@@ -136,6 +139,8 @@ def main():
         except Exception as e:  # an export PyTorch cannot do
             ok, what = False, f"FAIL ({type(e).__name__}: {e})"
         failed |= not ok
+        if ok:
+            shutil.rmtree(os.path.join(args.outdir, name), ignore_errors=True)
         print(f"{name}: {what} ({time.time() - start:.0f} s)", flush=True)
     sys.exit(1 if failed else 0)
 
