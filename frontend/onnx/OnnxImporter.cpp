@@ -1758,6 +1758,136 @@ const std::unordered_map<std::string, Handler>& handlers() {
       Tensor flat = reshape(data, {total});
       return R{gather(flat, checked, 0)};
     };
+    // GatherND (torch.diagonal's export, advanced indexing): each index
+    // tuple (indices' last dim, k values) picks a slice of data after its
+    // first batch_dims dims, as one gather of rows: data viewed as
+    // [B * P, rest...] (B the batch dims' product, P the k indexed dims'),
+    // the row of each tuple b * P + sum_j i_j * stride_j computed from the
+    // indices (negative ones wrapped; one out of range made one past the
+    // rows, so the gather reports it, and refused at import when constant).
+    h["GatherND"] = [](const NodeContext& c) {
+      const Tensor& data = c.in(0);
+      const Tensor& idx = c.in(1);
+      int64_t b = c.getInt("batch_dims", 0);
+      if (idx.dtype() != DType::I64 && idx.dtype() != DType::I32)
+        throw Error("indices " + idx.describe() + " must be int64 or int32");
+      if (idx.rank() < 1 || b < 0 || b >= idx.rank() || b >= data.rank())
+        throw Error("indices " + idx.describe() + " and batch_dims " +
+                    std::to_string(b) + " do not fit data " + data.describe());
+      int64_t k = idx.size(-1);
+      if (k < 1 || b + k > data.rank())
+        throw Error("indices " + idx.describe() + " index " +
+                    std::to_string(k) + " dims of data " + data.describe() +
+                    " after " + std::to_string(b) + " batch dims");
+      for (int64_t d = 0; d < b; ++d)
+        if (idx.size(d) != data.size(d))
+          throw Error("indices " + idx.describe() + " and data " +
+                      data.describe() + " differ in batch dim " +
+                      std::to_string(d));
+      if (c.dynamicBatch && !c.isConstant(0))
+        throw Error("GatherND of a computed value with a dynamic batch "
+                    "(--batch) is not supported: its rows would mix the "
+                    "batch with other dims");
+      Shape tuples(idx.shape().begin(), idx.shape().end() - 1);
+      Shape rowShape{1};
+      int64_t batch = 1, per = 1;
+      for (int64_t d = 0; d < data.rank(); ++d) {
+        if (d < b)
+          batch *= data.size(d);
+        else if (d < b + k)
+          per *= data.size(d);
+        else
+          rowShape.push_back(data.size(d));
+      }
+      rowShape[0] = batch * per;
+      if (c.isConstant(1)) {
+        std::vector<int64_t> all = c.constInts(1, "indices");
+        for (size_t e = 0; e < all.size(); ++e) {
+          int64_t d = b + int64_t(e) % k, n = data.size(d);
+          if (all[e] < -n || all[e] >= n)
+            throw Error("index " + std::to_string(all[e]) +
+                        " is out of "
+                        "range for dim " +
+                        std::to_string(d) + " of " + data.describe());
+        }
+      }
+      Tensor wide = idx.dtype() == DType::I64 ? idx : cast(idx, DType::I64);
+      // Each tuple's row within its batch entry, and whether it is outside.
+      Tensor row = Tensor::zeros(tuples, DType::I64);
+      Tensor outside = Tensor::zeros(tuples, DType::I1);
+      int64_t stride = per;
+      for (int64_t j = 0; j < k; ++j) {
+        int64_t n = data.size(b + j);
+        stride /= n;
+        Tensor i = reshape(sliceDim(wide, -1, j, j + 1), tuples);
+        Tensor wrapped =
+            where(lt(i, scalarOf(0.0, DType::I64)), i + double(n), i);
+        Tensor bad = where(lt(wrapped, scalarOf(0.0, DType::I64)),
+                           scalarOf(1.0, DType::I1),
+                           ge(wrapped, scalarOf(double(n), DType::I64)));
+        outside = where(outside, scalarOf(1.0, DType::I1), bad);
+        row = row + wrapped * double(stride);
+      }
+      // Plus each tuple's batch entry times P.
+      if (b > 0) {
+        Tensor base = Tensor::empty(tuples, DType::I64);
+        int64_t inner = base.numel() / batch;
+        for (int64_t t = 0; t < base.numel(); ++t)
+          base.data<int64_t>()[t] = (t / inner) * per;
+        row = row + base;
+      }
+      Tensor checked =
+          where(outside, scalarOf(double(batch * per), DType::I64), row);
+      return R{gather(reshape(data, rowShape), checked, 0)};
+    };
+    // EyeLike (torch.diagonal's export): ones on diagonal k of a 2-D
+    // tensor of the input's shape, in `dtype` (default the input's): a
+    // constant.
+    h["EyeLike"] = [](const NodeContext& c) {
+      const Tensor& x = c.in(0);
+      if (x.rank() != 2)
+        throw Error("needs a 2-D input, got " + x.describe());
+      DType dtype = c.attr("dtype")
+                        ? dtypeOf(int(c.getInt("dtype", 0)), "dtype")
+                        : x.dtype();
+      int64_t rows = x.size(0), cols = x.size(1), k = c.getInt("k", 0);
+      std::vector<float> eye(size_t(rows * cols), 0.0f);
+      for (int64_t i = 0; i < rows; ++i)
+        if (i + k >= 0 && i + k < cols)
+          eye[size_t(i * cols + i + k)] = 1.0f;
+      Tensor t = Tensor::fromVector(eye, {rows, cols});
+      return R{dtype == DType::F32 ? t : cast(t, dtype)};
+    };
+    // OneHot (F.one_hot): `on` where an index equals its position along the
+    // inserted axis, else `off` (values = [off, on]), by one compare with
+    // a range broadcast along that axis. depth must be a constant; negative
+    // indices count from depth's end; an index outside [-depth, depth)
+    // gives a row of `off`, as the spec says.
+    h["OneHot"] = [](const NodeContext& c) {
+      Tensor idx = c.in(0);
+      double d = c.constScalar(1, "depth");
+      if (!(d >= 1) || d > double(std::numeric_limits<int32_t>::max()))
+        throw Error("depth must be a number >= 1, got " + std::to_string(d));
+      int64_t depth = int64_t(d);
+      const Tensor& values = c.in(2);
+      if (values.numel() != 2)
+        throw Error("values must hold [off, on], got " + values.describe());
+      int64_t rank = idx.rank() + 1;
+      int64_t axis = normalizeAxis(c.getInt("axis", -1), rank);
+      Tensor wide = idx.dtype() == DType::I64 ? idx : cast(idx, DType::I64);
+      Tensor wrapped = where(lt(wide, scalarOf(0.0, DType::I64)),
+                             wide + double(depth), wide);
+      Shape along(size_t(rank), 1);
+      along[size_t(axis)] = depth;
+      Tensor positions = Tensor::empty(along, DType::I64);
+      for (int64_t i = 0; i < depth; ++i)
+        positions.data<int64_t>()[i] = i;
+      Tensor hot = eq(unsqueeze(wrapped, axis), positions);
+      Tensor flat = reshape(values, {2});
+      Tensor off = reshape(sliceDim(flat, 0, 0, 1), {});
+      Tensor on = reshape(sliceDim(flat, 0, 1, 2), {});
+      return R{where(hot, on, off)};
+    };
     // PRelu: x where x >= 0, slope * x below (slope broadcast to x, as
     // ONNX's unidirectional broadcast).
     h["PRelu"] = [](const NodeContext& c) {
@@ -2787,11 +2917,14 @@ private:
   void load();
   void checkOpset();
   std::string nodeLabel(int i) const;
-  /// The handler of node `i`; an error naming the op, the node and the
-  /// opset when there is none.
+  /// The handler of `node` (named `label` in errors: "node 'x'"); an
+  /// error naming the op, the node and the opset when there is none. An If
+  /// has none (runNode takes it).
   std::unordered_map<std::string, Handler>::const_iterator
-  handler(int i) const;
-  void runNode(int i);
+  handler(const NodeProto& node, const std::string& label) const;
+  void runNode(const NodeProto& node, const std::string& label,
+               NodeScope* scope);
+  void runIf(const NodeProto& node, const std::string& label, NodeScope* scope);
 
   std::string path_;
   const OnnxImportOptions& options_;
@@ -2880,25 +3013,88 @@ std::string Importer::nodeLabel(int i) const {
          (n.output_size() ? " (output '" + n.output(0) + "')" : "");
 }
 
+/// A node's name in errors: 'name', else its first output.
+std::string branchNodeLabel(const NodeProto& n) {
+  if (!n.name().empty())
+    return "'" + n.name() + "'";
+  return n.output_size() ? "(output '" + n.output(0) + "')" : "(unnamed)";
+}
+
 std::unordered_map<std::string, Handler>::const_iterator
-Importer::handler(int i) const {
-  const NodeProto& node = model_.graph().node(i);
+Importer::handler(const NodeProto& node, const std::string& label) const {
   const std::string& op = node.op_type();
   bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
+  // An If's branches are checked when the one it takes runs: the other
+  // may hold ops modelc does not import.
+  if (defaultDomain && op == "If")
+    return handlers().end();
   auto it = handlers().find(op);
   if (!defaultDomain || it == handlers().end())
     throw Error("unsupported ONNX op '" +
-                (defaultDomain ? op : node.domain() + "." + op) +
-                "' in node " + nodeLabel(i) + " (opset " +
-                std::to_string(opset_) + ")");
+                (defaultDomain ? op : node.domain() + "." + op) + "' in " +
+                label + " (opset " + std::to_string(opset_) + ")");
   return it;
 }
 
-void Importer::runNode(int i) {
-  const NodeProto& node = model_.graph().node(i);
+/// If, where the condition is a constant at import (PyTorch exports
+/// shape-dependent choices so: LocalResponseNorm, diagonal): the branch it
+/// takes, inlined (its nodes run here, seeing the outer graph's values),
+/// its outputs the If's. modelc has no control flow: a condition computed
+/// at run time is refused.
+void Importer::runIf(const NodeProto& node, const std::string& label,
+                     NodeScope* scope) {
+  auto cond = node.input_size() ? values_.find(node.input(0)) : values_.end();
+  if (cond == values_.end())
+    throw Error(label + ": its condition is not defined by an earlier node, "
+                        "a graph input or an initializer");
+  if (!cond->second.constant)
+    throw Error(label + ": a condition computed at run time is not "
+                        "supported (modelc has no control flow; it takes an If "
+                        "whose condition is known at import, as PyTorch's "
+                        "shape-dependent ones are)");
+  const Tensor& c = cond->second.tensor;
+  if (c.numel() != 1)
+    throw Error(label + ": the condition must hold one value, got " +
+                c.describe());
+  bool taken = c.toVector()[0] != 0;
+  const char* branchName = taken ? "then_branch" : "else_branch";
+  const onnx::GraphProto* branch = nullptr;
+  for (const AttributeProto& a : node.attribute())
+    if (a.name() == branchName && a.has_g())
+      branch = &a.g();
+  if (!branch)
+    throw Error(label + ": no " + branchName + " graph");
+  if (branch->output_size() != node.output_size())
+    throw Error(label + ": its " + branchName + " has " +
+                std::to_string(branch->output_size()) + " outputs, the If " +
+                std::to_string(node.output_size()));
+  for (const TensorProto& t : branch->initializer())
+    values_[t.name()] = Value{
+        tensorFromProto(t, modelDir_, "initializer '" + t.name() + "'"), true};
+  for (const NodeProto& n : branch->node())
+    runNode(n,
+            label + ", " + branchName + " node " + branchNodeLabel(n) + " (" +
+                n.op_type() + ")",
+            scope);
+  std::vector<Value> outs;
+  for (const auto& out : branch->output()) {
+    auto v = values_.find(out.name());
+    if (v == values_.end())
+      throw Error(label + ": " + branchName + " output '" + out.name() +
+                  "' is not computed by any of its nodes");
+    outs.push_back(v->second);
+  }
+  for (int k = 0; k < node.output_size(); ++k)
+    if (!node.output(k).empty())
+      values_[node.output(k)] = outs[size_t(k)];
+}
+
+void Importer::runNode(const NodeProto& node, const std::string& label,
+                       NodeScope* scope) {
   const std::string& op = node.op_type();
-  std::string label = "node " + nodeLabel(i) + " (" + op + ")";
-  auto it = handler(i);
+  if (op == "If")
+    return runIf(node, label, scope);
+  auto it = handler(node, label);
 
   std::vector<const Value*> inputs;
   bool allConstant = true;
@@ -2940,16 +3136,16 @@ void Importer::runNode(int i) {
     } else {
       TraceHook* hook = activeTraceHook();
       if (hook)
-        hook->enterModule(*scopes_[i]);
+        hook->enterModule(*scope);
       try {
         outputs = it->second(ctx);
       } catch (...) {
         if (hook)
-          hook->exitModule(*scopes_[i]);
+          hook->exitModule(*scope);
         throw;
       }
       if (hook)
-        hook->exitModule(*scopes_[i]);
+        hook->exitModule(*scope);
     }
   } catch (const Error& e) {
     throw Error(label + ": " + e.what());
@@ -2971,7 +3167,7 @@ jit::TracedModule Importer::run() {
   // Unsupported ops first: the checker would report an op it does not know
   // either, without saying that modelc is what lacks it.
   for (int i = 0; i < graph.node_size(); ++i)
-    handler(i);
+    handler(graph.node(i), "node " + nodeLabel(i));
   // Refuse external data outside the model's folder before anything reads
   // a file (the checker included).
   for (const TensorProto& t : graph.initializer())
@@ -3181,7 +3377,9 @@ jit::TracedModule Importer::run() {
     for (size_t k = 0; k < in.size(); ++k)
       values_[inputNames[k]] = Value{in[k], /*constant=*/false};
     for (int i = 0; i < graph.node_size(); ++i)
-      runNode(i);
+      runNode(graph.node(i),
+              "node " + nodeLabel(i) + " (" + graph.node(i).op_type() + ")",
+              scopes_[size_t(i)].get());
     std::vector<Tensor> results;
     for (const auto& output : graph.output()) {
       auto v = values_.find(output.name());

@@ -29,7 +29,15 @@ box of rows) with
 OUT/sd.npy, OUT/su.npy and OUT/ref_{last,radd,rmul,eadd,emul,badd,
 bmul}.npy; and OUT/conv3d_same.onnx (a 3-D Conv with auto_pad
 SAME_UPPER, which PyTorch does not export) with OUT/v.npy and
-OUT/ref_vsame.npy from NumPy in double, and OUT/avgpool3d_pad.onnx (a
+OUT/ref_vsame.npy from NumPy in double; OUT/onehot_eye.onnx (OneHot
+along axis 0 with negative and out-of-range indices and float values,
+EyeLike with k = 1 in int64) with OUT/oi.npy and OUT/ref_{hot0,eye}.npy;
+OUT/if_computed.onnx (an If on a graph input, refused); OUT/gathernd.onnx
+(GatherND of computed indices: batch_dims 0 with tuples of 2, batch_dims
+1, negative indices) with OUT/nd.npy, OUT/ndi.npy, OUT/ndj.npy,
+OUT/ref_{nd0,nd1}.npy and OUT/ndi_bad.npy (an index of 3 along a dim of
+3); and
+OUT/avgpool3d_pad.onnx (a
 3-D AveragePool with count_include_pad=1 and pads, which PyTorch exports
 as a Pad instead) with OUT/ref_vavg.npy; OUT/conv3d_dyn.onnx is a 3-D
 Conv with a symbolic batch.
@@ -368,3 +376,77 @@ for od in range(3):
                                        oh * 2:oh * 2 + 2,
                                        ow:ow + 3].mean(axis=(2, 3, 4))
 np.save(os.path.join(out, "ref_vavg.npy"), ref.astype(np.float32))
+
+# OneHot along axis 0: indices -1 (the last position), 4 (past depth 4:
+# a column of off) and 0, values [off, on] = [-1, 5]; EyeLike k = 1 as
+# int64 of a [3, 4] input.
+oi = np.array([[-1, 4], [0, 2]], np.int64)
+nodes = [helper.make_node("OneHot", ["oi", "depth", "vals"], ["hot0"],
+                          axis=0),
+         helper.make_node("EyeLike", ["eyein"], ["eye"], k=1,
+                          dtype=TensorProto.INT64)]
+graph = helper.make_graph(
+    nodes, "onehot_eye",
+    [helper.make_tensor_value_info("oi", TensorProto.INT64, [2, 2])],
+    [helper.make_tensor_value_info("hot0", TensorProto.FLOAT, [4, 2, 2]),
+     helper.make_tensor_value_info("eye", TensorProto.INT64, [3, 4])],
+    [numpy_helper.from_array(np.array(4, np.int64), "depth"),
+     numpy_helper.from_array(np.array([-1.0, 5.0], np.float32), "vals"),
+     numpy_helper.from_array(np.zeros((3, 4), np.float32), "eyein")])
+onnx.save(helper.make_model(graph,
+                            opset_imports=[helper.make_opsetid("", 13)]),
+          os.path.join(out, "onehot_eye.onnx"))
+np.save(os.path.join(out, "oi.npy"), oi)
+hot = np.full((4, 2, 2), -1.0, np.float32)
+for (a, b), v in np.ndenumerate(oi):
+    if -4 <= v < 4:
+        hot[v % 4, a, b] = 5.0
+np.save(os.path.join(out, "ref_hot0.npy"), hot)
+np.save(os.path.join(out, "ref_eye.npy"), np.eye(3, 4, k=1, dtype=np.int64))
+
+# An If on a graph input: a condition computed at run time (refused).
+then_g = helper.make_graph(
+    [helper.make_node("Identity", ["fx"], ["fy_then"])], "then", [],
+    [helper.make_tensor_value_info("fy_then", TensorProto.FLOAT, [2])])
+else_g = helper.make_graph(
+    [helper.make_node("Neg", ["fx"], ["fy_else"])], "else", [],
+    [helper.make_tensor_value_info("fy_else", TensorProto.FLOAT, [2])])
+graph = helper.make_graph(
+    [helper.make_node("If", ["flag"], ["fy"], name="choose",
+                      then_branch=then_g, else_branch=else_g)],
+    "if_computed",
+    [helper.make_tensor_value_info("flag", TensorProto.BOOL, []),
+     helper.make_tensor_value_info("fx", TensorProto.FLOAT, [2])],
+    [helper.make_tensor_value_info("fy", TensorProto.FLOAT, [2])])
+onnx.save(helper.make_model(graph,
+                            opset_imports=[helper.make_opsetid("", 13)]),
+          os.path.join(out, "if_computed.onnx"))
+
+# GatherND of computed indices: tuples (i, j) into nd's first two dims
+# (batch_dims 0), and with batch_dims 1 single indices into dim 1 per batch
+# entry; negative indices count from the end.
+nd = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4) - 7.5
+ndi = np.array([[[1, -1], [0, 2]], [[-2, 0], [1, 1]]], np.int64)  # [2,2,2]
+ndj = np.array([[[2], [-3]], [[0], [1]]], np.int64)  # [2, 2, 1]
+nodes = [helper.make_node("GatherND", ["nd", "ndi"], ["nd0"]),
+         helper.make_node("GatherND", ["nd", "ndj"], ["nd1"], batch_dims=1)]
+graph = helper.make_graph(
+    nodes, "gathernd",
+    [helper.make_tensor_value_info("nd", TensorProto.FLOAT, [2, 3, 4]),
+     helper.make_tensor_value_info("ndi", TensorProto.INT64, [2, 2, 2]),
+     helper.make_tensor_value_info("ndj", TensorProto.INT64, [2, 2, 1])],
+    [helper.make_tensor_value_info("nd0", TensorProto.FLOAT, [2, 2, 4]),
+     helper.make_tensor_value_info("nd1", TensorProto.FLOAT, [2, 2, 4])])
+onnx.save(helper.make_model(graph,
+                            opset_imports=[helper.make_opsetid("", 13)]),
+          os.path.join(out, "gathernd.onnx"))
+np.save(os.path.join(out, "nd.npy"), nd)
+np.save(os.path.join(out, "ndi.npy"), ndi)
+np.save(os.path.join(out, "ndj.npy"), ndj)
+ref0 = np.stack([np.stack([nd[i, j] for i, j in row]) for row in ndi])
+ref1 = np.stack([np.stack([nd[b, j[0]] for j in ndj[b]]) for b in range(2)])
+np.save(os.path.join(out, "ref_nd0.npy"), ref0)
+np.save(os.path.join(out, "ref_nd1.npy"), ref1)
+bad = ndi.copy()
+bad[1, 1] = [1, 3]  # dim 1 has 3 entries
+np.save(os.path.join(out, "ndi_bad.npy"), bad)

@@ -406,6 +406,21 @@ class Pool3ds(nn.Module):
                              count_include_pad=False))
 
 
+class ShapeBranches(nn.Module):
+    """What PyTorch exports with a shape-dependent If (LocalResponseNorm,
+    torch.diagonal, whose export also holds an EyeLike) and F.one_hot
+    (OneHot); modelc takes the branch the constant condition picks."""
+
+    def __init__(self):
+        super().__init__()
+        self.lrn = nn.LocalResponseNorm(3, alpha=0.01, beta=0.75, k=2.0)
+
+    def forward(self, x, i):
+        return (self.lrn(x), torch.diagonal(x, dim1=2, dim2=3),
+                torch.diagonal(x, offset=1, dim1=2, dim2=3),
+                F.one_hot(i, 6).to(torch.float32) * 2.0)
+
+
 class TopKOps(nn.Module):
     """torch.topk (ONNX TopK) along the last dim and a middle one, largest
     and smallest, of floats and int64, with NaN and +-inf among distinct values (PyTorch leaves
@@ -599,6 +614,11 @@ def build(name):
         return (Pool3ds(), {"x": x},
                 ["s3d", "cube", "ceil", "dilated", "avg_head", "avg_pad",
                  "avg_valid"], {})
+    if name == "shape_branches":
+        return (ShapeBranches(),
+                {"x": randn(2, 6, 5, 4),
+                 "i": np.array([[0, 5, 2], [3, 3, 1]], np.int64)},
+                ["lrn", "diag", "diag1", "hot"], {})
     if name == "slice_assign":
         n = np.array([[1, 2, 3], [-4, 5, 6]], np.int64)
         return (SliceAssign(),
