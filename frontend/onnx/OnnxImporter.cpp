@@ -1840,6 +1840,103 @@ const std::unordered_map<std::string, Handler>& handlers() {
           where(outside, scalarOf(double(batch * per), DType::I64), row);
       return R{gather(reshape(data, rowShape), checked, 0)};
     };
+    // GridSample (F.grid_sample: spatial transformers, flow warping,
+    // deformable attention), bilinear and nearest, zeros, border and
+    // reflection padding, either align_corners, as PyTorch computes it:
+    // the grid unnormalized to pixel coordinates (border: clamped;
+    // reflection: reflected, then clamped), then per corner a gather from
+    // the flattened input at (n * C + c) * H * W + y * W + x, the corners
+    // outside the input (zeros) selected away, not multiplied by 0, so
+    // an inf at the border stays out. Bicubic is refused.
+    h["GridSample"] = [](const NodeContext& c) {
+      const Tensor& x = c.in(0);
+      const Tensor& grid = c.in(1);
+      std::string mode = c.getString("mode", "bilinear");
+      std::string padding = c.getString("padding_mode", "zeros");
+      bool corners = c.getInt("align_corners", 0) != 0;
+      if (mode != "bilinear" && mode != "nearest")
+        throw Error("mode '" + mode +
+                    "' is not supported (bilinear and "
+                    "nearest are)");
+      if (padding != "zeros" && padding != "border" && padding != "reflection")
+        throw Error("unknown padding_mode '" + padding + "'");
+      if (x.rank() != 4 || grid.rank() != 4 || grid.size(3) != 2 ||
+          grid.size(0) != x.size(0))
+        throw Error("needs X [N, C, H, W] and grid [N, H_out, W_out, 2], got " +
+                    x.describe() + " and " + grid.describe());
+      if (!rt::isFloat(x.dtype()) || grid.dtype() != x.dtype())
+        throw Error("X and grid must be floats of one type, got " +
+                    x.describe() + " and " + grid.describe());
+      if (c.dynamicBatch)
+        throw Error("GridSample with a dynamic batch (--batch) is not "
+                    "supported: its gather offsets hold one batch size");
+      int64_t n = x.size(0), ch = x.size(1), h = x.size(2), w = x.size(3);
+      int64_t ho = grid.size(1), wo = grid.size(2);
+      // Pixel coordinates of one axis (g: [N, H_out, W_out]).
+      auto pixels = [&](const Tensor& g, int64_t size) {
+        Tensor p = corners ? ((g + 1.0) * 0.5) * double(size - 1)
+                           : ((g + 1.0) * double(size) - 1.0) * 0.5;
+        if (padding == "border")
+          return clamp(p, 0.0, double(size - 1));
+        if (padding == "reflection") {
+          // PyTorch's reflect_coordinates over [lo, hi] (twice the
+          // bounds: [0, 2(size-1)] with align_corners, else
+          // [-1, 2 size - 1]), then clamped.
+          double lo = corners ? 0.0 : -0.5;
+          double span = corners ? double(size - 1) : double(size);
+          if (span <= 0)
+            return Tensor::zeros(p.shape(), p.dtype());
+          Tensor a = abs(p - lo);
+          Tensor flips = floorOf(a / span);
+          Tensor extra = a - flips * span;
+          Tensor odd = sub(flips, floorOf(flips * 0.5) * 2.0);
+          Tensor r = where(eq(odd, scalarOf(0.0, p.dtype())), extra + lo,
+                           (extra * -1.0) + (span + lo));
+          return clamp(r, 0.0, double(size - 1));
+        }
+        return p;
+      };
+      Tensor gx = reshape(sliceDim(grid, 3, 0, 1), {n, ho, wo});
+      Tensor gy = reshape(sliceDim(grid, 3, 1, 2), {n, ho, wo});
+      Tensor px = pixels(gx, w), py = pixels(gy, h);
+      Tensor flat = reshape(x, {n * ch * h * w});
+      Tensor base = Tensor::empty({n, ch, 1}, DType::I64);
+      for (int64_t i = 0; i < n * ch; ++i)
+        base.data<int64_t>()[i] = i * h * w;
+      // The input at integer coordinates (xi, yi) (float tensors of whole
+      // numbers), times `weight`, and 0 where the corner is outside.
+      auto corner = [&](const Tensor& xi, const Tensor& yi,
+                        const Tensor& weight) {
+        Tensor zero = scalarOf(0.0, xi.dtype());
+        Tensor inside =
+            where(ge(xi, zero),
+                  where(le(xi, scalarOf(double(w - 1), xi.dtype())),
+                        where(ge(yi, zero),
+                              le(yi, scalarOf(double(h - 1), xi.dtype())),
+                              scalarOf(0.0, DType::I1)),
+                        scalarOf(0.0, DType::I1)),
+                  scalarOf(0.0, DType::I1));
+        Tensor cx = cast(clamp(xi, 0.0, double(w - 1)), DType::I64);
+        Tensor cy = cast(clamp(yi, 0.0, double(h - 1)), DType::I64);
+        Tensor at = reshape(cy * double(w) + cx, {n, 1, ho * wo});
+        Tensor v = reshape(gather(flat, at + base, 0), {n, ch, ho, wo});
+        Tensor wt = reshape(weight, {n, 1, ho, wo});
+        return where(reshape(inside, {n, 1, ho, wo}), v * wt,
+                     scalarOf(0.0, x.dtype()));
+      };
+      if (mode == "nearest") {
+        Tensor one = Tensor::full({n, ho, wo}, 1.0, x.dtype());
+        return R{corner(roundOf(px), roundOf(py), one)};
+      }
+      // PyTorch's corners and weights: nw, ne, sw, se, summed in order.
+      Tensor x0 = floorOf(px), y0 = floorOf(py);
+      Tensor x1 = x0 + 1.0, y1 = y0 + 1.0;
+      Tensor sum = corner(x0, y0, (x1 - px) * (y1 - py));
+      sum = sum + corner(x1, y0, (px - x0) * (y1 - py));
+      sum = sum + corner(x0, y1, (x1 - px) * (py - y0));
+      sum = sum + corner(x1, y1, (px - x0) * (py - y0));
+      return R{sum};
+    };
     // EyeLike (torch.diagonal's export): ones on diagonal k of a 2-D
     // tensor of the input's shape, in `dtype` (default the input's): a
     // constant.

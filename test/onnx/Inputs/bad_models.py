@@ -297,6 +297,17 @@ graph = helper.make_graph(
 save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
      "scatter-dynamic-batch.onnx")
 
+# GridSample in bicubic mode (bilinear and nearest are imported).
+graph = helper.make_graph(
+    [helper.make_node("GridSample", ["x", "grid"], ["y"], name="sample0",
+                      mode="bicubic")],
+    "grid-bicubic",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4]),
+     helper.make_tensor_value_info("grid", TensorProto.FLOAT, [1, 2, 2, 2])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 2, 2])])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)]),
+     "grid-bicubic.onnx")
+
 # ConvTranspose given its output_shape (modelc takes pads).
 graph = helper.make_graph(
     [helper.make_node("ConvTranspose", ["x", "w"], ["y"], name="deconv0",

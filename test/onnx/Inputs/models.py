@@ -421,6 +421,22 @@ class ShapeBranches(nn.Module):
                 F.one_hot(i, 6).to(torch.float32) * 2.0)
 
 
+class GridSamples(nn.Module):
+    """F.grid_sample in every mode modelc imports: bilinear and nearest,
+    zeros, border and reflection padding, each align_corners (12 outputs,
+    in that order)."""
+
+    def forward(self, x, g):
+        outs = []
+        for mode in ("bilinear", "nearest"):
+            for pad in ("zeros", "border", "reflection"):
+                for corners in (False, True):
+                    outs.append(F.grid_sample(x, g, mode=mode,
+                                              padding_mode=pad,
+                                              align_corners=corners))
+        return tuple(outs)
+
+
 class TopKOps(nn.Module):
     """torch.topk (ONNX TopK) along the last dim and a middle one, largest
     and smallest, of floats and int64, with NaN and +-inf among distinct values (PyTorch leaves
@@ -619,6 +635,15 @@ def build(name):
                 {"x": randn(2, 6, 5, 4),
                  "i": np.array([[0, 5, 2], [3, 3, 1]], np.int64)},
                 ["lrn", "diag", "diag1", "hot"], {})
+    if name == "grid_samples":
+        x = randn(2, 3, 5, 7)
+        x[1, 2, 4, 6] = np.inf  # a zeros-padded corner must not read it
+        g = (rng.random((2, 4, 6, 2)) * 3 - 1.5).astype(np.float32)
+        g[0, 0, 0] = [1.0, -1.0]  # the corners, exactly
+        g[0, 0, 1] = [0.0, 0.0]
+        g[1, 3, 5] = [2.7, -3.9]  # far outside: reflected several times
+        return (GridSamples(), {"x": x, "g": g},
+                [f"gs{i}" for i in range(12)], {})
     if name == "slice_assign":
         n = np.array([[1, 2, 3], [-4, 5, 6]], np.int64)
         return (SliceAssign(),
