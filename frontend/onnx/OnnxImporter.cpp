@@ -1985,6 +1985,94 @@ const std::unordered_map<std::string, Handler>& handlers() {
       Tensor on = reshape(sliceDim(flat, 0, 1, 2), {});
       return R{where(hot, on, off)};
     };
+    // ScatterElements (Tensor.scatter / scatter_add: one-hot targets,
+    // index_put along an axis): no scatter op; for each of the m index
+    // slices j along the axis (in order, so the last write wins, and
+    // reductions apply in order as onnxruntime does), one select over
+    // data's shape where the position along the axis equals the index:
+    // m elementwise passes, so m is capped at 64. Indices smaller than
+    // data in the other dims are padded with -1 (matching nothing). An
+    // index outside [-n, n) would match nothing and be lost: the indices
+    // also feed a gather from n zeros, which reports it at run time (a
+    // constant one is refused here).
+    h["ScatterElements"] = [](const NodeContext& c) {
+      const Tensor& data = c.in(0);
+      const Tensor& idx = c.in(1);
+      const Tensor& updates = c.in(2);
+      std::string reduction = c.getString("reduction", "none");
+      if (reduction != "none" && reduction != "add" && reduction != "mul")
+        throw Error("reduction '" + reduction +
+                    "' is not one of none, add "
+                    "and mul (opset 17's)");
+      if (idx.dtype() != DType::I64 && idx.dtype() != DType::I32)
+        throw Error("indices " + idx.describe() + " must be int64 or int32");
+      int64_t rank = data.rank();
+      if (rank == 0 || idx.rank() != rank || updates.shape() != idx.shape() ||
+          updates.dtype() != data.dtype())
+        throw Error("indices " + idx.describe() + " and updates " +
+                    updates.describe() + " must have one shape, of data " +
+                    data.describe() + "'s rank and dtype");
+      int64_t axis = normalizeAxis(c.getInt("axis", 0), rank);
+      for (int64_t d = 0; d < rank; ++d)
+        if (d != axis && idx.size(d) > data.size(d))
+          throw Error("indices " + idx.describe() + " are larger than data " +
+                      data.describe() + " in dim " + std::to_string(d));
+      if (reduction != "none" && data.dtype() == DType::I1)
+        throw Error("reduction '" + reduction + "' of bool data " +
+                    data.describe() + " is not supported (numbers are)");
+      int64_t n = data.size(axis), m = idx.size(axis);
+      if (m > 64)
+        throw Error("indices " + idx.describe() + " hold " + std::to_string(m) +
+                    " entries along axis " + std::to_string(axis) +
+                    "; modelc scatters with one "
+                    "select per entry and takes at most 64");
+      if (c.isConstant(1))
+        for (int64_t v : c.constInts(1, "indices"))
+          if (v < -n || v >= n)
+            throw Error("index " + std::to_string(v) +
+                        " is out of range "
+                        "for dim " +
+                        std::to_string(axis) + " of " + data.describe());
+      if (m == 0)
+        return R{data};
+      Tensor wide = idx.dtype() == DType::I64 ? idx : cast(idx, DType::I64);
+      Tensor zero = scalarOf(0.0, DType::I64);
+      Tensor wrapped = where(lt(wide, zero), wide + double(n), wide);
+      // The run-time range check: a gather from n zeros at each index
+      // (one past them where outside), which reports one outside.
+      Tensor outside = where(lt(wrapped, zero), scalarOf(1.0, DType::I1),
+                             ge(wrapped, scalarOf(double(n), DType::I64)));
+      Tensor checkIdx = where(outside, scalarOf(double(n), DType::I64), zero);
+      Tensor probe = gather(Tensor::zeros({n}, data.dtype()),
+                            reshape(checkIdx, {idx.numel()}), 0);
+      // Padded to data's shape in the other dims (-1: no position).
+      std::vector<int64_t> low(size_t(rank), 0), high(size_t(rank), 0);
+      for (int64_t d = 0; d < rank; ++d)
+        if (d != axis)
+          high[size_t(d)] = data.size(d) - idx.size(d);
+      Shape along(size_t(rank), 1);
+      along[size_t(axis)] = n;
+      Tensor positions = Tensor::empty(along, DType::I64);
+      for (int64_t i = 0; i < n; ++i)
+        positions.data<int64_t>()[i] = i;
+      Tensor acc = data;
+      for (int64_t j = 0; j < m; ++j) {
+        Tensor ij = pad(sliceDim(wrapped, axis, j, j + 1), low, high, -1.0);
+        Tensor uj = pad(sliceDim(updates, axis, j, j + 1), low, high, 0.0);
+        Tensor hit = eq(positions, ij); // broadcast along the axis
+        Tensor u = broadcastTo(uj, data.shape());
+        Tensor value = reduction == "add"   ? add(acc, u)
+                       : reduction == "mul" ? mul(acc, u)
+                                            : u;
+        acc = where(hit, value, acc);
+      }
+      // The probe's first element (0, or false) joins the result, so the
+      // gather that checks every index runs.
+      Tensor first = reshape(sliceDim(probe, 0, 0, 1), {});
+      if (data.dtype() == DType::I1)
+        return R{where(first, scalarOf(1.0, DType::I1), acc)};
+      return R{acc + first};
+    };
     // PRelu: x where x >= 0, slope * x below (slope broadcast to x, as
     // ONNX's unidirectional broadcast).
     h["PRelu"] = [](const NodeContext& c) {

@@ -308,6 +308,19 @@ graph = helper.make_graph(
 save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)]),
      "grid-bicubic.onnx")
 
+# ScatterElements with 65 entries along its axis (one select each: at
+# most 64).
+graph = helper.make_graph(
+    [helper.make_node("ScatterElements", ["x", "idx", "upd"], ["y"],
+                      name="scatter3", axis=0)],
+    "scatter-elements-long",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [70, 2]),
+     helper.make_tensor_value_info("idx", TensorProto.INT64, [65, 2]),
+     helper.make_tensor_value_info("upd", TensorProto.FLOAT, [65, 2])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [70, 2])])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
+     "scatter-elements-long.onnx")
+
 # ConvTranspose given its output_shape (modelc takes pads).
 graph = helper.make_graph(
     [helper.make_node("ConvTranspose", ["x", "w"], ["y"], name="deconv0",

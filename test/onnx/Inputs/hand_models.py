@@ -36,7 +36,11 @@ OUT/if_computed.onnx (an If on a graph input, refused); OUT/gathernd.onnx
 (GatherND of computed indices: batch_dims 0 with tuples of 2, batch_dims
 1, negative indices) with OUT/nd.npy, OUT/ndi.npy, OUT/ndj.npy,
 OUT/ref_{nd0,nd1}.npy and OUT/ndi_bad.npy (an index of 3 along a dim of
-3); and
+3); OUT/scatter_elements.onnx (ScatterElements of computed indices
+along axis 0 with repeated and negative ones: the last write wins, and the
+mul reduction applies each) with OUT/se.npy, OUT/sei.npy,
+OUT/ref_{se_none,se_mul}.npy and OUT/sei_bad.npy (an index of 3 along a
+dim of 3); and
 OUT/avgpool3d_pad.onnx (a
 3-D AveragePool with count_include_pad=1 and pads, which PyTorch exports
 as a Pad instead) with OUT/ref_vavg.npy; OUT/conv3d_dyn.onnx is a 3-D
@@ -450,3 +454,36 @@ np.save(os.path.join(out, "ref_nd1.npy"), ref1)
 bad = ndi.copy()
 bad[1, 1] = [1, 3]  # dim 1 has 3 entries
 np.save(os.path.join(out, "ndi_bad.npy"), bad)
+
+# ScatterElements along axis 0 with computed indices, repeated (rows 0
+# and 2 of column 0 both write row 2) and negative (-1: row 2).
+se = np.arange(12, dtype=np.float32).reshape(3, 4) - 4.0
+sei = np.array([[2, 0, -1, 1], [-1, 1, 0, 1]], np.int64)
+seu = np.array([[10.0, 20.0, 30.0, 40.0], [-1.0, -2.0, 0.5, 3.0]],
+               np.float32)
+nodes = [helper.make_node("ScatterElements", ["se", "sei", "seu"],
+                          ["se_none"], axis=0),
+         helper.make_node("ScatterElements", ["se", "sei", "seu"],
+                          ["se_mul"], axis=0, reduction="mul")]
+graph = helper.make_graph(
+    nodes, "scatter_elements",
+    [helper.make_tensor_value_info("se", TensorProto.FLOAT, [3, 4]),
+     helper.make_tensor_value_info("sei", TensorProto.INT64, [2, 4])],
+    [helper.make_tensor_value_info(n, TensorProto.FLOAT, [3, 4])
+     for n in ("se_none", "se_mul")],
+    [numpy_helper.from_array(seu, "seu")])
+onnx.save(helper.make_model(graph,
+                            opset_imports=[helper.make_opsetid("", 16)]),
+          os.path.join(out, "scatter_elements.onnx"))
+np.save(os.path.join(out, "se.npy"), se)
+np.save(os.path.join(out, "sei.npy"), sei)
+none, prod = se.copy(), se.copy()
+for j in range(sei.shape[0]):  # in order, as onnxruntime applies them
+    for k in range(sei.shape[1]):
+        none[sei[j, k] % 3, k] = seu[j, k]
+        prod[sei[j, k] % 3, k] *= seu[j, k]
+np.save(os.path.join(out, "ref_se_none.npy"), none)
+np.save(os.path.join(out, "ref_se_mul.npy"), prod)
+bad = sei.copy()
+bad[1, 3] = 3
+np.save(os.path.join(out, "sei_bad.npy"), bad)

@@ -437,6 +437,22 @@ class GridSamples(nn.Module):
         return tuple(outs)
 
 
+class Scatters(nn.Module):
+    """Tensor.scatter and scatter_add with computed indices
+    (ScatterElements): one-hot targets from labels, rows written along
+    dim 0 by an index smaller than the data in dim 1, and scatter_add with
+    repeated indices (whole numbers, so the sums are exact in any order);
+    negative indices count from the end."""
+
+    def forward(self, x, labels, idx, src):
+        onehot = torch.zeros(labels.shape[0], 5).scatter(1, labels[:, None],
+                                                         1.0)
+        rows = x.scatter(0, idx, src)
+        added = x.round().scatter_add(1, idx.t()[:, :2] % 4,
+                                      src.t()[:, :2].round())
+        return onehot, rows, added
+
+
 class TopKOps(nn.Module):
     """torch.topk (ONNX TopK) along the last dim and a middle one, largest
     and smallest, of floats and int64, with NaN and +-inf among distinct values (PyTorch leaves
@@ -644,6 +660,13 @@ def build(name):
         g[1, 3, 5] = [2.7, -3.9]  # far outside: reflected several times
         return (GridSamples(), {"x": x, "g": g},
                 [f"gs{i}" for i in range(12)], {})
+    if name == "scatters":
+        return (Scatters(),
+                {"x": randn(3, 4) * 4, "labels": np.array([4, 0, 2],
+                                                          np.int64),
+                 "idx": np.array([[2, 0, 1], [0, 2, 2]], np.int64),
+                 "src": randn(2, 3) * 4},
+                ["onehot", "rows", "added"], {})
     if name == "slice_assign":
         n = np.array([[1, 2, 3], [-4, 5, 6]], np.int64)
         return (SliceAssign(),
