@@ -440,6 +440,16 @@ Shape broadcastShapes(const Shape& a, const Shape& b) {
 
 Tensor scalarOf(double v, DType dtype) { return Tensor::scalar(v, dtype); }
 
+/// A scatter's `reduction` attribute (ScatterND, ScatterElements): none,
+/// add or mul (opset 17's), else an error naming it.
+std::string scatterReduction(const NodeContext& c) {
+  std::string reduction = c.getString("reduction", "none");
+  if (reduction != "none" && reduction != "add" && reduction != "mul")
+    throw Error("reduction '" + reduction +
+                "' is not one of none, add and mul (opset 17's)");
+  return reduction;
+}
+
 /// Whether ScatterND's points (`coord`: k wrapped coordinates each) are a
 /// box: per dim a contiguous range [start, start + count), enumerated in
 /// row-major order, as PyTorch exports a slice assignment. Each point is
@@ -1999,11 +2009,7 @@ const std::unordered_map<std::string, Handler>& handlers() {
       const Tensor& data = c.in(0);
       const Tensor& idx = c.in(1);
       const Tensor& updates = c.in(2);
-      std::string reduction = c.getString("reduction", "none");
-      if (reduction != "none" && reduction != "add" && reduction != "mul")
-        throw Error("reduction '" + reduction +
-                    "' is not one of none, add "
-                    "and mul (opset 17's)");
+      std::string reduction = scatterReduction(c);
       if (idx.dtype() != DType::I64 && idx.dtype() != DType::I32)
         throw Error("indices " + idx.describe() + " must be int64 or int32");
       int64_t rank = data.rank();
@@ -2265,11 +2271,7 @@ const std::unordered_map<std::string, Handler>& handlers() {
     h["ScatterND"] = [](const NodeContext& c) {
       const Tensor& data = c.in(0);
       const Tensor& updates = c.in(2);
-      std::string reduction = c.getString("reduction", "none");
-      if (reduction != "none" && reduction != "add" && reduction != "mul")
-        throw Error("reduction '" + reduction +
-                    "' is not one of none, add "
-                    "and mul (opset 17's)");
+      std::string reduction = scatterReduction(c);
       if (!c.isConstant(1))
         throw Error("ScatterND with computed indices is not supported "
                     "(modelc builds its row map from constant indices, as "
