@@ -555,30 +555,58 @@ Tensor roundOf(const Tensor& x) {
   return signedZero(x, y);
 }
 
-/// The product along `axis` (kept as a dim of 1) by halving: ceil(log2 n)
-/// multiplies of the axis' first half by its second (an odd length padded
-/// with a 1 first). Exact for integers (wrapping as a sequential product
-/// does); floats multiply in a tree order, within a few ulps per level.
-Tensor prodAlong(Tensor x, int64_t axis) {
+/// The product (or sum) along `axis` (kept as a dim of 1) by halving:
+/// ceil(log2 n) multiplies (adds) of the axis' first half by its second
+/// (an odd length padded with a 1, or a 0, first). Exact for integers
+/// (wrapping as a sequential fold does); floats fold in a tree order,
+/// within a few ulps per level.
+Tensor foldAlong(Tensor x, int64_t axis, bool product) {
+  double identity = product ? 1.0 : 0.0;
   int64_t n = x.size(axis);
   if (n == 0) {
     Shape shape = x.shape();
     shape[size_t(axis)] = 1;
-    return Tensor::full(shape, 1.0, x.dtype());
+    return Tensor::full(shape, identity, x.dtype());
   }
   while (n > 1) {
     if (n % 2) {
       std::vector<int64_t> low(size_t(x.rank()), 0), high(low);
       high[size_t(axis)] = 1;
-      x = pad(x, low, high, 1.0);
+      x = pad(x, low, high, identity);
       ++n;
     }
     Tensor first = sliceDim(x, axis, 0, n / 2);
     Tensor second = sliceDim(x, axis, n / 2, n);
-    x = first * second;
+    x = product ? first * second : first + second;
     n /= 2;
   }
   return x;
+}
+
+/// foldAlong over each of `axes`, the reduced dims kept or dropped.
+Tensor foldAxes(const Tensor& x, const std::vector<int64_t>& axes, bool keep,
+                bool product) {
+  std::vector<bool> reduced(size_t(x.rank()), false);
+  for (int64_t a : axes)
+    reduced[size_t(normalizeAxis(a, x.rank()))] = true;
+  Tensor y = x;
+  Shape kept;
+  for (int64_t d = 0; d < x.rank(); ++d) {
+    if (reduced[size_t(d)])
+      y = foldAlong(y, d, product);
+    else
+      kept.push_back(x.size(d));
+  }
+  return keep ? y : reshape(y, kept);
+}
+
+/// `axes` of x summed: sum() for floats; for integers (which the runtime's
+/// reductions do not take: PyTorch's bucketize and counts of a mask sum
+/// int64) a halving fold of adds, exact.
+Tensor sumOf(const Tensor& x, const std::vector<int64_t>& axes, bool keep) {
+  if (x.dtype() != DType::I64 && x.dtype() != DType::I32)
+    return sum(x, axes, keep);
+  return foldAxes(x, axes, keep, false);
 }
 
 /// GatherElements as a select and a max, for a dynamic batch (the flat
@@ -1286,14 +1314,14 @@ Tensor reduceAxes(const NodeContext& c, const std::string& op,
       axes.push_back(d);
   }
   if (op == "ReduceSum")
-    return sum(x, axes, keep);
+    return sumOf(x, axes, keep);
   if (op == "ReduceMean")
     return mean(x, axes, keep);
   if (op == "ReduceMax")
     return amax(x, axes, keep);
   if (op == "ReduceL1") {
     Tensor magnitude = abs(x);
-    return sum(magnitude, axes, keep);
+    return sumOf(magnitude, axes, keep);
   }
   if (op == "ReduceL2" || op == "ReduceSumSquare") {
     // Squares of f16 past 255 are inf: squared and summed in f32, as
@@ -1301,7 +1329,7 @@ Tensor reduceAxes(const NodeContext& c, const std::string& op,
     bool half = x.dtype() == DType::F16 || x.dtype() == DType::BF16;
     Tensor wide = half ? cast(x, DType::F32) : x;
     Tensor square = wide * wide;
-    Tensor s = sum(square, axes, keep);
+    Tensor s = sumOf(square, axes, keep);
     Tensor r = op == "ReduceL2" ? sqrt(s) : s;
     return half ? cast(r, x.dtype()) : r;
   }
@@ -1309,20 +1337,8 @@ Tensor reduceAxes(const NodeContext& c, const std::string& op,
     Tensor s = sum(x, axes, keep);
     return log(s);
   }
-  if (op == "ReduceProd") {
-    std::vector<bool> reduced(size_t(x.rank()), false);
-    for (int64_t a : axes)
-      reduced[size_t(normalizeAxis(a, x.rank()))] = true;
-    Tensor y = x;
-    Shape kept;
-    for (int64_t d = 0; d < x.rank(); ++d) {
-      if (reduced[size_t(d)])
-        y = prodAlong(y, d);
-      else
-        kept.push_back(x.size(d));
-    }
-    return keep ? y : reshape(y, kept);
-  }
+  if (op == "ReduceProd")
+    return foldAxes(x, axes, keep, true);
   if (op == "ReduceLogSumExp") {
     // log(sum(exp(x - m))) + m with m the max, taken as 0 where it is
     // infinite (a row of -inf gives -inf, as torch.logsumexp).

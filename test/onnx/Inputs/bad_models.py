@@ -233,9 +233,11 @@ graph = helper.make_graph(
 save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
      "floor-int.onnx")
 
-# ReduceSum of integers (mc.reduce_sum is defined for floats).
+# ReduceMean of integers (mc.reduce_mean is defined for floats; integer
+# sums are folded by the importer).
 graph = helper.make_graph(
-    [helper.make_node("ReduceSum", ["a"], ["r"], name="isum0", keepdims=0)],
+    [helper.make_node("ReduceMean", ["a"], ["r"], name="imean0",
+                      keepdims=0)],
     "reducesum-int",
     [helper.make_tensor_value_info("a", TensorProto.INT64, [2, 3])],
     [helper.make_tensor_value_info("r", TensorProto.INT64, [])])

@@ -453,6 +453,18 @@ class Scatters(nn.Module):
         return onehot, rows, added
 
 
+class IntegerSums(nn.Module):
+    """Sums of integers (ReduceSum of int64, which the runtime's reductions
+    do not take): torch.bucketize (a sum of comparisons), a count of a
+    mask per row, and a whole-tensor sum of large values (exact, past
+    f32's 2^24)."""
+
+    def forward(self, x, n):
+        edges = torch.tensor([-1.0, 0.0, 0.5, 2.0])
+        return (torch.bucketize(x, edges), (x > 0).sum(dim=1),
+                n.sum(), n.sum(dim=0, keepdim=True))
+
+
 class TopKOps(nn.Module):
     """torch.topk (ONNX TopK) along the last dim and a middle one, largest
     and smallest, of floats and int64, with NaN and +-inf among distinct values (PyTorch leaves
@@ -667,6 +679,11 @@ def build(name):
                  "idx": np.array([[2, 0, 1], [0, 2, 2]], np.int64),
                  "src": randn(2, 3) * 4},
                 ["onehot", "rows", "added"], {})
+    if name == "integer_sums":
+        n = np.array([[2**40 + 1, 3, -7], [5, 2**33, 11], [1, 1, 1],
+                      [-(2**35), 0, 9], [4, 4, 4]], np.int64)
+        return (IntegerSums(), {"x": randn(3, 7, 5), "n": n},
+                ["buckets", "count", "total", "cols"], {})
     if name == "slice_assign":
         n = np.array([[1, 2, 3], [-4, 5, 6]], np.int64)
         return (SliceAssign(),
@@ -736,8 +753,11 @@ def main():
     for name, value in inputs.items():
         np.save(os.path.join(args.outdir, name + ".npy"), value)
     for name, value in zip(output_names, outputs):
-        np.save(os.path.join(args.outdir, "ref_" + name + ".npy"),
-                value.detach().numpy().astype(np.float32))
+        ref = value.detach().numpy()
+        # Integers exactly (int64 past 2^24 would round in float32).
+        if not np.issubdtype(ref.dtype, np.integer):
+            ref = ref.astype(np.float32)
+        np.save(os.path.join(args.outdir, "ref_" + name + ".npy"), ref)
 
     import onnx
     ops = sorted({n.op_type for n in onnx.load(path).graph.node})
