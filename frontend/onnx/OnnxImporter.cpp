@@ -1263,7 +1263,7 @@ Tensor avgPool3dByTaps(const NodeContext& c, const Tensor& x) {
   Tensor divisor = Tensor::fromVector(counts, {1, 1, win.outDepth, 1, 1});
   if (sum.dtype() != DType::F32)
     divisor = cast(divisor, sum.dtype());
-  return div(sum, broadcastTo(divisor, sum.shape()));
+  return div(sum, divisor); // broadcast along N, C, H and W
 }
 
 void requireWindowRank(const char* op, const Tensor& x) {
@@ -1837,22 +1837,30 @@ const std::unordered_map<std::string, Handler>& handlers() {
                         std::to_string(d) + " of " + data.describe());
         }
       }
+      // No tuples: an empty result (also where a dim of data is 0).
+      if (rt::numElements(tuples) == 0) {
+        Shape shape = tuples;
+        shape.insert(shape.end(), rowShape.begin() + 1, rowShape.end());
+        return R{Tensor::zeros(shape, data.dtype())};
+      }
       Tensor wide = idx.dtype() == DType::I64 ? idx : cast(idx, DType::I64);
-      // Each tuple's row within its batch entry, and whether it is outside.
-      Tensor row = Tensor::zeros(tuples, DType::I64);
-      Tensor outside = Tensor::zeros(tuples, DType::I1);
-      int64_t stride = per;
+      // Each tuple's row within its batch entry, and whether it is outside
+      // (built from the first index: no constant of the tuples' shape,
+      // which under --batch would hold one batch size).
+      Tensor row, outside;
       for (int64_t j = 0; j < k; ++j) {
-        int64_t n = data.size(b + j);
-        stride /= n;
+        int64_t n = data.size(b + j), stride = 1;
+        for (int64_t e = j + 1; e < k; ++e)
+          stride *= data.size(b + e);
         Tensor i = reshape(sliceDim(wide, -1, j, j + 1), tuples);
         Tensor wrapped =
             where(lt(i, scalarOf(0.0, DType::I64)), i + double(n), i);
         Tensor bad = where(lt(wrapped, scalarOf(0.0, DType::I64)),
                            scalarOf(1.0, DType::I1),
                            ge(wrapped, scalarOf(double(n), DType::I64)));
-        outside = where(outside, scalarOf(1.0, DType::I1), bad);
-        row = row + wrapped * double(stride);
+        Tensor term = wrapped * double(stride);
+        outside = j == 0 ? bad : where(outside, scalarOf(1.0, DType::I1), bad);
+        row = j == 0 ? term : row + term;
       }
       // Plus each tuple's batch entry times P.
       if (b > 0) {
@@ -1950,9 +1958,19 @@ const std::unordered_map<std::string, Handler>& handlers() {
         return where(reshape(inside, {n, 1, ho, wo}), v * wt,
                      scalarOf(0.0, x.dtype()));
       };
+      // A grid point that is NaN or infinite samples nothing: NaN (PyTorch
+      // gives NaN in bilinear zeros mode and an edge pixel or 0 in others,
+      // by how its kernels happen to compare and clamp).
+      Tensor inf = scalarOf(INFINITY, x.dtype());
+      Tensor finite =
+          where(lt(abs(gx), inf), lt(abs(gy), inf), scalarOf(0.0, DType::I1));
+      auto valid = [&](const Tensor& sampled) {
+        return where(reshape(finite, {n, 1, ho, wo}), sampled,
+                     scalarOf(NAN, x.dtype()));
+      };
       if (mode == "nearest") {
         Tensor one = Tensor::full({n, ho, wo}, 1.0, x.dtype());
-        return R{corner(roundOf(px), roundOf(py), one)};
+        return R{valid(corner(roundOf(px), roundOf(py), one))};
       }
       // PyTorch's corners and weights: nw, ne, sw, se, summed in order.
       Tensor x0 = floorOf(px), y0 = floorOf(py);
@@ -1961,7 +1979,7 @@ const std::unordered_map<std::string, Handler>& handlers() {
       sum = sum + corner(x1, y0, (px - x0) * (y1 - py));
       sum = sum + corner(x0, y1, (x1 - px) * (py - y0));
       sum = sum + corner(x1, y1, (px - x0) * (py - y0));
-      return R{sum};
+      return R{valid(sum)};
     };
     // EyeLike (torch.diagonal's export): ones on diagonal k of a 2-D
     // tensor of the input's shape, in `dtype` (default the input's): a
@@ -2055,7 +2073,7 @@ const std::unordered_map<std::string, Handler>& handlers() {
                         " is out of range "
                         "for dim " +
                         std::to_string(axis) + " of " + data.describe());
-      if (m == 0)
+      if (m == 0 || idx.numel() == 0)
         return R{data};
       Tensor wide = idx.dtype() == DType::I64 ? idx : cast(idx, DType::I64);
       Tensor zero = scalarOf(0.0, DType::I64);
@@ -2065,7 +2083,8 @@ const std::unordered_map<std::string, Handler>& handlers() {
       Tensor outside = where(lt(wrapped, zero), scalarOf(1.0, DType::I1),
                              ge(wrapped, scalarOf(double(n), DType::I64)));
       Tensor checkIdx = where(outside, scalarOf(double(n), DType::I64), zero);
-      Tensor probe = gather(Tensor::zeros({n}, data.dtype()),
+      // (-0.0: x + -0.0 is x for every x, -0.0 included.)
+      Tensor probe = gather(Tensor::full({n}, -0.0, data.dtype()),
                             reshape(checkIdx, {idx.numel()}), 0);
       // Padded to data's shape in the other dims (-1: no position).
       std::vector<int64_t> low(size_t(rank), 0), high(size_t(rank), 0);
@@ -2088,8 +2107,8 @@ const std::unordered_map<std::string, Handler>& handlers() {
                                             : u;
         acc = where(hit, value, acc);
       }
-      // The probe's first element (0, or false) joins the result, so the
-      // gather that checks every index runs.
+      // The probe's first element (-0.0, 0 or false) joins the result, so
+      // the gather that checks every index runs.
       Tensor first = reshape(sliceDim(probe, 0, 0, 1), {});
       if (data.dtype() == DType::I1)
         return R{where(first, scalarOf(1.0, DType::I1), acc)};
@@ -3255,6 +3274,14 @@ void Importer::runIf(const NodeProto& node, const std::string& label,
                         "supported (modelc has no control flow; it takes an If "
                         "whose condition is known at import, as PyTorch's "
                         "shape-dependent ones are)");
+  // A condition from shapes would be the traced batch's, and a branch
+  // choice is nothing the two trace runs compare.
+  if (options_.batch)
+    throw Error(label +
+                ": an If with a dynamic batch (--batch) is not "
+                "supported: its condition may depend on the batch size, "
+                "which the import cannot follow; compile with a static "
+                "batch");
   const Tensor& c = cond->second.tensor;
   if (c.numel() != 1)
     throw Error(label + ": the condition must hold one value, got " +
@@ -3271,9 +3298,29 @@ void Importer::runIf(const NodeProto& node, const std::string& label,
     throw Error(label + ": its " + branchName + " has " +
                 std::to_string(branch->output_size()) + " outputs, the If " +
                 std::to_string(node.output_size()));
+  // The branch's names (initializers, node outputs) are its own: the
+  // outer values they shadow are put back after it.
+  std::vector<std::pair<std::string, std::optional<Value>>> shadowed;
+  auto define = [&](const std::string& name) {
+    auto v = values_.find(name);
+    shadowed.emplace_back(name, v == values_.end()
+                                    ? std::nullopt
+                                    : std::optional<Value>(v->second));
+    if (v != values_.end())
+      values_.erase(v);
+  };
   for (const TensorProto& t : branch->initializer())
-    values_[t.name()] = Value{
-        tensorFromProto(t, modelDir_, "initializer '" + t.name() + "'"), true};
+    define(t.name());
+  for (const NodeProto& n : branch->node())
+    for (const std::string& o : n.output())
+      if (!o.empty())
+        define(o);
+  for (const TensorProto& t : branch->initializer())
+    values_[t.name()] =
+        Value{tensorFromProto(t, modelDir_,
+                              label + ": " + branchName + " initializer '" +
+                                  t.name() + "'"),
+              true};
   for (const NodeProto& n : branch->node())
     runNode(n,
             label + ", " + branchName + " node " + branchNodeLabel(n) + " (" +
@@ -3286,6 +3333,12 @@ void Importer::runIf(const NodeProto& node, const std::string& label,
       throw Error(label + ": " + branchName + " output '" + out.name() +
                   "' is not computed by any of its nodes");
     outs.push_back(v->second);
+  }
+  for (auto it = shadowed.rbegin(); it != shadowed.rend(); ++it) {
+    if (it->second)
+      values_[it->first] = *it->second;
+    else
+      values_.erase(it->first);
   }
   for (int k = 0; k < node.output_size(); ++k)
     if (!node.output(k).empty())

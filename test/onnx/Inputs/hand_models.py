@@ -32,7 +32,14 @@ SAME_UPPER, which PyTorch does not export) with OUT/v.npy and
 OUT/ref_vsame.npy from NumPy in double; OUT/onehot_eye.onnx (OneHot
 along axis 0 with negative and out-of-range indices and float values,
 EyeLike with k = 1 in int64) with OUT/oi.npy and OUT/ref_{hot0,eye}.npy;
-OUT/if_computed.onnx (an If on a graph input, refused); OUT/gathernd.onnx
+OUT/if_computed.onnx (an If on a graph input, refused);
+OUT/if_shadow.onnx (an If whose taken branch has an initializer named as
+an outer one, which the outer Add after it must not see) with
+OUT/sx.npy and OUT/ref_shadowed.npy, and OUT/if_dyn.onnx (a constant
+condition with a symbolic batch: refused under --batch);
+OUT/empty_gathers.onnx (GatherND and ScatterElements of empty indices)
+with OUT/ex.npy, OUT/ei.npy, OUT/ej.npy and OUT/ref_{enone,esame}.npy;
+OUT/gathernd.onnx
 (GatherND of computed indices: batch_dims 0 with tuples of 2, batch_dims
 1, negative indices) with OUT/nd.npy, OUT/ndi.npy, OUT/ndj.npy,
 OUT/ref_{nd0,nd1}.npy and OUT/ndi_bad.npy (an index of 3 along a dim of
@@ -487,3 +494,57 @@ np.save(os.path.join(out, "ref_se_mul.npy"), prod)
 bad = sei.copy()
 bad[1, 3] = 3
 np.save(os.path.join(out, "sei_bad.npy"), bad)
+
+# An If whose taken branch defines an initializer 'w' as the outer graph
+# does: the branch sees its own, the outer Add after the If the outer one.
+sx = np.array([1.0, 2.0], np.float32)
+w_outer = np.array([10.0, 20.0], np.float32)
+then_g = helper.make_graph(
+    [helper.make_node("Mul", ["sx", "w"], ["branch_out"])], "then", [],
+    [helper.make_tensor_value_info("branch_out", TensorProto.FLOAT, [2])],
+    [numpy_helper.from_array(np.array([3.0, 3.0], np.float32), "w")])
+else_g = helper.make_graph(
+    [helper.make_node("Neg", ["sx"], ["else_out"])], "else", [],
+    [helper.make_tensor_value_info("else_out", TensorProto.FLOAT, [2])])
+graph = helper.make_graph(
+    [helper.make_node("If", ["flag"], ["chosen"], name="pick",
+                      then_branch=then_g, else_branch=else_g),
+     helper.make_node("Add", ["chosen", "w"], ["shadowed"])],
+    "if_shadow",
+    [helper.make_tensor_value_info("sx", TensorProto.FLOAT, [2])],
+    [helper.make_tensor_value_info("shadowed", TensorProto.FLOAT, [2])],
+    [numpy_helper.from_array(np.array(True), "flag"),
+     numpy_helper.from_array(w_outer, "w")])
+onnx.save(helper.make_model(graph,
+                            opset_imports=[helper.make_opsetid("", 13)]),
+          os.path.join(out, "if_shadow.onnx"))
+np.save(os.path.join(out, "sx.npy"), sx)
+np.save(os.path.join(out, "ref_shadowed.npy"), sx * 3.0 + w_outer)
+graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+graph.output[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+onnx.save(helper.make_model(graph,
+                            opset_imports=[helper.make_opsetid("", 13)]),
+          os.path.join(out, "if_dyn.onnx"))
+
+# GatherND and ScatterElements of empty (computed) indices: an empty
+# result, and the data unchanged.
+ex = np.arange(6, dtype=np.float32).reshape(2, 3) - 2.5
+nodes = [helper.make_node("GatherND", ["ex", "ei"], ["enone"]),
+         helper.make_node("ScatterElements", ["ex", "ej", "eu"], ["esame"],
+                          axis=1)]
+graph = helper.make_graph(
+    nodes, "empty_gathers",
+    [helper.make_tensor_value_info("ex", TensorProto.FLOAT, [2, 3]),
+     helper.make_tensor_value_info("ei", TensorProto.INT64, [0, 2]),
+     helper.make_tensor_value_info("ej", TensorProto.INT64, [0, 3])],
+    [helper.make_tensor_value_info("enone", TensorProto.FLOAT, [0]),
+     helper.make_tensor_value_info("esame", TensorProto.FLOAT, [2, 3])],
+    [numpy_helper.from_array(np.zeros((0, 3), np.float32), "eu")])
+onnx.save(helper.make_model(graph,
+                            opset_imports=[helper.make_opsetid("", 13)]),
+          os.path.join(out, "empty_gathers.onnx"))
+np.save(os.path.join(out, "ex.npy"), ex)
+np.save(os.path.join(out, "ei.npy"), np.zeros((0, 2), np.int64))
+np.save(os.path.join(out, "ej.npy"), np.zeros((0, 3), np.int64))
+np.save(os.path.join(out, "ref_enone.npy"), np.zeros((0,), np.float32))
+np.save(os.path.join(out, "ref_esame.npy"), ex)

@@ -465,6 +465,22 @@ class IntegerSums(nn.Module):
                 n.sum(), n.sum(dim=0, keepdim=True))
 
 
+class GridSamplesNonFinite(GridSamples):
+    """GridSamples over a grid with NaN and inf points. The exported graph
+    is GridSamples'; the reference (forward outside the export) is NaN at
+    those points in every mode, modelc's rule (PyTorch gives NaN in
+    bilinear zeros mode, and an edge pixel or 0 elsewhere, as its kernels
+    happen to compare and clamp)."""
+
+    def forward(self, x, g):
+        outs = super().forward(x, g)
+        if torch.onnx.is_in_onnx_export():
+            return outs
+        bad = ~torch.isfinite(g).all(dim=-1, keepdim=True).permute(0, 3, 1, 2)
+        return tuple(torch.where(bad, torch.full_like(o, float("nan")), o)
+                     for o in outs)
+
+
 class TopKOps(nn.Module):
     """torch.topk (ONNX TopK) along the last dim and a middle one, largest
     and smallest, of floats and int64, with NaN and +-inf among distinct values (PyTorch leaves
@@ -673,9 +689,11 @@ def build(name):
         return (GridSamples(), {"x": x, "g": g},
                 [f"gs{i}" for i in range(12)], {})
     if name == "scatters":
+        x = (randn(3, 4) * 4).astype(np.float32)
+        x[1, 3] = -0.0  # untouched by the scatters: keeps its sign
+        x[2, 3] = -0.25  # rounds to -0.0
         return (Scatters(),
-                {"x": randn(3, 4) * 4, "labels": np.array([4, 0, 2],
-                                                          np.int64),
+                {"x": x, "labels": np.array([4, 0, 2], np.int64),
                  "idx": np.array([[2, 0, 1], [0, 2, 2]], np.int64),
                  "src": randn(2, 3) * 4},
                 ["onehot", "rows", "added"], {})
@@ -684,6 +702,14 @@ def build(name):
                       [-(2**35), 0, 9], [4, 4, 4]], np.int64)
         return (IntegerSums(), {"x": randn(3, 7, 5), "n": n},
                 ["buckets", "count", "total", "cols"], {})
+    if name == "grid_nonfinite":
+        x = randn(1, 2, 4, 5)
+        g = (rng.random((1, 3, 3, 2)) * 2 - 1).astype(np.float32)
+        g[0, 0, 0, 0] = np.nan
+        g[0, 1, 2, 1] = np.inf
+        g[0, 2, 1, 0] = -np.inf
+        return (GridSamplesNonFinite(), {"x": x, "g": g},
+                [f"gs{i}" for i in range(12)], {})
     if name == "slice_assign":
         n = np.array([[1, 2, 3], [-4, 5, 6]], np.int64)
         return (SliceAssign(),
