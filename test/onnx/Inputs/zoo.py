@@ -6,7 +6,10 @@ compared with PyTorch's: one line per model, `NAME: ok rel err E` or
 A model's files (ONNX, artifact: up to 0.5 GB) are removed once it
 passed, and kept for a look when it failed.
 
-    zoo.py OUTDIR [--tol TOL] [--models a,b,...]
+    zoo.py OUTDIR [--tol TOL] [--models a,b,...] [--bin BUILD/bin]
+
+(It replaced bench/torchvision_survey.py, which ran the same path outside
+CI.)
 
 The set covers the families a user brings: residual and dense CNNs,
 inverted bottlenecks and squeeze-excitation (MobileNetV3, EfficientNetV2,
@@ -27,7 +30,8 @@ import torch
 import torchvision
 
 MODELS = [
-    "alexnet", "googlenet", "inception_v3", "densenet121",
+    "alexnet", "googlenet", "inception_v3", "densenet121", "mobilenet_v2",
+    "efficientnet_b0",
     "resnext50_32x4d", "shufflenet_v2_x1_0", "squeezenet1_1", "mnasnet1_0",
     "mobilenet_v3_large", "efficientnet_v2_s", "regnet_y_400mf",
     "convnext_tiny", "vit_b_16", "swin_t", "maxvit_t", "fcn_resnet50",
