@@ -1186,13 +1186,8 @@ Tensor byDepthTaps(const Tensor& x, const Window3d& win, double padValue,
 
 /// Conv over [N, C, D, H, W] (video models' Conv3d): a 2-D convolution
 /// per depth tap with that tap's weight, summed (the bias with the first).
-Tensor conv3dByTaps(const NodeContext& c, const Tensor& x, const Tensor& w) {
-  if (w.rank() != 5)
-    throw Error("a 3-D Conv needs a weight of rank 5, got " + w.describe());
-  std::vector<int64_t> shape{w.size(2), w.size(3), w.size(4)};
-  if (c.getInts("kernel_shape", shape) != shape)
-    throw Error("kernel_shape does not match the weight " + w.describe());
-  Window3d win = window3d(c, x, shape, false);
+Tensor conv3dTaps(const Tensor& x, const Tensor& w, const Tensor& bias,
+                  const Window3d& win, int64_t groups) {
   return byDepthTaps(
       x, win, 0.0,
       [&](int64_t t, const Tensor& slices) {
@@ -1201,13 +1196,106 @@ Tensor conv3dByTaps(const NodeContext& c, const Tensor& x, const Tensor& w) {
                           {w.size(0), w.size(1), 1, w.size(3), w.size(4)},
                           {1, 1, 1, 1, 1}),
                     {w.size(0), w.size(1), w.size(3), w.size(4)});
-        return conv2d(slices, tap, t == 0 && c.has(2) ? c.in(2) : Tensor(),
+        return conv2d(slices, tap, t == 0 ? bias : Tensor(),
                       {win.strides[1], win.strides[2]},
                       {win.pads[1], win.pads[2], win.pads[4], win.pads[5]},
-                      {win.dilations[1], win.dilations[2]},
-                      c.getInt("group", 1));
+                      {win.dilations[1], win.dilations[2]}, groups);
       },
       [](const Tensor& a, const Tensor& b) { return add(a, b); });
+}
+
+Tensor conv3dByTaps(const NodeContext& c, const Tensor& x, const Tensor& w) {
+  if (w.rank() != 5)
+    throw Error("a 3-D Conv needs a weight of rank 5, got " + w.describe());
+  std::vector<int64_t> shape{w.size(2), w.size(3), w.size(4)};
+  if (c.getInts("kernel_shape", shape) != shape)
+    throw Error("kernel_shape does not match the weight " + w.describe());
+  return conv3dTaps(x, w, c.has(2) ? c.in(2) : Tensor(),
+                    window3d(c, x, shape, false), c.getInt("group", 1));
+}
+
+/// ConvTranspose over [N, C, D, H, W] (3-D UNets' ConvTranspose3d), as the
+/// 2-D one: stride - 1 zeros between the input's voxels, padded by
+/// dilation * (kernel - 1) - pads (cropped where negative, output_padding
+/// added at the end), and the 3-D convolution at stride 1 with the kernel
+/// transposed per group and flipped in its three spatial dims.
+Tensor convTranspose3dByTaps(const NodeContext& c) {
+  Tensor x = c.in(0);
+  const Tensor& w = c.in(1);
+  if (w.rank() != 5)
+    throw Error("a 3-D ConvTranspose needs a weight of rank 5, got " +
+                w.describe());
+  if (c.attr("output_shape"))
+    throw Error("output_shape is not supported (give pads)");
+  std::string autoPad = c.getString("auto_pad", "NOTSET");
+  if (autoPad != "NOTSET" && autoPad != "VALID")
+    throw Error("auto_pad '" + autoPad + "' is not supported (give pads)");
+  if (c.dynamicBatch)
+    throw Error("a 3-D window with a dynamic batch (--batch) is not "
+                "supported: its depth is batched with the batch; compile "
+                "with a static batch");
+  auto values = [&](const char* name, int64_t dflt, size_t count) {
+    std::vector<int64_t> v = c.getInts(name, std::vector<int64_t>(count, dflt));
+    if (v.size() != count)
+      throw Error(std::string(name) + " must have " + std::to_string(count) +
+                  " values for a 3-D window, got " + std::to_string(v.size()));
+    return v;
+  };
+  std::vector<int64_t> strides = values("strides", 1, 3),
+                       dilations = values("dilations", 1, 3),
+                       outPad = values("output_padding", 0, 3),
+                       pads = autoPad == "VALID" ? std::vector<int64_t>(6, 0)
+                                                 : values("pads", 0, 6);
+  int64_t groups = c.getInt("group", 1), n = x.size(0), cin = x.size(1);
+  if (groups < 1 || cin % groups != 0 || w.size(0) != cin)
+    throw Error("weight " + w.describe() + " does not fit input " +
+                x.describe() + " with group " + std::to_string(groups));
+  for (size_t d = 0; d < 3; ++d)
+    if (strides[d] < 1 || dilations[d] < 1 || outPad[d] < 0 ||
+        outPad[d] >= std::max(strides[d], dilations[d]))
+      throw Error("strides and dilations must be >= 1, output_padding >= 0 "
+                  "and below the stride or the dilation");
+  // Zeros between the voxels: [N, C, D, 1, H, 1, W, 1] padded to the
+  // strides, then cut to (size - 1) * stride + 1 per dim.
+  if (strides[0] > 1 || strides[1] > 1 || strides[2] > 1) {
+    int64_t d = x.size(2), h = x.size(3), wd = x.size(4);
+    Tensor spread = reshape(x, {n, cin, d, 1, h, 1, wd, 1});
+    Tensor zeros =
+        pad(spread, std::vector<int64_t>(8, 0),
+            {0, 0, 0, strides[0] - 1, 0, strides[1] - 1, 0, strides[2] - 1});
+    Tensor cells = reshape(
+        zeros, {n, cin, d * strides[0], h * strides[1], wd * strides[2]});
+    x = slice(cells, {0, 0, 0, 0, 0},
+              {n, cin, (d - 1) * strides[0] + 1, (h - 1) * strides[1] + 1,
+               (wd - 1) * strides[2] + 1},
+              {1, 1, 1, 1, 1});
+  }
+  std::vector<int64_t> low(5, 0), high(5, 0), cropLow(5, 0), cropHigh(5, 0);
+  for (size_t d = 0; d < 3; ++d) {
+    int64_t full = dilations[d] * (w.size(2 + int64_t(d)) - 1);
+    int64_t before = full - pads[d], after = full - pads[d + 3] + outPad[d];
+    (before >= 0 ? low[2 + d] : cropLow[2 + d]) = std::abs(before);
+    (after >= 0 ? high[2 + d] : cropHigh[2 + d]) = std::abs(after);
+  }
+  x = pad(x, low, high);
+  std::vector<int64_t> count(x.shape());
+  for (size_t d = 2; d < 5; ++d) {
+    count[d] -= cropLow[d] + cropHigh[d];
+    if (count[d] < 1)
+      throw Error("pads crop away the whole output");
+  }
+  x = slice(x, cropLow, count, {1, 1, 1, 1, 1});
+  int64_t coutG = w.size(1), kd = w.size(2), kh = w.size(3), kw = w.size(4);
+  Tensor grouped = reshape(w, {groups, cin / groups, coutG, kd, kh, kw});
+  Tensor swapped = transpose(grouped, {0, 2, 1, 3, 4, 5});
+  Tensor kernel = reshape(swapped, {groups * coutG, cin / groups, kd, kh, kw});
+  Tensor flipped = reverseAxis(reverseAxis(reverseAxis(kernel, 2), 3), 4);
+  Window3d win{{1, 1, 1}, dilations, {kd, kh, kw}, std::vector<int64_t>(6, 0)};
+  win.outDepth = x.size(2) - dilations[0] * (kd - 1);
+  if (win.outDepth < 1)
+    throw Error("the kernel (depth " + std::to_string(kd) +
+                ") does not fit the input " + c.in(0).describe());
+  return conv3dTaps(x, flipped, c.has(2) ? c.in(2) : Tensor(), win, groups);
 }
 
 /// MaxPool over [N, C, D, H, W] (MaxPool3d): a 2-D max pool per depth
@@ -1270,8 +1358,8 @@ void requireWindowRank(const char* op, const Tensor& x) {
   if (x.rank() != 4 && x.rank() != 3)
     throw Error(std::string(op) +
                 ": only 1-D and 2-D windows (an [N, C, L] "
-                "or [N, C, H, W] input; Conv and the pools also 3-D) are "
-                "supported, got " +
+                "or [N, C, H, W] input; Conv, ConvTranspose and the pools "
+                "also 3-D) are supported, got " +
                 x.describe());
 }
 
@@ -2553,6 +2641,8 @@ const std::unordered_map<std::string, Handler>& handlers() {
     // flipped. The zeros cost stride^2 more multiplies than a direct
     // kernel would.
     h["ConvTranspose"] = [](const NodeContext& c) {
+      if (c.in(0).rank() == 5)
+        return R{convTranspose3dByTaps(c)};
       requireWindowRank("ConvTranspose", c.in(0));
       bool oneD = isOneD(c.in(0));
       Tensor x = windowInput(c.in(0));

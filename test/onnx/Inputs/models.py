@@ -373,7 +373,9 @@ class SliceAssign(nn.Module):
 class Conv3ds(nn.Module):
     """Video models' 3-D convolutions (r3d_18 and r2plus1d_18's forms): a
     3x3x3 with bias, a temporal-only (3, 1, 1) of stride 2 in depth, and
-    grouped, dilated in depth, padded unevenly and strided over H and W."""
+    grouped, dilated in depth, padded unevenly and strided over H and W;
+    and 3-D UNets' transposed ones: stride 2 kernel 2, padding with
+    output_padding, and grouped, dilated and strided unevenly."""
 
     def __init__(self):
         super().__init__()
@@ -383,9 +385,19 @@ class Conv3ds(nn.Module):
         self.grouped = nn.Conv3d(4, 6, (2, 3, 3), stride=(1, 2, 2),
                                  padding=(2, 0, 1), dilation=(2, 1, 1),
                                  groups=2)
+        self.up = nn.ConvTranspose3d(4, 3, 2, stride=2)
+        self.up_padded = nn.ConvTranspose3d(4, 6, 3, stride=(1, 2, 2),
+                                            padding=1,
+                                            output_padding=(0, 1, 1))
+        self.up_grouped = nn.ConvTranspose3d(4, 6, (2, 3, 3),
+                                             stride=(2, 1, 2),
+                                             padding=(0, 2, 1),
+                                             dilation=(1, 2, 1), groups=2,
+                                             bias=False)
 
     def forward(self, x):
-        return self.cube(x), self.temporal(x), self.grouped(x)
+        return (self.cube(x), self.temporal(x), self.grouped(x), self.up(x),
+                self.up_padded(x), self.up_grouped(x))
 
 
 class Pool3ds(nn.Module):
@@ -667,7 +679,8 @@ def build(name):
         return ConstantMask(), {"x": randn(2, 6, 6)}, ["y"], {}
     if name == "conv3ds":
         return (Conv3ds(), {"x": randn(2, 4, 6, 7, 5)},
-                ["cube", "temporal", "grouped"], {})
+                ["cube", "temporal", "grouped", "up", "up_padded",
+                 "up_grouped"], {})
     if name == "pool3ds":
         x = randn(2, 3, 7, 9, 8)
         x[1, 2, 3, 4, 5] = np.nan
