@@ -1214,6 +1214,77 @@ Tensor conv3dByTaps(const NodeContext& c, const Tensor& x, const Tensor& w) {
                     window3d(c, x, shape, false), c.getInt("group", 1));
 }
 
+/// A transposed convolution as the convolution it is the gradient of, over
+/// the nd = rank - 2 spatial dims of x: stride - 1 zeros between the
+/// input's elements, padded by dilation * (kernel - 1) - pads (`pads`:
+/// nd begins then nd ends; cropped where negative, output_padding added
+/// at the end), and `conv` (a stride-1 convolution with `dilations` and
+/// `groups`) with the kernel transposed per group ([C_in, C_out/g, k...]
+/// -> [C_out, C_in/g, k...]) and flipped in every spatial dim.
+template <typename Conv>
+Tensor transposedAsConv(Tensor x, const Tensor& w,
+                        const std::vector<int64_t>& strides,
+                        const std::vector<int64_t>& dilations,
+                        const std::vector<int64_t>& pads,
+                        const std::vector<int64_t>& outPad, int64_t groups,
+                        Conv conv) {
+  size_t nd = size_t(x.rank() - 2);
+  int64_t n = x.size(0), cin = x.size(1);
+  if (groups < 1 || cin % groups != 0 || w.size(0) != cin)
+    throw Error("weight " + w.describe() + " does not fit input " +
+                x.describe() + " with group " + std::to_string(groups));
+  for (size_t d = 0; d < nd; ++d)
+    if (outPad[d] < 0 || outPad[d] >= std::max(strides[d], dilations[d]))
+      throw Error("output_padding must be >= 0 and below the stride or the "
+                  "dilation");
+  // Zeros between the elements: [N, C, d1, 1, d2, 1, ...] padded to the
+  // strides, then cut to (size - 1) * stride + 1 per dim.
+  if (std::any_of(strides.begin(), strides.end(),
+                  [](int64_t v) { return v > 1; })) {
+    Shape spread{n, cin}, cells{n, cin}, cut{n, cin};
+    std::vector<int64_t> high(2, 0);
+    for (size_t d = 0; d < nd; ++d) {
+      int64_t size = x.size(2 + int64_t(d));
+      spread.insert(spread.end(), {size, 1});
+      high.insert(high.end(), {0, strides[d] - 1});
+      cells.push_back(size * strides[d]);
+      cut.push_back((size - 1) * strides[d] + 1);
+    }
+    Tensor zeros =
+        pad(reshape(x, spread), std::vector<int64_t>(high.size(), 0), high);
+    x = slice(reshape(zeros, cells), std::vector<int64_t>(nd + 2, 0), cut,
+              std::vector<int64_t>(nd + 2, 1));
+  }
+  std::vector<int64_t> low(nd + 2, 0), high(nd + 2, 0), cropLow(nd + 2, 0),
+      cropHigh(nd + 2, 0);
+  for (size_t d = 0; d < nd; ++d) {
+    int64_t full = dilations[d] * (w.size(2 + int64_t(d)) - 1);
+    int64_t before = full - pads[d], after = full - pads[nd + d] + outPad[d];
+    (before >= 0 ? low[2 + d] : cropLow[2 + d]) = std::abs(before);
+    (after >= 0 ? high[2 + d] : cropHigh[2 + d]) = std::abs(after);
+  }
+  x = pad(x, low, high);
+  std::vector<int64_t> count(x.shape());
+  for (size_t d = 2; d < nd + 2; ++d) {
+    count[d] -= cropLow[d] + cropHigh[d];
+    if (count[d] < 1)
+      throw Error("pads crop away the whole output");
+  }
+  x = slice(x, cropLow, count, std::vector<int64_t>(nd + 2, 1));
+  Shape grouped{groups, cin / groups, w.size(1)},
+      kernel{groups * w.size(1), cin / groups};
+  std::vector<int64_t> perm{0, 2, 1};
+  for (size_t d = 0; d < nd; ++d) {
+    grouped.push_back(w.size(2 + int64_t(d)));
+    kernel.push_back(w.size(2 + int64_t(d)));
+    perm.push_back(int64_t(3 + d));
+  }
+  Tensor k = reshape(transpose(reshape(w, grouped), perm), kernel);
+  for (size_t d = 0; d < nd; ++d)
+    k = reverseAxis(k, int64_t(2 + d));
+  return conv(x, k);
+}
+
 /// ConvTranspose over [N, C, D, H, W] (3-D UNets' ConvTranspose3d), as the
 /// 2-D one: stride - 1 zeros between the input's voxels, padded by
 /// dilation * (kernel - 1) - pads (cropped where negative, output_padding
@@ -1246,56 +1317,25 @@ Tensor convTranspose3dByTaps(const NodeContext& c) {
                        outPad = values("output_padding", 0, 3),
                        pads = autoPad == "VALID" ? std::vector<int64_t>(6, 0)
                                                  : values("pads", 0, 6);
-  int64_t groups = c.getInt("group", 1), n = x.size(0), cin = x.size(1);
-  if (groups < 1 || cin % groups != 0 || w.size(0) != cin)
-    throw Error("weight " + w.describe() + " does not fit input " +
-                x.describe() + " with group " + std::to_string(groups));
+  int64_t groups = c.getInt("group", 1);
   for (size_t d = 0; d < 3; ++d)
-    if (strides[d] < 1 || dilations[d] < 1 || outPad[d] < 0 ||
-        outPad[d] >= std::max(strides[d], dilations[d]))
-      throw Error("strides and dilations must be >= 1, output_padding >= 0 "
-                  "and below the stride or the dilation");
-  // Zeros between the voxels: [N, C, D, 1, H, 1, W, 1] padded to the
-  // strides, then cut to (size - 1) * stride + 1 per dim.
-  if (strides[0] > 1 || strides[1] > 1 || strides[2] > 1) {
-    int64_t d = x.size(2), h = x.size(3), wd = x.size(4);
-    Tensor spread = reshape(x, {n, cin, d, 1, h, 1, wd, 1});
-    Tensor zeros =
-        pad(spread, std::vector<int64_t>(8, 0),
-            {0, 0, 0, strides[0] - 1, 0, strides[1] - 1, 0, strides[2] - 1});
-    Tensor cells = reshape(
-        zeros, {n, cin, d * strides[0], h * strides[1], wd * strides[2]});
-    x = slice(cells, {0, 0, 0, 0, 0},
-              {n, cin, (d - 1) * strides[0] + 1, (h - 1) * strides[1] + 1,
-               (wd - 1) * strides[2] + 1},
-              {1, 1, 1, 1, 1});
-  }
-  std::vector<int64_t> low(5, 0), high(5, 0), cropLow(5, 0), cropHigh(5, 0);
-  for (size_t d = 0; d < 3; ++d) {
-    int64_t full = dilations[d] * (w.size(2 + int64_t(d)) - 1);
-    int64_t before = full - pads[d], after = full - pads[d + 3] + outPad[d];
-    (before >= 0 ? low[2 + d] : cropLow[2 + d]) = std::abs(before);
-    (after >= 0 ? high[2 + d] : cropHigh[2 + d]) = std::abs(after);
-  }
-  x = pad(x, low, high);
-  std::vector<int64_t> count(x.shape());
-  for (size_t d = 2; d < 5; ++d) {
-    count[d] -= cropLow[d] + cropHigh[d];
-    if (count[d] < 1)
-      throw Error("pads crop away the whole output");
-  }
-  x = slice(x, cropLow, count, {1, 1, 1, 1, 1});
-  int64_t coutG = w.size(1), kd = w.size(2), kh = w.size(3), kw = w.size(4);
-  Tensor grouped = reshape(w, {groups, cin / groups, coutG, kd, kh, kw});
-  Tensor swapped = transpose(grouped, {0, 2, 1, 3, 4, 5});
-  Tensor kernel = reshape(swapped, {groups * coutG, cin / groups, kd, kh, kw});
-  Tensor flipped = reverseAxis(reverseAxis(reverseAxis(kernel, 2), 3), 4);
-  Window3d win{{1, 1, 1}, dilations, {kd, kh, kw}, std::vector<int64_t>(6, 0)};
-  win.outDepth = x.size(2) - dilations[0] * (kd - 1);
-  if (win.outDepth < 1)
-    throw Error("the kernel (depth " + std::to_string(kd) +
-                ") does not fit the input " + c.in(0).describe());
-  return conv3dTaps(x, flipped, c.has(2) ? c.in(2) : Tensor(), win, groups);
+    if (strides[d] < 1 || dilations[d] < 1)
+      throw Error("strides and dilations must be >= 1");
+  return transposedAsConv(
+      x, w, strides, dilations, pads, outPad, groups,
+      [&](const Tensor& xp, const Tensor& kernel) {
+        int64_t kd = kernel.size(2);
+        Window3d win{{1, 1, 1},
+                     dilations,
+                     {kd, kernel.size(3), kernel.size(4)},
+                     std::vector<int64_t>(6, 0)};
+        win.outDepth = xp.size(2) - dilations[0] * (kd - 1);
+        if (win.outDepth < 1)
+          throw Error("the kernel (depth " + std::to_string(kd) +
+                      ") does not fit the input " + c.in(0).describe());
+        return conv3dTaps(xp, kernel, c.has(2) ? c.in(2) : Tensor(), win,
+                          groups);
+      });
 }
 
 /// MaxPool over [N, C, D, H, W] (MaxPool3d): a 2-D max pool per depth
@@ -2670,58 +2710,13 @@ const std::unordered_map<std::string, Handler>& handlers() {
                                       : windowPadding(c, x, {1, 1}, {1, 1},
                                                       {1, 1}, oneD);
       int64_t groups = c.getInt("group", 1);
-      int64_t cin = x.size(1), kh = w.size(2), kw = w.size(3);
-      if (groups < 1 || cin % groups != 0 || w.size(0) != cin)
-        throw Error("weight " + w.describe() + " does not fit input " +
-                    x.describe() + " with group " + std::to_string(groups));
-      for (int d = 0; d < 2; ++d)
-        if (outPad[size_t(d)] < 0 ||
-            outPad[size_t(d)] >= std::max(strides[size_t(d)],
-                                          dilations[size_t(d)]))
-          throw Error("output_padding must be >= 0 and below the stride or "
-                      "the dilation");
-      int64_t n = x.size(0), h = x.size(2), wd = x.size(3);
-      int64_t sh = strides[0], sw = strides[1];
-      // Zeros between the pixels: [N, C, H, 1, W, 1] padded to
-      // [N, C, H, sh, W, sw], then cut to (H - 1) * sh + 1 rows.
-      if (sh > 1 || sw > 1) {
-        Tensor spread = reshape(x, {n, cin, h, 1, wd, 1});
-        Tensor zeros = pad(spread, {0, 0, 0, 0, 0, 0},
-                           {0, 0, 0, sh - 1, 0, sw - 1});
-        Tensor rows = reshape(zeros, {n, cin, h * sh, wd * sw});
-        x = slice(rows, {0, 0, 0, 0},
-                  {n, cin, (h - 1) * sh + 1, (wd - 1) * sw + 1},
-                  {1, 1, 1, 1});
-      }
-      // The padding of the equivalent convolution: per side
-      // dilation * (k - 1) - pad, output_padding more at the end.
-      int64_t k[2] = {kh, kw};
-      std::vector<int64_t> low(4, 0), high(4, 0), cropLow(4, 0),
-          cropHigh(4, 0);
-      for (int d = 0; d < 2; ++d) {
-        int64_t full = dilations[size_t(d)] * (k[d] - 1);
-        int64_t before = full - pads[size_t(d)];
-        int64_t after = full - pads[size_t(d) + 2] + outPad[size_t(d)];
-        (before >= 0 ? low[2 + d] : cropLow[2 + d]) = std::abs(before);
-        (after >= 0 ? high[2 + d] : cropHigh[2 + d]) = std::abs(after);
-      }
-      x = pad(x, low, high);
-      if (cropLow[2] || cropLow[3] || cropHigh[2] || cropHigh[3]) {
-        std::vector<int64_t> start{0, 0, cropLow[2], cropLow[3]};
-        std::vector<int64_t> count{n, cin, x.size(2) - cropLow[2] - cropHigh[2],
-                                   x.size(3) - cropLow[3] - cropHigh[3]};
-        if (count[2] < 1 || count[3] < 1)
-          throw Error("pads crop away the whole output");
-        x = slice(x, start, count, {1, 1, 1, 1});
-      }
-      // The kernel: per group transposed, then flipped in both spatial dims.
-      int64_t coutG = w.size(1);
-      Tensor grouped = reshape(w, {groups, cin / groups, coutG, kh, kw});
-      Tensor swapped = transpose(grouped, {0, 2, 1, 3, 4});
-      Tensor kernel = reshape(swapped, {groups * coutG, cin / groups, kh, kw});
-      Tensor flipped = reverseAxis(reverseAxis(kernel, 2), 3);
-      Tensor y = conv2d(x, flipped, c.has(2) ? c.in(2) : Tensor(), {1, 1},
-                        {0, 0, 0, 0}, dilations, groups);
+      // pads as [top, left, bottom, right]: begins, then ends.
+      Tensor y = transposedAsConv(
+          x, w, strides, dilations, pads, outPad, groups,
+          [&](const Tensor& xp, const Tensor& kernel) {
+            return conv2d(xp, kernel, c.has(2) ? c.in(2) : Tensor(), {1, 1},
+                          {0, 0, 0, 0}, dilations, groups);
+          });
       return R{windowOutput(y, oneD)};
     };
     // The pools' kernel_shape, as a 2-D window's.
