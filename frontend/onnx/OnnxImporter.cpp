@@ -1441,6 +1441,16 @@ Tensor reduceAxes(const NodeContext& c, const std::string& op,
     for (int64_t d = 0; d < x.rank(); ++d)
       axes.push_back(d);
   }
+  // Integer sums fold by halving, whose steps follow the axis' length.
+  bool integer = x.dtype() == DType::I64 || x.dtype() == DType::I32;
+  if (integer && c.dynamicBatch &&
+      std::any_of(axes.begin(), axes.end(),
+                  [&](int64_t a) { return normalizeAxis(a, x.rank()) == 0; }))
+    throw Error("a sum of integers " + x.describe() +
+                " over the batch "
+                "axis with a dynamic batch (--batch) is not supported (its "
+                "halving steps follow the batch size); sum floats, or "
+                "compile with a static batch");
   if (op == "ReduceSum")
     return sumOf(x, axes, keep);
   if (op == "ReduceMean")
@@ -2188,6 +2198,10 @@ const std::unordered_map<std::string, Handler>& handlers() {
       if (reduction != "none" && data.dtype() == DType::I1)
         throw Error("reduction '" + reduction + "' of bool data " +
                     data.describe() + " is not supported (numbers are)");
+      if (axis == 0 && c.dynamicBatch)
+        throw Error("ScatterElements along the batch axis (axis 0) with a "
+                    "dynamic batch (--batch) is not supported (one select "
+                    "per index entry along it); along other axes it is");
       int64_t n = data.size(axis), m = idx.size(axis);
       if (m > 64)
         throw Error("indices " + idx.describe() + " hold " + std::to_string(m) +

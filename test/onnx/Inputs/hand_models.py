@@ -37,6 +37,8 @@ OUT/if_shadow.onnx (an If whose taken branch has an initializer named as
 an outer one, which the outer Add after it must not see) with
 OUT/sx.npy and OUT/ref_shadowed.npy, and OUT/if_dyn.onnx (a constant
 condition with a symbolic batch: refused under --batch);
+OUT/batch_sum.onnx and OUT/batch_scatter.onnx (an integer sum over
+the batch axis and a ScatterElements along it, refused under --batch);
 OUT/empty_gathers.onnx (GatherND and ScatterElements of empty indices)
 with OUT/ex.npy, OUT/ei.npy, OUT/ej.npy and OUT/ref_{enone,esame}.npy;
 OUT/gathernd.onnx
@@ -548,3 +550,29 @@ np.save(os.path.join(out, "ei.npy"), np.zeros((0, 2), np.int64))
 np.save(os.path.join(out, "ej.npy"), np.zeros((0, 3), np.int64))
 np.save(os.path.join(out, "ref_enone.npy"), np.zeros((0,), np.float32))
 np.save(os.path.join(out, "ref_esame.npy"), ex)
+
+# Under --batch: an integer sum over the batch axis and a ScatterElements
+# along it are refused by name.
+graph = helper.make_graph(
+    [helper.make_node("ReduceSum", ["bi"], ["bsum"], keepdims=0,
+                      name="batchsum"),
+     helper.make_node("ScatterElements", ["bf", "bidx", "bf"], ["bsc"],
+                      axis=0, name="batchscatter")],
+    "batch_axis_ops",
+    [helper.make_tensor_value_info("bi", TensorProto.INT64, ["batch", 3]),
+     helper.make_tensor_value_info("bf", TensorProto.FLOAT, ["batch", 3]),
+     helper.make_tensor_value_info("bidx", TensorProto.INT64,
+                                   ["batch", 3])],
+    [helper.make_tensor_value_info("bsum", TensorProto.INT64, []),
+     helper.make_tensor_value_info("bsc", TensorProto.FLOAT, ["batch", 3])])
+sum_only = helper.make_graph([graph.node[0]], "batch_sum",
+                             [graph.input[0]], [graph.output[0]])
+onnx.save(helper.make_model(sum_only,
+                            opset_imports=[helper.make_opsetid("", 13)]),
+          os.path.join(out, "batch_sum.onnx"))
+scatter_only = helper.make_graph([graph.node[1]], "batch_scatter",
+                                 [graph.input[1], graph.input[2]],
+                                 [graph.output[1]])
+onnx.save(helper.make_model(scatter_only,
+                            opset_imports=[helper.make_opsetid("", 13)]),
+          os.path.join(out, "batch_scatter.onnx"))
