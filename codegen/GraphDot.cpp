@@ -182,9 +182,12 @@ private:
              "color=\"#a0a0a0\"; fontname=\"Helvetica\"; fontsize=10;\n";
       for (auto [arg, operand] :
            llvm::zip(inner.getArguments(), fused->getOperands())) {
+        // (Copied first: inserting `arg` may grow the map and move it.)
         auto it = producer_.find(operand);
-        if (it != producer_.end())
-          producer_[arg] = it->second;
+        if (it != producer_.end()) {
+          std::string id = it->second;
+          producer_[arg] = id;
+        }
       }
       ops(inner, indent + "  ");
       os_ << indent << "}\n";
@@ -192,8 +195,10 @@ private:
       for (auto [result, yielded] :
            llvm::zip(fused->getResults(), yield->getOperands())) {
         auto it = producer_.find(yielded);
-        if (it != producer_.end())
-          producer_[result] = it->second;
+        if (it != producer_.end()) {
+          std::string id = it->second;
+          producer_[result] = id;
+        }
       }
     }
   }
