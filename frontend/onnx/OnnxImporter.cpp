@@ -440,6 +440,31 @@ Shape broadcastShapes(const Shape& a, const Shape& b) {
 
 Tensor scalarOf(double v, DType dtype) { return Tensor::scalar(v, dtype); }
 
+/// A constant index `i` of dim `dim` of data (size n) wrapped into
+/// [0, n); one outside [-n, n) is refused, naming it.
+int64_t wrapConstIndex(int64_t i, int64_t n, int64_t dim, const Tensor& data) {
+  if (i < -n || i >= n)
+    throw Error("index " + std::to_string(i) + " is out of range for dim " +
+                std::to_string(dim) + " of " + data.describe() +
+                " (indices lie in [" + std::to_string(-n) + ", " +
+                std::to_string(n) + "))");
+  return i < 0 ? i + n : i;
+}
+
+/// Computed indices along an axis of n, as int64 with the negative ones
+/// wrapped (i + n); `outside`, when given, marks those outside [-n, n)
+/// (GatherElements, GatherND, ScatterElements make the runtime report
+/// them; OneHot gives them `off`).
+Tensor wrapIndices(const Tensor& idx, int64_t n, Tensor* outside = nullptr) {
+  Tensor wide = idx.dtype() == DType::I64 ? idx : cast(idx, DType::I64);
+  Tensor zero = scalarOf(0.0, DType::I64);
+  Tensor wrapped = where(lt(wide, zero), wide + double(n), wide);
+  if (outside)
+    *outside = where(lt(wrapped, zero), scalarOf(1.0, DType::I1),
+                     ge(wrapped, scalarOf(double(n), DType::I64)));
+  return wrapped;
+}
+
 /// A scatter's `reduction` attribute (ScatterND, ScatterElements): none,
 /// add or mul (opset 17's), else an error naming it.
 std::string scatterReduction(const NodeContext& c) {
@@ -1054,6 +1079,28 @@ Tensor numpyMatmul(Tensor a, Tensor b) {
 /// strides, dilations) or 0 (pads).
 bool isOneD(const Tensor& x) { return x.rank() == 3; }
 
+/// auto_pad SAME_UPPER / SAME_LOWER over the spatial dims of x (as many
+/// as kernel has): the output is ceil(in / stride), the padding that
+/// takes split in two, the odd one at the end (UPPER) or the start.
+/// Returns the begins, then the ends.
+std::vector<int64_t> samePads(const Tensor& x,
+                              const std::vector<int64_t>& kernel,
+                              const std::vector<int64_t>& strides,
+                              const std::vector<int64_t>& dilations,
+                              bool upper) {
+  size_t nd = kernel.size();
+  std::vector<int64_t> pads(2 * nd);
+  for (size_t d = 0; d < nd; ++d) {
+    int64_t in = x.size(2 + int64_t(d));
+    int64_t out = (in + strides[d] - 1) / strides[d];
+    int64_t total = std::max<int64_t>(
+        (out - 1) * strides[d] + (kernel[d] - 1) * dilations[d] + 1 - in, 0);
+    pads[d] = upper ? total / 2 : total - total / 2;
+    pads[nd + d] = total - pads[d];
+  }
+  return pads;
+}
+
 std::vector<int64_t> windowPadding(const NodeContext& c, const Tensor& x,
                                    const std::vector<int64_t>& kernel,
                                    const std::vector<int64_t>& strides,
@@ -1078,16 +1125,7 @@ std::vector<int64_t> windowPadding(const NodeContext& c, const Tensor& x,
     return {0, 0, 0, 0};
   if (autoPad != "SAME_UPPER" && autoPad != "SAME_LOWER")
     throw Error("unknown auto_pad '" + autoPad + "'");
-  std::vector<int64_t> begin(2), end(2);
-  for (int d = 0; d < 2; ++d) {
-    int64_t in = x.shape()[2 + d];
-    int64_t out = (in + strides[d] - 1) / strides[d];
-    int64_t total = std::max<int64_t>(
-        (out - 1) * strides[d] + (kernel[d] - 1) * dilations[d] + 1 - in, 0);
-    begin[d] = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
-    end[d] = total - begin[d];
-  }
-  return {begin[0], begin[1], end[0], end[1]};
+  return samePads(x, kernel, strides, dilations, autoPad == "SAME_UPPER");
 }
 
 /// The attributes of a 3-D window (Conv, MaxPool over [N, C, D, H, W]):
@@ -1123,16 +1161,8 @@ Window3d window3d(const NodeContext& c, const Tensor& x,
       throw Error("pads must have 6 values for a 3-D window, got " +
                   std::to_string(win.pads.size()));
   } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
-    for (size_t d = 0; d < 3; ++d) {
-      int64_t in = x.size(2 + int64_t(d));
-      int64_t out = (in + win.strides[d] - 1) / win.strides[d];
-      int64_t total =
-          std::max<int64_t>((out - 1) * win.strides[d] +
-                                (win.kernel[d] - 1) * win.dilations[d] + 1 - in,
-                            0);
-      win.pads[d] = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      win.pads[d + 3] = total - win.pads[d];
-    }
+    win.pads = samePads(x, win.kernel, win.strides, win.dilations,
+                        autoPad == "SAME_UPPER");
   } else if (autoPad != "VALID") {
     throw Error("unknown auto_pad '" + autoPad + "'");
   }
@@ -1883,19 +1913,10 @@ const std::unordered_map<std::string, Handler>& handlers() {
       int64_t n = data.size(axis);
       if (c.isConstant(1)) {
         for (int64_t i : c.constInts(1, "indices"))
-          if (i < -n || i >= n)
-            throw Error("index " + std::to_string(i) + " is out of range "
-                        "for dim " + std::to_string(axis) + " of " +
-                        data.describe() + " (indices lie in [" +
-                        std::to_string(-n) + ", " + std::to_string(n) + "))");
+          wrapConstIndex(i, n, axis, data);
       }
-      Tensor wide = idx.dtype() == DType::I64 ? idx : cast(idx, DType::I64);
-      Tensor negative = lt(wide, scalarOf(0.0, DType::I64));
-      Tensor wrapped = wide + double(n);
-      Tensor position = where(negative, wrapped, wide);
-      Tensor tooLow = lt(position, scalarOf(0.0, DType::I64));
-      Tensor tooHigh = ge(position, scalarOf(double(n), DType::I64));
-      Tensor outside = where(tooLow, scalarOf(1.0, DType::I1), tooHigh);
+      Tensor outside;
+      Tensor position = wrapIndices(idx, n, &outside);
       if (c.dynamicBatch)
         return R{gatherElementsBySelect(data, position, outside, axis,
                                         c.isConstant(0))};
@@ -1967,12 +1988,8 @@ const std::unordered_map<std::string, Handler>& handlers() {
       if (c.isConstant(1)) {
         std::vector<int64_t> all = c.constInts(1, "indices");
         for (size_t e = 0; e < all.size(); ++e) {
-          int64_t d = b + int64_t(e) % k, n = data.size(d);
-          if (all[e] < -n || all[e] >= n)
-            throw Error("index " + std::to_string(all[e]) +
-                        " is out of "
-                        "range for dim " +
-                        std::to_string(d) + " of " + data.describe());
+          int64_t d = b + int64_t(e) % k;
+          wrapConstIndex(all[e], data.size(d), d, data);
         }
       }
       // No tuples: an empty result (also where a dim of data is 0).
@@ -1991,12 +2008,8 @@ const std::unordered_map<std::string, Handler>& handlers() {
         for (int64_t e = j + 1; e < k; ++e)
           stride *= data.size(b + e);
         Tensor i = reshape(sliceDim(wide, -1, j, j + 1), tuples);
-        Tensor wrapped =
-            where(lt(i, scalarOf(0.0, DType::I64)), i + double(n), i);
-        Tensor bad = where(lt(wrapped, scalarOf(0.0, DType::I64)),
-                           scalarOf(1.0, DType::I1),
-                           ge(wrapped, scalarOf(double(n), DType::I64)));
-        Tensor term = wrapped * double(stride);
+        Tensor bad;
+        Tensor term = wrapIndices(i, n, &bad) * double(stride);
         outside = j == 0 ? bad : where(outside, scalarOf(1.0, DType::I1), bad);
         row = j == 0 ? term : row + term;
       }
@@ -2153,9 +2166,7 @@ const std::unordered_map<std::string, Handler>& handlers() {
         throw Error("values must hold [off, on], got " + values.describe());
       int64_t rank = idx.rank() + 1;
       int64_t axis = normalizeAxis(c.getInt("axis", -1), rank);
-      Tensor wide = idx.dtype() == DType::I64 ? idx : cast(idx, DType::I64);
-      Tensor wrapped = where(lt(wide, scalarOf(0.0, DType::I64)),
-                             wide + double(depth), wide);
+      Tensor wrapped = wrapIndices(idx, depth);
       Shape along(size_t(rank), 1);
       along[size_t(axis)] = depth;
       Tensor positions = Tensor::empty(along, DType::I64);
@@ -2210,21 +2221,15 @@ const std::unordered_map<std::string, Handler>& handlers() {
                     "select per entry and takes at most 64");
       if (c.isConstant(1))
         for (int64_t v : c.constInts(1, "indices"))
-          if (v < -n || v >= n)
-            throw Error("index " + std::to_string(v) +
-                        " is out of range "
-                        "for dim " +
-                        std::to_string(axis) + " of " + data.describe());
+          wrapConstIndex(v, n, axis, data);
       if (m == 0 || idx.numel() == 0)
         return R{data};
-      Tensor wide = idx.dtype() == DType::I64 ? idx : cast(idx, DType::I64);
-      Tensor zero = scalarOf(0.0, DType::I64);
-      Tensor wrapped = where(lt(wide, zero), wide + double(n), wide);
+      Tensor outside;
+      Tensor wrapped = wrapIndices(idx, n, &outside);
       // The run-time range check: a gather from n zeros at each index
       // (one past them where outside), which reports one outside.
-      Tensor outside = where(lt(wrapped, zero), scalarOf(1.0, DType::I1),
-                             ge(wrapped, scalarOf(double(n), DType::I64)));
-      Tensor checkIdx = where(outside, scalarOf(double(n), DType::I64), zero);
+      Tensor checkIdx = where(outside, scalarOf(double(n), DType::I64),
+                              scalarOf(0.0, DType::I64));
       // (-0.0: x + -0.0 is x for every x, -0.0 included.)
       Tensor probe = gather(Tensor::full({n}, -0.0, data.dtype()),
                             reshape(checkIdx, {idx.numel()}), 0);
@@ -2484,14 +2489,9 @@ const std::unordered_map<std::string, Handler>& handlers() {
       // Each point's coordinates in data's first k dims, wrapped.
       std::vector<int64_t> coord(size_t(points * k));
       for (int64_t p = 0; p < points; ++p)
-        for (int64_t d = 0; d < k; ++d) {
-          int64_t i = idx[size_t(p * k + d)], n = data.size(d);
-          if (i < -n || i >= n)
-            throw Error("index " + std::to_string(i) + " is out of range "
-                        "for dim " + std::to_string(d) + " of " +
-                        data.describe());
-          coord[size_t(p * k + d)] = i < 0 ? i + n : i;
-        }
+        for (int64_t d = 0; d < k; ++d)
+          coord[size_t(p * k + d)] =
+              wrapConstIndex(idx[size_t(p * k + d)], data.size(d), d, data);
       auto combine = [&](const Tensor& old, const Tensor& fresh) {
         return reduction == "add" ? add(old, fresh) : mul(old, fresh);
       };
