@@ -155,9 +155,7 @@ struct DnnlConv {
 
   /// The largest |clamp(s)| over |s| <= sumBound.
   double activationBound(double sumBound) const {
-    double lo = std::min(std::max(-sumBound, clampLo), clampHi);
-    double hi = std::min(std::max(sumBound, clampLo), clampHi);
-    return std::max(std::fabs(lo), std::fabs(hi));
+    return detail::clampBound(sumBound, clampLo, clampHi);
   }
 
   /// A bound on every output channel's sum of |w|: the weights per channel

@@ -78,6 +78,17 @@ inline bool convSumsStayFinite(double weightL1, double maxInput, double maxBias,
 /// sum's bound, widened by the rounding of its perChannel + 2 additions
 /// (gamma_n = n u / (1 - n u), u = 2^-24) and then doubled; inf when n u is
 /// not small.
+/// The largest |clamp(v, lo, hi)| over |v| <= bound (clamp as the
+/// runtime's: hi everywhere for lo > hi; infinity for a NaN bound): what a
+/// clamp or relu6 after a bounded value publishes (ValueBound).
+inline double clampBound(double bound, double lo, double hi) {
+  if (std::isnan(lo) || std::isnan(hi))
+    return std::numeric_limits<double>::infinity();
+  double a = std::min(std::max(-bound, lo), hi);
+  double b = std::min(std::max(bound, lo), hi);
+  return std::max(std::fabs(a), std::fabs(b));
+}
+
 inline double convResultBound(double weightL1, double maxInput, double maxBias,
                               double maxResidual, int64_t perChannel) {
   double nu = double(perChannel + 2) * 0x1p-24;

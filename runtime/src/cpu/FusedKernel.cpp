@@ -14,6 +14,7 @@
 // else its own kernel into the output, a conv's bias folded in) and then
 // the elementwise rest over tiles of its result, in place.
 #include "CpuKernels.h"
+#include "DnnlConv.h"
 #include "modelc/device.h"
 #include "modelc/shapes.h"
 
@@ -341,14 +342,9 @@ public:
     for (const Rule& r : rules_) {
       double a = values_[r.a], b = values_[r.b], m;
       switch (r.op) {
-      case OpId::Clamp: { // within [lo, hi] (hi everywhere for lo > hi)
-        double lo = std::min(std::max(-a, double(r.lo)), double(r.hi));
-        double hi = std::min(std::max(a, double(r.lo)), double(r.hi));
-        m = std::isnan(r.lo) || std::isnan(r.hi)
-                ? kInf
-                : std::max(std::fabs(lo), std::fabs(hi));
+      case OpId::Clamp:
+        m = detail::clampBound(a, r.lo, r.hi);
         break;
-      }
       case OpId::Sigmoid:
       case OpId::Tanh:
         m = 1.0;
