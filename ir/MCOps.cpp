@@ -458,6 +458,14 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext*,
   return success();
 }
 
+OpFoldResult PadOp::fold(FoldAdaptor) {
+  if (getInput().getType() != getType() ||
+      llvm::any_of(getLow(), [](int64_t v) { return v != 0; }) ||
+      llvm::any_of(getHigh(), [](int64_t v) { return v != 0; }))
+    return {};
+  return getInput();
+}
+
 OpFoldResult SliceOp::fold(FoldAdaptor) {
   if (getInput().getType() != getType())
     return {};

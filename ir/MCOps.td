@@ -653,6 +653,8 @@ def MC_PadOp : MC_Op<"pad", [Pure, InferTypeOpAdaptor,
     $input `,` `low` `=` $low `,` `high` `=` $high `,` `value` `=` $value attr-dict
     `:` `(` type($input) `)` `->` type($result)
   }];
+  // A pad of nothing is its input (PyTorch's AvgPool2d exports one).
+  let hasFolder = 1;
 }
 
 def MC_Conv2dOp : MC_Op<"conv2d", [Pure, InferTypeOpAdaptor,

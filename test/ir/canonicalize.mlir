@@ -190,3 +190,17 @@ func.func @cast_stays(%y: tensor<2x3xf32>, %z: tensor<2x3xbf16>) -> (tensor<3x2x
   %w = mc.cast %t2 : tensor<3x2xbf16> to tensor<3x2xf32>
   return %n, %t, %w : tensor<3x2xbf16>, tensor<3x2xf32>, tensor<3x2xf32>
 }
+
+// -----
+
+// A pad of nothing is its input (PyTorch's AvgPool2d exports one before
+// the pool); a pad of anything stays.
+// CHECK-LABEL: func @pad_nothing
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3xf32>)
+// CHECK-NEXT: %[[P:.*]] = mc.pad %[[X]], low = [0, 1]
+// CHECK-NEXT: return %[[X]], %[[P]]
+func.func @pad_nothing(%x: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x4xf32>) {
+  %0 = mc.pad %x, low = [0, 0], high = [0, 0], value = 0.0 : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %1 = mc.pad %x, low = [0, 1], high = [0, 0], value = 0.0 : (tensor<2x3xf32>) -> tensor<2x4xf32>
+  return %0, %1 : tensor<2x3xf32>, tensor<2x4xf32>
+}
