@@ -259,6 +259,8 @@ LogicalResult runCompilePipeline(ModuleOp module,
         }));
     pipeline.channelsLast = options.channelsLast.value_or(llvm::all_of(
         *targets, [](const Target* t) { return t->runsChannelsLast(); }));
+    pipeline.channelsLastF16 = llvm::all_of(
+        *targets, [](const Target* t) { return t->runsChannelsLastF16(); });
     buildCompilePipeline(pm, pipeline);
   }
   // The pipeline checks the first target's contract; the graph must meet

@@ -67,6 +67,9 @@ public:
   /// (`channels_last`) than on NCHW: then mc-channels-last switches them,
   /// when every target of the compile asks for it.
   virtual bool runsChannelsLast() const { return false; }
+  /// Whether f16 convolutions switch too (when every target says so; f32
+  /// and bf16 ones always do).
+  virtual bool runsChannelsLastF16() const { return false; }
   virtual mlir::LogicalResult serializeExecutables(mlir::ModuleOp module,
                                                    Plan& plan) const {
     return mlir::success();

@@ -264,9 +264,12 @@ struct ChannelsLastPass : mc::impl::ChannelsLastPassBase<ChannelsLastPass> {
       return signalPassFailure();
     // f32 and bf16 convolutions (oneDNN's NHWC kernels; AVX512_BF16 for
     // bf16): f16 ones run the CPU's NCHW reference on most hosts, which
-    // would transpose around each. Pooling of those types, only in a
-    // function where a convolution moved (alone, it would only add
-    // transposes).
+    // would transpose around each, so they move only with `f16` (cuDNN).
+    // Pooling of those types, only in a function where a convolution
+    // moved (alone, it would only add transposes).
+    auto switches = [&](Type t) {
+      return t.isF32() || t.isBF16() || (f16 && t.isF16());
+    };
     SmallVector<Operation*> convs, pools;
     fn.walk([&](Operation* op) {
       if (op->hasAttr("channels_last") || op->getNumOperands() == 0 ||
@@ -274,12 +277,12 @@ struct ChannelsLastPass : mc::impl::ChannelsLastPassBase<ChannelsLastPass> {
         return;
       if (auto conv = llvm::dyn_cast<mc::Conv2dOp>(op)) {
         Type t = llvm::cast<RankedTensorType>(conv.getType()).getElementType();
-        if (t.isF32() || t.isBF16())
+        if (switches(t))
           convs.push_back(op);
       } else if (llvm::isa<mc::MaxPool2dOp, mc::AvgPool2dOp>(op)) {
         Type t = llvm::cast<RankedTensorType>(op->getResult(0).getType())
                      .getElementType();
-        if (t.isF32() || t.isBF16())
+        if (switches(t))
           pools.push_back(op);
       }
     });

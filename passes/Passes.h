@@ -93,6 +93,7 @@ struct CompilePipelineOptions {
   /// (codegen: when every target asks for it, Target::runsChannelsLast;
   /// the CPU does).
   bool channelsLast = false;
+  bool channelsLastF16 = false; // f16 convolutions too (mc-channels-last f16)
 };
 
 /// Appends the inference compile pipeline: inline, canonicalize, cse,

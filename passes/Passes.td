@@ -570,7 +570,9 @@ def ChannelsLastPass : Pass<"mc-channels-last", "mlir::ModuleOp"> {
     For inference on a target whose convolutions run faster on NHWC
     activations than on NCHW ones reordered per call (the CPU: oneDNN's
     brgemm kernels take NHWC directly; measured in docs/decisions.md,
-    "Channels-last activations"): each f32 or bf16 `mc.conv2d`, and each
+    "Channels-last activations"; cuda: cuDNN's tensor-core kernels, whose
+    plans for NCHW transpose into their workspace at each call): each f32
+    or bf16 `mc.conv2d`, and each
     `mc.max_pool2d` and `mc.avg_pool2d` when a convolution moved, gets
     `channels_last`, between `mc.transpose` of its input to NHWC
     (`[0, 2, 3, 1]`) and of its result back to NCHW (`[0, 3, 1, 2]`).
@@ -590,7 +592,8 @@ def ChannelsLastPass : Pass<"mc-channels-last", "mlir::ModuleOp"> {
     else stays. Only NHWC -> NCHW transposes (`[0, 3, 1, 2]`) move, so
     attention's head transposes (`[0, 2, 1, 3]`) stay where mc-fuse looks
     for them. f16 convolutions are left NCHW (on most CPUs oneDNN has no
-    f16 kernel, and the reference would transpose around each). Training
+    f16 kernel, and the reference would transpose around each) unless
+    `f16` is set (the cuda target: cuDNN's tensor cores). Training
     graphs never run it (autodiff
     refuses `channels_last`).
 
@@ -610,6 +613,8 @@ def ChannelsLastPass : Pass<"mc-channels-last", "mlir::ModuleOp"> {
   let options = [
     Option<"entry", "entry", "std::string", /*default=*/"\"\"",
            "the entry function (default: the only public func.func)">,
+    Option<"f16", "f16", "bool", /*default=*/"false",
+           "f16 convolutions too (cuDNN's NHWC tensor-core kernels)">,
   ];
   let dependentDialects = ["::mc::MCDialect"];
 }

@@ -62,6 +62,7 @@ void mc::buildCompilePipeline(OpPassManager& pm,
   if (options.channelsLast) {
     ChannelsLastPassOptions last;
     last.entry = options.entry;
+    last.f16 = options.channelsLastF16;
     pm.addPass(createChannelsLastPass(last));
     pm.addPass(createCanonicalizerPass());
   }
@@ -278,7 +279,8 @@ struct CompilePipelineCLOptions
       llvm::cl::init(true)};
   Option<bool> channelsLast{
       *this, "channels-last",
-      llvm::cl::desc("mc-channels-last, for target=cpu only (modelc compile "
+      llvm::cl::desc("mc-channels-last, for target=cpu and cuda (f16 "
+                     "convolutions too on cuda; modelc compile "
                      "--channels-last=on forces it for any target)"),
       llvm::cl::init(true)};
 };
@@ -301,7 +303,9 @@ void mc::registerAllPasses() {
         options.splitMinReduced = cl.splitMinReduced;
         options.pretransposeWeights =
             cl.pretransposeWeights && cl.target == "cpu";
-        options.channelsLast = cl.channelsLast && cl.target == "cpu";
+        options.channelsLast =
+            cl.channelsLast && (cl.target == "cpu" || cl.target == "cuda");
+        options.channelsLastF16 = cl.target == "cuda";
         buildCompilePipeline(pm, options);
       });
   PassPipelineRegistration<TrainPipelineCLOptions>(

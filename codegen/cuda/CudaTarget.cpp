@@ -183,6 +183,11 @@ public:
   // on lavapipe); cuDNN's attention graph and the expansion of attention
   // regions do not yet (docs/fusion.md, "Views").
   bool fusesViews() const override { return true; }
+  /// cuDNN's tensor-core convolutions read NHWC activations and KRSC
+  /// filters; on NCHW ones every plan transposes both into its workspace
+  /// at every call (docs/decisions.md, "Channels-last on cuda").
+  bool runsChannelsLast() const override { return true; }
+  bool runsChannelsLastF16() const override { return true; }
   bool fusesAttentionViews() const override { return false; }
   // A reduction kernel gives an output one block (rows) or one thread: a
   // full reduction of a gradient would run on one SM of 132. Fused or not.

@@ -1749,18 +1749,33 @@ private:
       dil = {1, 1};
     bool isMax = step.op == OpId::MaxPool2d;
     bool includePad = step.attrs.getBool("count_include_pad");
+    // NCHW, or NHWC (channels_last): then neighbouring threads take
+    // neighbouring channels, and their loads are adjacent.
+    bool last = step.attrs.getBool("channels_last");
+    const int hDim = last ? 1 : 2, wDim = last ? 2 : 3;
     SmallVector<Value> os = sizes(out());
     SmallVector<Value> is = sizes(x);
     Value n = product(os);
-    int64_t H = x.shape[2], W = x.shape[3];
+    int64_t H = x.shape[hDim], W = x.shape[wDim];
     gridStride(n, [&](Value i) {
-      SmallVector<Value> oi = delinearize(i, os); // n, c, oh, ow
-      Value nc = arith::AddIOp::create(
-          b, loc, arith::MulIOp::create(b, loc, oi[0], is[1]), oi[1]);
-      Value plane = arith::MulIOp::create(b, loc, nc, idx(H * W));
-      Value hs = arith::MulIOp::create(b, loc, oi[2], idx(st[0]));
+      SmallVector<Value> oi = delinearize(i, os);
+      // The input element (n, c, h, w) is at plane + (h * W + w) * pixel.
+      Value plane, pixel;
+      if (last) {
+        plane = arith::AddIOp::create(
+            b, loc,
+            arith::MulIOp::create(b, loc, oi[0], idx(H * W * x.shape[3])),
+            oi[3]);
+        pixel = is[3];
+      } else {
+        Value nc = arith::AddIOp::create(
+            b, loc, arith::MulIOp::create(b, loc, oi[0], is[1]), oi[1]);
+        plane = arith::MulIOp::create(b, loc, nc, idx(H * W));
+        pixel = idx(1);
+      }
+      Value hs = arith::MulIOp::create(b, loc, oi[hDim], idx(st[0]));
       Value h0 = arith::SubIOp::create(b, loc, hs, idx(pad[0]));
-      Value ws = arith::MulIOp::create(b, loc, oi[3], idx(st[1]));
+      Value ws = arith::MulIOp::create(b, loc, oi[wDim], idx(st[1]));
       Value w0 = arith::SubIOp::create(b, loc, ws, idx(pad[1]));
       Value acc = isMax ? f32(-std::numeric_limits<float>::infinity()) : f32(0);
       Value cnt = f32(0), padCnt = f32(0);
@@ -1786,7 +1801,8 @@ private:
           Value width = idx(W);
           Value rowStart = arith::MulIOp::create(b, loc, hSafe, width);
           Value wSafe = select(inside, w, idx(0));
-          Value inPlane = arith::AddIOp::create(b, loc, rowStart, wSafe);
+          Value inPlane = arith::MulIOp::create(
+              b, loc, arith::AddIOp::create(b, loc, rowStart, wSafe), pixel);
           Value flat = arith::AddIOp::create(b, loc, plane, inPlane);
           Value v = load(0, flat);
           if (isMax) {
@@ -1854,14 +1870,8 @@ KernelKind classifyStep(const Plan& plan, const PlanStep& step,
     return op == OpId::Matmul || op == OpId::Conv2d;
   };
   if (isAnchor(step.op) || (step.op == OpId::Fused && !step.body.empty() &&
-                            isAnchor(step.body[0].op))) {
-    const rt::OpAttrs& anchor =
-        step.op == OpId::Fused ? step.body[0].attrs : step.attrs;
-    if (anchor.getBool("channels_last"))
-      return refuse("conv2d of channels_last (NHWC) activations, a CPU "
-                    "layout (the cuda target runs NCHW through cuDNN)");
+                            isAnchor(step.body[0].op)))
     return KernelKind::None;
-  }
   // The data-parallel all-reduce pair: the device's own kernels (a copy
   // into the bucket and NCCL; the scale after it).
   if (step.op == OpId::AllReduceStart || step.op == OpId::AllReduceWait)
@@ -1990,9 +2000,6 @@ KernelKind classifyStep(const Plan& plan, const PlanStep& step,
       return refuse("pooling of " + std::string(rt::dtypeName(outBuf.dtype)));
     if (step.attrs.getInts("kernel").size() != 2)
       return refuse("pooling without a 2-d kernel");
-    if (step.attrs.getBool("channels_last"))
-      return refuse("pooling of channels_last (NHWC) activations, a CPU "
-                    "layout");
     return KernelKind::Pool;
   }
   default:

@@ -162,10 +162,13 @@ LibraryRegion matchLibraryRegion(const std::vector<RegionOp>& body,
   match.kind = conv ? Kind::ConvEpilogue : Kind::MatmulEpilogue;
   match.lhs = anchor.operands[0];
   match.rhs = anchor.operands[1];
-  if (conv)
+  if (conv) { // the bias along the channels: dim 3 of NHWC
+    int64_t channels = anchor.attrs.getBool("channels_last") ? 3 : 1;
     return matchEpilogue(match, body, inputs, outputDtype, outputShape,
                          /*reshape=*/false, /*sameShape=*/true,
-                         Shape{outputShape[1]}, 1, name, convActivation);
+                         Shape{outputShape[size_t(channels)]}, channels, name,
+                         convActivation);
+  }
   return matchEpilogue(match, body, inputs, outputDtype, outputShape,
                        /*reshape=*/true, /*sameShape=*/false,
                        Shape{outputShape.back()},

@@ -4,6 +4,7 @@
 // (runtime/schema/mcpk.fbs), and the error for an artifact with no code
 // for this GPU.
 #include "GpuTestUtil.h"
+#include "cuda/Cudnn.h"
 #include "cuda/Nccl.h"
 #include "modelc/communicator.h"
 #include "modelc/model.h"
@@ -193,6 +194,47 @@ TEST_F(CudaDevice, RunsAGeneratedKernelFromPtx) {
   // 3.7 million units: more blocks than the grid cap (4 waves of resident
   // blocks: 8448 of 128 threads on an H100), so threads stride.
   runAdd(*this, 100000);
+}
+
+// A channels_last convolution's constant filter is copied once, at bind,
+// from KCRS to KRSC (cuDNN's NHWC kernels read it so): every element where
+// the permutation puts it, in 4- and 2-byte dtypes; the original is left
+// as it was. Needs no cuDNN, so it runs on the fake driver in CI.
+TEST_F(CudaDevice, AChannelsLastFilterIsACopyInKrscOrder) {
+  for (rt::DType t : {rt::DType::F32, rt::DType::BF16}) {
+    SCOPED_TRACE(rt::dtypeName(t));
+    const int64_t K = 3, C = 2, R = 2, S = 3;
+    HostTensor w(t, {K, C, R, S});
+    std::vector<float> v(w.size());
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = float(i); // exact in bf16 below 256
+    w.setFloats(v);
+    rt::DeviceMemory dw = upload(w);
+    std::shared_ptr<const void> krsc;
+    rt::Status st =
+        rt::cuda::channelsLastFilter(*cuda, {t, w.shape, dw.get()}, &krsc);
+    ASSERT_TRUE(st) << st.message();
+    ASSERT_NE(krsc.get(), nullptr);
+    ASSERT_NE(krsc.get(), static_cast<const void *>(dw.get()));
+    HostTensor got(t, {K, R, S, C}), same(t, w.shape);
+    download(const_cast<void *>(krsc.get()), got);
+    download(dw.get(), same);
+    std::vector<float> g = got.floats();
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t r = 0; r < R; ++r)
+          for (int64_t x = 0; x < S; ++x)
+            EXPECT_EQ(g[size_t(((k * R + r) * S + x) * C + c)],
+                      v[size_t(((k * C + c) * R + r) * S + x)])
+                << "k " << k << " c " << c << " r " << r << " s " << x;
+    EXPECT_EQ(same.floats(), v) << "the KCRS weight is unchanged";
+  }
+  std::shared_ptr<const void> none;
+  rt::Status st = rt::cuda::channelsLastFilter(
+      *cuda, {rt::DType::I32, {4, 3, 1, 1}, nullptr}, &none);
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.message().find("i32[4, 3, 1, 1]"), std::string::npos)
+      << st.message();
 }
 
 TEST_F(CudaDevice, DynamicSharedMemoryAbove48KiBIsAskedFor) {

@@ -1,7 +1,8 @@
 // The CUDA device's conv2d through cuDNN's graph API against the CPU's
 // conv2d (CTest label gpu; skipped, saying why, without a device): f32
 // (TF32 and not), bf16 and f16, with strides, asymmetric padding,
-// dilation, groups and depthwise; the conv2d + bias (+ relu) regions as
+// dilation, groups and depthwise, NCHW and NHWC (channels_last, the
+// weight as given or copied to KRSC); the conv2d + bias (+ relu) regions as
 // one cuDNN graph, and the regions refused (those need no cuDNN, so they
 // also run on the fake driver).
 #include "ConvCases.h"
@@ -10,6 +11,7 @@
 #include "modelc/shapes.h"
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -46,13 +48,48 @@ std::vector<double> reference(const ConvCase &c, const HostTensor &x,
 
 using CudnnConv = CudaTest;
 
+/// NCHW <-> NHWC of a rank-4 tensor's bytes: toLast moves dim 1 last,
+/// else dim 3 to 1 (SHAPE is the result's).
+HostTensor permuted(const HostTensor &t, bool toLast) {
+  const rt::Shape &s = t.shape;
+  rt::Shape to = toLast ? rt::Shape{s[0], s[2], s[3], s[1]}
+                        : rt::Shape{s[0], s[3], s[1], s[2]};
+  HostTensor r(t.dtype, to);
+  size_t e = rt::dtypeSize(t.dtype);
+  // Index of NCHW element (n, c, hw) in each layout.
+  int64_t n = toLast ? s[0] : to[0], c = toLast ? s[1] : to[1],
+          hw = toLast ? s[2] * s[3] : to[2] * to[3];
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < c; ++j)
+      for (int64_t k = 0; k < hw; ++k) {
+        size_t nchw = size_t((i * c + j) * hw + k),
+               nhwc = size_t((i * hw + k) * c + j);
+        std::memcpy(&r.bytes[(toLast ? nhwc : nchw) * e],
+                    &t.bytes[(toLast ? nchw : nhwc) * e], e);
+      }
+  return r;
+}
+
+/// How checkConv lays the case out.
+enum class Layout {
+  Nchw,
+  Nhwc,         // channels_last, a weight the step may not preprocess
+  NhwcConstant, // channels_last, a constant weight (read as KRSC)
+};
+
 /// One case on the device (a Conv2d step, or a Fused step of conv2d + bias
 /// + relu) against the reference.
 void checkConv(CudaTest &t, DType dtype, const ConvCase &c, int mantissaBits,
-               double tol, bool withBias, bool relu) {
-  std::string what = std::string(withBias || relu ? "fused " : "") +
-                     "conv2d " + rt::dtypeName(dtype) + " " + c.name +
-                     (withBias ? " + bias" : "") + (relu ? ", relu" : "");
+               double tol, bool withBias, bool relu,
+               Layout layout = Layout::Nchw) {
+  bool last = layout != Layout::Nchw;
+  std::string what =
+      std::string(withBias || relu ? "fused " : "") + "conv2d " +
+      rt::dtypeName(dtype) + " " + c.name + (withBias ? " + bias" : "") +
+      (relu ? ", relu" : "") +
+      (layout == Layout::Nhwc           ? ", NHWC"
+       : layout == Layout::NhwcConstant ? ", NHWC, constant weight"
+                                        : "");
   SCOPED_TRACE(what);
   rt::Shape out = outShape(c);
   HostTensor x = HostTensor::random(dtype, c.x, 21, mantissaBits);
@@ -60,42 +97,55 @@ void checkConv(CudaTest &t, DType dtype, const ConvCase &c, int mantissaBits,
   HostTensor bias = HostTensor::random(dtype, {out[1]}, 23, mantissaBits);
   std::vector<double> ref =
       reference(c, x, w, withBias ? &bias : nullptr, relu);
-  rt::DeviceMemory dx = t.upload(x), dw = t.upload(w), db = t.upload(bias),
+  HostTensor xLaid = last ? permuted(x, true) : x;
+  rt::DeviceMemory dx = t.upload(xLaid), dw = t.upload(w), db = t.upload(bias),
                    dy;
   HostTensor got(dtype, out);
+  rt::Shape outLaid = last ? permuted(got, true).shape : out;
   ASSERT_TRUE(t.device->allocate(got.bytes.size(), &dy));
   rt::OpAttrs none, attrs = convAttrs(c);
+  if (last)
+    attrs.set(rt::OpAttr::boolean("channels_last", true));
   std::vector<rt::RegionOp> body;
   bool fused = withBias || relu;
   if (fused) {
-    // conv2d(0, 1); broadcast_in_dim(2, dims [1]); add (bias first); relu.
-    body.push_back({OpId::Conv2d, attrs, {0, 1}, dtype, out});
+    // conv2d(0, 1); broadcast_in_dim(2, dims [channels]); add (bias
+    // first); relu.
+    body.push_back({OpId::Conv2d, attrs, {0, 1}, dtype, outLaid});
     uint32_t v = 3;
     if (withBias) {
       body.push_back({OpId::BroadcastInDim,
-                      {rt::OpAttr::list("dims", {1})},
+                      {rt::OpAttr::list("dims", {last ? 3 : 1})},
                       {2},
                       dtype,
-                      out});
-      body.push_back({OpId::Add, {}, {4, v}, dtype, out});
+                      outLaid});
+      body.push_back({OpId::Add, {}, {4, v}, dtype, outLaid});
       v = 5;
     }
     if (relu)
-      body.push_back({OpId::Relu, {}, {v}, dtype, out});
+      body.push_back({OpId::Relu, {}, {v}, dtype, outLaid});
   }
-  std::vector<rt::ConstTensor> inputs{{dtype, c.x, dx.get()},
+  std::vector<rt::ConstTensor> inputs{{dtype, xLaid.shape, dx.get()},
                                       {dtype, c.w, dw.get()}};
   if (fused)
     inputs.push_back({dtype, bias.shape, db.get()});
   rt::KernelRequest r{fused ? OpId::Fused : OpId::Conv2d,
                       fused ? none : attrs,
                       inputs,
-                      {dtype, out, dy.get()},
+                      {dtype, outLaid, dy.get()},
                       *t.device,
                       fused ? &body : nullptr};
+  if (layout == Layout::NhwcConstant)
+    r.constantInputs = {false, true};
   rt::Status st = t.bindAndRun(*t.device, r);
   ASSERT_TRUE(st) << st.message();
-  t.download(dy.get(), got);
+  if (last) {
+    HostTensor laid(dtype, outLaid);
+    t.download(dy.get(), laid);
+    got = permuted(laid, false);
+  } else {
+    t.download(dy.get(), got);
+  }
   double err = relErr(got.floats(), ref);
   EXPECT_LT(err, tol);
   std::printf("  %-62s rel_err %.2e (tol %.0e)\n", what.c_str(), err, tol);
@@ -134,6 +184,21 @@ TEST_F(CudnnConv, ConvBiasReluRegionIsOneGraphMatchingTheCpu) {
     checkConv(*this, t, kCases[0], bits, tolerance(t), true, false);
     checkConv(*this, t, kCases[2], bits, tolerance(t), false, true);
   }
+}
+
+// channels_last (what the cuda target compiles convolutions to): NHWC
+// activations, the weight as given (cuDNN transposes it per call) or as a
+// constant the device copies to KRSC once; every case, each dtype, and
+// the bias and relu region.
+TEST_F(CudnnConv, ChannelsLastMatchesTheCpu) {
+  for (Layout layout : {Layout::Nhwc, Layout::NhwcConstant})
+    for (DType t : {DType::F32, DType::BF16, DType::F16}) {
+      int bits = t == DType::F32 ? 10 : 23;
+      for (const ConvCase &c : kCases)
+        checkConv(*this, t, c, bits, tolerance(t), false, false, layout);
+      for (const ConvCase &c : {kCases[0], kCases[1], kCases[3]})
+        checkConv(*this, t, c, bits, tolerance(t), true, true, layout);
+    }
 }
 
 TEST_F(CudnnConv, ASessionOfConvStepsReplaysAsAGraph) {

@@ -1,6 +1,8 @@
 // RUN: modelc-opt %s -split-input-file --mc-channels-last | FileCheck %s
 // RUN: modelc-opt %s -split-input-file --mc-compile-pipeline=fuse=false | FileCheck %s --check-prefix=PIPE
 // RUN: modelc-opt %s -split-input-file --mc-compile-pipeline="fuse=false channels-last=false" | FileCheck %s --check-prefix=OFF
+// RUN: modelc-opt %s -split-input-file --mc-channels-last=f16=true | FileCheck %s --check-prefix=F16
+// RUN: modelc-opt %s -split-input-file --mc-compile-pipeline="fuse=false target=cuda" | FileCheck %s --check-prefix=F16
 
 // A residual block: conv + bias + relu, conv + bias + the block's input,
 // relu, max pool, global average pool, flatten. One transpose into NHWC at
@@ -82,6 +84,11 @@ func.func @boundaries(%x: tensor<1x2x4x4xf32>, %w: tensor<3x2x1x1xf32>) -> (tens
 // CHECK: mc.relu %[[T]]
 // CHECK-NOT: channels_last
 // CHECK: return
+// With f16 (the cuda target), the f16 convolution and the pool after it
+// switch.
+// F16-LABEL: func.func @untouched
+// F16: mc.conv2d %{{.*}} channels_last : (tensor<1x4x4x2xf16>, tensor<3x2x1x1xf16>) -> tensor<1x4x4x3xf16>
+// F16: mc.max_pool2d %{{.*}} channels_last : (tensor<1x4x4x3xf16>) -> tensor<1x2x2x3xf16>
 func.func @untouched(%x: tensor<1x2x4x4xf16>, %w: tensor<3x2x1x1xf16>, %q: tensor<1x4x2x8xf32>) -> (tensor<1x3x4x4xf16>, tensor<1x3x2x2xf16>, tensor<1x2x4x8xf32>) {
   %0 = mc.conv2d %x, %w, strides = [1, 1], padding = [0, 0, 0, 0], dilation = [1, 1], groups = 1 : (tensor<1x2x4x4xf16>, tensor<3x2x1x1xf16>) -> tensor<1x3x4x4xf16>
   %1 = mc.max_pool2d %0, kernel = [2, 2], strides = [2, 2], padding = [0, 0, 0, 0], dilation = [1, 1] : (tensor<1x3x4x4xf16>) -> tensor<1x3x2x2xf16>

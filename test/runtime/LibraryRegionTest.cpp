@@ -164,6 +164,31 @@ TEST(LibraryRegion, ConvChannelBiasReluIsOneCudnnGraph) {
                    "[3], not one bias of [8] along dim 1");
 }
 
+// A channels_last conv2d (NHWC result [2, 6, 6, 8]) takes its bias along
+// dim 3, and only there.
+TEST(LibraryRegion, ChannelsLastConvTakesItsBiasAlongDim3) {
+  Shape y = {2, 6, 6, 8};
+  std::vector<ConstTensor> inputs = {in({2, 8, 8, 3}, DType::BF16),
+                                     in({8, 3, 3, 3}, DType::BF16),
+                                     in({8}, DType::BF16)};
+  OpAttrs last{OpAttr::boolean("channels_last", true)};
+  std::vector<RegionOp> body = {
+      op(OpId::Conv2d, {0, 1}, y, DType::BF16, last),
+      op(OpId::BroadcastInDim, {2}, y, DType::BF16, dims({3})),
+      op(OpId::Add, {4, 3}, y, DType::BF16),
+      op(OpId::Relu, {5}, y, DType::BF16)};
+  LibraryRegion m = matchLibraryRegion(body, inputs, DType::BF16, y, false);
+  EXPECT_EQ(m.kind, Kind::ConvEpilogue) << m.why;
+  EXPECT_EQ(m.bias, 2);
+  EXPECT_EQ(m.activation, Act::Relu);
+  body[1] = op(OpId::BroadcastInDim, {2}, y, DType::BF16, dims({1}));
+  inputs[2] = in({6}, DType::BF16);
+  m = matchLibraryRegion(body, inputs, DType::BF16, y, false);
+  EXPECT_EQ(m.kind, Kind::None);
+  EXPECT_EQ(m.why, "body op 1 is mc.broadcast_in_dim of bf16[6] along dims "
+                   "[1], not one bias of [8] along dim 3");
+}
+
 // --- attention (rt::matchAttentionRegion) ---
 
 /// bf16 q [2, 4, 16, 32], k [2, 4, 16, 32] (read with transpose_b), v, a

@@ -71,8 +71,8 @@ commands:
                                  (mc-pretranspose-weights; default: on
                                  for cpu, off for cuda)
       --channels-last=on|off     run f32 and bf16 convolutions and pooling
-                                 on NHWC activations (mc-channels-last;
-                                 default: on for cpu, off for cuda)
+                                 (f16 too on cuda) on NHWC activations
+                                 (mc-channels-last; default: on)
       -v, --verbose              print each stage and its time, and the
                                  steps, intermediate bytes and arena size;
                                  for cuda, how each attention region runs

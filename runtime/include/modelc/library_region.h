@@ -39,8 +39,9 @@ struct LibraryRegion {
 ///   tanh_approximation (cuBLASLt's GELU epilogue is the tanh form); every
 ///   op of the output's dtype, the bias's N the output's last dim.
 /// - ConvEpilogue: conv2d(in a, in b), optionally add(value,
-///   broadcast_in_dim(in bias [C], dims [1])) in either order, then
-///   optionally relu; every op of the output's dtype and shape.
+///   broadcast_in_dim(in bias [C], dims [1], or [3] when the conv2d is
+///   channels_last)) in either order, then optionally relu; every op of
+///   the output's dtype and shape.
 /// Not an attention region (ATTENTION, the step's attribute). Shapes of
 /// the anchor itself (the matmul's or conv's own rule) are the device's to
 /// check when it binds the call.

@@ -68,7 +68,8 @@ Status notAnEpilogue(const std::string& why) {
 }
 
 /// The ConvProblem of a conv2d from its operands, attributes and result
-/// (the CPU kernel's semantics: NCHW, OIHW weights, one float dtype).
+/// (the CPU kernel's semantics: NCHW activations, or NHWC ones with
+/// channels_last; OIHW weights; one float dtype).
 Status convOf(const ConstTensor& x, const ConstTensor& w, const OpAttrs& attrs,
               DType dtype, const Shape& result, ConvProblem* p) {
   if (!isFloat(x.dtype) || x.dtype != w.dtype || x.dtype != dtype)
@@ -78,29 +79,47 @@ Status convOf(const ConstTensor& x, const ConstTensor& w, const OpAttrs& attrs,
                          ": cuda takes one of f32, f16, bf16 for all three");
   p->params = conv2dParams(attrs);
   const Conv2dParams& c = p->params;
-  if (c.channelsLast) // the cuda target does not run mc-channels-last
-    return Status::error("conv2d: channels_last (NHWC) activations are a "
-                         "CPU layout; the cuda device runs NCHW convolutions");
+  const char* layout = c.channelsLast ? "NHWC" : "NCHW";
+  if (x.shape.size() != 4 || w.shape.size() != 4 || result.size() != 4)
+    return Status::error("conv2d: input " + shapeString(x.shape) + ", weight " +
+                         shapeString(w.shape) + " and result " +
+                         shapeString(result) + " must be rank 4 (" + layout +
+                         ", OIHW)");
+  // cuDNN takes NCHW dims whatever the layout (the strides say it).
+  auto nchw = [&](const Shape& s) {
+    return c.channelsLast ? Shape{s[0], s[3], s[1], s[2]} : s;
+  };
   Shape expected;
-  if (x.shape.size() != 4 || w.shape.size() != 4)
-    return Status::error("conv2d: input " + shapeString(x.shape) +
-                         " and weight " + shapeString(w.shape) +
-                         " must be rank 4 (NCHW, OIHW)");
-  Status rule = shapes::conv2d(
-      x.shape, w.shape, {c.strideH, c.strideW},
-      {c.padTop, c.padLeft, c.padBottom, c.padRight},
-      {c.dilationH, c.dilationW}, c.groups, &expected);
+  Status rule = shapes::conv2d(nchw(x.shape), w.shape, {c.strideH, c.strideW},
+                               {c.padTop, c.padLeft, c.padBottom, c.padRight},
+                               {c.dilationH, c.dilationW}, c.groups, &expected);
   if (!rule)
     return Status::error("conv2d: " + rule.message());
-  if (expected != result)
+  if (expected != nchw(result))
     return Status::error("conv2d: the result is " + shapeString(result) +
-                         ", the operands give " + shapeString(expected));
+                         ", the operands give " + shapeString(expected) +
+                         (c.channelsLast ? " (NCHW)" : ""));
   p->dtype = dtype;
-  p->x = x.shape;
+  p->channelsLast = c.channelsLast;
+  p->x = nchw(x.shape);
   p->w = w.shape;
-  p->y = result;
+  p->y = expected;
   p->xData = x.data;
   p->wData = w.data;
+  return Status::ok();
+}
+
+/// A channels_last convolution whose weight (input `wIndex`) is a constant
+/// reads a KRSC copy of it made once here (channelsLastFilter); any other
+/// keeps the OIHW weight, which cuDNN transposes at each call.
+Status filterLayoutOf(const KernelRequest& r, size_t wIndex, ConvProblem* p) {
+  if (!p->channelsLast || wIndex >= r.constantInputs.size() ||
+      !r.constantInputs[wIndex])
+    return Status::ok();
+  MC_RETURN_IF_ERROR(
+      channelsLastFilter(cudaDevice(r), r.inputs[wIndex], &p->owned));
+  p->wData = p->owned.get();
+  p->filterChannelsLast = true;
   return Status::ok();
 }
 
@@ -109,6 +128,7 @@ Status conv2dKernel(const KernelRequest& r, BoundKernel* out,
   ConvProblem p;
   MC_RETURN_IF_ERROR(convOf(r.inputs[0], r.inputs[1], r.attrs, r.output.dtype,
                             r.output.shape, &p));
+  MC_RETURN_IF_ERROR(filterLayoutOf(r, 1, &p));
   p.yData = r.output.data;
   return bindConv(cudaDevice(r), r, p, out, workspaceBytes);
 }
@@ -118,10 +138,12 @@ Status notAConvEpilogue(const std::string& why) {
   return Status::error(
       "mc.fused: the cuda device runs a region led by a conv2d only when it "
       "is the conv2d of two inputs, then optionally the add of a bias (a "
-      "broadcast_in_dim of an input [C] along dim 1), then optionally relu "
+      "broadcast_in_dim of an input [C] along the channel dim, 1 or 3 with "
+      "channels_last), then optionally relu "
       "(one cuDNN graph); " +
-      why + " (the compiler generates a kernel for such regions, or splits "
-            "them)");
+      why +
+      " (the compiler generates a kernel for such regions, or splits "
+      "them)");
 }
 
 /// A fused region led by a conv2d (rt::matchLibraryRegion's
@@ -133,6 +155,7 @@ Status fusedConvKernel(const KernelRequest& r, const LibraryRegion& match,
   ConvProblem p;
   MC_RETURN_IF_ERROR(convOf(r.inputs[match.lhs], r.inputs[match.rhs],
                             conv.attrs, conv.dtype, conv.shape, &p));
+  MC_RETURN_IF_ERROR(filterLayoutOf(r, match.rhs, &p));
   p.yData = r.output.data;
   if (match.bias >= 0)
     p.bias = r.inputs[size_t(match.bias)].data;

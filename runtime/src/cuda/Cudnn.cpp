@@ -8,12 +8,14 @@
 #include "CublasLt.h" // tf32Allowed
 #include "modelc/shapes.h"
 
+#include <cstdio>
+#include <cstring>
 #include <dlfcn.h>
 #include <link.h>
-#include <cstdio>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 // The handle attributes of the operation graph and the plan are marked
 // deprecated in cuDNN 9 (a device property may stand in for them, which
@@ -164,6 +166,7 @@ struct PlanState {
   Desc pack;
   void* packWorkspace = nullptr;
   float byValue = 0; // a by-value tensor's value (the attention's scale)
+  std::shared_ptr<const void> owned; // memory the pointers read (ConvProblem)
 };
 
 cudnnDataType_t dataType(DType t) {
@@ -178,7 +181,9 @@ cudnnDataType_t dataType(DType t) {
 }
 
 /// "bf16 [8, 16, 32, 32] * [32, 4, 3, 3] (strides [2, 2], padding [1, 1,
-/// 0, 0], dilation [1, 1], groups 4) + bias, relu".
+/// 0, 0], dilation [1, 1], groups 4) + bias, relu"; the dims are NCHW and
+/// KCRS, and ", NHWC" or ", NHWC, KRSC" after the groups says how they
+/// are stored otherwise.
 std::string describe(const ConvProblem& p) {
   const Conv2dParams& c = p.params;
   auto pair = [](int64_t a, int64_t b) {
@@ -191,7 +196,8 @@ std::string describe(const ConvProblem& p) {
                   ", " + std::to_string(c.padBottom) + ", " +
                   std::to_string(c.padRight) + "], dilation " +
                   pair(c.dilationH, c.dilationW) + ", groups " +
-                  std::to_string(c.groups) + ")";
+                  std::to_string(c.groups) + (p.channelsLast ? ", NHWC" : "") +
+                  (p.filterChannelsLast ? ", KRSC" : "") + ")";
   if (p.bias)
     s += " + bias";
   if (p.relu)
@@ -205,6 +211,16 @@ std::vector<int64_t> packedStrides(const Shape& s) {
   for (size_t i = s.size(); i-- > 1;)
     st[i - 1] = st[i] * s[i];
   return st;
+}
+
+/// Strides of NCHW dims stored NHWC (channels innermost), in elements.
+std::vector<int64_t> channelsLastStrides(const Shape& s) {
+  return {s[1] * s[2] * s[3], 1, s[3] * s[1], s[1]};
+}
+
+/// The strides of a rank-4 NCHW tensor stored as `channelsLast` says.
+std::vector<int64_t> stridesOf(const Shape& s, bool channelsLast) {
+  return channelsLast ? channelsLastStrides(s) : packedStrides(s);
 }
 
 /// The largest power of two up to 16 that divides the address.
@@ -443,22 +459,22 @@ Status convOps(const GraphBuilder& g, const ConvProblem& p,
   cudnnDataType_t io = dataType(p.dtype), f32 = CUDNN_DATA_FLOAT;
   bool fused = p.bias || p.relu;
   Desc x, w, y, convOut, bias, sum;
-  MC_RETURN_IF_ERROR(g.tensor(kX, io, p.x, packedStrides(p.x), false,
-                            alignmentOf(p.xData), &x));
-  MC_RETURN_IF_ERROR(g.tensor(kW, io, p.w, packedStrides(p.w), false,
-                            alignmentOf(p.wData), &w));
-  MC_RETURN_IF_ERROR(g.tensor(kY, io, p.y, packedStrides(p.y), false,
-                            alignmentOf(p.yData), &y));
+  std::vector<int64_t> yStrides = stridesOf(p.y, p.channelsLast);
+  MC_RETURN_IF_ERROR(g.tensor(kX, io, p.x, stridesOf(p.x, p.channelsLast),
+                              false, alignmentOf(p.xData), &x));
+  MC_RETURN_IF_ERROR(g.tensor(kW, io, p.w, stridesOf(p.w, p.filterChannelsLast),
+                              false, alignmentOf(p.wData), &w));
+  MC_RETURN_IF_ERROR(
+      g.tensor(kY, io, p.y, yStrides, false, alignmentOf(p.yData), &y));
   if (fused) // the convolution's result stays in f32, inside the graph
-    MC_RETURN_IF_ERROR(g.tensor(kConvOut, f32, p.y, packedStrides(p.y), true,
-                              16, &convOut));
+    MC_RETURN_IF_ERROR(
+        g.tensor(kConvOut, f32, p.y, yStrides, true, 16, &convOut));
   if (p.bias)
     MC_RETURN_IF_ERROR(g.tensor(kBias, io, {1, p.y[1], 1, 1},
                               {p.y[1], 1, 1, 1}, false,
                               alignmentOf(p.bias), &bias));
   if (p.bias && p.relu)
-    MC_RETURN_IF_ERROR(g.tensor(kSum, f32, p.y, packedStrides(p.y), true, 16,
-                              &sum));
+    MC_RETURN_IF_ERROR(g.tensor(kSum, f32, p.y, yStrides, true, 16, &sum));
 
   // The convolution: cross-correlation, f32 accumulation; the groups are
   // the ratio of x's channels to w's input channels.
@@ -1112,8 +1128,35 @@ Status bindConv(CudaDevice& dev, const KernelRequest& r, const ConvProblem& p,
     st->uids.push_back(kBias);
     st->pointers.push_back(const_cast<void*>(p.bias));
   }
+  st->owned = p.owned;
   *workspaceBytes = size_t(st->workspace);
   *out = planStep(dev, r, st, "conv2d " + describe(p));
+  return Status::ok();
+}
+
+Status channelsLastFilter(CudaDevice& dev, const ConstTensor& w,
+                          std::shared_ptr<const void>* out) {
+  if (w.shape.size() != 4 || !isFloat(w.dtype))
+    return Status::error(
+        "conv2d: a KRSC filter from " + std::string(dtypeName(w.dtype)) +
+        shapeString(w.shape) + ": takes a rank-4 float KCRS filter");
+  const int64_t k = w.shape[0], c = w.shape[1], rs = w.shape[2] * w.shape[3];
+  const size_t e = dtypeSize(w.dtype), bytes = size_t(k * c * rs) * e;
+  DeviceMemory mem;
+  MC_RETURN_IF_ERROR(dev.allocate(bytes, &mem));
+  std::vector<uint8_t> from(bytes), to(bytes);
+  MC_RETURN_IF_ERROR(dev.copyToHost(from.data(), w.data, bytes));
+  // [k][c][rs] -> [k][rs][c]
+  for (int64_t i = 0; i < k; ++i)
+    for (int64_t j = 0; j < c; ++j)
+      for (int64_t t = 0; t < rs; ++t)
+        std::memcpy(&to[size_t((i * rs + t) * c + j) * e],
+                    &from[size_t((i * c + j) * rs + t) * e], e);
+  // Staged (`to` may go on return) and queued on the device's one
+  // stream, ahead of every launch of the step.
+  MC_RETURN_IF_ERROR(dev.copyToDevice(mem.get(), to.data(), bytes));
+  auto held = std::make_shared<DeviceMemory>(std::move(mem));
+  *out = std::shared_ptr<const void>(held, held->get());
   return Status::ok();
 }
 

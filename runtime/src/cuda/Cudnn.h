@@ -55,20 +55,35 @@ Status createCudnnHandle(const Cudnn& dnn, cudnnHandle_t* out);
 /// when it has one.
 std::string statusText(const Cudnn& dnn, cudnnStatus_t s);
 
-/// y = act(conv2d(x, w) + bias) in NCHW, the CPU's semantics (kernels.h):
-/// x [n, c, h, w], w [k, c/groups, r, s], y [n, k, oh, ow]; bias [k] along
-/// the channels, or null; relu or not. One dtype for all (f32, f16, bf16),
-/// accumulated in f32 (f32 on TF32 tensor cores unless MODELC_CUDA_TF32=0).
+/// y = act(conv2d(x, w) + bias), the CPU's semantics (kernels.h): x [n, c,
+/// h, w], w [k, c/groups, r, s], y [n, k, oh, ow] as dims, stored NCHW and
+/// KCRS, or NHWC (channelsLast) and KRSC (filterChannelsLast); bias [k]
+/// along the channels, or null; relu or not. One dtype for all (f32, f16,
+/// bf16), accumulated in f32 (f32 on TF32 tensor cores unless
+/// MODELC_CUDA_TF32=0).
 struct ConvProblem {
   DType dtype = DType::F32;
-  Shape x, w, y;
+  Shape x, w, y; // logical NCHW and KCRS dims, whatever the layout
   Conv2dParams params;
+  bool channelsLast = false;       // x and y stored NHWC (channels_last)
+  bool filterChannelsLast = false; // w stored KRSC
+  /// Memory the data pointers read that the bound step must keep (a KRSC
+  /// copy of the weight).
+  std::shared_ptr<const void> owned;
   const void* xData = nullptr;
   const void* wData = nullptr;
   void* yData = nullptr;
   const void* bias = nullptr;
   bool relu = false;
 };
+
+/// A KRSC copy, in new device memory, of the KCRS filter W (f32, f16 or
+/// bf16) on the device: for a channels_last convolution whose weight is a
+/// constant, so that cuDNN's NHWC kernels read it as it lies (with a KCRS
+/// filter, its plans transpose the filter into their workspace at every
+/// call). Made once, through the host.
+Status channelsLastFilter(CudaDevice& device, const ConstTensor& w,
+                          std::shared_ptr<const void>* out);
 
 /// Where cuDNN makes a plan: on a device, its handle; with no GPU (cuDNN
 /// 9.8 and up), a device-property descriptor of the GPU the plan is for,
