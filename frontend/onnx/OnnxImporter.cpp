@@ -68,6 +68,8 @@ DType dtypeOf(int elemType, const std::string& what) {
     return DType::I64;
   case TensorProto::BOOL:
     return DType::I1;
+  case TensorProto::DOUBLE: // computed in f32 (doublePlaces says where)
+    return DType::F32;
   default:
     break;
   }
@@ -77,7 +79,64 @@ DType dtypeOf(int elemType, const std::string& what) {
                          : std::to_string(elemType);
   throw Error(what + " has element type " + name +
               "; modelc supports FLOAT, FLOAT16, BFLOAT16, INT32, INT64 and "
-              "BOOL");
+              "BOOL (and DOUBLE, computed in FLOAT)");
+}
+
+/// Where GRAPH (and the graphs inside its nodes) uses DOUBLE: its inputs,
+/// outputs and initializers of that type, Constant and ConstantOfShape
+/// values, and Cast (or any `to` / `dtype` attribute) to it, named as
+/// "Cast '/Cast_3'". PyTorch's exporter widens Python scalars to double
+/// (torch.where(c, 1.0, 0.0) in 1.13), which eager PyTorch computes in
+/// the tensor's float type; modelc computes them in f32.
+void doublePlaces(const onnx::GraphProto& graph,
+                  std::vector<std::string>* out) {
+  auto typed = [](const onnx::ValueInfoProto& v) {
+    return v.type().tensor_type().elem_type() == TensorProto::DOUBLE;
+  };
+  for (const auto& v : graph.input())
+    if (typed(v))
+      out->push_back("input '" + v.name() + "'");
+  for (const auto& v : graph.output())
+    if (typed(v))
+      out->push_back("output '" + v.name() + "'");
+  for (const TensorProto& t : graph.initializer())
+    if (t.data_type() == TensorProto::DOUBLE)
+      out->push_back("initializer '" + t.name() + "'");
+  for (const NodeProto& n : graph.node()) {
+    bool uses = false;
+    for (const auto& a : n.attribute()) {
+      if (a.type() == onnx::AttributeProto::TENSOR &&
+          a.t().data_type() == TensorProto::DOUBLE)
+        uses = true;
+      if (a.type() == onnx::AttributeProto::INT &&
+          (a.name() == "to" || a.name() == "dtype") &&
+          a.i() == TensorProto::DOUBLE)
+        uses = true;
+      if (a.type() == onnx::AttributeProto::GRAPH)
+        doublePlaces(a.g(), out);
+    }
+    if (uses)
+      out->push_back(n.op_type() + " '" + n.name() + "'");
+  }
+}
+
+/// DOUBLE values as f32: rounded to nearest, NaN and infinities kept; a
+/// finite value beyond f32's range is an error naming WHAT (it would
+/// become an infinity).
+void narrowDoubles(const double* from, size_t n, float* to,
+                   const std::string& what) {
+  for (size_t i = 0; i < n; ++i) {
+    double v = from[i];
+    if (std::isfinite(v) &&
+        std::fabs(v) > double(std::numeric_limits<float>::max())) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%.17g", v);
+      throw Error(what + " holds " + text + " (element " + std::to_string(i) +
+                  "), a DOUBLE beyond f32's range; "
+                  "modelc computes DOUBLE in f32");
+    }
+    to[i] = static_cast<float>(v);
+  }
 }
 
 /// The file an external-data tensor points at, after checking that it stays
@@ -185,12 +244,15 @@ Tensor tensorFromProto(const TensorProto& p, const fs::path& modelDir,
                        uint64_t* weightBytes = nullptr,
                        std::optional<RawOnFile> rawOnFile = std::nullopt) {
   DType dtype = dtypeOf(p.data_type(), what);
+  // DOUBLE data is read as stored (8 bytes a value), then narrowed to f32.
+  const bool f64 = p.data_type() == TensorProto::DOUBLE;
   Shape shape(p.dims().begin(), p.dims().end());
   int64_t count = 0;
   if (rt::Status s = rt::checkElementCount(shape, &count); !s)
     throw Error(what + ": " + s.message());
   size_t n = static_cast<size_t>(count);
   size_t bytes = n * rt::dtypeSize(dtype);
+  size_t stored = f64 ? n * sizeof(double) : bytes;
   std::string type = std::string(rt::dtypeName(dtype)) + rt::shapeString(shape);
   if (weightBytes) {
     *weightBytes += bytes;
@@ -207,13 +269,17 @@ Tensor tensorFromProto(const TensorProto& p, const fs::path& modelDir,
   };
   std::optional<ExternalData> external;
   if (p.data_location() == TensorProto::EXTERNAL) {
-    external = locateExternalData(p, modelDir, bytes);
+    external = locateExternalData(p, modelDir, stored);
   } else if (p.has_raw_data() || rawOnFile) {
     uint64_t found = rawOnFile ? rawOnFile->span.length : p.raw_data().size();
-    if (found != bytes)
+    if (found != stored)
       throw Error(what + " holds " + std::to_string(found) +
-                  " bytes of raw data; " + type + " needs " +
-                  std::to_string(bytes));
+                  " bytes of raw data; " +
+                  (f64 ? "DOUBLE" + rt::shapeString(shape) : type) + " needs " +
+                  std::to_string(stored));
+  } else if (f64) {
+    if (size_t(p.double_data_size()) != n)
+      throw mismatch(size_t(p.double_data_size()));
   } else {
     size_t found = 0;
     switch (dtype) {
@@ -235,6 +301,21 @@ Tensor tensorFromProto(const TensorProto& p, const fs::path& modelDir,
   }
 
   Tensor t = Tensor::empty(shape, dtype);
+  if (f64) {
+    std::vector<double> values(n);
+    if (external)
+      readFileRange(external->file, external->offset, values.data(), stored,
+                    what + ": external data");
+    else if (rawOnFile)
+      readFileRange(rawOnFile->file, rawOnFile->span.offset, values.data(),
+                    stored, what + ": raw data");
+    else if (p.has_raw_data())
+      std::memcpy(values.data(), p.raw_data().data(), stored);
+    else
+      std::copy(p.double_data().begin(), p.double_data().end(), values.begin());
+    narrowDoubles(values.data(), n, t.data<float>(), what);
+    return t;
+  }
   if (external) {
     readFileRange(external->file, external->offset, t.rawData(), bytes,
                   what + ": external data");
@@ -3110,20 +3191,9 @@ const std::unordered_map<std::string, Handler>& handlers() {
       return out;
     };
     h["Cast"] = [](const NodeContext& c) {
-      // PyTorch exports torch.isinf and torch.isnan as a Cast to double
-      // read by IsInf / IsNaN: exact on the float itself (modelc has no
-      // f64), so that Cast is the identity; any other reader is refused.
-      if (c.getInt("to", 0) == TensorProto::DOUBLE &&
-          rt::isFloat(c.in(0).dtype())) {
-        bool predicates = !c.readers.empty();
-        for (const std::string& r : c.readers)
-          predicates &= r == "IsInf" || r == "IsNaN";
-        if (predicates)
-          return R{c.in(0)};
-        throw Error("Cast to DOUBLE: modelc has no f64; it takes one only "
-                    "where IsInf and IsNaN alone read it (torch.isinf, "
-                    "torch.isnan)");
-      }
+      // A Cast to DOUBLE is one to f32 (dtypeOf; modelc has no f64): the
+      // identity on f32, and exact for torch.isinf and torch.isnan, which
+      // PyTorch exports as a Cast to double read by IsInf / IsNaN.
       DType to = dtypeOf(static_cast<int>(c.getInt("to", 0)),
                          "the target of Cast");
       const Tensor& x = c.in(0);
@@ -3563,6 +3633,23 @@ jit::TracedModule Importer::run() {
     while (!line.empty() && line.back() == ' ')
       line.pop_back();
     throw Error("'" + path_ + "' is not a valid ONNX model: " + line);
+  }
+  std::vector<std::string> doubles;
+  doublePlaces(graph, &doubles);
+  if (!doubles.empty() && options_.warn) {
+    std::string list;
+    for (size_t i = 0; i < doubles.size() && i < 4; ++i)
+      list += (i ? ", " : "") + doubles[i];
+    if (doubles.size() > 4)
+      list += " and " + std::to_string(doubles.size() - 4) + " more";
+    options_.warn("'" + path_ + "' uses DOUBLE (f64) in " +
+                  std::to_string(doubles.size()) + " place" +
+                  (doubles.size() > 1 ? "s" : "") + " (" + list +
+                  "); modelc has no f64 and computes them in f32, as eager "
+                  "PyTorch computes the Python scalars its exporter widens "
+                  "to double; results differ from f64 ones by f32's "
+                  "rounding, and are infinite where an f64 value would "
+                  "pass f32's range (3.4e38)");
   }
 
   // Initializers: named parameters (and compile-time constants).

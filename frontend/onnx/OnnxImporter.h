@@ -7,6 +7,7 @@
 
 #include "frontend/jit/Trace.h"
 
+#include <functional>
 #include <map>
 #include <string>
 
@@ -22,6 +23,10 @@ struct OnnxImportOptions {
   /// inputShapes) becomes the function's `?` batch with these bounds (see
   /// jit::TraceOptions::dynamicBatch); each input must have one.
   std::optional<jit::DynamicBatch> batch;
+  /// Told what the import changed that its user should know: DOUBLE (f64)
+  /// tensors and casts, which become f32 (modelc has no f64). The driver
+  /// prints it as a warning; null: nothing is said.
+  std::function<void(const std::string&)> warn;
 };
 
 /// Parses "NAME=1x3x224x224" (the argument of --input-shape) into

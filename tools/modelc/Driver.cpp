@@ -217,10 +217,16 @@ int finishStdout(int rc) {
 
 } // namespace
 
+/// An ONNX import's warning (OnnxImportOptions::warn), on stderr.
+static void printImportWarning(const std::string& text) {
+  llvm::errs() << "modelc: warning: " << text << "\n";
+}
+
 int compileMain(int argc, char** argv) {
   std::string input, output, emit = "artifact", shapeSpec, batchSpec;
   codegen::CompileOptions options;
   OnnxImportOptions onnxOptions;
+  onnxOptions.warn = printImportWarning;
   std::string badNumber, trainFlag, ampFlag;
   std::set<std::string> givenFlags; // the number flags given
   // A value flag given twice (other than the repeatable --input-shape):
@@ -585,6 +591,7 @@ int compileMain(int argc, char** argv) {
 int importMain(int argc, char** argv) {
   std::string input, output = "-";
   OnnxImportOptions options;
+  options.warn = printImportWarning;
   try {
     for (int i = 1; i < argc; ++i) {
       std::string a = argv[i];

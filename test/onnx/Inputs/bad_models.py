@@ -244,15 +244,17 @@ graph = helper.make_graph(
 save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
      "reducesum-int.onnx")
 
-# A Cast to double read by an Add (modelc has no f64).
+# A DOUBLE initializer (in double_data) holding a value past f32's range:
+# modelc computes DOUBLE in f32, where it would be an infinity.
 graph = helper.make_graph(
     [helper.make_node("Cast", ["a"], ["d"], name="todouble", to=11),
-     helper.make_node("Add", ["d", "d"], ["r"], name="add0")],
-    "cast-double",
-    [helper.make_tensor_value_info("a", TensorProto.FLOAT, [4])],
-    [helper.make_tensor_value_info("r", TensorProto.DOUBLE, [4])])
+     helper.make_node("Add", ["d", "c"], ["r"], name="add0")],
+    "double-overflow",
+    [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2])],
+    [helper.make_tensor_value_info("r", TensorProto.DOUBLE, [2])],
+    [helper.make_tensor("c", TensorProto.DOUBLE, [2], [0.5, -1e300])])
 save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
-     "cast-double.onnx")
+     "double-overflow.onnx")
 
 # GatherElements with a constant index past its axis (3 along a dim of 3).
 graph = helper.make_graph(

@@ -338,6 +338,25 @@ class FloatChecks(nn.Module):
         return torch.isinf(x), torch.isnan(x), torch.isfinite(x)
 
 
+class DoubleScalars(nn.Module):
+    """What PyTorch 1.13's exporter writes in DOUBLE (modelc computes it in
+    f32): torch.where with Python scalars (double constants, a double
+    Where, the float input cast up to meet it, a double graph output),
+    and arithmetic on x.double() with a float64 buffer (a DOUBLE
+    initializer), cast back."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("s", torch.tensor([1.5, -2.0, 0.1],
+                                               dtype=torch.float64))
+
+    def forward(self, x):  # x [2, 3]
+        mask = torch.where(x > 0, 1.0, 0.0)
+        scaled = x * torch.where(x > 0, 0.5, 2.0)
+        wide = (x.double() * self.s + 1.0 / 3.0).float()
+        return mask, scaled, wide
+
+
 class ConstantMask(nn.Module):
     """A mask built by assignment into a constant tensor (ScatterND of
     constants, as torchvision's Swin builds its shifted-window mask), and
@@ -677,6 +696,10 @@ def build(name):
         return FloatChecks(), {"x": x}, ["inf", "nan", "finite"], {}
     if name == "constant_mask":
         return ConstantMask(), {"x": randn(2, 6, 6)}, ["y"], {}
+    if name == "double_scalars":
+        x = np.array([[1.0, -2.5, 0.0], [3e-8, -1e9, 7.0]], np.float32)
+        return (DoubleScalars(), {"x": x},
+                ["mask", "scaled", "wide"], {})
     if name == "conv3ds":
         return (Conv3ds(), {"x": randn(2, 4, 6, 7, 5)},
                 ["cube", "temporal", "grouped", "up", "up_padded",
