@@ -32,7 +32,7 @@ struct CompileOptions {
   /// for it (the CPU); else as given (`--pretranspose-weights=on|off`).
   std::optional<bool> pretransposeWeights;
   /// mc-channels-last (inference): unset, when every target asks for it
-  /// (the CPU); else as given (`--channels-last=on|off`).
+  /// (cpu, cuda); else as given (`--channels-last=on|off`).
   std::optional<bool> channelsLast;
 };
 

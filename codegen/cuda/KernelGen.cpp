@@ -1764,7 +1764,8 @@ private:
       if (last) {
         plane = arith::AddIOp::create(
             b, loc,
-            arith::MulIOp::create(b, loc, oi[0], idx(H * W * x.shape[3])),
+            arith::MulIOp::create(b, loc, oi[0],
+                                  product({is[1], is[2], is[3]})),
             oi[3]);
         pixel = is[3];
       } else {

@@ -199,7 +199,8 @@ TEST_F(CudaDevice, RunsAGeneratedKernelFromPtx) {
 // A channels_last convolution's constant filter is copied once, at bind,
 // from KCRS to KRSC (cuDNN's NHWC kernels read it so): every element where
 // the permutation puts it, in 4- and 2-byte dtypes; the original is left
-// as it was. Needs no cuDNN, so it runs on the fake driver in CI.
+// as it was; one copy per constant while a binding holds it. Needs no
+// cuDNN, so it runs on the fake driver in CI.
 TEST_F(CudaDevice, AChannelsLastFilterIsACopyInKrscOrder) {
   for (rt::DType t : {rt::DType::F32, rt::DType::BF16}) {
     SCOPED_TRACE(rt::dtypeName(t));
@@ -228,6 +229,16 @@ TEST_F(CudaDevice, AChannelsLastFilterIsACopyInKrscOrder) {
                       v[size_t(((k * C + c) * R + r) * S + x)])
                 << "k " << k << " c " << c << " r " << r << " s " << x;
     EXPECT_EQ(same.floats(), v) << "the KCRS weight is unchanged";
+    // Another binding of the same constant (a second batch size, another
+    // session) shares the copy while one holds it; a different shape of
+    // the same bytes does not.
+    std::shared_ptr<const void> again, other;
+    ASSERT_TRUE(
+        rt::cuda::channelsLastFilter(*cuda, {t, w.shape, dw.get()}, &again));
+    EXPECT_EQ(again.get(), krsc.get());
+    ASSERT_TRUE(rt::cuda::channelsLastFilter(*cuda, {t, {K, C, S, R}, dw.get()},
+                                             &other));
+    EXPECT_NE(other.get(), krsc.get());
   }
   std::shared_ptr<const void> none;
   rt::Status st = rt::cuda::channelsLastFilter(

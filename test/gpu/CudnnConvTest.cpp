@@ -196,7 +196,7 @@ TEST_F(CudnnConv, ChannelsLastMatchesTheCpu) {
       int bits = t == DType::F32 ? 10 : 23;
       for (const ConvCase &c : kCases)
         checkConv(*this, t, c, bits, tolerance(t), false, false, layout);
-      for (const ConvCase &c : {kCases[0], kCases[1], kCases[3]})
+      for (const ConvCase &c : {kCases[0], kCases[1], kCases[3], kCases[5]})
         checkConv(*this, t, c, bits, tolerance(t), true, true, layout);
     }
 }

@@ -354,6 +354,18 @@ Status CudaDevice::copyToHost(void* hostDst, const void* src, size_t n) {
   return Status::ok();
 }
 
+std::shared_ptr<const void> CudaDevice::derived(const std::string& key) {
+  for (auto it = derived_.begin(); it != derived_.end();)
+    it = it->second.expired() ? derived_.erase(it) : std::next(it);
+  auto it = derived_.find(key);
+  return it == derived_.end() ? nullptr : it->second.lock();
+}
+
+void CudaDevice::keepDerived(const std::string& key,
+                             std::weak_ptr<const void> memory) {
+  derived_[key] = std::move(memory);
+}
+
 Status CudaDevice::synchronize() {
   MC_RETURN_IF_ERROR(makeCurrent());
   CUresult r = driver().streamSynchronize(stream_);

@@ -111,6 +111,12 @@ public:
   /// the device's context but not in the device (the NCCL communicator's
   /// stream, events and communicator), and may outlive it.
   void atTeardown(std::weak_ptr<std::function<void()>> teardown);
+  /// Device memory made once from a constant of an artifact (a
+  /// convolution's KRSC filter), shared by every binding that asks for the
+  /// same KEY while one still holds it: every batch size a session binds,
+  /// and every session of the model on this device. Null when none does.
+  std::shared_ptr<const void> derived(const std::string& key);
+  void keepDerived(const std::string& key, std::weak_ptr<const void> memory);
 
 private:
   CudaDevice() = default;
@@ -184,6 +190,7 @@ private:
   std::vector<CUmodule> runtimeModules_;
   std::map<std::string, CUfunction> runtimeFunctions_;
   std::vector<std::weak_ptr<std::function<void()>>> teardowns_;
+  std::map<std::string, std::weak_ptr<const void>> derived_;
 };
 
 /// The CudaDevice a kernel request runs on (kernels registered for "cuda"

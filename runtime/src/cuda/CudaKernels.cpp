@@ -109,12 +109,19 @@ Status convOf(const ConstTensor& x, const ConstTensor& w, const OpAttrs& attrs,
   return Status::ok();
 }
 
-/// A channels_last convolution whose weight (input `wIndex`) is a constant
-/// reads a KRSC copy of it made once here (channelsLastFilter); any other
-/// keeps the OIHW weight, which cuDNN transposes at each call.
+/// A channels_last convolution reads its filter as KRSC: as it lies where
+/// that is KCRS's order too (1x1 kernels, and one input channel per group:
+/// depthwise), else a copy made once of a constant weight
+/// (channelsLastFilter); any other weight stays KCRS, which cuDNN
+/// transposes at each call.
 Status filterLayoutOf(const KernelRequest& r, size_t wIndex, ConvProblem* p) {
-  if (!p->channelsLast || wIndex >= r.constantInputs.size() ||
-      !r.constantInputs[wIndex])
+  if (!p->channelsLast)
+    return Status::ok();
+  if (p->w[1] == 1 || p->w[2] * p->w[3] == 1) {
+    p->filterChannelsLast = true;
+    return Status::ok();
+  }
+  if (wIndex >= r.constantInputs.size() || !r.constantInputs[wIndex])
     return Status::ok();
   MC_RETURN_IF_ERROR(
       channelsLastFilter(cudaDevice(r), r.inputs[wIndex], &p->owned));

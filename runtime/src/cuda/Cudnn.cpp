@@ -1140,6 +1140,14 @@ Status channelsLastFilter(CudaDevice& dev, const ConstTensor& w,
     return Status::error(
         "conv2d: a KRSC filter from " + std::string(dtypeName(w.dtype)) +
         shapeString(w.shape) + ": takes a rank-4 float KCRS filter");
+  // The copy of these bytes, if a binding still holds one: the constant
+  // stays at this address while any binding of it lives.
+  char at[32];
+  std::snprintf(at, sizeof at, "%p", w.data);
+  std::string key = std::string("krsc ") + at + " " + dtypeName(w.dtype) +
+                    shapeString(w.shape);
+  if ((*out = dev.derived(key)))
+    return Status::ok();
   const int64_t k = w.shape[0], c = w.shape[1], rs = w.shape[2] * w.shape[3];
   const size_t e = dtypeSize(w.dtype), bytes = size_t(k * c * rs) * e;
   DeviceMemory mem;
@@ -1157,6 +1165,7 @@ Status channelsLastFilter(CudaDevice& dev, const ConstTensor& w,
   MC_RETURN_IF_ERROR(dev.copyToDevice(mem.get(), to.data(), bytes));
   auto held = std::make_shared<DeviceMemory>(std::move(mem));
   *out = std::shared_ptr<const void>(held, held->get());
+  dev.keepDerived(key, *out);
   return Status::ok();
 }
 
