@@ -32,7 +32,7 @@ struct TrainingStep::Impl {
   mc_session_t* session = nullptr;
   std::vector<std::pair<std::string, Tensor>> parameters; // names in model
   /// Per input, its class count when it holds class labels (else 0).
-  std::vector<int64_t> labelClasses;
+  std::vector<rt::LabelInput> labelClasses;
   ~Impl() {
     if (session)
       mc_session_free(session);
@@ -60,10 +60,12 @@ float TrainingStep::step(const std::vector<Tensor>& batch) {
     const Tensor& t = batch[i];
     // Out-of-range labels would train silently on a zero one-hot row; a
     // host-side check of the batch (O(batch), no device sync).
-    if (impl_->labelClasses[i] > 0) {
+    if (const rt::LabelInput& labels = impl_->labelClasses[i];
+        labels.classes > 0) {
       rt::Status st = rt::checkLabels(
-          t.dtype(), t.rawData(), t.numel(), impl_->labelClasses[i],
-          "training step: batch tensor " + std::to_string(i) + " (labels)");
+          t.dtype(), t.rawData(), t.numel(), labels.classes,
+          "training step: batch tensor " + std::to_string(i) + " (labels)", 0,
+          labels.ignored);
       if (!st)
         throw Error(st.message());
     }
@@ -193,7 +195,7 @@ TrainingStep compileTraining(nn::Module& model, const LossFn& lossFn,
         impl->artifact.data(), impl->artifact.size(), "training step", &model);
     if (!st)
       throw Error("compileTraining: " + st.message());
-    impl->labelClasses = rt::labelClassCounts(*model);
+    impl->labelClasses = rt::labelInputs(*model);
   }
   return TrainingStep(std::move(impl));
 }

@@ -496,6 +496,73 @@ public:
 
 using Handler = std::function<std::vector<Tensor>(const NodeContext&)>;
 
+/// SoftmaxCrossEntropyLoss (SOFTMAX) or NegativeLogLikelihoodLoss: scores
+/// [N, C, d1, ...] (log-probabilities for the latter), labels [N, d1, ...]
+/// of int32/int64, optional weights [C]; `reduction` none, sum or mean
+/// (over the weights of the counted labels, as PyTorch), `ignore_index`
+/// counting nothing. Outputs the loss, and for the former the
+/// log-probabilities if asked.
+std::vector<Tensor> classLoss(const NodeContext& c, bool softmax) {
+  const Tensor& scores = c.in(0);
+  const Tensor& labels = c.in(1);
+  if (scores.rank() < 2 || !rt::isFloat(scores.dtype()))
+    throw Error("scores " + scores.describe() +
+                " must be floats of rank 2 or more ([N, C, ...])");
+  if ((labels.dtype() != DType::I32 && labels.dtype() != DType::I64) ||
+      labels.rank() != scores.rank() - 1 || labels.size(0) != scores.size(0))
+    throw Error("labels " + labels.describe() +
+                " must be int32 or int64 of "
+                "the scores' " +
+                scores.describe() + " shape without dim 1");
+  for (int64_t d = 1; d < labels.rank(); ++d)
+    if (labels.size(d) != scores.size(d + 1))
+      throw Error("labels " + labels.describe() + " must be the scores' " +
+                  scores.describe() + " shape without dim 1");
+  std::string reduction = c.getString("reduction", "mean");
+  if (reduction != "none" && reduction != "sum" && reduction != "mean")
+    throw Error("reduction '" + reduction + "' is not none, sum or mean");
+  int64_t classes = scores.size(1);
+  DType ft = scores.dtype();
+  Tensor logp = softmax ? logSoftmax(scores, 1) : scores;
+  // [1, C, 1, ...]: the classes 0..C-1 along dim 1.
+  Shape along(size_t(scores.rank()), 1);
+  along[1] = classes;
+  Tensor ids = Tensor::empty(along, labels.dtype());
+  for (int64_t k = 0; k < classes; ++k) {
+    if (labels.dtype() == DType::I64)
+      ids.data<int64_t>()[k] = k;
+    else
+      ids.data<int32_t>()[k] = int32_t(k);
+  }
+  Tensor hot = cast(eq(unsqueeze(labels, 1), ids), ft);
+  Tensor picked = sum(mul(logp, hot), {1});
+  std::optional<Tensor> weight; // per label: its class's weight, 0 ignored
+  if (c.has(2)) {
+    const Tensor& w = c.in(2);
+    if (w.rank() != 1 || w.size(0) != classes || w.dtype() != ft)
+      throw Error("weights " + w.describe() + " must be [" +
+                  std::to_string(classes) + "] of the scores' type");
+    weight = sum(mul(reshape(w, along), hot), {1});
+  }
+  if (const AttributeProto* ignore = c.attr("ignore_index")) {
+    Tensor k = Tensor::full({}, double(ignore->i()), labels.dtype());
+    Tensor keep = cast(ne(labels, k), ft);
+    weight = weight ? mul(*weight, keep) : keep;
+  }
+  Tensor loss = neg(weight ? mul(picked, *weight) : picked);
+  std::vector<int64_t> all;
+  for (int64_t d = 0; d < loss.rank(); ++d)
+    all.push_back(d);
+  if (reduction == "sum")
+    loss = sum(loss, all);
+  else if (reduction == "mean")
+    loss = weight ? div(sum(loss, all), sum(*weight, all)) : mean(loss, all);
+  std::vector<Tensor> out{loss};
+  if (softmax && c.wantsOutput(1))
+    out.push_back(logp);
+  return out;
+}
+
 int64_t normalizeAxis(int64_t axis, int64_t rank, const char* what = "axis") {
   int64_t a = axis < 0 ? axis + rank : axis;
   if (a < 0 || a >= rank)
@@ -2695,6 +2762,15 @@ const std::unordered_map<std::string, Handler>& handlers() {
     h["LogSoftmax"] = [](const NodeContext& c) {
       return R{logSoftmax(c.in(0), c.getInt("axis", -1))};
     };
+    // F.cross_entropy and F.nll_loss (a loss exported with its model, to
+    // train from ONNX): log_softmax for the former, then the frontend's
+    // pick of the label's class (crossEntropy's one-hot product, which the
+    // runtime recognizes as class labels and checks), class weights,
+    // ignore_index and the reduction.
+    for (const char* name :
+         {"SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss"})
+      h[name] = [softmax = std::string(name) == "SoftmaxCrossEntropyLoss"](
+                    const NodeContext& c) { return classLoss(c, softmax); };
     for (const char* name :
          {"ReduceMean", "ReduceMax", "ReduceMin", "ReduceLogSumExp",
           "ReduceProd", "ReduceL1", "ReduceL2", "ReduceSumSquare",

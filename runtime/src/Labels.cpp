@@ -55,9 +55,9 @@ viewsOf(const flatbuffers::Vector<flatbuffers::Offset<fb::Buffer>> &bufs,
 
 } // namespace
 
-std::vector<int64_t> labelClassCounts(const Model &model) {
+std::vector<LabelInput> labelInputs(const Model &model) {
   const fb::Model &t = model.table();
-  std::vector<int64_t> counts(model.inputs().size(), 0);
+  std::vector<LabelInput> counts(model.inputs().size());
   if (!t.buffers() || !t.steps())
     return counts;
   const auto &bufs = *t.buffers();
@@ -91,6 +91,22 @@ std::vector<int64_t> labelClassCounts(const Model &model) {
         return 0;
     return n;
   };
+  // K when constant buffer B holds K in each of its elements, of DTYPE.
+  auto oneValue = [&](uint32_t b, DType dtype) -> std::optional<int64_t> {
+    const fb::Buffer *buf = bufs.Get(b);
+    if (DType(buf->dtype()) != dtype || !buf->shape())
+      return std::nullopt;
+    int64_t n = 1;
+    for (int64_t d : *buf->shape())
+      n *= d;
+    const uint8_t *p = model.constantData() + buf->offset();
+    if (n < 1)
+      return std::nullopt;
+    for (int64_t i = 1; i < n; ++i)
+      if (intAt(dtype, p, i) != intAt(dtype, p, 0))
+        return std::nullopt;
+    return intAt(dtype, p, 0);
+  };
   for (size_t i = 0; i < model.inputs().size(); ++i) {
     const TensorInfo &in = model.inputs()[i];
     if (!isIntLabel(in.dtype))
@@ -106,18 +122,26 @@ std::vector<int64_t> labelClassCounts(const Model &model) {
       }
       if (opOf(s) != OpId::Compare || s->inputs()->size() != 2)
         continue;
-      if (intAttr(s, "direction", -1) != int64_t(CompareOp::Eq))
+      int64_t direction = intAttr(s, "direction", -1);
+      if (direction != int64_t(CompareOp::Eq) &&
+          direction != int64_t(CompareOp::Ne))
         continue;
       uint32_t a = s->inputs()->Get(0), b = s->inputs()->Get(1);
       if (!labels.count(a))
         std::swap(a, b);
       auto c = constantOf.find(b);
-      if (labels.count(a) && c != constantOf.end())
-        if (int64_t n = arangeLength(c->second, in.dtype)) {
-          counts[i] = n;
-          break;
-        }
+      if (!labels.count(a) || c == constantOf.end())
+        continue;
+      int64_t n = direction == int64_t(CompareOp::Eq)
+                      ? arangeLength(c->second, in.dtype)
+                      : 0;
+      if (n > 0 && !counts[i].classes)
+        counts[i].classes = n;
+      else if (std::optional<int64_t> k = oneValue(c->second, in.dtype))
+        counts[i].ignored = *k;
     }
+    if (!counts[i].classes)
+      counts[i].ignored.reset();
   }
   return counts;
 }
@@ -198,19 +222,22 @@ Status checkGatherIndices(DType dtype, const void *data, int64_t count,
 }
 
 Status checkLabels(DType dtype, const void *data, int64_t count,
-                   int64_t classes, const std::string &what,
-                   int64_t firstIndex) {
+                   int64_t classes, const std::string &what, int64_t firstIndex,
+                   std::optional<int64_t> ignored) {
   if (!isIntLabel(dtype))
     return Status::error(what + ": class labels must be i32 or i64, got " +
                          dtypeName(dtype));
   const uint8_t *p = static_cast<const uint8_t *>(data);
   for (int64_t i = 0; i < count; ++i) {
     int64_t v = intAt(dtype, p, i);
-    if (v < 0 || v >= classes)
-      return Status::error(what + ": sample " + std::to_string(firstIndex + i) +
-                           " has class label " + std::to_string(v) +
-                           ", outside [0, " + std::to_string(classes) +
-                           ") for " + std::to_string(classes) + " classes");
+    if ((v < 0 || v >= classes) && v != ignored)
+      return Status::error(
+          what + ": sample " + std::to_string(firstIndex + i) +
+          " has class label " + std::to_string(v) + ", outside [0, " +
+          std::to_string(classes) + ") for " + std::to_string(classes) +
+          " classes" +
+          (ignored ? " (and not the ignored " + std::to_string(*ignored) + ")"
+                   : std::string()));
   }
   return Status::ok();
 }

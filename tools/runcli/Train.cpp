@@ -875,14 +875,15 @@ Status Trainer::loadData() {
     return Status::error(opt_.model + ": the artifact has no inputs to feed");
   // Class labels out of range would train on an all-zero one-hot row (loss
   // -0) without a word; checked once here, for the whole dataset.
-  std::vector<int64_t> classes = rt::labelClassCounts(*model_);
+  std::vector<rt::LabelInput> labels = rt::labelInputs(*model_);
   for (const Feed &f : feeds_)
-    if (classes[f.input] > 0)
+    if (labels[f.input].classes > 0)
       MC_RETURN_IF_ERROR(rt::checkLabels(
           f.array.dtype, f.array.data.data(),
           int64_t(f.array.data.size() / rt::dtypeSize(f.array.dtype)),
-          classes[f.input],
-          f.path + " (--data " + inputs[f.input].name + ")"));
+          labels[f.input].classes,
+          f.path + " (--data " + inputs[f.input].name + ")", 0,
+          labels[f.input].ignored));
   // With a dynamic batch the last step of an epoch takes the remaining
   // samples (a partial batch, whose loss is the mean over them), unless
   // fewer remain than the artifact's smallest batch. Over ranks, each

@@ -8,22 +8,35 @@
 #include "modelc/model.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace mc::rt {
 
-/// For each input of MODEL (in signature order), the class count when the
-/// graph uses it as class labels, 0 otherwise. Labels are recognized the way
-/// the frontend's cross-entropy is traced: the i32/i64 input (reshaped,
-/// broadcast) compared for equality with a constant [0, 1, ..., C-1].
-std::vector<int64_t> labelClassCounts(const Model &model);
+/// What an input is to the graph as class labels.
+struct LabelInput {
+  int64_t classes = 0; // 0: not class labels
+  /// A value the graph leaves out of the loss (ONNX's ignore_index,
+  /// PyTorch's -100 by default), allowed besides [0, classes).
+  std::optional<int64_t> ignored;
+};
 
-/// Checks COUNT labels (I32 or I64 at DATA) against [0, CLASSES). The error
-/// names WHAT, the index (FIRSTINDEX + i), the value and the class count.
+/// For each input of MODEL (in signature order), what it is as class
+/// labels. Labels are recognized the way the frontend's cross-entropy (and
+/// the ONNX import of SoftmaxCrossEntropyLoss) is traced: the i32/i64
+/// input (reshaped, broadcast) compared for equality with a constant [0,
+/// 1, ..., C-1]; an ignored value is the input compared (equal or not)
+/// with a constant of that one value.
+std::vector<LabelInput> labelInputs(const Model &model);
+
+/// Checks COUNT labels (I32 or I64 at DATA) against [0, CLASSES), IGNORED
+/// allowed besides. The error names WHAT, the index (FIRSTINDEX + i), the
+/// value and the class count.
 Status checkLabels(DType dtype, const void *data, int64_t count,
                    int64_t classes, const std::string &what,
-                   int64_t firstIndex = 0);
+                   int64_t firstIndex = 0,
+                   std::optional<int64_t> ignored = std::nullopt);
 
 /// An integer input whose values a gather uses as indices (an embedding's
 /// token ids): `dim` is the size of the gathered dim (indices lie in

@@ -244,6 +244,17 @@ graph = helper.make_graph(
 save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
      "reducesum-int.onnx")
 
+# SoftmaxCrossEntropyLoss with 3 labels for 2 samples.
+graph = helper.make_graph(
+    [helper.make_node("SoftmaxCrossEntropyLoss", ["s", "l"], ["r"],
+                      name="sce0")],
+    "sce-labels",
+    [helper.make_tensor_value_info("s", TensorProto.FLOAT, [2, 5]),
+     helper.make_tensor_value_info("l", TensorProto.INT64, [3])],
+    [helper.make_tensor_value_info("r", TensorProto.FLOAT, [])])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
+     "sce-labels.onnx")
+
 # A DOUBLE initializer (in double_data) holding a value past f32's range:
 # modelc computes DOUBLE in f32, where it would be an infinity.
 graph = helper.make_graph(

@@ -357,6 +357,29 @@ class DoubleScalars(nn.Module):
         return mask, scaled, wide
 
 
+class ClassLosses(nn.Module):
+    """F.cross_entropy and F.nll_loss as PyTorch exports them
+    (SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss): the default mean
+    with labels of -100 ignored, a class-weighted sum, no reduction over a
+    spatial [N, C, H, W] map, and nll_loss with weights and an ignored
+    class inside [0, C)."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.tensor([0.5, 2.0, 1.0, 0.25, 3.0])
+
+    def forward(self, x, y, img, seg):  # x [6, 5], y [6], img [2, 5, 3, 4]
+        mean = F.cross_entropy(x, y)
+        summed = F.cross_entropy(x, y.clamp(min=0), weight=self.w,
+                                 reduction="sum")
+        spatial = F.cross_entropy(img, seg, reduction="none")
+        # (log of softmax: log_softmax would export as one
+        # SoftmaxCrossEntropyLoss.)
+        nll = F.nll_loss(torch.log(torch.softmax(x, dim=1)), y.clamp(min=0),
+                         weight=self.w, ignore_index=1)
+        return mean, summed, spatial, nll
+
+
 class ConstantMask(nn.Module):
     """A mask built by assignment into a constant tensor (ScatterND of
     constants, as torchvision's Swin builds its shifted-window mask), and
@@ -696,6 +719,13 @@ def build(name):
         return FloatChecks(), {"x": x}, ["inf", "nan", "finite"], {}
     if name == "constant_mask":
         return ConstantMask(), {"x": randn(2, 6, 6)}, ["y"], {}
+    if name == "class_losses":
+        y = np.array([1, -100, 4, 0, -100, 2], np.int64)
+        seg = rng.integers(0, 5, (2, 3, 4)).astype(np.int64)
+        seg[1, 2, 3] = -100
+        return (ClassLosses(),
+                {"x": randn(6, 5) * 3, "y": y, "img": randn(2, 5, 3, 4),
+                 "seg": seg}, ["mean", "summed", "spatial", "nll"], {})
     if name == "double_scalars":
         x = np.array([[1.0, -2.5, 0.0], [3e-8, -1e9, 7.0]], np.float32)
         return (DoubleScalars(), {"x": x},

@@ -1,0 +1,85 @@
+"""A classifier trained from its ONNX export: the model and its loss
+(F.cross_entropy, exported as SoftmaxCrossEntropyLoss with ignore_index
+-100) compiled by `modelc compile --train`, against PyTorch's SGD on the
+same batches.
+
+    ce_train.py export DIR       DIR/ce_train.onnx (batch 6), x.npy, y.npy
+                                 (24 samples, three labelled -100),
+                                 y_bad.npy (a label of 5 for 5 classes) and
+                                 ref_losses.npy: PyTorch's loss at each of
+                                 8 SGD steps (lr 0.1, 2 epochs in order)
+    ce_train.py check DIR CSV    compares modelc-run --train's --log-csv
+                                 losses with ref_losses.npy (rel 1e-5)
+"""
+import csv
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+BATCH, LR, EPOCHS = 6, 0.1, 2
+
+
+class Classifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 16)
+        self.fc2 = nn.Linear(16, 5)
+
+    def forward(self, x, y):
+        return F.cross_entropy(self.fc2(torch.relu(self.fc1(x))), y)
+
+
+def export(out):
+    os.makedirs(out, exist_ok=True)
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((24, 8)).astype(np.float32)
+    y = rng.integers(0, 5, 24).astype(np.int64)
+    y[[2, 9, 17]] = -100
+    bad = y.copy()
+    bad[13] = 5
+    np.save(os.path.join(out, "x.npy"), x)
+    np.save(os.path.join(out, "y.npy"), y)
+    np.save(os.path.join(out, "y_bad.npy"), bad)
+    model = Classifier()
+    torch.onnx.export(model, (torch.from_numpy(x[:BATCH]),
+                              torch.from_numpy(y[:BATCH])),
+                      os.path.join(out, "ce_train.onnx"), opset_version=17,
+                      input_names=["x", "y"], output_names=["loss"],
+                      training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False)
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    losses = []
+    for _ in range(EPOCHS):
+        for b in range(0, 24, BATCH):
+            loss = model(torch.from_numpy(x[b:b + BATCH]),
+                         torch.from_numpy(y[b:b + BATCH]))
+            losses.append(loss.item())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    np.save(os.path.join(out, "ref_losses.npy"), np.array(losses))
+
+
+def check(out, path):
+    ref = np.load(os.path.join(out, "ref_losses.npy"))
+    with open(path) as f:
+        got = np.array([float(r["loss"]) for r in csv.DictReader(f)])
+    if got.shape != ref.shape:
+        sys.exit(f"ce_train: {got.size} losses, PyTorch has {ref.size}")
+    err = float(np.max(np.abs(got - ref) / np.abs(ref)))
+    print(f"ce_train: {got.size} SGD steps, losses {got[0]:.6f} .. "
+          f"{got[-1]:.6f}, max rel err {err:.2e} against PyTorch")
+    if err > 1e-5:
+        sys.exit("ce_train: FAIL")
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "export":
+        export(sys.argv[2])
+    else:
+        check(sys.argv[2], sys.argv[3])
