@@ -31,7 +31,7 @@ struct TrainingStep::Impl {
   mc_model_t* model = nullptr;
   mc_session_t* session = nullptr;
   std::vector<std::pair<std::string, Tensor>> parameters; // names in model
-  /// Per input, its class count when it holds class labels (else 0).
+  /// Per input, what it is as class labels (rt::labelInputs).
   std::vector<rt::LabelInput> labelClasses;
   ~Impl() {
     if (session)

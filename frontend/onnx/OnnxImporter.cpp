@@ -88,16 +88,19 @@ DType dtypeOf(int elemType, const std::string& what) {
 /// "Cast '/Cast_3'". PyTorch's exporter widens Python scalars to double
 /// (torch.where(c, 1.0, 0.0) in 1.13), which eager PyTorch computes in
 /// the tensor's float type; modelc computes them in f32.
-void doublePlaces(const onnx::GraphProto& graph,
-                  std::vector<std::string>* out) {
+void doublePlaces(const onnx::GraphProto& graph, std::vector<std::string>* out,
+                  bool main = true) {
   auto typed = [](const onnx::ValueInfoProto& v) {
     return v.type().tensor_type().elem_type() == TensorProto::DOUBLE;
   };
-  for (const auto& v : graph.input())
-    if (typed(v))
+  std::set<std::string> initializers;
+  for (const TensorProto& t : graph.initializer())
+    initializers.insert(t.name());
+  for (const auto& v : graph.input()) // (IR < 4 lists initializers too)
+    if (main && typed(v) && !initializers.count(v.name()))
       out->push_back("input '" + v.name() + "'");
   for (const auto& v : graph.output())
-    if (typed(v))
+    if (main && typed(v))
       out->push_back("output '" + v.name() + "'");
   for (const TensorProto& t : graph.initializer())
     if (t.data_type() == TensorProto::DOUBLE)
@@ -113,22 +116,22 @@ void doublePlaces(const onnx::GraphProto& graph,
           a.i() == TensorProto::DOUBLE)
         uses = true;
       if (a.type() == onnx::AttributeProto::GRAPH)
-        doublePlaces(a.g(), out);
+        doublePlaces(a.g(), out, false);
     }
     if (uses)
-      out->push_back(n.op_type() + " '" + n.name() + "'");
+      out->push_back(n.op_type() +
+                     (n.name().empty() ? " (unnamed)" : " '" + n.name() + "'"));
   }
 }
 
-/// DOUBLE values as f32: rounded to nearest, NaN and infinities kept; a
-/// finite value beyond f32's range is an error naming WHAT (it would
-/// become an infinity).
+/// DOUBLE values as f32: rounded to nearest (below f32's smallest, to
+/// zero), NaN and infinities kept; a finite value that rounds to an
+/// infinity is an error naming WHAT.
 void narrowDoubles(const double* from, size_t n, float* to,
                    const std::string& what) {
   for (size_t i = 0; i < n; ++i) {
     double v = from[i];
-    if (std::isfinite(v) &&
-        std::fabs(v) > double(std::numeric_limits<float>::max())) {
+    if (std::isfinite(v) && std::isinf(static_cast<float>(v))) {
       char text[32];
       std::snprintf(text, sizeof text, "%.17g", v);
       throw Error(what + " holds " + text + " (element " + std::to_string(i) +
@@ -407,10 +410,6 @@ public:
   /// Whether the model is traced with a dynamic batch (a constant may not
   /// take the batch's shape).
   bool dynamicBatch = false;
-  /// For a Cast: the op types of the nodes that read output 0, with "" for
-  /// a graph output (to double: allowed where only IsInf and IsNaN read
-  /// it).
-  std::vector<std::string> readers;
 
   size_t numInputs() const { return inputs.size(); }
   bool has(size_t i) const { return i < inputs.size() && inputs[i]; }
@@ -534,8 +533,11 @@ std::vector<Tensor> classLoss(const NodeContext& c, bool softmax) {
     else
       ids.data<int32_t>()[k] = int32_t(k);
   }
-  Tensor hot = cast(eq(unsqueeze(labels, 1), ids), ft);
-  Tensor picked = sum(mul(logp, hot), {1});
+  // The label's log-probability, selected (a product with the one-hot
+  // would be NaN where another class's is -inf).
+  Tensor isLabel = eq(unsqueeze(labels, 1), ids);
+  Tensor hot = cast(isLabel, ft);
+  Tensor picked = sum(where(isLabel, logp, Tensor::scalar(0.0, ft)), {1});
   std::optional<Tensor> weight; // per label: its class's weight, 0 ignored
   if (c.has(2)) {
     const Tensor& w = c.in(2);
@@ -2949,13 +2951,30 @@ const std::unordered_map<std::string, Handler>& handlers() {
       return R{amax(x, dims, /*keepdim=*/true)};
     };
     h["BatchNormalization"] = [](const NodeContext& c) {
-      if (c.getInt("training_mode", 0) != 0)
-        throw Error("training_mode=1 is not supported (export the model in "
-                    "eval mode)");
+      double eps = c.getFloat("epsilon", 1e-5f);
+      if (c.getInt("training_mode", 0) != 0) {
+        // A model exported for training (TrainingMode.TRAINING): the
+        // batch's mean and biased variance, through which gradients flow
+        // (the frontend's batchNormTraining); the running statistics, if
+        // asked, as the ONNX spec has them: input * momentum + batch's *
+        // (1 - momentum), with the batch's biased variance.
+        Tensor mean, var;
+        Tensor y =
+            batchNormTraining(c.in(0), c.in(1), c.in(2), eps, 1, &mean, &var);
+        R out{y};
+        double m = c.getFloat("momentum", 0.9f);
+        Tensor keep = Tensor::scalar(m, y.dtype()),
+               take = Tensor::scalar(1.0 - m, y.dtype());
+        if (c.wantsOutput(1))
+          out.push_back(add(mul(c.in(3), keep), mul(mean, take)));
+        if (c.wantsOutput(2))
+          out.push_back(add(mul(c.in(4), keep), mul(var, take)));
+        return out;
+      }
       if (c.wantsOutput(1) || c.wantsOutput(2))
-        throw Error("the running mean and variance outputs are not supported");
-      return R{batchNorm(c.in(0), c.in(1), c.in(2), c.in(3), c.in(4),
-                         c.getFloat("epsilon", 1e-5f), 1)};
+        throw Error("the running mean and variance outputs exist only with "
+                    "training_mode=1");
+      return R{batchNorm(c.in(0), c.in(1), c.in(2), c.in(3), c.in(4), eps, 1)};
     };
     h["LayerNormalization"] = [](const NodeContext& c) {
       const Tensor& x = c.in(0);
@@ -3616,19 +3635,6 @@ void Importer::runNode(const NodeProto& node, const std::string& label,
   // A node of constants is evaluated, not traced: nothing of it follows
   // the batch.
   ctx.dynamicBatch = options_.batch.has_value() && !constant;
-  // (Only a Cast asks: a walk of the graph per node would be quadratic.)
-  if (op == "Cast" && node.output_size() > 0 && !node.output(0).empty()) {
-    const std::string& name = node.output(0);
-    for (const NodeProto& other : model_.graph().node())
-      for (const std::string& in : other.input())
-        if (in == name) {
-          ctx.readers.push_back(other.op_type());
-          break;
-        }
-    for (const auto& out : model_.graph().output())
-      if (out.name() == name)
-        ctx.readers.push_back("");
-  }
   std::vector<Tensor> outputs;
   try {
     if (constant) {
@@ -3724,8 +3730,10 @@ jit::TracedModule Importer::run() {
                   "); modelc has no f64 and computes them in f32, as eager "
                   "PyTorch computes the Python scalars its exporter widens "
                   "to double; results differ from f64 ones by f32's "
-                  "rounding, and are infinite where an f64 value would "
-                  "pass f32's range (3.4e38)");
+                  "rounding (integers cast to DOUBLE round above 2^24), "
+                  "are infinite where an f64 value would pass f32's range "
+                  "(3.4e38), and a DOUBLE graph input is f32 in the "
+                  "artifact");
   }
 
   // Initializers: named parameters (and compile-time constants).
@@ -3750,6 +3758,8 @@ jit::TracedModule Importer::run() {
         parsed->mutable_int32_data());
     google::protobuf::RepeatedField<int64_t>().Swap(
         parsed->mutable_int64_data());
+    google::protobuf::RepeatedField<double>().Swap(
+        parsed->mutable_double_data());
     parameters.emplace_back(t.name(), value);
     values_[t.name()] = Value{value, /*constant=*/true};
     initializerNames.insert(t.name());

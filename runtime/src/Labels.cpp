@@ -4,6 +4,7 @@
 #include "ArtifactVerifier.h"
 #include "modelc/kernels.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <set>
@@ -112,6 +113,7 @@ std::vector<LabelInput> labelInputs(const Model &model) {
     if (!isIntLabel(in.dtype))
       continue;
     std::set<uint32_t> labels = viewsOf(bufs, in.buffer);
+    std::set<int64_t> ignored; // constants the labels are compared != with
     for (const fb::Step *s : *t.steps()) {
       if (!s->inputs() || !s->outputs() || s->outputs()->size() != 1)
         continue;
@@ -132,16 +134,21 @@ std::vector<LabelInput> labelInputs(const Model &model) {
       auto c = constantOf.find(b);
       if (!labels.count(a) || c == constantOf.end())
         continue;
-      int64_t n = direction == int64_t(CompareOp::Eq)
-                      ? arangeLength(c->second, in.dtype)
-                      : 0;
-      if (n > 0 && !counts[i].classes)
-        counts[i].classes = n;
-      else if (std::optional<int64_t> k = oneValue(c->second, in.dtype))
-        counts[i].ignored = *k;
+      if (direction == int64_t(CompareOp::Eq)) {
+        // The one-hot's [0, C): the longest (a scalar `y == 0` elsewhere
+        // is an arange of 1).
+        counts[i].classes =
+            std::max(counts[i].classes, arangeLength(c->second, in.dtype));
+      } else if (std::optional<int64_t> k = oneValue(c->second, in.dtype)) {
+        ignored.insert(*k);
+      }
     }
-    if (!counts[i].classes)
-      counts[i].ignored.reset();
+    // The ignored value: the one constant the labels are compared unequal
+    // with (the import's `labels != ignore_index`), outside [0, C) (one
+    // inside needs no leave); none if there are several.
+    if (counts[i].classes && ignored.size() == 1 &&
+        (*ignored.begin() < 0 || *ignored.begin() >= counts[i].classes))
+      counts[i].ignored = *ignored.begin();
   }
   return counts;
 }

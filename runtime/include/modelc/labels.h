@@ -26,8 +26,9 @@ struct LabelInput {
 /// labels. Labels are recognized the way the frontend's cross-entropy (and
 /// the ONNX import of SoftmaxCrossEntropyLoss) is traced: the i32/i64
 /// input (reshaped, broadcast) compared for equality with a constant [0,
-/// 1, ..., C-1]; an ignored value is the input compared (equal or not)
-/// with a constant of that one value.
+/// 1, ..., C-1] (the longest such); the ignored value is the one constant
+/// outside [0, C) it is compared unequal with (`labels != ignore_index`),
+/// none when there are several.
 std::vector<LabelInput> labelInputs(const Model &model);
 
 /// Checks COUNT labels (I32 or I64 at DATA) against [0, CLASSES), IGNORED

@@ -3,9 +3,12 @@
 -100) compiled by `modelc compile --train`, against PyTorch's SGD on the
 same batches.
 
-    ce_train.py export DIR       DIR/ce_train.onnx (batch 6), x.npy, y.npy
-                                 (24 samples, three labelled -100),
-                                 y_bad.npy (a label of 5 for 5 classes) and
+    ce_train.py export DIR [cnn] DIR/ce_train.onnx (batch 6), x.npy, y.npy
+                                 (24 samples, three labelled -100; with
+                                 cnn, a convolution, a batch norm in
+                                 training mode and a global pool first),
+                                 y_bad.npy (a label of 5 for 5 classes),
+                                 y_negative.npy (one of -1) and
                                  ref_losses.npy: PyTorch's loss at each of
                                  8 SGD steps (lr 0.1, 2 epochs in order)
     ce_train.py check DIR CSV    compares modelc-run --train's --log-csv
@@ -33,19 +36,36 @@ class Classifier(nn.Module):
         return F.cross_entropy(self.fc2(torch.relu(self.fc1(x))), y)
 
 
-def export(out):
+class ConvClassifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.fc = nn.Linear(8, 5)
+
+    def forward(self, x, y):
+        h = torch.relu(self.bn(self.conv(x))).mean((2, 3))
+        return F.cross_entropy(self.fc(h), y)
+
+
+def export(out, cnn):
     os.makedirs(out, exist_ok=True)
     torch.manual_seed(0)
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((24, 8)).astype(np.float32)
+    x = rng.standard_normal((24, 3, 6, 6) if cnn else (24, 8)).astype(
+        np.float32)
     y = rng.integers(0, 5, 24).astype(np.int64)
     y[[2, 9, 17]] = -100
     bad = y.copy()
     bad[13] = 5
+    negative = y.copy()
+    negative[13] = -1
     np.save(os.path.join(out, "x.npy"), x)
     np.save(os.path.join(out, "y.npy"), y)
     np.save(os.path.join(out, "y_bad.npy"), bad)
-    model = Classifier()
+    np.save(os.path.join(out, "y_negative.npy"), negative)
+    model = ConvClassifier() if cnn else Classifier()
+    model.train()
     torch.onnx.export(model, (torch.from_numpy(x[:BATCH]),
                               torch.from_numpy(y[:BATCH])),
                       os.path.join(out, "ce_train.onnx"), opset_version=17,
@@ -80,6 +100,6 @@ def check(out, path):
 
 if __name__ == "__main__":
     if sys.argv[1] == "export":
-        export(sys.argv[2])
+        export(sys.argv[2], sys.argv[3:] == ["cnn"])
     else:
         check(sys.argv[2], sys.argv[3])

@@ -37,6 +37,13 @@ OUT/if_shadow.onnx (an If whose taken branch has an initializer named as
 an outer one, which the outer Add after it must not see) with
 OUT/sx.npy and OUT/ref_shadowed.npy, and OUT/if_dyn.onnx (a constant
 condition with a symbolic batch: refused under --batch);
+OUT/double_data.onnx (a DOUBLE initializer in double_data: f32's
+largest value written as 3.4028235e38, which rounds to it, a value
+below f32's smallest, which rounds to 0, and 0.5) with OUT/dx.npy and
+OUT/ref_dsum.npy;
+OUT/bn_training.onnx (BatchNormalization with training_mode=1 and its
+running-statistics outputs) with OUT/bx.npy and
+OUT/ref_{by,brmean,brvar}.npy from NumPy in double;
 OUT/batch_sum.onnx and OUT/batch_scatter.onnx (an integer sum over
 the batch axis and a ScatterElements along it, refused under --batch);
 OUT/empty_gathers.onnx (GatherND and ScatterElements of empty indices)
@@ -576,3 +583,61 @@ scatter_only = helper.make_graph([graph.node[1]], "batch_scatter",
 onnx.save(helper.make_model(scatter_only,
                             opset_imports=[helper.make_opsetid("", 13)]),
           os.path.join(out, "batch_scatter.onnx"))
+
+# BatchNormalization with training_mode=1 (a model exported for
+# training) and its running-statistics outputs, which PyTorch's export
+# leaves unread: the batch's mean and biased variance normalize, and the
+# running values are input * momentum + batch's * (1 - momentum) (the
+# ONNX spec's, biased variance), from NumPy in double.
+bx = np.random.default_rng(9).standard_normal((4, 3, 2, 5)).astype(
+    np.float32) * 2 + 1
+bscale = np.array([1.5, -0.5, 2.0], np.float32)
+bbias = np.array([0.1, 0.2, -0.3], np.float32)
+bmean0 = np.array([0.5, -1.0, 0.0], np.float32)
+bvar0 = np.array([1.0, 2.0, 0.5], np.float32)
+graph = helper.make_graph(
+    [helper.make_node("BatchNormalization",
+                      ["bx", "bscale", "bbias", "bmean0", "bvar0"],
+                      ["by", "brmean", "brvar"], name="bntrain",
+                      epsilon=1e-3, momentum=0.8, training_mode=1)],
+    "bn_training",
+    [helper.make_tensor_value_info("bx", TensorProto.FLOAT, [4, 3, 2, 5])],
+    [helper.make_tensor_value_info("by", TensorProto.FLOAT, [4, 3, 2, 5]),
+     helper.make_tensor_value_info("brmean", TensorProto.FLOAT, [3]),
+     helper.make_tensor_value_info("brvar", TensorProto.FLOAT, [3])],
+    [numpy_helper.from_array(v, n) for v, n in
+     [(bscale, "bscale"), (bbias, "bbias"), (bmean0, "bmean0"),
+      (bvar0, "bvar0")]])
+onnx.save(helper.make_model(graph,
+                            opset_imports=[helper.make_opsetid("", 15)]),
+          os.path.join(out, "bn_training.onnx"))
+xd = bx.astype(np.float64)
+m = xd.mean(axis=(0, 2, 3))
+v = xd.var(axis=(0, 2, 3))
+shape = (1, 3, 1, 1)
+y = ((xd - m.reshape(shape)) / np.sqrt(v.reshape(shape) + 1e-3) *
+     bscale.reshape(shape) + bbias.reshape(shape))
+np.save(os.path.join(out, "bx.npy"), bx)
+np.save(os.path.join(out, "ref_by.npy"), y.astype(np.float32))
+np.save(os.path.join(out, "ref_brmean.npy"),
+        (bmean0 * 0.8 + m * 0.2).astype(np.float32))
+np.save(os.path.join(out, "ref_brvar.npy"),
+        (bvar0 * 0.8 + v * 0.2).astype(np.float32))
+
+# A DOUBLE initializer in double_data, computed in f32: 3.4028235e38 is
+# above FLT_MAX but rounds to it (not an infinity), 1e-50 rounds to 0.
+dx = np.array([1.0, -2.0, 0.25], np.float32)
+graph = helper.make_graph(
+    [helper.make_node("Cast", ["dx"], ["dwide"], name="widen", to=11),
+     helper.make_node("Add", ["dwide", "dc"], ["dsum"], name="dadd")],
+    "double_data",
+    [helper.make_tensor_value_info("dx", TensorProto.FLOAT, [3])],
+    [helper.make_tensor_value_info("dsum", TensorProto.DOUBLE, [3])],
+    [helper.make_tensor("dc", TensorProto.DOUBLE, [3],
+                        [3.4028235e38, 1e-50, 0.5])])
+onnx.save(helper.make_model(graph,
+                            opset_imports=[helper.make_opsetid("", 13)]),
+          os.path.join(out, "double_data.onnx"))
+np.save(os.path.join(out, "dx.npy"), dx)
+np.save(os.path.join(out, "ref_dsum.npy"),
+        np.array([np.finfo(np.float32).max, -2.0, 0.75], np.float32))

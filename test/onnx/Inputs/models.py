@@ -361,8 +361,9 @@ class ClassLosses(nn.Module):
     """F.cross_entropy and F.nll_loss as PyTorch exports them
     (SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss): the default mean
     with labels of -100 ignored, a class-weighted sum, no reduction over a
-    spatial [N, C, H, W] map, and nll_loss with weights and an ignored
-    class inside [0, C)."""
+    spatial [N, C, H, W] map, nll_loss with weights and an ignored class
+    inside [0, C), and the mean over logits masked with -inf away from
+    the labels (finite: a product with the one-hot would be NaN)."""
 
     def __init__(self):
         super().__init__()
@@ -377,7 +378,10 @@ class ClassLosses(nn.Module):
         # SoftmaxCrossEntropyLoss.)
         nll = F.nll_loss(torch.log(torch.softmax(x, dim=1)), y.clamp(min=0),
                          weight=self.w, ignore_index=1)
-        return mean, summed, spatial, nll
+        masked = F.cross_entropy(
+            x.masked_fill(torch.arange(5) == 3, float("-inf")),
+            y.clamp(min=0) % 3)
+        return mean, summed, spatial, nll, masked
 
 
 class ConstantMask(nn.Module):
@@ -725,7 +729,8 @@ def build(name):
         seg[1, 2, 3] = -100
         return (ClassLosses(),
                 {"x": randn(6, 5) * 3, "y": y, "img": randn(2, 5, 3, 4),
-                 "seg": seg}, ["mean", "summed", "spatial", "nll"], {})
+                 "seg": seg},
+                ["mean", "summed", "spatial", "nll", "masked"], {})
     if name == "double_scalars":
         x = np.array([[1.0, -2.5, 0.0], [3e-8, -1e9, 7.0]], np.float32)
         return (DoubleScalars(), {"x": x},
