@@ -6,7 +6,8 @@ exporter of Debian's PyTorch 1.13), compiled by `modelc compile`, run by
 `modelc-run`, and compared with PyTorch's output on the same input.
 Prints one line per model and a summary; exits 1 if any model that
 exports fails in modelc or differs by more than 1e-4 (relative to the
-output's largest magnitude).
+output's largest magnitude). A model's files (under --out) are removed
+once it matched; a failing one's stay.
 
     /usr/bin/python3 bench/hf_survey.py [--build DIR] [--venv DIR]
                                         [--out DIR] [MODEL ...]
@@ -20,6 +21,7 @@ PyPI packages. docs/compiler.md records the last run.
 """
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 
@@ -205,6 +207,8 @@ def survey(args):
         err = float(np.abs(got.astype(np.float64) - ref).max()) / scale
         ok = got.shape == ref.shape and err <= 1e-4
         counts["ok" if ok else "failed"] += 1
+        if ok:  # the models' files are GBs in all (falcon's 0.4 GB f32)
+            shutil.rmtree(d)
         print(f"{name:16s} {'ok' if ok else 'MISMATCH'}  output "
               f"{list(ref.shape)}, max |modelc - PyTorch| / max |PyTorch| "
               f"{err:.1e}", flush=True)
