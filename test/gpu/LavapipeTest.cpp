@@ -683,6 +683,17 @@ TEST_F(LavapipeTest, RunnerErrors) {
   EXPECT_TRUE(dispatch(words, "gelu_f16", {&in, &out}, 16)) << error;
 }
 
+// The limits lavapipe has and a GPU does not, which modelc-kernel-check
+// skips a kernel for: 32 buffers, 128 MiB each.
+TEST_F(LavapipeTest, BeyondLimitsNamesTheBuffersAndTheRange) {
+  EXPECT_EQ(runner_->beyondLimits({2048, 1}), "");
+  EXPECT_EQ(runner_->beyondLimits(std::vector<size_t>(33, 4)),
+            "33 buffers, the device binds at most 32");
+  EXPECT_EQ(runner_->beyondLimits({16, (size_t(128) << 20) + 1}),
+            "buffer 1 has 134217729 bytes, over the device's storage buffer "
+            "range of 134217728");
+}
+
 TEST_F(LavapipeTest, LoweringErrors) {
   std::vector<uint32_t> words;
   // bf16 has no SPIR-V type; MLIR would reinterpret its bits as f32

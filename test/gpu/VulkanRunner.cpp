@@ -317,6 +317,21 @@ int32_t VulkanRunner::memoryType(uint32_t allowedTypes) const {
   return -1;
 }
 
+std::string VulkanRunner::beyondLimits(const std::vector<size_t> &bytes) const {
+  if (bytes.size() > limits_.maxPerStageDescriptorStorageBuffers)
+    return std::to_string(bytes.size()) +
+           " buffers, the device binds at most " +
+           std::to_string(limits_.maxPerStageDescriptorStorageBuffers);
+  for (size_t i = 0; i < bytes.size(); ++i)
+    if (bytes[i] > limits_.maxStorageBufferRange)
+      return "buffer " + std::to_string(i) + " has " +
+             std::to_string(bytes[i]) +
+             " bytes, over the device's storage "
+             "buffer range of " +
+             std::to_string(limits_.maxStorageBufferRange);
+  return "";
+}
+
 bool VulkanRunner::dispatch(const std::vector<uint32_t> &spirv,
                             const std::string &entry,
                             const std::vector<std::vector<uint8_t> *> &buffers,

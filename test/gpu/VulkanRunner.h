@@ -33,6 +33,11 @@ public:
                 uint32_t groupsX, uint32_t groupsY, uint32_t groupsZ,
                 std::string *error);
 
+  /// Why buffers of these sizes cannot be bound here: more than the device
+  /// binds per stage, or one over its storage buffer range (lavapipe: 32
+  /// buffers, 128 MiB; limits a GPU does not share). Empty when they can.
+  std::string beyondLimits(const std::vector<size_t> &bytes) const;
+
   /// Lanes per subgroup: 8 on lavapipe, 32 on NVIDIA.
   uint32_t subgroupSize() const { return subgroupSize_; }
   const std::string &deviceName() const { return deviceName_; }
