@@ -936,6 +936,39 @@ Tensor batchNormTraining(const Tensor& x, const Tensor& scale,
   return batchNorm(x, scale, offset, m, v, epsilon, ax);
 }
 
+std::pair<Tensor, Tensor>
+batchNormRunningUpdate(const Tensor& x, const Tensor& batchMean,
+                       const Tensor& batchVar, const Tensor& runningMean,
+                       const Tensor& runningVar, double momentum) {
+  // n / (n - 1) from the batch the step runs (x's rows counted by a sum of
+  // ones): a number made of x.size(0) here would be the traced batch's at
+  // every batch of a dynamic-batch artifact.
+  // As 1 / (1 - (1 / rows) / (values per row and channel)), so no
+  // intermediate grows with the batch (a count of 100352 is inf in f16,
+  // under AMP O2).
+  int64_t perRowValues = x.numel() / (x.size(0) * x.size(1));
+  Tensor rows =
+      sum(broadcastTo(Tensor::scalar(1.0, batchVar.dtype()), {x.size(0)}), {0});
+  Tensor one = Tensor::scalar(1.0, batchVar.dtype());
+  Tensor perRow = one / rows;
+  Tensor perValue = perRow * (1.0 / static_cast<double>(perRowValues));
+  Tensor kept = one - perValue;
+  Tensor factor = one / kept;
+  Tensor unbiased = batchVar * factor;
+  // (No detach(): under NoGradGuard nothing is recorded for autograd, and a
+  // detached view would be a stranger to the tracer, captured as a
+  // constant.)
+  // One traced op per statement: the operands of + are evaluated in an
+  // order C++ leaves open, and the trace must not depend on the compiler.
+  Tensor keptMean = runningMean * (1 - momentum);
+  Tensor newMean = batchMean * momentum;
+  Tensor mean = keptMean + newMean;
+  Tensor keptVar = runningVar * (1 - momentum);
+  Tensor newVar = unbiased * momentum;
+  Tensor var = keptVar + newVar;
+  return {mean, var};
+}
+
 Tensor layerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                  int64_t axis, double epsilon) {
   for (const Tensor* t : {&x, &gamma, &beta})

@@ -7,6 +7,8 @@
 #include "frontend/Tensor.h"
 #include "modelc/ops.h"
 
+#include <utility>
+
 namespace mc {
 
 Tensor add(const Tensor& a, const Tensor& b);
@@ -163,6 +165,15 @@ Tensor batchNormTraining(const Tensor& x, const Tensor& scale,
                          const Tensor& offset, double epsilon, int64_t axis,
                          Tensor* batchMean = nullptr,
                          Tensor* batchVar = nullptr);
+/// PyTorch's running statistics after a training-mode batch norm of x
+/// ([N, C, ...], channels on dim 1): running * (1 - momentum) + batch's *
+/// momentum, the batch's variance made unbiased (n / (n - 1), n counted
+/// from the batch the step runs, so a dynamic batch gets its own). Call
+/// under NoGradGuard; {mean, variance}.
+std::pair<Tensor, Tensor>
+batchNormRunningUpdate(const Tensor& x, const Tensor& batchMean,
+                       const Tensor& batchVar, const Tensor& runningMean,
+                       const Tensor& runningVar, double momentum);
 /// Layer norm over the trailing dims [axis, rank).
 Tensor layerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                  int64_t axis, double epsilon);

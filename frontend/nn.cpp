@@ -196,35 +196,12 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   Tensor y = batchNormTraining(x, weight, bias, eps, 1, &batchMean, &batchVar);
   // The running statistics, as PyTorch: the unbiased variance, no gradient.
   NoGradGuard noGrad;
-  double n = static_cast<double>(x.numel() / x.size(1));
-  if (n < 2)
+  if (x.numel() / x.size(1) < 2)
     throw Error("BatchNorm2d: training needs more than one value per "
                 "channel, got input " +
                 x.describe());
-  // n / (n - 1) from the batch the step runs (x's rows counted by a sum of
-  // ones): a number made of x.size(0) here would be the traced batch's at
-  // every batch of a dynamic-batch artifact.
-  // As 1 / (1 - (1 / rows) / (H W)), so no intermediate grows with the
-  // batch (a count of 100352 is inf in f16, under AMP O2).
-  Tensor rows = sum(broadcastTo(Tensor::scalar(1.0, batchVar.dtype()), {x.size(0)}),
-                    {0});
-  Tensor one = Tensor::scalar(1.0, batchVar.dtype());
-  Tensor perRow = one / rows;
-  Tensor perValue = perRow * (1.0 / static_cast<double>(x.size(2) * x.size(3)));
-  Tensor kept = one - perValue;
-  Tensor factor = one / kept;
-  Tensor unbiased = batchVar * factor;
-  // (No detach(): under NoGradGuard nothing is recorded for autograd, and a
-  // detached view would be a stranger to the tracer, captured as a
-  // constant.)
-  // One traced op per statement: the operands of + are evaluated in an
-  // order C++ leaves open, and the trace must not depend on the compiler.
-  Tensor keptMean = runningMean * (1 - momentum);
-  Tensor newMean = batchMean * momentum;
-  Tensor mean = keptMean + newMean;
-  Tensor keptVar = runningVar * (1 - momentum);
-  Tensor newVar = unbiased * momentum;
-  Tensor var = keptVar + newVar;
+  auto [mean, var] = batchNormRunningUpdate(x, batchMean, batchVar, runningMean,
+                                            runningVar, momentum);
   if (TraceHook* hook = activeTraceHook()) {
     // Traced: the update is part of the step (state in the compiled step);
     // the buffers keep their values.

@@ -1,6 +1,7 @@
 // ONNX import on top of the eager frontend and the tracer (see
 // OnnxImporter.h): one handler per ONNX op type, written with frontend ops.
 #include "frontend/onnx/OnnxImporter.h"
+#include "frontend/Autograd.h"
 #include "frontend/Ops.h"
 #include "frontend/TraceHook.h"
 #include "frontend/onnx/Recurrent.h"
@@ -410,6 +411,13 @@ public:
   /// Whether the model is traced with a dynamic batch (a constant may not
   /// take the batch's shape).
   bool dynamicBatch = false;
+  /// Initializers traced as state that the step updates (the running
+  /// statistics of batch norms in training mode); null: none.
+  const std::set<std::string>* state = nullptr;
+  bool isState(size_t i) const {
+    return state && i < size_t(node.input_size()) &&
+           state->count(node.input(int(i)));
+  }
 
   size_t numInputs() const { return inputs.size(); }
   bool has(size_t i) const { return i < inputs.size() && inputs[i]; }
@@ -2963,6 +2971,20 @@ const std::unordered_map<std::string, Handler>& handlers() {
             batchNormTraining(c.in(0), c.in(1), c.in(2), eps, 1, &mean, &var);
         R out{y};
         double m = c.getFloat("momentum", 0.9f);
+        // Initializer statistics are the step's state, updated as PyTorch
+        // updates them (its momentum is 1 - ONNX's; the unbiased variance).
+        if (TraceHook* hook = activeTraceHook();
+            hook && c.isState(3) && c.isState(4)) {
+          NoGradGuard noGrad;
+          if (c.in(0).numel() / c.in(0).size(1) < 2)
+            throw Error("training needs more than one value per channel, "
+                        "got input " +
+                        c.in(0).describe());
+          auto [running, runningVar] = batchNormRunningUpdate(
+              c.in(0), mean, var, c.in(3), c.in(4), 1.0 - m);
+          hook->assign(c.in(3), running);
+          hook->assign(c.in(4), runningVar);
+        }
         Tensor keep = Tensor::scalar(m, y.dtype()),
                take = Tensor::scalar(1.0 - m, y.dtype());
         if (c.wantsOutput(1))
@@ -3422,6 +3444,8 @@ private:
   int64_t opset_ = 0;
   std::unordered_map<std::string, Value> values_;
   std::vector<std::unique_ptr<NodeScope>> scopes_;
+  /// NodeContext::state: the initializers traced as module buffers.
+  std::set<std::string> state_;
 };
 
 void Importer::load() {
@@ -3635,6 +3659,7 @@ void Importer::runNode(const NodeProto& node, const std::string& label,
   // A node of constants is evaluated, not traced: nothing of it follows
   // the batch.
   ctx.dynamicBatch = options_.batch.has_value() && !constant;
+  ctx.state = &state_;
   std::vector<Tensor> outputs;
   try {
     if (constant) {
@@ -3736,6 +3761,17 @@ jit::TracedModule Importer::run() {
                   "artifact");
   }
 
+  // The running statistics of batch norms in training mode: state the
+  // step updates as PyTorch does (module buffers), not parameters.
+  for (const NodeProto& n : graph.node())
+    if (n.op_type() == "BatchNormalization")
+      for (const auto& a : n.attribute())
+        if (a.name() == "training_mode" && a.i() != 0)
+          for (int k = 3; k < 5 && k < n.input_size(); ++k)
+            for (const TensorProto& t : graph.initializer())
+              if (t.name() == n.input(k))
+                state_.insert(t.name());
+  std::vector<std::pair<std::string, Tensor>> buffers;
   // Initializers: named parameters (and compile-time constants).
   std::vector<std::pair<std::string, Tensor>> parameters;
   std::set<std::string> initializerNames;
@@ -3760,7 +3796,8 @@ jit::TracedModule Importer::run() {
         parsed->mutable_int64_data());
     google::protobuf::RepeatedField<double>().Swap(
         parsed->mutable_double_data());
-    parameters.emplace_back(t.name(), value);
+    (state_.count(t.name()) ? buffers : parameters)
+        .emplace_back(t.name(), value);
     values_[t.name()] = Value{value, /*constant=*/true};
     initializerNames.insert(t.name());
   }
@@ -3771,6 +3808,7 @@ jit::TracedModule Importer::run() {
   // Graph inputs (an input that has an initializer is that constant).
   jit::TraceOptions traceOptions;
   traceOptions.functionName = options_.functionName;
+  traceOptions.buffers = std::move(buffers);
   // The importer owns its tensors: the module shares their storage.
   traceOptions.shareWeightStorage = true;
   std::vector<Tensor> examples;

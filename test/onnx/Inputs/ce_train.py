@@ -11,8 +11,14 @@ same batches.
                                  y_negative.npy (one of -1) and
                                  ref_losses.npy: PyTorch's loss at each of
                                  8 SGD steps (lr 0.1, 2 epochs in order)
-    ce_train.py check DIR CSV    compares modelc-run --train's --log-csv
-                                 losses with ref_losses.npy (rel 1e-5)
+                                 and ref_state.npz (every parameter and
+                                 buffer after those steps)
+    ce_train.py check DIR CSV [CKPT]
+                                 compares modelc-run --train's --log-csv
+                                 losses with ref_losses.npy (rel 1e-5),
+                                 and the checkpoint's state (parameters,
+                                 batch norms' running statistics) with
+                                 ref_state.npz (1e-5 of each's largest)
 """
 import csv
 import os
@@ -83,6 +89,9 @@ def export(out, cnn):
             loss.backward()
             opt.step()
     np.save(os.path.join(out, "ref_losses.npy"), np.array(losses))
+    np.savez(os.path.join(out, "ref_state.npz"),
+             **{k: v.detach().numpy() for k, v in model.state_dict().items()
+                if v.is_floating_point()})
 
 
 def check(out, path):
@@ -96,6 +105,26 @@ def check(out, path):
           f"{got[-1]:.6f}, max rel err {err:.2e} against PyTorch")
     if err > 1e-5:
         sys.exit("ce_train: FAIL")
+    if len(sys.argv) > 4:
+        sys.path.insert(0, os.path.join(os.path.dirname(
+            os.path.abspath(__file__)), "..", "..", "tools", "Inputs"))
+        from dp_compare import read_mcst
+        state = read_mcst(sys.argv[4])
+        ref = np.load(os.path.join(out, "ref_state.npz"))
+        worst = 0.0
+        for name in ref.files:
+            if name not in state:
+                sys.exit(f"ce_train: the checkpoint has no '{name}'")
+            r = ref[name]
+            e = float(np.abs(state[name].reshape(r.shape) - r).max() /
+                      max(float(np.abs(r).max()), 1e-30))
+            worst = max(worst, e)
+            if e > 1e-5:
+                sys.exit(f"ce_train: FAIL: '{name}' differs by {e:.2e}")
+        running = sorted(n for n in ref.files if "running" in n)
+        print(f"ce_train: {len(ref.files)} state tensors "
+              + (f"({', '.join(running)} among them) " if running else "")
+              + f"match PyTorch's within {worst:.2e}")
 
 
 if __name__ == "__main__":
