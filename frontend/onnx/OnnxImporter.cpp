@@ -3433,6 +3433,10 @@ private:
   void runNode(const NodeProto& node, const std::string& label,
                NodeScope* scope);
   void runIf(const NodeProto& node, const std::string& label, NodeScope* scope);
+  /// Fills state_: each training-mode batch norm's running mean and
+  /// variance, initializers read by nothing else; an error naming the node
+  /// where that does not hold (they would not update as in PyTorch).
+  void findTrainingState();
 
   std::string path_;
   const OnnxImportOptions& options_;
@@ -3692,6 +3696,68 @@ void Importer::runNode(const NodeProto& node, const std::string& label,
   }
 }
 
+/// Whether NODE is a BatchNormalization with training_mode set.
+bool trainingBatchNorm(const NodeProto& node) {
+  if (node.op_type() != "BatchNormalization")
+    return false;
+  for (const auto& a : node.attribute())
+    if (a.name() == "training_mode")
+      return a.i() != 0;
+  return false;
+}
+
+/// How many node inputs of GRAPH and the graphs inside it name each value.
+void countReads(const onnx::GraphProto& graph,
+                std::map<std::string, int>* reads) {
+  for (const NodeProto& n : graph.node()) {
+    for (const std::string& in : n.input())
+      if (!in.empty())
+        ++(*reads)[in];
+    for (const auto& a : n.attribute())
+      if (a.type() == onnx::AttributeProto::GRAPH)
+        countReads(a.g(), reads);
+  }
+}
+
+void Importer::findTrainingState() {
+  const onnx::GraphProto& graph = model_.graph();
+  std::map<std::string, int> reads;
+  countReads(graph, &reads);
+  std::set<std::string> initializers;
+  for (const TensorProto& t : graph.initializer())
+    initializers.insert(t.name());
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const NodeProto& n = graph.node(i);
+    for (const auto& a : n.attribute())
+      if (a.type() == onnx::AttributeProto::GRAPH)
+        for (const NodeProto& inner : a.g().node())
+          if (trainingBatchNorm(inner))
+            throw Error("node " + nodeLabel(i) + " (" + n.op_type() +
+                        "): a batch norm in training mode inside it; "
+                        "modelc trains those only in the main graph");
+    if (!trainingBatchNorm(n))
+      continue;
+    for (int k = 3; k < 5; ++k) {
+      std::string name = k < n.input_size() ? n.input(k) : "";
+      const char* what = k == 3 ? "running mean" : "running variance";
+      if (!initializers.count(name))
+        throw Error("node " + nodeLabel(i) + " (BatchNormalization): its " +
+                    what + " '" + name +
+                    "' is not an initializer; for "
+                    "--train modelc keeps a training-mode batch norm's "
+                    "running statistics as state it updates");
+      if (reads[name] != 1)
+        throw Error("node " + nodeLabel(i) + " (BatchNormalization): its " +
+                    what + " '" + name + "' is read by " +
+                    std::to_string(reads[name] - 1) +
+                    " other node input(s); "
+                    "modelc updates a running statistic once per step, as "
+                    "state of one batch norm");
+      state_.insert(name);
+    }
+  }
+}
+
 jit::TracedModule Importer::run() {
   load();
   checkOpset();
@@ -3761,16 +3827,11 @@ jit::TracedModule Importer::run() {
                   "artifact");
   }
 
-  // The running statistics of batch norms in training mode: state the
-  // step updates as PyTorch does (module buffers), not parameters.
-  for (const NodeProto& n : graph.node())
-    if (n.op_type() == "BatchNormalization")
-      for (const auto& a : n.attribute())
-        if (a.name() == "training_mode" && a.i() != 0)
-          for (int k = 3; k < 5 && k < n.input_size(); ++k)
-            for (const TensorProto& t : graph.initializer())
-              if (t.name() == n.input(k))
-                state_.insert(t.name());
+  // The running statistics of batch norms in training mode: for a
+  // training step, state the step updates as PyTorch does (module
+  // buffers), not parameters.
+  if (options_.trainingState)
+    findTrainingState();
   std::vector<std::pair<std::string, Tensor>> buffers;
   // Initializers: named parameters (and compile-time constants).
   std::vector<std::pair<std::string, Tensor>> parameters;

@@ -27,6 +27,11 @@ struct OnnxImportOptions {
   /// tensors and casts, which become f32 (modelc has no f64). The driver
   /// prints it as a warning; null: nothing is said.
   std::function<void(const std::string&)> warn;
+  /// For a training step (modelc compile --train): the running statistics
+  /// of training-mode batch norms become module buffers the step updates
+  /// as PyTorch does. Otherwise they are constants like every initializer
+  /// (an inference run must not change them).
+  bool trainingState = false;
 };
 
 /// Parses "NAME=1x3x224x224" (the argument of --input-shape) into
@@ -36,7 +41,8 @@ void parseOnnxInputShape(const std::string& spec, OnnxImportOptions& options);
 /// Imports an ONNX model (opsets 13 to 17) as an mc module: graph inputs
 /// become the function's arguments and graph outputs its results (both
 /// named as in the model), initializers become parameters named as in the
-/// model. Import is structural: each node's handler calls frontend ops on
+/// model (with trainingState, batch norms' running statistics become
+/// buffers). Import is structural: each node's handler calls frontend ops on
 /// shape-only tensors (Tensor::shapeOnly) for the graph inputs, so shape
 /// rules give every value's shape, the tracer records the ops, and no kernel
 /// runs on made-up data (nothing like a division by a zero example, and no

@@ -391,19 +391,23 @@ bool checkStep(const Plan& plan, size_t index, int64_t batch, bool positive,
                      "(llvmpipe ends an invocation's loops after 65535)";
       return true;
     }
-    // Limits of lavapipe, not of a GPU: skipped, saying which (the kernel's
-    // code is the same at sizes that fit, checked on smaller models).
-    std::vector<size_t> sizes;
-    for (const std::vector<uint8_t>* b : bufs)
-      sizes.push_back(b->size());
-    if (std::string why = runner.beyondLimits(sizes); !why.empty()) {
-      out->skipped = "beyond lavapipe's limits: " + why;
-      return true;
-    }
     uint32_t groups = uint32_t(std::min<uint64_t>(wide, UINT32_MAX));
     std::string dispatchError;
-    if (!runner.dispatch(*words, "k0", bufs, groups, 1, 1, &dispatchError))
+    if (!runner.dispatch(*words, "k0", bufs, groups, 1, 1, &dispatchError)) {
+      // Limits of lavapipe, not of a GPU, which dispatch checks after the
+      // module's validation and interface: skipped, saying which (the
+      // kernel's code is the same at sizes that fit, checked on smaller
+      // models).
+      std::vector<size_t> sizes;
+      for (const std::vector<uint8_t>* b : bufs)
+        sizes.push_back(b->size());
+      std::string why = runner.beyondLimits(sizes);
+      if (!why.empty() && dispatchError == why) {
+        out->skipped = "beyond lavapipe's limits: " + why;
+        return true;
+      }
       return fail(dispatchError);
+    }
     for (size_t k = 0; k < step.outputs.size(); ++k) {
       std::vector<uint8_t>& own = k ? gotExtra[k - 1] : got;
       if (bufs[gpuIns.size() + k] != &own)

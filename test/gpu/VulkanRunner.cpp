@@ -391,12 +391,6 @@ bool VulkanRunner::dispatch(const std::vector<uint32_t> &spirv,
                                               : usedBindings) +
                            " bindings (one per argument), got " +
                            std::to_string(buffers.size()) + " buffers");
-  if (buffers.size() > limits_.maxPerStageDescriptorStorageBuffers)
-    return fail(
-        error, std::to_string(buffers.size()) +
-                   " buffers, the device "
-                   "binds at most " +
-                   std::to_string(limits_.maxPerStageDescriptorStorageBuffers));
   const uint32_t groups[3] = {groupsX, groupsY, groupsZ};
   for (int d = 0; d < 3; ++d)
     if (groups[d] == 0 || groups[d] > limits_.maxComputeWorkGroupCount[d])
@@ -404,15 +398,18 @@ bool VulkanRunner::dispatch(const std::vector<uint32_t> &spirv,
                   "workgroup count " + std::to_string(groups[d]) +
                       " in dimension " + "xyz"[d] + " is outside 1.." +
                       std::to_string(limits_.maxComputeWorkGroupCount[d]));
+  std::vector<size_t> sizes;
   for (size_t i = 0; i < buffers.size(); ++i) {
-    size_t bytes = buffers[i] ? buffers[i]->size() : 0;
-    if (bytes == 0 || bytes > limits_.maxStorageBufferRange)
-      return fail(error, "buffer " + std::to_string(i) + " has " +
-                             std::to_string(bytes) +
-                             " bytes; a storage buffer "
-                             "needs 1.." +
+    sizes.push_back(buffers[i] ? buffers[i]->size() : 0);
+    if (sizes.back() == 0)
+      return fail(error, "buffer " + std::to_string(i) +
+                             " has 0 bytes; a "
+                             "storage buffer needs 1.." +
                              std::to_string(limits_.maxStorageBufferRange));
   }
+  // Last, so that a kernel past them has passed every other check.
+  if (std::string why = beyondLimits(sizes); !why.empty())
+    return fail(error, why);
 
   DispatchResources res{device_, commandPool_};
   std::vector<VkDescriptorSetLayoutBinding> layoutBindings;

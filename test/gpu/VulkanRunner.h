@@ -36,6 +36,7 @@ public:
   /// Why buffers of these sizes cannot be bound here: more than the device
   /// binds per stage, or one over its storage buffer range (lavapipe: 32
   /// buffers, 128 MiB; limits a GPU does not share). Empty when they can.
+  /// dispatch() checks them last, failing with this text.
   std::string beyondLimits(const std::vector<size_t> &bytes) const;
 
   /// Lanes per subgroup: 8 on lavapipe, 32 on NVIDIA.

@@ -478,6 +478,7 @@ int compileMain(int argc, char** argv) {
   std::optional<jit::TracedModule> imported;
   if (isOnnx) {
     try {
+      onnxOptions.trainingState = options.train;
       imported.emplace(importOnnx(input, onnxOptions));
     } catch (const Error& e) {
       return fail(e.what());

@@ -244,6 +244,24 @@ graph = helper.make_graph(
 save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
      "reducesum-int.onnx")
 
+# Two training-mode batch norms sharing one running mean and variance (a
+# module called twice): for --train, refused (modelc updates a running
+# statistic once per step).
+stats = [helper.make_tensor(n, TensorProto.FLOAT, [2], v) for n, v in
+         [("g", [1, 1]), ("b", [0, 0]), ("rm", [0, 0]), ("rv", [1, 1])]]
+graph = helper.make_graph(
+    [helper.make_node("BatchNormalization", ["x", "g", "b", "rm", "rv"],
+                      ["y1"], name="bn1", training_mode=1),
+     helper.make_node("BatchNormalization", ["y1", "g", "b", "rm", "rv"],
+                      ["y2"], name="bn2", training_mode=1),
+     helper.make_node("ReduceMean", ["y2"], ["loss"], name="mean0",
+                      keepdims=0)],
+    "bn-shared-stats",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 2, 3])],
+    [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])], stats)
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)]),
+     "bn-shared-stats.onnx")
+
 # SoftmaxCrossEntropyLoss with 3 labels for 2 samples.
 graph = helper.make_graph(
     [helper.make_node("SoftmaxCrossEntropyLoss", ["s", "l"], ["r"],
