@@ -3,14 +3,18 @@
 -100) compiled by `modelc compile --train`, against PyTorch's SGD on the
 same batches.
 
-    ce_train.py export DIR [cnn] DIR/ce_train.onnx (batch 6), x.npy, y.npy
+    ce_train.py export DIR [cnn] [dynamic]
+                                 DIR/ce_train.onnx (batch 6; with dynamic,
+                                 a batch axis, and PyTorch's steps take
+                                 batches of 5, the last of 4), x.npy, y.npy
                                  (24 samples, three labelled -100; with
                                  cnn, a convolution, a batch norm in
                                  training mode and a global pool first),
                                  y_bad.npy (a label of 5 for 5 classes),
                                  y_negative.npy (one of -1) and
-                                 ref_losses.npy: PyTorch's loss at each of
-                                 8 SGD steps (lr 0.1, 2 epochs in order)
+                                 ref_losses.npy: PyTorch's loss at each
+                                 SGD step (lr 0.1, 2 epochs in order: 8
+                                 steps, 10 with dynamic)
                                  and ref_state.npz (every parameter and
                                  buffer after those steps)
     ce_train.py check DIR CSV [CKPT]
@@ -54,7 +58,7 @@ class ConvClassifier(nn.Module):
         return F.cross_entropy(self.fc(h), y)
 
 
-def export(out, cnn):
+def export(out, cnn, batch=BATCH):
     os.makedirs(out, exist_ok=True)
     torch.manual_seed(0)
     rng = np.random.default_rng(0)
@@ -72,18 +76,21 @@ def export(out, cnn):
     np.save(os.path.join(out, "y_negative.npy"), negative)
     model = ConvClassifier() if cnn else Classifier()
     model.train()
+    dynamic = batch != BATCH  # a batch axis, and a partial last batch
     torch.onnx.export(model, (torch.from_numpy(x[:BATCH]),
                               torch.from_numpy(y[:BATCH])),
                       os.path.join(out, "ce_train.onnx"), opset_version=17,
                       input_names=["x", "y"], output_names=["loss"],
                       training=torch.onnx.TrainingMode.TRAINING,
-                      do_constant_folding=False)
+                      do_constant_folding=False,
+                      dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}
+                      if dynamic else None)
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     losses = []
     for _ in range(EPOCHS):
-        for b in range(0, 24, BATCH):
-            loss = model(torch.from_numpy(x[b:b + BATCH]),
-                         torch.from_numpy(y[b:b + BATCH]))
+        for b in range(0, 24, batch):
+            loss = model(torch.from_numpy(x[b:b + batch]),
+                         torch.from_numpy(y[b:b + batch]))
             losses.append(loss.item())
             opt.zero_grad()
             loss.backward()
@@ -129,6 +136,7 @@ def check(out, path):
 
 if __name__ == "__main__":
     if sys.argv[1] == "export":
-        export(sys.argv[2], sys.argv[3:] == ["cnn"])
+        export(sys.argv[2], "cnn" in sys.argv[3:],
+               5 if "dynamic" in sys.argv[3:] else BATCH)
     else:
         check(sys.argv[2], sys.argv[3])
