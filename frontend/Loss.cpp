@@ -24,18 +24,26 @@ Tensor crossEntropy(const Tensor& logits, const Tensor& labels) {
                                   "cross_entropy: labels");
   if (!ok)
     throw Error(ok.message());
-  // -mean_i log_softmax(x)[i, y_i], with the pick as a one-hot product so
-  // every op on the path has a derivative.
-  Tensor classes = Tensor::empty({1, c}, labels.dtype());
-  for (int64_t k = 0; k < c; ++k) {
-    if (labels.dtype() == DType::I64)
-      classes.data<int64_t>()[k] = k;
-    else
-      classes.data<int32_t>()[k] = static_cast<int32_t>(k);
-  }
-  Tensor oneHot = cast(eq(reshape(labels, {n, 1}), classes), logits.dtype());
-  Tensor picked = sum(mul(logSoftmax(logits, 1), oneHot), {1});
+  // -mean_i log_softmax(x)[i, y_i].
+  Tensor picked = pickLabels(logSoftmax(logits, 1), labelMask(labels, c));
   return neg(mean(picked, {0}));
+}
+
+Tensor labelMask(const Tensor& labels, int64_t classes) {
+  Shape along(size_t(labels.rank() + 1), 1);
+  along[1] = classes;
+  Tensor ids = Tensor::empty(along, labels.dtype());
+  for (int64_t k = 0; k < classes; ++k) {
+    if (labels.dtype() == DType::I64)
+      ids.data<int64_t>()[k] = k;
+    else
+      ids.data<int32_t>()[k] = static_cast<int32_t>(k);
+  }
+  return eq(unsqueeze(labels, 1), ids);
+}
+
+Tensor pickLabels(const Tensor& logp, const Tensor& mask) {
+  return sum(where(mask, logp, Tensor::scalar(0.0, logp.dtype())), {1});
 }
 
 Tensor mseLoss(const Tensor& prediction, const Tensor& target) {

@@ -2,6 +2,7 @@
 // OnnxImporter.h): one handler per ONNX op type, written with frontend ops.
 #include "frontend/onnx/OnnxImporter.h"
 #include "frontend/Autograd.h"
+#include "frontend/Loss.h"
 #include "frontend/Ops.h"
 #include "frontend/TraceHook.h"
 #include "frontend/onnx/Recurrent.h"
@@ -531,28 +532,17 @@ std::vector<Tensor> classLoss(const NodeContext& c, bool softmax) {
   int64_t classes = scores.size(1);
   DType ft = scores.dtype();
   Tensor logp = softmax ? logSoftmax(scores, 1) : scores;
-  // [1, C, 1, ...]: the classes 0..C-1 along dim 1.
-  Shape along(size_t(scores.rank()), 1);
-  along[1] = classes;
-  Tensor ids = Tensor::empty(along, labels.dtype());
-  for (int64_t k = 0; k < classes; ++k) {
-    if (labels.dtype() == DType::I64)
-      ids.data<int64_t>()[k] = k;
-    else
-      ids.data<int32_t>()[k] = int32_t(k);
-  }
-  // The label's log-probability, selected (a product with the one-hot
-  // would be NaN where another class's is -inf).
-  Tensor isLabel = eq(unsqueeze(labels, 1), ids);
-  Tensor hot = cast(isLabel, ft);
-  Tensor picked = sum(where(isLabel, logp, Tensor::scalar(0.0, ft)), {1});
+  Tensor isLabel = labelMask(labels, classes);
+  Tensor picked = pickLabels(logp, isLabel);
   std::optional<Tensor> weight; // per label: its class's weight, 0 ignored
   if (c.has(2)) {
     const Tensor& w = c.in(2);
     if (w.rank() != 1 || w.size(0) != classes || w.dtype() != ft)
       throw Error("weights " + w.describe() + " must be [" +
                   std::to_string(classes) + "] of the scores' type");
-    weight = sum(mul(reshape(w, along), hot), {1});
+    Shape along(size_t(scores.rank()), 1); // [1, C, 1, ...]
+    along[1] = classes;
+    weight = sum(mul(reshape(w, along), cast(isLabel, ft)), {1});
   }
   if (const AttributeProto* ignore = c.attr("ignore_index")) {
     Tensor k = Tensor::full({}, double(ignore->i()), labels.dtype());

@@ -78,35 +78,32 @@ std::vector<LabelInput> labelInputs(const Model &model) {
       if (it != constantOf.end())
         constantOf[s->outputs()->Get(0)] = it->second;
     }
-  // C when constant buffer B holds exactly [0, 1, ..., C-1] of DTYPE.
-  auto arangeLength = [&](uint32_t b, DType dtype) -> int64_t {
+  // The values of constant buffer B as integers, if it holds DTYPE.
+  auto intsOf = [&](uint32_t b, DType dtype) -> std::vector<int64_t> {
     const fb::Buffer *buf = bufs.Get(b);
     if (DType(buf->dtype()) != dtype || !buf->shape())
-      return 0;
+      return {};
     int64_t n = 1;
     for (int64_t d : *buf->shape())
       n *= d;
     const uint8_t *p = model.constantData() + buf->offset();
+    std::vector<int64_t> v(size_t(std::max<int64_t>(n, 0)));
     for (int64_t i = 0; i < n; ++i)
-      if (intAt(dtype, p, i) != i)
-        return 0;
-    return n;
+      v[size_t(i)] = intAt(dtype, p, i);
+    return v;
   };
-  // K when constant buffer B holds K in each of its elements, of DTYPE.
-  auto oneValue = [&](uint32_t b, DType dtype) -> std::optional<int64_t> {
-    const fb::Buffer *buf = bufs.Get(b);
-    if (DType(buf->dtype()) != dtype || !buf->shape())
+  // C when the values are exactly [0, 1, ..., C-1].
+  auto arangeLength = [](const std::vector<int64_t> &v) -> int64_t {
+    for (size_t i = 0; i < v.size(); ++i)
+      if (v[i] != int64_t(i))
+        return 0;
+    return int64_t(v.size());
+  };
+  // K when every value is K.
+  auto oneValue = [](const std::vector<int64_t> &v) -> std::optional<int64_t> {
+    if (v.empty() || std::count(v.begin(), v.end(), v[0]) != int64_t(v.size()))
       return std::nullopt;
-    int64_t n = 1;
-    for (int64_t d : *buf->shape())
-      n *= d;
-    const uint8_t *p = model.constantData() + buf->offset();
-    if (n < 1)
-      return std::nullopt;
-    for (int64_t i = 1; i < n; ++i)
-      if (intAt(dtype, p, i) != intAt(dtype, p, 0))
-        return std::nullopt;
-    return intAt(dtype, p, 0);
+    return v[0];
   };
   for (size_t i = 0; i < model.inputs().size(); ++i) {
     const TensorInfo &in = model.inputs()[i];
@@ -134,12 +131,12 @@ std::vector<LabelInput> labelInputs(const Model &model) {
       auto c = constantOf.find(b);
       if (!labels.count(a) || c == constantOf.end())
         continue;
+      std::vector<int64_t> values = intsOf(c->second, in.dtype);
       if (direction == int64_t(CompareOp::Eq)) {
         // The one-hot's [0, C): the longest (a scalar `y == 0` elsewhere
         // is an arange of 1).
-        counts[i].classes =
-            std::max(counts[i].classes, arangeLength(c->second, in.dtype));
-      } else if (std::optional<int64_t> k = oneValue(c->second, in.dtype)) {
+        counts[i].classes = std::max(counts[i].classes, arangeLength(values));
+      } else if (std::optional<int64_t> k = oneValue(values)) {
         ignored.insert(*k);
       }
     }

@@ -137,29 +137,16 @@ TEST_F(CudnnPlan, EveryConvolutionTheDeviceBindsHasAPlanOnA100AndH100) {
 // H100, while the A100's keep one as large (its engines' own, the same
 // with NCHW).
 TEST_F(CudnnPlan, ChannelsLastPlansReadResNetsTensorsWhereTheyLie) {
+  // clang-format off
   const ConvCase layers[] = {
-      {"ResNet-50 3x3, 64 ch, 56x56",
-       {128, 64, 56, 56},
-       {64, 64, 3, 3},
-       {1, 1},
-       {1, 1, 1, 1},
-       {1, 1},
-       1},
-      {"ResNet-50 1x1, 256 -> 64, 56x56",
-       {128, 256, 56, 56},
-       {64, 256, 1, 1},
-       {1, 1},
-       {0, 0, 0, 0},
-       {1, 1},
-       1},
-      {"ResNet-50 3x3 stride 2, 256 ch",
-       {128, 256, 28, 28},
-       {256, 256, 3, 3},
-       {2, 2},
-       {1, 1, 1, 1},
-       {1, 1},
-       1},
+      {"ResNet-50 3x3, 64 ch, 56x56", {128, 64, 56, 56}, {64, 64, 3, 3},
+       {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
+      {"ResNet-50 1x1, 256 -> 64, 56x56", {128, 256, 56, 56}, {64, 256, 1, 1},
+       {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},
+      {"ResNet-50 3x3 stride 2, 256 ch", {128, 256, 28, 28}, {256, 256, 3, 3},
+       {2, 2}, {1, 1, 1, 1}, {1, 1}, 1},
   };
+  // clang-format on
   std::printf("  %-5s %-4s %-32s %14s %14s %14s\n", "gpu", "type", "layer",
               "NCHW", "NHWC", "NHWC, KRSC");
   for (const char *device : kDevices) {

@@ -10,6 +10,9 @@
 #include "modelc/npy.h"
 
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
 #include <unistd.h>
 
 #include <algorithm>
@@ -548,6 +551,25 @@ TEST(Autograd, ClearErrors) {
   bad.data<int64_t>()[0] = 1;
   bad.data<int64_t>()[1] = 3;
   EXPECT_THROW(crossEntropy(logits, bad), Error);
+}
+
+// A logit of -inf away from the label (a masked class) leaves the loss
+// and its gradient finite, as in PyTorch: the label's log-probability is
+// selected, not multiplied by a one-hot (0 * -inf is NaN).
+TEST(Autograd, CrossEntropyWithMaskedLogitsIsFinite) {
+  const float inf = std::numeric_limits<float>::infinity();
+  Tensor logits =
+      Tensor::fromVector({0, -inf, 1, 2, 0, -inf}, {2, 3}).setRequiresGrad();
+  Tensor labels = Tensor::empty({2}, DType::I64);
+  labels.data<int64_t>()[0] = 2;
+  labels.data<int64_t>()[1] = 0;
+  Tensor loss = crossEntropy(logits, labels);
+  double expected = 0.5 * (-(1 - std::log(1 + std::exp(1.0))) -
+                           (2 - std::log(std::exp(2.0) + 1)));
+  EXPECT_NEAR(loss.toVector()[0], expected, 1e-6);
+  loss.backward();
+  for (float g : logits.grad().toVector())
+    EXPECT_TRUE(std::isfinite(g)) << g;
 }
 
 std::string python() {

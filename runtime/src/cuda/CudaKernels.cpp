@@ -85,25 +85,25 @@ Status convOf(const ConstTensor& x, const ConstTensor& w, const OpAttrs& attrs,
                          shapeString(w.shape) + " and result " +
                          shapeString(result) + " must be rank 4 (" + layout +
                          ", OIHW)");
+  Shape expected;
+  Status rule = shapes::conv2d(x.shape, w.shape, {c.strideH, c.strideW},
+                               {c.padTop, c.padLeft, c.padBottom, c.padRight},
+                               {c.dilationH, c.dilationW}, c.groups, &expected,
+                               c.channelsLast);
+  if (!rule)
+    return Status::error("conv2d: " + rule.message());
+  if (expected != result)
+    return Status::error("conv2d: the result is " + shapeString(result) +
+                         ", the operands give " + shapeString(expected));
   // cuDNN takes NCHW dims whatever the layout (the strides say it).
   auto nchw = [&](const Shape& s) {
     return c.channelsLast ? Shape{s[0], s[3], s[1], s[2]} : s;
   };
-  Shape expected;
-  Status rule = shapes::conv2d(nchw(x.shape), w.shape, {c.strideH, c.strideW},
-                               {c.padTop, c.padLeft, c.padBottom, c.padRight},
-                               {c.dilationH, c.dilationW}, c.groups, &expected);
-  if (!rule)
-    return Status::error("conv2d: " + rule.message());
-  if (expected != nchw(result))
-    return Status::error("conv2d: the result is " + shapeString(result) +
-                         ", the operands give " + shapeString(expected) +
-                         (c.channelsLast ? " (NCHW)" : ""));
   p->dtype = dtype;
   p->channelsLast = c.channelsLast;
   p->x = nchw(x.shape);
   p->w = w.shape;
-  p->y = expected;
+  p->y = nchw(result);
   p->xData = x.data;
   p->wData = w.data;
   return Status::ok();

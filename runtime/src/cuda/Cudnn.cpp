@@ -1148,18 +1148,15 @@ Status channelsLastFilter(CudaDevice& dev, const ConstTensor& w,
                     shapeString(w.shape);
   if ((*out = dev.derived(key)))
     return Status::ok();
-  const int64_t k = w.shape[0], c = w.shape[1], rs = w.shape[2] * w.shape[3];
-  const size_t e = dtypeSize(w.dtype), bytes = size_t(k * c * rs) * e;
+  const size_t bytes = size_t(numElements(w.shape)) * dtypeSize(w.dtype);
   DeviceMemory mem;
   MC_RETURN_IF_ERROR(dev.allocate(bytes, &mem));
   std::vector<uint8_t> from(bytes), to(bytes);
   MC_RETURN_IF_ERROR(dev.copyToHost(from.data(), w.data, bytes));
-  // [k][c][rs] -> [k][rs][c]
-  for (int64_t i = 0; i < k; ++i)
-    for (int64_t j = 0; j < c; ++j)
-      for (int64_t t = 0; t < rs; ++t)
-        std::memcpy(&to[size_t((i * rs + t) * c + j) * e],
-                    &from[size_t((i * c + j) * rs + t) * e], e);
+  // [k][c][r][s] -> [k][r][s][c], by the CPU's transpose kernel.
+  const Shape& s = w.shape;
+  MC_RETURN_IF_ERROR(transpose({w.dtype, s, from.data()}, {0, 2, 3, 1},
+                               {w.dtype, {s[0], s[2], s[3], s[1]}, to.data()}));
   // Staged (`to` may go on return) and queued on the device's one
   // stream, ahead of every launch of the step.
   MC_RETURN_IF_ERROR(dev.copyToDevice(mem.get(), to.data(), bytes));
