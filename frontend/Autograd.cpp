@@ -129,6 +129,10 @@ struct EagerBuilder {
   Tensor gather(const Tensor& x, const Tensor& indices, int64_t axis) {
     return mc::gather(x, indices, axis);
   }
+  Tensor dropout(const Tensor& x, const Tensor& seed, const Tensor& offset,
+                 double p) {
+    return mc::dropout(x, seed, offset, p);
+  }
 };
 
 } // namespace

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 
@@ -479,6 +480,32 @@ Tensor clamp(const Tensor& a, double lo, double hi) {
     check(rt::clamp(a.view(), lo, hi, out.mutView()));
   emit(OpRecord{OpKind::Clamp, {a}, out,
                 {rt::OpAttr::real("min", lo), rt::OpAttr::real("max", hi)}});
+  return out;
+}
+
+Tensor dropout(const Tensor& x, const Tensor& seed, const Tensor& offset,
+               double p) {
+  for (const Tensor* t : {&x, &seed, &offset})
+    requireDefined("dropout", *t);
+  if (!rt::isFloat(x.dtype()))
+    throw Error("dropout: the input must be f32, f16 or bf16, got " +
+                x.describe());
+  for (const Tensor* t : {&seed, &offset})
+    if (t->dtype() != DType::I64 || t->rank() != 0)
+      throw Error(std::string("dropout: the ") +
+                  (t == &seed ? "seed" : "offset") +
+                  " must be an i64 scalar, got " + t->describe());
+  if (!(p >= 0 && p <= 1))
+    throw Error("dropout: p must be in [0, 1], got " + std::to_string(p));
+  Tensor out = resultOf(x.shape(), x.dtype(), {&x, &seed, &offset});
+  if (out.hasValues()) {
+    uint64_t s, o;
+    std::memcpy(&s, seed.rawData(), sizeof s);
+    std::memcpy(&o, offset.rawData(), sizeof o);
+    check(rt::dropout(x.view(), s, o, p, out.mutView()));
+  }
+  emit(OpRecord{
+      OpKind::Dropout, {x, seed, offset}, out, {rt::OpAttr::real("p", p)}});
   return out;
 }
 

@@ -86,6 +86,11 @@ Tensor pow(const Tensor& a, const Tensor& b); // broadcasts
 Tensor minimum(const Tensor& a, const Tensor& b);
 /// min(max(a, lo), hi); relu6 is clamp(x, 0, 6).
 Tensor clamp(const Tensor& a, double lo, double hi);
+/// mc.dropout with an explicit seed and offset (i64 scalars): the mask of
+/// rt::dropout. Models call dropout(x, p, training) (frontend/Random.h),
+/// which draws them from the generator.
+Tensor dropout(const Tensor& x, const Tensor& seed, const Tensor& offset,
+               double p);
 /// Comparisons broadcast and return i1 tensors.
 Tensor eq(const Tensor& a, const Tensor& b);
 Tensor ne(const Tensor& a, const Tensor& b);

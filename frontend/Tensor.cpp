@@ -1,5 +1,6 @@
 // The eager Tensor (see Tensor.h).
 #include "frontend/Tensor.h"
+#include "frontend/Random.h"
 #include "frontend/TraceHook.h"
 
 #include <cmath>
@@ -26,7 +27,10 @@ std::mt19937_64& defaultGenerator() {
   return gen;
 }
 
-void manualSeed(uint64_t seed) { defaultGenerator().seed(seed); }
+void manualSeed(uint64_t seed) {
+  defaultGenerator().seed(seed);
+  Generator::global().manualSeed(seed);
+}
 
 /// Refuses a negative dimension or more than rt::kMaxTensorElements.
 static void checkShapeLimits(const Shape& shape) {
@@ -175,7 +179,13 @@ rt::MutTensor Tensor::mutView() { return {dtype(), shape(), rawData()}; }
 TraceHook::~TraceHook() = default;
 
 static thread_local TraceHook* activeHook = nullptr;
+static thread_local uint64_t traceEpoch = 0;
 TraceHook* activeTraceHook() { return activeHook; }
-void setActiveTraceHook(TraceHook* hook) { activeHook = hook; }
+uint64_t activeTraceEpoch() { return traceEpoch; }
+void setActiveTraceHook(TraceHook* hook) {
+  if (hook)
+    ++traceEpoch;
+  activeHook = hook;
+}
 
 } // namespace mc

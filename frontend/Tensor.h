@@ -46,8 +46,10 @@ struct TensorImpl {
   std::shared_ptr<GradNode> gradFn;
 };
 
-/// The random generator used for initialization (like torch.manual_seed).
+/// The random generator used for initialization.
 std::mt19937_64& defaultGenerator();
+/// Seeds the initializers' generator and dropout's (Generator::global(),
+/// frontend/Random.h), as torch.manual_seed.
 void manualSeed(uint64_t seed);
 
 class Tensor {

@@ -35,11 +35,17 @@ public:
   /// `state` (a module buffer, e.g. BatchNorm's running statistics) takes
   /// `value` when the traced function has run: a tracer makes it mutable
   /// state of the traced step. Eager code updates the buffer itself instead.
+  /// A later assign to the same state replaces the earlier value.
   virtual void assign(const Tensor& state, const Tensor& value) {}
 };
 
 /// The hook of the current thread (null when not tracing).
 TraceHook* activeTraceHook();
+/// Setting a hook starts a new run of a traced function (the tracer's, or a
+/// probe's): code that carries traced values between ops of one run
+/// (Generator's offset) tells runs apart by this number, which every
+/// setActiveTraceHook(non-null) advances.
+uint64_t activeTraceEpoch();
 void setActiveTraceHook(TraceHook* hook);
 
 } // namespace mc

@@ -1,6 +1,7 @@
 // nn modules (see nn.h).
 #include "frontend/nn.h"
 #include "frontend/Autograd.h"
+#include "frontend/Random.h"
 #include "frontend/TraceHook.h"
 
 #include <algorithm>
@@ -288,6 +289,8 @@ Dropout::Dropout(double p) : p(p) {
   if (!(p >= 0 && p <= 1))
     throw Error("Dropout: p must be in [0, 1], got " + std::to_string(p));
 }
+
+Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, isTraining()); }
 
 MultiheadAttention::MultiheadAttention(int64_t embedDim, int64_t numHeads,
                                        bool batchFirst)

@@ -243,12 +243,12 @@ private:
   bool tanh_;
 };
 
-/// torch.nn.Dropout, inference only for now: forward is the identity (what
-/// PyTorch does in eval mode). Training-mode dropout is not implemented.
+/// torch.nn.Dropout: in training mode, mc::dropout(x, p) (frontend/Random.h:
+/// the mask drawn from the global generator); in eval mode the identity.
 class Dropout : public Module {
 public:
   explicit Dropout(double p = 0.5);
-  Tensor forward(const Tensor& x) override { return x; }
+  Tensor forward(const Tensor& x) override;
   std::string typeName() const override { return "Dropout"; }
   double p;
 };

@@ -29,6 +29,7 @@
 //   conv2d(x, w, Dims strides, Dims padding /*t, l, b, r*/, Dims dilation,
 //          int64_t groups)
 //   gather(x, Value indices, int64_t axis)
+//   dropout(x, Value seed, Value offset, double p)
 //   batchCount(Value like)           the run-time batch size, splat like
 //                                    `like` (compiled graphs with a dynamic
 //                                    batch; shapes hold it as
@@ -451,6 +452,16 @@ Grads<B> clamp(B& b, typename B::Value g, typename B::Value x, double lo,
   auto upToHi = detail::mask(b, Cmp::Le, x, b.splatLike(x, hi), g);
   auto inside = b.mul(fromLo, upToHi);
   return {b.mul(g, inside)};
+}
+
+/// dropout(x, seed, offset): the same op on the gradient, the mask
+/// recomputed from the same seed and offset (nothing kept between the
+/// passes); none for the seed and the offset.
+template <class B>
+Grads<B> dropout(B& b, typename B::Value g, typename B::Value seed,
+                 typename B::Value offset, double p) {
+  return {b.dropout(g, seed, offset, p), typename B::Value(),
+          typename B::Value()};
 }
 
 /// compare, not: i1 results carry no gradient.
@@ -889,6 +900,8 @@ std::optional<Grads<B>> byOpId(B& b, rt::OpId op, V g, const std::vector<V>& in,
     return gelu(b, g, in[0], flag("tanh_approximation"));
   case OpId::Clamp:
     return clamp(b, g, in[0], real("min"), real("max"));
+  case OpId::Dropout:
+    return dropout(b, g, in[1], in[2], real("p"));
   case OpId::Compare: // i1 results: the drivers never ask
   case OpId::Not:
     return none<B>(in.size());

@@ -69,6 +69,10 @@ def MC_BoolTensor : RankedTensorOf<[I1]>;
 def MC_IndexTensor : RankedTensorOf<[MC_Index]>;
 def MC_FloatTensor : RankedTensorOf<[MC_Float]>;
 def MC_NumericTensor : RankedTensorOf<[MC_Numeric]>;
+// A rank-0 i64 tensor (mc.dropout's seed and offset), buildable so the
+// assembly format names no type for it.
+def MC_I64Scalar : 0DTensorOf<[I64]>,
+    BuildableType<"::mlir::RankedTensorType::get({}, $_builder.getI64Type())">;
 
 //===----------------------------------------------------------------------===//
 // Op base

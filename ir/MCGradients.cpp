@@ -179,6 +179,9 @@ public:
   Value gather(Value x, Value indices, int64_t axis) {
     return GatherOp::create(b, loc, x, indices, static_cast<uint64_t>(axis));
   }
+  Value dropout(Value x, Value seed, Value offset, double p) {
+    return DropoutOp::create(b, loc, x, seed, offset, APFloat(p));
+  }
 
 private:
   OpBuilder& b;

@@ -417,6 +417,13 @@ LogicalResult ClampOp::verify() {
   return success();
 }
 
+LogicalResult DropoutOp::verify() {
+  double p = getP().convertToDouble();
+  if (!(p >= 0 && p <= 1))
+    return emitOpError() << "p " << p << " is outside [0, 1]";
+  return success();
+}
+
 LogicalResult ConcatOp::inferReturnTypes(MLIRContext*,
                                          std::optional<Location> location,
                                          Adaptor adaptor,

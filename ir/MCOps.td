@@ -512,6 +512,36 @@ def MC_ClampOp : MC_Op<"clamp", [Pure, SameOperandsAndResultType,
   let hasVerifier = 1;
 }
 
+def MC_DropoutOp : MC_Op<"dropout", [Pure,
+    AllTypesMatch<["input", "result"]>, MC_DifferentiableOpInterface]> {
+  let mcCpuTypes = "f32,f16,bf16";
+  let summary = "inverted dropout with a counter-based random mask";
+  let description = [{
+    Element `i` (row-major) is kept, scaled by `1 / (1 - p)` in f32, where
+    the top 24 bits of its random word are below `round((1 - p) * 2^24)`,
+    and multiplied by 0 otherwise (a dropped NaN stays NaN, as PyTorch's
+    product with the mask). The word is word `i % 4` of Philox4x32-10 at
+    counter `(i / 4, offset)` under key `seed` (two 32-bit words each, low
+    first): a pure function of the operands, so the mask is the same on
+    every device and in every run with the same `seed` and `offset`, and the
+    gradient is the same op on the incoming gradient (no mask is kept).
+    A traced training step reads `seed` and `offset` from the state
+    `rng.seed` and `rng.offset` and stores the offset its dropouts used
+    (docs/training.md, "Dropout").
+
+    ```mlir
+    %0 = mc.dropout %x, %seed, %offset, p = 1.000000e-01 : tensor<8x16xf32>
+    ```
+  }];
+  let arguments = (ins MC_FloatTensor:$input, MC_I64Scalar:$seed,
+                       MC_I64Scalar:$offset, F64Attr:$p);
+  let results = (outs MC_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $seed `,` $offset `,` `p` `=` $p attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 def MC_CompareOp : MC_Op<"compare", [Pure, SameTypeOperands,
     SameOperandsAndResultShape, MC_DifferentiableOpInterface]> {
   let mcCpuTypes = "f32,f16,bf16,i32,i64,i1";

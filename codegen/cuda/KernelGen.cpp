@@ -19,8 +19,10 @@
 #include "mlir/IR/BuiltinTypes.h"
 
 #include "modelc/error_record.h"
+#include "modelc/kernels.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -63,6 +65,7 @@ bool floatOnly(OpId op) {
   case OpId::Tan: case OpId::Asin: case OpId::Acos: case OpId::Atan:
   case OpId::Sinh: case OpId::Cosh: case OpId::Asinh: case OpId::Acosh:
   case OpId::Atanh:
+  case OpId::Dropout:
     return true;
   default:
     return false;
@@ -221,6 +224,14 @@ private:
   // While a region is evaluated: the element's flat index in the region
   // (what an integer division by zero reports).
   Value element;
+  // An elementwise kernel's unit of elements first .. first + width - 1,
+  // width a multiple of 4 and first aligned to it: the element being
+  // evaluated is unitFirst + unitLane, so mc.dropout knows its Philox
+  // counter and word statically and computes one Philox per four elements
+  // (philoxWords, per counter of the unit). unitLane -1: no such unit.
+  Value unitFirst;
+  int64_t unitLane = -1;
+  std::vector<std::pair<int64_t, std::array<Value, 4>>> philoxWords;
 
   const TensorDesc& out() const { return tensors.back(); }
   size_t numInputs() const { return tensors.size() - 1; }
@@ -581,6 +592,73 @@ private:
     return arith::ExtSIOp::create(b, loc, ct, v);
   }
 
+  //===--- Philox (mc.dropout) ---===//
+
+  /// A 32-bit constant (its bits; i32 attributes hold signed values).
+  Value u32(uint32_t v) {
+    return intConst(b.getI32Type(), int64_t(int32_t(v)));
+  }
+
+  /// rt::philox4x32 on i32 values.
+  std::array<Value, 4> philox(std::array<Value, 4> c, Value k0, Value k1) {
+    for (int round = 0; round < rt::kPhiloxRounds; ++round) {
+      if (round) {
+        k0 = arith::AddIOp::create(b, loc, k0, u32(rt::kPhiloxW0));
+        k1 = arith::AddIOp::create(b, loc, k1, u32(rt::kPhiloxW1));
+      }
+      auto p0 =
+          arith::MulUIExtendedOp::create(b, loc, u32(rt::kPhiloxM0), c[0]);
+      auto p1 =
+          arith::MulUIExtendedOp::create(b, loc, u32(rt::kPhiloxM1), c[2]);
+      Value w0 = arith::XOrIOp::create(
+          b, loc, arith::XOrIOp::create(b, loc, p1.getHigh(), c[1]), k0);
+      Value w2 = arith::XOrIOp::create(
+          b, loc, arith::XOrIOp::create(b, loc, p0.getHigh(), c[3]), k1);
+      c = {w0, p1.getLow(), w2, p0.getLow()};
+    }
+    return c;
+  }
+
+  /// The low and high 32 bits of an i64.
+  std::pair<Value, Value> halves(Value v) {
+    Type i32 = b.getI32Type();
+    Value hi = arith::ShRUIOp::create(b, loc, v, intConst(v.getType(), 32));
+    return {arith::TruncIOp::create(b, loc, i32, v),
+            arith::TruncIOp::create(b, loc, i32, hi)};
+  }
+
+  /// The four words of counter `block` (index) under (seed, offset): i64.
+  std::array<Value, 4> dropoutBlock(Value block, Value seed, Value offset) {
+    Value blk = arith::IndexCastUIOp::create(b, loc, b.getI64Type(), block);
+    auto [c0, c1] = halves(blk);
+    auto [c2, c3] = halves(offset);
+    auto [k0, k1] = halves(seed);
+    return philox({c0, c1, c2, c3}, k0, k1);
+  }
+
+  /// rt::dropoutWord of the element being evaluated: within a unit, from
+  /// the unit's counters (one Philox per four elements); else its own.
+  Value dropoutWord(Value seed, Value offset) {
+    if (unitLane >= 0) {
+      int64_t group = unitLane / 4;
+      for (auto& [g, words] : philoxWords)
+        if (g == group)
+          return words[unitLane % 4];
+      Value block = arith::AddIOp::create(
+          b, loc, arith::DivUIOp::create(b, loc, unitFirst, idx(4)),
+          idx(group));
+      philoxWords.push_back({group, dropoutBlock(block, seed, offset)});
+      return philoxWords.back().second[unitLane % 4];
+    }
+    std::array<Value, 4> w = dropoutBlock(
+        arith::DivUIOp::create(b, loc, element, idx(4)), seed, offset);
+    Value lane = arith::RemUIOp::create(b, loc, element, idx(4));
+    Value r = w[3];
+    for (int k = 2; k >= 0; --k)
+      r = select(cmpi(arith::CmpIPredicate::eq, lane, idx(k)), w[k], r);
+    return r;
+  }
+
   /// One op of a region on computed values; the result rounded to `dtype`.
   FailureOr<Value> scalarOp(const PlanRegionOp& op, ArrayRef<Value> x,
                             ArrayRef<DType> types) {
@@ -711,6 +789,18 @@ private:
     case OpId::Not:
       r = arith::XOrIOp::create(b, loc, x[0], intConst(b.getI1Type(), 1));
       break;
+    case OpId::Dropout: {
+      // rt::dropout: the word of the element's Philox counter, kept when
+      // its top 24 bits are below the threshold; x times the scale or 0.
+      double p = op.attrs.getFloat("p");
+      Value word = dropoutWord(x[1], x[2]);
+      Value top = arith::ShRUIOp::create(b, loc, word, u32(8));
+      Value keep =
+          cmpi(arith::CmpIPredicate::ult, top, u32(rt::dropoutKeepBelow(p)));
+      Value factor = select(keep, f32(rt::dropoutScale(p)), f32(0));
+      r = mulf(x[0], factor);
+      break;
+    }
     case OpId::Add:
       r = fl ? addf(x[0], x[1]) : Value(arith::AddIOp::create(b, loc, x[0], x[1]));
       break;
@@ -1015,7 +1105,10 @@ private:
             pre[k][in] = loadDirect(in, at.back(), out().numel());
       }
       std::vector<SmallVector<Value>> extraValues(vectorWidth);
+      philoxWords.clear();
+      unitFirst = vectorWidth % 4 == 0 ? first : Value();
       for (int64_t k = 0; k < vectorWidth; ++k) {
+        unitLane = unitFirst ? k : -1;
         DType t;
         std::vector<Value> computed;
         FailureOr<Value> v =
@@ -1029,6 +1122,8 @@ private:
         for (uint32_t e : step.extraOutputs)
           extraValues[k].push_back(computed.at(e));
       }
+      unitLane = -1;
+      philoxWords.clear();
       // Every output's stores after all of the unit's loads: an output may
       // be an input's buffer (in place).
       for (int64_t k = 0; k < vectorWidth; ++k) {

@@ -1,5 +1,6 @@
 // The tracer: records eager ops through the TraceHook into an mc function.
 #include "frontend/jit/Trace.h"
+#include "frontend/Random.h"
 #include "frontend/TraceHook.h"
 
 #include "ir/Batch.h"
@@ -632,8 +633,13 @@ public:
   }
 
   void assign(const Tensor& state, const Tensor& value) override {
-    assignments.emplace_back(state, value);
     keepAlive.push_back(value);
+    for (auto& [s, v] : assignments)
+      if (s.impl() == state.impl()) {
+        v = value; // the state's last value is the one stored
+        return;
+      }
+    assignments.emplace_back(state, value);
   }
 
   /// Each assigned global becomes mutable state, read with global_load and
@@ -857,11 +863,16 @@ TracedModule traceFunction(
   SmallVector<Type> inputTypes;
   for (const Tensor& t : examples)
     inputTypes.push_back(tensorType(ctx, t));
+  // Dropout's generator state is a buffer of every trace (a global only
+  // where a draw reads it).
+  std::vector<std::pair<std::string, Tensor>> buffers = options.buffers;
+  for (auto& state : Generator::global().stateBuffers())
+    buffers.push_back(state);
   ShapeProbe probe;
   BatchTrace batch;
   if (options.dynamicBatch) {
-    batch = probeBatch(fn, examples, *options.dynamicBatch, parameters,
-                       options.buffers, probe);
+    batch = probeBatch(fn, examples, *options.dynamicBatch, parameters, buffers,
+                       probe);
     for (Type& t : inputTypes) {
       auto tensor = llvm::cast<RankedTensorType>(t);
       SmallVector<int64_t> dims(tensor.getShape());
@@ -878,7 +889,7 @@ TracedModule traceFunction(
                     b.getStringAttr(nameAt(options.inputNames, i,
                                            examples.size(), "x", "input")));
 
-  Tracer tracer(ctx, module, func, parameters, options.buffers, modules,
+  Tracer tracer(ctx, module, func, parameters, buffers, modules,
                 options.shareWeightStorage);
   tracer.functionName = options.functionName;
   tracer.batch = batch;

@@ -1,6 +1,7 @@
 // JIT training (see Train.h).
 #include "frontend/jit/Train.h"
 #include "codegen/Compile.h"
+#include "frontend/Random.h"
 #include "frontend/jit/Trace.h"
 #include "modelc/labels.h"
 #include "modelc/runtime.h"
@@ -127,6 +128,11 @@ void TrainingStep::copyParametersTo(nn::Module& model) const {
                   ", the module's is " + p.describe());
     std::memcpy(const_cast<Tensor&>(p).rawData(), trained.rawData(),
                 p.byteSize());
+  }
+  // Dropout's generator goes on from where the step's draws got to.
+  if (std::find(names.begin(), names.end(), "rng.offset") != names.end()) {
+    Tensor offset = state("rng.offset");
+    Generator::global().setOffset(offset.data<uint64_t>()[0]);
   }
 }
 

@@ -48,7 +48,8 @@ public:
   /// A copy of one state tensor.
   Tensor state(const std::string& name) const;
   /// Copies the trained parameters, and the buffers the step updates
-  /// (BatchNorm's running statistics), back into the module (for eager use).
+  /// (BatchNorm's running statistics), back into the module (for eager use),
+  /// and the offset the step's dropouts reached into the global generator.
   void copyParametersTo(nn::Module& model) const;
   void saveCheckpoint(const std::string& path) const;
   void loadCheckpoint(const std::string& path);

@@ -4,6 +4,7 @@
 #include "frontend/Autograd.h"
 #include "frontend/Loss.h"
 #include "frontend/Ops.h"
+#include "frontend/Random.h"
 #include "frontend/TraceHook.h"
 #include "frontend/onnx/Recurrent.h"
 #include "frontend/onnx/StripRawData.h"
@@ -415,6 +416,9 @@ public:
   /// Initializers traced as state that the step updates (the running
   /// statistics of batch norms in training mode); null: none.
   const std::set<std::string>* state = nullptr;
+  /// Imported for a training step (OnnxImportOptions::trainingState):
+  /// training-mode Dropout draws its masks.
+  bool training = false;
   bool isState(size_t i) const {
     return state && i < size_t(node.input_size()) &&
            state->count(node.input(int(i)));
@@ -3289,9 +3293,37 @@ const std::unordered_map<std::string, Handler>& handlers() {
           c.has(2) && (!c.isConstant(2) || c.constScalar(2, "training_mode"));
       bool ratioZero = c.has(1) && c.isConstant(1) &&
                        c.constScalar(1, "ratio") == 0.0;
-      if (training && !ratioZero)
-        throw Error("training_mode must be a constant false, or the ratio a "
-                    "constant 0 (export the model in eval mode)");
+      if (training && !ratioZero) {
+        if (!c.training)
+          throw Error("training_mode must be a constant false, or the ratio "
+                      "a constant 0 (export the model in eval mode, or "
+                      "compile a training step with --train)");
+        if (!c.isConstant(2))
+          throw Error("training_mode must be a constant (it is computed)");
+        // A training step: mc.dropout with the generator's seed and offset
+        // (the step's rng.seed and rng.offset state), or the node's own
+        // seed attribute. The mask, if asked: where a one survives.
+        double ratio = c.has(1) ? c.constScalar(1, "ratio") : 0.5;
+        if (!(ratio >= 0 && ratio < 1))
+          throw Error("the ratio " + std::to_string(ratio) +
+                      " must be in [0, 1)");
+        auto [seed, offset] = Generator::global().draw();
+        if (const AttributeProto* a = c.attr("seed")) {
+          seed = Tensor::empty({}, DType::I64);
+          seed.data<int64_t>()[0] = a->i();
+        }
+        const Tensor& x = c.in(0);
+        R out{dropout(x, seed, offset, ratio)};
+        if (c.wantsOutput(1)) {
+          NoGradGuard noGrad;
+          // Ones of x's shape made from x's dims (a batch-sized constant
+          // would be one batch size's).
+          Tensor ones = broadcastTo(Tensor::scalar(1.0, x.dtype()), x.shape());
+          out.push_back(ne(dropout(ones, seed, offset, ratio),
+                           Tensor::scalar(0.0, x.dtype())));
+        }
+        return out;
+      }
       R out{c.in(0)};
       if (c.wantsOutput(1)) // inference keeps everything
         out.push_back(Tensor::full(c.in(0).shape(), 1.0, DType::I1));
@@ -3654,6 +3686,7 @@ void Importer::runNode(const NodeProto& node, const std::string& label,
   // the batch.
   ctx.dynamicBatch = options_.batch.has_value() && !constant;
   ctx.state = &state_;
+  ctx.training = options_.trainingState;
   std::vector<Tensor> outputs;
   try {
     if (constant) {

@@ -1386,6 +1386,24 @@ Status Verifier::checkModelOps(OpId kind, const fb::Step &step,
                   " (i1 with the shape of input 0)");
     return Status::ok();
   }
+  case K::Dropout: {
+    MC_RETURN_IF_ERROR(counts(3, 1));
+    MC_RETURN_IF_ERROR(sameAs(in[0], "input 0", out[0], "output"));
+    MC_RETURN_IF_ERROR(dtypeOf(in[0], "input 0",
+                               {DType::F32, DType::F16, DType::BF16},
+                               "f32, f16, bf16"));
+    for (size_t i : {1, 2}) {
+      const char *what = i == 1 ? "input 1 (the seed)" : "input 2 (the offset)";
+      MC_RETURN_IF_ERROR(dtypeOf(in[i], what, {DType::I64}, "i64"));
+      if (!bufs_[in[i]].shape.empty())
+        return fail(where + ": " + what + " " + bufDesc(in[i]) +
+                    " must be a scalar");
+    }
+    double p = A.getFloat("p");
+    if (!(p >= 0 && p <= 1))
+      return fail(where + ": p " + std::to_string(p) + " is outside [0, 1]");
+    return Status::ok();
+  }
   case K::Select: {
     MC_RETURN_IF_ERROR(counts(3, 1));
     MC_RETURN_IF_ERROR(

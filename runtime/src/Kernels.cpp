@@ -1171,3 +1171,78 @@ Status copy(const ConstTensor &a, const MutTensor &out) {
 }
 
 } // namespace mc::rt
+
+namespace mc::rt {
+
+PhiloxWords philox4x32(PhiloxWords c, uint32_t k0, uint32_t k1) {
+  for (int round = 0; round < kPhiloxRounds; ++round) {
+    if (round) {
+      k0 += kPhiloxW0;
+      k1 += kPhiloxW1;
+    }
+    uint64_t p0 = uint64_t(kPhiloxM0) * c.w[0];
+    uint64_t p1 = uint64_t(kPhiloxM1) * c.w[2];
+    c = PhiloxWords{{uint32_t(p1 >> 32) ^ c.w[1] ^ k0, uint32_t(p1),
+                     uint32_t(p0 >> 32) ^ c.w[3] ^ k1, uint32_t(p0)}};
+  }
+  return c;
+}
+
+uint32_t dropoutWord(uint64_t seed, uint64_t offset, uint64_t i) {
+  uint64_t block = i / 4;
+  PhiloxWords w =
+      philox4x32(PhiloxWords{{uint32_t(block), uint32_t(block >> 32),
+                              uint32_t(offset), uint32_t(offset >> 32)}},
+                 uint32_t(seed), uint32_t(seed >> 32));
+  return w.w[i % 4];
+}
+
+uint32_t dropoutKeepBelow(double p) {
+  return uint32_t(std::llround((1.0 - p) * double(1u << 24)));
+}
+
+float dropoutScale(double p) { return p < 1 ? float(1.0 / (1.0 - p)) : 0.f; }
+
+Status dropout(const ConstTensor &a, uint64_t seed, uint64_t offset, double p,
+               const MutTensor &out) {
+  if (!(p >= 0 && p <= 1))
+    return Status::error("dropout: p must be in [0, 1], got " +
+                         std::to_string(p));
+  if (!isFloat(a.dtype))
+    return unsupportedDType("dropout", a.dtype, "f32, f16, bf16");
+  MC_RETURN_IF_ERROR(sameTypeAndShape("dropout", "result", a.dtype, a.shape,
+                                      out.dtype, out.shape));
+  uint32_t keepBelow = dropoutKeepBelow(p);
+  float scale = dropoutScale(p);
+  int64_t n = numElements(a.shape);
+  DType t = a.dtype;
+  // Four elements per Philox call: the words of one counter.
+  detail::parallelFor(
+      (n + 3) / 4, detail::kParallelGrain / 4, [&](int64_t begin, int64_t end) {
+        for (int64_t blk = begin; blk < end; ++blk) {
+          uint64_t b = uint64_t(blk);
+          PhiloxWords w = philox4x32(
+              PhiloxWords{{uint32_t(b), uint32_t(b >> 32), uint32_t(offset),
+                           uint32_t(offset >> 32)}},
+              uint32_t(seed), uint32_t(seed >> 32));
+          for (int64_t i = blk * 4, k = 0; k < 4 && i < n; ++k, ++i) {
+            // A product with 0 where dropped, as PyTorch's x * mask * scale:
+            // a dropped NaN or inf stays NaN (a loss scaler still sees it).
+            float factor = (w.w[k] >> 8) < keepBelow ? scale : 0.f;
+            if (t == DType::F32) {
+              float x = static_cast<const float *>(a.data)[i];
+              static_cast<float *>(out.data)[i] = x * factor;
+              continue;
+            }
+            uint16_t h = static_cast<const uint16_t *>(a.data)[i];
+            float x = t == DType::F16 ? halfToFloat(h) : bf16ToFloat(h);
+            float y = x * factor;
+            static_cast<uint16_t *>(out.data)[i] =
+                t == DType::F16 ? floatToHalf(y) : floatToBf16(y);
+          }
+        }
+      });
+  return Status::ok();
+}
+
+} // namespace mc::rt

@@ -246,6 +246,22 @@ func.func @clamp_bounds(%a: tensor<2xf32>) -> tensor<2xf32> {
 
 // -----
 
+func.func @dropout_p(%x: tensor<2xf32>, %s: tensor<i64>, %o: tensor<i64>) -> tensor<2xf32> {
+  // expected-error @+1 {{p 1.500000e+00 is outside [0, 1]}}
+  %0 = mc.dropout %x, %s, %o, p = 1.5 : tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+func.func @dropout_seed(%x: tensor<2xf32>, %s: tensor<1xi64>, %o: tensor<i64>) -> tensor<2xf32> {
+  // expected-error @+1 {{operand #1 must be 0D tensor of 64-bit signless integer values}}
+  %0 = "mc.dropout"(%x, %s, %o) {p = 0.5 : f64} : (tensor<2xf32>, tensor<1xi64>, tensor<i64>) -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
 func.func @compare_types(%a: tensor<2xf32>, %b: tensor<2xi32>) -> tensor<2xi1> {
   // expected-error @+1 {{requires all operands to have the same type}}
   %0 = mc.compare EQ, %a, %b : (tensor<2xf32>, tensor<2xi32>) -> tensor<2xi1>

@@ -204,3 +204,10 @@ func.func @all_reduce(%g: tensor<4x3xf32>, %b: tensor<4xf32>) -> tensor<16xf32> 
   %1 = mc.all_reduce_wait %0 scale = 5.000000e-01 : tensor<16xf32>
   return %1 : tensor<16xf32>
 }
+
+// CHECK-LABEL: func.func @random
+func.func @random(%x: tensor<2x8xbf16>, %seed: tensor<i64>, %offset: tensor<i64>) -> tensor<2x8xbf16> {
+  // CHECK: mc.dropout %{{.*}}, %{{.*}}, %{{.*}}, p = 1.000000e-01 : tensor<2x8xbf16>
+  %0 = mc.dropout %x, %seed, %offset, p = 0.1 : tensor<2x8xbf16>
+  return %0 : tensor<2x8xbf16>
+}

@@ -768,3 +768,116 @@ TEST(KernelsElementwise, ReduceMinAllDTypes) {
                      false, {DType::I32, {}, iy.data()}));
   EXPECT_EQ(iy[0], -2);
 }
+
+// --- dropout (Philox4x32-10) ---
+
+TEST(Philox, MatchesRandom123KnownAnswers) {
+  // Random123's kat_vectors for philox4x32_10: counter, key -> words.
+  struct Kat {
+    PhiloxWords ctr;
+    uint32_t k0, k1;
+    PhiloxWords expect;
+  };
+  const Kat kats[] = {
+      {{{0, 0, 0, 0}},
+       0,
+       0,
+       {{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}}},
+      {{{0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu}},
+       0xffffffffu,
+       0xffffffffu,
+       {{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}}},
+      {{{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}},
+       0xa4093822u,
+       0x299f31d0u,
+       {{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}}},
+  };
+  for (const Kat &k : kats) {
+    PhiloxWords w = philox4x32(k.ctr, k.k0, k.k1);
+    for (int i = 0; i < 4; ++i)
+      EXPECT_EQ(w.w[i], k.expect.w[i]) << "word " << i;
+  }
+}
+
+TEST(Dropout, KeepsOneMinusPScaledAndZeroesTheRest) {
+  const int64_t n = 100000;
+  std::vector<float> x = randomFloats(n, 41, -3, 3), y(n);
+  for (double p : {0.1, 0.3, 0.5, 0.9}) {
+    ASSERT_TRUE(dropout(cin(x, {n}), 0x5eedULL, 11, p, mout(y, {n})));
+    float scale = float(1.0 / (1.0 - p));
+    int64_t kept = 0;
+    uint32_t below = dropoutKeepBelow(p);
+    for (int64_t i = 0; i < n; ++i) {
+      bool keep = (dropoutWord(0x5eedULL, 11, uint64_t(i)) >> 8) < below;
+      kept += keep;
+      ASSERT_EQ(y[i], keep ? x[i] * scale : x[i] * 0.f)
+          << "p " << p << " i " << i;
+    }
+    // The kept count is Binomial(n, 1 - p): within 5 standard deviations.
+    double sd = std::sqrt(n * p * (1 - p));
+    EXPECT_NEAR(double(kept), n * (1 - p), 5 * sd) << "p " << p;
+  }
+}
+
+TEST(Dropout, WordsAreUniformAndIndependentAcrossOffsets) {
+  // 16 bins of the 24 bits compared: chi-square with 15 degrees of
+  // freedom stays under 37.7 (p = 0.001) for a uniform source.
+  const int64_t n = 1 << 18;
+  std::vector<int64_t> bins(16, 0);
+  int64_t same = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t a = dropoutWord(3, 0, uint64_t(i)) >> 8;
+    uint32_t b = dropoutWord(3, 1, uint64_t(i)) >> 8;
+    ++bins[a >> 20];
+    same += (a < (1u << 23)) == (b < (1u << 23));
+  }
+  double chi2 = 0, expect = double(n) / 16;
+  for (int64_t c : bins)
+    chi2 += (c - expect) * (c - expect) / expect;
+  EXPECT_LT(chi2, 37.7);
+  // Masks of p = 0.5 at two offsets agree on half the elements.
+  EXPECT_NEAR(double(same) / n, 0.5, 5 * 0.5 / std::sqrt(double(n)));
+  // Another seed gives other words.
+  EXPECT_NE(dropoutWord(3, 0, 5), dropoutWord(4, 0, 5));
+}
+
+TEST(Dropout, EdgeProbabilitiesAndLowPrecision) {
+  const int64_t n = 1000;
+  std::vector<float> x = randomFloats(n, 42), y(n);
+  ASSERT_TRUE(dropout(cin(x, {n}), 1, 2, 0.0, mout(y, {n})));
+  EXPECT_EQ(y, x); // p = 0 keeps everything, unscaled
+  x[3] = std::numeric_limits<float>::quiet_NaN();
+  ASSERT_TRUE(dropout(cin(x, {n}), 1, 2, 1.0, mout(y, {n})));
+  for (int64_t i = 0; i < n; ++i)
+    if (i == 3)
+      EXPECT_TRUE(std::isnan(y[i])); // x * 0, as PyTorch's product
+    else
+      EXPECT_EQ(y[i], 0.f) << i;
+  // f16 and bf16: the f32 result of the widened input, rounded once.
+  x[3] = 0.5f;
+  ASSERT_TRUE(dropout(cin(x, {n}), 9, 4, 0.2, mout(y, {n})));
+  for (DType t : {DType::F16, DType::BF16}) {
+    bool half = t == DType::F16;
+    std::vector<uint16_t> in(n), out(n);
+    for (int64_t i = 0; i < n; ++i)
+      in[i] = half ? floatToHalf(x[i]) : floatToBf16(x[i]);
+    std::vector<float> wide(n), ref(n);
+    for (int64_t i = 0; i < n; ++i)
+      wide[i] = half ? halfToFloat(in[i]) : bf16ToFloat(in[i]);
+    ASSERT_TRUE(dropout(cin(wide, {n}), 9, 4, 0.2, mout(ref, {n})));
+    ASSERT_TRUE(dropout(ConstTensor{t, {n}, in.data()}, 9, 4, 0.2,
+                        MutTensor{t, {n}, out.data()}));
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(out[i], half ? floatToHalf(ref[i]) : floatToBf16(ref[i]))
+          << dtypeName(t) << " " << i;
+  }
+  Status bad = dropout(cin(x, {n}), 0, 0, 1.5, mout(y, {n}));
+  EXPECT_NE(bad.message().find("p must be in [0, 1], got 1.5"),
+            std::string::npos)
+      << bad.message();
+  std::vector<int32_t> ints(4);
+  bad = dropout(ConstTensor{DType::I32, {4}, ints.data()}, 0, 0, 0.5,
+                MutTensor{DType::I32, {4}, ints.data()});
+  EXPECT_NE(bad.message().find("f32, f16, bf16"), std::string::npos)
+      << bad.message();
+}

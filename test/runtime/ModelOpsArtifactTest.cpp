@@ -164,9 +164,20 @@ Plan modelOpsPlan() {
   setInts(pds, "low", {0, 1, 0});
   setInts(pds, "high", {1, 0, 2});
   setFloat(pds, "value", -2);
+  // Dropout, its seed and offset constants here (a training step's state).
+  auto i64Const = [&](const char *n, int64_t v) {
+    uint32_t i = b.buf(n, DType::I64, {}, fb::BufferKind::Constant);
+    std::vector<uint8_t> bytes(8);
+    std::memcpy(bytes.data(), &v, 8);
+    b.p.buffers[i].data = bytes;
+    return i;
+  };
+  uint32_t seed = i64Const("seed", 0x123456789abLL),
+           offset = i64Const("offset", 7), dr = tb("dropout");
+  setFloat(b.step(K::Dropout, {t, seed, offset}, dr), "p", 0.25);
   b.p.inputs = {{"x", x}, {"t", t}, {"m", m}, {"ids", ids}};
   for (uint32_t o : {c2, dw, ap2, g1, g2, ab, er, pw2, mn, cl, ncmp, sel, ls,
-                     cc, sl, pd})
+                     cc, sl, pd, dr})
     b.p.outputs.push_back({b.p.buffers[o].name, o});
   return b.p;
 }
@@ -310,6 +321,13 @@ std::map<uint32_t, std::vector<uint8_t>> interpret(const Plan &p) {
       st = rt::pad(in(s.inputs[0]), A.getInts("low"), A.getInts("high"),
                    A.getFloat("value"), out);
       break;
+    case K::Dropout: {
+      uint64_t seed, offset;
+      std::memcpy(&seed, v[s.inputs[1]].data(), 8);
+      std::memcpy(&offset, v[s.inputs[2]].data(), 8);
+      st = rt::dropout(in(s.inputs[0]), seed, offset, A.getFloat("p"), out);
+      break;
+    }
     default:
       ADD_FAILURE() << "no reference for " << rt::opName(s.op);
     }
@@ -360,10 +378,12 @@ TEST(ModelOps, EveryNewKindRunsThroughTheArtifact) {
   for (const PlanStep &s : p.steps)
     kinds.insert(s.op);
   // The ops schema 1.1 added (those of real models).
-  for (K k : {K::Abs, K::Erf, K::Gelu, K::Pow, K::Minimum, K::Clamp,
-              K::Compare, K::Select, K::Not, K::LogSoftmax, K::ReduceMin,
-              K::Concat, K::Slice, K::Gather, K::Pad, K::Conv2d, K::MaxPool2d,
-              K::AvgPool2d, K::BatchNorm, K::LayerNorm}) {
+  for (K k :
+       {K::Abs,       K::Erf,       K::Gelu,      K::Pow,       K::Minimum,
+        K::Clamp,     K::Compare,   K::Select,    K::Not,       K::LogSoftmax,
+        K::ReduceMin, K::Concat,    K::Slice,     K::Gather,    K::Pad,
+        K::Conv2d,    K::MaxPool2d, K::AvgPool2d, K::BatchNorm, K::LayerNorm,
+        K::Dropout}) {
     EXPECT_TRUE(rt::opInfo(k).isStep) << rt::opName(k);
     EXPECT_TRUE(kinds.count(k)) << rt::opName(k);
   }
@@ -670,6 +690,22 @@ TEST(ModelOps, VerifierRefusesMalformedSteps) {
   p.buffers[bufNamed(p, "sel")].dtype = DType::I1;
   expectRefused(p,
                 "supported: f32, f16, bf16, i32, i64 (i1 only for EQ and NE)");
+  // Dropout: an i64 scalar seed and offset, p in [0, 1].
+  fresh();
+  at(K::Dropout).inputs[1] = bufNamed(p, "t");
+  expectRefused(p, "unsupported dtype f32 of input 1 (the seed)");
+  fresh();
+  p.buffers[bufNamed(p, "offset")].shape = {1};
+  expectRefused(p, "(mc.dropout at model.py:");
+  expectRefused(p, "input 2 (the offset) buffer");
+  expectRefused(p, "must be a scalar");
+  fresh();
+  setFloat(at(K::Dropout), "p", 1.5);
+  expectRefused(p, "p 1.500000 is outside [0, 1]");
+  fresh();
+  at(K::Dropout).inputs[0] = bufNamed(p, "cmp");
+  p.buffers[bufNamed(p, "dropout")].dtype = DType::I1;
+  expectRefused(p, "unsupported dtype i1 of input 0");
   fresh();
   at(K::Erf).inputs = {bufNamed(p, "cmp")};
   expectRefused(p, "must have the dtype and shape of input 0");

@@ -212,6 +212,10 @@ TEST(Autodiff, TiesAndPiecewiseOps) {
     t = add(t, weightedSum(sinh(p[1]) + cosh(p[0]) * asinh(p[1]), 59));
     t = add(t, weightedSum(acosh(p[3] + 1.0), 60));
     t = add(t, weightedSum(where(gt(in[0], p[0]), p[1] * 2.0, neg(p[3])), 54));
+    // dropout's gradient: the same mask, recomputed from seed and offset.
+    t = add(t, weightedSum(dropout(p[0] * 2.0, Tensor::scalar(7, DType::I64),
+                                   Tensor::scalar(3, DType::I64), 0.4),
+                           61));
     return t;
   });
 }

@@ -7,6 +7,7 @@
 #include "frontend/Ops.h"
 #include "frontend/Optim.h"
 #include "frontend/nn.h"
+#include "modelc/kernels.h"
 #include "modelc/npy.h"
 
 #include <gtest/gtest.h>
@@ -162,6 +163,27 @@ std::vector<Case> cases() {
   c.push_back({"clamp", {in({8}, 26)},
                [](auto& x) { return clamp(x[0], -1.0, 1.0); },
                "torch.clamp(a, -1.0, 1.0)"});
+  {
+    // dropout(x, seed 5, offset 2): PyTorch multiplies by the same factors
+    // (each element's, from rt::dropoutWord); linear in x.
+    const double p = 0.25;
+    std::string factors;
+    for (uint64_t i = 0; i < 64; ++i) {
+      bool keep = (rt::dropoutWord(5, 2, i) >> 8) < rt::dropoutKeepBelow(p);
+      char f[32];
+      std::snprintf(f, sizeof f, "%s%.9g", i ? ", " : "",
+                    keep ? rt::dropoutScale(p) : 0.0);
+      factors += f;
+    }
+    c.push_back({"dropout",
+                 {in({4, 16}, 33)},
+                 [p](auto& x) {
+                   return dropout(x[0], Tensor::scalar(5, DType::I64),
+                                  Tensor::scalar(2, DType::I64), p);
+                 },
+                 "a * torch.tensor([" + factors + "]).reshape(4, 16)",
+                 0.25});
+  }
   c.push_back({"matmul", {in({3, 4}, 27), in({4, 5}, 28)},
                [](auto& x) { return matmul(x[0], x[1]); }, "a @ b"});
   c.push_back({"matmul_ta_tb", {in({2, 4, 3}, 29), in({2, 5, 4}, 30)},

@@ -3,6 +3,7 @@
 #include "frontend/Autograd.h"
 #include "frontend/Loss.h"
 #include "frontend/Optim.h"
+#include "frontend/Random.h"
 #include "frontend/jit/Train.h"
 
 #include "ErrorOf.h"
@@ -213,6 +214,66 @@ TEST(Training, CompiledConvBatchNormPoolEqualsEager) {
   EXPECT_LT(relErr(compiled->namedBuffers()[0].second,
                    eager->namedBuffers()[0].second),
             1e-5);
+}
+
+// Dropout in training: the compiled step draws the masks eager code
+// draws (the same Philox words at the same offsets), so losses and
+// parameters agree as without it, and the step's rng.offset state moves on
+// by one per dropout per step.
+TEST(Training, DropoutCompiledEqualsEagerAfterTenSteps) {
+  auto makeNet = [] {
+    manualSeed(13);
+    auto m = std::make_shared<nn::Sequential>(
+        std::initializer_list<std::shared_ptr<nn::Module>>{
+            std::make_shared<nn::Linear>(8, 32), std::make_shared<nn::ReLU>(),
+            std::make_shared<nn::Dropout>(0.3),
+            std::make_shared<nn::Linear>(32, 32), std::make_shared<nn::Tanh>(),
+            std::make_shared<nn::Dropout>(0.5),
+            std::make_shared<nn::Linear>(32, 4)});
+    m->train();
+    return m;
+  };
+  auto eager = makeNet(), compiled = makeNet(), reference = makeNet();
+  std::vector<Batch> batches = makeBatches(10);
+  std::vector<Tensor> params;
+  for (auto& [name, p] : eager->namedParameters())
+    params.push_back(const_cast<Tensor&>(p).setRequiresGrad());
+  optim::SGD opt(params, optim::SGDOptions{0.1, 0.9, 0.0, 0.0, false});
+  Generator::global().manualSeed(99);
+  std::vector<float> eagerLosses;
+  for (const Batch& b : batches) {
+    opt.zeroGrad();
+    Tensor loss = crossEntropy((*eager)(b.x), b.y);
+    eagerLosses.push_back(loss.toVector()[0]);
+    loss.backward();
+    opt.step();
+  }
+  EXPECT_EQ(Generator::global().offset(), 20u);
+  // Without dropout the first loss is another one: the masks are there.
+  reference->eval();
+  float noDropout =
+      crossEntropy((*reference)(batches[0].x), batches[0].y).toVector()[0];
+  EXPECT_GT(std::fabs(noDropout - eagerLosses[0]), 1e-3);
+
+  Generator::global().manualSeed(99);
+  jit::TrainingOptions options;
+  options.pipeline.optimizer = "sgd";
+  options.pipeline.lr = 0.1;
+  options.pipeline.momentum = 0.9;
+  jit::TrainingStep step = jit::compileTraining(
+      *compiled, classify, {batches[0].x, batches[0].y}, options);
+  EXPECT_EQ(Generator::global().offset(), 0u); // tracing draws nothing
+  for (size_t i = 0; i < batches.size(); ++i)
+    EXPECT_NEAR(step.step({batches[i].x, batches[i].y}), eagerLosses[i],
+                1e-5 * std::max(1.0f, eagerLosses[i]))
+        << "step " << i;
+  for (auto& [name, p] : eager->namedParameters()) {
+    double err = relErr(step.state(name), p);
+    EXPECT_LT(err, 1e-5) << name << ": rel err " << err;
+  }
+  EXPECT_EQ(step.state("rng.offset").data<int64_t>()[0], 20);
+  step.copyParametersTo(*compiled);
+  EXPECT_EQ(Generator::global().offset(), 20u);
 }
 
 TEST(Training, StateNamesFollowTheModel) {

@@ -6,6 +6,7 @@
 #include "codegen/GraphDot.h"
 #include "codegen/MCToPlan.h"
 #include "codegen/cuda/CudaTarget.h"
+#include "frontend/Random.h"
 #include "frontend/jit/Trace.h"
 #include "frontend/onnx/OnnxImporter.h"
 #include "ir/Batch.h"
@@ -103,6 +104,8 @@ commands:
                                  (mc-dp-partition): trace at the per-rank
                                  batch; gradients averaged over the ranks
         --dp-bucket-mb=X (25)    all-reduce bucket size (docs/data-parallel.md)
+        --seed=N (0)             the seed of an ONNX model's training-mode
+                                 Dropout masks (docs/training.md, "Dropout")
   import IN.onnx -o OUT.mlir    import an ONNX model (opsets 13 to 17) as mc
                                  (.mlirbc: bytecode; no -o: stdout)
       --input-shape NAME=DIMS    as for compile
@@ -300,7 +303,7 @@ int compileMain(int argc, char** argv) {
       }
       return true;
     };
-    double interval = -1, dpRanks = 1;
+    double interval = -1, dpRanks = 1, seedValue = -1;
     if (a == "--train") {
       options.train = true;
     } else if (a == "--nesterov") {
@@ -331,6 +334,14 @@ int compileMain(int argc, char** argv) {
                     number + "'");
       t.dpRanks = static_cast<int64_t>(dpRanks);
       trainFlag = "--dp-ranks";
+    } else if (numberFlag("--seed", seedValue)) {
+      // The seed of an imported model's training-mode Dropout (rng.seed).
+      if (!(seedValue >= 0 && seedValue <= 9007199254740992.0) ||
+          seedValue != std::floor(seedValue))
+        return fail("compile: --seed needs an integer in [0, 2^53], got '" +
+                    number + "'");
+      Generator::global().manualSeed(static_cast<uint64_t>(seedValue));
+      trainFlag = "--seed";
     } else if (numberFlag("--dp-bucket-mb", t.dpBucketMb)) {
       if (!(t.dpBucketMb > 0))
         return fail("compile: --dp-bucket-mb needs a size > 0 (MB), got '" +

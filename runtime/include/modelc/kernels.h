@@ -264,6 +264,42 @@ Status layerNorm(const ConstTensor& x, const ConstTensor& gamma,
                  const ConstTensor& beta, int64_t axis, double epsilon,
                  const MutTensor& out);
 
+//===--- Random numbers: dropout ---===//
+
+/// Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2,
+/// 3", SC'11; Random123's philox4x32_10, the generator of PyTorch's CUDA
+/// dropout and JAX): the four 32-bit words of counter `ctr` under `key`. A
+/// pure function of its arguments, so every element's random word is
+/// computed where it is needed, in any order, on any device, with the same
+/// result. The constants, for code generators that compute it themselves
+/// (the cuda target's kernels):
+inline constexpr uint32_t kPhiloxM0 = 0xD2511F53u, kPhiloxM1 = 0xCD9E8D57u;
+inline constexpr uint32_t kPhiloxW0 = 0x9E3779B9u, kPhiloxW1 = 0xBB67AE85u;
+inline constexpr int kPhiloxRounds = 10;
+struct PhiloxWords {
+  uint32_t w[4];
+};
+PhiloxWords philox4x32(PhiloxWords counter, uint32_t key0, uint32_t key1);
+
+/// The random word of element `i` of mc.dropout: word i % 4 of Philox at
+/// counter (i / 4 as two words, low first; `offset` as two words) under
+/// key `seed` (two words).
+uint32_t dropoutWord(uint64_t seed, uint64_t offset, uint64_t i);
+/// Element i is kept when the top 24 bits of its word are below this:
+/// round((1 - p) * 2^24), so p = 0 keeps everything and p = 1 nothing.
+/// `p` must be in [0, 1].
+uint32_t dropoutKeepBelow(double p);
+/// The factor kept elements are scaled by, 1 / (1 - p) in f32 (0 for p = 1,
+/// where nothing is kept).
+float dropoutScale(double p);
+/// Inverted dropout (mc.dropout): out[i] = a[i] * dropoutScale(p) where
+/// element i is kept, else a[i] * 0 (PyTorch's product with the mask: a
+/// dropped NaN or inf gives NaN); i the row-major index. f32, and f16 / bf16
+/// computed in f32 and rounded once. The same (seed, offset) gives the same
+/// mask; a gradient is the same op on the incoming gradient.
+Status dropout(const ConstTensor& a, uint64_t seed, uint64_t offset, double p,
+               const MutTensor& out);
+
 /// f16 / bf16 <-> f32 conversions (round to nearest even).
 float halfToFloat(uint16_t h);
 uint16_t floatToHalf(float f);

@@ -93,6 +93,22 @@ Status selectKernel(const KernelRequest& r, BoundKernel* out, size_t*) {
   return Status::ok();
 }
 
+/// The seed and offset are read when the step runs: they are state that
+/// the step's graph advances (docs/training.md, "Dropout").
+Status dropoutKernel(const KernelRequest& r, BoundKernel* out, size_t*) {
+  for (size_t i : {1, 2})
+    if (r.inputs[i].dtype != DType::I64 || !r.inputs[i].shape.empty())
+      return Status::error(std::string("mc.dropout: the ") +
+                           (i == 1 ? "seed" : "offset") +
+                           " must be an i64 scalar");
+  *out = [p = r.attrs.getFloat("p"), a = r.inputs[0], seed = r.inputs[1],
+          offset = r.inputs[2], o = r.output](void*) {
+    return dropout(a, *static_cast<const uint64_t*>(seed.data),
+                   *static_cast<const uint64_t*>(offset.data), p, o);
+  };
+  return Status::ok();
+}
+
 float hardswish(float x) { return x * std::min(std::max(x + 3.f, 0.f), 6.f) / 6.f; }
 
 MC_REGISTER_KERNEL(cpu, Hardswish, floatMapKernel<hardswish>);
@@ -128,6 +144,7 @@ MC_REGISTER_KERNEL(cpu, Erf, unaryKernel<OpId::Erf>);
 MC_REGISTER_KERNEL(cpu, Not, unaryKernel<OpId::Not>);
 MC_REGISTER_KERNEL(cpu, Gelu, geluKernel);
 MC_REGISTER_KERNEL(cpu, Clamp, clampKernel);
+MC_REGISTER_KERNEL(cpu, Dropout, dropoutKernel);
 MC_REGISTER_KERNEL(cpu, Compare, compareKernel);
 MC_REGISTER_KERNEL(cpu, Select, selectKernel);
 

@@ -3,13 +3,16 @@
 -100) compiled by `modelc compile --train`, against PyTorch's SGD on the
 same batches.
 
-    ce_train.py export DIR [cnn] [dynamic]
+    ce_train.py export DIR [cnn | dropout] [dynamic]
                                  DIR/ce_train.onnx (batch 6; with dynamic,
                                  a batch axis, and PyTorch's steps take
                                  batches of 5, the last of 4), x.npy, y.npy
                                  (24 samples, three labelled -100; with
                                  cnn, a convolution, a batch norm in
-                                 training mode and a global pool first),
+                                 training mode and a global pool first;
+                                 with dropout, nn.Dropout(0.3) in
+                                 training mode after the hidden layer,
+                                 the reference using modelc's masks),
                                  y_bad.npy (a label of 5 for 5 classes),
                                  y_negative.npy (one of -1) and
                                  ref_losses.npy: PyTorch's loss at each
@@ -34,6 +37,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 BATCH, LR, EPOCHS = 6, 0.1, 2
+P_DROP = 0.3
 
 
 class Classifier(nn.Module):
@@ -44,6 +48,60 @@ class Classifier(nn.Module):
 
     def forward(self, x, y):
         return F.cross_entropy(self.fc2(torch.relu(self.fc1(x))), y)
+
+
+class DropoutClassifier(Classifier):
+    """Classifier with nn.Dropout(P_DROP) after the hidden layer: exported
+    in training mode, a Dropout node modelc computes with its own masks
+    (Philox4x32-10, rt::dropout). The reference multiplies by the same
+    masks (`factors`, computed here independently of modelc) instead."""
+
+    def __init__(self):
+        super().__init__()
+        self.drop = nn.Dropout(P_DROP)
+        self.factors = None  # the reference's masks, one step's
+
+    def forward(self, x, y):
+        h = torch.relu(self.fc1(x))
+        h = self.drop(h) if self.factors is None else h * self.factors
+        return F.cross_entropy(self.fc2(h), y)
+
+
+MASK32 = (1 << 32) - 1
+
+
+def philox4x32(c, k0, k1):
+    """Philox4x32-10 (Random123) on numpy uint64 arrays of 32-bit values."""
+    c0, c1, c2, c3 = c
+    for r in range(10):
+        if r:
+            k0 = (k0 + 0x9E3779B9) & MASK32
+            k1 = (k1 + 0xBB67AE85) & MASK32
+        p0 = np.uint64(0xD2511F53) * c0
+        p1 = np.uint64(0xCD9E8D57) * c2
+        c0, c1, c2, c3 = ((p1 >> np.uint64(32)) ^ c1 ^ np.uint64(k0),
+                          p1 & np.uint64(MASK32),
+                          (p0 >> np.uint64(32)) ^ c3 ^ np.uint64(k1),
+                          p0 & np.uint64(MASK32))
+    return c0, c1, c2, c3
+
+
+def dropout_factors(seed, offset, shape, p):
+    """What mc.dropout multiplies element i (row-major) by: word i % 4 of
+    Philox at counter (i / 4, offset) under key seed; kept (1 / (1 - p) in
+    f32) where its top 24 bits are below round((1 - p) * 2^24)."""
+    n = int(np.prod(shape))
+    i = np.arange(n, dtype=np.uint64)
+    blk = i >> np.uint64(2)
+    full = lambda v: np.full(n, v, dtype=np.uint64)
+    words = philox4x32((blk & np.uint64(MASK32), blk >> np.uint64(32),
+                        full(offset & MASK32), full(offset >> 32)),
+                       seed & MASK32, seed >> 32)
+    word = np.choose((i & np.uint64(3)).astype(np.int64), words)
+    keep = (word >> np.uint64(8)) < np.uint64(int((1 - p) * 2**24 + 0.5))
+    scale = np.float32(1.0 / (1.0 - p))
+    return torch.from_numpy(
+        np.where(keep, scale, np.float32(0)).astype(np.float32).reshape(shape))
 
 
 class ConvClassifier(nn.Module):
@@ -58,11 +116,11 @@ class ConvClassifier(nn.Module):
         return F.cross_entropy(self.fc(h), y)
 
 
-def export(out, cnn, batch=BATCH):
+def export(out, kind, batch=BATCH):
     os.makedirs(out, exist_ok=True)
     torch.manual_seed(0)
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((24, 3, 6, 6) if cnn else (24, 8)).astype(
+    x = rng.standard_normal((24, 3, 6, 6) if kind == "cnn" else (24, 8)).astype(
         np.float32)
     y = rng.integers(0, 5, 24).astype(np.int64)
     y[[2, 9, 17]] = -100
@@ -74,7 +132,8 @@ def export(out, cnn, batch=BATCH):
     np.save(os.path.join(out, "y.npy"), y)
     np.save(os.path.join(out, "y_bad.npy"), bad)
     np.save(os.path.join(out, "y_negative.npy"), negative)
-    model = ConvClassifier() if cnn else Classifier()
+    model = {"cnn": ConvClassifier, "dropout": DropoutClassifier}.get(
+        kind, Classifier)()
     model.train()
     dynamic = batch != BATCH  # a batch axis, and a partial last batch
     torch.onnx.export(model, (torch.from_numpy(x[:BATCH]),
@@ -89,6 +148,13 @@ def export(out, cnn, batch=BATCH):
     losses = []
     for _ in range(EPOCHS):
         for b in range(0, 24, batch):
+            if kind == "dropout":
+                # modelc's generator: seed 0 (modelc compile --seed), one
+                # offset per dropout per step.
+                rows = min(batch, 24 - b)
+                # The ratio as the ONNX file holds it (a float).
+                model.factors = dropout_factors(0, len(losses), (rows, 16),
+                                                float(np.float32(P_DROP)))
             loss = model(torch.from_numpy(x[b:b + batch]),
                          torch.from_numpy(y[b:b + batch]))
             losses.append(loss.item())
@@ -128,6 +194,9 @@ def check(out, path):
             worst = max(worst, e)
             if e > 1e-5:
                 sys.exit(f"ce_train: FAIL: '{name}' differs by {e:.2e}")
+        if "rng.offset" in state:
+            print(f"ce_train: rng.offset {int(state['rng.offset'])} after "
+                  f"{got.size} steps")
         running = sorted(n for n in ref.files if "running" in n)
         print(f"ce_train: {len(ref.files)} state tensors "
               + (f"({', '.join(running)} among them) " if running else "")
@@ -136,7 +205,8 @@ def check(out, path):
 
 if __name__ == "__main__":
     if sys.argv[1] == "export":
-        export(sys.argv[2], "cnn" in sys.argv[3:],
+        kinds = [k for k in sys.argv[3:] if k in ("cnn", "dropout")]
+        export(sys.argv[2], kinds[0] if kinds else "mlp",
                5 if "dynamic" in sys.argv[3:] else BATCH)
     else:
         check(sys.argv[2], sys.argv[3])
