@@ -293,8 +293,12 @@ Dropout::Dropout(double p) : p(p) {
 Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, isTraining()); }
 
 MultiheadAttention::MultiheadAttention(int64_t embedDim, int64_t numHeads,
-                                       bool batchFirst)
-    : embedDim(embedDim), numHeads(numHeads), batchFirst(batchFirst) {
+                                       bool batchFirst, double dropout)
+    : embedDim(embedDim), numHeads(numHeads), batchFirst(batchFirst),
+      dropout(dropout) {
+  if (!(dropout >= 0 && dropout <= 1))
+    throw Error("MultiheadAttention: dropout must be in [0, 1], got " +
+                std::to_string(dropout));
   requirePositive("MultiheadAttention", "embed_dim", embedDim);
   requirePositive("MultiheadAttention", "num_heads", numHeads);
   if (embedDim % numHeads)
@@ -358,7 +362,8 @@ Tensor MultiheadAttention::forward(const Tensor& qIn, const Tensor& kIn,
       mask = reshape(mask, {b, h, l, s});
     scores = scores + mask;
   }
-  Tensor attn = matmul(softmax(scores, -1), vh); // [B, H, L, Dh]
+  Tensor weights = mc::dropout(softmax(scores, -1), dropout, isTraining());
+  Tensor attn = matmul(weights, vh); // [B, H, L, Dh]
   Tensor out = reshape(transpose(attn, {0, 2, 1, 3}), {b, l, e});
   out = (*outProj)(out);
   return batchFirst ? out : transpose(out, {1, 0, 2});
@@ -375,7 +380,8 @@ TransformerEncoderLayer::TransformerEncoderLayer(
   // Registration order is PyTorch's, so stateDict() matches its state_dict.
   selfAttn = registerModule(
       "self_attn",
-      std::make_shared<MultiheadAttention>(dModel, nhead, batchFirst));
+      std::make_shared<MultiheadAttention>(dModel, nhead, batchFirst,
+                                           dropoutP));
   linear1 = registerModule("linear1",
                            std::make_shared<Linear>(dModel, dimFeedforward));
   dropout = registerModule("dropout", std::make_shared<Dropout>(dropoutP));

@@ -273,8 +273,9 @@ private:
 /// batchFirst, else [L, B, E].
 class MultiheadAttention : public Module {
 public:
+  /// `dropout`: on the attention weights in training mode, as PyTorch's.
   MultiheadAttention(int64_t embedDim, int64_t numHeads,
-                     bool batchFirst = true);
+                     bool batchFirst = true, double dropout = 0.0);
   using Module::operator();
   /// Attention of q over (k, v). `attnMask` is optional: a float mask added
   /// to the scores, or an i1 mask where true means "may not attend"
@@ -289,11 +290,13 @@ public:
   std::string typeName() const override { return "MultiheadAttention"; }
   int64_t embedDim, numHeads;
   bool batchFirst;
+  double dropout;
   Tensor inProjWeight, inProjBias;
   std::shared_ptr<Linear> outProj;
 };
 
-/// torch.nn.TransformerEncoderLayer in eval mode (dropout is the identity):
+/// torch.nn.TransformerEncoderLayer (in training mode its dropouts drop,
+/// the attention weights' too; in eval mode they are the identity):
 ///   norm_first:  x = x + sa(norm1(x));  x = x + ff(norm2(x))
 ///   otherwise:   x = norm1(x + sa(x));  x = norm2(x + ff(x))
 /// with sa = self_attn(x, x, x, mask), ff = linear2(act(linear1(x))), act

@@ -276,6 +276,65 @@ TEST(Training, DropoutCompiledEqualsEagerAfterTenSteps) {
   EXPECT_EQ(Generator::global().offset(), 20u);
 }
 
+/// A transformer encoder layer with dropout 0.2 (on the attention weights,
+/// after the attention, inside and after the feed-forward: four per step),
+/// mean-pooled into a linear classifier.
+struct TinyEncoder : nn::Module {
+  TinyEncoder() {
+    layer = registerModule("layer", std::make_shared<nn::TransformerEncoderLayer>(
+                                        16, 2, 32, 0.2, "gelu"));
+    head = registerModule("head", std::make_shared<nn::Linear>(16, 4));
+  }
+  Tensor forward(const Tensor& x) override {
+    return (*head)(mean((*layer)(x), {1}));
+  }
+  std::string typeName() const override { return "TinyEncoder"; }
+  std::shared_ptr<nn::TransformerEncoderLayer> layer;
+  std::shared_ptr<nn::Linear> head;
+};
+
+TEST(Training, TransformerWithDropoutCompiledEqualsEager) {
+  auto make = [] {
+    manualSeed(17);
+    auto m = std::make_shared<TinyEncoder>();
+    m->train();
+    return m;
+  };
+  auto eager = make(), compiled = make();
+  std::mt19937_64 gen(5);
+  std::vector<std::vector<Tensor>> batches;
+  for (int i = 0; i < 5; ++i)
+    batches.push_back({Tensor::randn({3, 6, 16}, &gen),
+                       randomLabels(gen, 3, 4)});
+  std::vector<Tensor> params;
+  for (auto& [name, p] : eager->namedParameters())
+    params.push_back(const_cast<Tensor&>(p).setRequiresGrad());
+  optim::SGD opt(params, optim::SGDOptions{0.05, 0.0, 0.0, 0.0, false});
+  Generator::global().manualSeed(3);
+  std::vector<float> eagerLosses;
+  for (const auto& b : batches) {
+    opt.zeroGrad();
+    Tensor loss = crossEntropy((*eager)(b[0]), b[1]);
+    eagerLosses.push_back(loss.toVector()[0]);
+    loss.backward();
+    opt.step();
+  }
+  EXPECT_EQ(Generator::global().offset(), 20u);
+  Generator::global().manualSeed(3);
+  jit::TrainingOptions options;
+  options.pipeline.optimizer = "sgd";
+  options.pipeline.lr = 0.05;
+  jit::TrainingStep step =
+      jit::compileTraining(*compiled, classify, batches[0], options);
+  for (size_t i = 0; i < batches.size(); ++i)
+    EXPECT_NEAR(step.step(batches[i]), eagerLosses[i],
+                1e-5 * std::max(1.0f, eagerLosses[i]))
+        << "step " << i;
+  for (auto& [name, p] : eager->namedParameters())
+    EXPECT_LT(relErr(step.state(name), p), 1e-5) << name;
+  EXPECT_EQ(step.state("rng.offset").data<int64_t>()[0], 20);
+}
+
 TEST(Training, StateNamesFollowTheModel) {
   auto model = makeModel(1);
   std::vector<Batch> batches = makeBatches(1);
