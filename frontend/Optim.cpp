@@ -3,6 +3,7 @@
 #include "frontend/Autograd.h"
 #include "frontend/Ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -106,6 +107,70 @@ void AdamW::step() {
     Tensor denom = add(div(sqrt(v), s(bc2Sqrt)), s(o.eps));
     assign(p, sub(decayed, mul(div(m, denom), s(stepSize))));
   }
+}
+
+double scheduleFactor(const ScheduleOptions& o, int64_t t) {
+  if (o.kind != "constant" && o.kind != "linear" && o.kind != "cosine")
+    throw Error("lr schedule: unknown kind '" + o.kind +
+                "' (expected constant, linear or cosine)");
+  if (o.warmupSteps < 0 ||
+      (o.kind != "constant" && o.totalSteps <= o.warmupSteps))
+    throw Error("lr schedule: " + o.kind + " needs total steps (" +
+                std::to_string(o.totalSteps) + ") greater than warmup steps (" +
+                std::to_string(o.warmupSteps) + ") >= 0");
+  double w = double(o.warmupSteps), total = double(o.totalSteps), s = double(t);
+  if (s < w)
+    return s / std::max(1.0, w);
+  if (o.kind == "constant")
+    return 1.0;
+  double span = std::max(1.0, total - w);
+  if (o.kind == "linear")
+    return std::max(0.0, (total - s) / span);
+  return std::max(0.0, 0.5 * (1.0 + std::cos(M_PI * (s - w) / span)));
+}
+
+LRScheduler::LRScheduler(Optimizer& optimizer, ScheduleOptions options)
+    : optimizer_(optimizer), options_(std::move(options)),
+      baseLr_(optimizer.lr()) {
+  optimizer_.setLr(baseLr_ * scheduleFactor(options_, 0));
+}
+
+void LRScheduler::step() {
+  ++steps_;
+  optimizer_.setLr(baseLr_ * scheduleFactor(options_, steps_));
+}
+
+Tensor clipGradNorm(const std::vector<Tensor>& params, double maxNorm) {
+  if (!(maxNorm > 0) || !std::isfinite(maxNorm))
+    throw Error("clipGradNorm: maxNorm must be finite and > 0, got " +
+                std::to_string(maxNorm));
+  NoGradGuard noGrad;
+  std::vector<Tensor> grads;
+  for (const Tensor& p : params)
+    if (Tensor g = p.grad(); g.defined())
+      grads.push_back(g);
+  Tensor total;
+  for (const Tensor& g : grads) {
+    if (g.dtype() != DType::F32)
+      throw Error("clipGradNorm: gradients must be f32, got " + g.describe());
+    std::vector<int64_t> all;
+    for (int64_t d = 0; d < g.rank(); ++d)
+      all.push_back(d);
+    Tensor squares = mul(g, g);
+    Tensor s = all.empty() ? squares : sum(squares, all);
+    total = total.defined() ? add(total, s) : s;
+  }
+  if (!total.defined())
+    return Tensor::scalar(0.0);
+  Tensor norm = sqrt(total);
+  Tensor padded = add(norm, Tensor::scalar(1e-6));
+  Tensor coef = div(Tensor::scalar(maxNorm), padded);
+  Tensor clamped = minimum(coef, Tensor::scalar(1.0));
+  for (Tensor& g : grads) {
+    Tensor scaled = mul(g, clamped);
+    std::memcpy(g.rawData(), scaled.rawData(), g.byteSize());
+  }
+  return norm;
 }
 
 } // namespace mc::optim

@@ -6,6 +6,7 @@
 
 #include "frontend/Tensor.h"
 
+#include <string>
 #include <vector>
 
 namespace mc::optim {
@@ -18,6 +19,9 @@ public:
   /// are skipped, as in PyTorch).
   virtual void step() = 0;
   void zeroGrad();
+  /// The learning rate the next step() uses (an LRScheduler sets it).
+  virtual double lr() const = 0;
+  virtual void setLr(double lr) = 0;
   const std::vector<Tensor>& params() const { return params_; }
   int64_t stepCount() const { return steps_; }
 
@@ -38,6 +42,8 @@ struct SGDOptions {
 
 class SGD : public Optimizer {
 public:
+  double lr() const override { return options_.lr; }
+  void setLr(double lr) override { options_.lr = lr; }
   SGD(std::vector<Tensor> params, SGDOptions options);
   void step() override;
   const SGDOptions& options() const { return options_; }
@@ -56,6 +62,8 @@ struct AdamWOptions {
 
 class AdamW : public Optimizer {
 public:
+  double lr() const override { return options_.lr; }
+  void setLr(double lr) override { options_.lr = lr; }
   AdamW(std::vector<Tensor> params, AdamWOptions options);
   void step() override;
   const AdamWOptions& options() const { return options_; }
@@ -64,6 +72,47 @@ private:
   AdamWOptions options_;
   std::vector<Tensor> expAvg_, expAvgSq_;
 };
+
+/// The learning rate over the steps, as Hugging Face's
+/// get_{constant,linear,cosine}_schedule_with_warmup (LambdaLR): the rate
+/// of step t (the steps taken before it, from 0) is the base rate times
+/// t / max(1, warmup) while t < warmup, then 1 (constant),
+/// max(0, (total - t) / max(1, total - warmup)) (linear), or
+/// max(0, (1 + cos(pi * p)) / 2), p = (t - warmup) / max(1, total -
+/// warmup) (cosine; it rises again after total, as theirs does). A
+/// compiled step with --lr-schedule computes the same in f32.
+struct ScheduleOptions {
+  std::string kind = "constant"; // constant, linear or cosine
+  int64_t warmupSteps = 0, totalSteps = 0;
+};
+/// The factor of step t; throws mc::Error for options the compiled step
+/// refuses too (an unknown kind, linear or cosine without total > warmup).
+double scheduleFactor(const ScheduleOptions& options, int64_t t);
+
+/// torch.optim.lr_scheduler.LambdaLR with a ScheduleOptions factor: sets
+/// the optimizer's rate for its next step at construction (step 0) and at
+/// each step(), called after the optimizer's.
+class LRScheduler {
+public:
+  LRScheduler(Optimizer& optimizer, ScheduleOptions options);
+  void step();
+  double lastLr() const { return optimizer_.lr(); }
+
+private:
+  Optimizer& optimizer_;
+  ScheduleOptions options_;
+  double baseLr_;
+  int64_t steps_ = 0;
+};
+
+/// torch.nn.utils.clip_grad_norm_ (L2): scales the gradients of `params`
+/// in place by min(1, maxNorm / (norm + 1e-6)) and returns `norm`, the L2
+/// norm of all of them together (f32 scalar), computed as a compiled step
+/// with --max-grad-norm computes it (the sum of each gradient's sum of
+/// squares, in order), so the two agree bit for bit; PyTorch's norm of the
+/// per-parameter norms differs by f32 rounding. Parameters without a
+/// gradient are skipped; maxNorm must be > 0.
+Tensor clipGradNorm(const std::vector<Tensor>& params, double maxNorm);
 
 } // namespace mc::optim
 

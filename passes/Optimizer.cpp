@@ -41,6 +41,10 @@ public:
   Value exp(Value x) { return mc::ExpOp::create(b, loc, x); }
   Value log(Value x) { return mc::LogOp::create(b, loc, x); }
   Value neg(Value x) { return mc::NegOp::create(b, loc, x); }
+  Value cos(Value x) { return mc::CosOp::create(b, loc, x); }
+  Value maximum(Value x, Value y) {
+    return mc::MaximumOp::create(b, loc, x, y);
+  }
   Value compare(mc::ComparisonDirection d, Value x, Value y) {
     auto type = llvm::cast<RankedTensorType>(x.getType());
     return mc::CompareOp::create(
@@ -102,6 +106,37 @@ struct Parameter {
 struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
   using Base::Base;
 
+  /// Hugging Face's get_{constant,linear,cosine}_schedule_with_warmup at
+  /// step `t` (f32 scalar), in f32: t / max(1, W) while t < W; then 1,
+  /// max(0, (T - t) / max(1, T - W)), or max(0, (1 + cos(pi * p)) / 2)
+  /// with p = (t - W) / max(1, T - W) (which rises again after T, as
+  /// theirs does).
+  Value scheduleFactor(UpdateBuilder& u, Value t, RankedTensorType type) {
+    auto c = [&](double v) { return u.splat(type, v); };
+    double w = double(warmupSteps), total = double(totalSteps);
+    Value after;
+    if (lrSchedule == "constant") {
+      after = c(1.0);
+    } else {
+      Value span = c(std::max(1.0, total - w));
+      if (lrSchedule == "linear") {
+        Value left = u.sub(c(total), t);
+        after = u.maximum(c(0.0), u.div(left, span));
+      } else {
+        Value done = u.sub(t, c(w));
+        Value progress = u.div(done, span);
+        Value wave = u.cos(u.mul(progress, c(M_PI)));
+        Value half = u.mul(u.add(c(1.0), wave), c(0.5));
+        after = u.maximum(c(0.0), half);
+      }
+    }
+    if (warmupSteps == 0)
+      return after;
+    Value warm = u.div(t, c(std::max(1.0, w)));
+    Value warming = u.compare(mc::ComparisonDirection::LT, t, c(w));
+    return u.select(warming, warm, after);
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (kind != "sgd" && kind != "adamw") {
@@ -147,9 +182,39 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
                   "weight decay must be >= 0")) ||
         !inRange("beta1", beta1, aBeta, "beta1 must be in [0, 1)") ||
         !inRange("beta2", beta2, aBeta, "beta2 must be in [0, 1)") ||
-        !inRange("eps", eps, [](double v) { return v > 0; },
-                 "eps must be > 0"))
+        !inRange(
+            "eps", eps, [](double v) { return v > 0; }, "eps must be > 0") ||
+        !inRange("max-grad-norm", maxGradNorm, atLeastZero,
+                 "max-grad-norm must be >= 0 (0: no clipping)"))
       return signalPassFailure();
+    if (lrSchedule != "constant" && lrSchedule != "linear" &&
+        lrSchedule != "cosine") {
+      emitError(module.getLoc()) << "unknown --lr-schedule '" << lrSchedule
+                                 << "' (expected constant, linear or cosine)";
+      return signalPassFailure();
+    }
+    // Step counts are f32 in the schedule's math: exact to 2^24. (Copies:
+    // the options stream into a diagnostic as characters.)
+    const int64_t warmup = warmupSteps, total = totalSteps;
+    const int64_t maxSteps = int64_t(1) << 24;
+    if (warmup < 0 || warmup > maxSteps || total < 0 || total > maxSteps) {
+      emitError(module.getLoc())
+          << "--warmup-steps=" << warmup << " and --total-steps=" << total
+          << " must be in [0, 2^24] (the schedule counts in f32)";
+      return signalPassFailure();
+    }
+    if (lrSchedule != "constant" && total <= warmup) {
+      emitError(module.getLoc())
+          << "--lr-schedule=" << lrSchedule << " needs --total-steps greater "
+          << "than --warmup-steps (" << warmup << "), got " << total;
+      return signalPassFailure();
+    }
+    if (lrSchedule == "constant" && total != 0) {
+      emitError(module.getLoc())
+          << "--total-steps=" << total << " has no effect with a "
+          << "constant learning rate (give --lr-schedule=linear or cosine)";
+      return signalPassFailure();
+    }
     if (nesterov && (momentum <= 0 || dampening != 0)) {
       emitError(module.getLoc())
           << "nesterov needs momentum > 0 and dampening 0";
@@ -275,23 +340,86 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
     // Bias corrections use the count as f32 (beta^t is 0 in f32 long
     // before t loses precision).
     Value nextStepF32 = mc::CastOp::create(b, loc, scalarType, nextStep);
+    // A schedule: this step's learning rate, lr * factor(t) with t the
+    // steps taken so far (torch.optim.lr_scheduler.LambdaLR after t
+    // scheduler.step() calls), kept in optimizer.lr for logs.
+    Value lrNow;
+    if (lrSchedule != "constant" || warmupSteps > 0) {
+      Value t = mc::CastOp::create(b, loc, scalarType, step);
+      lrNow = u.mul(u.splat(scalarType, lr), scheduleFactor(u, t, scalarType));
+      ml_program::GlobalOp lrGlobal =
+          newGlobal("optimizer.lr", scalarType, fn.getLoc());
+      ml_program::GlobalStoreOp::create(
+          b, loc, FlatSymbolRefAttr::get(lrGlobal.getSymNameAttr()), lrNow);
+    }
+    // `x * lr`, the learning rate a constant or this step's.
+    auto timesLr = [&](Value x) {
+      if (!lrNow)
+        return u.mulScalar(x, lr);
+      return u.mul(
+          x, u.broadcast(lrNow, llvm::cast<RankedTensorType>(x.getType())));
+    };
     // AdamW's step size lr / (1 - beta1^t) and sqrt(1 - beta2^t), rank-0
-    // values every parameter's update shares: built once.
-    Value stepSize, rootBc2;
+    // values every parameter's update shares: built once; with a schedule,
+    // the decay factor 1 - lr * weight_decay too.
+    Value stepSize, rootBc2, decayFactor;
     if (kind == "adamw") {
       Value bc1 = u.biasCorrection(beta1, nextStepF32);
       Value bc2 = u.biasCorrection(beta2, nextStepF32);
-      stepSize = u.div(u.splat(scalarType, lr), bc1);
+      stepSize = u.div(lrNow ? lrNow : u.splat(scalarType, lr), bc1);
       rootBc2 = u.sqrt(bc2);
+      if (lrNow) {
+        Value one = u.splat(scalarType, 1.0);
+        decayFactor = u.sub(one, u.mulScalar(lrNow, decay));
+      }
+    }
+    for (Parameter& p : params)
+      if (!llvm::cast<RankedTensorType>(p.value.getType())
+               .getElementType()
+               .isF32()) {
+        p.global.emitOpError()
+            << "has element type "
+            << llvm::cast<RankedTensorType>(p.value.getType()).getElementType()
+            << "; the optimizer updates f32 parameters (master weights)";
+        return signalPassFailure();
+      }
+    if (maxGradNorm > 0) {
+      // torch.nn.utils.clip_grad_norm_: every gradient scaled by
+      // min(1, max / (norm + 1e-6)), `norm` the L2 norm of all of them
+      // together: the sum of each one's sum of squares, in parameter order
+      // (PyTorch takes the norm of the per-parameter norms: the same up to
+      // f32 rounding). Kept in optimizer.grad_norm for logging (not
+      // guarded: a skipped step's norm is what made it skip). Inf or NaN
+      // gradients give a NaN scale, on a step loss scaling skips anyway.
+      Value total;
+      for (Parameter& p : params) {
+        auto type = llvm::cast<RankedTensorType>(p.grad.getType());
+        SmallVector<int64_t> all;
+        for (int64_t d = 0; d < type.getRank(); ++d)
+          all.push_back(d);
+        Value squares = u.mul(p.grad, p.grad);
+        Value sum =
+            all.empty()
+                ? squares
+                : Value(mc::ReduceSumOp::create(b, loc, squares, all, false));
+        total = total ? u.add(total, sum) : sum;
+      }
+      Value norm = u.sqrt(total);
+      ml_program::GlobalOp normGlobal =
+          newGlobal("optimizer.grad_norm", scalarType, fn.getLoc());
+      ml_program::GlobalStoreOp::create(
+          b, loc, FlatSymbolRefAttr::get(normGlobal.getSymNameAttr()), norm);
+      Value padded = u.add(norm, u.splat(scalarType, 1e-6));
+      Value coef = u.div(u.splat(scalarType, maxGradNorm), padded);
+      Value one = u.splat(scalarType, 1.0);
+      Value clamped = mc::MinimumOp::create(b, loc, coef, one);
+      for (Parameter& p : params) {
+        auto type = llvm::cast<RankedTensorType>(p.grad.getType());
+        p.grad = u.mul(p.grad, u.broadcast(clamped, type));
+      }
     }
     for (Parameter& p : params) {
       auto type = llvm::cast<RankedTensorType>(p.value.getType());
-      if (!type.getElementType().isF32()) {
-        p.global.emitOpError() << "has element type " << type.getElementType()
-                               << "; the optimizer updates f32 parameters "
-                                  "(master weights)";
-        return signalPassFailure();
-      }
       StringRef name = p.global.getSymName();
       Value w = p.value, g = p.grad, updated;
       if (kind == "sgd") {
@@ -316,13 +444,14 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
           store(bufGlobal, newBuf);
           d = nesterov ? u.add(d, u.mulScalar(newBuf, momentum)) : newBuf;
         }
-        updated = u.sub(w, u.mulScalar(d, lr));
+        updated = u.sub(w, timesLr(d));
       } else {
         ml_program::GlobalOp mGlobal =
             newGlobal((name + ".exp_avg").str(), type, p.global.getLoc());
         ml_program::GlobalOp vGlobal =
             newGlobal((name + ".exp_avg_sq").str(), type, p.global.getLoc());
-        Value decayed = u.mulScalar(w, 1 - lr * decay);
+        Value decayed = decayFactor ? u.mul(w, u.broadcast(decayFactor, type))
+                                    : u.mulScalar(w, 1 - lr * decay);
         // One op-building call per statement, as above.
         Value mKept = u.mulScalar(load(mGlobal), beta1);
         Value mAdded = u.mulScalar(g, 1 - beta1);

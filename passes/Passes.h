@@ -114,6 +114,13 @@ struct TrainPipelineOptions {
   std::optional<double> weightDecay;
   bool nesterov = false;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  /// > 0: the gradients' global L2 norm clipped to it (clip_grad_norm_).
+  double maxGradNorm = 0;
+  /// The learning rate over the steps: "constant", "linear" or "cosine"
+  /// after `warmupSteps` of linear warmup; linear and cosine need
+  /// `totalSteps` > `warmupSteps` (Hugging Face's schedules).
+  std::string lrSchedule = "constant";
+  int64_t warmupSteps = 0, totalSteps = 0;
   // mc-amp: "" (off), "bf16" or "f16"
   std::string amp;
   std::string ampLevel = "O1";

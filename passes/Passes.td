@@ -114,7 +114,14 @@ def OptimizerPass : Pass<"mc-optimizer", "mlir::ModuleOp"> {
     and `<p>.exp_avg_sq` for AdamW, and the step counter `optimizer.step`);
     the updates follow PyTorch's formulas (torch.optim.SGD and AdamW) and
     end in `ml_program.global_store`s; the function then returns the loss
-    alone. The artifact carries all of it as persistent state that the
+    alone. With `max-grad-norm`, the gradients are first scaled by
+    `min(1, max / (norm + 1e-6))`, `norm` the L2 norm of all of them
+    together (torch.nn.utils.clip_grad_norm_), which the state
+    `optimizer.grad_norm` keeps for logging. With `lr-schedule` other than
+    constant, or `warmup-steps`, the learning rate of step `t` (counted
+    from 0, `optimizer.step`) is `lr * factor(t)` as Hugging Face's
+    schedules compute it (warmup `t / warmup`, then constant, linear decay
+    to 0 at `total-steps`, or a half cosine), kept in `optimizer.lr`. The artifact carries all of it as persistent state that the
     runtime updates in place.
 
     ```mlir
@@ -158,6 +165,18 @@ def OptimizerPass : Pass<"mc-optimizer", "mlir::ModuleOp"> {
     Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
     Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW beta2">,
     Option<"eps", "eps", "double", /*default=*/"1e-8", "AdamW epsilon">,
+    Option<"maxGradNorm", "max-grad-norm", "double", /*default=*/"0.0",
+           "clip the gradients' global L2 norm to this before the update, "
+           "as torch.nn.utils.clip_grad_norm_ (0: no clipping)">,
+    Option<"lrSchedule", "lr-schedule", "std::string",
+           /*default=*/"\"constant\"",
+           "the learning rate over the steps: constant, linear or cosine "
+           "(Hugging Face's get_*_schedule_with_warmup)">,
+    Option<"warmupSteps", "warmup-steps", "int64_t", /*default=*/"0",
+           "steps of linear warmup from 0 to lr">,
+    Option<"totalSteps", "total-steps", "int64_t", /*default=*/"0",
+           "the step at which linear decay reaches 0 and cosine its "
+           "minimum (needed by both)">,
     Option<"entry", "entry", "std::string", /*default=*/"\"\"",
            "the training-step function (default: the only public one)">,
   ];

@@ -175,6 +175,10 @@ void mc::buildTrainPipeline(OpPassManager& pm,
   opt.beta1 = o.beta1;
   opt.beta2 = o.beta2;
   opt.eps = o.eps;
+  opt.maxGradNorm = o.maxGradNorm;
+  opt.lrSchedule = o.lrSchedule;
+  opt.warmupSteps = o.warmupSteps;
+  opt.totalSteps = o.totalSteps;
   opt.entry = o.entry;
   pm.addPass(createOptimizerPass(opt));
   // 7. Clean up what the passes built, then check the contract last.
@@ -246,6 +250,12 @@ struct TrainPipelineCLOptions : public FuseCLOptions<TrainPipelineCLOptions> {
   Option<double> beta1{*this, "beta1", llvm::cl::init(0.9)};
   Option<double> beta2{*this, "beta2", llvm::cl::init(0.999)};
   Option<double> eps{*this, "eps", llvm::cl::init(1e-8)};
+  Option<double> maxGradNorm{*this, "max-grad-norm", llvm::cl::init(0.0)};
+  Option<std::string> lrSchedule{*this, "lr-schedule",
+                                 llvm::cl::desc("constant, linear or cosine"),
+                                 llvm::cl::init("constant")};
+  Option<int64_t> warmupSteps{*this, "warmup-steps", llvm::cl::init(0)};
+  Option<int64_t> totalSteps{*this, "total-steps", llvm::cl::init(0)};
   ListOption<std::string> ampLowOps{*this, "amp-low-ops"};
   ListOption<std::string> ampF32Ops{*this, "amp-f32-ops"};
   ListOption<std::string> ampLocations{*this, "amp-locations"};
@@ -327,6 +337,10 @@ void mc::registerAllPasses() {
         o.beta1 = cl.beta1;
         o.beta2 = cl.beta2;
         o.eps = cl.eps;
+        o.maxGradNorm = cl.maxGradNorm;
+        o.lrSchedule = cl.lrSchedule;
+        o.warmupSteps = cl.warmupSteps;
+        o.totalSteps = cl.totalSteps;
         o.fuse = cl.fuse;
         o.splitMaxOutputs = cl.splitMaxOutputs;
         o.splitMinReduced = cl.splitMinReduced;

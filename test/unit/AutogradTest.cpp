@@ -728,11 +728,20 @@ TEST(Optim, TenStepsMatchTorchOptim) {
   save(dir + "/w0.npy", w0);
   save(dir + "/x.npy", x);
   save(dir + "/t.npy", t);
-  auto train = [&](optim::Optimizer& opt, Tensor& w) {
+  // clip > 0: optim::clipGradNorm before each step (as
+  // torch.nn.utils.clip_grad_norm_), small enough to clip every step.
+  // schedule: an optim::LRScheduler stepped after each step (PyTorch's
+  // LambdaLR with Hugging Face's factor below).
+  auto train = [&](optim::Optimizer& opt, Tensor& w, double clip = 0,
+                   optim::ScheduleOptions schedule = {}) {
+    optim::LRScheduler scheduler(opt, schedule);
     for (int i = 0; i < 10; ++i) {
       opt.zeroGrad();
       mseLoss(matmul(x, w, false, true), t).backward();
+      if (clip > 0)
+        optim::clipGradNorm({w}, clip);
       opt.step();
+      scheduler.step();
     }
   };
   Tensor wSgd = w0.clone().setRequiresGrad();
@@ -743,24 +752,63 @@ TEST(Optim, TenStepsMatchTorchOptim) {
   optim::AdamW adam({wAdam}, {0.05, 0.9, 0.999, 1e-8, 0.01});
   train(adam, wAdam);
   save(dir + "/adamw.npy", wAdam);
+  Tensor wClip = w0.clone().setRequiresGrad();
+  optim::SGD clipped({wClip}, {0.1, 0.9, 0.0, 0.0, false});
+  train(clipped, wClip, 0.05);
+  save(dir + "/sgd_clip.npy", wClip);
+  Tensor wLinear = w0.clone().setRequiresGrad();
+  optim::AdamW linear({wLinear}, {0.05, 0.9, 0.999, 1e-8, 0.01});
+  train(linear, wLinear, 0, {"linear", 3, 8});
+  save(dir + "/adamw_linear.npy", wLinear);
+  Tensor wCosine = w0.clone().setRequiresGrad();
+  optim::SGD cosine({wCosine}, {0.1, 0.9, 0.0, 0.0, false});
+  train(cosine, wCosine, 0, {"cosine", 2, 7});
+  save(dir + "/sgd_cosine.npy", wCosine);
   std::ofstream script(dir + "/check.py");
-  script << "import numpy as np, torch, sys\n"
-            "d = '" << dir << "'\n"
-            "x = torch.tensor(np.load(d + '/x.npy')); t = torch.tensor(np.load(d + '/t.npy'))\n"
-            "bad = 0\n"
-            "for name, make in [('sgd', lambda p: torch.optim.SGD([p], lr=0.1, momentum=0.9, weight_decay=0.01, nesterov=True)),\n"
-            "                   ('adamw', lambda p: torch.optim.AdamW([p], lr=0.05, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01))]:\n"
-            "    w = torch.tensor(np.load(d + '/w0.npy'), requires_grad=True)\n"
-            "    opt = make(w)\n"
-            "    for _ in range(10):\n"
-            "        opt.zero_grad()\n"
-            "        torch.nn.functional.mse_loss(x @ w.t(), t).backward()\n"
-            "        opt.step()\n"
-            "    mine = np.load(d + f'/{name}.npy'); ref = w.detach().numpy()\n"
-            "    rel = float(np.linalg.norm(mine - ref) / np.linalg.norm(ref))\n"
-            "    print(f'{name}: 10 steps, rel err vs torch.optim {rel:.2e}')\n"
-            "    bad += not rel < 1e-5\n"
-            "sys.exit(bad)\n";
+  script
+      << "import numpy as np, torch, sys\n"
+         "d = '"
+      << dir
+      << "'\n"
+         "x = torch.tensor(np.load(d + '/x.npy')); t = torch.tensor(np.load(d "
+         "+ '/t.npy'))\n"
+         "bad = 0\n"
+         "import math\n"
+         "# Hugging Face's get_linear_ / get_cosine_schedule_with_warmup.\n"
+         "def linear(w, n):\n"
+         "    return lambda s: s / max(1, w) if s < w else max(0.0, (n - s) "
+         "/ max(1, n - w))\n"
+         "def cosine(w, n):\n"
+         "    return lambda s: s / max(1, w) if s < w else max(0.0, 0.5 * "
+         "(1.0 + math.cos(math.pi * 0.5 * 2.0 * (s - w) / max(1, n - w))))\n"
+         "for name, make, clip, sched in [('sgd', lambda p: torch.optim.SGD("
+         "[p], lr=0.1, momentum=0.9, weight_decay=0.01, nesterov=True), 0, "
+         "None),\n"
+         "    ('adamw', lambda p: torch.optim.AdamW([p], lr=0.05, betas=(0.9, "
+         "0.999), eps=1e-8, weight_decay=0.01), 0, None),\n"
+         "    ('sgd_clip', lambda p: torch.optim.SGD([p], lr=0.1, "
+         "momentum=0.9), 0.05, None),\n"
+         "    ('adamw_linear', lambda p: torch.optim.AdamW([p], lr=0.05, "
+         "betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01), 0, linear(3, 8)),\n"
+         "    ('sgd_cosine', lambda p: torch.optim.SGD([p], lr=0.1, "
+         "momentum=0.9), 0, cosine(2, 7))]:\n"
+         "    w = torch.tensor(np.load(d + '/w0.npy'), requires_grad=True)\n"
+         "    opt = make(w)\n"
+         "    lr = torch.optim.lr_scheduler.LambdaLR(opt, sched) if sched "
+         "else None\n"
+         "    for _ in range(10):\n"
+         "        opt.zero_grad()\n"
+         "        torch.nn.functional.mse_loss(x @ w.t(), t).backward()\n"
+         "        if clip:\n"
+         "            n = float(torch.nn.utils.clip_grad_norm_([w], clip))\n"
+         "            assert n > clip, n\n"
+         "        opt.step()\n"
+         "        if lr: lr.step()\n"
+         "    mine = np.load(d + f'/{name}.npy'); ref = w.detach().numpy()\n"
+         "    rel = float(np.linalg.norm(mine - ref) / np.linalg.norm(ref))\n"
+         "    print(f'{name}: 10 steps, rel err vs torch.optim {rel:.2e}')\n"
+         "    bad += not rel < 1e-5\n"
+         "sys.exit(bad)\n";
   script.close();
   EXPECT_EQ(std::system((python() + " " + dir + "/check.py").c_str()), 0);
 }

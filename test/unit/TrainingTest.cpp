@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 #include <map>
+#include <optional>
 
 #include <algorithm>
 #include <cmath>
@@ -60,7 +61,12 @@ double relErr(const Tensor& a, const Tensor& b) { return relativeError(a, b); }
 /// stepped by the runtime. After 10 steps every parameter agrees.
 /// With `updateTol`, each parameter's change over the 10 steps (compiled
 /// against eager) is checked too, to that relative error: a tighter check
-/// than the parameters', which the initial values dominate.
+/// than the parameters', which the initial values dominate. With the
+/// pipeline's maxGradNorm, eager training clips by optim::clipGradNorm
+/// (every step must clip), and the step's optimizer.grad_norm state is
+/// the last eager norm. With a schedule (lrSchedule, warmupSteps), eager
+/// training steps an optim::LRScheduler of the same options after each
+/// step, and the step's optimizer.lr state is the last step's rate.
 void expectCompiledEqualsEager(
     const std::function<std::unique_ptr<optim::Optimizer>(
         std::vector<Tensor>)>& makeOptimizer,
@@ -75,13 +81,29 @@ void expectCompiledEqualsEager(
   for (auto& [name, p] : eager->namedParameters())
     params.push_back(const_cast<Tensor&>(p).setRequiresGrad());
   auto opt = makeOptimizer(params);
+  std::optional<optim::LRScheduler> schedule;
+  bool scheduled = pipeline.lrSchedule != "constant" || pipeline.warmupSteps;
+  if (scheduled)
+    schedule.emplace(*opt, optim::ScheduleOptions{pipeline.lrSchedule,
+                                                  pipeline.warmupSteps,
+                                                  pipeline.totalSteps});
   std::vector<float> eagerLosses;
+  float lastNorm = 0;
+  double lastLr = 0;
   for (const Batch& b : batches) {
     opt->zeroGrad();
     Tensor loss = crossEntropy((*eager)(b.x), b.y);
     eagerLosses.push_back(loss.toVector()[0]);
     loss.backward();
+    if (pipeline.maxGradNorm > 0) {
+      lastNorm =
+          optim::clipGradNorm(params, pipeline.maxGradNorm).toVector()[0];
+      EXPECT_GT(lastNorm, pipeline.maxGradNorm); // clipped
+    }
+    lastLr = opt->lr();
     opt->step();
+    if (schedule)
+      schedule->step();
   }
 
   jit::TrainingOptions options;
@@ -102,6 +124,12 @@ void expectCompiledEqualsEager(
       EXPECT_LT(u, updateTol) << name << ": the update's rel err " << u;
     }
   }
+  if (pipeline.maxGradNorm > 0)
+    EXPECT_NEAR(step.state("optimizer.grad_norm").toVector()[0], lastNorm,
+                1e-5 * lastNorm);
+  if (scheduled)
+    EXPECT_NEAR(step.state("optimizer.lr").toVector()[0], lastLr,
+                1e-6 * std::fabs(lastLr) + 1e-12);
 }
 
 TEST(Training, CompiledSgdEqualsEagerAfterTenSteps) {
@@ -333,6 +361,68 @@ TEST(Training, TransformerWithDropoutCompiledEqualsEager) {
   for (auto& [name, p] : eager->namedParameters())
     EXPECT_LT(relErr(step.state(name), p), 1e-5) << name;
   EXPECT_EQ(step.state("rng.offset").data<int64_t>()[0], 20);
+}
+
+/// Gradient clipping: eager optim::clipGradNorm before each step, compiled
+/// --max-grad-norm, at a max small enough that every step clips.
+TEST(Training, ClippedGradientsCompiledEqualEager) {
+  TrainPipelineOptions sgd;
+  sgd.optimizer = "sgd";
+  sgd.lr = 0.1;
+  sgd.momentum = 0.9;
+  sgd.weightDecay = 0.01;
+  sgd.maxGradNorm = 0.05;
+  expectCompiledEqualsEager(
+      [](std::vector<Tensor> p) {
+        return std::make_unique<optim::SGD>(
+            std::move(p), optim::SGDOptions{0.1, 0.9, 0.0, 0.01, false});
+      },
+      sgd, 1e-4);
+  TrainPipelineOptions adamw;
+  adamw.optimizer = "adamw";
+  adamw.lr = 0.01;
+  adamw.maxGradNorm = 0.05;
+  expectCompiledEqualsEager(
+      [](std::vector<Tensor> p) {
+        return std::make_unique<optim::AdamW>(
+            std::move(p), optim::AdamWOptions{0.01, 0.9, 0.999, 1e-8, 0.01});
+      },
+      adamw, 1e-4);
+}
+
+/// Learning-rate schedules, eager optim::LRScheduler against the compiled
+/// step's: AdamW with 3 warmup steps and linear decay to 0 at step 8 (10
+/// steps, so the last two at rate 0), SGD on a cosine past its end (the
+/// rate rises again after step 6, as Hugging Face's does), and a constant
+/// rate after warmup.
+TEST(Training, LearningRateSchedulesCompiledEqualEager) {
+  TrainPipelineOptions adamw;
+  adamw.optimizer = "adamw";
+  adamw.lr = 0.02;
+  adamw.lrSchedule = "linear";
+  adamw.warmupSteps = 3;
+  adamw.totalSteps = 8;
+  expectCompiledEqualsEager(
+      [](std::vector<Tensor> p) {
+        return std::make_unique<optim::AdamW>(
+            std::move(p), optim::AdamWOptions{0.02, 0.9, 0.999, 1e-8, 0.01});
+      },
+      adamw, 1e-4);
+  TrainPipelineOptions sgd;
+  sgd.optimizer = "sgd";
+  sgd.lr = 0.2;
+  sgd.momentum = 0.9;
+  sgd.lrSchedule = "cosine";
+  sgd.totalSteps = 6;
+  auto makeSgd = [](std::vector<Tensor> p) {
+    return std::make_unique<optim::SGD>(
+        std::move(p), optim::SGDOptions{0.2, 0.9, 0.0, 0.0, false});
+  };
+  expectCompiledEqualsEager(makeSgd, sgd, 1e-4);
+  sgd.lrSchedule = "constant";
+  sgd.totalSteps = 0;
+  sgd.warmupSteps = 4;
+  expectCompiledEqualsEager(makeSgd, sgd, 1e-4);
 }
 
 TEST(Training, StateNamesFollowTheModel) {

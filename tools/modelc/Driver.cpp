@@ -97,6 +97,11 @@ commands:
         --optimizer=sgd|adamw    (sgd) --lr=X (sgd 0.01, adamw 1e-3) --momentum=X
         --dampening=X --nesterov --weight-decay=X (sgd 0, adamw 0.01)
         --beta1=X --beta2=X --eps=X   AdamW (0.9, 0.999, 1e-8)
+        --max-grad-norm=X        clip the gradients' global L2 norm to X
+                                 (clip_grad_norm_; 0, the default: off)
+        --lr-schedule=constant|linear|cosine (constant) --warmup-steps=N (0)
+        --total-steps=N          the learning rate over the steps, as
+                                 Hugging Face's *_schedule_with_warmup
         --loss-scaling=auto|on|off    dynamic loss scaling (auto: on for f16)
         --loss-scale-init=X (65536) --loss-scale-growth=X (2)
         --loss-scale-backoff=X (0.5) --loss-scale-interval=N (2000)
@@ -303,7 +308,7 @@ int compileMain(int argc, char** argv) {
       }
       return true;
     };
-    double interval = -1, dpRanks = 1, seedValue = -1;
+    double interval = -1, dpRanks = 1, seedValue = -1, steps = -1;
     if (a == "--train") {
       options.train = true;
     } else if (a == "--nesterov") {
@@ -315,7 +320,19 @@ int compileMain(int argc, char** argv) {
       // Mixed precision applies to inference and training alike.
       if (a.rfind("--amp=", 0) != 0 && a != "--amp")
         ampFlag = a.substr(0, a.find('='));
+    } else if (numberFlag("--warmup-steps", steps) ||
+               numberFlag("--total-steps", steps)) {
+      std::string flag = a.substr(0, a.find('='));
+      if (!(steps >= 0 && steps <= 16777216.0) || steps != std::floor(steps))
+        return fail("compile: " + flag +
+                    " needs an integer in [0, 2^24], "
+                    "got '" +
+                    number + "'");
+      (flag == "--warmup-steps" ? t.warmupSteps : t.totalSteps) =
+          static_cast<int64_t>(steps);
+      trainFlag = flag;
     } else if (value("--optimizer", t.optimizer) ||
+               value("--lr-schedule", t.lrSchedule) ||
                value("--loss-scaling", t.lossScaling) ||
                numberFlag("--lr", t.lr) ||
                numberFlag("--momentum", t.momentum) ||
@@ -323,6 +340,7 @@ int compileMain(int argc, char** argv) {
                numberFlag("--weight-decay", t.weightDecay) ||
                numberFlag("--beta1", t.beta1) ||
                numberFlag("--beta2", t.beta2) || numberFlag("--eps", t.eps) ||
+               numberFlag("--max-grad-norm", t.maxGradNorm) ||
                numberFlag("--loss-scale-init", t.scaleInit) ||
                numberFlag("--loss-scale-growth", t.scaleGrowth) ||
                numberFlag("--loss-scale-backoff", t.scaleBackoff)) {

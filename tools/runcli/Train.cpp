@@ -57,7 +57,9 @@ const char kTrainUsage[] =
     "--checkpoint DIR saves DIR/checkpoint.mcst atomically at the end of each\n"
     "epoch, or every N steps with --checkpoint-every N; --resume continues\n"
     "from it with exactly the batches a run without the interruption would\n"
-    "have used (without --resume, a DIR that holds one is refused). --log-csv writes step,epoch,loss,loss_scale per step;\n"
+    "have used (without --resume, a DIR that holds one is refused). --log-csv\n"
+    "writes step,epoch,loss,loss_scale per step (and lr with a learning-rate\n"
+    "schedule, grad_norm with --max-grad-norm);\n"
     "--plot writes the loss curve as an SVG image. The run stops (exit 1)\n"
     "when the loss is non-finite for 100 consecutive steps.\n"
     "\n"
@@ -87,8 +89,15 @@ struct Options {
   bool dpTimeoutGiven = false;
 };
 
-/// --log-csv's first line.
+/// --log-csv's first line; the optimizer states a step has for logs add
+/// their columns (kLoggedStates).
 constexpr char kCsvHeader[] = "step,epoch,loss,loss_scale";
+
+/// f32 scalar states a compiled step keeps for logs, read after each step:
+/// the learning rate of a schedule (--lr-schedule, --warmup-steps) and the
+/// gradients' norm before clipping (--max-grad-norm). Column name, state.
+constexpr std::pair<const char *, const char *> kLoggedStates[] = {
+    {"lr", "optimizer.lr"}, {"grad_norm", "optimizer.grad_norm"}};
 
 /// One artifact input fed from a dataset file.
 struct Feed {
@@ -504,6 +513,16 @@ private:
   long long lastSaved_ = -1;
   bool hasLossScale_ = false;
   DType lossScaleType_ = DType::F32;
+  /// Per kLoggedStates entry: whether the step has it, and its last value.
+  bool logged_[std::size(kLoggedStates)] = {};
+  double loggedValue_[std::size(kLoggedStates)] = {};
+  std::string csvHeader() const {
+    std::string h = kCsvHeader;
+    for (size_t i = 0; i < std::size(kLoggedStates); ++i)
+      if (logged_[i])
+        h += std::string(",") + kLoggedStates[i].first;
+    return h;
+  }
   std::string checkpointPath_;
   bool csvDirty_ = false; // rows since --log-csv was last written
   bool csvWhole_ = false;  // the log was written whole once: append
@@ -772,6 +791,11 @@ Status Trainer::setup() {
     hasLossScale_ = isFloat(ls.dtype) && rt::numElements(ls.shape) == 1;
     lossScaleType_ = ls.dtype;
   }
+  for (size_t i = 0; i < std::size(kLoggedStates); ++i)
+    if (model_->findState(kLoggedStates[i].second, &idx)) {
+      const rt::TensorInfo &s = model_->states()[idx];
+      logged_[i] = s.dtype == DType::F32 && rt::numElements(s.shape) == 1;
+    }
   return loadData();
 }
 
@@ -1006,11 +1030,12 @@ Status Trainer::openCsv() {
       ++lineNo;
       if (header) {
         header = false;
-        if (line != kCsvHeader)
-          return Status::error(
-              "--log-csv " + opt_.csv + " is not a modelc training log (its "
-              "first line is '" + line.substr(0, 60) + "', not '" +
-              kCsvHeader + "'); give this run's log, or another file");
+        if (line != csvHeader())
+          return Status::error("--log-csv " + opt_.csv +
+                               " is not a modelc training log (its "
+                               "first line is '" +
+                               line.substr(0, 60) + "', not '" + csvHeader() +
+                               "'); give this run's log, or another file");
         continue;
       }
       Point p;
@@ -1065,7 +1090,7 @@ Status Trainer::writeCsv() {
   std::string text;
   bool whole = !csvWhole_ || !std::filesystem::exists(opt_.csv);
   if (whole)
-    text = std::string(kCsvHeader) + "\n";
+    text = csvHeader() + "\n";
   for (size_t i = whole ? 0 : csvRows_; i < history_.size(); ++i)
     text += history_[i].csvRow + "\n";
   Status st = whole ? rt::writeFileAtomically(opt_.csv, text.data(),
@@ -1141,6 +1166,10 @@ void Trainer::progress(bool force) {
   if (hasLossScale_ && n > 0 && size_t(n) < sizeof line)
     n += std::snprintf(line + n, sizeof line - size_t(n), "  loss_scale %g",
                        lossScale_);
+  for (size_t i = 0; i < std::size(kLoggedStates); ++i)
+    if (logged_[i] && n > 0 && size_t(n) < sizeof line)
+      n += std::snprintf(line + n, sizeof line - size_t(n), "  %s %.4g",
+                         kLoggedStates[i].first, loggedValue_[i]);
   if (n > 0 && size_t(n) < sizeof line)
     std::snprintf(line + n, sizeof line - size_t(n), "  %.0f samples/s", rate);
   if (tty_)
@@ -1341,10 +1370,20 @@ int Trainer::runSteps() {
                                 rt::dtypeSize(lossScaleType_)))
           lossScale_ = floatAt(lossScaleType_, buf);
       }
-      history_.push_back(Point{
-          global_, epoch_ + 1, loss,
-          std::to_string(global_) + "," + std::to_string(epoch_ + 1) + "," +
-              fmtLoss(loss) + "," + (hasLossScale_ ? fmtLoss(lossScale_) : "")});
+      std::string logged;
+      for (size_t i = 0; i < std::size(kLoggedStates); ++i) {
+        if (!logged_[i])
+          continue;
+        uint8_t buf[4];
+        if (session_->readState(kLoggedStates[i].second, buf, 4))
+          loggedValue_[i] = floatAt(DType::F32, buf);
+        logged += "," + fmtLoss(loggedValue_[i]);
+      }
+      history_.push_back(
+          Point{global_, epoch_ + 1, loss,
+                std::to_string(global_) + "," + std::to_string(epoch_ + 1) +
+                    "," + fmtLoss(loss) + "," +
+                    (hasLossScale_ ? fmtLoss(lossScale_) : "") + logged});
       csvDirty_ = true;
       if (std::isfinite(loss)) {
         // The epoch's mean loss weighs each step by its samples.
