@@ -113,11 +113,21 @@ double scheduleFactor(const ScheduleOptions& o, int64_t t) {
   if (o.kind != "constant" && o.kind != "linear" && o.kind != "cosine")
     throw Error("lr schedule: unknown kind '" + o.kind +
                 "' (expected constant, linear or cosine)");
-  if (o.warmupSteps < 0 ||
-      (o.kind != "constant" && o.totalSteps <= o.warmupSteps))
+  // The compiled step's checks (mc-optimizer), so a schedule that trains
+  // eagerly compiles too.
+  const int64_t maxSteps = int64_t(1) << 24;
+  if (o.warmupSteps < 0 || o.warmupSteps > maxSteps || o.totalSteps < 0 ||
+      o.totalSteps > maxSteps)
+    throw Error("lr schedule: warmup steps " + std::to_string(o.warmupSteps) +
+                " and total steps " + std::to_string(o.totalSteps) +
+                " must be in [0, 2^24]");
+  if (o.kind != "constant" && o.totalSteps <= o.warmupSteps)
     throw Error("lr schedule: " + o.kind + " needs total steps (" +
                 std::to_string(o.totalSteps) + ") greater than warmup steps (" +
-                std::to_string(o.warmupSteps) + ") >= 0");
+                std::to_string(o.warmupSteps) + ")");
+  if (o.kind == "constant" && o.totalSteps != 0)
+    throw Error("lr schedule: total steps have no effect with a constant "
+                "rate (use linear or cosine)");
   double w = double(o.warmupSteps), total = double(o.totalSteps), s = double(t);
   if (s < w)
     return s / std::max(1.0, w);

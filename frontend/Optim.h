@@ -109,8 +109,9 @@ private:
 /// in place by min(1, maxNorm / (norm + 1e-6)) and returns `norm`, the L2
 /// norm of all of them together (f32 scalar), computed as a compiled step
 /// with --max-grad-norm computes it (the sum of each gradient's sum of
-/// squares, in order), so the two agree bit for bit; PyTorch's norm of the
-/// per-parameter norms differs by f32 rounding. Parameters without a
+/// squares, in order), so the two agree up to the order of the sums'
+/// terms; PyTorch's norm of the per-parameter norms differs by f32
+/// rounding too. Parameters without a
 /// gradient are skipped; maxNorm must be > 0.
 Tensor clipGradNorm(const std::vector<Tensor>& params, double maxNorm);
 

@@ -182,9 +182,9 @@ static thread_local TraceHook* activeHook = nullptr;
 static thread_local uint64_t traceEpoch = 0;
 TraceHook* activeTraceHook() { return activeHook; }
 uint64_t activeTraceEpoch() { return traceEpoch; }
-void setActiveTraceHook(TraceHook* hook) {
-  if (hook)
-    ++traceEpoch;
+void setActiveTraceHook(TraceHook* hook) { activeHook = hook; }
+void startTracedRun(TraceHook* hook) {
+  ++traceEpoch;
   activeHook = hook;
 }
 

@@ -41,12 +41,14 @@ public:
 
 /// The hook of the current thread (null when not tracing).
 TraceHook* activeTraceHook();
-/// Setting a hook starts a new run of a traced function (the tracer's, or a
-/// probe's): code that carries traced values between ops of one run
-/// (Generator's offset) tells runs apart by this number, which every
-/// setActiveTraceHook(non-null) advances.
-uint64_t activeTraceEpoch();
+/// Sets the hook (or clears it: null), within a run or around one (the
+/// ONNX import pauses the trace for nodes of constants).
 void setActiveTraceHook(TraceHook* hook);
+/// Sets the hook for a new run of a traced function (the tracer's, or a
+/// probe's), advancing the run number: code that carries traced values
+/// between ops of one run (Generator's offset) tells runs apart by it.
+void startTracedRun(TraceHook* hook);
+uint64_t activeTraceEpoch();
 
 } // namespace mc
 

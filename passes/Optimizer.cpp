@@ -383,7 +383,7 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
             << "; the optimizer updates f32 parameters (master weights)";
         return signalPassFailure();
       }
-    if (maxGradNorm > 0) {
+    if (maxGradNorm > 0 && !params.empty()) {
       // torch.nn.utils.clip_grad_norm_: every gradient scaled by
       // min(1, max / (norm + 1e-6)), `norm` the L2 norm of all of them
       // together: the sum of each one's sum of squares, in parameter order

@@ -807,7 +807,7 @@ BatchTrace probeBatch(
   for (auto* list : {&parameters, &buffers})
     for (const auto& [name, t] : *list)
       probe.addTraced(t);
-  setActiveTraceHook(&probe);
+  startTracedRun(&probe);
   try {
     fn(other);
   } catch (...) {
@@ -903,7 +903,7 @@ TracedModule traceFunction(
   }
 
   std::vector<Tensor> outputs;
-  setActiveTraceHook(&tracer);
+  startTracedRun(&tracer);
   try {
     outputs = fn(inputs);
   } catch (...) {

@@ -3300,6 +3300,12 @@ const std::unordered_map<std::string, Handler>& handlers() {
                       "compile a training step with --train)");
         if (!c.isConstant(2))
           throw Error("training_mode must be a constant (it is computed)");
+        // A node of constants is evaluated at import (the trace paused):
+        // its one mask would be a constant of every step.
+        if (!activeTraceHook())
+          throw Error("a training-mode Dropout of constant data would draw "
+                      "one mask at import for every step; only a Dropout of "
+                      "values the step computes is supported");
         // A training step: mc.dropout with the generator's seed and offset
         // (the step's rng.seed and rng.offset state), or the node's own
         // seed attribute. The mask, if asked: where a one survives.

@@ -1375,8 +1375,9 @@ int Trainer::runSteps() {
         if (!logged_[i])
           continue;
         uint8_t buf[4];
-        if (session_->readState(kLoggedStates[i].second, buf, 4))
-          loggedValue_[i] = floatAt(DType::F32, buf);
+        loggedValue_[i] = session_->readState(kLoggedStates[i].second, buf, 4)
+                              ? floatAt(DType::F32, buf)
+                              : NAN;
         logged += "," + fmtLoss(loggedValue_[i]);
       }
       history_.push_back(

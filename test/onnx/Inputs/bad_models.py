@@ -262,6 +262,36 @@ graph = helper.make_graph(
 save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)]),
      "bn-shared-stats.onnx")
 
+# A training-mode Dropout of an initializer: a node of constants, evaluated
+# at import, whose one mask would be every step's; and a Dropout whose
+# training_mode is computed.
+consts = [helper.make_tensor("w", TensorProto.FLOAT, [2, 3], [1] * 6),
+          helper.make_tensor("ratio", TensorProto.FLOAT, [], [0.5]),
+          helper.make_tensor("on", TensorProto.BOOL, [], [True])]
+graph = helper.make_graph(
+    [helper.make_node("Dropout", ["w", "ratio", "on"], ["wd"], name="drop0"),
+     helper.make_node("Mul", ["x", "wd"], ["y"], name="mul0"),
+     helper.make_node("ReduceMean", ["y"], ["loss"], name="mean0",
+                      keepdims=0)],
+    "dropout-constant",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+    [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])], consts)
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
+     "dropout-constant.onnx")
+graph = helper.make_graph(
+    [helper.make_node("ReduceMean", ["x"], ["m"], name="mean1", keepdims=0),
+     helper.make_node("Greater", ["m", "ratio"], ["computed"], name="gt0"),
+     helper.make_node("Dropout", ["x", "ratio", "computed"], ["xd"],
+                      name="drop1"),
+     helper.make_node("ReduceMean", ["xd"], ["loss"], name="mean0",
+                      keepdims=0)],
+    "dropout-computed-mode",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+    [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+    consts[1:2])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
+     "dropout-computed-mode.onnx")
+
 # SoftmaxCrossEntropyLoss with 3 labels for 2 samples.
 graph = helper.make_graph(
     [helper.make_node("SoftmaxCrossEntropyLoss", ["s", "l"], ["r"],

@@ -10,9 +10,10 @@ same batches.
                                  (24 samples, three labelled -100; with
                                  cnn, a convolution, a batch norm in
                                  training mode and a global pool first;
-                                 with dropout, nn.Dropout(0.3) in
-                                 training mode after the hidden layer,
-                                 the reference using modelc's masks),
+                                 with dropout, nn.Dropout(0.1) on the
+                                 input and nn.Dropout(0.3) after the
+                                 hidden layer, in training mode, the
+                                 reference using modelc's masks),
                                  y_bad.npy (a label of 5 for 5 classes),
                                  y_negative.npy (one of -1) and
                                  ref_losses.npy: PyTorch's loss at each
@@ -37,7 +38,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 BATCH, LR, EPOCHS = 6, 0.1, 2
-P_DROP = 0.3
+P_DROP, P_DROP_IN = 0.3, 0.1
 
 
 class Classifier(nn.Module):
@@ -51,19 +52,25 @@ class Classifier(nn.Module):
 
 
 class DropoutClassifier(Classifier):
-    """Classifier with nn.Dropout(P_DROP) after the hidden layer: exported
-    in training mode, a Dropout node modelc computes with its own masks
-    (Philox4x32-10, rt::dropout). The reference multiplies by the same
-    masks (`factors`, computed here independently of modelc) instead."""
+    """Classifier with nn.Dropout(0.1) on its input and nn.Dropout(P_DROP)
+    after the hidden layer: exported in training mode, Dropout nodes modelc
+    computes with its own masks (Philox4x32-10, rt::dropout), the first
+    at rng.offset and the second at rng.offset + 1. The reference multiplies
+    by the same masks (`factors`, computed here independently of modelc)
+    instead."""
 
     def __init__(self):
         super().__init__()
+        self.drop_in = nn.Dropout(P_DROP_IN)
         self.drop = nn.Dropout(P_DROP)
         self.factors = None  # the reference's masks, one step's
 
     def forward(self, x, y):
-        h = torch.relu(self.fc1(x))
-        h = self.drop(h) if self.factors is None else h * self.factors
+        if self.factors is None:
+            h = torch.relu(self.fc1(self.drop_in(x)))
+            h = self.drop(h)
+        else:
+            h = torch.relu(self.fc1(x * self.factors[0])) * self.factors[1]
         return F.cross_entropy(self.fc2(h), y)
 
 
@@ -150,11 +157,15 @@ def export(out, kind, batch=BATCH):
         for b in range(0, 24, batch):
             if kind == "dropout":
                 # modelc's generator: seed 0 (modelc compile --seed), one
-                # offset per dropout per step.
+                # offset per dropout per step, in the graph's order; the
+                # ratios as the ONNX file holds them (floats).
                 rows = min(batch, 24 - b)
-                # The ratio as the ONNX file holds it (a float).
-                model.factors = dropout_factors(0, len(losses), (rows, 16),
-                                                float(np.float32(P_DROP)))
+                k = 2 * len(losses)
+                model.factors = (
+                    dropout_factors(0, k, (rows, 8),
+                                    float(np.float32(P_DROP_IN))),
+                    dropout_factors(0, k + 1, (rows, 16),
+                                    float(np.float32(P_DROP))))
             loss = model(torch.from_numpy(x[b:b + batch]),
                          torch.from_numpy(y[b:b + batch]))
             losses.append(loss.item())
