@@ -106,6 +106,20 @@ mkdir -p "$tmp/structural"
   > /dev/null
 model int_div "$tmp/structural/int_div.onnx" "x=$tmp/structural/x.npy" \
   "z=$tmp/structural/z.npy" -- --input-shape x=2x6 --input-shape z=2x6
+# Dropout: the cuda kernels' Philox masks must be the CPU's exactly.
+mkdir -p "$tmp/dropout"
+"$py" - "$tmp/dropout" <<'PY'
+import os, sys
+import numpy as np
+d, r = sys.argv[1], np.random.default_rng(3)
+np.save(os.path.join(d, "x.npy"), r.standard_normal((5, 67)).astype(np.float32))
+np.save(os.path.join(d, "v.npy"), r.standard_normal((5, 64)).astype(np.float32))
+np.save(os.path.join(d, "seed.npy"), np.array(-7, dtype=np.int64))
+np.save(os.path.join(d, "offset.npy"), np.array(12, dtype=np.int64))
+PY
+model dropout "$root/test/gpu/Inputs/dropout.mlir" "x=$tmp/dropout/x.npy" \
+  "v=$tmp/dropout/v.npy" "seed=$tmp/dropout/seed.npy" \
+  "offset=$tmp/dropout/offset.npy"
 if [ "${PREPARE_RESNET18:-0}" = 1 ]; then
   onnx resnet18
   model resnet18 "$tmp/resnet18/resnet18.onnx" "image=$tmp/resnet18/image.npy"
