@@ -80,9 +80,38 @@ struct AutodiffPass : mc::impl::AutodiffPassBase<AutodiffPass> {
     // tagged mc.buffer (BatchNorm's running statistics) are state, not
     // parameters.
     llvm::MapVector<StringAttr, SmallVector<Value>> loads;
+    // --freeze: a name, or a module path the name lies under.
+    std::vector<bool> matched(freeze.size(), false);
+    auto frozen = [&](StringRef name) {
+      bool any = false;
+      for (size_t i = 0; i < freeze.size(); ++i) {
+        StringRef path = freeze[i];
+        if (name == path || (name.starts_with(path) &&
+                             name.drop_front(path.size()).starts_with(".")))
+          any = matched[i] = true;
+      }
+      return any;
+    };
+    SmallVector<StringRef> candidates;
     for (auto global : module.getOps<ml_program::GlobalOp>())
-      if (isFloatTensor(global.getType()) && !global->hasAttr("mc.buffer"))
-        loads.insert({global.getSymNameAttr(), {}});
+      if (isFloatTensor(global.getType()) && !global->hasAttr("mc.buffer")) {
+        candidates.push_back(global.getSymName());
+        if (!frozen(global.getSymName()))
+          loads.insert({global.getSymNameAttr(), {}});
+      }
+    for (size_t i = 0; i < freeze.size(); ++i)
+      if (!matched[i]) {
+        InFlightDiagnostic d = emitError(fn.getLoc())
+                               << "--freeze '" << freeze[i]
+                               << "' names no parameter (a parameter's name, "
+                                  "or a module path before a '.'); "
+                                  "parameters:";
+        for (size_t k = 0; k < candidates.size() && k < 8; ++k)
+          d << " " << candidates[k];
+        if (candidates.size() > 8)
+          d << " ... (" << candidates.size() << " in all)";
+        return d;
+      }
     for (Operation& op : body)
       if (SymbolRefAttr sym = loadedGlobal(&op)) {
         auto it = loads.find(sym.getRootReference());
@@ -93,7 +122,9 @@ struct AutodiffPass : mc::impl::AutodiffPassBase<AutodiffPass> {
     if (loads.empty())
       return fn.emitOpError()
              << "reads no parameters (float ml_program globals, not "
-                "mc.buffer ones): a training step has nothing to train";
+                "mc.buffer ones"
+             << (freeze.empty() ? "" : ", not frozen by --freeze")
+             << "): a training step has nothing to train";
 
     // Activity: the float values that depend on a parameter. Only ops with a
     // varied operand and a gradient on their result are differentiated, so

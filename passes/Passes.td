@@ -65,7 +65,9 @@ def AutodiffPass : Pass<"mc-autodiff", "mlir::ModuleOp"> {
     (today `mc.conv2d`, the pools, `mc.batch_norm` and strided `mc.slice`;
     a foreign op; a `func.call`: inline first) is an error that
     names it. A parameter that does not reach the loss gets no gradient (as
-    in PyTorch, so no optimizer touches it) and a warning. Run
+    in PyTorch, so no optimizer touches it) and a warning. A parameter
+    `freeze` names (its name, or a module path it lies under) is a
+    constant, as `requires_grad=False` makes it in PyTorch. Run
     `mc-loss-scaling` right after this pass if at all: canonicalization may
     merge the tagged seed with other constants.
 
@@ -99,6 +101,10 @@ def AutodiffPass : Pass<"mc-autodiff", "mlir::ModuleOp"> {
            "the function to differentiate (default: the only public one)">,
     Option<"lossIndex", "loss-index", "unsigned", /*default=*/"0",
            "which result of the function is the loss">,
+    ListOption<"freeze", "freeze", "std::string",
+               "parameters to leave untrained: a global named NAME, or "
+               "NAME.<anything> (a module path: `encoder` freezes "
+               "encoder.layers.0.weight); each must match one">,
   ];
   let dependentDialects = ["::mc::MCDialect",
                            "::mlir::ml_program::MLProgramDialect"];

@@ -139,6 +139,7 @@ void mc::buildTrainPipeline(OpPassManager& pm,
   // 3. (loss, gradient of every parameter).
   AutodiffPassOptions ad;
   ad.entry = o.entry;
+  ad.freeze.assign(o.freeze.begin(), o.freeze.end());
   pm.addPass(createAutodiffPass(ad));
   // 4. Data parallelism: the gradients become the mean over the ranks,
   //    bucketed and started as the backward pass produces them. Before loss
@@ -251,6 +252,7 @@ struct TrainPipelineCLOptions : public FuseCLOptions<TrainPipelineCLOptions> {
   Option<double> beta2{*this, "beta2", llvm::cl::init(0.999)};
   Option<double> eps{*this, "eps", llvm::cl::init(1e-8)};
   Option<double> maxGradNorm{*this, "max-grad-norm", llvm::cl::init(0.0)};
+  ListOption<std::string> freeze{*this, "freeze"};
   Option<std::string> lrSchedule{*this, "lr-schedule",
                                  llvm::cl::desc("constant, linear or cosine"),
                                  llvm::cl::init("constant")};
@@ -338,6 +340,7 @@ void mc::registerAllPasses() {
         o.beta2 = cl.beta2;
         o.eps = cl.eps;
         o.maxGradNorm = cl.maxGradNorm;
+        o.freeze.assign(cl.freeze.begin(), cl.freeze.end());
         o.lrSchedule = cl.lrSchedule;
         o.warmupSteps = cl.warmupSteps;
         o.totalSteps = cl.totalSteps;

@@ -57,6 +57,21 @@ Tensor classify(const Tensor& out, const std::vector<Tensor>& batch) {
 
 double relErr(const Tensor& a, const Tensor& b) { return relativeError(a, b); }
 
+/// Eager training: one step per batch (cross-entropy, backward, `opt`);
+/// the losses.
+std::vector<float> trainEagerly(nn::Module& model, optim::Optimizer& opt,
+                                const std::vector<Batch>& batches) {
+  std::vector<float> losses;
+  for (const Batch& b : batches) {
+    opt.zeroGrad();
+    Tensor loss = crossEntropy(model(b.x), b.y);
+    losses.push_back(loss.toVector()[0]);
+    loss.backward();
+    opt.step();
+  }
+  return losses;
+}
+
 /// Eager: optimizer on module A. Compiled: the same model B (same init),
 /// stepped by the runtime. After 10 steps every parameter agrees.
 /// With `updateTol`, each parameter's change over the 10 steps (compiled
@@ -268,14 +283,7 @@ TEST(Training, DropoutCompiledEqualsEagerAfterTenSteps) {
     params.push_back(const_cast<Tensor&>(p).setRequiresGrad());
   optim::SGD opt(params, optim::SGDOptions{0.1, 0.9, 0.0, 0.0, false});
   Generator::global().manualSeed(99);
-  std::vector<float> eagerLosses;
-  for (const Batch& b : batches) {
-    opt.zeroGrad();
-    Tensor loss = crossEntropy((*eager)(b.x), b.y);
-    eagerLosses.push_back(loss.toVector()[0]);
-    loss.backward();
-    opt.step();
-  }
+  std::vector<float> eagerLosses = trainEagerly(*eager, opt, batches);
   EXPECT_EQ(Generator::global().offset(), 20u);
   // Without dropout the first loss is another one: the masks are there.
   reference->eval();
@@ -423,6 +431,52 @@ TEST(Training, LearningRateSchedulesCompiledEqualEager) {
   sgd.totalSteps = 0;
   sgd.warmupSteps = 4;
   expectCompiledEqualsEager(makeSgd, sgd, 1e-4);
+}
+
+/// Fine-tuning with the first layer frozen: eager training leaves
+/// requires_grad off on 0.*, the compiled step has --freeze=0. Losses and
+/// the trained parameters agree; the frozen ones are unchanged and are no
+/// state of the step (nor have optimizer state).
+TEST(Training, FrozenLayerCompiledEqualsEager) {
+  auto eager = makeModel(5), compiled = makeModel(5);
+  Tensor frozenBefore = eager->namedParameters()[0].second.clone();
+  std::vector<Batch> batches = makeBatches(10);
+  std::vector<Tensor> params;
+  for (auto& [name, p] : eager->namedParameters())
+    if (name.rfind("0.", 0) != 0)
+      params.push_back(const_cast<Tensor&>(p).setRequiresGrad());
+  ASSERT_EQ(params.size(), 2u);
+  optim::AdamW opt(params, {0.01, 0.9, 0.999, 1e-8, 0.01});
+  std::vector<float> eagerLosses = trainEagerly(*eager, opt, batches);
+  jit::TrainingOptions options;
+  options.pipeline.optimizer = "adamw";
+  options.pipeline.lr = 0.01;
+  options.pipeline.freeze = {"0"};
+  jit::TrainingStep step = jit::compileTraining(
+      *compiled, classify, {batches[0].x, batches[0].y}, options);
+  for (size_t i = 0; i < batches.size(); ++i)
+    EXPECT_NEAR(step.step({batches[i].x, batches[i].y}), eagerLosses[i],
+                1e-5 * std::max(1.0f, eagerLosses[i]))
+        << "step " << i;
+  std::vector<std::string> names = step.stateNames();
+  for (auto& [name, p] : eager->namedParameters()) {
+    bool frozen = name.rfind("0.", 0) == 0;
+    EXPECT_EQ(std::count(names.begin(), names.end(), name), frozen ? 0 : 1)
+        << name;
+    EXPECT_EQ(std::count(names.begin(), names.end(), name + ".exp_avg"),
+              frozen ? 0 : 1)
+        << name;
+    if (!frozen)
+      EXPECT_LT(relErr(step.state(name), p), 1e-5) << name;
+  }
+  EXPECT_EQ(relErr(eager->namedParameters()[0].second, frozenBefore), 0);
+  // Freezing everything leaves nothing to train: refused by name.
+  options.pipeline.freeze = {"0", "2"};
+  EXPECT_NE(errorOf([&] {
+              jit::compileTraining(*compiled, classify,
+                                   {batches[0].x, batches[0].y}, options);
+            }).find("not frozen by --freeze"),
+            std::string::npos);
 }
 
 TEST(Training, StateNamesFollowTheModel) {

@@ -109,6 +109,8 @@ commands:
                                  (mc-dp-partition): trace at the per-rank
                                  batch; gradients averaged over the ranks
         --dp-bucket-mb=X (25)    all-reduce bucket size (docs/data-parallel.md)
+        --freeze=NAME,...        parameters left untrained: a parameter's
+                                 name, or a module path (`0` freezes 0.*)
         --seed=N (0)             the seed of an ONNX model's training-mode
                                  Dropout masks (docs/training.md, "Dropout")
   import IN.onnx -o OUT.mlir    import an ONNX model (opsets 13 to 17) as mc
@@ -352,6 +354,8 @@ int compileMain(int argc, char** argv) {
                     number + "'");
       t.dpRanks = static_cast<int64_t>(dpRanks);
       trainFlag = "--dp-ranks";
+    } else if (listFlag("--freeze", t.freeze)) {
+      trainFlag = "--freeze";
     } else if (numberFlag("--seed", seedValue)) {
       // The seed of an imported model's training-mode Dropout (rng.seed).
       if (!(seedValue >= 0 && seedValue <= 9007199254740992.0) ||
