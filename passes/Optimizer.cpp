@@ -215,6 +215,12 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
           << "constant learning rate (give --lr-schedule=linear or cosine)";
       return signalPassFailure();
     }
+    if (accumulate < 1 || accumulate > (int64_t(1) << 24)) {
+      emitError(module.getLoc())
+          << "--grad-accum=" << static_cast<int64_t>(accumulate)
+          << " must be in [1, 2^24]";
+      return signalPassFailure();
+    }
     if (nesterov && (momentum <= 0 || dampening != 0)) {
       emitError(module.getLoc())
           << "nesterov needs momentum > 0 and dampening 0";
@@ -260,6 +266,14 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
         return signalPassFailure();
       }
       params.push_back({global, Value(), ret.getOperand(i)});
+    }
+    if (accumulate > 1 && gradsFinite) {
+      emitError(module.getLoc())
+          << "--grad-accum=" << static_cast<int64_t>(accumulate)
+          << " with dynamic loss scaling is not supported (the scale would "
+             "change at every micro-batch); use --amp=bf16, which needs "
+             "none, or --loss-scaling=off";
+      return signalPassFailure();
     }
 
     // Parameters become mutable state read with global_load.
@@ -307,20 +321,27 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
                  b, loc, g.getType(), FlatSymbolRefAttr::get(g.getSymNameAttr()))
           .getResult();
     };
-    auto store = [&](ml_program::GlobalOp g, Value v) {
-      if (gradsFinite) {
-        // A step with inf/NaN gradients leaves the state as it was.
+    // `g` = v where `when` (an i1 scalar) holds, else unchanged; always
+    // when null.
+    auto storeWhen = [&](ml_program::GlobalOp g, Value v, Value when) {
+      if (when) {
         auto type = llvm::cast<RankedTensorType>(v.getType());
         Value keep = load(g);
-        Value pred = gradsFinite;
+        Value pred = when;
         if (type.getRank() != 0)
           pred = mc::BroadcastInDimOp::create(
               b, loc, RankedTensorType::get(type.getShape(), b.getI1Type()),
-              gradsFinite, ArrayRef<int64_t>{});
+              when, ArrayRef<int64_t>{});
         v = mc::SelectOp::create(b, loc, pred, v, keep);
       }
       ml_program::GlobalStoreOp::create(
           b, loc, FlatSymbolRefAttr::get(g.getSymNameAttr()), v);
+    };
+    // The update's state: kept as it was on a step with inf/NaN gradients
+    // (loss scaling), and between the micro-batches of an accumulation.
+    Value applies;
+    auto store = [&](ml_program::GlobalOp g, Value v) {
+      storeWhen(g, v, applies ? applies : gradsFinite);
     };
 
     b.setInsertionPoint(ret);
@@ -383,6 +404,38 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
             << "; the optimizer updates f32 parameters (master weights)";
         return signalPassFailure();
       }
+    if (accumulate > 1) {
+      // Gradient accumulation over `accumulate` calls (micro-batches): each
+      // call adds its gradients to <p>.grad_accum; the last of a group
+      // (optimizer.micro_step = accumulate - 1) updates with their mean and
+      // starts the next group at 0. The update's state changes on that
+      // call only, so optimizer.step (and AdamW's bias corrections and a
+      // schedule) count updates, as in a PyTorch loop that calls
+      // optimizer.step() every `accumulate` backward passes of loss /
+      // accumulate.
+      ml_program::GlobalOp microGlobal =
+          newGlobal("optimizer.micro_step", counterType, fn.getLoc());
+      Value micro = load(microGlobal);
+      applies = u.compare(mc::ComparisonDirection::EQ, micro,
+                          counter(accumulate - 1));
+      Value nextMicro = u.select(applies, counter(0), u.add(micro, counter(1)));
+      ml_program::GlobalStoreOp::create(
+          b, loc, FlatSymbolRefAttr::get(microGlobal.getSymNameAttr()),
+          nextMicro);
+      for (Parameter& p : params) {
+        auto type = llvm::cast<RankedTensorType>(p.grad.getType());
+        ml_program::GlobalOp accGlobal =
+            newGlobal((p.global.getSymName() + ".grad_accum").str(), type,
+                      p.global.getLoc());
+        Value sum = u.add(load(accGlobal), p.grad);
+        Value restart = u.broadcast(
+            applies, RankedTensorType::get(type.getShape(), b.getI1Type()));
+        Value kept = u.select(restart, u.splat(type, 0.0), sum);
+        ml_program::GlobalStoreOp::create(
+            b, loc, FlatSymbolRefAttr::get(accGlobal.getSymNameAttr()), kept);
+        p.grad = u.mulScalar(sum, 1.0 / double(accumulate));
+      }
+    }
     if (maxGradNorm > 0 && !params.empty()) {
       // torch.nn.utils.clip_grad_norm_: every gradient scaled by
       // min(1, max / (norm + 1e-6)), `norm` the L2 norm of all of them
@@ -407,8 +460,7 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
       Value norm = u.sqrt(total);
       ml_program::GlobalOp normGlobal =
           newGlobal("optimizer.grad_norm", scalarType, fn.getLoc());
-      ml_program::GlobalStoreOp::create(
-          b, loc, FlatSymbolRefAttr::get(normGlobal.getSymNameAttr()), norm);
+      storeWhen(normGlobal, norm, applies); // an update's norm
       Value padded = u.add(norm, u.splat(scalarType, 1e-6));
       Value coef = u.div(u.splat(scalarType, maxGradNorm), padded);
       Value one = u.splat(scalarType, 1.0);

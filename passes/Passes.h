@@ -116,6 +116,8 @@ struct TrainPipelineOptions {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   /// > 0: the gradients' global L2 norm clipped to it (clip_grad_norm_).
   double maxGradNorm = 0;
+  /// > 1: update every gradAccum calls with the mean of their gradients.
+  int64_t gradAccum = 1;
   /// mc-autodiff: parameters left untrained (names, or module paths).
   std::vector<std::string> freeze;
   /// The learning rate over the steps: "constant", "linear" or "cosine"

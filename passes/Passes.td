@@ -123,7 +123,10 @@ def OptimizerPass : Pass<"mc-optimizer", "mlir::ModuleOp"> {
     alone. With `max-grad-norm`, the gradients are first scaled by
     `min(1, max / (norm + 1e-6))`, `norm` the L2 norm of all of them
     together (torch.nn.utils.clip_grad_norm_), which the state
-    `optimizer.grad_norm` keeps for logging. With `lr-schedule` other than
+    `optimizer.grad_norm` keeps for logging. With `grad-accum=N`, each call
+    adds its gradients to `<p>.grad_accum` and every N-th call
+    (`optimizer.micro_step`) updates with their mean; the update's state
+    changes on that call only. With `lr-schedule` other than
     constant, or `warmup-steps`, the learning rate of step `t` (counted
     from 0, `optimizer.step`) is `lr * factor(t)` as Hugging Face's
     schedules compute it (warmup `t / warmup`, then constant, linear decay
@@ -174,6 +177,9 @@ def OptimizerPass : Pass<"mc-optimizer", "mlir::ModuleOp"> {
     Option<"maxGradNorm", "max-grad-norm", "double", /*default=*/"0.0",
            "clip the gradients' global L2 norm to this before the update, "
            "as torch.nn.utils.clip_grad_norm_ (0: no clipping)">,
+    Option<"accumulate", "grad-accum", "int64_t", /*default=*/"1",
+           "update every N calls with the mean of their gradients "
+           "(gradient accumulation over N micro-batches)">,
     Option<"lrSchedule", "lr-schedule", "std::string",
            /*default=*/"\"constant\"",
            "the learning rate over the steps: constant, linear or cosine "

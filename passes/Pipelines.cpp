@@ -177,6 +177,7 @@ void mc::buildTrainPipeline(OpPassManager& pm,
   opt.beta2 = o.beta2;
   opt.eps = o.eps;
   opt.maxGradNorm = o.maxGradNorm;
+  opt.accumulate = o.gradAccum;
   opt.lrSchedule = o.lrSchedule;
   opt.warmupSteps = o.warmupSteps;
   opt.totalSteps = o.totalSteps;
@@ -253,6 +254,7 @@ struct TrainPipelineCLOptions : public FuseCLOptions<TrainPipelineCLOptions> {
   Option<double> eps{*this, "eps", llvm::cl::init(1e-8)};
   Option<double> maxGradNorm{*this, "max-grad-norm", llvm::cl::init(0.0)};
   ListOption<std::string> freeze{*this, "freeze"};
+  Option<int64_t> gradAccum{*this, "grad-accum", llvm::cl::init(1)};
   Option<std::string> lrSchedule{*this, "lr-schedule",
                                  llvm::cl::desc("constant, linear or cosine"),
                                  llvm::cl::init("constant")};
@@ -341,6 +343,7 @@ void mc::registerAllPasses() {
         o.eps = cl.eps;
         o.maxGradNorm = cl.maxGradNorm;
         o.freeze.assign(cl.freeze.begin(), cl.freeze.end());
+        o.gradAccum = cl.gradAccum;
         o.lrSchedule = cl.lrSchedule;
         o.warmupSteps = cl.warmupSteps;
         o.totalSteps = cl.totalSteps;

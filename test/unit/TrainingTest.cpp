@@ -479,6 +479,70 @@ TEST(Training, FrozenLayerCompiledEqualsEager) {
             std::string::npos);
 }
 
+/// Gradient accumulation over 3 micro-batches: eager backward of loss / 3
+/// on each, the optimizer (and clipping) every third; the compiled step with
+/// --grad-accum=3 is called once per micro-batch. Losses of every micro-batch
+/// and the parameters after 4 updates agree; between updates the
+/// parameters stay as they were.
+TEST(Training, GradientAccumulationCompiledEqualsEager) {
+  for (const std::string kind : {"sgd", "adamw"}) {
+    SCOPED_TRACE(kind);
+    auto eager = makeModel(5), compiled = makeModel(5);
+    std::vector<Batch> batches = makeBatches(12);
+    std::vector<Tensor> params;
+    for (auto& [name, p] : eager->namedParameters())
+      params.push_back(const_cast<Tensor&>(p).setRequiresGrad());
+    std::unique_ptr<optim::Optimizer> opt;
+    if (kind == "sgd")
+      opt = std::make_unique<optim::SGD>(
+          params, optim::SGDOptions{0.1, 0.9, 0.0, 0.0, false});
+    else
+      opt = std::make_unique<optim::AdamW>(
+          params, optim::AdamWOptions{0.01, 0.9, 0.999, 1e-8, 0.01});
+    double clip = kind == "adamw" ? 0.05 : 0;
+    std::vector<float> eagerLosses;
+    opt->zeroGrad();
+    for (size_t i = 0; i < batches.size(); ++i) {
+      Tensor loss = crossEntropy((*eager)(batches[i].x), batches[i].y);
+      eagerLosses.push_back(loss.toVector()[0]);
+      (loss * (1.0 / 3)).backward();
+      if ((i + 1) % 3 == 0) {
+        if (clip > 0)
+          optim::clipGradNorm(params, clip);
+        opt->step();
+        opt->zeroGrad();
+      }
+    }
+    jit::TrainingOptions options;
+    options.pipeline.optimizer = kind;
+    options.pipeline.lr = kind == "sgd" ? 0.1 : 0.01;
+    options.pipeline.momentum = kind == "sgd" ? 0.9 : 0.0;
+    options.pipeline.gradAccum = 3;
+    options.pipeline.maxGradNorm = clip;
+    jit::TrainingStep step = jit::compileTraining(
+        *compiled, classify, {batches[0].x, batches[0].y}, options);
+    for (size_t i = 0; i < batches.size(); ++i)
+      EXPECT_NEAR(step.step({batches[i].x, batches[i].y}), eagerLosses[i],
+                  1e-5 * std::max(1.0f, eagerLosses[i]))
+          << "micro-batch " << i;
+    for (auto& [name, p] : eager->namedParameters())
+      EXPECT_LT(relErr(step.state(name), p), 1e-5) << name;
+    EXPECT_EQ(step.state("optimizer.step").data<int64_t>()[0], 4);
+    EXPECT_EQ(step.state("optimizer.micro_step").data<int64_t>()[0], 0);
+    // A micro-batch of the next group: gradients kept, nothing updated.
+    std::map<std::string, Tensor> before;
+    for (auto& [name, p] : eager->namedParameters())
+      before[name] = step.state(name);
+    step.step({batches[0].x, batches[0].y});
+    for (auto& [name, p] : before)
+      EXPECT_EQ(relErr(step.state(name), p), 0) << name;
+    EXPECT_EQ(step.state("optimizer.step").data<int64_t>()[0], 4);
+    EXPECT_EQ(step.state("optimizer.micro_step").data<int64_t>()[0], 1);
+    EXPECT_GT(relErr(step.state("2.weight.grad_accum"), Tensor::zeros({4, 16})),
+              0);
+  }
+}
+
 TEST(Training, StateNamesFollowTheModel) {
   auto model = makeModel(1);
   std::vector<Batch> batches = makeBatches(1);

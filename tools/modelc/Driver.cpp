@@ -109,6 +109,8 @@ commands:
                                  (mc-dp-partition): trace at the per-rank
                                  batch; gradients averaged over the ranks
         --dp-bucket-mb=X (25)    all-reduce bucket size (docs/data-parallel.md)
+        --grad-accum=N (1)       update every N steps (micro-batches) with
+                                 the mean of their gradients
         --freeze=NAME,...        parameters left untrained: a parameter's
                                  name, or a module path (`0` freezes 0.*)
         --seed=N (0)             the seed of an ONNX model's training-mode
@@ -322,6 +324,13 @@ int compileMain(int argc, char** argv) {
       // Mixed precision applies to inference and training alike.
       if (a.rfind("--amp=", 0) != 0 && a != "--amp")
         ampFlag = a.substr(0, a.find('='));
+    } else if (numberFlag("--grad-accum", steps)) {
+      if (!(steps >= 1 && steps <= 16777216.0) || steps != std::floor(steps))
+        return fail("compile: --grad-accum needs an integer in [1, 2^24], "
+                    "got '" +
+                    number + "'");
+      t.gradAccum = static_cast<int64_t>(steps);
+      trainFlag = "--grad-accum";
     } else if (numberFlag("--warmup-steps", steps) ||
                numberFlag("--total-steps", steps)) {
       std::string flag = a.substr(0, a.find('='));
