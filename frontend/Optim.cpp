@@ -23,6 +23,17 @@ void Optimizer::zeroGrad() {
     p.zeroGrad();
 }
 
+void Optimizer::excludeFromWeightDecay(const Tensor& p) {
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].impl() == p.impl()) {
+      noDecay_.resize(params_.size(), false);
+      noDecay_[i] = true;
+      return;
+    }
+  throw Error("excludeFromWeightDecay: " + p.describe() +
+              " is not a parameter of this optimizer");
+}
+
 void Optimizer::assign(Tensor& param, const Tensor& value) {
   if (value.shape() != param.shape() || value.dtype() != param.dtype())
     throw Error("optimizer: update of " + param.describe() + " has type " +
@@ -48,8 +59,9 @@ void SGD::step() {
     Tensor d = p.grad();
     if (!d.defined())
       continue;
-    if (o.weightDecay != 0)
-      d = add(d, mul(p, Tensor::scalar(o.weightDecay, p.dtype())));
+    double decay = decayOf(i, o.weightDecay);
+    if (decay != 0)
+      d = add(d, mul(p, Tensor::scalar(decay, p.dtype())));
     if (o.momentum != 0) {
       Tensor& buf = momentum_[i];
       if (!buf.defined()) {
@@ -91,7 +103,7 @@ void AdamW::step() {
     if (!g.defined())
       continue;
     auto s = [&](double v) { return Tensor::scalar(v, p.dtype()); };
-    Tensor decayed = mul(p, s(1 - o.lr * o.weightDecay));
+    Tensor decayed = mul(p, s(1 - o.lr * decayOf(i, o.weightDecay)));
     Tensor& m = expAvg_[i];
     Tensor& v = expAvgSq_[i];
     if (!m.defined()) {

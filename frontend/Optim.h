@@ -19,6 +19,10 @@ public:
   /// are skipped, as in PyTorch).
   virtual void step() = 0;
   void zeroGrad();
+  /// Gives parameter `p` (one of params()) no weight decay, as a PyTorch
+  /// parameter group with weight_decay 0 (biases and norms, in Hugging
+  /// Face's recipe); --no-weight-decay in a compiled step.
+  void excludeFromWeightDecay(const Tensor& p);
   /// The learning rate the next step() uses (an LRScheduler sets it).
   virtual double lr() const = 0;
   virtual void setLr(double lr) = 0;
@@ -28,7 +32,12 @@ public:
 protected:
   /// Writes `value` into `param`'s storage.
   static void assign(Tensor& param, const Tensor& value);
+  /// Weight decay for parameter i: `decay`, or 0 if excluded.
+  double decayOf(size_t i, double decay) const {
+    return noDecay_.empty() || !noDecay_[i] ? decay : 0.0;
+  }
   std::vector<Tensor> params_;
+  std::vector<bool> noDecay_;
   int64_t steps_ = 0;
 };
 

@@ -8,6 +8,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/GlobPattern.h"
 
 #include <cmath>
 #include <cstdio>
@@ -267,6 +269,34 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
       }
       params.push_back({global, Value(), ret.getOperand(i)});
     }
+    // --no-weight-decay: parameters matching a glob get none (PyTorch's
+    // parameter groups with weight_decay 0).
+    llvm::StringSet<> exempt;
+    for (const std::string& text : noDecay) {
+      llvm::Expected<llvm::GlobPattern> glob = llvm::GlobPattern::create(text);
+      if (!glob) {
+        emitError(module.getLoc())
+            << "--no-weight-decay '" << text
+            << "' is not a glob pattern: " << llvm::toString(glob.takeError());
+        return signalPassFailure();
+      }
+      bool any = false;
+      for (Parameter& p : params)
+        if (glob->match(p.global.getSymName())) {
+          exempt.insert(p.global.getSymName());
+          any = true;
+        }
+      if (!any) {
+        InFlightDiagnostic d = emitError(module.getLoc())
+                               << "--no-weight-decay '" << text
+                               << "' matches no trained parameter; they are:";
+        for (size_t k = 0; k < params.size() && k < 8; ++k)
+          d << " " << params[k].global.getSymName();
+        if (params.size() > 8)
+          d << " ... (" << params.size() << " in all)";
+        return signalPassFailure();
+      }
+    }
     if (accumulate > 1 && gradsFinite) {
       emitError(module.getLoc())
           << "--grad-accum=" << static_cast<int64_t>(accumulate)
@@ -474,9 +504,10 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
       auto type = llvm::cast<RankedTensorType>(p.value.getType());
       StringRef name = p.global.getSymName();
       Value w = p.value, g = p.grad, updated;
+      bool decays = decay != 0 && !exempt.count(name);
       if (kind == "sgd") {
         Value d = g;
-        if (decay != 0)
+        if (decays)
           d = u.add(d, u.mulScalar(w, decay));
         if (momentum != 0) {
           ml_program::GlobalOp bufGlobal = newGlobal(
@@ -502,8 +533,10 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
             newGlobal((name + ".exp_avg").str(), type, p.global.getLoc());
         ml_program::GlobalOp vGlobal =
             newGlobal((name + ".exp_avg_sq").str(), type, p.global.getLoc());
-        Value decayed = decayFactor ? u.mul(w, u.broadcast(decayFactor, type))
-                                    : u.mulScalar(w, 1 - lr * decay);
+        // (Without decay, PyTorch's w * (1 - lr * 0) is w.)
+        Value decayed = !decays       ? w
+                        : decayFactor ? u.mul(w, u.broadcast(decayFactor, type))
+                                      : u.mulScalar(w, 1 - lr * decay);
         // One op-building call per statement, as above.
         Value mKept = u.mulScalar(load(mGlobal), beta1);
         Value mAdded = u.mulScalar(g, 1 - beta1);

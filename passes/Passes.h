@@ -118,6 +118,8 @@ struct TrainPipelineOptions {
   double maxGradNorm = 0;
   /// > 1: update every gradAccum calls with the mean of their gradients.
   int64_t gradAccum = 1;
+  /// Glob patterns of parameters without weight decay ("*.bias").
+  std::vector<std::string> noWeightDecay;
   /// mc-autodiff: parameters left untrained (names, or module paths).
   std::vector<std::string> freeze;
   /// The learning rate over the steps: "constant", "linear" or "cosine"

@@ -177,6 +177,10 @@ def OptimizerPass : Pass<"mc-optimizer", "mlir::ModuleOp"> {
     Option<"maxGradNorm", "max-grad-norm", "double", /*default=*/"0.0",
            "clip the gradients' global L2 norm to this before the update, "
            "as torch.nn.utils.clip_grad_norm_ (0: no clipping)">,
+    ListOption<"noDecay", "no-weight-decay", "std::string",
+               "glob patterns of parameters without weight decay (as "
+               "optimizer parameter groups with weight_decay 0: '*.bias', "
+               "'*norm*'); each must match one">,
     Option<"accumulate", "grad-accum", "int64_t", /*default=*/"1",
            "update every N calls with the mean of their gradients "
            "(gradient accumulation over N micro-batches)">,

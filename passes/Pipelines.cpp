@@ -178,6 +178,7 @@ void mc::buildTrainPipeline(OpPassManager& pm,
   opt.eps = o.eps;
   opt.maxGradNorm = o.maxGradNorm;
   opt.accumulate = o.gradAccum;
+  opt.noDecay.assign(o.noWeightDecay.begin(), o.noWeightDecay.end());
   opt.lrSchedule = o.lrSchedule;
   opt.warmupSteps = o.warmupSteps;
   opt.totalSteps = o.totalSteps;
@@ -255,6 +256,7 @@ struct TrainPipelineCLOptions : public FuseCLOptions<TrainPipelineCLOptions> {
   Option<double> maxGradNorm{*this, "max-grad-norm", llvm::cl::init(0.0)};
   ListOption<std::string> freeze{*this, "freeze"};
   Option<int64_t> gradAccum{*this, "grad-accum", llvm::cl::init(1)};
+  ListOption<std::string> noWeightDecay{*this, "no-weight-decay"};
   Option<std::string> lrSchedule{*this, "lr-schedule",
                                  llvm::cl::desc("constant, linear or cosine"),
                                  llvm::cl::init("constant")};
@@ -344,6 +346,8 @@ void mc::registerAllPasses() {
         o.maxGradNorm = cl.maxGradNorm;
         o.freeze.assign(cl.freeze.begin(), cl.freeze.end());
         o.gradAccum = cl.gradAccum;
+        o.noWeightDecay.assign(cl.noWeightDecay.begin(),
+                               cl.noWeightDecay.end());
         o.lrSchedule = cl.lrSchedule;
         o.warmupSteps = cl.warmupSteps;
         o.totalSteps = cl.totalSteps;

@@ -543,6 +543,41 @@ TEST(Training, GradientAccumulationCompiledEqualsEager) {
   }
 }
 
+/// Biases without weight decay (a parameter group with weight_decay 0):
+/// eager excludeFromWeightDecay, compiled --no-weight-decay='*.bias'.
+TEST(Training, NoWeightDecayGroupCompiledEqualsEager) {
+  TrainPipelineOptions adamw;
+  adamw.optimizer = "adamw";
+  adamw.lr = 0.01;
+  adamw.weightDecay = 0.5;
+  adamw.noWeightDecay = {"*.bias"};
+  // makeModel's parameters: 0.weight, 0.bias, 2.weight, 2.bias.
+  expectCompiledEqualsEager(
+      [](std::vector<Tensor> p) {
+        auto opt = std::make_unique<optim::AdamW>(
+            p, optim::AdamWOptions{0.01, 0.9, 0.999, 1e-8, 0.5});
+        opt->excludeFromWeightDecay(p[1]);
+        opt->excludeFromWeightDecay(p[3]);
+        return opt;
+      },
+      adamw, 1e-4);
+  TrainPipelineOptions sgd;
+  sgd.optimizer = "sgd";
+  sgd.lr = 0.1;
+  sgd.momentum = 0.9;
+  sgd.weightDecay = 0.5;
+  sgd.noWeightDecay = {"*.bias"};
+  expectCompiledEqualsEager(
+      [](std::vector<Tensor> p) {
+        auto opt = std::make_unique<optim::SGD>(
+            p, optim::SGDOptions{0.1, 0.9, 0.0, 0.5, false});
+        opt->excludeFromWeightDecay(p[1]);
+        opt->excludeFromWeightDecay(p[3]);
+        return opt;
+      },
+      sgd, 1e-4);
+}
+
 TEST(Training, StateNamesFollowTheModel) {
   auto model = makeModel(1);
   std::vector<Batch> batches = makeBatches(1);

@@ -109,6 +109,8 @@ commands:
                                  (mc-dp-partition): trace at the per-rank
                                  batch; gradients averaged over the ranks
         --dp-bucket-mb=X (25)    all-reduce bucket size (docs/data-parallel.md)
+        --no-weight-decay=GLOB,...  parameters without weight decay
+                                 ('*.bias,*norm*': parameter groups)
         --grad-accum=N (1)       update every N steps (micro-batches) with
                                  the mean of their gradients
         --freeze=NAME,...        parameters left untrained: a parameter's
@@ -365,6 +367,8 @@ int compileMain(int argc, char** argv) {
       trainFlag = "--dp-ranks";
     } else if (listFlag("--freeze", t.freeze)) {
       trainFlag = "--freeze";
+    } else if (listFlag("--no-weight-decay", t.noWeightDecay)) {
+      trainFlag = "--no-weight-decay";
     } else if (numberFlag("--seed", seedValue)) {
       // The seed of an imported model's training-mode Dropout (rng.seed).
       if (!(seedValue >= 0 && seedValue <= 9007199254740992.0) ||
