@@ -272,6 +272,13 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
     // --no-weight-decay: parameters matching a glob get none (PyTorch's
     // parameter groups with weight_decay 0).
     llvm::StringSet<> exempt;
+    if (!noDecay.empty() && decay == 0) {
+      emitError(module.getLoc())
+          << "--no-weight-decay has no effect: this step has no weight "
+             "decay (--weight-decay is 0"
+          << (weightDecay.getValue() ? "" : ", SGD's default") << ")";
+      return signalPassFailure();
+    }
     for (const std::string& text : noDecay) {
       llvm::Expected<llvm::GlobPattern> glob = llvm::GlobPattern::create(text);
       if (!glob) {

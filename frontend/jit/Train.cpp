@@ -116,11 +116,18 @@ Tensor TrainingStep::state(const std::string& name) const {
 
 void TrainingStep::copyParametersTo(nn::Module& model) const {
   std::vector<std::string> names = stateNames();
-  auto entries = model.namedParameters();
-  // Buffers the step updates (BatchNorm's running statistics) too.
-  for (auto& buffer : model.namedBuffers())
-    if (std::find(names.begin(), names.end(), buffer.first) != names.end())
-      entries.push_back(buffer);
+  auto isState = [&](const std::string& name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  // The parameters the step trains (a frozen one, or one that does not
+  // reach the loss, is a constant of the step: the module's value is
+  // already it), and the buffers it updates (BatchNorm's running
+  // statistics).
+  std::vector<std::pair<std::string, Tensor>> entries;
+  for (const auto& list : {model.namedParameters(), model.namedBuffers()})
+    for (const auto& entry : list)
+      if (isState(entry.first))
+        entries.push_back(entry);
   for (auto& [name, p] : entries) {
     Tensor trained = state(name);
     if (trained.shape() != p.shape() || trained.dtype() != p.dtype())
@@ -130,7 +137,7 @@ void TrainingStep::copyParametersTo(nn::Module& model) const {
                 p.byteSize());
   }
   // Dropout's generator goes on from where the step's draws got to.
-  if (std::find(names.begin(), names.end(), "rng.offset") != names.end()) {
+  if (isState("rng.offset")) {
     Tensor offset = state("rng.offset");
     Generator::global().setOffset(offset.data<uint64_t>()[0]);
   }

@@ -470,6 +470,14 @@ TEST(Training, FrozenLayerCompiledEqualsEager) {
       EXPECT_LT(relErr(step.state(name), p), 1e-5) << name;
   }
   EXPECT_EQ(relErr(eager->namedParameters()[0].second, frozenBefore), 0);
+  // The trained parameters go back to the module; the frozen ones are
+  // the module's already.
+  step.copyParametersTo(*compiled);
+  auto copied = compiled->namedParameters();
+  auto trained = eager->namedParameters();
+  for (size_t i = 0; i < trained.size(); ++i)
+    EXPECT_LT(relErr(copied[i].second, trained[i].second), 1e-5)
+        << trained[i].first;
   // Freezing everything leaves nothing to train: refused by name.
   options.pipeline.freeze = {"0", "2"};
   EXPECT_NE(errorOf([&] {

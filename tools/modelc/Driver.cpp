@@ -365,10 +365,13 @@ int compileMain(int argc, char** argv) {
                     number + "'");
       t.dpRanks = static_cast<int64_t>(dpRanks);
       trainFlag = "--dp-ranks";
-    } else if (listFlag("--freeze", t.freeze)) {
-      trainFlag = "--freeze";
-    } else if (listFlag("--no-weight-decay", t.noWeightDecay)) {
-      trainFlag = "--no-weight-decay";
+    } else if (listFlag("--freeze", t.freeze) ||
+               listFlag("--no-weight-decay", t.noWeightDecay)) {
+      trainFlag = a.substr(0, a.find('='));
+      // An empty list (an unset shell variable) would freeze, or exempt,
+      // nothing without a word.
+      if ((trainFlag == "--freeze" ? t.freeze : t.noWeightDecay).empty())
+        return fail("compile: " + trainFlag + " needs at least one name");
     } else if (numberFlag("--seed", seedValue)) {
       // The seed of an imported model's training-mode Dropout (rng.seed).
       if (!(seedValue >= 0 && seedValue <= 9007199254740992.0) ||
