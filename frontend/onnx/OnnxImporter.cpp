@@ -370,6 +370,12 @@ Tensor tensorFromProto(const TensorProto& p, const fs::path& modelDir,
 struct Value {
   Tensor tensor;
   bool constant = false;
+  /// A float initializer of a training step (OnnxImportOptions::
+  /// trainingState): a parameter, or state, whose values the step changes.
+  /// Its values are known, but a node reading it is traced, never
+  /// evaluated at import (a Transpose of a weight folded into a constant
+  /// would leave the weight untrained).
+  bool trained = false;
 };
 
 /// Stops recording while constant nodes run, and restores the tracer after.
@@ -3684,7 +3690,7 @@ void Importer::runNode(const NodeProto& node, const std::string& label,
       throw Error(label + ": input '" + name + "' is not defined by an "
                   "earlier node, a graph input or an initializer");
     inputs.push_back(&v->second);
-    allConstant = allConstant && v->second.constant;
+    allConstant = allConstant && v->second.constant && !v->second.trained;
   }
   bool constant = allConstant || alwaysConstant(op);
   NodeContext ctx(node, std::move(inputs), opset_, modelDir_);
@@ -3888,7 +3894,8 @@ jit::TracedModule Importer::run() {
         parsed->mutable_double_data());
     (state_.count(t.name()) ? buffers : parameters)
         .emplace_back(t.name(), value);
-    values_[t.name()] = Value{value, /*constant=*/true};
+    values_[t.name()] = Value{value, /*constant=*/true,
+                              options_.trainingState && isFloat(value.dtype())};
     initializerNames.insert(t.name());
   }
   if (graph.sparse_initializer_size())

@@ -133,9 +133,13 @@ std::vector<LabelInput> labelInputs(const Model &model) {
         continue;
       std::vector<int64_t> values = intsOf(c->second, in.dtype);
       if (direction == int64_t(CompareOp::Eq)) {
-        // The one-hot's [0, C): the longest (a scalar `y == 0` elsewhere
-        // is an arange of 1).
-        counts[i].classes = std::max(counts[i].classes, arangeLength(values));
+        // The one-hot's [0, C): the longest, of 2 classes at least. A
+        // scalar `x == 0` is an arange of 1, and no one-hot: GPT-2's
+        // sequence classifier compares its token ids with the pad id,
+        // which made them a 1-class label input, every id refused.
+        int64_t c = arangeLength(values);
+        if (c >= 2)
+          counts[i].classes = std::max(counts[i].classes, c);
       } else if (std::optional<int64_t> k = oneValue(values)) {
         ignored.insert(*k);
       }

@@ -688,6 +688,33 @@ TEST(Training, OutOfRangeLabelsAreRefused) {
   EXPECT_GT(loss, 0.1f) << "a valid batch still trains";
 }
 
+/// An integer input compared with one id (GPT-2's sequence classifier
+/// looks for its pad token: ids == 0) is no class-label input: ids of any
+/// value run, where they were refused as labels of 1 class. The labels
+/// are still recognized.
+TEST(Training, AnIdInputComparedWithAPadIdIsNoLabelInput) {
+  auto model = makeModel(3);
+  std::vector<Batch> batches = makeBatches(1);
+  Tensor ids = Tensor::empty({6, 5}, DType::I64);
+  for (int64_t k = 0; k < ids.numel(); ++k)
+    ids.data<int64_t>()[k] = k % 7 ? 10 + k : 0;
+  auto lossFn = [](const Tensor& out, const std::vector<Tensor>& batch) {
+    Tensor pads = cast(eq(batch[2], Tensor::scalar(0, DType::I64)), DType::F32);
+    Tensor share = mean(pads, {0, 1});
+    Tensor weight = share + 1.0;
+    return crossEntropy(out, batch[1]) * weight;
+  };
+  jit::TrainingStep step =
+      jit::compileTraining(*model, lossFn, {batches[0].x, batches[0].y, ids});
+  EXPECT_GT(step.step({batches[0].x, batches[0].y, ids}), 0.1f);
+  Tensor y = batches[0].y.clone();
+  y.data<int64_t>()[1] = 9;
+  EXPECT_NE(errorOf([&] {
+              step.step({batches[0].x, y, ids});
+            }).find("sample 1 has class label 9, outside [0, 4)"),
+            std::string::npos);
+}
+
 } // namespace
 
 namespace {

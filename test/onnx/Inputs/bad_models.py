@@ -262,14 +262,21 @@ graph = helper.make_graph(
 save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)]),
      "bn-shared-stats.onnx")
 
-# A training-mode Dropout of an initializer: a node of constants, evaluated
-# at import, whose one mask would be every step's; and a Dropout whose
+# A training-mode Dropout of Constant nodes only: a node of constants,
+# evaluated at import, whose one mask would be every step's (one reading a
+# float initializer, a parameter, is traced); and a Dropout whose
 # training_mode is computed.
-consts = [helper.make_tensor("w", TensorProto.FLOAT, [2, 3], [1] * 6),
-          helper.make_tensor("ratio", TensorProto.FLOAT, [], [0.5]),
+consts = [helper.make_tensor("ratio", TensorProto.FLOAT, [], [0.5]),
           helper.make_tensor("on", TensorProto.BOOL, [], [True])]
+const_nodes = [
+    helper.make_node("Constant", [], [name], name=name + "0",
+                     value=helper.make_tensor(name + "v", kind, dims, vals))
+    for name, kind, dims, vals in [("w", TensorProto.FLOAT, [2, 3], [1] * 6),
+                                   ("r", TensorProto.FLOAT, [], [0.5]),
+                                   ("t", TensorProto.BOOL, [], [True])]]
 graph = helper.make_graph(
-    [helper.make_node("Dropout", ["w", "ratio", "on"], ["wd"], name="drop0"),
+    const_nodes +
+    [helper.make_node("Dropout", ["w", "r", "t"], ["wd"], name="drop0"),
      helper.make_node("Mul", ["x", "wd"], ["y"], name="mul0"),
      helper.make_node("ReduceMean", ["y"], ["loss"], name="mean0",
                       keepdims=0)],
@@ -288,7 +295,7 @@ graph = helper.make_graph(
     "dropout-computed-mode",
     [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
     [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
-    consts[1:2])
+    consts[:1])
 save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
      "dropout-computed-mode.onnx")
 

@@ -3,7 +3,7 @@
 -100) compiled by `modelc compile --train`, against PyTorch's SGD on the
 same batches.
 
-    ce_train.py export DIR [cnn | dropout] [dynamic]
+    ce_train.py export DIR [cnn | dropout | encoder] [dynamic]
                                  DIR/ce_train.onnx (batch 6; with dynamic,
                                  a batch axis, and PyTorch's steps take
                                  batches of 5, the last of 4), x.npy, y.npy
@@ -13,7 +13,11 @@ same batches.
                                  with dropout, nn.Dropout(0.1) on the
                                  input and nn.Dropout(0.3) after the
                                  hidden layer, in training mode, the
-                                 reference using modelc's masks),
+                                 reference using modelc's masks; with
+                                 encoder, a TransformerEncoderLayer with
+                                 dropout 0.1 on [24, 6, 16] sequences,
+                                 its reference's F.dropout drawing
+                                 modelc's masks),
                                  y_bad.npy (a label of 5 for 5 classes),
                                  y_negative.npy (one of -1) and
                                  ref_losses.npy: PyTorch's loss at each
@@ -111,6 +115,39 @@ def dropout_factors(seed, offset, shape, p):
         np.where(keep, scale, np.float32(0)).astype(np.float32).reshape(shape))
 
 
+class EncoderClassifier(nn.Module):
+    """nn.TransformerEncoderLayer(16, 2 heads, FF 32, dropout 0.1) on
+    [B, 6, 16] sequences, mean-pooled into a linear classifier: exported in
+    training mode, four Dropouts a step (the attention weights', after the
+    attention, inside and after the feed-forward), and its weights read
+    through Transposes (MatMul, not Gemm). The reference runs PyTorch with
+    F.dropout replaced by modelc's masks, drawn in call order
+    (`philox_dropout`)."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.1,
+                                                batch_first=True)
+        self.fc = nn.Linear(16, 5)
+
+    def forward(self, x, y):
+        return F.cross_entropy(self.fc(self.layer(x).mean(1)), y)
+
+
+def philox_dropout(counter):
+    """F.dropout with modelc's masks: the k-th call of the run (counter[0])
+    at offset k, seed 0, the ratio rounded to f32 as the ONNX file holds
+    it."""
+    def dropout(input, p=0.5, training=True, inplace=False):
+        if not training or p == 0:
+            return input
+        f = dropout_factors(0, counter[0], tuple(input.shape),
+                            float(np.float32(p)))
+        counter[0] += 1
+        return input * f
+    return dropout
+
+
 class ConvClassifier(nn.Module):
     def __init__(self):
         super().__init__()
@@ -127,8 +164,8 @@ def export(out, kind, batch=BATCH):
     os.makedirs(out, exist_ok=True)
     torch.manual_seed(0)
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((24, 3, 6, 6) if kind == "cnn" else (24, 8)).astype(
-        np.float32)
+    shape = {"cnn": (24, 3, 6, 6), "encoder": (24, 6, 16)}.get(kind, (24, 8))
+    x = rng.standard_normal(shape).astype(np.float32)
     y = rng.integers(0, 5, 24).astype(np.int64)
     y[[2, 9, 17]] = -100
     bad = y.copy()
@@ -139,8 +176,8 @@ def export(out, kind, batch=BATCH):
     np.save(os.path.join(out, "y.npy"), y)
     np.save(os.path.join(out, "y_bad.npy"), bad)
     np.save(os.path.join(out, "y_negative.npy"), negative)
-    model = {"cnn": ConvClassifier, "dropout": DropoutClassifier}.get(
-        kind, Classifier)()
+    model = {"cnn": ConvClassifier, "dropout": DropoutClassifier,
+             "encoder": EncoderClassifier}.get(kind, Classifier)()
     model.train()
     dynamic = batch != BATCH  # a batch axis, and a partial last batch
     torch.onnx.export(model, (torch.from_numpy(x[:BATCH]),
@@ -153,6 +190,8 @@ def export(out, kind, batch=BATCH):
                       if dynamic else None)
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     losses = []
+    if kind == "encoder":  # after the export's own forward
+        F.dropout = philox_dropout([0])
     for _ in range(EPOCHS):
         for b in range(0, 24, batch):
             if kind == "dropout":
@@ -216,7 +255,7 @@ def check(out, path):
 
 if __name__ == "__main__":
     if sys.argv[1] == "export":
-        kinds = [k for k in sys.argv[3:] if k in ("cnn", "dropout")]
+        kinds = [k for k in sys.argv[3:] if k in ("cnn", "dropout", "encoder")]
         export(sys.argv[2], kinds[0] if kinds else "mlp",
                5 if "dynamic" in sys.argv[3:] else BATCH)
     else:
