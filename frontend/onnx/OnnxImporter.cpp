@@ -3679,7 +3679,7 @@ void Importer::runNode(const NodeProto& node, const std::string& label,
   auto it = handler(node, label);
 
   std::vector<const Value*> inputs;
-  bool allConstant = true;
+  bool allConstant = true, readsTrained = false;
   for (const std::string& name : node.input()) {
     if (name.empty()) {
       inputs.push_back(nullptr);
@@ -3690,13 +3690,19 @@ void Importer::runNode(const NodeProto& node, const std::string& label,
       throw Error(label + ": input '" + name + "' is not defined by an "
                   "earlier node, a graph input or an initializer");
     inputs.push_back(&v->second);
-    allConstant = allConstant && v->second.constant && !v->second.trained;
+    allConstant = allConstant && v->second.constant;
+    readsTrained = readsTrained || v->second.trained;
   }
-  bool constant = allConstant || alwaysConstant(op);
+  // A node of constants and a training step's initializers (a Transpose of
+  // a weight) is traced, so the step trains them; its values are known all
+  // the same: a later node may read them as compile-time constants (a
+  // shape computed from a weight's), and traces through them.
+  bool trainedValues = allConstant && readsTrained && !alwaysConstant(op);
+  bool constant = (allConstant && !readsTrained) || alwaysConstant(op);
   NodeContext ctx(node, std::move(inputs), opset_, modelDir_);
   // A node of constants is evaluated, not traced: nothing of it follows
-  // the batch.
-  ctx.dynamicBatch = options_.batch.has_value() && !constant;
+  // the batch (nor of one of constants and weights).
+  ctx.dynamicBatch = options_.batch.has_value() && !constant && !trainedValues;
   ctx.state = &state_;
   ctx.training = options_.trainingState;
   std::vector<Tensor> outputs;
@@ -3727,7 +3733,8 @@ void Importer::runNode(const NodeProto& node, const std::string& label,
     if (k >= static_cast<int>(outputs.size()))
       throw Error(label + ": output " + std::to_string(k) + " ('" +
                   node.output(k) + "') is not supported");
-    values_[node.output(k)] = Value{outputs[k], constant};
+    values_[node.output(k)] =
+        Value{outputs[k], constant || trainedValues, trainedValues};
   }
 }
 

@@ -641,3 +641,23 @@ onnx.save(helper.make_model(graph,
 np.save(os.path.join(out, "dx.npy"), dx)
 np.save(os.path.join(out, "ref_dsum.npy"),
         np.array([np.finfo(np.float32).max, -2.0, 0.75], np.float32))
+
+# For --train: a weight reshaped by a shape computed from another float
+# initializer (Cast of [6, 4] to INT64). Nodes reading initializers are
+# traced for a training step, so the weight trains, and their values stay
+# known, so the Reshape still reads its shape as a compile-time constant.
+graph = helper.make_graph(
+    [helper.make_node("Cast", ["sf"], ["si"], name="shape_cast", to=7),
+     helper.make_node("Reshape", ["w", "si"], ["w2"], name="reshape_w"),
+     helper.make_node("MatMul", ["tx", "w2"], ["ty"], name="mm"),
+     helper.make_node("ReduceMean", ["ty"], ["tloss"], name="mean",
+                      keepdims=0)],
+    "train_weight_shape",
+    [helper.make_tensor_value_info("tx", TensorProto.FLOAT, [2, 6])],
+    [helper.make_tensor_value_info("tloss", TensorProto.FLOAT, [])],
+    [numpy_helper.from_array(np.arange(24, dtype=np.float32).reshape(4, 6)
+                             / 24, "w"),
+     numpy_helper.from_array(np.array([6, 4], np.float32), "sf")])
+onnx.save(helper.make_model(graph,
+                            opset_imports=[helper.make_opsetid("", 13)]),
+          os.path.join(out, "train_weight_shape.onnx"))
