@@ -106,10 +106,7 @@ struct AutodiffPass : mc::impl::AutodiffPassBase<AutodiffPass> {
                                << "' names no parameter (a parameter's name, "
                                   "or a module path before a '.'); "
                                   "parameters:";
-        for (size_t k = 0; k < candidates.size() && k < 8; ++k)
-          d << " " << candidates[k];
-        if (candidates.size() > 8)
-          d << " ... (" << candidates.size() << " in all)";
+        mc::appendNames(d, candidates);
         return d;
       }
     for (Operation& op : body)

@@ -108,6 +108,44 @@ struct Parameter {
 struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
   using Base::Base;
 
+  /// --no-weight-decay: the parameters a glob matches (PyTorch's parameter
+  /// groups with weight_decay 0). Failure, reported, for a pattern that is
+  /// no glob or matches no trained parameter, and on a step without weight
+  /// decay (where the option would do nothing).
+  FailureOr<llvm::StringSet<>>
+  exemptFromDecay(ModuleOp module, ArrayRef<Parameter> params, double decay) {
+    llvm::StringSet<> exempt;
+    if (!noDecay.empty() && decay == 0)
+      return emitError(module.getLoc())
+             << "--no-weight-decay has no effect: this step has no weight "
+                "decay (--weight-decay is 0"
+             << (weightDecay.getValue() ? "" : ", SGD's default") << ")";
+    SmallVector<StringRef> names;
+    for (Parameter p : params) // (op accessors are not const)
+      names.push_back(p.global.getSymName());
+    for (const std::string& text : noDecay) {
+      llvm::Expected<llvm::GlobPattern> glob = llvm::GlobPattern::create(text);
+      if (!glob)
+        return emitError(module.getLoc())
+               << "--no-weight-decay '" << text << "' is not a glob pattern: "
+               << llvm::toString(glob.takeError());
+      bool any = false;
+      for (StringRef name : names)
+        if (glob->match(name)) {
+          exempt.insert(name);
+          any = true;
+        }
+      if (!any) {
+        InFlightDiagnostic d = emitError(module.getLoc())
+                               << "--no-weight-decay '" << text
+                               << "' matches no trained parameter; they are:";
+        mc::appendNames(d, names);
+        return d;
+      }
+    }
+    return exempt;
+  }
+
   /// Hugging Face's get_{constant,linear,cosine}_schedule_with_warmup at
   /// step `t` (f32 scalar), in f32: t / max(1, W) while t < W; then 1,
   /// max(0, (T - t) / max(1, T - W)), or max(0, (1 + cos(pi * p)) / 2)
@@ -269,41 +307,10 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
       }
       params.push_back({global, Value(), ret.getOperand(i)});
     }
-    // --no-weight-decay: parameters matching a glob get none (PyTorch's
-    // parameter groups with weight_decay 0).
-    llvm::StringSet<> exempt;
-    if (!noDecay.empty() && decay == 0) {
-      emitError(module.getLoc())
-          << "--no-weight-decay has no effect: this step has no weight "
-             "decay (--weight-decay is 0"
-          << (weightDecay.getValue() ? "" : ", SGD's default") << ")";
+    FailureOr<llvm::StringSet<>> exempt =
+        exemptFromDecay(module, params, decay);
+    if (failed(exempt))
       return signalPassFailure();
-    }
-    for (const std::string& text : noDecay) {
-      llvm::Expected<llvm::GlobPattern> glob = llvm::GlobPattern::create(text);
-      if (!glob) {
-        emitError(module.getLoc())
-            << "--no-weight-decay '" << text
-            << "' is not a glob pattern: " << llvm::toString(glob.takeError());
-        return signalPassFailure();
-      }
-      bool any = false;
-      for (Parameter& p : params)
-        if (glob->match(p.global.getSymName())) {
-          exempt.insert(p.global.getSymName());
-          any = true;
-        }
-      if (!any) {
-        InFlightDiagnostic d = emitError(module.getLoc())
-                               << "--no-weight-decay '" << text
-                               << "' matches no trained parameter; they are:";
-        for (size_t k = 0; k < params.size() && k < 8; ++k)
-          d << " " << params[k].global.getSymName();
-        if (params.size() > 8)
-          d << " ... (" << params.size() << " in all)";
-        return signalPassFailure();
-      }
-    }
     if (accumulate > 1 && gradsFinite) {
       emitError(module.getLoc())
           << "--grad-accum=" << static_cast<int64_t>(accumulate)
@@ -511,7 +518,7 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
       auto type = llvm::cast<RankedTensorType>(p.value.getType());
       StringRef name = p.global.getSymName();
       Value w = p.value, g = p.grad, updated;
-      bool decays = decay != 0 && !exempt.count(name);
+      bool decays = decay != 0 && !exempt->count(name);
       if (kind == "sgd") {
         Value d = g;
         if (decays)

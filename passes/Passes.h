@@ -160,6 +160,11 @@ void registerAllPasses();
 /// func.func. Emits an error on the module and returns null otherwise.
 mlir::Operation* findEntryFunction(mlir::ModuleOp module, llvm::StringRef name);
 
+/// Appends " a b c ... (N in all)" (the first 8 of `names`) to an error
+/// that lists what an option could have named.
+void appendNames(mlir::InFlightDiagnostic& diag,
+                 llvm::ArrayRef<llvm::StringRef> names);
+
 /// The value of a constant tensor: an mc.constant's, or the immutable
 /// global's an ml_program.global_load_const reads; null for anything else
 /// (a parameter, a computed value, a global without a value).

@@ -61,6 +61,13 @@ ElementsAttr mc::constantElements(Value v) {
   return {};
 }
 
+void mc::appendNames(InFlightDiagnostic& diag, ArrayRef<StringRef> names) {
+  for (size_t k = 0; k < names.size() && k < 8; ++k)
+    diag << " " << names[k];
+  if (names.size() > 8)
+    diag << " ... (" << names.size() << " in all)";
+}
+
 mlir::Operation* mc::findEntryFunction(ModuleOp module, StringRef name) {
   if (!name.empty()) {
     auto fn = module.lookupSymbol<func::FuncOp>(name);
