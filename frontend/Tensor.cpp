@@ -3,6 +3,7 @@
 #include "frontend/Random.h"
 #include "frontend/TraceHook.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -179,12 +180,15 @@ rt::MutTensor Tensor::mutView() { return {dtype(), shape(), rawData()}; }
 TraceHook::~TraceHook() = default;
 
 static thread_local TraceHook* activeHook = nullptr;
+// The current run's number on this thread, unique across threads (a
+// Generator's epoch names one run, whichever thread traced it).
+static std::atomic<uint64_t> lastTraceEpoch{0};
 static thread_local uint64_t traceEpoch = 0;
 TraceHook* activeTraceHook() { return activeHook; }
 uint64_t activeTraceEpoch() { return traceEpoch; }
 void setActiveTraceHook(TraceHook* hook) { activeHook = hook; }
 void startTracedRun(TraceHook* hook) {
-  ++traceEpoch;
+  traceEpoch = ++lastTraceEpoch;
   activeHook = hook;
 }
 
