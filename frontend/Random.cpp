@@ -7,13 +7,14 @@
 #include <cstring>
 
 namespace mc {
-namespace {
 
 Tensor i64Scalar(uint64_t v) {
   Tensor t = Tensor::empty({}, DType::I64);
   std::memcpy(t.rawData(), &v, sizeof v);
   return t;
 }
+
+namespace {
 
 uint64_t valueOf(const Tensor& t) {
   uint64_t v;

@@ -52,6 +52,10 @@ private:
   uint64_t epoch_ = 0;
 };
 
+/// An i64 scalar of exactly `v` (its bits: a seed past 2^63 too);
+/// Tensor::scalar goes through a double.
+Tensor i64Scalar(uint64_t v);
+
 /// torch.nn.functional.dropout: in training, elements zeroed with
 /// probability p and the rest scaled by 1 / (1 - p), the mask drawn from
 /// the global generator (mc.dropout); the identity when not training or

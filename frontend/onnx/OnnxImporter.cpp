@@ -3320,10 +3320,8 @@ const std::unordered_map<std::string, Handler>& handlers() {
           throw Error("the ratio " + std::to_string(ratio) +
                       " must be in [0, 1)");
         auto [seed, offset] = Generator::global().draw();
-        if (const AttributeProto* a = c.attr("seed")) {
-          seed = Tensor::empty({}, DType::I64);
-          seed.data<int64_t>()[0] = a->i();
-        }
+        if (const AttributeProto* a = c.attr("seed"))
+          seed = i64Scalar(uint64_t(a->i()));
         const Tensor& x = c.in(0);
         R out{dropout(x, seed, offset, ratio)};
         if (c.wantsOutput(1)) {

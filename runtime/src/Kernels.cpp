@@ -1188,13 +1188,20 @@ PhiloxWords philox4x32(PhiloxWords c, uint32_t k0, uint32_t k1) {
   return c;
 }
 
+namespace {
+
+/// The four words of mc.dropout's counter `block` (elements 4 * block ..
+/// 4 * block + 3).
+PhiloxWords dropoutBlock(uint64_t seed, uint64_t offset, uint64_t block) {
+  return philox4x32(PhiloxWords{{uint32_t(block), uint32_t(block >> 32),
+                                 uint32_t(offset), uint32_t(offset >> 32)}},
+                    uint32_t(seed), uint32_t(seed >> 32));
+}
+
+} // namespace
+
 uint32_t dropoutWord(uint64_t seed, uint64_t offset, uint64_t i) {
-  uint64_t block = i / 4;
-  PhiloxWords w =
-      philox4x32(PhiloxWords{{uint32_t(block), uint32_t(block >> 32),
-                              uint32_t(offset), uint32_t(offset >> 32)}},
-                 uint32_t(seed), uint32_t(seed >> 32));
-  return w.w[i % 4];
+  return dropoutBlock(seed, offset, i / 4).w[i % 4];
 }
 
 uint32_t dropoutKeepBelow(double p) {
@@ -1220,11 +1227,7 @@ Status dropout(const ConstTensor &a, uint64_t seed, uint64_t offset, double p,
   detail::parallelFor(
       (n + 3) / 4, detail::kParallelGrain / 4, [&](int64_t begin, int64_t end) {
         for (int64_t blk = begin; blk < end; ++blk) {
-          uint64_t b = uint64_t(blk);
-          PhiloxWords w = philox4x32(
-              PhiloxWords{{uint32_t(b), uint32_t(b >> 32), uint32_t(offset),
-                           uint32_t(offset >> 32)}},
-              uint32_t(seed), uint32_t(seed >> 32));
+          PhiloxWords w = dropoutBlock(seed, offset, uint64_t(blk));
           for (int64_t i = blk * 4, k = 0; k < 4 && i < n; ++k, ++i) {
             // A product with 0 where dropped, as PyTorch's x * mask * scale:
             // a dropped NaN or inf stays NaN (a loss scaler still sees it).

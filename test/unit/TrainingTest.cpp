@@ -57,14 +57,25 @@ Tensor classify(const Tensor& out, const std::vector<Tensor>& batch) {
 
 double relErr(const Tensor& a, const Tensor& b) { return relativeError(a, b); }
 
+/// A batch's input and labels: a Batch, or {input, labels}.
+std::pair<const Tensor&, const Tensor&> inputAndLabels(const Batch& b) {
+  return {b.x, b.y};
+}
+std::pair<const Tensor&, const Tensor&>
+inputAndLabels(const std::vector<Tensor>& b) {
+  return {b[0], b[1]};
+}
+
 /// Eager training: one step per batch (cross-entropy, backward, `opt`);
 /// the losses.
+template <typename B>
 std::vector<float> trainEagerly(nn::Module& model, optim::Optimizer& opt,
-                                const std::vector<Batch>& batches) {
+                                const std::vector<B>& batches) {
   std::vector<float> losses;
-  for (const Batch& b : batches) {
+  for (const B& b : batches) {
+    auto [x, y] = inputAndLabels(b);
     opt.zeroGrad();
-    Tensor loss = crossEntropy(model(b.x), b.y);
+    Tensor loss = crossEntropy(model(x), y);
     losses.push_back(loss.toVector()[0]);
     loss.backward();
     opt.step();
@@ -224,14 +235,7 @@ TEST(Training, CompiledConvBatchNormPoolEqualsEager) {
   for (auto& [name, p] : eager->namedParameters())
     params.push_back(const_cast<Tensor&>(p).setRequiresGrad());
   optim::AdamW opt(params, {0.01, 0.9, 0.999, 1e-8, 0.01});
-  std::vector<float> eagerLosses;
-  for (const auto& b : batches) {
-    opt.zeroGrad();
-    Tensor loss = crossEntropy((*eager)(b[0]), b[1]);
-    eagerLosses.push_back(loss.toVector()[0]);
-    loss.backward();
-    opt.step();
-  }
+  std::vector<float> eagerLosses = trainEagerly(*eager, opt, batches);
   jit::TrainingOptions options;
   options.pipeline.optimizer = "adamw";
   options.pipeline.lr = 0.01;
@@ -347,14 +351,7 @@ TEST(Training, TransformerWithDropoutCompiledEqualsEager) {
     params.push_back(const_cast<Tensor&>(p).setRequiresGrad());
   optim::SGD opt(params, optim::SGDOptions{0.05, 0.0, 0.0, 0.0, false});
   Generator::global().manualSeed(3);
-  std::vector<float> eagerLosses;
-  for (const auto& b : batches) {
-    opt.zeroGrad();
-    Tensor loss = crossEntropy((*eager)(b[0]), b[1]);
-    eagerLosses.push_back(loss.toVector()[0]);
-    loss.backward();
-    opt.step();
-  }
+  std::vector<float> eagerLosses = trainEagerly(*eager, opt, batches);
   EXPECT_EQ(Generator::global().offset(), 20u);
   Generator::global().manualSeed(3);
   jit::TrainingOptions options;
@@ -734,14 +731,7 @@ void expectAdamWTrainingAgrees(nn::Module& eager, nn::Module& compiled,
     params.push_back(const_cast<Tensor&>(p).setRequiresGrad());
   }
   optim::AdamW opt(params, o);
-  std::vector<float> eagerLosses;
-  for (auto& b : batches) {
-    opt.zeroGrad();
-    Tensor loss = crossEntropy(eager(b[0]), b[1]);
-    eagerLosses.push_back(loss.toVector()[0]);
-    loss.backward();
-    opt.step();
-  }
+  std::vector<float> eagerLosses = trainEagerly(eager, opt, batches);
   jit::TrainingOptions options;
   options.pipeline.optimizer = "adamw";
   options.pipeline.lr = o.lr;

@@ -314,7 +314,22 @@ int compileMain(int argc, char** argv) {
       }
       return true;
     };
-    double interval = -1, dpRanks = 1, seedValue = -1, steps = -1;
+    // An integer flag in [lo, hi], checked before the conversion (1e30 has
+    // no int64); `range` says which in the error.
+    std::string badInteger;
+    auto integerFlag = [&](const std::string& flag, double lo, double hi,
+                           const char* range, int64_t& dst) {
+      double v = -1;
+      if (!numberFlag(flag, v))
+        return false;
+      if (!(v >= lo && v <= hi) || v != std::floor(v))
+        badInteger = "compile: " + flag + " needs an integer " + range +
+                     ", got '" + number + "'";
+      else
+        dst = static_cast<int64_t>(v);
+      return true;
+    };
+    int64_t seed = -1;
     if (a == "--train") {
       options.train = true;
     } else if (a == "--nesterov") {
@@ -326,24 +341,23 @@ int compileMain(int argc, char** argv) {
       // Mixed precision applies to inference and training alike.
       if (a.rfind("--amp=", 0) != 0 && a != "--amp")
         ampFlag = a.substr(0, a.find('='));
-    } else if (numberFlag("--grad-accum", steps)) {
-      if (!(steps >= 1 && steps <= 16777216.0) || steps != std::floor(steps))
-        return fail("compile: --grad-accum needs an integer in [1, 2^24], "
-                    "got '" +
-                    number + "'");
-      t.gradAccum = static_cast<int64_t>(steps);
-      trainFlag = "--grad-accum";
-    } else if (numberFlag("--warmup-steps", steps) ||
-               numberFlag("--total-steps", steps)) {
-      std::string flag = a.substr(0, a.find('='));
-      if (!(steps >= 0 && steps <= 16777216.0) || steps != std::floor(steps))
-        return fail("compile: " + flag +
-                    " needs an integer in [0, 2^24], "
-                    "got '" +
-                    number + "'");
-      (flag == "--warmup-steps" ? t.warmupSteps : t.totalSteps) =
-          static_cast<int64_t>(steps);
-      trainFlag = flag;
+    } else if (integerFlag("--grad-accum", 1, 16777216.0, "in [1, 2^24]",
+                           t.gradAccum) ||
+               integerFlag("--warmup-steps", 0, 16777216.0, "in [0, 2^24]",
+                           t.warmupSteps) ||
+               integerFlag("--total-steps", 0, 16777216.0, "in [0, 2^24]",
+                           t.totalSteps) ||
+               integerFlag("--dp-ranks", 1, 1e6, ">= 1", t.dpRanks) ||
+               integerFlag("--loss-scale-interval", 1, 1e15, ">= 1",
+                           t.scaleInterval) ||
+               // The seed of an imported model's training-mode Dropout.
+               integerFlag("--seed", 0, 9007199254740992.0, "in [0, 2^53]",
+                           seed)) {
+      if (!badInteger.empty())
+        return fail(badInteger);
+      trainFlag = a.substr(0, a.find('='));
+      if (trainFlag == "--seed")
+        Generator::global().manualSeed(static_cast<uint64_t>(seed));
     } else if (value("--optimizer", t.optimizer) ||
                value("--lr-schedule", t.lrSchedule) ||
                value("--loss-scaling", t.lossScaling) ||
@@ -358,13 +372,6 @@ int compileMain(int argc, char** argv) {
                numberFlag("--loss-scale-growth", t.scaleGrowth) ||
                numberFlag("--loss-scale-backoff", t.scaleBackoff)) {
       trainFlag = a.substr(0, a.find('='));
-    } else if (numberFlag("--dp-ranks", dpRanks)) {
-      if (!(dpRanks >= 1 && dpRanks <= 1e6) ||
-          dpRanks != std::floor(dpRanks))
-        return fail("compile: --dp-ranks needs an integer >= 1, got '" +
-                    number + "'");
-      t.dpRanks = static_cast<int64_t>(dpRanks);
-      trainFlag = "--dp-ranks";
     } else if (listFlag("--freeze", t.freeze) ||
                listFlag("--no-weight-decay", t.noWeightDecay)) {
       trainFlag = a.substr(0, a.find('='));
@@ -372,27 +379,11 @@ int compileMain(int argc, char** argv) {
       // nothing without a word.
       if ((trainFlag == "--freeze" ? t.freeze : t.noWeightDecay).empty())
         return fail("compile: " + trainFlag + " needs at least one name");
-    } else if (numberFlag("--seed", seedValue)) {
-      // The seed of an imported model's training-mode Dropout (rng.seed).
-      if (!(seedValue >= 0 && seedValue <= 9007199254740992.0) ||
-          seedValue != std::floor(seedValue))
-        return fail("compile: --seed needs an integer in [0, 2^53], got '" +
-                    number + "'");
-      Generator::global().manualSeed(static_cast<uint64_t>(seedValue));
-      trainFlag = "--seed";
     } else if (numberFlag("--dp-bucket-mb", t.dpBucketMb)) {
       if (!(t.dpBucketMb > 0))
         return fail("compile: --dp-bucket-mb needs a size > 0 (MB), got '" +
                     number + "'");
       trainFlag = "--dp-bucket-mb";
-    } else if (numberFlag("--loss-scale-interval", interval)) {
-      // Checked before the conversion (a double past int64 has none).
-      if (!(interval >= 1 && interval <= 1e15) ||
-          interval != std::floor(interval))
-        return fail("compile: --loss-scale-interval needs an integer >= 1, "
-                    "got '" + number + "'");
-      t.scaleInterval = static_cast<int64_t>(interval);
-      trainFlag = "--loss-scale-interval";
     } else if (a == "-v" || a == "--verbose") {
       options.verbose = true;
     } else if (a == "--no-fuse") {
