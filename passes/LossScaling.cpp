@@ -110,17 +110,11 @@ struct LossScalingPass : mc::impl::LossScalingPassBase<LossScalingPass> {
       return mc::ConstantOp::create(
           b, loc, DenseElementsAttr::get(type, APFloat(static_cast<float>(v))));
     };
+    SymbolTable symbols(module);
     auto global = [&](StringRef name, double value) {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPoint(fn);
-      std::string unique = name.str();
-      SymbolTable symbols(module);
-      for (int k = 1; symbols.lookup(unique); ++k)
-        unique = name.str() + "." + std::to_string(k);
-      return ml_program::GlobalOp::create(
-          b, fn.getLoc(), unique, scalar, /*is_mutable=*/true,
-          DenseElementsAttr::get(scalar, APFloat(static_cast<float>(value))),
-          b.getStringAttr("private"));
+      return mc::createStateGlobal(
+          fn, symbols, name,
+          DenseElementsAttr::get(scalar, APFloat(static_cast<float>(value))));
     };
     auto scaleGlobal = global("loss_scale", init);
     auto trackerGlobal = global("loss_scale.growth_tracker", 0.0);
@@ -211,6 +205,14 @@ struct LossScalingPass : mc::impl::LossScalingPassBase<LossScalingPass> {
     Value backedOff = mc::MulOp::create(b, loc, scale, splat(scalar, backoff));
     Value newScale = mc::SelectOp::create(b, loc, finite, cleanScale, backedOff);
     Value newTracker = mc::SelectOp::create(b, loc, finite, cleanTracker, zero);
+    // Accumulating (mc-grad-accum): GradScaler's update() runs once per
+    // optimizer step, on the group's last micro-batch; the scale stays for
+    // the rest, so every micro-batch of a group is scaled alike.
+    if (std::optional<unsigned> due = mc::findNamedResult(fn, "update_due")) {
+      Value isDue = ret.getOperand(*due);
+      newScale = mc::SelectOp::create(b, loc, isDue, newScale, scale);
+      newTracker = mc::SelectOp::create(b, loc, isDue, newTracker, tracker);
+    }
     ml_program::GlobalStoreOp::create(
         b, loc, FlatSymbolRefAttr::get(scaleGlobal.getSymNameAttr()), newScale);
     ml_program::GlobalStoreOp::create(
@@ -218,18 +220,7 @@ struct LossScalingPass : mc::impl::LossScalingPassBase<LossScalingPass> {
         newTracker);
 
     // Return grads_finite for mc-optimizer to guard its updates with.
-    SmallVector<Value> results(ret.getOperands());
-    results.push_back(finite);
-    SmallVector<DictionaryAttr> attrs;
-    fn.getAllResultAttrs(attrs);
-    attrs.push_back(b.getDictionaryAttr(
-        b.getNamedAttr("mc.name", b.getStringAttr("grads_finite"))));
-    ret->setOperands(results);
-    SmallVector<Type> types(fn.getFunctionType().getResults());
-    types.push_back(boolScalar);
-    fn.setFunctionType(
-        FunctionType::get(ctx, fn.getFunctionType().getInputs(), types));
-    fn.setAllResultAttrs(attrs);
+    mc::appendNamedResult(fn, finite, "grads_finite");
   }
 };
 

@@ -255,12 +255,6 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
           << "constant learning rate (give --lr-schedule=linear or cosine)";
       return signalPassFailure();
     }
-    if (accumulate < 1 || accumulate > (int64_t(1) << 24)) {
-      emitError(module.getLoc())
-          << "--grad-accum=" << static_cast<int64_t>(accumulate)
-          << " must be in [1, 2^24]";
-      return signalPassFailure();
-    }
     if (nesterov && (momentum <= 0 || dampening != 0)) {
       emitError(module.getLoc())
           << "nesterov needs momentum > 0 and dampening 0";
@@ -282,14 +276,19 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
     }
 
     // Match gradients to parameters by the result names mc-autodiff sets;
-    // mc-loss-scaling adds `grads_finite`, which guards every update.
+    // mc-loss-scaling adds `grads_finite` and mc-grad-accum `update_due`,
+    // which guard every update.
     SymbolTable symbols(module);
     SmallVector<Parameter> params;
-    Value gradsFinite;
+    Value gradsFinite, updateDue;
     for (unsigned i = 1; i < ret.getNumOperands(); ++i) {
       auto name = fn.getResultAttrOfType<StringAttr>(i, "mc.name");
       if (name && name.getValue() == "grads_finite") {
         gradsFinite = ret.getOperand(i);
+        continue;
+      }
+      if (name && name.getValue() == "update_due") {
+        updateDue = ret.getOperand(i);
         continue;
       }
       if (!name || !name.getValue().starts_with("grad.")) {
@@ -311,14 +310,6 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
         exemptFromDecay(module, params, decay);
     if (failed(exempt))
       return signalPassFailure();
-    if (accumulate > 1 && gradsFinite) {
-      emitError(module.getLoc())
-          << "--grad-accum=" << static_cast<int64_t>(accumulate)
-          << " with dynamic loss scaling is not supported (the scale would "
-             "change at every micro-batch); use --amp=bf16, which needs "
-             "none, or --loss-scaling=off";
-      return signalPassFailure();
-    }
 
     // Parameters become mutable state read with global_load.
     OpBuilder b(module.getContext());
@@ -347,17 +338,10 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
     b.setInsertionPoint(module.getBody(), module.getBody()->end());
     auto newGlobal = [&](StringRef name, RankedTensorType type,
                          Location at) -> ml_program::GlobalOp {
-      std::string unique = name.str();
-      for (int k = 1; symbols.lookup(unique); ++k)
-        unique = name.str() + "." + std::to_string(k);
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPoint(fn);
-      auto zero = DenseElementsAttr::get(
-          type, b.getZeroAttr(type.getElementType()));
-      auto g = ml_program::GlobalOp::create(b, at, unique, type,
-                                            /*is_mutable=*/true, zero,
-                                            b.getStringAttr("private"));
-      symbols.insert(g);
+      ml_program::GlobalOp g = mc::createStateGlobal(
+          fn, symbols, name,
+          DenseElementsAttr::get(type, b.getZeroAttr(type.getElementType())));
+      g->setLoc(at);
       return g;
     };
     auto load = [&](ml_program::GlobalOp g) {
@@ -381,15 +365,17 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
       ml_program::GlobalStoreOp::create(
           b, loc, FlatSymbolRefAttr::get(g.getSymNameAttr()), v);
     };
-    // The update's state: kept as it was on a step with inf/NaN gradients
-    // (loss scaling), and between the micro-batches of an accumulation.
-    Value applies;
-    auto store = [&](ml_program::GlobalOp g, Value v) {
-      storeWhen(g, v, applies ? applies : gradsFinite);
-    };
-
     b.setInsertionPoint(ret);
     UpdateBuilder u(b, loc);
+    // The update's state: kept as it was on a step with inf/NaN gradients
+    // (loss scaling), and between the micro-batches of an accumulation.
+    Value applies = gradsFinite ? gradsFinite : updateDue;
+    if (gradsFinite && updateDue)
+      applies = u.select(updateDue, gradsFinite, updateDue);
+    auto store = [&](ml_program::GlobalOp g, Value v) {
+      storeWhen(g, v, applies);
+    };
+
     ml_program::GlobalOp stepGlobal =
         newGlobal("optimizer.step", counterType, fn.getLoc());
     Value step = load(stepGlobal);
@@ -448,38 +434,6 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
             << "; the optimizer updates f32 parameters (master weights)";
         return signalPassFailure();
       }
-    if (accumulate > 1) {
-      // Gradient accumulation over `accumulate` calls (micro-batches): each
-      // call adds its gradients to <p>.grad_accum; the last of a group
-      // (optimizer.micro_step = accumulate - 1) updates with their mean and
-      // starts the next group at 0. The update's state changes on that
-      // call only, so optimizer.step (and AdamW's bias corrections and a
-      // schedule) count updates, as in a PyTorch loop that calls
-      // optimizer.step() every `accumulate` backward passes of loss /
-      // accumulate.
-      ml_program::GlobalOp microGlobal =
-          newGlobal("optimizer.micro_step", counterType, fn.getLoc());
-      Value micro = load(microGlobal);
-      applies = u.compare(mc::ComparisonDirection::EQ, micro,
-                          counter(accumulate - 1));
-      Value nextMicro = u.select(applies, counter(0), u.add(micro, counter(1)));
-      ml_program::GlobalStoreOp::create(
-          b, loc, FlatSymbolRefAttr::get(microGlobal.getSymNameAttr()),
-          nextMicro);
-      for (Parameter& p : params) {
-        auto type = llvm::cast<RankedTensorType>(p.grad.getType());
-        ml_program::GlobalOp accGlobal =
-            newGlobal((p.global.getSymName() + ".grad_accum").str(), type,
-                      p.global.getLoc());
-        Value sum = u.add(load(accGlobal), p.grad);
-        Value restart = u.broadcast(
-            applies, RankedTensorType::get(type.getShape(), b.getI1Type()));
-        Value kept = u.select(restart, u.splat(type, 0.0), sum);
-        ml_program::GlobalStoreOp::create(
-            b, loc, FlatSymbolRefAttr::get(accGlobal.getSymNameAttr()), kept);
-        p.grad = u.mulScalar(sum, 1.0 / double(accumulate));
-      }
-    }
     if (maxGradNorm > 0 && !params.empty()) {
       // torch.nn.utils.clip_grad_norm_: every gradient scaled by
       // min(1, max / (norm + 1e-6)), `norm` the L2 norm of all of them
@@ -504,7 +458,7 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
       Value norm = u.sqrt(total);
       ml_program::GlobalOp normGlobal =
           newGlobal("optimizer.grad_norm", scalarType, fn.getLoc());
-      storeWhen(normGlobal, norm, applies); // an update's norm
+      storeWhen(normGlobal, norm, updateDue); // an update's norm
       Value padded = u.add(norm, u.splat(scalarType, 1e-6));
       Value coef = u.div(u.splat(scalarType, maxGradNorm), padded);
       Value one = u.splat(scalarType, 1.0);

@@ -44,6 +44,16 @@ public:
 };
 } // namespace llvm::cl
 
+namespace mlir {
+class SymbolTable;
+namespace func {
+class FuncOp;
+} // namespace func
+namespace ml_program {
+class GlobalOp;
+} // namespace ml_program
+} // namespace mlir
+
 namespace mc {
 
 #define GEN_PASS_DECL
@@ -169,6 +179,23 @@ void appendNames(mlir::InFlightDiagnostic& diag,
 /// global's an ml_program.global_load_const reads; null for anything else
 /// (a parameter, a computed value, a global without a value).
 mlir::ElementsAttr constantElements(mlir::Value v);
+
+/// A private mutable global of a training step's state, initialised to
+/// `init` and inserted before `fn`: named `name`, or `name.1`, `name.2`...
+/// when `symbols` already has that name.
+mlir::ml_program::GlobalOp createStateGlobal(mlir::func::FuncOp fn,
+                                             mlir::SymbolTable& symbols,
+                                             llvm::StringRef name,
+                                             mlir::DenseElementsAttr init);
+
+/// Appends `value` to `fn`'s results (its type, its return) with the
+/// result attribute mc.name = `name`.
+void appendNamedResult(mlir::func::FuncOp fn, mlir::Value value,
+                       llvm::StringRef name);
+
+/// The index of `fn`'s result whose mc.name is `name`, if any.
+std::optional<unsigned> findNamedResult(mlir::func::FuncOp fn,
+                                        llvm::StringRef name);
 
 } // namespace mc
 

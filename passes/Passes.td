@@ -123,10 +123,11 @@ def OptimizerPass : Pass<"mc-optimizer", "mlir::ModuleOp"> {
     alone. With `max-grad-norm`, the gradients are first scaled by
     `min(1, max / (norm + 1e-6))`, `norm` the L2 norm of all of them
     together (torch.nn.utils.clip_grad_norm_), which the state
-    `optimizer.grad_norm` keeps for logging. With `grad-accum=N`, each call
-    adds its gradients to `<p>.grad_accum` and every N-th call
-    (`optimizer.micro_step`) updates with their mean; the update's state
-    changes on that call only. With `lr-schedule` other than
+    `optimizer.grad_norm` keeps for logging. The update's state changes
+    only where the step's `grads_finite` (from `mc-loss-scaling`) and
+    `update_due` (from `mc-grad-accum`: the last micro-batch of a group)
+    results, when present, are true; both are dropped from the results.
+    With `lr-schedule` other than
     constant, or `warmup-steps`, the learning rate of step `t` (counted
     from 0, `optimizer.step`) is `lr * factor(t)` as Hugging Face's
     schedules compute it (warmup `t / warmup`, then constant, linear decay
@@ -181,9 +182,6 @@ def OptimizerPass : Pass<"mc-optimizer", "mlir::ModuleOp"> {
                "glob patterns of parameters without weight decay (as "
                "optimizer parameter groups with weight_decay 0: '*.bias', "
                "'*norm*'); each must match one">,
-    Option<"accumulate", "grad-accum", "int64_t", /*default=*/"1",
-           "update every N calls with the mean of their gradients "
-           "(gradient accumulation over N micro-batches)">,
     Option<"lrSchedule", "lr-schedule", "std::string",
            /*default=*/"\"constant\"",
            "the learning rate over the steps: constant, linear or cosine "
@@ -299,6 +297,40 @@ def DataParallelPartitionPass : Pass<"mc-dp-partition", "mlir::ModuleOp"> {
   let dependentDialects = ["::mc::MCDialect"];
 }
 
+def GradAccumPass : Pass<"mc-grad-accum", "mlir::ModuleOp"> {
+  let summary = "gradient accumulation over N calls of a training step";
+  let description = [{
+    Runs after `mc-autodiff` (and `mc-dp-partition`), before
+    `mc-loss-scaling` and `mc-optimizer`. Each call of the step is one
+    micro-batch: it adds its gradients to `<p>.grad_accum`, and the step
+    returns the group's mean so far, `(accumulated + g) / N`, in place of
+    `grad.<p>`. The counter `optimizer.micro_step` (i64) tells the N-th call
+    of a group, which restarts the sums at 0; `update_due` (an `i1`
+    scalar, true on that call) is added to the results. `mc-loss-scaling`
+    then checks and updates its scale on due calls only, and
+    `mc-optimizer` updates on due calls only: one PyTorch loop that calls
+    `backward()` on `loss / N` for each micro-batch, then `step()` (and
+    GradScaler's `step` and `update`) and `zero_grad()` every N.
+
+    ```mlir
+    %micro = ml_program.global_load @optimizer.micro_step : tensor<i64>
+    %due = mc.compare EQ, %micro, %last : ...
+    %sum = mc.add %acc, %gw : tensor<3x4xf32>
+    ml_program.global_store @w.grad_accum = %sum_or_zero : tensor<3x4xf32>
+    %mean = mc.mul %sum, %one_nth : tensor<3x4xf32>
+    return %loss, %mean, %due
+    ```
+  }];
+  let options = [
+    Option<"steps", "steps", "int64_t", /*default=*/"1",
+           "micro-batches per update (1: the pass does nothing)">,
+    Option<"entry", "entry", "std::string", /*default=*/"\"\"",
+           "the training-step function (default: the only public one)">,
+  ];
+  let dependentDialects = ["::mc::MCDialect",
+                           "::mlir::ml_program::MLProgramDialect"];
+}
+
 def LossScalingPass : Pass<"mc-loss-scaling", "mlir::ModuleOp"> {
   let summary = "dynamic loss scaling inside the training step";
   let description = [{
@@ -312,7 +344,10 @@ def LossScalingPass : Pass<"mc-loss-scaling", "mlir::ModuleOp"> {
     counter are mutable globals (`loss_scale`, `loss_scale.growth_tracker`)
     updated as torch.cuda.amp.GradScaler does: times `backoff` and counter
     reset on overflow; times `growth` after `interval` clean steps in a
-    row. Nothing leaves the graph: no host synchronisation per step.
+    row. After `mc-grad-accum` (an `update_due` result), the check sees a
+    group's summed gradients and the scale changes on due calls only, as
+    GradScaler's `update()` once per optimizer step. Nothing leaves the
+    graph: no host synchronisation per step.
 
     ```mlir
     %scale = ml_program.global_load @loss_scale : tensor<f32>

@@ -152,6 +152,15 @@ void mc::buildTrainPipeline(OpPassManager& pm,
     dp.entry = o.entry;
     pm.addPass(createDataParallelPartitionPass(dp));
   }
+  //    Gradient accumulation: each call a micro-batch, the gradients a
+  //    group's mean; before loss scaling, whose check and scale update see
+  //    the group's sum on its last call (update_due).
+  if (o.gradAccum != 1) {
+    GradAccumPassOptions accum;
+    accum.steps = o.gradAccum;
+    accum.entry = o.entry;
+    pm.addPass(createGradAccumPass(accum));
+  }
   // 5. Loss scaling needs the backward seed and the gradients, and must come
   //    before the optimizer, which guards its updates with grads_finite.
   bool scaling = o.lossScaling == "on" ||
@@ -177,7 +186,6 @@ void mc::buildTrainPipeline(OpPassManager& pm,
   opt.beta2 = o.beta2;
   opt.eps = o.eps;
   opt.maxGradNorm = o.maxGradNorm;
-  opt.accumulate = o.gradAccum;
   opt.noDecay.assign(o.noWeightDecay.begin(), o.noWeightDecay.end());
   opt.lrSchedule = o.lrSchedule;
   opt.warmupSteps = o.warmupSteps;

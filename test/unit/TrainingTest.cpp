@@ -548,6 +548,81 @@ TEST(Training, GradientAccumulationCompiledEqualsEager) {
   }
 }
 
+/// Accumulation under dynamic loss scaling (fp16 training with
+/// gradient_accumulation_steps): the scale is GradScaler's, updated once per
+/// group on its last micro-batch. A power-of-two scale changes no value, so
+/// clean groups train as without scaling; an inf in one micro-batch skips
+/// its whole group (parameters, momentum and the step count as they were,
+/// the sums restarted) and halves the scale at the group's end only; the
+/// growth interval counts groups, not micro-batches.
+TEST(Training, GradientAccumulationWithLossScalingSkipsWholeGroups) {
+  std::vector<Batch> batches = makeBatches(6);
+  jit::TrainingOptions options;
+  options.pipeline.optimizer = "sgd";
+  options.pipeline.lr = 0.1;
+  options.pipeline.momentum = 0.9;
+  options.pipeline.gradAccum = 3;
+  auto plainModel = makeModel(6);
+  jit::TrainingStep plain = jit::compileTraining(
+      *plainModel, classify, {batches[0].x, batches[0].y}, options);
+  options.pipeline.lossScaling = "on";
+  options.pipeline.scaleInit = 1024;
+  options.pipeline.scaleInterval = 2;
+  auto scaledModel = makeModel(6);
+  jit::TrainingStep scaled = jit::compileTraining(
+      *scaledModel, classify, {batches[0].x, batches[0].y}, options);
+  auto scale = [&] { return scaled.state("loss_scale").toVector()[0]; };
+  auto updates = [&] {
+    return scaled.state("optimizer.step").data<int64_t>()[0];
+  };
+  const std::vector<std::string> names = {"0.weight", "0.bias", "2.weight",
+                                          "2.bias"};
+
+  // Group 1 (calls 0-2), clean: the same values as without scaling.
+  for (int i = 0; i < 3; ++i) {
+    float a = plain.step({batches[i].x, batches[i].y});
+    float b = scaled.step({batches[i].x, batches[i].y});
+    EXPECT_NEAR(b, a, 1e-6f * std::max(1.0f, std::fabs(a))) << "call " << i;
+    EXPECT_EQ(scale(), 1024.0f) << "call " << i;
+  }
+  for (const std::string& name : names)
+    EXPECT_LT(relErr(scaled.state(name), plain.state(name)), 1e-6) << name;
+  EXPECT_EQ(updates(), 1);
+
+  // Group 2, an inf in its second micro-batch: the scale holds until the
+  // group ends, then halves; nothing of the update changes.
+  std::map<std::string, Tensor> before;
+  for (const std::string& name : names)
+    before[name] = scaled.state(name);
+  Tensor momentum = scaled.state("0.weight.momentum_buffer");
+  Tensor poisoned = batches[4].x.clone();
+  poisoned.data<float>()[3] = std::numeric_limits<float>::infinity();
+  scaled.step({batches[3].x, batches[3].y});
+  scaled.step({poisoned, batches[4].y});
+  EXPECT_EQ(scale(), 1024.0f) << "changed before the group's end";
+  scaled.step({batches[5].x, batches[5].y});
+  EXPECT_EQ(scale(), 512.0f);
+  EXPECT_EQ(updates(), 1);
+  for (const std::string& name : names)
+    EXPECT_EQ(relErr(scaled.state(name), before[name]), 0) << name;
+  EXPECT_EQ(relErr(scaled.state("0.weight.momentum_buffer"), momentum), 0);
+  EXPECT_EQ(scaled.state("0.weight.grad_accum").toVector(),
+            Tensor::zeros({16, 8}).toVector())
+      << "the skipped group's sums were not restarted";
+
+  // Groups 3 and 4, clean: they update, and the scale doubles at the end of
+  // the second (interval 2), not after two micro-batches.
+  for (int g = 0; g < 2; ++g)
+    for (int i = 0; i < 3; ++i) {
+      float loss = scaled.step({batches[i].x, batches[i].y});
+      EXPECT_TRUE(std::isfinite(loss));
+      EXPECT_EQ(scale(), g == 1 && i == 2 ? 1024.0f : 512.0f)
+          << "group " << g + 3 << ", micro-batch " << i;
+    }
+  EXPECT_EQ(updates(), 3);
+  EXPECT_GT(relErr(scaled.state("0.weight"), before["0.weight"]), 0);
+}
+
 /// Biases without weight decay (a parameter group with weight_decay 0):
 /// eager excludeFromWeightDecay, compiled --no-weight-decay='*.bias'.
 TEST(Training, NoWeightDecayGroupCompiledEqualsEager) {
