@@ -8,6 +8,9 @@ decay 0.01) of
                  0, batch first), batch 8 x 128 tokens,
   - resnet18     ResNet-18 in training mode (batch norm on the batch's
                  statistics), batch 8 at 112 x 112,
+  - embedding    the transformer after an Embedding(30522, 256) of token
+                 ids (BERT's vocabulary; its gradient is a scatter-add of
+                 1024 rows into the 30522), batch 8 x 128 ids,
 
 in modelc (`modelc-train-graphs` traces them in the C++ frontend, `modelc
 compile --train --optimizer=adamw --lr=1e-4`, `modelc-run --bench`: one
@@ -58,6 +61,8 @@ CONFIGS = {
     "transformer": {"batch": 8, "seq": 128, "d_model": 256, "heads": 4,
                     "ff": 1024, "layers": 2},
     "resnet18": {"batch": 8, "hw": 112},
+    "embedding": {"batch": 8, "seq": 128, "d_model": 256, "heads": 4,
+                  "ff": 1024, "layers": 2, "vocab": 30522},
 }
 LOSS_REL_MAX = 1e-4
 
@@ -67,6 +72,8 @@ def input_shape(name, c):
         return [c["batch"], c["width"]]
     if name == "transformer":
         return [c["batch"], c["seq"], c["d_model"]]
+    if name == "embedding":
+        return [c["batch"], c["seq"]]
     return [c["batch"], 3, c["hw"], c["hw"]]
 
 
@@ -75,7 +82,8 @@ def graph_args():
     return ["--mlp", f"{m['width']},{m['batch']}",
             "--transformer", ",".join(str(t[k]) for k in (
                 "batch", "seq", "d_model", "heads", "ff", "layers")),
-            "--resnet18", f"{r['batch']},{r['hw']}"]
+            "--resnet18", f"{r['batch']},{r['hw']}",
+            "--embedding", str(CONFIGS["embedding"]["vocab"])]
 
 
 def modelc_losses(modelc_run, art, data, batch, d):
@@ -116,7 +124,7 @@ def main():
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--check-steps", type=int, default=3)
-    ap.add_argument("--models", default="mlp,transformer,resnet18")
+    ap.add_argument("--models", default="mlp,transformer,embedding,resnet18")
     ap.add_argument("--venv",
                     default=os.path.join(root, "build", "bench", "peers-venv"))
     ap.add_argument("--no-peers", action="store_true")
@@ -155,7 +163,11 @@ def main():
              "--train", "--optimizer=adamw", "--lr=1e-4", "-o", art])
         compile_s = time.time() - t0
         rng = np.random.default_rng(0)
-        x = rng.standard_normal(input_shape(name, c), dtype=np.float32)
+        if name == "embedding":  # token ids, every row of the table
+            x = rng.integers(0, c["vocab"], input_shape(name, c),
+                             dtype=np.int64)
+        else:
+            x = rng.standard_normal(input_shape(name, c), dtype=np.float32)
         x_path, data_path = (os.path.join(d, f) for f in ("x.npy", "data.npy"))
         np.save(x_path, x)
         np.save(data_path, np.concatenate([x] * args.check_steps))

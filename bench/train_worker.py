@@ -8,7 +8,7 @@ torchvision).
     python train_worker.py SPEC.json
 
 SPEC (written by cpu_train_peers.py): model ("mlp" | "transformer" |
-"resnet18"), config (its sizes), block (param_block.npy: every parameter
+"resnet18" | "embedding"), config (its sizes), block (param_block.npy: every parameter
 tiles its 4096 values, as modelc-train-graphs does, so both sides start
 from the same weights), x (.npy, one batch), engines (["eager"] or
 ["eager", "compile"]), threads, check_steps, runs, warmup.
@@ -46,13 +46,16 @@ def build(torch, spec):
         w = c["width"]
         return nn.Sequential(nn.Linear(w, w), nn.ReLU(), nn.Linear(w, w),
                              nn.ReLU(), nn.Linear(w, w))
-    if spec["model"] == "transformer":
+    if spec["model"] in ("transformer", "embedding"):
         layer = nn.TransformerEncoderLayer(
             c["d_model"], c["heads"], c["ff"], dropout=0.0, batch_first=True)
         kwargs = {}
         if "enable_nested_tensor" in nn.TransformerEncoder.__init__.__code__.co_varnames:
             kwargs["enable_nested_tensor"] = False
-        return nn.TransformerEncoder(layer, c["layers"], **kwargs)
+        encoder = nn.TransformerEncoder(layer, c["layers"], **kwargs)
+        if spec["model"] == "transformer":
+            return encoder
+        return nn.Sequential(nn.Embedding(c["vocab"], c["d_model"]), encoder)
     return resnet18(torch)
 
 

@@ -129,6 +129,12 @@ struct EagerBuilder {
   Tensor gather(const Tensor& x, const Tensor& indices, int64_t axis) {
     return mc::gather(x, indices, axis);
   }
+  Tensor scatterAdd(const Tensor& g, const Tensor& indices, int64_t axis,
+                    int64_t size) {
+    // mc::scatterAdd sums in f32: a low-precision gradient goes through it.
+    Tensor f32 = g.dtype() == DType::F32 ? g : mc::cast(g, DType::F32);
+    return castLike(mc::scatterAdd(f32, indices, axis, size), g);
+  }
   Tensor dropout(const Tensor& x, const Tensor& seed, const Tensor& offset,
                  double p) {
     return mc::dropout(x, seed, offset, p);

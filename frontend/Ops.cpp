@@ -764,6 +764,30 @@ Tensor gather(const Tensor& a, const Tensor& indices, int64_t axis) {
   return out;
 }
 
+Tensor scatterAdd(const Tensor& updates, const Tensor& indices, int64_t axis,
+                  int64_t size) {
+  requireDefined("scatter_add", updates);
+  requireDefined("scatter_add", indices);
+  if (updates.dtype() != DType::F32)
+    throw Error("scatter_add: updates must be f32, got " + updates.describe());
+  if (indices.dtype() != DType::I32 && indices.dtype() != DType::I64)
+    throw Error("scatter_add: indices must be i32 or i64, got " +
+                indices.describe());
+  Shape outShape;
+  checkShape("scatter_add",
+             rt::shapes::scatterAdd(updates.shape(), indices.shape(), axis,
+                                    size, &outShape));
+  Tensor out = resultOf(outShape, DType::F32, {&updates, &indices});
+  if (out.hasValues())
+    check(rt::scatterAdd(updates.view(), indices.view(), axis, out.mutView()));
+  emit(OpRecord{
+      OpKind::ScatterAdd,
+      {updates, indices},
+      out,
+      {rt::OpAttr::integer("axis", axis), rt::OpAttr::integer("size", size)}});
+  return out;
+}
+
 Tensor embedding(const Tensor& weight, const Tensor& ids) {
   if (weight.rank() != 2)
     throw Error("embedding: weight must be [num_embeddings, dim], got " +

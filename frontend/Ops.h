@@ -118,6 +118,12 @@ Tensor sliceDim(const Tensor& a, int64_t dim, int64_t start, int64_t end,
 /// ONNX Gather / torch.index_select generalized: out.shape = a.shape[:axis]
 /// + indices.shape + a.shape[axis+1:]; indices i32/i64, negative wrap.
 Tensor gather(const Tensor& a, const Tensor& indices, int64_t axis);
+/// gather's adjoint (torch.index_add into zeros): f32 `updates` summed
+/// into a zero tensor of shape updates.shape[:axis] + [size] +
+/// updates.shape[axis + indices.rank():] at rows `indices` (negative from
+/// the end), in index order.
+Tensor scatterAdd(const Tensor& updates, const Tensor& indices, int64_t axis,
+                  int64_t size);
 /// torch.topk / ONNX TopK of a float, i32 or i64 tensor: the k largest (or
 /// smallest) values along `dim`, sorted, and their indices (i64). Ties go
 /// to the lower index first (ONNX's rule; PyTorch leaves their order open);

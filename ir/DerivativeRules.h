@@ -29,6 +29,9 @@
 //   conv2d(x, w, Dims strides, Dims padding /*t, l, b, r*/, Dims dilation,
 //          int64_t groups)
 //   gather(x, Value indices, int64_t axis)
+//   scatterAdd(g, Value indices, int64_t axis, int64_t size)  gather's
+//                                    adjoint, in g's element type (summed
+//                                    in f32)
 //   dropout(x, Value seed, Value offset, double p)
 //   batchCount(Value like)           the run-time batch size, splat like
 //                                    `like` (compiled graphs with a dynamic
@@ -565,37 +568,21 @@ Grads<B> pad(B& b, typename B::Value g, const Dims& inShape, const Dims& low) {
 }
 
 /// take(data, indices, axis): every gathered row adds its gradient back to
-/// the row it came from (a scatter-add), as a matmul with the one-hot matrix
-/// of the indices; memory is K x (size of the axis), K the number of
-/// indices. Indices get no gradient.
+/// the row it came from, scatter_add (summed in f32, in index order:
+/// memory and work the size of `g`, not K x the axis). Indices get no
+/// gradient.
 template <class B>
 Grads<B> gather(B& b, typename B::Value g, const Dims& dataShape,
                 typename B::Value indices, int64_t axis) {
-  const Dims& d = dataShape;
-  int64_t size = d[axis], k = detail::product(b.shape(indices));
-  int64_t pre = detail::product(Dims(d.begin(), d.begin() + axis));
-  int64_t post = detail::product(Dims(d.begin() + axis + 1, d.end()));
-  // Indices as a column, negative ones counted from the end. K may be a
-  // multiple of a dynamic batch (rt::shapes' negative encoding, which the
-  // product keeps): the constants are [1, 1], broadcast to the column.
-  auto idx = b.reshape(indices, {k, 1});
-  auto column = [&](int64_t v) {
-    return b.broadcastInDim(b.intConstant(indices, {1, 1}, {v}), {k, 1},
-                            {0, 1});
-  };
-  auto negative = b.compare(Cmp::Lt, idx, column(0));
-  idx = b.select(negative, b.add(idx, column(size)), idx);
-  auto classes = b.intConstant(indices, {1, size}, detail::iota(0, size));
-  auto rowsOfIdx = b.broadcastInDim(idx, {k, size}, {0, 1});
-  auto rowsOfClasses = b.broadcastInDim(classes, {k, size}, {0, 1});
-  auto oneHot =
-      b.castLike(b.compare(Cmp::Eq, rowsOfIdx, rowsOfClasses), g);
-  // g as [pre, K, post] -> [pre * post, K] x [K, size] -> back.
-  auto g2 = b.reshape(b.transpose(b.reshape(g, {pre, k, post}), {0, 2, 1}),
-                      {pre * post, k});
-  auto r = b.matmul(g2, oneHot, false, false);
-  auto back = b.transpose(b.reshape(r, {pre, post, size}), {0, 2, 1});
-  return {b.reshape(back, d), typename B::Value()};
+  return {b.scatterAdd(g, indices, axis, dataShape[axis]), typename B::Value()};
+}
+
+/// scatter_add(updates, indices): each update's gradient is the gradient of
+/// the element it was added to, a gather.
+template <class B>
+Grads<B> scatterAdd(B& b, typename B::Value g, typename B::Value indices,
+                    int64_t axis) {
+  return {b.gather(g, indices, axis), typename B::Value()};
 }
 
 //===----------------------------------------------------------------------===//
@@ -928,6 +915,8 @@ std::optional<Grads<B>> byOpId(B& b, rt::OpId op, V g, const std::vector<V>& in,
     return pad(b, g, b.shape(in[0]), ints("low"));
   case OpId::Gather:
     return gather(b, g, b.shape(in[0]), in[1], integer("axis"));
+  case OpId::ScatterAdd:
+    return scatterAdd(b, g, in[1], integer("axis"));
   // Reductions.
   case OpId::ReduceSum:
     return reduceSum(b, g, b.shape(in[0]), ints("dims"), flag("keepdim"));

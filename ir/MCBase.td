@@ -68,6 +68,7 @@ def MC_Tensor : RankedTensorOf<[MC_Element]>;
 def MC_BoolTensor : RankedTensorOf<[I1]>;
 def MC_IndexTensor : RankedTensorOf<[MC_Index]>;
 def MC_FloatTensor : RankedTensorOf<[MC_Float]>;
+def MC_F32Tensor : RankedTensorOf<[F32]>;
 def MC_NumericTensor : RankedTensorOf<[MC_Numeric]>;
 // A rank-0 i64 tensor (mc.dropout's seed and offset), buildable so the
 // assembly format names no type for it.

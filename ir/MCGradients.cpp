@@ -179,6 +179,17 @@ public:
   Value gather(Value x, Value indices, int64_t axis) {
     return GatherOp::create(b, loc, x, indices, static_cast<uint64_t>(axis));
   }
+  Value scatterAdd(Value g, Value indices, int64_t axis, int64_t size) {
+    // mc.scatter_add sums in f32: a low-precision gradient goes through it.
+    Value f32 = g;
+    auto type = tensorType(g);
+    if (!type.getElementType().isF32())
+      f32 = CastOp::create(b, loc, withElementType(type, b.getF32Type()), g);
+    Value sum =
+        ScatterAddOp::create(b, loc, f32, indices, static_cast<uint64_t>(axis),
+                             static_cast<uint64_t>(size));
+    return castLike(sum, g);
+  }
   Value dropout(Value x, Value seed, Value offset, double p) {
     return DropoutOp::create(b, loc, x, seed, offset, APFloat(p));
   }
@@ -229,6 +240,20 @@ LogicalResult mc::buildRegisteredGradients(Operation* op, OpBuilder& b,
            << "has channels_last, which autodiff does not differentiate "
               "(training graphs keep NCHW; mc-channels-last is an inference "
               "pass)";
+  // gather's gradient sums rows into a tensor of the gathered axis's size,
+  // which must be static: a gather along the dynamic batch (a pick of
+  // samples) has none to sum into.
+  if (id == rt::OpId::Gather) {
+    int64_t axis = attrs->getInt("axis");
+    auto data = symbolicShape(op->getOperand(0).getType());
+    if (axis >= 0 && axis < int64_t(data.size()) &&
+        rt::shapes::isBatch(data[size_t(axis)]))
+      return op->emitOpError()
+             << "gathers along the dynamic batch dimension (axis " << axis
+             << "), whose gradient autodiff does not build (it sums into a "
+                "tensor of the axis's size, which must be static); give the "
+                "model a static batch (no --batch range)";
+  }
   std::vector<Value> in(op->getOperands().begin(), op->getOperands().end());
   bool known = true;
   LogicalResult result = differentiate(

@@ -497,6 +497,21 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext*,
   return success();
 }
 
+LogicalResult ScatterAddOp::inferReturnTypes(MLIRContext*,
+                                             std::optional<Location> location,
+                                             Adaptor adaptor,
+                                             SmallVectorImpl<Type>& inferred) {
+  auto updates = tensorType(adaptor.getUpdates());
+  auto shape = inferScatterAddShape(
+      symbolicShape(updates), symbolicShape(adaptor.getIndices().getType()),
+      adaptor.getAxis(), adaptor.getSize(),
+      OptionalEmitter{location, getOperationName()});
+  if (failed(shape))
+    return failure();
+  inferred.push_back(symbolicType(*shape, updates.getElementType()));
+  return success();
+}
+
 LogicalResult PadOp::inferReturnTypes(MLIRContext*,
                                       std::optional<Location> location,
                                       Adaptor adaptor,

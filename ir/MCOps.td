@@ -665,6 +665,36 @@ def MC_GatherOp : MC_Op<"gather", [Pure, InferTypeOpAdaptor,
   }];
 }
 
+def MC_ScatterAddOp : MC_Op<"scatter_add", [Pure, InferTypeOpAdaptor,
+    MC_DifferentiableOpInterface]> {
+  let mcCpuTypes = "f32";
+  let mcAmp = "f32";
+  let summary = "sum rows into a zero tensor by index (the adjoint of gather)";
+  let description = [{
+    The adjoint of `mc.gather` along `axis`: the result, of shape
+    `updates.shape[:axis] + [size] + updates.shape[axis + rank(indices):]`,
+    is zero but for `result[i..., indices[j...], k...] += updates[i...,
+    j..., k...]`, repeated indices summing (an embedding's gradient,
+    torch.index_add into zeros). `updates.shape[axis : axis +
+    rank(indices)]` must be the indices' shape. Negative indices count from
+    the end; an index out of `[-size, size)` is a run-time error. The sums
+    run in index order, so the result is the same in every run and on
+    every thread count. f32 only: a gradient in f16 or bf16 is summed in
+    f32 (the derivative of gather casts around it).
+
+    ```mlir
+    %0 = mc.scatter_add %g, %ids, axis = 0, size = 100 : (tensor<2x5x16xf32>, tensor<2x5xi64>) -> tensor<100x16xf32>
+    ```
+  }];
+  let arguments = (ins MC_F32Tensor:$updates, MC_IndexTensor:$indices,
+                       I64Attr:$axis, I64Attr:$size);
+  let results = (outs MC_F32Tensor:$result);
+  let assemblyFormat = [{
+    $updates `,` $indices `,` `axis` `=` $axis `,` `size` `=` $size attr-dict
+    `:` `(` type($updates) `,` type($indices) `)` `->` type($result)
+  }];
+}
+
 def MC_PadOp : MC_Op<"pad", [Pure, InferTypeOpAdaptor,
     MC_DifferentiableOpInterface]> {
   let summary = "constant padding";

@@ -117,6 +117,16 @@ FailureOr<SmallVector<int64_t>> inferGatherShape(ArrayRef<int64_t> input,
   return report(s, out, emitError);
 }
 
+FailureOr<SmallVector<int64_t>> inferScatterAddShape(ArrayRef<int64_t> updates,
+                                                     ArrayRef<int64_t> indices,
+                                                     int64_t axis, int64_t size,
+                                                     EmitErrorFn emitError) {
+  shapes::Dims out;
+  rt::Status s =
+      shapes::scatterAdd(dims(updates), dims(indices), axis, size, &out);
+  return report(s, out, emitError);
+}
+
 FailureOr<SmallVector<int64_t>> inferPadShape(ArrayRef<int64_t> input,
                                               ArrayRef<int64_t> low,
                                               ArrayRef<int64_t> high,

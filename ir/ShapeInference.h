@@ -52,6 +52,11 @@ inferGatherShape(llvm::ArrayRef<int64_t> input, llvm::ArrayRef<int64_t> indices,
                  int64_t axis, EmitErrorFn emitError);
 
 mlir::FailureOr<llvm::SmallVector<int64_t>>
+inferScatterAddShape(llvm::ArrayRef<int64_t> updates,
+                     llvm::ArrayRef<int64_t> indices, int64_t axis,
+                     int64_t size, EmitErrorFn emitError);
+
+mlir::FailureOr<llvm::SmallVector<int64_t>>
 inferPadShape(llvm::ArrayRef<int64_t> input, llvm::ArrayRef<int64_t> low,
               llvm::ArrayRef<int64_t> high, EmitErrorFn emitError);
 

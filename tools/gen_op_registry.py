@@ -19,6 +19,7 @@ import sys
 # accepts ("" = any).
 TENSOR_TYPES = {
     "MC_FloatTensor": "f32,f16,bf16",
+    "MC_F32Tensor": "f32",
     "MC_NumericTensor": "f32,f16,bf16,i32,i64",
     "MC_BoolTensor": "i1",
     "MC_IndexTensor": "i32,i64",

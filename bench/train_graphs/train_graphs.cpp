@@ -10,10 +10,14 @@
 // inference rows' weights; speed does not depend on the values).
 //   resnet18     examples/resnet's ResNet-18 in training mode (batch norm
 //                on the batch's statistics), x [B, 3, HW, HW]
+//   embedding    Embedding(V, D) then the transformer's layers, x the
+//                token ids [B, S] (i64): BERT's input side
 //   modelc-train-graphs OUT_DIR [--small] [--mlp WIDTH,BATCH]
 //       [--transformer B,S,D,HEADS,FF,LAYERS] [--resnet18 B,HW]
+//       [--embedding VOCAB]
 // writes OUT_DIR/mlp_train.mlir, OUT_DIR/transformer_train.mlir (and with
-// --resnet18, OUT_DIR/resnet18_train.mlir) and OUT_DIR/param_block.npy,
+// --resnet18, OUT_DIR/resnet18_train.mlir, with --embedding
+// OUT_DIR/embedding_train.mlir) and OUT_DIR/param_block.npy,
 // the 4096 values every parameter tiles (a peer that tiles them the same
 // way has the same weights: bench/cpu_train_peers.py); --small makes the
 // models tiny (a CPU smoke test of the same graphs); --mlp and
@@ -55,8 +59,8 @@ void tileParameters(nn::Module& m) {
 }
 
 void traceLoss(nn::Module& model, const Shape& inputShape,
-               const std::string& path) {
-  Tensor x = Tensor::shapeOnly(inputShape);
+               const std::string& path, DType inputType = DType::F32) {
+  Tensor x = Tensor::shapeOnly(inputShape, inputType);
   jit::TraceOptions names;
   names.inputNames = {"x"};
   names.outputNames = {"loss"};
@@ -83,7 +87,7 @@ int main(int argc, char** argv) {
   }
   std::string dir = argv[1];
   bool small = false;
-  long long mlpWidth = 0, mlpBatch = 0, tf[6] = {0}, rn[2] = {0};
+  long long mlpWidth = 0, mlpBatch = 0, tf[6] = {0}, rn[2] = {0}, vocab = 0;
   auto positive = [](const long long* v, int n) {
     for (int k = 0; k < n; ++k)
       if (v[k] <= 0)
@@ -103,6 +107,9 @@ int main(int argc, char** argv) {
                            &tf[1], &tf[2], &tf[3], &tf[4], &tf[5]) == 6 &&
                positive(tf, 6) && tf[2] % tf[3] == 0) {
       ++i;
+    } else if (!std::strcmp(argv[i], "--embedding") && i + 1 < argc &&
+               std::sscanf(argv[i + 1], "%lld", &vocab) == 1 && vocab > 0) {
+      ++i;
     } else if (!std::strcmp(argv[i], "--resnet18") && i + 1 < argc &&
                std::sscanf(argv[i + 1], "%lld,%lld", &rn[0], &rn[1]) == 2 &&
                positive(rn, 2) && rn[1] >= 32) {
@@ -112,7 +119,7 @@ int main(int argc, char** argv) {
                    "modelc-train-graphs: error: unknown or malformed "
                    "argument '%s' (--small, --mlp WIDTH,BATCH, --transformer "
                    "B,S,D,HEADS,FF,LAYERS with HEADS dividing D, --resnet18 "
-                   "B,HW with HW >= 32)\n",
+                   "B,HW with HW >= 32, --embedding VOCAB)\n",
                    argv[i]);
       return 1;
     }
@@ -157,6 +164,17 @@ int main(int argc, char** argv) {
           /*batchFirst=*/true));
     tileParameters(encoder);
     traceLoss(encoder, {batch, seq, dModel}, dir + "/transformer_train.mlir");
+
+    if (vocab) {
+      nn::Sequential embedded({std::make_shared<nn::Embedding>(vocab, dModel)});
+      for (int64_t l = 0; l < layers; ++l)
+        embedded.push_back(std::make_shared<nn::TransformerEncoderLayer>(
+            dModel, heads, ff, /*dropout=*/0.0, "relu", 1e-5,
+            /*batchFirst=*/true));
+      tileParameters(embedded);
+      traceLoss(embedded, {batch, seq}, dir + "/embedding_train.mlir",
+                DType::I64);
+    }
 
     if (rn[0]) {
       std::shared_ptr<models::ResNet> resnet = models::resnet18();

@@ -110,7 +110,7 @@ std::vector<PlanRegionOp> bodyOf(const Plan& plan, const PlanStep& step) {
 /// (indices that are an unwritten graph input are checked when the input
 /// is set), an integer division.
 bool needsErrorRecord(const Plan& plan, const PlanStep& step) {
-  if (step.op == OpId::Gather)
+  if (step.op == OpId::Gather || step.op == OpId::ScatterAdd)
     return plan.buffers[step.inputs[1]].kind != fb::BufferKind::Constant &&
            !isUnwrittenInput(plan, step.inputs[1]);
   for (const PlanRegionOp& op : bodyOf(plan, step))
@@ -194,6 +194,11 @@ public:
     case KernelKind::Pool:
       ok = emitPool();
       launch = unitsLaunch(out(), flavor.block, 1);
+      break;
+    case KernelKind::Scatter:
+      ok = emitScatterAdd();
+      // A unit per column per run: the output's elements / rows per run.
+      launch = unitsLaunch(out(), flavor.block, scatterRowsPerUnit());
       break;
     case KernelKind::None:
       break;
@@ -1698,6 +1703,100 @@ private:
     return success();
   }
 
+  /// scatter_add's units: each owns one column (an outer index and an
+  /// inner one) over a run of the axis's rows, zeroes them, then walks
+  /// every index in order and adds the update of those that land in its
+  /// run. Every output element has one owner summing in index order, so
+  /// the result is the CPU's bit for bit, with no atomics; the runs are
+  /// short enough that the grid has about kScatterUnits units (an
+  /// embedding's gradient has only its width in columns), at the cost of
+  /// each unit reading every index.
+  static constexpr int64_t kScatterUnits = 32768;
+  int64_t scatterRowsPerUnit() const {
+    int64_t axis = step.attrs.getInt("axis");
+    int64_t len = out().shape[size_t(axis)];
+    int64_t columns =
+        std::max<int64_t>(1, out().numel() / std::max<int64_t>(len, 1));
+    int64_t runs = std::clamp<int64_t>((kScatterUnits + columns - 1) / columns,
+                                       1, std::max<int64_t>(len, 1));
+    return std::max<int64_t>(1, (len + runs - 1) / runs);
+  }
+
+  LogicalResult emitScatterAdd() {
+    size_t axis = size_t(step.attrs.getInt("axis"));
+    int64_t len = out().shape[axis];
+    int64_t rowsPerUnit = scatterRowsPerUnit();
+    int64_t runs = (len + rowsPerUnit - 1) / rowsPerUnit;
+    SmallVector<Value> os = sizes(out());
+    Value outer = product(ArrayRef<Value>(os).take_front(axis));
+    Value inner = product(ArrayRef<Value>(os).drop_front(axis + 1));
+    Value count = product(sizes(tensors[1])); // the indices
+    Value lenV = idx(len);
+    Value runsV = idx(runs);
+    Value units = arith::MulIOp::create(
+        b, loc, arith::MulIOp::create(b, loc, outer, runsV), inner);
+    size_t outArg = tensors.size() - 1;
+    Type i64 = b.getI64Type();
+    gridStride(units, [&](Value u) {
+      Value j = arith::RemUIOp::create(b, loc, u, inner);
+      Value t = arith::DivUIOp::create(b, loc, u, inner);
+      Value run = arith::RemUIOp::create(b, loc, t, runsV);
+      Value o = arith::DivUIOp::create(b, loc, t, runsV);
+      Value first = arith::MulIOp::create(b, loc, run, idx(rowsPerUnit));
+      Value end = arith::MinUIOp::create(
+          b, loc, arith::AddIOp::create(b, loc, first, idx(rowsPerUnit)), lenV);
+      // out[o, r, j] is at (o * len + r) * inner + j.
+      Value outBase = arith::AddIOp::create(
+          b, loc,
+          arith::MulIOp::create(b, loc, arith::MulIOp::create(b, loc, o, lenV),
+                                inner),
+          j);
+      Value updBase = arith::AddIOp::create(
+          b, loc,
+          arith::MulIOp::create(b, loc, arith::MulIOp::create(b, loc, o, count),
+                                inner),
+          j);
+      Value zero = constantOf(DType::F32, 0.0);
+      loop(first, end, idx(1), [&](Value r) {
+        store(zero,
+              arith::AddIOp::create(b, loc, outBase,
+                                    arith::MulIOp::create(b, loc, r, inner)));
+      });
+      loop(idx(0), count, idx(1), [&](Value k) {
+        Value raw = load(1, k);
+        Value k64 = raw.getType().isInteger(64)
+                        ? raw
+                        : Value(arith::ExtSIOp::create(b, loc, i64, raw));
+        if (record) { // indices the graph computes: out of range is an error
+          // k in [-len, len)  <=>  (u64)(k + len) < 2 * len.
+          Value shifted =
+              arith::AddIOp::create(b, loc, k64, intConst(i64, len));
+          Value bad =
+              cmpi(arith::CmpIPredicate::uge, shifted, intConst(i64, 2 * len));
+          reportError(bad, k, k64);
+        }
+        Value row = arith::IndexCastOp::create(b, loc, b.getIndexType(), k64);
+        Value wrapped = arith::AddIOp::create(b, loc, row, lenV);
+        row =
+            select(cmpi(arith::CmpIPredicate::slt, row, idx(0)), wrapped, row);
+        // Signed compares: an index still negative, or past the end, lands
+        // in no unit's run.
+        Value mine = arith::AndIOp::create(
+            b, loc, cmpi(arith::CmpIPredicate::sge, row, first),
+            cmpi(arith::CmpIPredicate::slt, row, end));
+        auto ifOp = scf::IfOp::create(b, loc, mine);
+        OpBuilder::InsertionGuard g(b);
+        b.setInsertionPointToStart(ifOp.thenBlock());
+        Value at = arith::AddIOp::create(
+            b, loc, outBase, arith::MulIOp::create(b, loc, row, inner));
+        Value from = arith::AddIOp::create(
+            b, loc, updBase, arith::MulIOp::create(b, loc, k, inner));
+        store(addf(load(outArg, at), load(0, from)), at);
+      });
+    });
+    return success();
+  }
+
   LogicalResult emitReduce() {
     const TensorDesc x = reducedTensor();
     std::vector<int64_t> dims = reduceAttrs().getInts("dims");
@@ -1948,6 +2047,34 @@ bool isUnwrittenInput(const Plan& plan, uint32_t b) {
   return true;
 }
 
+namespace {
+
+/// "index 7 out of range for a dim of 5" for the first value of constant
+/// indices outside [-dim, dim); "" when all are inside or the indices are
+/// not a constant (a graph input is checked when set, computed ones by the
+/// kernel's error record: needsErrorRecord).
+std::string constantIndexOutOfRange(const PlanBuffer& ind, int64_t dim) {
+  if (ind.kind != fb::BufferKind::Constant)
+    return "";
+  size_t width = ind.dtype == DType::I64 ? 8 : 4;
+  for (size_t o = 0; o + width <= ind.data.size(); o += width) {
+    int64_t v = 0;
+    if (width == 8) {
+      std::memcpy(&v, ind.data.data() + o, 8);
+    } else {
+      int32_t w;
+      std::memcpy(&w, ind.data.data() + o, 4);
+      v = w;
+    }
+    if (v < -dim || v >= dim)
+      return "index " + std::to_string(v) + " out of range for a dim of " +
+             std::to_string(dim);
+  }
+  return "";
+}
+
+} // namespace
+
 KernelKind classifyStep(const Plan& plan, const PlanStep& step,
                         const KernelFlavor& flavor, std::string* whyNot) {
   whyNot->clear();
@@ -2028,30 +2155,27 @@ KernelKind classifyStep(const Plan& plan, const PlanStep& step,
       return refuse("gather along the batch dim");
     // Indices the graph computes: the kernel reports one out of range
     // through its error record (needsErrorRecord).
-    if (ind.kind != fb::BufferKind::Constant)
-      return KernelKind::Index;
-    int64_t dim = data.shape[axis];
-    size_t width = ind.dtype == DType::I64 ? 8 : 4;
-    for (size_t o = 0; o + width <= ind.data.size(); o += width) {
-      int64_t v = 0;
-      if (width == 8)
-        std::memcpy(&v, ind.data.data() + o, 8);
-      else {
-        int32_t w;
-        std::memcpy(&w, ind.data.data() + o, 4);
-        v = w;
-      }
-      if (v < -dim || v >= dim)
-        return refuse("gather index " + std::to_string(v) +
-                      " out of range for a dim of " + std::to_string(dim));
-    }
-    return KernelKind::Index;
+    std::string bad = constantIndexOutOfRange(ind, data.shape[axis]);
+    return bad.empty() ? KernelKind::Index : refuse("gather " + bad);
   }
   case OpId::Transpose:
   case OpId::Slice:
   case OpId::Pad:
   case OpId::Concat:
     return KernelKind::Index;
+  case OpId::ScatterAdd: {
+    // Indices as gather's: constants checked here, a graph input when it is
+    // set (rt::gatherIndexInputs), computed ones by the kernel's record.
+    const PlanBuffer& ind = plan.buffers[step.inputs[1]];
+    int64_t axis = step.attrs.getInt("axis");
+    if (outBuf.dtype != DType::F32)
+      return refuse("scatter_add of " +
+                    std::string(rt::dtypeName(outBuf.dtype)));
+    if (outBuf.batchScale.size() > size_t(axis) && outBuf.batchScale[axis] > 0)
+      return refuse("scatter_add along the batch dim");
+    std::string bad = constantIndexOutOfRange(ind, outBuf.shape[size_t(axis)]);
+    return bad.empty() ? KernelKind::Scatter : refuse("scatter_add " + bad);
+  }
   case OpId::Softmax:
   case OpId::LogSoftmax: {
     int64_t rank = int64_t(plan.buffers[step.inputs[0]].shape.size());

@@ -44,6 +44,8 @@ enum class KernelKind {
                // log_softmax, layer_norm, trailing reductions)
   Reduce,      // one unit per output element looping over the reduced dims
   Pool,        // one unit per output element looping over its window
+  Scatter,     // scatter_add: one unit per (column, run of rows), looping
+               // over every index (the sums in index order)
 };
 
 /// How the CUDA target runs `step`: the kind of generated kernel, or None

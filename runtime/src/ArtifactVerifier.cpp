@@ -1468,6 +1468,27 @@ Status Verifier::checkModelOps(OpId kind, const fb::Step &step,
                   ", so no index can be in range");
     return Status::ok();
   }
+  case K::ScatterAdd: {
+    MC_RETURN_IF_ERROR(counts(2, 1));
+    MC_RETURN_IF_ERROR(dtypeOf(in[0], "input 0", {DType::F32}, "f32"));
+    MC_RETURN_IF_ERROR(dtypeOf(in[1], "input 1 (the indices)",
+                               {DType::I32, DType::I64}, "i32, i64"));
+    const Shape &u = bufs_[in[0]].shape, &idx = bufs_[in[1]].shape;
+    const Shape &r = bufs_[out[0]].shape;
+    int64_t axis = A.getInt("axis"), size = A.getInt("size");
+    if (bufs_[out[0]].dtype != bufs_[in[0]].dtype)
+      return fail(where + ": output " + bufDesc(out[0]) +
+                  " must have the dtype of input 0, " + bufDesc(in[0]));
+    if (axis >= 0 && size_t(axis) < r.size() && r[size_t(axis)] != size)
+      return fail(where + ": output " + bufDesc(out[0]) + " has size " +
+                  std::to_string(r[size_t(axis)]) + " along axis " +
+                  std::to_string(axis) + ", not the attribute size " +
+                  std::to_string(size));
+    Shape expect;
+    return ruleShape(shapes::scatterAdd(u, idx, axis, size, &expect), expect,
+                     "updates shape[:axis] + [size] + updates "
+                     "shape[axis + rank(indices):]");
+  }
   case K::Pad: {
     MC_RETURN_IF_ERROR(counts(1, 1));
     const Shape &a = bufs_[in[0]].shape, &r = bufs_[out[0]].shape;

@@ -24,10 +24,10 @@ ErrorRecord decodeErrorRecord(const uint64_t words[2]) {
   return r;
 }
 
-std::string gatherIndexError(int64_t index, uint64_t position,
-                             int64_t axisSize) {
-  return "gather: index " + std::to_string(index) + " (at position " +
-         positionText(position) +
+std::string indexError(const char* op, int64_t index, uint64_t position,
+                       int64_t axisSize) {
+  return std::string(op) + ": index " + std::to_string(index) +
+         " (at position " + positionText(position) +
          " of the indices) is out of range for an axis of size " +
          std::to_string(axisSize);
 }
@@ -43,8 +43,10 @@ std::string kernelErrorMessage(OpId op, const OpAttrs& attrs,
     int64_t axis = attrs.getInt("axis");
     const std::vector<int64_t>& data = inputs[0];
     int64_t size = axis >= 0 && size_t(axis) < data.size() ? data[axis] : 0;
-    return gatherIndexError(e.value, e.position, size);
+    return indexError("gather", e.value, e.position, size);
   }
+  if (op == OpId::ScatterAdd)
+    return indexError("scatter_add", e.value, e.position, attrs.getInt("size"));
   return integerDivisionError(e.position);
 }
 

@@ -1,9 +1,11 @@
 // CPU kernels that move data between shapes: concat, slice, gather, pad.
 // Any dtype (they copy elements by size).
 #include "KernelUtil.h"
-#include "modelc/kernels.h"
 #include "modelc/error_record.h"
+#include "modelc/kernels.h"
+#include "modelc/shapes.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -108,11 +110,11 @@ Status slice(const ConstTensor &a, const std::vector<int64_t> &start,
 namespace {
 
 template <typename I>
-Status checkIndices(const I *idx, int64_t n, int64_t len) {
+Status checkIndices(const char *op, const I *idx, int64_t n, int64_t len) {
   for (int64_t k = 0; k < n; ++k) {
     int64_t i = int64_t(idx[k]);
     if (i < -len || i >= len)
-      return Status::error(gatherIndexError(i, uint64_t(k), len));
+      return Status::error(indexError(op, i, uint64_t(k), len));
   }
   return Status::ok();
 }
@@ -157,7 +159,7 @@ template <typename I>
 Status gatherTyped(const ConstTensor &data, const I *idx, int64_t nIdx,
                    int64_t outer, int64_t len, int64_t inner,
                    const MutTensor &out) {
-  MC_RETURN_IF_ERROR(checkIndices(idx, nIdx, len));
+  MC_RETURN_IF_ERROR(checkIndices("gather", idx, nIdx, len));
   const void *s = data.data;
   void *d = out.data;
   switch (dtypeSize(data.dtype)) {
@@ -261,6 +263,87 @@ Status gather(const ConstTensor &data, const ConstTensor &indices,
                        outer, len, inner, out);
   return gatherTyped(data, static_cast<const int64_t *>(indices.data), nIdx,
                      outer, len, inner, out);
+}
+
+namespace {
+
+/// out[o, idx[k], :] += upd[o, k, :] over zeroed `out`, k in order. The
+/// threads split the columns (o and a run of the inner dim), so each
+/// output element is summed by one thread in the sequential order.
+template <typename I>
+Status scatterAddTyped(const float *upd, const I *idx, int64_t nIdx,
+                       int64_t outer, int64_t len, int64_t inner, float *out) {
+  MC_RETURN_IF_ERROR(checkIndices("scatter_add", idx, nIdx, len));
+  std::vector<int64_t> to(static_cast<size_t>(nIdx));
+  for (int64_t k = 0; k < nIdx; ++k) {
+    int64_t i = int64_t(idx[k]);
+    to[size_t(k)] = (i < 0 ? i + len : i) * inner;
+  }
+  // Column runs of 16 floats, one cache line of each row: an embedding of
+  // width 256 is 16 units of work (threads never write the same line).
+  int64_t run = std::min<int64_t>(inner, 16);
+  int64_t runs = (inner + run - 1) / run;
+  int64_t grain = std::max<int64_t>(
+      1, detail::kParallelGrain / std::max<int64_t>(1, run * (nIdx + len)));
+  detail::parallelFor(outer * runs, grain, [&](int64_t b, int64_t e) {
+    for (int64_t c = b; c < e; ++c) {
+      int64_t o = c / runs, j0 = c % runs * run;
+      int64_t j1 = std::min(inner, j0 + run);
+      float *dst = out + o * len * inner;
+      const float *src = upd + o * nIdx * inner;
+      for (int64_t r = 0; r < len; ++r)
+        std::fill(dst + r * inner + j0, dst + r * inner + j1, 0.0f);
+      for (int64_t k = 0; k < nIdx; ++k) {
+        float *row = dst + to[size_t(k)];
+        const float *from = src + k * inner;
+        for (int64_t j = j0; j < j1; ++j)
+          row[j] += from[j];
+      }
+    }
+  });
+  return Status::ok();
+}
+
+} // namespace
+
+Status scatterAdd(const ConstTensor &updates, const ConstTensor &indices,
+                  int64_t axis, const MutTensor &out) {
+  const char *op = "scatter_add";
+  MC_RETURN_IF_ERROR(checkRank(op, "updates", updates.shape));
+  MC_RETURN_IF_ERROR(checkRank(op, "indices", indices.shape));
+  MC_RETURN_IF_ERROR(checkRank(op, "result", out.shape));
+  if (updates.dtype != DType::F32 || out.dtype != DType::F32)
+    return detail::unsupportedDType("scatter_add", updates.dtype, "f32");
+  if (indices.dtype != DType::I32 && indices.dtype != DType::I64)
+    return detail::unsupportedDType("scatter_add indices", indices.dtype,
+                                    "i32, i64");
+  size_t ri = indices.shape.size();
+  int64_t size = axis >= 0 && size_t(axis) < out.shape.size()
+                     ? out.shape[size_t(axis)]
+                     : -1;
+  Shape expect;
+  Status rule =
+      shapes::scatterAdd(updates.shape, indices.shape, axis, size, &expect);
+  if (!rule.isOk() || out.shape != expect)
+    return Status::error(
+        "scatter_add: updates " + typeString(updates.dtype, updates.shape) +
+        ", indices " + typeString(indices.dtype, indices.shape) + ", axis " +
+        std::to_string(axis) + " and result " +
+        typeString(out.dtype, out.shape) + " do not agree" +
+        (rule.isOk() ? std::string() : ": " + rule.message()));
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= updates.shape[size_t(d)];
+  for (size_t d = size_t(axis) + ri; d < updates.shape.size(); ++d)
+    inner *= updates.shape[d];
+  int64_t nIdx = numElements(indices.shape);
+  const float *u = static_cast<const float *>(updates.data);
+  float *o = static_cast<float *>(out.data);
+  if (indices.dtype == DType::I32)
+    return scatterAddTyped(u, static_cast<const int32_t *>(indices.data), nIdx,
+                           outer, size, inner, o);
+  return scatterAddTyped(u, static_cast<const int64_t *>(indices.data), nIdx,
+                         outer, size, inner, o);
 }
 
 Status pad(const ConstTensor &a, const std::vector<int64_t> &low,

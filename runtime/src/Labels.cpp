@@ -176,9 +176,13 @@ std::vector<IndexInput> gatherIndexInputs(const Model &model) {
     for (const fb::Step *s : *t.steps()) {
       if (!s->inputs() || !s->outputs())
         continue;
-      if (opOf(s) == OpId::Gather && s->inputs()->size() == 2 &&
-          values.count(s->inputs()->Get(1))) {
-        const fb::Buffer *data = bufs.Get(s->inputs()->Get(0));
+      // scatter_add (gather's gradient) indexes rows of its result.
+      bool scatter = opOf(s) == OpId::ScatterAdd;
+      if ((opOf(s) == OpId::Gather || scatter) && s->inputs()->size() == 2 &&
+          values.count(s->inputs()->Get(1)) &&
+          (!scatter || s->outputs()->size() == 1)) {
+        const fb::Buffer *data =
+            bufs.Get(scatter ? s->outputs()->Get(0) : s->inputs()->Get(0));
         int64_t rank = data->shape() ? int64_t(data->shape()->size()) : 0;
         int64_t axis = intAttr(s, "axis", 0);
         if (axis < 0)
@@ -192,9 +196,9 @@ std::vector<IndexInput> gatherIndexInputs(const Model &model) {
           if (result[i].dim == 0 || dim < result[i].dim) {
             result[i].dim = dim;
             result[i].where =
-                "mc.gather at " + (s->location()
-                                       ? s->location()->str()
-                                       : std::string("an unknown location"));
+                std::string(scatter ? "mc.scatter_add" : "mc.gather") + " at " +
+                (s->location() ? s->location()->str()
+                               : std::string("an unknown location"));
           }
         }
       }

@@ -329,6 +329,34 @@ Status gather(const Dims &input, const Dims &indices, int64_t axis,
   return Status::ok();
 }
 
+Status scatterAdd(const Dims &updates, const Dims &indices, int64_t axis,
+                  int64_t size, Dims *out) {
+  size_t ri = indices.size();
+  if (axis < 0 || size_t(axis) + ri > updates.size())
+    return err("axis " + num(axis) + " and indices of rank " +
+               std::to_string(ri) + " do not fit updates of rank " +
+               std::to_string(updates.size()) +
+               " (axis + rank(indices) <= rank(updates))");
+  Dims middle(updates.begin() + axis, updates.begin() + axis + int64_t(ri));
+  if (middle != indices)
+    return err("updates dims " + num(axis) + ".." +
+               num(axis + int64_t(ri) - 1) + " are " + str(middle) +
+               ", not the indices' shape " + str(indices));
+  if (size < 0 || isBatch(size))
+    return err("size " + num(size) + " is not a static size >= 0");
+  bool anyIndex = true;
+  for (int64_t d : indices)
+    anyIndex = anyIndex && d != 0;
+  if (size == 0 && anyIndex)
+    return err("size 0 with indices: no index can be in range");
+  Dims result(updates.begin(), updates.begin() + axis);
+  result.push_back(size);
+  result.insert(result.end(), updates.begin() + axis + int64_t(ri),
+                updates.end());
+  *out = std::move(result);
+  return Status::ok();
+}
+
 Status pad(const Dims &input, const Dims &low, const Dims &high, Dims *out) {
   if (low.size() != input.size() || high.size() != input.size())
     return err("low and high need " + std::to_string(input.size()) +

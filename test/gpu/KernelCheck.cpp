@@ -37,6 +37,8 @@ const char* kindName(codegen::cuda::KernelKind k) {
   case codegen::cuda::KernelKind::Rows: return "rows";
   case codegen::cuda::KernelKind::Reduce: return "reduce";
   case codegen::cuda::KernelKind::Pool: return "pool";
+  case codegen::cuda::KernelKind::Scatter:
+    return "scatter";
   default: return "none";
   }
 }
@@ -196,11 +198,15 @@ bool checkStep(const Plan& plan, size_t index, int64_t batch, bool positive,
                                                 ? plan.batch.max
                                                 : 0));
       fillRandom(bytes, b.dtype, rng, positive);
-      if (step.op == rt::OpId::Gather && k == 1 &&
-          b.data.empty()) {
+      bool indexed =
+          step.op == rt::OpId::Gather || step.op == rt::OpId::ScatterAdd;
+      if (indexed && k == 1 && b.data.empty()) {
         // Run-time indices (a graph input, checked in range when set):
-        // every value of [-dim, dim), negative ones included.
-        const PlanBuffer& data = plan.buffers[step.inputs[0]];
+        // every value of [-dim, dim), negative ones included; the dim is
+        // gather's data's, scatter_add's result's.
+        const PlanBuffer& data =
+            plan.buffers[step.op == rt::OpId::Gather ? step.inputs[0]
+                                                     : step.outputs[0]];
         int64_t dim = data.shape[size_t(step.attrs.getInt("axis"))];
         std::uniform_int_distribution<int64_t> u(-dim, dim - 1);
         size_t width = rt::dtypeSize(b.dtype);

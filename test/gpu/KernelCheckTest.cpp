@@ -477,6 +477,43 @@ TEST_F(KernelCheck, AGatherByComputedIndicesReportsOneOutOfRange) {
              "out of range for an axis of size 6");
 }
 
+// scatter_add (an embedding's gradient): each output element summed by one
+// unit in index order, so the CPU's bits exactly; repeated and negative
+// indices, a run of one row per unit (many rows, few columns), an inner
+// axis with i32 indices, and computed indices out of range reported as
+// the CPU reports them.
+TEST_F(KernelCheck, ScatterAddIsTheCpusBitForBitAndReportsOutOfRange) {
+  Case c = stepCase(OpId::ScatterAdd, {{F, {2, 5, 4}}, {DType::I64, {2, 5}}},
+                    {F, {6, 4}}, {integer("axis", 0), integer("size", 6)});
+  std::vector<int64_t> ok = {0, 5, -6, -1, 3, 2, 2, 4, 2, 0};
+  checkError(c, {{}, bytesOf(ok)}, "");
+  std::vector<int64_t> bad = ok;
+  bad[7] = -7;
+  bad[3] = 6;
+  checkError(c, {{}, bytesOf(bad)},
+             "scatter_add: index 6 (at position 3 of the indices) is out of "
+             "range for an axis of size 6");
+  // 300 updates of 64 into 50 rows: 512 runs wanted, one row each.
+  std::vector<int64_t> many(300);
+  for (size_t k = 0; k < many.size(); ++k)
+    many[k] = int64_t(k * 37 % 50) - (k % 3 == 0 ? 50 : 0);
+  check(stepCase(OpId::ScatterAdd, {{F, {300, 64}}, {DType::I64, {300}}},
+                 {F, {50, 64}}, {integer("axis", 0), integer("size", 50)}),
+        0);
+  checkError(stepCase(OpId::ScatterAdd, {{F, {300, 64}}, {DType::I64, {300}}},
+                      {F, {50, 64}}, {integer("axis", 0), integer("size", 50)}),
+             {{}, bytesOf(many)}, "");
+  // Along an inner axis, i32 indices.
+  Case d = stepCase(OpId::ScatterAdd, {{F, {3, 4, 5}}, {DType::I32, {4}}},
+                    {F, {3, 9, 5}}, {integer("axis", 1), integer("size", 9)});
+  std::vector<int32_t> wide = {8, -9, 8, 4};
+  checkError(d, {{}, bytesOf(wide)}, "");
+  wide[2] = INT32_MIN;
+  checkError(d, {{}, bytesOf(wide)},
+             "scatter_add: index -2147483648 (at position 2 of the indices) "
+             "is out of range for an axis of size 9");
+}
+
 TEST_F(KernelCheck, RowKernelsMatchTheCpu) {
   check(stepCase(OpId::Softmax, {{F, {5, 300}}}, {F, {5, 300}},
                  {integer("axis", 1)}),

@@ -374,6 +374,50 @@ func.func @gather_float_indices(%a: tensor<4x2xf32>, %i: tensor<3xf32>) -> tenso
 
 // -----
 
+func.func @scatter_add_indices_shape(%g: tensor<2x4xf32>, %i: tensor<3xi64>) -> tensor<10x4xf32> {
+  // expected-error @+2 {{updates dims 0..0 are [2], not the indices' shape [3]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = mc.scatter_add %g, %i, axis = 0, size = 10 : (tensor<2x4xf32>, tensor<3xi64>) -> tensor<10x4xf32>
+  return %0 : tensor<10x4xf32>
+}
+
+// -----
+
+func.func @scatter_add_axis(%g: tensor<2x4xf32>, %i: tensor<2xi64>) -> tensor<10x4xf32> {
+  // expected-error @+2 {{axis 2 and indices of rank 1 do not fit updates of rank 2 (axis + rank(indices) <= rank(updates))}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = mc.scatter_add %g, %i, axis = 2, size = 10 : (tensor<2x4xf32>, tensor<2xi64>) -> tensor<10x4xf32>
+  return %0 : tensor<10x4xf32>
+}
+
+// -----
+
+func.func @scatter_add_size_zero(%g: tensor<2x4xf32>, %i: tensor<2xi64>) -> tensor<0x4xf32> {
+  // expected-error @+2 {{size 0 with indices: no index can be in range}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = mc.scatter_add %g, %i, axis = 0, size = 0 : (tensor<2x4xf32>, tensor<2xi64>) -> tensor<0x4xf32>
+  return %0 : tensor<0x4xf32>
+}
+
+// -----
+
+func.func @scatter_add_result(%g: tensor<2x4xf32>, %i: tensor<2xi64>) -> tensor<9x4xf32> {
+  // expected-error @+2 {{inferred type(s) 'tensor<10x4xf32>' are incompatible with return type(s) of operation 'tensor<9x4xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = mc.scatter_add %g, %i, axis = 0, size = 10 : (tensor<2x4xf32>, tensor<2xi64>) -> tensor<9x4xf32>
+  return %0 : tensor<9x4xf32>
+}
+
+// -----
+
+func.func @scatter_add_bf16(%g: tensor<2x4xbf16>, %i: tensor<2xi64>) -> tensor<10x4xbf16> {
+  // expected-error @+1 {{operand #0 must be ranked tensor of 32-bit float values}}
+  %0 = mc.scatter_add %g, %i, axis = 0, size = 10 : (tensor<2x4xbf16>, tensor<2xi64>) -> tensor<10x4xbf16>
+  return %0 : tensor<10x4xbf16>
+}
+
+// -----
+
 func.func @pad_negative(%a: tensor<4xf32>) -> tensor<3xf32> {
   // expected-error @+2 {{padding of dimension 0 is negative (low -1, high 0)}}
   // expected-error @+1 {{failed to infer returned types}}

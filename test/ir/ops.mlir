@@ -159,6 +159,19 @@ func.func @real_model_shapes(%x: tensor<2x8xf32>, %t: tensor<10x4xf32>, %i: tens
   return %0, %s, %1, %5, %3, %4 : tensor<2x11xf32>, tensor<2x3xf32>, tensor<2x3x4xf32>, tensor<4x10xf32>, tensor<2xf32>, tensor<2x8xf32>
 }
 
+// gather's adjoint: the result has `size` rows along the axis; a dynamic
+// batch in the indices leaves a static result (an embedding's gradient).
+// CHECK-LABEL: func @scatter_add
+func.func @scatter_add(%g: tensor<2x3x4xf32>, %i: tensor<2x3xi64>, %gb: tensor<?x3x4xf32>, %ib: tensor<?x3xi32>, %h: tensor<5x3x2xf32>, %j: tensor<3xi64>) -> (tensor<10x4xf32>, tensor<10x4xf32>, tensor<5x7x2xf32>) {
+  // CHECK: mc.scatter_add %{{.*}}, %{{.*}}, axis = 0, size = 10 : (tensor<2x3x4xf32>, tensor<2x3xi64>) -> tensor<10x4xf32>
+  %0 = mc.scatter_add %g, %i, axis = 0, size = 10 : (tensor<2x3x4xf32>, tensor<2x3xi64>) -> tensor<10x4xf32>
+  // CHECK: mc.scatter_add %{{.*}}, %{{.*}}, axis = 0, size = 10 : (tensor<?x3x4xf32>, tensor<?x3xi32>) -> tensor<10x4xf32>
+  %1 = mc.scatter_add %gb, %ib, axis = 0, size = 10 : (tensor<?x3x4xf32>, tensor<?x3xi32>) -> tensor<10x4xf32>
+  // CHECK: mc.scatter_add %{{.*}}, %{{.*}}, axis = 1, size = 7 : (tensor<5x3x2xf32>, tensor<3xi64>) -> tensor<5x7x2xf32>
+  %2 = mc.scatter_add %h, %j, axis = 1, size = 7 : (tensor<5x3x2xf32>, tensor<3xi64>) -> tensor<5x7x2xf32>
+  return %0, %1, %2 : tensor<10x4xf32>, tensor<10x4xf32>, tensor<5x7x2xf32>
+}
+
 // CHECK-LABEL: func @real_model_nn
 func.func @real_model_nn(%x: tensor<1x4x9x9xf32>, %w: tensor<8x2x3x3xf32>, %c: tensor<8xf32>, %s: tensor<2x5x16xf32>, %g: tensor<16xf32>) -> (tensor<1x8x4x4xf32>, tensor<1x4x5x5xf32>, tensor<1x4x4x4xf32>, tensor<1x8x4x4xf32>, tensor<2x5x16xf32>) {
   // CHECK: mc.conv2d %{{.*}}, %{{.*}}, strides = [2, 2], padding = [1, 1, 0, 0], dilation = [1, 1], groups = 2 : (tensor<1x4x9x9xf32>, tensor<8x2x3x3xf32>) -> tensor<1x8x4x4xf32>

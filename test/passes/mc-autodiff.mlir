@@ -228,6 +228,22 @@ func.func @channels_last(%x: tensor<1x4x4x2xf32>) -> tensor<f32> {
 
 // -----
 
+// A gather along the dynamic batch (picking samples): its gradient would sum
+// into a tensor of the batch's size, which is not static; refused by name
+// (it crashed the compiler before).
+ml_program.global private @w(dense<0.5> : tensor<4xf32>) : tensor<4xf32>
+func.func @gather_batch(%x: tensor<?x4xf32>, %i: tensor<2xi64>) -> tensor<f32> attributes {mc.batch = array<i64: 1, 8, 8>} {
+  %w = ml_program.global_load_const @w : tensor<4xf32>
+  %wb = mc.broadcast_in_dim %w, dims = [1] : (tensor<4xf32>) -> tensor<?x4xf32>
+  %y = mc.mul %x, %wb : tensor<?x4xf32>
+  // expected-error @+1 {{'mc.gather' op gathers along the dynamic batch dimension (axis 0), whose gradient autodiff does not build (it sums into a tensor of the axis's size, which must be static); give the model a static batch (no --batch range)}}
+  %g = mc.gather %y, %i, axis = 0 : (tensor<?x4xf32>, tensor<2xi64>) -> tensor<2x4xf32>
+  %l = mc.reduce_sum %g, dims = [0, 1] : (tensor<2x4xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // expected-error @+1 {{no public func.func to compile}}
 module {
   func.func private @helper(%x: tensor<4xf32>) -> tensor<4xf32> {

@@ -448,6 +448,85 @@ TEST(KernelsShape, GatherEveryAxisWithNegativeIndices) {
   EXPECT_NE(st.message().find("unsupported dtype f32"), std::string::npos);
 }
 
+/// scatter_add against sums in index order (so exactly equal): repeated
+/// and negative indices, every axis, i32 and i64, a width over one
+/// thread's column run (130), and the adjoint identity <gather(x), u> =
+/// <x, scatter_add(u)>.
+TEST(KernelsShape, ScatterAddSumsInIndexOrderAndIsGathersAdjoint) {
+  std::vector<int64_t> idx64{2, -1, 2, 0, 3, 2};
+  std::vector<int32_t> idx32(idx64.begin(), idx64.end());
+  for (Shape rs : {Shape{4, 5, 6}, Shape{3, 4, 130}})
+    for (int64_t axis : {0, 1, 2}) {
+      int64_t len = rs[size_t(axis)];
+      if (len < 4)
+        continue; // the indices reach 3
+      Shape is{2, 3};
+      Shape us(rs.begin(), rs.begin() + axis);
+      us.insert(us.end(), is.begin(), is.end());
+      us.insert(us.end(), rs.begin() + axis + 1, rs.end());
+      std::vector<float> upd = randomFloats(size_t(numElements(us)), 900);
+      int64_t outer = 1, inner = 1;
+      for (int64_t d = 0; d < axis; ++d)
+        outer *= rs[size_t(d)];
+      for (size_t d = size_t(axis) + 1; d < rs.size(); ++d)
+        inner *= rs[d];
+      std::vector<float> ref(size_t(numElements(rs)), 0.0f);
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t k = 0; k < 6; ++k) {
+          int64_t r =
+              idx64[size_t(k)] < 0 ? idx64[size_t(k)] + len : idx64[size_t(k)];
+          for (int64_t j = 0; j < inner; ++j)
+            ref[size_t((o * len + r) * inner + j)] +=
+                upd[size_t((o * 6 + k) * inner + j)];
+        }
+      for (DType it : {DType::I32, DType::I64}) {
+        SCOPED_TRACE("axis " + std::to_string(axis) + ", width " +
+                     std::to_string(inner));
+        std::vector<float> y(ref.size(), NAN);
+        const void *ip = it == DType::I32 ? (const void *)idx32.data()
+                                          : (const void *)idx64.data();
+        ASSERT_TRUE(scatterAdd(cin(upd, us), {it, is, ip}, axis, mout(y, rs)));
+        EXPECT_EQ(y, ref);
+        // <gather(x), u> = <x, scatter_add(u)>, in double (but for the f32
+        // rounding of the sums).
+        std::vector<float> x = randomFloats(ref.size(), 901);
+        std::vector<float> gx(upd.size());
+        ASSERT_TRUE(gather(cin(x, rs), {it, is, ip}, axis, mout(gx, us)));
+        double lhs = 0, rhs = 0;
+        for (size_t e = 0; e < upd.size(); ++e)
+          lhs += double(gx[e]) * upd[e];
+        for (size_t e = 0; e < x.size(); ++e)
+          rhs += double(x[e]) * y[e];
+        EXPECT_NEAR(lhs, rhs, 1e-6 * std::max(1.0, std::fabs(lhs)));
+      }
+    }
+  // Errors: an index out of range (named, with its position), a dtype, a
+  // result shape that does not follow the rule.
+  Shape us{2, 6}, rs{4, 6};
+  std::vector<float> upd = randomFloats(12, 902), y(24);
+  std::vector<int64_t> bad{1, 4};
+  Status st =
+      scatterAdd(cin(upd, us), {DType::I64, {2}, bad.data()}, 0, mout(y, rs));
+  EXPECT_NE(st.message().find("scatter_add: index 4 (at position 1 of the "
+                              "indices) is out of range for an axis of size 4"),
+            std::string::npos)
+      << st.message();
+  bad = {-5, 0};
+  st = scatterAdd(cin(upd, us), {DType::I64, {2}, bad.data()}, 0, mout(y, rs));
+  EXPECT_NE(st.message().find("index -5"), std::string::npos) << st.message();
+  std::vector<int64_t> ok{0, 1};
+  std::vector<float> y5(30);
+  st = scatterAdd(cin(upd, us), {DType::I64, {2}, ok.data()}, 0,
+                  mout(y5, {5, 6}));
+  EXPECT_TRUE(st.isOk()) << st.message();
+  st = scatterAdd(cin(upd, us), {DType::I64, {3}, ok.data()}, 0, mout(y, rs));
+  EXPECT_NE(st.message().find("not the indices' shape [3]"), std::string::npos)
+      << st.message();
+  st = scatterAdd(cin(upd, us), {DType::F32, {2}, upd.data()}, 0, mout(y, rs));
+  EXPECT_NE(st.message().find("unsupported dtype f32"), std::string::npos)
+      << st.message();
+}
+
 TEST(KernelsShape, SliceWithStartsAndSteps) {
   Shape as{5, 7, 6};
   std::vector<int32_t> a(210);

@@ -175,6 +175,12 @@ Plan modelOpsPlan() {
   uint32_t seed = i64Const("seed", 0x123456789abLL),
            offset = i64Const("offset", 7), dr = tb("dropout");
   setFloat(b.step(K::Dropout, {t, seed, offset}, dr), "p", 0.25);
+  // The embedding's gradient's form: its rows summed back into the table's
+  // shape.
+  uint32_t back = b.buf("back", F, {10, 6});
+  PlanStep &sa = b.step(K::ScatterAdd, {e, ids}, back);
+  setInt(sa, "axis", 0);
+  setInt(sa, "size", 10);
   b.p.inputs = {{"x", x}, {"t", t}, {"m", m}, {"ids", ids}};
   for (uint32_t o : {c2, dw, ap2, g1, g2, ab, er, pw2, mn, cl, ncmp, sel, ls,
                      cc, sl, pd, dr})
@@ -266,6 +272,10 @@ std::map<uint32_t, std::vector<uint8_t>> interpret(const Plan &p) {
     case K::Gather:
       st = rt::gather(in(s.inputs[0]), in(s.inputs[1]), A.getInt("axis"),
                       out);
+      break;
+    case K::ScatterAdd:
+      st = rt::scatterAdd(in(s.inputs[0]), in(s.inputs[1]), A.getInt("axis"),
+                          out);
       break;
     case K::Gelu:
       st = rt::unary(rt::OpId::Gelu, in(s.inputs[0]), out,
@@ -383,7 +393,7 @@ TEST(ModelOps, EveryNewKindRunsThroughTheArtifact) {
         K::Clamp,     K::Compare,   K::Select,    K::Not,       K::LogSoftmax,
         K::ReduceMin, K::Concat,    K::Slice,     K::Gather,    K::Pad,
         K::Conv2d,    K::MaxPool2d, K::AvgPool2d, K::BatchNorm, K::LayerNorm,
-        K::Dropout}) {
+        K::Dropout,   K::ScatterAdd}) {
     EXPECT_TRUE(rt::opInfo(k).isStep) << rt::opName(k);
     EXPECT_TRUE(kinds.count(k)) << rt::opName(k);
   }
@@ -706,6 +716,24 @@ TEST(ModelOps, VerifierRefusesMalformedSteps) {
   at(K::Dropout).inputs[0] = bufNamed(p, "cmp");
   p.buffers[bufNamed(p, "dropout")].dtype = DType::I1;
   expectRefused(p, "unsupported dtype i1 of input 0");
+  // ScatterAdd: the size attribute is the result's, the updates' middle
+  // dims the indices' shape, f32 updates, integer indices.
+  fresh();
+  setInt(at(K::ScatterAdd), "size", 9);
+  expectRefused(p, "(mc.scatter_add at model.py:");
+  expectRefused(p, "has size 10 along axis 0, not the attribute size 9");
+  fresh();
+  setInt(at(K::ScatterAdd), "axis", 1);
+  setInt(at(K::ScatterAdd), "size", 6);
+  expectRefused(p, "updates dims 1..2 are [3, 6], not the indices' shape "
+                   "[2, 3]");
+  fresh();
+  p.buffers[bufNamed(p, "back")].shape = {10, 7};
+  expectRefused(p, "expected shape [10, 6] (updates shape[:axis] + [size] + "
+                   "updates shape[axis + rank(indices):])");
+  fresh();
+  at(K::ScatterAdd).inputs = {bufNamed(p, "e"), bufNamed(p, "e")};
+  expectRefused(p, "unsupported dtype f32 of input 1 (the indices)");
   fresh();
   at(K::Erf).inputs = {bufNamed(p, "cmp")};
   expectRefused(p, "must have the dtype and shape of input 0");

@@ -157,6 +157,37 @@ TEST(Shapes, Gather) {
             "axis -1 is out of range for rank 2");
 }
 
+TEST(Shapes, ScatterAdd) {
+  Dims out;
+  ASSERT_TRUE(scatterAdd({2, 3, 4}, {2, 3}, 0, 10, &out));
+  EXPECT_EQ(out, (Dims{10, 4}));
+  ASSERT_TRUE(scatterAdd({5, 3, 2}, {3}, 1, 7, &out));
+  EXPECT_EQ(out, (Dims{5, 7, 2}));
+  ASSERT_TRUE(scatterAdd({5, 2}, {}, 1, 7, &out)); // a scalar index
+  EXPECT_EQ(out, (Dims{5, 7, 2}));
+  ASSERT_TRUE(scatterAdd({0, 4}, {0}, 0, 0, &out)); // nothing, into nothing
+  EXPECT_EQ(out, (Dims{0, 4}));
+  // The batch: in the indices, summed away (an embedding's gradient); in
+  // the leading dims, kept; never the size.
+  const int64_t B = kBatch;
+  ASSERT_TRUE(scatterAdd({B, 5, 16}, {B, 5}, 0, 100, &out));
+  EXPECT_EQ(out, (Dims{100, 16}));
+  ASSERT_TRUE(scatterAdd({B, 3, 2}, {3}, 1, 7, &out));
+  EXPECT_EQ(out, (Dims{B, 7, 2}));
+  EXPECT_EQ(msg(scatterAdd({B, 4}, {B}, 0, B, &out)),
+            "size -1 is not a static size >= 0");
+  EXPECT_EQ(msg(scatterAdd({2, 4}, {3}, 0, 10, &out)),
+            "updates dims 0..0 are [2], not the indices' shape [3]");
+  EXPECT_EQ(msg(scatterAdd({2, 4}, {2}, 2, 10, &out)),
+            "axis 2 and indices of rank 1 do not fit updates of rank 2 (axis "
+            "+ rank(indices) <= rank(updates))");
+  EXPECT_EQ(msg(scatterAdd({2, 4}, {2}, -1, 10, &out)),
+            "axis -1 and indices of rank 1 do not fit updates of rank 2 (axis "
+            "+ rank(indices) <= rank(updates))");
+  EXPECT_EQ(msg(scatterAdd({2, 4}, {2}, 0, 0, &out)),
+            "size 0 with indices: no index can be in range");
+}
+
 TEST(Shapes, Pad) {
   Dims out;
   ASSERT_TRUE(pad({2, 3}, {0, 1}, {1, 2}, &out));

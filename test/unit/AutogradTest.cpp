@@ -245,6 +245,17 @@ std::vector<Case> cases() {
                  return gather(x[0], ids, 1);
                },
                "a[:, torch.tensor([3, -1]), :]"});
+  c.push_back({"scatter_add",
+               {in({2, 3, 3}, 59)},
+               [](auto& x) {
+                 // gather's adjoint: repeated ids sum, -1 is the last row.
+                 Tensor ids = Tensor::empty({2, 3}, DType::I64);
+                 int64_t v[] = {0, 4, 4, -1, 2, 0};
+                 std::copy(v, v + 6, ids.data<int64_t>());
+                 return scatterAdd(x[0], ids, 0, 7);
+               },
+               "torch.zeros(7, 3).index_add(0, torch.tensor([0, 4, 4, 6, 2, "
+               "0]), a.reshape(6, 3))"});
   c.push_back({"layer_norm", {in({2, 3, 6}, 48), in({6}, 49), in({6}, 50)},
                [](auto& x) { return layerNorm(x[0], x[1], x[2], 2, 1e-5); },
                "torch.nn.functional.layer_norm(a, (6,), b, c, 1e-5)"});

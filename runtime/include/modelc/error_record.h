@@ -53,9 +53,9 @@ inline void encodeErrorRecord(uint64_t position, int64_t value,
 
 /// The CPU's messages, shared by its kernels and the device's report.
 /// "gather: index 7 (at position 3 of the indices) is out of range for an
-/// axis of size 5".
-std::string gatherIndexError(int64_t index, uint64_t position,
-                             int64_t axisSize);
+/// axis of size 5" (`op` gather or scatter_add).
+std::string indexError(const char* op, int64_t index, uint64_t position,
+                       int64_t axisSize);
 /// "div: integer division by zero at element 12".
 std::string integerDivisionError(uint64_t element);
 

@@ -137,6 +137,14 @@ Status slice(const ConstTensor& a, const std::vector<int64_t>& start,
 /// error naming it. data any dtype.
 Status gather(const ConstTensor& data, const ConstTensor& indices,
               int64_t axis, const MutTensor& out);
+/// gather's adjoint: out (f32) is zero but for out[i..., indices[j...],
+/// k...] += updates[i..., j..., k...] (out.shape = updates.shape[:axis] +
+/// [size] + updates.shape[axis + rank(indices):]). Repeated indices sum in
+/// index order: the same bits on any thread count. indices i32 or i64,
+/// negative from the end; one out of range is an error naming it, and
+/// `out` is then unspecified.
+Status scatterAdd(const ConstTensor& updates, const ConstTensor& indices,
+                  int64_t axis, const MutTensor& out);
 /// Constant padding: out.shape[d] = a.shape[d] + low[d] + high[d] (low,
 /// high >= 0); new elements are `value` converted to the dtype. Any dtype.
 Status pad(const ConstTensor& a, const std::vector<int64_t>& low,

@@ -91,6 +91,13 @@ Status slice(const Dims &input, const Dims &start, const Dims &limit,
 Status gather(const Dims &input, const Dims &indices, int64_t axis,
               Dims *out);
 
+/// scatter_add (gather's adjoint): updates[:axis] + [size] +
+/// updates[axis + rank(indices):], where updates[axis : axis +
+/// rank(indices)] must be the indices' shape; size >= 1 (0 only with no
+/// indices), never the batch.
+Status scatterAdd(const Dims &updates, const Dims &indices, int64_t axis,
+                  int64_t size, Dims *out);
+
 Status pad(const Dims &input, const Dims &low, const Dims &high, Dims *out);
 
 /// NCHW conv: input [N, C, H, W], weight [O, C/groups, KH, KW]; strides and

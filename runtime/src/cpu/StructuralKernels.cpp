@@ -38,6 +38,12 @@ Status gatherKernel(const KernelRequest& r, BoundKernel* out, size_t*) {
   return Status::ok();
 }
 
+Status scatterAddKernel(const KernelRequest& r, BoundKernel* out, size_t*) {
+  *out = [axis = r.attrs.getInt("axis"), u = r.inputs[0], i = r.inputs[1],
+          o = r.output](void*) { return scatterAdd(u, i, axis, o); };
+  return Status::ok();
+}
+
 Status padKernel(const KernelRequest& r, BoundKernel* out, size_t*) {
   *out = [low = r.attrs.getInts("low"), high = r.attrs.getInts("high"),
           value = r.attrs.getFloat("value"), a = r.inputs[0],
@@ -89,6 +95,7 @@ MC_REGISTER_KERNEL(cpu, Transpose, transposeKernel);
 MC_REGISTER_KERNEL(cpu, Concat, concatKernel);
 MC_REGISTER_KERNEL(cpu, Slice, sliceKernel);
 MC_REGISTER_KERNEL(cpu, Gather, gatherKernel);
+MC_REGISTER_KERNEL(cpu, ScatterAdd, scatterAddKernel);
 MC_REGISTER_KERNEL(cpu, Pad, padKernel);
 MC_REGISTER_KERNEL(cpu, ReduceSum, reduceKernel<OpId::ReduceSum>);
 MC_REGISTER_KERNEL(cpu, ReduceMean, reduceKernel<OpId::ReduceMean>);

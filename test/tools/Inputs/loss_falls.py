@@ -1,6 +1,7 @@
 """Trains a compiled step on random inputs with modelc-run --train and
 fails unless the last epoch's mean loss is below a fraction of the first's.
-    loss_falls.py MODELC_RUN STEP.mcpk INPUT_NAME SHAPE(e.g. 64x32) EPOCHS BATCH FRACTION
+    loss_falls.py MODELC_RUN STEP.mcpk INPUT_NAME SHAPE(e.g. 64x32) EPOCHS BATCH FRACTION [VOCAB]
+With VOCAB, the input is token ids (i64) in [0, VOCAB) instead of floats.
 """
 import re
 import subprocess
@@ -10,10 +11,13 @@ import tempfile
 import numpy as np
 
 run, step, name, shape, epochs, batch, fraction = sys.argv[1:8]
+vocab = int(sys.argv[8]) if len(sys.argv) > 8 else 0
 shape = [int(d) for d in shape.split("x")]
 with tempfile.TemporaryDirectory() as tmp:
     x = f"{tmp}/x.npy"
-    np.save(x, np.random.default_rng(0).standard_normal(shape, np.float32))
+    rng = np.random.default_rng(0)
+    np.save(x, rng.integers(0, vocab, shape, dtype=np.int64) if vocab
+            else rng.standard_normal(shape, np.float32))
     csv = f"{tmp}/loss.csv"
     p = subprocess.run([run, "--train", step, "--data", f"{name}={x}",
                         "--batch", batch, "--epochs", epochs, "--log-csv",
