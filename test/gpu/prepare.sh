@@ -159,6 +159,33 @@ for variant in f32 bf16; do
   entries+=("{\"name\": \"train-mlp-$variant\", \"kind\": \"train\", \"dtype\": \"$variant\", \"dir\": \"train/mlp-$variant\", \"args\": [\"--data\", \"x=x_train.npy\", \"--data\", \"y=y_train.npy\", \"--batch\", \"50\", \"--epochs\", \"4\", \"--shuffle\", \"1\"]}")
 done
 
+# Training a bag of embeddings (test/codegen/cuda/Inputs/embedding-train.mlir):
+# the embedding's gradient is mc.scatter_add, whose kernel sums in index
+# order, so the GPU's losses follow the CPU's (AdamW, f32; the loss falls
+# about 8x in the 100 steps on the CPU).
+dir="$out/train/embedding-f32"
+mkdir -p "$dir"
+"$modelc" compile "$root/test/codegen/cuda/Inputs/embedding-train.mlir" \
+  --train --optimizer=adamw --lr=1e-2 --target cpu,cuda -o "$dir/step.mcpk" \
+  > "$dir/compile.log" 2>&1
+"$py" - "$dir" <<'PY'
+import os, sys
+import numpy as np
+d = sys.argv[1]
+r = np.random.default_rng(3)
+ids = r.integers(-50, 50, (400, 6), dtype=np.int64)  # negative ids too
+# The mean of the ids' rows of a rank-1 table: learnable from the
+# step's constant start (every embedding row's 16 values stay equal).
+table = np.outer(r.standard_normal(50), r.standard_normal(4)).astype(np.float32)
+y = table[ids].mean(axis=1)
+np.save(os.path.join(d, "ids.npy"), ids)
+np.save(os.path.join(d, "y.npy"), y)
+PY
+(cd "$dir" && "$run" --train step.mcpk --data ids=ids.npy --data y=y.npy \
+  --batch 8 --epochs 2 --shuffle 1 --log-csv cpu_loss.csv --quiet \
+  --device cpu > cpu.log 2>&1)
+entries+=("{\"name\": \"train-embedding-f32\", \"kind\": \"train\", \"dtype\": \"f32\", \"dir\": \"train/embedding-f32\", \"args\": [\"--data\", \"ids=ids.npy\", \"--data\", \"y=y.npy\", \"--batch\", \"8\", \"--epochs\", \"2\", \"--shuffle\", \"1\"]}")
+
 # Errors a generated kernel finds (docs/cuda.md, "Errors found by a
 # kernel"): values the CPU refuses at a step, which the GPU must refuse with
 # the same message, from the kernel's error record. $1 name, $2 artifact,
