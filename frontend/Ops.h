@@ -121,7 +121,8 @@ Tensor gather(const Tensor& a, const Tensor& indices, int64_t axis);
 /// gather's adjoint (torch.index_add into zeros): f32 `updates` summed
 /// into a zero tensor of shape updates.shape[:axis] + [size] +
 /// updates.shape[axis + indices.rank():] at rows `indices` (negative from
-/// the end), in index order.
+/// the end), in index order. `axis` >= 0 (it counts in the result and in
+/// the updates alike only from the front).
 Tensor scatterAdd(const Tensor& updates, const Tensor& indices, int64_t axis,
                   int64_t size);
 /// torch.topk / ONNX TopK of a float, i32 or i64 tensor: the k largest (or

@@ -1762,28 +1762,36 @@ private:
               arith::AddIOp::create(b, loc, outBase,
                                     arith::MulIOp::create(b, loc, r, inner)));
       });
-      loop(idx(0), count, idx(1), [&](Value k) {
+      Value from0 = idx(0);
+      loop(from0, count, idx(1), [&](Value k) {
         Value raw = load(1, k);
         Value k64 = raw.getType().isInteger(64)
                         ? raw
                         : Value(arith::ExtSIOp::create(b, loc, i64, raw));
-        if (record) { // indices the graph computes: out of range is an error
-          // k in [-len, len)  <=>  (u64)(k + len) < 2 * len.
-          Value shifted =
-              arith::AddIOp::create(b, loc, k64, intConst(i64, len));
-          Value bad =
-              cmpi(arith::CmpIPredicate::uge, shifted, intConst(i64, 2 * len));
+        // k in [-len, len) <=> (u64)(k + len) < 2 * len, checked in i64
+        // before the (maybe 32-bit) index cast, as gather's; the row is
+        // k + len, less len where that is >= len. An index out of range
+        // lands in no unit's run, and is an error where the graph computes
+        // the indices.
+        Value shifted = arith::AddIOp::create(b, loc, k64, intConst(i64, len));
+        Value inRange =
+            cmpi(arith::CmpIPredicate::ult, shifted, intConst(i64, 2 * len));
+        if (record) {
+          Value bad = arith::XOrIOp::create(b, loc, inRange,
+                                            intConst(b.getI1Type(), 1));
           reportError(bad, k, k64);
         }
-        Value row = arith::IndexCastOp::create(b, loc, b.getIndexType(), k64);
-        Value wrapped = arith::AddIOp::create(b, loc, row, lenV);
-        row =
-            select(cmpi(arith::CmpIPredicate::slt, row, idx(0)), wrapped, row);
-        // Signed compares: an index still negative, or past the end, lands
-        // in no unit's run.
-        Value mine = arith::AndIOp::create(
-            b, loc, cmpi(arith::CmpIPredicate::sge, row, first),
-            cmpi(arith::CmpIPredicate::slt, row, end));
+        Value high =
+            cmpi(arith::CmpIPredicate::uge, shifted, intConst(i64, len));
+        Value lowered =
+            arith::SubIOp::create(b, loc, shifted, intConst(i64, len));
+        Value r64 = select(high, lowered, shifted);
+        Value safe = select(inRange, r64, intConst(i64, 0));
+        Value row = arith::IndexCastOp::create(b, loc, b.getIndexType(), safe);
+        Value fromFirst = cmpi(arith::CmpIPredicate::sge, row, first);
+        Value beforeEnd = cmpi(arith::CmpIPredicate::slt, row, end);
+        Value inRun = arith::AndIOp::create(b, loc, fromFirst, beforeEnd);
+        Value mine = arith::AndIOp::create(b, loc, inRange, inRun);
         auto ifOp = scf::IfOp::create(b, loc, mine);
         OpBuilder::InsertionGuard g(b);
         b.setInsertionPointToStart(ifOp.thenBlock());
@@ -1791,7 +1799,9 @@ private:
             b, loc, outBase, arith::MulIOp::create(b, loc, row, inner));
         Value from = arith::AddIOp::create(
             b, loc, updBase, arith::MulIOp::create(b, loc, k, inner));
-        store(addf(load(outArg, at), load(0, from)), at);
+        Value sum = load(outArg, at);
+        Value update = load(0, from);
+        store(addf(sum, update), at);
       });
     });
     return success();

@@ -279,8 +279,10 @@ Status scatterAddTyped(const float *upd, const I *idx, int64_t nIdx,
     int64_t i = int64_t(idx[k]);
     to[size_t(k)] = (i < 0 ? i + len : i) * inner;
   }
-  // Column runs of 16 floats, one cache line of each row: an embedding of
-  // width 256 is 16 units of work (threads never write the same line).
+  if (outer == 0 || inner == 0)
+    return Status::ok(); // nothing to sum into
+  // Column runs of 16 floats, one 64-byte line of each row where the width
+  // is a multiple of 16: an embedding of width 256 is 16 units of work.
   int64_t run = std::min<int64_t>(inner, 16);
   int64_t runs = (inner + run - 1) / run;
   int64_t grain = std::max<int64_t>(

@@ -493,6 +493,13 @@ TEST_F(KernelCheck, ScatterAddIsTheCpusBitForBitAndReportsOutOfRange) {
   checkError(c, {{}, bytesOf(bad)},
              "scatter_add: index 6 (at position 3 of the indices) is out of "
              "range for an axis of size 6");
+  // Past 32 bits (the kernel's indexing may be 32-bit: the range check is
+  // made in i64 first).
+  bad = ok;
+  bad[1] = (int64_t(1) << 32) + 3;
+  checkError(c, {{}, bytesOf(bad)},
+             "scatter_add: index 4294967299 (at position 1 of the indices) is "
+             "out of range for an axis of size 6");
   // 300 updates of 64 into 50 rows: 512 runs wanted, one row each.
   std::vector<int64_t> many(300);
   for (size_t k = 0; k < many.size(); ++k)

@@ -525,6 +525,14 @@ TEST(KernelsShape, ScatterAddSumsInIndexOrderAndIsGathersAdjoint) {
   st = scatterAdd(cin(upd, us), {DType::F32, {2}, upd.data()}, 0, mout(y, rs));
   EXPECT_NE(st.message().find("unsupported dtype f32"), std::string::npos)
       << st.message();
+  // Empty rows (a width of 0) and no leading elements: nothing to sum, no
+  // division by the empty width.
+  std::vector<float> none;
+  std::vector<int64_t> three{0, 1, 2};
+  EXPECT_TRUE(scatterAdd(cin(none, {3, 0}), {DType::I64, {3}, three.data()}, 0,
+                         mout(none, {4, 0})));
+  EXPECT_TRUE(scatterAdd(cin(none, {0, 3, 2}), {DType::I64, {3}, three.data()},
+                         1, mout(none, {0, 4, 2})));
 }
 
 TEST(KernelsShape, SliceWithStartsAndSteps) {
