@@ -81,13 +81,21 @@ void SGD::step() {
 }
 
 AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
-    : Optimizer(std::move(params)), options_(options),
+    : AdamW(std::move(params), options, /*decoupled=*/true) {}
+
+AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options, bool decoupled)
+    : Optimizer(std::move(params)), options_(options), decoupled_(decoupled),
       expAvg_(params_.size()), expAvgSq_(params_.size()) {
   if (options_.lr < 0 || options_.eps < 0 || options_.weightDecay < 0 ||
       options_.beta1 < 0 || options_.beta1 >= 1 || options_.beta2 < 0 ||
       options_.beta2 >= 1)
-    throw Error("AdamW: needs lr, eps, weight decay >= 0 and betas in [0, 1)");
+    throw Error(std::string(decoupled ? "AdamW" : "Adam") +
+                ": needs lr, eps, weight decay >= 0 and betas in [0, 1)");
 }
+
+Adam::Adam(std::vector<Tensor> params, AdamOptions o)
+    : AdamW(std::move(params), {o.lr, o.beta1, o.beta2, o.eps, o.weightDecay},
+            /*decoupled=*/false) {}
 
 void AdamW::step() {
   NoGradGuard noGrad;
@@ -103,7 +111,12 @@ void AdamW::step() {
     if (!g.defined())
       continue;
     auto s = [&](double v) { return Tensor::scalar(v, p.dtype()); };
-    Tensor decayed = mul(p, s(1 - o.lr * decayOf(i, o.weightDecay)));
+    double decay = decayOf(i, o.weightDecay);
+    Tensor decayed = p;
+    if (decoupled_)
+      decayed = mul(p, s(1 - o.lr * decay));
+    else if (decay != 0)
+      g = add(g, mul(p, s(decay)));
     Tensor& m = expAvg_[i];
     Tensor& v = expAvgSq_[i];
     if (!m.defined()) {

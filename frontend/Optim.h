@@ -1,4 +1,4 @@
-// Optimizers with PyTorch's update formulas (torch.optim.SGD, AdamW; the
+// Optimizers with PyTorch's update formulas (torch.optim.SGD, Adam, AdamW; the
 // single-tensor code path of torch 1.13). Updates write into the
 // parameters' storage, so modules keep seeing their parameters.
 #ifndef MODELC_FRONTEND_OPTIM_H
@@ -77,9 +77,29 @@ public:
   void step() override;
   const AdamWOptions& options() const { return options_; }
 
+protected:
+  /// decoupled: AdamW's decay (w * (1 - lr * wd)); else Adam's L2 term
+  /// added to the gradient (g + wd * w) before the moments.
+  AdamW(std::vector<Tensor> params, AdamWOptions options, bool decoupled);
+
 private:
   AdamWOptions options_;
+  bool decoupled_ = true;
   std::vector<Tensor> expAvg_, expAvgSq_;
+};
+
+struct AdamOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9, beta2 = 0.999;
+  double eps = 1e-8;
+  double weightDecay = 0; // torch.optim.Adam's default
+};
+
+/// torch.optim.Adam: AdamW's moments and bias corrections, with weight
+/// decay as an L2 term on the gradient (`--optimizer=adam`).
+class Adam : public AdamW {
+public:
+  Adam(std::vector<Tensor> params, AdamOptions options);
 };
 
 /// The learning rate over the steps, as Hugging Face's

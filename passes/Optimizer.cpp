@@ -1,4 +1,4 @@
-// mc-optimizer: appends the SGD / AdamW update (PyTorch's formulas) to a
+// mc-optimizer: appends the SGD / Adam / AdamW update (PyTorch's formulas) to a
 // training step made by mc-autodiff, with parameters and optimizer state as
 // mutable ml_program globals.
 #include "passes/Passes.h"
@@ -119,7 +119,10 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
       return emitError(module.getLoc())
              << "--no-weight-decay has no effect: this step has no weight "
                 "decay (--weight-decay is 0"
-             << (weightDecay.getValue() ? "" : ", SGD's default") << ")";
+             << (weightDecay.getValue() ? ""
+                 : kind == "sgd"        ? ", SGD's default"
+                                        : ", Adam's default")
+             << ")";
     SmallVector<StringRef> names;
     for (Parameter p : params) // (op accessors are not const)
       names.push_back(p.global.getSymName());
@@ -179,9 +182,9 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (kind != "sgd" && kind != "adamw") {
-      emitError(module.getLoc())
-          << "unknown optimizer kind '" << kind << "' (expected sgd or adamw)";
+    if (kind != "sgd" && kind != "adam" && kind != "adamw") {
+      emitError(module.getLoc()) << "unknown optimizer kind '" << kind
+                                 << "' (expected sgd, adam or adamw)";
       return signalPassFailure();
     }
     // Every option is checked, given or default, by the name of its flag
@@ -210,9 +213,10 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
     };
     auto atLeastZero = [](double v) { return v >= 0; };
     auto aBeta = [](double v) { return v >= 0 && v < 1; };
-    // Not given: the optimizer's default (torch.optim's AdamW: 1e-3).
-    const double lr =
-        this->lr.getValue().value_or(kind == "adamw" ? 1e-3 : 0.01);
+    // Not given: the optimizer's default (torch.optim's Adam and AdamW:
+    // 1e-3).
+    const bool adam = kind == "adam" || kind == "adamw";
+    const double lr = this->lr.getValue().value_or(adam ? 1e-3 : 0.01);
     if (!inRange("lr", lr, atLeastZero, "lr must be >= 0") ||
         !inRange("momentum", momentum, atLeastZero, "momentum must be >= 0") ||
         !inRange("dampening", dampening, atLeastZero,
@@ -260,7 +264,8 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
           << "nesterov needs momentum > 0 and dampening 0";
       return signalPassFailure();
     }
-    // Not given: the optimizer's default (torch.optim's: SGD 0, AdamW 0.01).
+    // Not given: the optimizer's default (torch.optim's: SGD and Adam 0,
+    // AdamW 0.01).
     double decay =
         weightDecay.getValue().value_or(kind == "adamw" ? 0.01 : 0.0);
     auto fn = llvm::dyn_cast_or_null<func::FuncOp>(
@@ -414,12 +419,12 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
     // values every parameter's update shares: built once; with a schedule,
     // the decay factor 1 - lr * weight_decay too.
     Value stepSize, rootBc2, decayFactor;
-    if (kind == "adamw") {
+    if (adam) {
       Value bc1 = u.biasCorrection(beta1, nextStepF32);
       Value bc2 = u.biasCorrection(beta2, nextStepF32);
       stepSize = u.div(lrNow ? lrNow : u.splat(scalarType, lr), bc1);
       rootBc2 = u.sqrt(bc2);
-      if (lrNow) {
+      if (lrNow && kind == "adamw") {
         Value one = u.splat(scalarType, 1.0);
         decayFactor = u.sub(one, u.mulScalar(lrNow, decay));
       }
@@ -501,10 +506,16 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
             newGlobal((name + ".exp_avg").str(), type, p.global.getLoc());
         ml_program::GlobalOp vGlobal =
             newGlobal((name + ".exp_avg_sq").str(), type, p.global.getLoc());
-        // (Without decay, PyTorch's w * (1 - lr * 0) is w.)
-        Value decayed = !decays       ? w
-                        : decayFactor ? u.mul(w, u.broadcast(decayFactor, type))
-                                      : u.mulScalar(w, 1 - lr * decay);
+        // AdamW decays the weight itself (decoupled; without decay,
+        // PyTorch's w * (1 - lr * 0) is w); Adam adds the L2 term to the
+        // gradient, before the moments (torch.optim.Adam's
+        // grad.add(param, alpha=weight_decay)).
+        Value decayed = w;
+        if (decays && kind == "adamw")
+          decayed = decayFactor ? u.mul(w, u.broadcast(decayFactor, type))
+                                : u.mulScalar(w, 1 - lr * decay);
+        if (decays && kind == "adam")
+          g = u.add(g, u.mulScalar(w, decay));
         // One op-building call per statement, as above.
         Value mKept = u.mulScalar(load(mGlobal), beta1);
         Value mAdded = u.mulScalar(g, 1 - beta1);

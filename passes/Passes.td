@@ -117,8 +117,10 @@ def OptimizerPass : Pass<"mc-optimizer", "mlir::ModuleOp"> {
     Every parameter `p` becomes a mutable global, read with
     `ml_program.global_load`; the optimizer's state becomes mutable globals
     next to it (`<p>.momentum_buffer` for SGD with momentum, `<p>.exp_avg`
-    and `<p>.exp_avg_sq` for AdamW, and the step counter `optimizer.step`);
-    the updates follow PyTorch's formulas (torch.optim.SGD and AdamW) and
+    and `<p>.exp_avg_sq` for Adam and AdamW, and the step counter
+    `optimizer.step`); the updates follow PyTorch's formulas (torch.optim.SGD,
+    Adam, whose weight decay is an L2 term added to the gradient, and
+    AdamW, whose decay scales the weight) and
     end in `ml_program.global_store`s; the function then returns the loss
     alone. With `max-grad-norm`, the gradients are first scaled by
     `min(1, max / (norm + 1e-6))`, `norm` the L2 norm of all of them
@@ -160,7 +162,7 @@ def OptimizerPass : Pass<"mc-optimizer", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"kind", "kind", "std::string", /*default=*/"\"sgd\"",
-           "the optimizer: sgd or adamw">,
+           "the optimizer: sgd, adam or adamw">,
     Option<"lr", "lr", "std::optional<double>", /*default=*/"std::nullopt",
            "learning rate (default: 0.01 for sgd, 1e-3 for adamw)">,
     Option<"momentum", "momentum", "double", /*default=*/"0.0",
@@ -171,10 +173,12 @@ def OptimizerPass : Pass<"mc-optimizer", "mlir::ModuleOp"> {
            "SGD Nesterov momentum">,
     Option<"weightDecay", "weight-decay", "std::optional<double>",
            /*default=*/"std::nullopt",
-           "weight decay (default: 0 for sgd, 0.01 for adamw)">,
-    Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
-    Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW beta2">,
-    Option<"eps", "eps", "double", /*default=*/"1e-8", "AdamW epsilon">,
+           "weight decay (default: 0 for sgd and adam, 0.01 for adamw)">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9",
+           "Adam(W) beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999",
+           "Adam(W) beta2">,
+    Option<"eps", "eps", "double", /*default=*/"1e-8", "Adam(W) epsilon">,
     Option<"maxGradNorm", "max-grad-norm", "double", /*default=*/"0.0",
            "clip the gradients' global L2 norm to this before the update, "
            "as torch.nn.utils.clip_grad_norm_ (0: no clipping)">,

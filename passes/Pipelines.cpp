@@ -241,11 +241,11 @@ struct FuseCLOptions : public PassPipelineOptions<Derived> {
 
 struct TrainPipelineCLOptions : public FuseCLOptions<TrainPipelineCLOptions> {
   Option<std::string> optimizer{*this, "optimizer",
-                                llvm::cl::desc("sgd or adamw"),
+                                llvm::cl::desc("sgd, adam or adamw"),
                                 llvm::cl::init("sgd")};
   Option<std::optional<double>> lr{
       *this, "lr",
-      llvm::cl::desc("learning rate (default: 0.01 sgd, 1e-3 adamw)")};
+      llvm::cl::desc("learning rate (default: 0.01 sgd, 1e-3 adam(w))")};
   Option<double> momentum{*this, "momentum", llvm::cl::init(0.0)};
   Option<std::optional<double>> weightDecay{*this, "weight-decay"};
   Option<std::string> amp{*this, "amp", llvm::cl::desc("bf16, f16 or empty"),

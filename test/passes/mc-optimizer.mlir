@@ -1,5 +1,6 @@
 // RUN: modelc-opt %s --mc-optimizer="kind=sgd lr=0.1 momentum=0.9" | FileCheck %s --check-prefix=SGD
 // RUN: modelc-opt %s --mc-optimizer="kind=adamw lr=0.001" | FileCheck %s --check-prefix=ADAMW
+// RUN: modelc-opt %s --mc-optimizer="kind=adam lr=0.001 weight-decay=0.5" | FileCheck %s --check-prefix=ADAM
 // RUN: not modelc-opt %s --mc-optimizer="kind=lamb" 2>&1 | FileCheck %s --check-prefix=KIND
 // RUN: not modelc-opt %s --mc-optimizer="kind=sgd nesterov=true" 2>&1 | FileCheck %s --check-prefix=NESTEROV
 
@@ -7,7 +8,7 @@
 // optimizer state into mutable globals, appends the update and stores, and
 // returns the loss alone.
 
-// KIND: error: unknown optimizer kind 'lamb' (expected sgd or adamw)
+// KIND: error: unknown optimizer kind 'lamb' (expected sgd, adam or adamw)
 // NESTEROV: error: nesterov needs momentum > 0 and dampening 0
 
 // SGD: ml_program.global private mutable @w(
@@ -57,6 +58,24 @@
 // ADAMW: mc.sqrt
 // ADAMW: ml_program.global_store @w =
 // ADAMW: ml_program.global_store @optimizer.step
+// Adam (torch.optim.Adam): the same moments and bias corrections, its
+// weight decay an L2 term on the gradient, g + 0.5 w, before the moments;
+// the weight itself is not scaled.
+// ADAM-DAG: ml_program.global private mutable @w.exp_avg(
+// ADAM-DAG: ml_program.global private mutable @w.exp_avg_sq(
+// ADAM-LABEL: func.func @forward
+// ADAM: %[[W:.*]] = ml_program.global_load @w : tensor<3x4xf32>
+// ADAM: %[[G:.*]] = mc.constant dense<2.500000e-01> : tensor<3x4xf32>
+// ADAM-NOT: dense<0.99{{[0-9]*}}> : tensor<3x4xf32>
+// ADAM: %[[HALF:.*]] = mc.constant dense<5.000000e-01> : tensor<3x4xf32>
+// ADAM: %[[L2:.*]] = mc.mul %[[W]], %[[HALF]]
+// ADAM: %[[GD:.*]] = mc.add %[[G]], %[[L2]]
+// ADAM: mc.mul %[[GD]], %{{.*}}
+// ADAM: mc.mul %[[GD]], %[[GD]]
+// ADAM: ml_program.global_store @w.exp_avg =
+// ADAM: ml_program.global_store @w.exp_avg_sq =
+// ADAM: %[[NEW:.*]] = mc.sub %[[W]], %{{.*}}
+// ADAM: ml_program.global_store @w = %{{.*}}
 ml_program.global private @w(dense<0.5> : tensor<3x4xf32>) : tensor<3x4xf32>
 func.func @forward(%x: tensor<2x4xf32>) -> (tensor<f32> {mc.name = "loss"}, tensor<3x4xf32> {mc.name = "grad.w"}) {
   %w = ml_program.global_load_const @w : tensor<3x4xf32>

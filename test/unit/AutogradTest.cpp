@@ -726,8 +726,9 @@ TEST(Modules, BatchNorm2dTrainingMatchesTorch) {
   EXPECT_EQ(rc, 0) << "BatchNorm2d differs from torch.nn.BatchNorm2d";
 }
 
-/// 10 steps of SGD (momentum, weight decay, nesterov) and of AdamW on a
-/// fixed quadratic problem, against torch.optim from the same start.
+/// 10 steps of SGD (momentum, weight decay, nesterov), of Adam (L2 weight
+/// decay) and of AdamW on a fixed quadratic problem, against torch.optim
+/// from the same start.
 TEST(Optim, TenStepsMatchTorchOptim) {
   if (!haveTorch())
     GTEST_SKIP() << "python3-torch is not installed";
@@ -763,6 +764,12 @@ TEST(Optim, TenStepsMatchTorchOptim) {
   optim::AdamW adam({wAdam}, {0.05, 0.9, 0.999, 1e-8, 0.01});
   train(adam, wAdam);
   save(dir + "/adamw.npy", wAdam);
+  // Adam's weight decay is L2 on the gradient: 0.1 makes it differ from
+  // AdamW's by more than the tolerance.
+  Tensor wL2 = w0.clone().setRequiresGrad();
+  optim::Adam l2({wL2}, {0.05, 0.9, 0.999, 1e-8, 0.1});
+  train(l2, wL2);
+  save(dir + "/adam.npy", wL2);
   Tensor wClip = w0.clone().setRequiresGrad();
   optim::SGD clipped({wClip}, {0.1, 0.9, 0.0, 0.0, false});
   train(clipped, wClip, 0.05);
@@ -797,6 +804,8 @@ TEST(Optim, TenStepsMatchTorchOptim) {
          "None),\n"
          "    ('adamw', lambda p: torch.optim.AdamW([p], lr=0.05, betas=(0.9, "
          "0.999), eps=1e-8, weight_decay=0.01), 0, None),\n"
+         "    ('adam', lambda p: torch.optim.Adam([p], lr=0.05, betas=(0.9, "
+         "0.999), eps=1e-8, weight_decay=0.1), 0, None),\n"
          "    ('sgd_clip', lambda p: torch.optim.SGD([p], lr=0.1, "
          "momentum=0.9), 0.05, None),\n"
          "    ('adamw_linear', lambda p: torch.optim.AdamW([p], lr=0.05, "

@@ -658,6 +658,32 @@ TEST(Training, NoWeightDecayGroupCompiledEqualsEager) {
       sgd, 1e-4);
 }
 
+/// torch.optim.Adam (`--optimizer=adam`): the L2 term on the gradient,
+/// compiled as eagerly, with and without weight decay; the biases excluded
+/// from it as a parameter group.
+TEST(Training, AdamWithL2WeightDecayCompiledEqualsEager) {
+  for (double decay : {0.0, 0.2}) {
+    SCOPED_TRACE("weight decay " + std::to_string(decay));
+    TrainPipelineOptions adam;
+    adam.optimizer = "adam";
+    adam.lr = 0.01;
+    adam.weightDecay = decay;
+    if (decay > 0)
+      adam.noWeightDecay = {"*.bias"};
+    expectCompiledEqualsEager(
+        [decay](std::vector<Tensor> p) {
+          auto opt = std::make_unique<optim::Adam>(
+              p, optim::AdamOptions{0.01, 0.9, 0.999, 1e-8, decay});
+          if (decay > 0) {
+            opt->excludeFromWeightDecay(p[1]);
+            opt->excludeFromWeightDecay(p[3]);
+          }
+          return opt;
+        },
+        adam, 1e-4);
+  }
+}
+
 TEST(Training, StateNamesFollowTheModel) {
   auto model = makeModel(1);
   std::vector<Batch> batches = makeBatches(1);

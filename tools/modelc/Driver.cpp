@@ -94,9 +94,11 @@ commands:
                                  a scalar loss (result 0); the step returns it
                                  and updates parameters and optimizer state
                                  in place (see docs/training.md). With:
-        --optimizer=sgd|adamw    (sgd) --lr=X (sgd 0.01, adamw 1e-3) --momentum=X
-        --dampening=X --nesterov --weight-decay=X (sgd 0, adamw 0.01)
-        --beta1=X --beta2=X --eps=X   AdamW (0.9, 0.999, 1e-8)
+        --optimizer=sgd|adam|adamw  (sgd) --lr=X (sgd 0.01, adam(w) 1e-3)
+        --momentum=X --dampening=X --nesterov --weight-decay=X (sgd and
+                                 adam 0, adamw 0.01; adam's is L2 on the
+                                 gradient, adamw's decoupled)
+        --beta1=X --beta2=X --eps=X   Adam(W) (0.9, 0.999, 1e-8)
         --max-grad-norm=X        clip the gradients' global L2 norm to X
                                  (clip_grad_norm_; 0, the default: off)
         --lr-schedule=constant|linear|cosine (constant) --warmup-steps=N (0)
@@ -440,16 +442,16 @@ int compileMain(int argc, char** argv) {
   }
   if (options.train) {
     const TrainPipelineOptions& t = options.training;
-    if (t.optimizer != "sgd" && t.optimizer != "adamw")
+    if (t.optimizer != "sgd" && t.optimizer != "adam" && t.optimizer != "adamw")
       return fail("compile: unknown --optimizer '" + t.optimizer +
-                  "' (expected sgd or adamw)");
+                  "' (expected sgd, adam or adamw)");
     if (t.lossScaling != "auto" && t.lossScaling != "on" &&
         t.lossScaling != "off")
       return fail("compile: unknown --loss-scaling '" + t.lossScaling +
                   "' (expected auto, on or off)");
     // An option the step would not use is an error, not silently nothing.
     const char* sgdOnly[] = {"--momentum", "--dampening"};
-    const char* adamwOnly[] = {"--beta1", "--beta2", "--eps"};
+    const char* adamOnly[] = {"--beta1", "--beta2", "--eps"};
     for (const char* f : sgdOnly)
       if (t.optimizer != "sgd" && givenFlags.count(f))
         return fail(std::string("compile: ") + f +
@@ -466,11 +468,11 @@ int compileMain(int argc, char** argv) {
     if (t.optimizer != "sgd" && t.nesterov)
       return fail("compile: --nesterov is an SGD option; this step uses "
                   "--optimizer=" + t.optimizer);
-    for (const char* f : adamwOnly)
-      if (t.optimizer != "adamw" && givenFlags.count(f))
+    for (const char* f : adamOnly)
+      if (t.optimizer == "sgd" && givenFlags.count(f))
         return fail(std::string("compile: ") + f +
-                    " is an AdamW option; this step uses --optimizer=" +
-                    t.optimizer);
+                    " is an Adam and AdamW option; this step uses "
+                    "--optimizer=sgd");
     bool scaling = t.lossScaling == "on" ||
                    (t.lossScaling == "auto" && t.amp == "f16");
     for (const char* f : {"--loss-scale-init", "--loss-scale-growth",
