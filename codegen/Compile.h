@@ -36,6 +36,15 @@ struct CompileOptions {
   std::optional<bool> channelsLast;
 };
 
+/// `modelc compile --weights FILE.mcst`: sets every global of `module` that
+/// the checkpoint (modelc-run --train --checkpoint) holds under the same
+/// name to the checkpoint's value. A type or shape that differs, a file
+/// that is not a checkpoint, or one with none of the model's weights is an
+/// error; the model's weights the file lacks (kept as they are) and the
+/// file's tensors that name nothing (other than the optimizer's, loss
+/// scaling's and the generator's state) are warnings naming them.
+mlir::LogicalResult loadWeights(mlir::ModuleOp module, llvm::StringRef path);
+
 /// Runs the compile pipeline (passes/Pipelines.cpp) on `module` in place.
 mlir::LogicalResult runCompilePipeline(mlir::ModuleOp module,
                                        const CompileOptions& options);

@@ -77,6 +77,9 @@ commands:
       -v, --verbose              print each stage and its time, and the
                                  steps, intermediate bytes and arena size;
                                  for cuda, how each attention region runs
+      --weights=CKPT.mcst        the trained weights of a modelc-run --train
+                                 checkpoint, by name, in place of the
+                                 model's (deploy what training made)
       --input-shape NAME=1x3x224x224
                                  static shape of an ONNX input (needed for
                                  dynamic dimensions; repeatable); with
@@ -239,7 +242,8 @@ static void printImportWarning(const std::string& text) {
 }
 
 int compileMain(int argc, char** argv) {
-  std::string input, output, emit = "artifact", shapeSpec, batchSpec;
+  std::string input, output, emit = "artifact", shapeSpec, batchSpec,
+                             weightsPath;
   codegen::CompileOptions options;
   OnnxImportOptions onnxOptions;
   onnxOptions.warn = printImportWarning;
@@ -397,7 +401,7 @@ int compileMain(int argc, char** argv) {
         return fail(onOffError);
     } else if (value("-o", output) || value("--target", options.target) ||
                value("--entry", options.entry) || value("--emit", emit)) {
-    } else if (value("--batch", batchSpec)) {
+    } else if (value("--batch", batchSpec) || value("--weights", weightsPath)) {
     } else if (value("--input-shape", shapeSpec)) {
       try {
         parseOnnxInputShape(shapeSpec, onnxOptions);
@@ -560,6 +564,12 @@ int compileMain(int argc, char** argv) {
                     std::to_string(kMaxMlirNesting) + " in " + *where);
   }
   ModuleOp module = isOnnx ? imported->module() : *parsed;
+  if (!weightsPath.empty()) {
+    if (failed(codegen::loadWeights(module, weightsPath)))
+      return 1; // reported, naming the weight
+    if (options.verbose)
+      llvm::errs() << "modelc: weights from " << weightsPath << "\n";
+  }
   if (batch && !isOnnx) {
     Operation* fn = findEntryFunction(module, options.entry);
     if (!fn)

@@ -25,6 +25,12 @@ same batches.
                                  steps, 10 with dynamic)
                                  and ref_state.npz (every parameter and
                                  buffer after those steps)
+    ce_train.py infer DIR LOGITS.npy
+                                 compares the logits of infer.onnx (the
+                                 mlp's and cnn's inference export, eval
+                                 mode, written by export) compiled with the
+                                 checkpoint's weights with PyTorch's
+                                 trained model's (ref_logits.npy)
     ce_train.py check DIR CSV [CKPT]
                                  compares modelc-run --train's --log-csv
                                  losses with ref_losses.npy (rel 1e-5),
@@ -51,8 +57,9 @@ class Classifier(nn.Module):
         self.fc1 = nn.Linear(8, 16)
         self.fc2 = nn.Linear(16, 5)
 
-    def forward(self, x, y):
-        return F.cross_entropy(self.fc2(torch.relu(self.fc1(x))), y)
+    def forward(self, x, y=None):  # without y: the logits (inference)
+        logits = self.fc2(torch.relu(self.fc1(x)))
+        return logits if y is None else F.cross_entropy(logits, y)
 
 
 class DropoutClassifier(Classifier):
@@ -155,9 +162,9 @@ class ConvClassifier(nn.Module):
         self.bn = nn.BatchNorm2d(8)
         self.fc = nn.Linear(8, 5)
 
-    def forward(self, x, y):
-        h = torch.relu(self.bn(self.conv(x))).mean((2, 3))
-        return F.cross_entropy(self.fc(h), y)
+    def forward(self, x, y=None):  # without y: the logits (inference)
+        logits = self.fc(torch.relu(self.bn(self.conv(x))).mean((2, 3)))
+        return logits if y is None else F.cross_entropy(logits, y)
 
 
 def export(out, kind, batch=BATCH):
@@ -178,6 +185,26 @@ def export(out, kind, batch=BATCH):
     np.save(os.path.join(out, "y_negative.npy"), negative)
     model = {"cnn": ConvClassifier, "dropout": DropoutClassifier,
              "encoder": EncoderClassifier}.get(kind, Classifier)()
+    if kind in ("mlp", "cnn"):
+        # The inference graph of the same, untrained model (eval mode: the
+        # batch norm on its running statistics), its initializers named as
+        # the training export's: `modelc compile --weights` gives it the
+        # trained ones. TrainingMode.PRESERVE keeps the batch norm a node
+        # (EVAL folds it into the convolution: other weights, other
+        # names); running statistics unlike the batch norm's own weight
+        # and bias, which the exporter would otherwise merge with them
+        # (equal initializers become one, behind Identity nodes).
+        if kind == "cnn":
+            with torch.no_grad():
+                model.bn.running_mean.uniform_(-0.2, 0.2)
+                model.bn.running_var.uniform_(0.5, 1.5)
+        model.eval()
+        torch.onnx.export(model, (torch.from_numpy(x[:BATCH]),),
+                          os.path.join(out, "infer.onnx"), opset_version=17,
+                          input_names=["x"], output_names=["logits"],
+                          training=torch.onnx.TrainingMode.PRESERVE,
+                          do_constant_folding=False)
+        np.save(os.path.join(out, "x_infer.npy"), x[:BATCH])
     model.train()
     dynamic = batch != BATCH  # a batch axis, and a partial last batch
     torch.onnx.export(model, (torch.from_numpy(x[:BATCH]),
@@ -212,6 +239,11 @@ def export(out, kind, batch=BATCH):
             loss.backward()
             opt.step()
     np.save(os.path.join(out, "ref_losses.npy"), np.array(losses))
+    if kind in ("mlp", "cnn"):
+        model.eval()
+        with torch.no_grad():
+            np.save(os.path.join(out, "ref_logits.npy"),
+                    model(torch.from_numpy(x[:BATCH])).numpy())
     np.savez(os.path.join(out, "ref_state.npz"),
              **{k: v.detach().numpy() for k, v in model.state_dict().items()
                 if v.is_floating_point()})
@@ -253,8 +285,22 @@ def check(out, path):
               + f"match PyTorch's within {worst:.2e}")
 
 
+def infer(out, path):
+    """The trained model's logits (modelc compile infer.onnx --weights)
+    against PyTorch's after its SGD steps, eval mode."""
+    ref = np.load(os.path.join(out, "ref_logits.npy"))
+    got = np.load(path)
+    err = float(np.abs(got - ref).max() / np.abs(ref).max())
+    print(f"ce_train: inference with the trained weights, max rel err "
+          f"{err:.2e} against PyTorch's trained model")
+    if err > 1e-5:
+        sys.exit("ce_train: FAIL")
+
+
 if __name__ == "__main__":
-    if sys.argv[1] == "export":
+    if sys.argv[1] == "infer":
+        infer(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "export":
         kinds = [k for k in sys.argv[3:] if k in ("cnn", "dropout", "encoder")]
         export(sys.argv[2], kinds[0] if kinds else "mlp",
                5 if "dynamic" in sys.argv[3:] else BATCH)

@@ -1,0 +1,23 @@
+"""mlp-example's model (Linear 64->128, ReLU, Linear 128->64, Tanh, Linear
+64->10, softmax) in NumPy with the weights of a checkpoint (.mcst): checks
+an artifact's probabilities against it.
+
+    mlp_forward.py CHECKPOINT.mcst X.npy PROBS.npy
+"""
+import sys
+
+import numpy as np
+
+from dp_compare import read_mcst
+
+s = read_mcst(sys.argv[1])
+x = np.load(sys.argv[2]).astype(np.float64)
+h = np.maximum(x @ s["0.weight"].T + s["0.bias"], 0)
+h = np.tanh(h @ s["2.weight"].T + s["2.bias"])
+z = h @ s["4.weight"].T + s["4.bias"]
+p = np.exp(z - z.max(1, keepdims=True))
+p /= p.sum(1, keepdims=True)
+got = np.load(sys.argv[3])
+err = float(np.abs(got - p).max())
+print(f"max abs err vs the checkpoint's weights in NumPy: {err:.1e}")
+assert err < 1e-5, err
