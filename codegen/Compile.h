@@ -8,7 +8,10 @@
 
 #include "mlir/IR/BuiltinOps.h"
 
+#include "modelc/checkpoint.h"
+
 #include <optional>
+#include <set>
 #include <string>
 
 namespace mc::codegen {
@@ -37,13 +40,19 @@ struct CompileOptions {
 };
 
 /// `modelc compile --weights FILE.mcst`: sets every global of `module` that
-/// the checkpoint (modelc-run --train --checkpoint) holds under the same
-/// name to the checkpoint's value. A type or shape that differs, a file
-/// that is not a checkpoint, or one with none of the model's weights is an
-/// error; the model's weights the file lacks (kept as they are) and the
-/// file's tensors that name nothing (other than the optimizer's, loss
-/// scaling's and the generator's state) are warnings naming them.
-mlir::LogicalResult loadWeights(mlir::ModuleOp module, llvm::StringRef path);
+/// the checkpoint `ckpt` (modelc-run --train --checkpoint, read from
+/// `path`) holds under the same name to the checkpoint's value. A type or
+/// shape that differs, or a checkpoint with none of the model's weights, is
+/// an error; the model's float weights the file lacks (kept as they are)
+/// and the file's tensors that name nothing (other than the optimizer's,
+/// loss scaling's and the generator's state) are warnings naming them.
+/// `usedAtImport`: names the ONNX importer already took from the
+/// checkpoint (OnnxImportOptions::weights), used whether or not a global
+/// has them.
+mlir::LogicalResult loadWeights(mlir::ModuleOp module,
+                                const rt::Checkpoint& ckpt,
+                                llvm::StringRef path,
+                                const std::set<std::string>& usedAtImport = {});
 
 /// Runs the compile pipeline (passes/Pipelines.cpp) on `module` in place.
 mlir::LogicalResult runCompilePipeline(mlir::ModuleOp module,

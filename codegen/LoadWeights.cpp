@@ -71,24 +71,30 @@ std::string listed(ArrayRef<std::string> names) {
 
 } // namespace
 
-LogicalResult loadWeights(ModuleOp module, llvm::StringRef path) {
-  rt::Checkpoint ckpt;
-  if (rt::Status st = rt::readCheckpointFile(path.str(), &ckpt); !st)
-    return emitError(module.getLoc()) << "--weights: " << st.message();
+LogicalResult loadWeights(ModuleOp module, const rt::Checkpoint& ckpt,
+                          llvm::StringRef path,
+                          const std::set<std::string>& usedAtImport) {
   llvm::StringMap<const rt::CheckpointEntry*> byName;
   for (const rt::CheckpointEntry& e : ckpt.entries)
     byName[e.name] = &e;
-  std::vector<std::string> kept; // weights of the model the file lacks
+  std::vector<std::string> kept; // float weights the file lacks
   llvm::StringSet<> used;
-  size_t loaded = 0;
+  for (const std::string& name : usedAtImport)
+    used.insert(name);
+  size_t weights = 0;
   for (auto global : module.getOps<ml_program::GlobalOp>()) {
     auto type = llvm::dyn_cast<RankedTensorType>(global.getType());
     if (!type || !global.getValue())
       continue;
     StringRef name = global.getSymName();
+    // (An integer global, such as an ONNX model's index tensor, is no
+    // weight a training run changes.)
+    bool isFloat = llvm::isa<FloatType>(type.getElementType());
+    weights += isFloat;
     auto it = byName.find(name);
     if (it == byName.end()) {
-      kept.push_back(name.str());
+      if (isFloat)
+        kept.push_back(name.str());
       continue;
     }
     const rt::CheckpointEntry& e = *it->second;
@@ -108,21 +114,19 @@ LogicalResult loadWeights(ModuleOp module, llvm::StringRef path) {
                               size_t(e.byteSize));
     global.setValueAttr(DenseElementsAttr::getFromRawBuffer(type, raw));
     used.insert(name);
-    ++loaded;
   }
   std::vector<std::string> unknown; // names that are neither
   for (const rt::CheckpointEntry& e : ckpt.entries)
     if (!used.count(e.name) && !isTrainingState(e.name))
       unknown.push_back(e.name);
-  if (loaded == 0)
+  if (used.empty())
     return emitError(module.getLoc())
            << "--weights: " << path
            << " holds none of the model's weights (the model's:" << listed(kept)
            << "; the checkpoint's:" << listed(unknown) << ")";
   if (!kept.empty())
     emitWarning(module.getLoc())
-        << "--weights: " << kept.size() << " of the model's "
-        << kept.size() + loaded
+        << "--weights: " << kept.size() << " of the model's " << weights
         << " weights are not in the checkpoint and keep the model file's "
            "values (frozen while training?):"
         << listed(kept);

@@ -117,10 +117,10 @@ struct TrainPipelineOptions {
   std::string entry;
   // mc-optimizer
   std::string optimizer = "sgd";
-  /// Unset: the optimizer's default (torch.optim's: sgd 0.01, adamw 1e-3).
+  /// Unset: the optimizer's default (torch.optim's: sgd 0.01, adam(w) 1e-3).
   std::optional<double> lr;
   double momentum = 0, dampening = 0;
-  /// Unset: the optimizer's default (sgd 0, adamw 0.01).
+  /// Unset: the optimizer's default (sgd and adam 0, adamw 0.01).
   std::optional<double> weightDecay;
   bool nesterov = false;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;

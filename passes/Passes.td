@@ -164,7 +164,7 @@ def OptimizerPass : Pass<"mc-optimizer", "mlir::ModuleOp"> {
     Option<"kind", "kind", "std::string", /*default=*/"\"sgd\"",
            "the optimizer: sgd, adam or adamw">,
     Option<"lr", "lr", "std::optional<double>", /*default=*/"std::nullopt",
-           "learning rate (default: 0.01 for sgd, 1e-3 for adamw)">,
+           "learning rate (default: 0.01 for sgd, 1e-3 for adam and adamw)">,
     Option<"momentum", "momentum", "double", /*default=*/"0.0",
            "SGD momentum">,
     Option<"dampening", "dampening", "double", /*default=*/"0.0",

@@ -3469,6 +3469,10 @@ private:
   /// variance, initializers read by nothing else; an error naming the node
   /// where that does not hold (they would not update as in PyTorch).
   void findTrainingState();
+  /// `value`, or the checkpoint's tensor named `name` with --weights
+  /// (OnnxImportOptions::weights), checked to have value's dtype and
+  /// shape.
+  Tensor trainedValue(const std::string& name, Tensor value);
 
   std::string path_;
   const OnnxImportOptions& options_;
@@ -3732,8 +3736,31 @@ void Importer::runNode(const NodeProto& node, const std::string& label,
       throw Error(label + ": output " + std::to_string(k) + " ('" +
                   node.output(k) + "') is not supported");
     values_[node.output(k)] =
-        Value{outputs[k], constant || trainedValues, trainedValues};
+        Value{constant ? trainedValue(node.output(k), outputs[k]) : outputs[k],
+              constant || trainedValues, trainedValues};
   }
+}
+
+Tensor Importer::trainedValue(const std::string& name, Tensor value) {
+  if (!options_.weights)
+    return value;
+  for (const rt::CheckpointEntry& e : options_.weights->entries) {
+    if (e.name != name)
+      continue;
+    if (e.dtype != value.dtype() || e.shape != value.shape())
+      throw Error("--weights: the checkpoint holds '" + name + "' as " +
+                  std::string(rt::dtypeName(e.dtype)) +
+                  rt::shapeString(e.shape) + ", but the model's is " +
+                  value.describe() +
+                  " (a checkpoint of another model, or of another size?)");
+    Tensor trained = Tensor::empty(e.shape, e.dtype);
+    if (e.byteSize)
+      std::memcpy(trained.rawData(), e.data, size_t(e.byteSize));
+    if (options_.weightsUsed)
+      options_.weightsUsed->insert(name);
+    return trained;
+  }
+  return value;
 }
 
 /// Whether NODE is a BatchNormalization with training_mode set.
@@ -3882,9 +3909,10 @@ jit::TracedModule Importer::run() {
     std::optional<RawOnFile> raw;
     if (size_t(i) < rawData_.size() && rawData_[i])
       raw = RawOnFile{path_, *rawData_[i]};
-    Tensor value = tensorFromProto(t, modelDir_,
-                                   "initializer '" + t.name() + "'",
-                                   &weightBytes, raw);
+    Tensor value =
+        trainedValue(t.name(), tensorFromProto(t, modelDir_,
+                                               "initializer '" + t.name() + "'",
+                                               &weightBytes, raw));
     // The tensor now holds the values: free the parsed copy, so the weights
     // are in memory once while the graph is traced.
     TensorProto* parsed = model_.mutable_graph()->mutable_initializer(i);

@@ -7,8 +7,11 @@
 
 #include "frontend/jit/Trace.h"
 
+#include "modelc/checkpoint.h"
+
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 
 namespace mc {
@@ -32,6 +35,15 @@ struct OnnxImportOptions {
   /// as PyTorch does. Otherwise they are constants like every initializer
   /// (an inference run must not change them).
   bool trainingState = false;
+  /// `modelc compile --weights`: a checkpoint whose tensors replace the
+  /// initializers of the same name as they are read, before any node
+  /// computes from them (a weight's Transpose, folded at import, is then
+  /// the trained weight's), and the values of nodes evaluated at import
+  /// whose output has a checkpoint tensor's name (an exporter's Identity
+  /// of a merged initializer: `bn.running_mean` from `bn.bias`). A dtype
+  /// or shape that differs throws. The names used go to `weightsUsed`.
+  const rt::Checkpoint* weights = nullptr;
+  std::set<std::string>* weightsUsed = nullptr;
 };
 
 /// Parses "NAME=1x3x224x224" (the argument of --input-shape) into

@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: modelc-kernel-check MODEL.mlir [--train "
-                   "[--optimizer sgd|adamw] [--momentum X]] "
+                   "[--optimizer sgd|adam|adamw] [--momentum X]] "
                    "[--amp bf16|f16] [--split-reductions=on|off] "
                    "[--batch N] [--tol T]\n");
       return 2;

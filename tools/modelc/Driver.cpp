@@ -520,6 +520,16 @@ int compileMain(int argc, char** argv) {
     if (isOnnx)
       onnxOptions.batch = jit::DynamicBatch{batch->min, batch->max, batch->opt};
   }
+  // --weights: read first, so the ONNX importer computes what it folds at
+  // import (a weight's Transpose) from the trained values.
+  rt::Checkpoint trained;
+  std::set<std::string> weightsUsed;
+  if (!weightsPath.empty()) {
+    if (rt::Status st = rt::readCheckpointFile(weightsPath, &trained); !st)
+      return fail("compile: --weights: " + st.message());
+    onnxOptions.weights = &trained;
+    onnxOptions.weightsUsed = &weightsUsed;
+  }
   std::unique_ptr<MLIRContext> context;
   std::optional<jit::TracedModule> imported;
   if (isOnnx) {
@@ -565,7 +575,7 @@ int compileMain(int argc, char** argv) {
   }
   ModuleOp module = isOnnx ? imported->module() : *parsed;
   if (!weightsPath.empty()) {
-    if (failed(codegen::loadWeights(module, weightsPath)))
+    if (failed(codegen::loadWeights(module, trained, weightsPath, weightsUsed)))
       return 1; // reported, naming the weight
     if (options.verbose)
       llvm::errs() << "modelc: weights from " << weightsPath << "\n";

@@ -27,7 +27,9 @@ same batches.
                                  buffer after those steps)
     ce_train.py infer DIR LOGITS.npy
                                  compares the logits of infer.onnx (the
-                                 mlp's and cnn's inference export, eval
+                                 mlp's, cnn's and encoder's inference
+                                 export (the encoder's weights read
+                                 through Transposes the import folds), eval
                                  mode, written by export) compiled with the
                                  checkpoint's weights with PyTorch's
                                  trained model's (ref_logits.npy)
@@ -137,8 +139,9 @@ class EncoderClassifier(nn.Module):
                                                 batch_first=True)
         self.fc = nn.Linear(16, 5)
 
-    def forward(self, x, y):
-        return F.cross_entropy(self.fc(self.layer(x).mean(1)), y)
+    def forward(self, x, y=None):  # without y: the logits (inference)
+        logits = self.fc(self.layer(x).mean(1))
+        return logits if y is None else F.cross_entropy(logits, y)
 
 
 def philox_dropout(counter):
@@ -185,7 +188,7 @@ def export(out, kind, batch=BATCH):
     np.save(os.path.join(out, "y_negative.npy"), negative)
     model = {"cnn": ConvClassifier, "dropout": DropoutClassifier,
              "encoder": EncoderClassifier}.get(kind, Classifier)()
-    if kind in ("mlp", "cnn"):
+    if kind in ("mlp", "cnn", "encoder"):
         # The inference graph of the same, untrained model (eval mode: the
         # batch norm on its running statistics), its initializers named as
         # the training export's: `modelc compile --weights` gives it the
@@ -239,7 +242,7 @@ def export(out, kind, batch=BATCH):
             loss.backward()
             opt.step()
     np.save(os.path.join(out, "ref_losses.npy"), np.array(losses))
-    if kind in ("mlp", "cnn"):
+    if kind in ("mlp", "cnn", "encoder"):
         model.eval()
         with torch.no_grad():
             np.save(os.path.join(out, "ref_logits.npy"),

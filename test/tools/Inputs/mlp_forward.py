@@ -2,7 +2,10 @@
 64->10, softmax) in NumPy with the weights of a checkpoint (.mcst): checks
 an artifact's probabilities against it.
 
-    mlp_forward.py CHECKPOINT.mcst X.npy PROBS.npy
+    mlp_forward.py CHECKPOINT.mcst X.npy PROBS.npy [--differs]
+
+With --differs, checks that the probabilities are not the checkpoint's
+model's (an artifact without its weights).
 """
 import sys
 
@@ -20,4 +23,7 @@ p /= p.sum(1, keepdims=True)
 got = np.load(sys.argv[3])
 err = float(np.abs(got - p).max())
 print(f"max abs err vs the checkpoint's weights in NumPy: {err:.1e}")
-assert err < 1e-5, err
+if "--differs" in sys.argv[4:]:
+    assert err > 1e-3, err
+else:
+    assert err < 1e-5, err
