@@ -1501,9 +1501,14 @@ int Trainer::runSteps() {
     std::printf("log:        %s\n", opt_.csv.c_str());
   if (!opt_.plot.empty() && !plotFailed_)
     std::printf("plot:       %s\n", opt_.plot.c_str());
-  if (!checkpointPath_.empty())
+  if (!checkpointPath_.empty()) {
     std::printf("checkpoint: %s (global step %lld)\n", checkpointPath_.c_str(),
                 lastSaved_);
+    // Where a person looks next: the trained model's inference artifact.
+    std::printf("            its weights into an inference artifact: modelc "
+                "compile MODEL --weights %s -o OUT.mcpk\n",
+                checkpointPath_.c_str());
+  }
   return exitCode;
 }
 
