@@ -76,7 +76,8 @@ struct GradAccumPass : mc::impl::GradAccumPassBase<GradAccumPass> {
     // and starts the next group at 0.
     ml_program::GlobalOp microGlobal = mc::createStateGlobal(
         fn, symbols, "optimizer.micro_step",
-        DenseElementsAttr::get(counterType, b.getI64IntegerAttr(0).getValue()));
+        DenseElementsAttr::get(counterType, b.getI64IntegerAttr(0).getValue()),
+        fn.getLoc());
     Value micro = ml_program::GlobalLoadOp::create(
         b, loc, counterType,
         FlatSymbolRefAttr::get(microGlobal.getSymNameAttr()));
@@ -105,9 +106,11 @@ struct GradAccumPass : mc::impl::GradAccumPassBase<GradAccumPass> {
       StringRef param = fn.getResultAttrOfType<StringAttr>(i, "mc.name")
                             .getValue()
                             .drop_front(5);
+      auto paramGlobal = symbols.lookup<ml_program::GlobalOp>(param);
       ml_program::GlobalOp acc = mc::createStateGlobal(
           fn, symbols, (param + ".grad_accum").str(),
-          DenseElementsAttr::get(type, b.getFloatAttr(element, 0.0)));
+          DenseElementsAttr::get(type, b.getFloatAttr(element, 0.0)),
+          paramGlobal ? paramGlobal.getLoc() : fn.getLoc());
       Value kept = ml_program::GlobalLoadOp::create(
           b, loc, type, FlatSymbolRefAttr::get(acc.getSymNameAttr()));
       Value sum = mc::AddOp::create(b, loc, kept, g);

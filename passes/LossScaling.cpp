@@ -114,7 +114,8 @@ struct LossScalingPass : mc::impl::LossScalingPassBase<LossScalingPass> {
     auto global = [&](StringRef name, double value) {
       return mc::createStateGlobal(
           fn, symbols, name,
-          DenseElementsAttr::get(scalar, APFloat(static_cast<float>(value))));
+          DenseElementsAttr::get(scalar, APFloat(static_cast<float>(value))),
+          fn.getLoc());
     };
     auto scaleGlobal = global("loss_scale", init);
     auto trackerGlobal = global("loss_scale.growth_tracker", 0.0);

@@ -340,14 +340,12 @@ struct OptimizerPass : mc::impl::OptimizerPassBase<OptimizerPass> {
     auto scalarType = RankedTensorType::get({}, b.getF32Type());
     // The step counter is i64: exact however long training runs.
     auto counterType = RankedTensorType::get({}, b.getI64Type());
-    b.setInsertionPoint(module.getBody(), module.getBody()->end());
     auto newGlobal = [&](StringRef name, RankedTensorType type,
                          Location at) -> ml_program::GlobalOp {
-      ml_program::GlobalOp g = mc::createStateGlobal(
+      return mc::createStateGlobal(
           fn, symbols, name,
-          DenseElementsAttr::get(type, b.getZeroAttr(type.getElementType())));
-      g->setLoc(at);
-      return g;
+          DenseElementsAttr::get(type, b.getZeroAttr(type.getElementType())),
+          at);
     };
     auto load = [&](ml_program::GlobalOp g) {
       return ml_program::GlobalLoadOp::create(

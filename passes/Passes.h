@@ -181,12 +181,13 @@ void appendNames(mlir::InFlightDiagnostic& diag,
 mlir::ElementsAttr constantElements(mlir::Value v);
 
 /// A private mutable global of a training step's state, initialised to
-/// `init` and inserted before `fn`: named `name`, or `name.1`, `name.2`...
-/// when `symbols` already has that name.
+/// `init`, located at `loc` and inserted before `fn`: named `name`, or
+/// `name.1`, `name.2`... when `symbols` already has that name.
 mlir::ml_program::GlobalOp createStateGlobal(mlir::func::FuncOp fn,
                                              mlir::SymbolTable& symbols,
                                              llvm::StringRef name,
-                                             mlir::DenseElementsAttr init);
+                                             mlir::DenseElementsAttr init,
+                                             mlir::Location loc);
 
 /// Appends `value` to `fn`'s results (its type, its return) with the
 /// result attribute mc.name = `name`.

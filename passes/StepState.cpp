@@ -11,13 +11,14 @@ using namespace mlir;
 
 ml_program::GlobalOp mc::createStateGlobal(func::FuncOp fn,
                                            SymbolTable& symbols, StringRef name,
-                                           DenseElementsAttr init) {
+                                           DenseElementsAttr init,
+                                           Location loc) {
   std::string unique = name.str();
   for (int k = 1; symbols.lookup(unique); ++k)
     unique = name.str() + "." + std::to_string(k);
   OpBuilder b(fn);
   auto type = llvm::cast<RankedTensorType>(init.getType());
-  auto global = ml_program::GlobalOp::create(b, fn.getLoc(), unique, type,
+  auto global = ml_program::GlobalOp::create(b, loc, unique, type,
                                              /*is_mutable=*/true, init,
                                              b.getStringAttr("private"));
   symbols.insert(global);

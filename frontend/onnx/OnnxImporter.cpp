@@ -3475,6 +3475,8 @@ private:
   Tensor trainedValue(const std::string& name, Tensor value);
 
   std::string path_;
+  /// OnnxImportOptions::weights by name (filled once, by run()).
+  std::unordered_map<std::string, const rt::CheckpointEntry*> weights_;
   const OnnxImportOptions& options_;
   onnx::ModelProto model_;
   fs::path modelDir_;
@@ -3742,25 +3744,21 @@ void Importer::runNode(const NodeProto& node, const std::string& label,
 }
 
 Tensor Importer::trainedValue(const std::string& name, Tensor value) {
-  if (!options_.weights)
+  auto it = weights_.find(name);
+  if (it == weights_.end())
     return value;
-  for (const rt::CheckpointEntry& e : options_.weights->entries) {
-    if (e.name != name)
-      continue;
-    if (e.dtype != value.dtype() || e.shape != value.shape())
-      throw Error("--weights: the checkpoint holds '" + name + "' as " +
-                  std::string(rt::dtypeName(e.dtype)) +
-                  rt::shapeString(e.shape) + ", but the model's is " +
-                  value.describe() +
-                  " (a checkpoint of another model, or of another size?)");
-    Tensor trained = Tensor::empty(e.shape, e.dtype);
-    if (e.byteSize)
-      std::memcpy(trained.rawData(), e.data, size_t(e.byteSize));
-    if (options_.weightsUsed)
-      options_.weightsUsed->insert(name);
-    return trained;
-  }
-  return value;
+  const rt::CheckpointEntry& e = *it->second;
+  if (e.dtype != value.dtype() || e.shape != value.shape())
+    throw Error("--weights: the checkpoint holds '" + name + "' as " +
+                std::string(rt::dtypeName(e.dtype)) + rt::shapeString(e.shape) +
+                ", but the model's is " + value.describe() +
+                " (a checkpoint of another model, or of another size?)");
+  Tensor trained = Tensor::empty(e.shape, e.dtype);
+  if (e.byteSize)
+    std::memcpy(trained.rawData(), e.data, size_t(e.byteSize));
+  if (options_.weightsUsed)
+    options_.weightsUsed->insert(name);
+  return trained;
 }
 
 /// Whether NODE is a BatchNormalization with training_mode set.
@@ -3899,6 +3897,9 @@ jit::TracedModule Importer::run() {
   // buffers), not parameters.
   if (options_.trainingState)
     findTrainingState();
+  if (options_.weights)
+    for (const rt::CheckpointEntry& e : options_.weights->entries)
+      weights_[e.name] = &e;
   std::vector<std::pair<std::string, Tensor>> buffers;
   // Initializers: named parameters (and compile-time constants).
   std::vector<std::pair<std::string, Tensor>> parameters;

@@ -139,7 +139,7 @@ TEST(LoadWeights, ACheckpointOfNoneOfTheWeightsIsAnError) {
   EXPECT_FALSE(r.ok);
   // (@n, an integer, is no weight: not listed.)
   EXPECT_NE(r.diagnostics.find("holds none of the model's weights (the "
-                               "model's: w, b; the checkpoint's: emb)"),
+                               "model's: w b; the checkpoint's: emb)"),
             std::string::npos)
       << r.diagnostics;
 }

@@ -288,16 +288,16 @@ def check(out, path):
               + f"match PyTorch's within {worst:.2e}")
 
 
-def infer(out, path):
+def infer(out, path, what="ce_train: inference with the trained weights"):
     """The trained model's logits (modelc compile infer.onnx --weights)
-    against PyTorch's after its SGD steps, eval mode."""
+    against PyTorch's after its SGD steps (OUT/ref_logits.npy), eval mode;
+    `what` starts the line printed (tied_lm.py shares this)."""
     ref = np.load(os.path.join(out, "ref_logits.npy"))
     got = np.load(path)
     err = float(np.abs(got - ref).max() / np.abs(ref).max())
-    print(f"ce_train: inference with the trained weights, max rel err "
-          f"{err:.2e} against PyTorch's trained model")
+    print(f"{what}, max rel err {err:.2e} against PyTorch's trained model")
     if err > 1e-5:
-        sys.exit("ce_train: FAIL")
+        sys.exit(what.split(":")[0] + ": FAIL")
 
 
 if __name__ == "__main__":
